@@ -1,0 +1,28 @@
+"""eagle — capture-legal dense matrix products between your own CUDA kernels.
+
+Submodules: :mod:`eagle.arrays`, :mod:`eagle.cuda`, :mod:`eagle.gemm`,
+:mod:`eagle.plan`, :mod:`eagle.diff`. They are imported on first attribute
+access; importing eagle never loads a CUDA driver.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+__all__ = ["Array", "arrays", "cuda", "diff", "gemm", "plan"]
+
+_SUBMODULES = {"arrays", "cuda", "gemm", "plan", "diff"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"eagle.{name}")
+    if name == "Array":
+        return importlib.import_module("eagle.arrays").Array
+    raise AttributeError(f"module 'eagle' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

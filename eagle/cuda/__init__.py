@@ -1,0 +1,43 @@
+"""eagle.cuda — thin, checked access to CUDA streams, graphs, memory and NVRTC.
+
+Nothing here loads a driver on import; the first call that needs one does.
+"""
+
+from eagle.cuda._runtime import CudaError, CudaUnavailable, is_available
+from eagle.cuda.graph import (
+    CapturedGraph,
+    Graph,
+    Launcher,
+    LifetimeError,
+    StreamCapturer,
+    capture,
+    is_capturing,
+    record_use,
+)
+from eagle.cuda.memory import MemoryPool, default_pool
+from eagle.cuda.module import CompileError, Kernel, compile_cuda, load_kernel
+from eagle.cuda.stream import Event, Stream, as_stream_ptr, current_stream
+
+__all__ = [
+    "CapturedGraph",
+    "CompileError",
+    "CudaError",
+    "CudaUnavailable",
+    "Event",
+    "Graph",
+    "Kernel",
+    "Launcher",
+    "LifetimeError",
+    "MemoryPool",
+    "Stream",
+    "StreamCapturer",
+    "as_stream_ptr",
+    "capture",
+    "compile_cuda",
+    "current_stream",
+    "default_pool",
+    "is_available",
+    "is_capturing",
+    "load_kernel",
+    "record_use",
+]

@@ -1,0 +1,302 @@
+"""Stream capture, graphs and their launchers, and what a graph keeps alive.
+
+While eagle captures a stream, every eagle operation enqueued on it reports
+the objects it recorded work against (:func:`record_use`). The captured graph
+holds them, so nothing it replays against can be freed under it, and owners
+that must outlive their graphs (a cuBLAS handle, say) refuse to be destroyed
+while such a graph is alive.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from eagle.cuda._runtime import call, runtime
+from eagle.cuda.stream import Stream, as_stream_ptr
+
+__all__ = [
+    "CapturedGraph",
+    "Graph",
+    "Launcher",
+    "LifetimeError",
+    "StreamCapturer",
+    "capture",
+    "is_capturing",
+    "record_use",
+]
+
+_MODES = {
+    "thread_local": "cudaStreamCaptureModeThreadLocal",
+    "global": "cudaStreamCaptureModeGlobal",
+    "relaxed": "cudaStreamCaptureModeRelaxed",
+}
+
+
+class LifetimeError(RuntimeError):
+    """An eagle CUDA object was used after it was destroyed or consumed, or
+    destroyed while something that needs it is still alive."""
+
+
+_active: dict[int, list[Any]] = {}
+_active_lock = threading.Lock()
+
+
+def record_use(stream_ptr: int, *objs: Any) -> None:
+    """Note that work just enqueued on ``stream_ptr`` uses ``objs``.
+
+    If eagle is capturing that stream, the captured graph keeps ``objs`` alive,
+    and each object with a ``_live_graphs`` weak set learns of the graph.
+    Outside a capture this does nothing.
+    """
+    kept = _active.get(stream_ptr)
+    if kept is not None:
+        kept.extend(objs)
+
+
+def is_capturing(stream: Stream | int | None = None) -> bool:
+    """True while ``stream`` is being captured (by eagle or anyone else)."""
+    status = call("cudaStreamIsCapturing", as_stream_ptr(stream))
+    return status != runtime().cudaStreamCaptureStatus.cudaStreamCaptureStatusNone
+
+
+def any_capture_active() -> bool:
+    """True while any eagle capture is open in this process."""
+    return bool(_active)
+
+
+def _register(owner_objs: list[Any], graph: Any) -> None:
+    for obj in owner_objs:
+        live = getattr(obj, "_live_graphs", None)
+        if isinstance(live, weakref.WeakSet):
+            live.add(graph)
+
+
+class CapturedGraph:
+    """The work recorded by one capture, not yet instantiated.
+
+    Consumed by :meth:`Graph.from_captured`; using it again raises
+    :class:`LifetimeError`.
+    """
+
+    def __init__(self, handle: Any, kept: list[Any]) -> None:
+        self._handle = handle
+        self._kept = kept
+        _register(kept, self)
+
+    @property
+    def consumed(self) -> bool:
+        """True once a :class:`Graph` was made from it (or it was discarded)."""
+        return self._handle is None
+
+    def _take(self) -> tuple[Any, list[Any]]:
+        if self._handle is None:
+            raise LifetimeError(
+                "this CapturedGraph was already consumed by Graph.from_captured; "
+                "capture again to make another graph"
+            )
+        taken = self._handle, self._kept
+        self._handle, self._kept = None, []
+        return taken
+
+    def node_types(self) -> list[str]:
+        """The type of every node in the graph, e.g. ``["kernel", "memset"]``."""
+        if self._handle is None:
+            raise LifetimeError("this CapturedGraph was already consumed")
+        return _node_types(self._handle)
+
+    def discard(self) -> None:
+        """Free the recorded graph without instantiating it (idempotent)."""
+        if self._handle is not None:
+            handle, _ = self._take()
+            call("cudaGraphDestroy", handle)
+
+    def __del__(self) -> None:
+        try:
+            self.discard()
+        except Exception:
+            pass
+
+
+def _node_types(handle: Any) -> list[str]:
+    _, count = call("cudaGraphGetNodes", handle, 0)
+    if count == 0:
+        return []
+    nodes, _ = call("cudaGraphGetNodes", handle, count)
+    names = []
+    for node in nodes:
+        kind = call("cudaGraphNodeGetType", node)
+        names.append(kind.name.removeprefix("cudaGraphNodeType").lower())
+    return names
+
+
+class StreamCapturer:
+    """Capture the work enqueued on one stream into a :class:`CapturedGraph`.
+
+    Args:
+        stream_ptr: the stream to capture (a raw pointer or a :class:`Stream`).
+        mode: ``"thread_local"`` (default), ``"global"`` or ``"relaxed"``.
+
+    Use :meth:`begin` and :meth:`end`, or ``with StreamCapturer(ptr) as cap:``,
+    which always ends the capture, even when the body raises (the partial
+    graph is then discarded); afterwards ``cap.captured`` holds the result.
+    """
+
+    def __init__(self, stream_ptr: Stream | int, mode: str = "thread_local") -> None:
+        if mode not in _MODES:
+            raise ValueError(f"mode must be one of {sorted(_MODES)}, not {mode!r}")
+        self._stream_ptr = as_stream_ptr(stream_ptr)
+        self.mode = mode
+        self.captured: CapturedGraph | None = None
+        self._open = False
+
+    def begin(self) -> None:
+        """Start capturing the stream."""
+        if self._open:
+            raise LifetimeError("StreamCapturer.begin: this capture is already open")
+        with _active_lock:
+            if self._stream_ptr in _active:
+                raise LifetimeError(
+                    f"stream {self._stream_ptr:#x} is already being captured by eagle"
+                )
+            mode = getattr(runtime().cudaStreamCaptureMode, _MODES[self.mode])
+            call("cudaStreamBeginCapture", self._stream_ptr, mode)
+            _active[self._stream_ptr] = []
+        self._open = True
+
+    def end(self) -> CapturedGraph:
+        """Stop capturing and return what was recorded.
+
+        Raises:
+            CudaError: the capture was invalidated (an illegal call inside it);
+                the capture is closed all the same.
+        """
+        if not self._open:
+            raise LifetimeError("StreamCapturer.end: no capture is open (call begin() first)")
+        self._open = False
+        with _active_lock:
+            kept = _active.pop(self._stream_ptr, [])
+        handle = call("cudaStreamEndCapture", self._stream_ptr)
+        self.captured = CapturedGraph(handle, kept)
+        return self.captured
+
+    def __enter__(self) -> StreamCapturer:
+        self.begin()
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.end()
+            return
+        try:
+            self.end().discard()
+        except Exception:
+            pass  # the body's exception is the one worth reporting
+
+
+@contextmanager
+def capture(stream: Stream | int | None = None, mode: str = "thread_local") -> Iterator[
+    StreamCapturer
+]:
+    """``with capture(stream) as cap:`` — capture, then ``cap.captured``."""
+    with StreamCapturer(as_stream_ptr(stream), mode) as capturer:
+        yield capturer
+
+
+class Graph:
+    """An instantiated, replayable graph.
+
+    Keeps alive everything its capture recorded work against, until
+    :meth:`destroy`.
+    """
+
+    def __init__(self, exec_handle: Any, graph_handle: Any, kept: list[Any]) -> None:
+        self._exec = exec_handle
+        self._graph = graph_handle
+        self._kept = kept
+        _register(kept, self)
+
+    @classmethod
+    def from_captured(cls, captured: CapturedGraph) -> Graph:
+        """Instantiate ``captured``, consuming it.
+
+        Raises:
+            LifetimeError: ``captured`` was already consumed.
+        """
+        if not isinstance(captured, CapturedGraph):
+            raise TypeError(
+                f"captured must be a CapturedGraph (from StreamCapturer.end), "
+                f"not {type(captured).__name__}"
+            )
+        handle, kept = captured._take()
+        try:
+            exec_handle = call("cudaGraphInstantiate", handle, 0)
+        except Exception:
+            call("cudaGraphDestroy", handle)
+            raise
+        return cls(exec_handle, handle, kept)
+
+    @property
+    def alive(self) -> bool:
+        """False once :meth:`destroy` ran."""
+        return self._exec is not None
+
+    def node_types(self) -> list[str]:
+        """The type of every node in the graph."""
+        self._check()
+        return _node_types(self._graph)
+
+    def launcher(self) -> Launcher:
+        """A :class:`Launcher` that replays this graph."""
+        self._check()
+        return Launcher(self)
+
+    def _check(self) -> None:
+        if self._exec is None:
+            raise LifetimeError("this Graph was destroyed; capture and instantiate a new one")
+
+    def destroy(self) -> None:
+        """Free the graph and release what it kept alive (idempotent)."""
+        if self._exec is None:
+            return
+        exec_handle, graph_handle = self._exec, self._graph
+        self._exec = self._graph = None
+        self._kept = []
+        call("cudaGraphExecDestroy", exec_handle)
+        call("cudaGraphDestroy", graph_handle)
+
+    def __del__(self) -> None:
+        try:
+            self.destroy()
+        except Exception:
+            pass
+
+
+class Launcher:
+    """Replays one :class:`Graph` on a stream."""
+
+    def __init__(self, graph: Graph) -> None:
+        self._graph = graph
+        self._stream_ptr: int | None = None
+
+    def stream(self, stream_ptr: Stream | int | None) -> Launcher:
+        """Choose the stream replays go to (eagle's current stream if never set)."""
+        self._stream_ptr = as_stream_ptr(stream_ptr)
+        return self
+
+    def _ptr(self) -> int:
+        if self._stream_ptr is None:
+            self._stream_ptr = as_stream_ptr(None)
+        return self._stream_ptr
+
+    def launch(self) -> None:
+        """Enqueue one replay of the graph; returns without waiting."""
+        self._graph._check()
+        call("cudaGraphLaunch", self._graph._exec, self._ptr())
+
+    def synchronize(self) -> None:
+        """Wait until the launcher's stream has finished its work."""
+        call("cudaStreamSynchronize", self._ptr())

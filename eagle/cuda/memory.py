@@ -1,0 +1,175 @@
+"""Stream-ordered device memory from a CUDA memory pool.
+
+A device :class:`~eagle.arrays.Array` owns a :class:`Buffer` allocated with
+``cudaMallocFromPoolAsync`` on a stream and freed with ``cudaFreeAsync`` on
+that same stream when the last array using it goes away. Frees that would
+land inside an open capture are deferred until the capture ends, so a
+captured graph never gains a free node by accident.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from eagle.cuda._runtime import call, ensure_device, runtime
+from eagle.cuda.graph import LifetimeError, any_capture_active, is_capturing
+
+__all__ = ["Buffer", "MemoryPool", "default_pool"]
+
+_UINT64_MAX = (1 << 64) - 1
+
+
+class Buffer:
+    """``nbytes`` of device memory from a :class:`MemoryPool`.
+
+    Freed (stream-ordered, on the allocating stream) when garbage-collected.
+    If you used it on another stream, keep it alive until that work is done.
+    """
+
+    __slots__ = ("__weakref__", "device", "nbytes", "pool", "ptr", "stream_ptr")
+
+    def __init__(self, pool: MemoryPool, ptr: int, nbytes: int, stream_ptr: int) -> None:
+        self.pool = pool
+        self.ptr = ptr
+        self.nbytes = nbytes
+        self.stream_ptr = stream_ptr
+        self.device = pool.device
+
+    def __del__(self) -> None:
+        if self.ptr:
+            try:
+                self.pool._free(self.ptr, self.stream_ptr)
+            except Exception:
+                pass
+
+
+class MemoryPool:
+    """A CUDA memory pool that device arrays allocate from.
+
+    Args:
+        device: the device index.
+        release_threshold: bytes the pool keeps cached after a synchronisation
+            (default: keep everything, so steady-state allocation is free).
+
+    :meth:`destroy` refuses while arrays allocated from it are still alive,
+    which includes arrays a live graph recorded work against.
+    """
+
+    def __init__(self, device: int = 0, release_threshold: int | None = None) -> None:
+        ensure_device(device)
+        rt = runtime()
+        props = rt.cudaMemPoolProps()
+        props.allocType = rt.cudaMemAllocationType.cudaMemAllocationTypePinned
+        props.handleTypes = rt.cudaMemAllocationHandleType.cudaMemHandleTypeNone
+        props.location.type = rt.cudaMemLocationType.cudaMemLocationTypeDevice
+        props.location.id = device
+        self._handle = call("cudaMemPoolCreate", props)
+        threshold = _UINT64_MAX if release_threshold is None else int(release_threshold)
+        call(
+            "cudaMemPoolSetAttribute",
+            self._handle,
+            rt.cudaMemPoolAttr.cudaMemPoolAttrReleaseThreshold,
+            rt.cuuint64_t(threshold),
+        )
+        self.device = device
+        self._buffers: weakref.WeakSet[Buffer] = weakref.WeakSet()
+        self._deferred: list[tuple[int, int]] = []
+        self._lock = threading.Lock()
+
+    def _check(self) -> None:
+        if self._handle is None:
+            raise LifetimeError("this MemoryPool was destroyed; allocate from a live pool")
+
+    def allocate(self, nbytes: int, stream_ptr: int) -> Buffer:
+        """``nbytes`` of device memory, ordered on ``stream_ptr``."""
+        self._check()
+        self._flush_deferred()
+        if nbytes == 0:
+            return Buffer(self, 0, 0, stream_ptr)
+        ptr = int(call("cudaMallocFromPoolAsync", nbytes, self._handle, stream_ptr))
+        buffer = Buffer(self, ptr, nbytes, stream_ptr)
+        self._buffers.add(buffer)
+        return buffer
+
+    def _free(self, ptr: int, stream_ptr: int) -> None:
+        if self._handle is None:
+            return
+        if any_capture_active() and is_capturing(stream_ptr):
+            with self._lock:
+                self._deferred.append((ptr, stream_ptr))
+            return
+        call("cudaFreeAsync", ptr, stream_ptr)
+
+    def _flush_deferred(self) -> None:
+        if not self._deferred or any_capture_active():
+            return
+        with self._lock:
+            pending, self._deferred = self._deferred, []
+        for ptr, stream_ptr in pending:
+            call("cudaFreeAsync", ptr, stream_ptr)
+
+    @property
+    def live_buffers(self) -> int:
+        """How many buffers from this pool are still alive."""
+        return len(self._buffers)
+
+    def used_bytes(self) -> int:
+        """Bytes currently handed out to live buffers."""
+        self._check()
+        value = call(
+            "cudaMemPoolGetAttribute",
+            self._handle,
+            runtime().cudaMemPoolAttr.cudaMemPoolAttrUsedMemCurrent,
+        )
+        return int(value)
+
+    def reserved_bytes(self) -> int:
+        """Bytes the pool holds from the device, used or cached."""
+        self._check()
+        value = call(
+            "cudaMemPoolGetAttribute",
+            self._handle,
+            runtime().cudaMemPoolAttr.cudaMemPoolAttrReservedMemCurrent,
+        )
+        return int(value)
+
+    def destroy(self) -> None:
+        """Give the pool's memory back to the device (idempotent).
+
+        Raises:
+            LifetimeError: arrays from this pool are still alive (destroy the
+                graphs that hold them and drop them first).
+        """
+        if self._handle is None:
+            return
+        live = len(self._buffers)
+        if live:
+            raise LifetimeError(
+                f"MemoryPool on device {self.device} still backs {live} live array buffer(s), "
+                "held by your code or by a live graph; destroy the graphs first, then the "
+                "cuBLAS handles, then the pool"
+            )
+        self._flush_deferred()
+        call("cudaDeviceSynchronize")
+        handle, self._handle = self._handle, None
+        call("cudaMemPoolDestroy", handle)
+
+    def __repr__(self) -> str:
+        state = "destroyed" if self._handle is None else f"{len(self._buffers)} live buffers"
+        return f"MemoryPool(device={self.device}, {state})"
+
+
+_default_pools: dict[int, MemoryPool] = {}
+_default_lock = threading.Lock()
+
+
+def default_pool(device: int = 0) -> MemoryPool:
+    """The pool eagle's device arrays use on ``device`` (created on first use)."""
+    pool = _default_pools.get(device)
+    if pool is None or pool._handle is None:
+        with _default_lock:
+            pool = _default_pools.get(device)
+            if pool is None or pool._handle is None:
+                pool = _default_pools[device] = MemoryPool(device)
+    return pool
+
