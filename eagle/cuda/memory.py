@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import threading
 import weakref
-from eagle.cuda._runtime import call, ensure_device, runtime
+from eagle.cuda._runtime import call, driver, ensure_device, runtime
 from eagle.cuda.graph import LifetimeError, any_capture_active, is_capturing
+from eagle.cuda.stream import Stream, as_stream_ptr
 
 __all__ = ["Buffer", "MemoryPool", "default_pool"]
 
@@ -22,23 +23,24 @@ _UINT64_MAX = (1 << 64) - 1
 class Buffer:
     """``nbytes`` of device memory from a :class:`MemoryPool`.
 
-    Freed (stream-ordered, on the allocating stream) when garbage-collected.
-    If you used it on another stream, keep it alive until that work is done.
+    Freed (stream-ordered, on the allocating stream, which it keeps alive) when
+    garbage-collected. If you used it on another stream, keep it alive until
+    that work is done.
     """
 
-    __slots__ = ("__weakref__", "device", "nbytes", "pool", "ptr", "stream_ptr")
+    __slots__ = ("__weakref__", "device", "nbytes", "pool", "ptr", "stream")
 
-    def __init__(self, pool: MemoryPool, ptr: int, nbytes: int, stream_ptr: int) -> None:
+    def __init__(self, pool: MemoryPool, ptr: int, nbytes: int, stream: Stream | int) -> None:
         self.pool = pool
         self.ptr = ptr
         self.nbytes = nbytes
-        self.stream_ptr = stream_ptr
+        self.stream = stream
         self.device = pool.device
 
     def __del__(self) -> None:
         if self.ptr:
             try:
-                self.pool._free(self.ptr, self.stream_ptr)
+                self.pool._free(self.ptr, self.stream)
             except Exception:
                 pass
 
@@ -69,34 +71,41 @@ class MemoryPool:
             "cudaMemPoolSetAttribute",
             self._handle,
             rt.cudaMemPoolAttr.cudaMemPoolAttrReleaseThreshold,
-            rt.cuuint64_t(threshold),
+            driver().cuuint64_t(threshold),
         )
         self.device = device
         self._buffers: weakref.WeakSet[Buffer] = weakref.WeakSet()
-        self._deferred: list[tuple[int, int]] = []
+        self._deferred: list[tuple[int, Stream | int]] = []
         self._lock = threading.Lock()
 
     def _check(self) -> None:
         if self._handle is None:
             raise LifetimeError("this MemoryPool was destroyed; allocate from a live pool")
 
-    def allocate(self, nbytes: int, stream_ptr: int) -> Buffer:
-        """``nbytes`` of device memory, ordered on ``stream_ptr``."""
+    def allocate(self, nbytes: int, stream: Stream | int) -> Buffer:
+        """``nbytes`` of device memory, ordered on ``stream`` (a Stream or raw pointer).
+
+        A :class:`Stream` passed here is kept alive until the buffer is freed.
+        """
         self._check()
         self._flush_deferred()
         if nbytes == 0:
-            return Buffer(self, 0, 0, stream_ptr)
-        ptr = int(call("cudaMallocFromPoolAsync", nbytes, self._handle, stream_ptr))
-        buffer = Buffer(self, ptr, nbytes, stream_ptr)
+            return Buffer(self, 0, 0, stream)
+        ptr = int(call("cudaMallocFromPoolAsync", nbytes, self._handle, as_stream_ptr(stream)))
+        buffer = Buffer(self, ptr, nbytes, stream)
         self._buffers.add(buffer)
         return buffer
 
-    def _free(self, ptr: int, stream_ptr: int) -> None:
+    def _free(self, ptr: int, stream: Stream | int) -> None:
         if self._handle is None:
             return
+        if isinstance(stream, Stream) and not stream.alive:
+            call("cudaFree", ptr)  # its stream was destroyed by hand: free synchronously
+            return
+        stream_ptr = as_stream_ptr(stream)
         if any_capture_active() and is_capturing(stream_ptr):
             with self._lock:
-                self._deferred.append((ptr, stream_ptr))
+                self._deferred.append((ptr, stream))
             return
         call("cudaFreeAsync", ptr, stream_ptr)
 
@@ -105,8 +114,8 @@ class MemoryPool:
             return
         with self._lock:
             pending, self._deferred = self._deferred, []
-        for ptr, stream_ptr in pending:
-            call("cudaFreeAsync", ptr, stream_ptr)
+        for ptr, stream in pending:
+            self._free(ptr, stream)
 
     @property
     def live_buffers(self) -> int:

@@ -39,7 +39,7 @@ _CTYPES = {
 }
 
 _images: dict[str, bytes] = {}
-_kernels: dict[tuple[str, int], Kernel] = {}
+_kernels: dict[tuple[str, str, int], Kernel] = {}
 _lock = threading.Lock()
 
 
@@ -81,9 +81,7 @@ def compile_cuda(
         CudaUnavailable: NVRTC is not installed.
     """
     opts = [f"--gpu-architecture={arch}", "--std=c++17", *options]
-    key = hashlib.sha256(
-        "\0".join([source, name, *opts, _nvrtc_version()]).encode()
-    ).hexdigest()
+    key = hashlib.sha256("\0".join([source, *opts, _nvrtc_version()]).encode()).hexdigest()
     image = _images.get(key)
     if image is not None:
         return image
@@ -127,15 +125,19 @@ def _store(path: Path, image: bytes) -> None:
 
 
 def load_kernel(source: str, name: str, *, device: int = 0) -> Kernel:
-    """Compile ``source`` for ``device`` (cached), load it, and return kernel ``name``."""
-    arch = device_arch(device)
-    image = compile_cuda(source, name=name, arch=arch)
-    key = (hashlib.sha256(image).hexdigest() + name, device)
+    """Compile ``source`` for ``device`` (cached), load it, and return kernel ``name``.
+
+    Raises:
+        CompileError: NVRTC rejected the source.
+        CudaError: the image has no kernel called ``name``.
+    """
+    key = (source, name, device)
     kernel = _kernels.get(key)
     if kernel is None:
         with _lock:
             kernel = _kernels.get(key)
             if kernel is None:
+                image = compile_cuda(source, name=name, arch=device_arch(device))
                 ensure_device(device)
                 module = dcall("cuModuleLoadData", image)
                 function = dcall("cuModuleGetFunction", module, name.encode())
@@ -147,7 +149,8 @@ class PackedArgs:
     """Kernel arguments packed once into the ``void**`` array a launch reads.
 
     Each argument is a numpy scalar (its dtype picks the C type), a ctypes
-    value, or an object with a ``ptr`` attribute (an eagle Array: its address).
+    value or structure (passed by value), or an object with an int ``ptr``
+    attribute (an eagle Array: its address).
     """
 
     def __init__(self, args: Sequence[Any]) -> None:
@@ -164,7 +167,7 @@ class PackedArgs:
 
 
 def _to_ctype(arg: Any, index: int) -> Any:
-    if isinstance(arg, ctypes._SimpleCData):
+    if isinstance(arg, ctypes._SimpleCData | ctypes.Structure):
         return arg
     if isinstance(arg, np.generic):
         ctype = _CTYPES.get(arg.dtype)

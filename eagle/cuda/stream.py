@@ -37,6 +37,11 @@ class Stream:
             raise CudaError("Stream.ptr", "destroyed", "this stream was destroyed")
         return self._ptr
 
+    @property
+    def alive(self) -> bool:
+        """False once :meth:`destroy` ran."""
+        return self._handle is not None
+
     def synchronize(self) -> None:
         """Block the host until all work queued on this stream has finished."""
         call("cudaStreamSynchronize", self.ptr())

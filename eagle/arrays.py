@@ -1,0 +1,524 @@
+"""Arrays on the host or a CUDA device.
+
+An :class:`Array` is one strided view of a buffer: a numpy array on the host
+(``device="cpu"``, wrapped without a copy) or device memory from eagle's pool
+(``device="cuda:0"``) or from another library (CuPy, PyTorch, numba), wrapped
+without a copy through ``__cuda_array_interface__``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from eagle.cuda import _dlpack, _strided
+from eagle.cuda._runtime import call, dcall, ensure_device, runtime
+from eagle.cuda.graph import any_capture_active, is_capturing, record_use
+from eagle.cuda.memory import default_pool
+from eagle.cuda.stream import Stream, as_stream_ptr, current_stream
+
+__all__ = ["Array", "asarray", "empty", "full", "ones", "zeros"]
+
+ShapeLike = int | Sequence[int]
+
+
+def _parse_device(device: Any, argument: str = "device") -> int | None:
+    """``None`` for the host, the device index for ``"cuda"`` / ``"cuda:N"``."""
+    if device is None or device == "cpu":
+        return None
+    if isinstance(device, str):
+        if device == "cuda":
+            return 0
+        prefix, _, index = device.partition(":")
+        if prefix == "cuda" and index.isdigit():
+            return int(index)
+    raise ValueError(f"{argument} must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
+
+
+def _device_name(index: int | None) -> str:
+    return "cpu" if index is None else f"cuda:{index}"
+
+
+def _check_dtype(dtype: Any, argument: str = "dtype") -> np.dtype:
+    try:
+        result = np.dtype(dtype)
+    except TypeError as exc:
+        raise TypeError(f"{argument} {dtype!r} is not a numpy dtype") from exc
+    if result.kind not in "biufc" or result.itemsize not in (1, 2, 4, 8, 16):
+        raise TypeError(
+            f"{argument} must be a numeric or bool dtype, not {result} "
+            "(object, string and structured dtypes have no device layout)"
+        )
+    return result
+
+
+def _check_shape(shape: ShapeLike) -> tuple[int, ...]:
+    dims = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+    if any(not isinstance(d, int | np.integer) or int(d) < 0 for d in dims):
+        raise ValueError(f"shape must be non-negative ints, not {shape!r}")
+    return tuple(int(d) for d in dims)
+
+
+def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides, step = [], itemsize
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= max(dim, 1)
+    return tuple(reversed(strides))
+
+
+class Array:
+    """One strided buffer on the host or a CUDA device.
+
+    Make them with :func:`asarray`, :func:`zeros`, :func:`empty`,
+    :func:`full` or :func:`ones`, not with this constructor.
+
+    Attributes:
+        shape: extents, a tuple of ints.
+        dtype: the numpy dtype.
+        strides: byte strides, one per axis.
+        device: ``"cpu"`` or ``"cuda:N"``.
+        ptr: the address of the first element.
+    """
+
+    __slots__ = ("_device_index", "_host", "_owner", "_ptr", "dtype", "shape", "strides")
+
+    def __init__(
+        self,
+        *,
+        host: np.ndarray | None = None,
+        ptr: int = 0,
+        shape: tuple[int, ...] = (),
+        dtype: np.dtype | None = None,
+        strides: tuple[int, ...] = (),
+        device_index: int | None = None,
+        owner: Any = None,
+    ) -> None:
+        self._host = host
+        self._owner = owner
+        self._device_index = device_index
+        if host is not None:
+            self.shape, self.dtype, self.strides = host.shape, host.dtype, host.strides
+            self._ptr = host.__array_interface__["data"][0]
+        else:
+            self.shape, self.dtype, self.strides = shape, dtype, strides
+            self._ptr = ptr
+
+    # -- attributes -----------------------------------------------------------------------
+
+    @property
+    def device(self) -> str:
+        """``"cpu"`` or ``"cuda:N"``."""
+        return _device_name(self._device_index)
+
+    @property
+    def device_index(self) -> int | None:
+        """The CUDA device index, or None on the host."""
+        return self._device_index
+
+    @property
+    def is_host(self) -> bool:
+        """True for a host (numpy-backed) array."""
+        return self._host is not None
+
+    @property
+    def ptr(self) -> int:
+        """The address of the first element."""
+        return self._ptr
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the elements occupy (``size * itemsize``)."""
+        return self.size * self.itemsize
+
+    @property
+    def is_contiguous(self) -> bool:
+        """True when the elements are laid out row-major without gaps."""
+        if self.size <= 1:
+            return True
+        expected = _contiguous_strides(self.shape, self.itemsize)
+        return all(
+            dim == 1 or stride == want
+            for dim, stride, want in zip(self.shape, self.strides, expected, strict=True)
+        )
+
+    def __repr__(self) -> str:
+        return f"Array(shape={self.shape}, dtype={self.dtype}, device={self.device!r})"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d Array")
+        return self.shape[0]
+
+    # -- views ----------------------------------------------------------------------------
+
+    def __getitem__(self, key: Any) -> Array:
+        """Basic slicing (ints, slices, ``...``, ``None``): a view sharing memory."""
+        if self._host is not None:
+            view = self._host[key]
+            return Array(host=np.asarray(view), device_index=None)
+        keys = key if isinstance(key, tuple) else (key,)
+        for item in keys:
+            if not (item is None or item is Ellipsis or isinstance(item, int | np.integer | slice)):
+                raise TypeError(
+                    f"device Arrays take basic indices (ints, slices, ..., None), not "
+                    f"{type(item).__name__}; copy to the host for fancy indexing"
+                )
+        if Ellipsis not in keys:
+            keys = (*keys, Ellipsis)
+        # Index a stand-in with the same layout: numpy does the view arithmetic and
+        # never reads memory for basic indexing into a view.
+        stand_in = np.lib.stride_tricks.as_strided(
+            np.empty(1, dtype=self.dtype), shape=self.shape, strides=self.strides
+        )
+        view = stand_in[keys]
+        offset = view.__array_interface__["data"][0] - stand_in.__array_interface__["data"][0]
+        return Array(
+            ptr=self._ptr + offset,
+            shape=view.shape,
+            dtype=self.dtype,
+            strides=view.strides,
+            device_index=self._device_index,
+            owner=self._owner,
+        )
+
+    @property
+    def T(self) -> Array:  # noqa: N802 - numpy's name
+        """The transposed view (axes reversed), sharing memory."""
+        if self._host is not None:
+            return Array(host=self._host.T)
+        return Array(
+            ptr=self._ptr,
+            shape=self.shape[::-1],
+            dtype=self.dtype,
+            strides=self.strides[::-1],
+            device_index=self._device_index,
+            owner=self._owner,
+        )
+
+    # -- data movement --------------------------------------------------------------------
+
+    def numpy(self) -> np.ndarray:
+        """The values as a numpy array.
+
+        A host Array returns the array it wraps (no copy); a device Array is
+        copied to the host after its stream's pending work.
+        """
+        if self._host is not None:
+            return self._host
+        source = self if self.is_contiguous else self.copy()
+        out = np.empty(self.shape, dtype=self.dtype)
+        if out.nbytes:
+            stream_ptr = current_stream(self._device_index).ptr()
+            call(
+                "cudaMemcpyAsync",
+                out.ctypes.data,
+                source.ptr,
+                out.nbytes,
+                runtime().cudaMemcpyKind.cudaMemcpyDeviceToHost,
+                stream_ptr,
+            )
+            call("cudaStreamSynchronize", stream_ptr)
+        return out
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        values = self.numpy()
+        if copy:
+            values = values.copy()
+        return values if dtype is None else values.astype(dtype, copy=False)
+
+    def to(self, device: str) -> Array:
+        """This array on ``device`` (itself when it is already there)."""
+        index = _parse_device(device)
+        if index == self._device_index:
+            return self
+        if index is None:
+            return Array(host=self.numpy())
+        return asarray(np.ascontiguousarray(self.numpy()), device=_device_name(index))
+
+    def copy(self) -> Array:
+        """A contiguous copy on the same device."""
+        if self._host is not None:
+            return Array(host=np.array(self._host, order="C"))
+        out = empty(self.shape, self.dtype, self.device)
+        if not self.size:
+            return out
+        stream_ptr = current_stream(self._device_index).ptr()
+        if self.is_contiguous:
+            call(
+                "cudaMemcpyAsync",
+                out.ptr,
+                self.ptr,
+                self.nbytes,
+                runtime().cudaMemcpyKind.cudaMemcpyDeviceToDevice,
+                stream_ptr,
+            )
+        else:
+            _strided.gather(self, out, stream_ptr)
+        call("cudaStreamSynchronize", stream_ptr)
+        return out
+
+    def fill(self, value: Any, stream: Stream | int | None = None) -> None:
+        """Set every element to ``value``.
+
+        On a device it is stream-ordered on ``stream`` (a :class:`Stream`, a raw
+        stream pointer, or None for eagle's current stream), does not wait,
+        and is legal inside a capture.
+
+        Raises:
+            ValueError: ``value`` does not fit the dtype exactly (``1.5`` into
+                an int32 array, say).
+        """
+        scalar = _exact_scalar(value, self.dtype)
+        if self._host is not None:
+            self._host.fill(scalar)
+            return
+        if not self.size:
+            return
+        stream_ptr = as_stream_ptr(stream, self._device_index)
+        if self.is_contiguous:
+            _memset(self.ptr, scalar, self.size, stream_ptr)
+        else:
+            _strided.fill(self, scalar, stream_ptr)
+        record_use(stream_ptr, self)
+
+    # -- interop --------------------------------------------------------------------------
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """Version 3 of the CUDA array interface (device arrays only)."""
+        if self._host is not None:
+            raise AttributeError("a host Array has no __cuda_array_interface__")
+        return {
+            "shape": self.shape,
+            "typestr": self.dtype.str,
+            "data": (self._ptr, False),
+            "strides": None if self.is_contiguous else self.strides,
+            "version": 3,
+            "stream": None,
+        }
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(kDLCPU, 0)`` on the host, ``(kDLCUDA, index)`` on a device."""
+        if self._host is not None:
+            return (_dlpack.CPU, 0)
+        return (_dlpack.CUDA, self._device_index)
+
+    def __dlpack__(
+        self,
+        *,
+        stream: int | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """Export as a DLPack capsule without copying.
+
+        ``stream`` is the consumer's stream: it is made to wait for eagle's
+        current stream (``-1`` skips that).
+        """
+        if copy:
+            raise BufferError("eagle exports DLPack without copying; pass copy=None or False")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"dl_device {dl_device} differs from this array's {self.device}")
+        if self._host is not None:
+            return self._host.__dlpack__()
+        if stream is not None and stream != -1:
+            _order_after_current(self._device_index, stream)
+        return _dlpack.export(self)
+
+
+def _exact_scalar(value: Any, dtype: np.dtype) -> np.generic:
+    try:
+        scalar = np.asarray(value).astype(dtype)[()]
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"value {value!r} cannot be stored as {dtype}") from exc
+    if dtype.kind in "biu":
+        if not np.isfinite(complex(value)) or scalar != value:
+            raise ValueError(f"value {value!r} does not fit {dtype} exactly")
+    return scalar
+
+
+def _memset(ptr: int, scalar: np.generic, count: int, stream_ptr: int) -> None:
+    """Fill ``count`` contiguous elements with memset nodes (capture-legal)."""
+    raw = np.asarray(scalar).tobytes()
+    if len(raw) == 1:
+        dcall("cuMemsetD8Async", ptr, raw[0], count, stream_ptr)
+    elif len(raw) == 2:
+        dcall("cuMemsetD16Async", ptr, int.from_bytes(raw, "little"), count, stream_ptr)
+    elif len(raw) == 4:
+        dcall("cuMemsetD32Async", ptr, int.from_bytes(raw, "little"), count, stream_ptr)
+    else:
+        for word in range(len(raw) // 4):
+            bits = int.from_bytes(raw[4 * word : 4 * word + 4], "little")
+            dcall("cuMemsetD2D32Async", ptr + 4 * word, len(raw), bits, 1, count, stream_ptr)
+
+
+def _order_after_current(device_index: int, consumer_stream: int) -> None:
+    producer = current_stream(device_index).ptr()
+    if consumer_stream == producer:
+        return
+    event = call("cudaEventCreateWithFlags", runtime().cudaEventDisableTiming)
+    try:
+        call("cudaEventRecord", event, producer)
+        call("cudaStreamWaitEvent", consumer_stream, event, 0)
+    finally:
+        call("cudaEventDestroy", event)
+
+
+# -- constructors -----------------------------------------------------------------------
+
+
+def _allocate(shape: tuple[int, ...], dtype: np.dtype, device_index: int) -> Array:
+    ensure_device(device_index)
+    stream = current_stream(device_index)
+    if any_capture_active() and is_capturing(stream):
+        raise RuntimeError(
+            "cannot allocate a device Array while eagle's current stream is being captured; "
+            "allocate before the capture"
+        )
+    nbytes = math.prod(shape) * dtype.itemsize
+    buffer = default_pool(device_index).allocate(nbytes, stream)
+    return Array(
+        ptr=buffer.ptr,
+        shape=shape,
+        dtype=dtype,
+        strides=_contiguous_strides(shape, dtype.itemsize),
+        device_index=device_index,
+        owner=buffer,
+    )
+
+
+def empty(shape: ShapeLike, dtype: Any = "float64", device: str = "cpu") -> Array:
+    """A new array with unspecified contents.
+
+    Raises:
+        ValueError: a bad ``shape`` or ``device``.
+        TypeError: a non-numeric ``dtype``.
+        CudaUnavailable: a device was asked for and none is usable.
+    """
+    dims, kind, index = _check_shape(shape), _check_dtype(dtype), _parse_device(device)
+    if index is None:
+        return Array(host=np.empty(dims, dtype=kind))
+    out = _allocate(dims, kind, index)
+    call("cudaStreamSynchronize", current_stream(index).ptr())
+    return out
+
+
+def full(shape: ShapeLike, value: Any, dtype: Any = "float64", device: str = "cpu") -> Array:
+    """A new array with every element set to ``value``."""
+    dims, kind, index = _check_shape(shape), _check_dtype(dtype), _parse_device(device)
+    if index is None:
+        return Array(host=np.full(dims, value, dtype=kind))
+    out = _allocate(dims, kind, index)
+    out.fill(value)
+    call("cudaStreamSynchronize", current_stream(index).ptr())
+    return out
+
+
+def zeros(shape: ShapeLike, dtype: Any = "float64", device: str = "cpu") -> Array:
+    """A new array of zeros."""
+    return full(shape, 0, dtype, device)
+
+
+def ones(shape: ShapeLike, dtype: Any = "float64", device: str = "cpu") -> Array:
+    """A new array of ones."""
+    return full(shape, 1, dtype, device)
+
+
+def asarray(obj: Any, dtype: Any = None, device: str | None = None) -> Array:
+    """An :class:`Array` holding ``obj``, without a copy where possible.
+
+    Args:
+        obj: an Array, a numpy array or anything numpy converts (host), or a
+            device array with ``__cuda_array_interface__`` (CuPy, PyTorch,
+            numba), which is wrapped without a copy.
+        dtype: convert to this dtype (a copy when it differs).
+        device: ``"cpu"``, ``"cuda:N"``, or None to keep ``obj`` where it is.
+
+    Raises:
+        ValueError: a bad ``device``.
+        TypeError: a non-numeric ``dtype``.
+    """
+    kind = None if dtype is None else _check_dtype(dtype)
+    index = _parse_device(device) if device is not None else None
+    if isinstance(obj, Array):
+        source = obj
+    elif hasattr(obj, "__cuda_array_interface__"):
+        source = _wrap_cuda_interface(obj)
+    else:
+        source = Array(host=np.asarray(obj))
+    target = source._device_index if device is None else index
+    if kind is not None and kind != source.dtype:
+        host = np.ascontiguousarray(source.numpy(), dtype=kind)
+        source = Array(host=host)
+    elif source.is_host:
+        _check_dtype(source.dtype, "obj's dtype")
+    if target == source._device_index:
+        return source
+    if target is None:
+        return Array(host=source.numpy())
+    return _upload(np.ascontiguousarray(source.numpy()), target)
+
+
+def _upload(values: np.ndarray, device_index: int) -> Array:
+    out = _allocate(values.shape, values.dtype, device_index)
+    stream_ptr = current_stream(device_index).ptr()
+    if values.nbytes:
+        call(
+            "cudaMemcpyAsync",
+            out.ptr,
+            values.ctypes.data,
+            values.nbytes,
+            runtime().cudaMemcpyKind.cudaMemcpyHostToDevice,
+            stream_ptr,
+        )
+    call("cudaStreamSynchronize", stream_ptr)
+    return out
+
+
+def _wrap_cuda_interface(obj: Any) -> Array:
+    info = obj.__cuda_array_interface__
+    dtype = _check_dtype(np.dtype(info["typestr"]), "obj's dtype")
+    shape = tuple(int(d) for d in info["shape"])
+    strides = info.get("strides")
+    strides = (
+        _contiguous_strides(shape, dtype.itemsize) if strides is None else tuple(strides)
+    )
+    ptr = int(info["data"][0])
+    stream = info.get("stream")
+    if stream:
+        call("cudaStreamSynchronize", int(stream))
+    device_index = _device_of_pointer(ptr) if ptr else 0
+    return Array(
+        ptr=ptr,
+        shape=shape,
+        dtype=dtype,
+        strides=strides,
+        device_index=device_index,
+        owner=obj,
+    )
+
+
+def _device_of_pointer(ptr: int) -> int:
+    attributes = call("cudaPointerGetAttributes", ptr)
+    return int(attributes.device)
+
