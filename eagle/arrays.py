@@ -201,7 +201,7 @@ class Array:
         )
 
     @property
-    def T(self) -> Array:  # noqa: N802 - numpy's name
+    def T(self) -> Array:
         """The transposed view (axes reversed), sharing memory."""
         if self._host is not None:
             return Array(host=self._host.T)
@@ -351,9 +351,8 @@ def _exact_scalar(value: Any, dtype: np.dtype) -> np.generic:
         scalar = np.asarray(value).astype(dtype)[()]
     except (TypeError, ValueError) as exc:
         raise ValueError(f"value {value!r} cannot be stored as {dtype}") from exc
-    if dtype.kind in "biu":
-        if not np.isfinite(complex(value)) or scalar != value:
-            raise ValueError(f"value {value!r} does not fit {dtype} exactly")
+    if dtype.kind in "biu" and (not np.isfinite(complex(value)) or scalar != value):
+        raise ValueError(f"value {value!r} does not fit {dtype} exactly")
     return scalar
 
 
@@ -500,9 +499,7 @@ def _wrap_cuda_interface(obj: Any) -> Array:
     dtype = _check_dtype(np.dtype(info["typestr"]), "obj's dtype")
     shape = tuple(int(d) for d in info["shape"])
     strides = info.get("strides")
-    strides = (
-        _contiguous_strides(shape, dtype.itemsize) if strides is None else tuple(strides)
-    )
+    strides = _contiguous_strides(shape, dtype.itemsize) if strides is None else tuple(strides)
     ptr = int(info["data"][0])
     stream = info.get("stream")
     if stream:
@@ -521,4 +518,3 @@ def _wrap_cuda_interface(obj: Any) -> Array:
 def _device_of_pointer(ptr: int) -> int:
     attributes = call("cudaPointerGetAttributes", ptr)
     return int(attributes.device)
-

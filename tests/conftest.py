@@ -21,4 +21,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def rng() -> np.random.Generator:
     """A fresh random generator per test (never zeros for GPU checks)."""
     return np.random.default_rng()
-

@@ -154,8 +154,12 @@ def test_pool_refuses_destroy_while_a_graph_keeps_its_array():
     stream = cuda.Stream(non_blocking=True)
     buffer = pool.allocate(1024, stream.ptr())
     out = arrays.Array(
-        ptr=buffer.ptr, shape=(256,), dtype=np.dtype("float32"), strides=(4,),
-        device_index=0, owner=buffer,
+        ptr=buffer.ptr,
+        shape=(256,),
+        dtype=np.dtype("float32"),
+        strides=(4,),
+        device_index=0,
+        owner=buffer,
     )
     with cuda.StreamCapturer(stream) as cap:
         out.fill(2.0, stream)

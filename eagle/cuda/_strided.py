@@ -109,6 +109,10 @@ def fill(array: Any, scalar: np.generic, stream_ptr: int) -> None:
 def gather(array: Any, out: Any, stream_ptr: int) -> None:
     """Copy the strided device view ``array`` into the contiguous ``out``."""
     kernel = load_kernel(_SOURCE, f"eagle_gather_{array.itemsize}", device=array.device_index)
-    args = [ctypes.c_void_p(out.ptr), ctypes.c_void_p(array.ptr), _layout(array),
-            np.int64(array.size)]
+    args = [
+        ctypes.c_void_p(out.ptr),
+        ctypes.c_void_p(array.ptr),
+        _layout(array),
+        np.int64(array.size),
+    ]
     kernel.launch(_grid(array.size), _BLOCK, args, stream_ptr)

@@ -9,10 +9,11 @@ while such a graph is alive.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from eagle.cuda._runtime import call, runtime
@@ -68,11 +69,15 @@ def any_capture_active() -> bool:
     return bool(_active)
 
 
-def _register(owner_objs: list[Any], graph: Any) -> None:
-    for obj in owner_objs:
+def _register(kept: list[Any], graph: Any, *, add: bool = True) -> None:
+    """Tell each kept object that has a ``_live_graphs`` set about ``graph``."""
+    for obj in kept:
         live = getattr(obj, "_live_graphs", None)
         if isinstance(live, weakref.WeakSet):
-            live.add(graph)
+            if add:
+                live.add(graph)
+            else:
+                live.discard(graph)
 
 
 class CapturedGraph:
@@ -100,6 +105,7 @@ class CapturedGraph:
             )
         taken = self._handle, self._kept
         self._handle, self._kept = None, []
+        _register(taken[1], self, add=False)
         return taken
 
     def node_types(self) -> list[str]:
@@ -115,10 +121,8 @@ class CapturedGraph:
             call("cudaGraphDestroy", handle)
 
     def __del__(self) -> None:
-        try:
+        with suppress(Exception):
             self.discard()
-        except Exception:
-            pass
 
 
 def _node_types(handle: Any) -> list[str]:
@@ -191,16 +195,15 @@ class StreamCapturer:
         if exc_type is None:
             self.end()
             return
-        try:
+        # The body's exception is the one worth reporting; a failed end() is not.
+        with contextlib.suppress(Exception):
             self.end().discard()
-        except Exception:
-            pass  # the body's exception is the one worth reporting
 
 
 @contextmanager
-def capture(stream: Stream | int | None = None, mode: str = "thread_local") -> Iterator[
-    StreamCapturer
-]:
+def capture(
+    stream: Stream | int | None = None, mode: str = "thread_local"
+) -> Iterator[StreamCapturer]:
     """``with capture(stream) as cap:`` — capture, then ``cap.captured``."""
     with StreamCapturer(as_stream_ptr(stream), mode) as capturer:
         yield capturer
@@ -264,15 +267,14 @@ class Graph:
             return
         exec_handle, graph_handle = self._exec, self._graph
         self._exec = self._graph = None
+        _register(self._kept, self, add=False)
         self._kept = []
         call("cudaGraphExecDestroy", exec_handle)
         call("cudaGraphDestroy", graph_handle)
 
     def __del__(self) -> None:
-        try:
+        with suppress(Exception):
             self.destroy()
-        except Exception:
-            pass
 
 
 class Launcher:

@@ -9,8 +9,10 @@ captured graph never gains a free node by accident.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
+
 from eagle.cuda._runtime import call, driver, ensure_device, runtime
 from eagle.cuda.graph import LifetimeError, any_capture_active, is_capturing
 from eagle.cuda.stream import Stream, as_stream_ptr
@@ -39,10 +41,8 @@ class Buffer:
 
     def __del__(self) -> None:
         if self.ptr:
-            try:
+            with contextlib.suppress(Exception):
                 self.pool._free(self.ptr, self.stream)
-            except Exception:
-                pass
 
 
 class MemoryPool:
@@ -181,4 +181,3 @@ def default_pool(device: int = 0) -> MemoryPool:
             if pool is None or pool._handle is None:
                 pool = _default_pools[device] = MemoryPool(device)
     return pool
-

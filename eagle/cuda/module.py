@@ -212,7 +212,12 @@ class Kernel:
         dcall(
             "cuLaunchKernel",
             self._function,
-            gx, gy, gz, bx, by, bz,
+            gx,
+            gy,
+            gz,
+            bx,
+            by,
+            bz,
             shared_mem,
             stream_ptr,
             packed.address,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -23,9 +24,7 @@ class Stream:
 
     def __init__(self, non_blocking: bool = False, device: int = 0) -> None:
         ensure_device(device)
-        flags = (
-            runtime().cudaStreamNonBlocking if non_blocking else runtime().cudaStreamDefault
-        )
+        flags = runtime().cudaStreamNonBlocking if non_blocking else runtime().cudaStreamDefault
         self._handle = call("cudaStreamCreateWithFlags", flags)
         self._ptr = int(self._handle)
         self.device = device
@@ -63,10 +62,8 @@ class Stream:
         return f"Stream(ptr={self._ptr:#x}, device={self.device}, non_blocking={self.non_blocking})"
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.destroy()
-        except Exception:
-            pass
 
 
 class Event:
@@ -101,10 +98,8 @@ class Event:
     def __del__(self) -> None:
         handle = getattr(self, "_handle", None)
         if handle is not None:
-            try:
+            with contextlib.suppress(Exception):
                 call("cudaEventDestroy", handle)
-            except Exception:
-                pass
 
 
 _local = threading.local()

@@ -1,0 +1,44 @@
+"""Sessions: tests (host suite, fresh venv), gpu (device tests, current interpreter),
+docs, lint, bench."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["tests", "lint"]
+nox.options.default_venv_backend = "venv"
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Everything that runs without a GPU, including NVRTC compiles for sm_90 and doctests."""
+    session.install(".[test]")
+    session.run("python", "-m", "pytest", "-q", *session.posargs)
+
+
+@nox.session(python=False)
+def gpu(session: nox.Session) -> None:
+    """Tests marked ``gpu``, with the current interpreter (works on an offline GPU box)."""
+    session.run("python", "-m", "pytest", "-q", "-m", "gpu", "tests", *session.posargs)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the Sphinx site with warnings as errors."""
+    session.install(".[docs]")
+    session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check."""
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python=False)
+def bench(session: nox.Session) -> None:
+    """The benchmark scripts, on the current interpreter (needs a GPU)."""
+    for script in ("bench_gemm.py", "bench_hawk.py"):
+        session.run("python", f"benchmarks/{script}", *session.posargs)

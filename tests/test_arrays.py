@@ -1,0 +1,121 @@
+"""Host tests of eagle.arrays: construction, views, fill, interop, refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import eagle
+from eagle import arrays
+
+
+def test_host_array_wraps_numpy_without_copy(rng):
+    values = rng.standard_normal((4, 6))
+    arr = arrays.asarray(values)
+    assert arr.device == "cpu" and arr.is_host and arr.device_index is None
+    assert arr.ptr == values.ctypes.data
+    assert np.asarray(arr) is values and arr.numpy() is values
+    assert (arr.shape, arr.dtype, arr.strides) == ((4, 6), np.dtype("float64"), (48, 8))
+    assert (arr.itemsize, arr.size, arr.ndim, arr.nbytes) == (8, 24, 2, 192)
+    assert eagle.Array is arrays.Array
+
+
+def test_views_share_memory_with_true_strides(rng):
+    values = rng.standard_normal((5, 7))
+    arr = arrays.asarray(values)
+    rows, cols = arr[1:3], arr[:, 2:5]
+    assert rows.strides == (56, 8) and rows.ptr == values.ctypes.data + 56
+    assert cols.strides == (56, 8) and cols.ptr == values.ctypes.data + 16
+    assert not cols.is_contiguous and rows.is_contiguous
+    assert arr.T.shape == (7, 5) and arr.T.strides == (8, 56)
+    cols.fill(9.0)
+    assert np.all(values[:, 2:5] == 9.0)
+
+
+def test_constructors_and_conversions():
+    assert np.all(arrays.zeros((2, 3)).numpy() == 0) and arrays.zeros(4).dtype == np.float64
+    assert np.all(arrays.ones((2,), "int32").numpy() == 1)
+    assert np.all(arrays.full((2, 2), -3, "int64").numpy() == -3)
+    assert arrays.empty((3, 0), "float32").shape == (3, 0)
+    converted = arrays.asarray([1, 2, 3], dtype="float32")
+    assert converted.dtype == np.float32 and list(converted.numpy()) == [1, 2, 3]
+    copy = converted.copy()
+    assert copy.ptr != converted.ptr and np.array_equal(copy.numpy(), converted.numpy())
+    assert converted.to("cpu") is converted
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_fill_any_value_of_the_dtype(dtype):
+    arr = arrays.empty((3, 4), dtype)
+    arr.fill(-5)
+    assert np.all(arr.numpy() == -5)
+
+
+def test_host_dlpack_round_trip(rng):
+    values = rng.standard_normal((3, 2))
+    arr = arrays.asarray(values)
+    assert arr.__dlpack_device__() == (1, 0)
+    back = np.from_dlpack(arr)
+    assert back.ctypes.data == values.ctypes.data
+
+
+def test_refuses_bad_dtype_naming_it():
+    with pytest.raises(TypeError, match="dtype must be a numeric or bool dtype, not object"):
+        arrays.zeros((2,), "object")
+    with pytest.raises(TypeError, match="'not-a-dtype' is not a numpy dtype"):
+        arrays.empty((2,), "not-a-dtype")
+    with pytest.raises(TypeError, match="obj's dtype"):
+        arrays.asarray(np.array(["a", "b"]))
+
+
+def test_refuses_bad_device_string_naming_it():
+    with pytest.raises(ValueError, match="device must be 'cpu', 'cuda' or 'cuda:N', not 'gpu'"):
+        arrays.zeros((2,), "float32", "gpu")
+    with pytest.raises(ValueError, match="not 'cuda:x'"):
+        arrays.asarray(np.ones(2), device="cuda:x")
+    with pytest.raises(ValueError, match="device must be"):
+        arrays.asarray(np.ones(2)).to("tpu")
+
+
+def test_refuses_inexact_fill_value_and_bad_shape():
+    with pytest.raises(ValueError, match="value 1.5 does not fit int32 exactly"):
+        arrays.zeros((2,), "int32").fill(1.5)
+    with pytest.raises(ValueError, match="value 300 does not fit uint8 exactly"):
+        arrays.zeros((2,), "uint8").fill(300)
+    with pytest.raises(ValueError, match="shape must be non-negative ints"):
+        arrays.zeros((2, -1))
+
+
+def test_host_array_has_no_cuda_array_interface():
+    assert not hasattr(arrays.zeros(3), "__cuda_array_interface__")
+
+
+def test_device_array_without_a_driver_is_cuda_unavailable():
+    if eagle.cuda.is_available():
+        pytest.skip("this check is for machines without a CUDA device")
+    with pytest.raises(eagle.cuda.CudaUnavailable) as info:
+        arrays.zeros((2,), "float32", "cuda:0")
+    assert info.value.call and info.value.status
+
+
+class _FakeDeviceArray:
+    """A stand-in for a CuPy/PyTorch array, as seen through its interface."""
+
+    def __init__(self) -> None:
+        self.__cuda_array_interface__ = {
+            "shape": (2, 3),
+            "typestr": "<f4",
+            "data": (0, False),
+            "version": 3,
+            "strides": None,
+        }
+
+
+def test_wraps_cuda_array_interface_without_copy():
+    wrapped = arrays.asarray(_FakeDeviceArray())
+    assert wrapped.device == "cuda:0" and wrapped.shape == (2, 3)
+    assert wrapped.strides == (12, 4) and wrapped.dtype == np.float32
+    view = wrapped[:, 1:]
+    assert view.shape == (2, 2) and view.strides == (12, 4) and view.ptr == 4
+    with pytest.raises(TypeError, match="device Arrays take basic indices"):
+        wrapped[[0, 1]]

@@ -1,0 +1,29 @@
+"""Importing eagle or hawk never loads a CUDA driver or library."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+
+def test_import_loads_no_driver():
+    script = textwrap.dedent(
+        """
+        import sys
+        import eagle, eagle.arrays, eagle.cuda
+        for name in ("eagle.gemm", "eagle.plan", "eagle.diff", "hawk"):
+            try:
+                __import__(name)
+            except ModuleNotFoundError:
+                pass
+        maps = open("/proc/self/maps").read()
+        loaded = [lib for lib in ("libcuda.so", "libcudart", "libcublas", "libnvrtc")
+                  if lib in maps]
+        bindings = [m for m in sys.modules if m.startswith("cuda.bindings.")]
+        print(loaded, bindings)
+        sys.exit(1 if loaded or bindings else 0)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
