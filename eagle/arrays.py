@@ -409,6 +409,11 @@ def _allocate(shape: tuple[int, ...], dtype: np.dtype, device_index: int) -> Arr
 def empty(shape: ShapeLike, dtype: Any = "float64", device: str = "cpu") -> Array:
     """A new array with unspecified contents.
 
+    Args:
+        shape: an int or a sequence of ints.
+        dtype: a numeric numpy dtype (default float64).
+        device: ``"cpu"`` (default) or ``"cuda:N"``.
+
     Raises:
         ValueError: a bad ``shape`` or ``device``.
         TypeError: a non-numeric ``dtype``.
@@ -423,7 +428,19 @@ def empty(shape: ShapeLike, dtype: Any = "float64", device: str = "cpu") -> Arra
 
 
 def full(shape: ShapeLike, value: Any, dtype: Any = "float64", device: str = "cpu") -> Array:
-    """A new array with every element set to ``value``."""
+    """A new array with every element set to ``value``.
+
+    Args:
+        shape: an int or a sequence of ints.
+        value: the fill value; it must fit ``dtype`` exactly.
+        dtype: a numeric numpy dtype (default float64).
+        device: ``"cpu"`` (default) or ``"cuda:N"``.
+
+    Raises:
+        ValueError: a bad ``shape`` or ``device``, or a ``value`` that does not fit.
+        TypeError: a non-numeric ``dtype``.
+        CudaUnavailable: a device was asked for and none is usable.
+    """
     dims, kind, index = _check_shape(shape), _check_dtype(dtype), _parse_device(device)
     if index is None:
         return Array(host=np.full(dims, value, dtype=kind))
@@ -434,12 +451,12 @@ def full(shape: ShapeLike, value: Any, dtype: Any = "float64", device: str = "cp
 
 
 def zeros(shape: ShapeLike, dtype: Any = "float64", device: str = "cpu") -> Array:
-    """A new array of zeros."""
+    """A new array of zeros; arguments and errors as :func:`full`."""
     return full(shape, 0, dtype, device)
 
 
 def ones(shape: ShapeLike, dtype: Any = "float64", device: str = "cpu") -> Array:
-    """A new array of ones."""
+    """A new array of ones; arguments and errors as :func:`full`."""
     return full(shape, 1, dtype, device)
 
 

@@ -28,9 +28,10 @@ __all__ = [
 class CudaError(RuntimeError):
     """A CUDA call returned a non-zero status.
 
-    Attributes:
+    Args:
         call: the name of the CUDA function that failed.
         status: the status name, e.g. ``"cudaErrorStreamCaptureInvalidated"``.
+        detail: CUDA's description of the status, or other context.
     """
 
     def __init__(self, call: str, status: str, detail: str = "") -> None:

@@ -204,7 +204,13 @@ class StreamCapturer:
 def capture(
     stream: Stream | int | None = None, mode: str = "thread_local"
 ) -> Iterator[StreamCapturer]:
-    """``with capture(stream) as cap:`` — capture, then ``cap.captured``."""
+    """``with capture(stream) as cap:`` — capture, then ``cap.captured``.
+
+    Args:
+        stream: the stream to capture (eagle's current stream by default).
+        mode: ``"thread_local"``, ``"global"`` or ``"relaxed"``, as for
+            :class:`StreamCapturer`.
+    """
     with StreamCapturer(as_stream_ptr(stream), mode) as capturer:
         yield capturer
 
@@ -285,7 +291,12 @@ class Launcher:
         self._stream_ptr: int | None = None
 
     def stream(self, stream_ptr: Stream | int | None) -> Launcher:
-        """Choose the stream replays go to (eagle's current stream if never set)."""
+        """Choose the stream replays go to and return the launcher.
+
+        Args:
+            stream_ptr: a raw stream pointer, a :class:`Stream`, or None for
+                eagle's current stream (also the default when never set).
+        """
         self._stream_ptr = as_stream_ptr(stream_ptr)
         return self
 

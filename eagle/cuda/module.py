@@ -204,6 +204,19 @@ class Kernel:
 
         Only enqueues, so it is legal inside a capture; arrays among ``args``
         are kept alive by a graph that captures the launch.
+
+        Args:
+            grid: blocks per grid, an int or up to three ints.
+            block: threads per block, an int or up to three ints.
+            args: the kernel's arguments (see :class:`PackedArgs`), or a
+                :class:`PackedArgs` packed once for many launches.
+            stream: a :class:`Stream`, a raw pointer, or None.
+            shared_mem: bytes of dynamic shared memory per block.
+
+        Raises:
+            TypeError: an argument has no C type.
+            ValueError: bad launch dimensions.
+            CudaError: the launch was refused.
         """
         packed = args if isinstance(args, PackedArgs) else PackedArgs(args)
         stream_ptr = as_stream_ptr(stream, self.device)

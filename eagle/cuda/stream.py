@@ -20,6 +20,9 @@ class Stream:
         device: the device index.
 
     ``with stream:`` makes it eagle's current stream on this thread.
+
+    Raises:
+        CudaUnavailable: no driver, or no such device.
     """
 
     def __init__(self, non_blocking: bool = False, device: int = 0) -> None:
@@ -67,7 +70,15 @@ class Stream:
 
 
 class Event:
-    """A CUDA event, for ordering streams and for timing."""
+    """A CUDA event, for ordering streams and for timing.
+
+    Args:
+        timing: record timestamps (needed by :meth:`elapsed_ms`).
+        device: the device index.
+
+    Raises:
+        CudaUnavailable: no driver, or no such device.
+    """
 
     def __init__(self, timing: bool = True, device: int = 0) -> None:
         ensure_device(device)
@@ -134,6 +145,11 @@ def current_stream(device: int = 0) -> Stream:
 
 def as_stream_ptr(stream: Any, device: int = 0) -> int:
     """A raw stream pointer from a :class:`Stream`, an int, or None (current stream).
+
+    Args:
+        stream: a :class:`Stream`, a raw pointer, an object with
+            ``__cuda_stream__``, or None for eagle's current stream.
+        device: the device whose current stream None stands for.
 
     Raises:
         TypeError: ``stream`` is none of those.

@@ -1,0 +1,296 @@
+"""Side-by-side timings of eagle.gemm on a GPU, against torch (TF32 off), CuPy and numpy.
+
+    python benchmarks/bench_gemm.py [results.json]
+
+(a) a captured float32 product vs ``torch.mm`` at 1024, 4096 and 8192 (target >= 0.98
+    of torch's throughput);
+(b) a chain of 200 small (64^3) products replayed from one graph vs torch's CUDA graph of
+    the same chain (target <= 1.05x torch's time per product);
+(c) the host cost of an eager ``matmul_step(...).run(bufs, "device")`` vs ``torch.mm``
+    (target <= 1.5x);
+(d) the host ``matmul_step`` vs ``numpy.matmul`` (target >= 0.9x numpy's speed);
+(e) TF32 throughput at 8192 (eagle ``math="tf32"`` vs torch with TF32 allowed).
+
+Device times come from CUDA events around many back-to-back launches after a warm-up,
+host times from ``time.perf_counter``; every figure is the median of five runs, and every
+side gets the same shapes and data. torch and CuPy are optional: a missing one's side is
+skipped with a note. The table is printed; with a path, the figures are also written
+there as JSON.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from eagle import arrays, cuda
+from eagle.cuda._runtime import call
+from eagle.gemm import CublasCaptureHandle, matmul_step, sgemm_params_for_arrays
+
+TRIALS = 5
+PER_GRAPH = 10  # products recorded in one graph for (a) and (e), so launches are back to back
+GRAPH_REPLAYS = {1024: 20, 4096: 3, 8192: 1}  # graph launches per timed batch, by size
+CHAIN = 200
+
+
+def optional(name: str) -> ModuleType | None:
+    """The module, or None (with a printed note) when it is not installed."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        print(f"note: {name} is not installed; its side is skipped")
+        return None
+
+
+def device_seconds(enqueue: Callable[[], Any], stream_ptr: int, reps: int) -> float:
+    """Median seconds per ``enqueue()`` on ``stream_ptr``, from CUDA events."""
+    enqueue()
+    call("cudaStreamSynchronize", stream_ptr)
+    start, end = cuda.Event(), cuda.Event()
+    samples = []
+    for _ in range(TRIALS):
+        start.record(stream_ptr)
+        for _ in range(reps):
+            enqueue()
+        end.record(stream_ptr)
+        end.synchronize()
+        samples.append(start.elapsed_ms(end) / 1e3 / reps)
+    return statistics.median(samples)
+
+
+def host_seconds(run: Callable[[], Any], wait: Callable[[], Any], reps: int) -> float:
+    """Median wall seconds per ``run()``, waiting for the work once per batch."""
+    run()
+    wait()
+    samples = []
+    for _ in range(TRIALS):
+        began = time.perf_counter()
+        for _ in range(reps):
+            run()
+        wait()
+        samples.append((time.perf_counter() - began) / reps)
+    return statistics.median(samples)
+
+
+def tflops(n: int, seconds: float) -> float:
+    return 2 * n**3 / seconds / 1e12
+
+
+# --- the eagle sides -------------------------------------------------------------------------
+
+
+def eagle_captured(a: np.ndarray, b: np.ndarray, math: str, reps: int) -> float:
+    """Seconds per product of a graph of PER_GRAPH captured products, replayed."""
+    stream = cuda.Stream(non_blocking=True)
+    operands = {
+        "a": arrays.asarray(a, device="cuda:0"),
+        "b": arrays.asarray(b, device="cuda:0"),
+        "out": arrays.empty((a.shape[0], b.shape[1]), "float32", "cuda:0"),
+    }
+    handle = CublasCaptureHandle(stream, math=math)
+    params = sgemm_params_for_arrays(operands["a"], operands["b"], operands["out"])
+    handle.warm(params, operands)
+    with cuda.capture(stream) as cap:
+        for _ in range(PER_GRAPH):
+            handle.sgemm(params, operands)
+    graph = cuda.Graph.from_captured(cap.captured)
+    seconds = device_seconds(graph.launcher().stream(stream).launch, stream.ptr(), reps)
+    graph.destroy()
+    handle.destroy()
+    return seconds / PER_GRAPH
+
+
+def eagle_chain(x: np.ndarray, w: np.ndarray, reps: int) -> float:
+    """Seconds per product of CHAIN dependent products replayed from one graph."""
+    stream = cuda.Stream(non_blocking=True)
+    ping, pong = (arrays.asarray(x, device="cuda:0") for _ in range(2))
+    weight = arrays.asarray(w, device="cuda:0")
+    handle = CublasCaptureHandle(stream)
+    params = sgemm_params_for_arrays(ping, weight, pong)  # the same layout both ways
+    handle.warm(params, {"a": ping, "b": weight, "out": pong})
+    with cuda.capture(stream) as cap:
+        for step in range(CHAIN):
+            source, target = (ping, pong) if step % 2 == 0 else (pong, ping)
+            handle.sgemm(params, {"a": source, "b": weight, "out": target})
+    graph = cuda.Graph.from_captured(cap.captured)
+    seconds = device_seconds(graph.launcher().stream(stream).launch, stream.ptr(), reps)
+    graph.destroy()
+    handle.destroy()
+    return seconds / CHAIN
+
+
+def eagle_eager(a: np.ndarray, b: np.ndarray, reps: int) -> float:
+    """Wall seconds per eager ``matmul_step(...).run(bufs, "device")``."""
+    bufs = {
+        "a": arrays.asarray(a, device="cuda:0"),
+        "b": arrays.asarray(b, device="cuda:0"),
+        "out": arrays.empty((a.shape[0], b.shape[1]), "float32", "cuda:0"),
+    }
+    step = matmul_step("out", a="a", b="b", out="out")
+    return host_seconds(lambda: step.run(bufs, "device"), cuda.current_stream().synchronize, reps)
+
+
+def eagle_host(a: np.ndarray, b: np.ndarray, transpose_a: bool, reps: int) -> float:
+    out = np.empty((a.shape[1] if transpose_a else a.shape[0], b.shape[1]), a.dtype)
+    step = matmul_step("out", a="a", b="b", out="out", transpose_a=transpose_a)
+    bufs = {"a": a, "b": b, "out": out}
+    return host_seconds(lambda: step.run(bufs, "host"), lambda: None, reps)
+
+
+# --- the other sides ---------------------------------------------------------------------------
+
+
+def torch_mm(torch: ModuleType, a: np.ndarray, b: np.ndarray, tf32: bool, reps: int) -> float:
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    out = torch.empty((a.shape[0], b.shape[1]), dtype=torch.float32, device="cuda")
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        seconds = device_seconds(lambda: torch.mm(ta, tb, out=out), stream.cuda_stream, reps)
+    torch.set_float32_matmul_precision("highest")
+    return seconds
+
+
+def torch_chain(torch: ModuleType, x: np.ndarray, w: np.ndarray, reps: int) -> float:
+    torch.set_float32_matmul_precision("highest")
+    ping, pong, weight = (torch.from_numpy(v).cuda() for v in (x, x, w))
+
+    def chain() -> None:
+        for step in range(CHAIN):
+            source, target = (ping, pong) if step % 2 == 0 else (pong, ping)
+            torch.mm(source, weight, out=target)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        chain()  # torch's recipe: warm up on a side stream before capturing
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        chain()
+    replay = torch.cuda.Stream()
+    with torch.cuda.stream(replay):
+        seconds = device_seconds(graph.replay, replay.cuda_stream, reps)
+    return seconds / CHAIN
+
+
+def torch_eager(torch: ModuleType, a: np.ndarray, b: np.ndarray, reps: int) -> float:
+    torch.set_float32_matmul_precision("highest")
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    out = torch.empty((a.shape[0], b.shape[1]), dtype=torch.float32, device="cuda")
+    return host_seconds(lambda: torch.mm(ta, tb, out=out), torch.cuda.synchronize, reps)
+
+
+def numpy_matmul(a: np.ndarray, b: np.ndarray, reps: int) -> float:
+    out = np.empty((a.shape[0], b.shape[1]), a.dtype)
+    return host_seconds(lambda: np.matmul(a, b, out=out), lambda: None, reps)
+
+
+def cupy_matmul(cupy: ModuleType, a: np.ndarray, b: np.ndarray, reps: int) -> float:
+    ca, cb = cupy.asarray(a), cupy.asarray(b)
+    out = cupy.empty((a.shape[0], b.shape[1]), dtype=cupy.float32)
+    with cupy.cuda.Stream(non_blocking=True) as stream:
+        return device_seconds(lambda: cupy.matmul(ca, cb, out=out), stream.ptr, reps)
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) > 1 or (argv and argv[0].startswith("-")):
+        print(__doc__)
+        return 2
+    if not cuda.is_available():
+        print("bench_gemm needs a CUDA device; none is usable here")
+        return 1
+    torch, cupy = optional("torch"), optional("cupy")
+    rng = np.random.default_rng(0)
+    rows: list[dict[str, Any]] = []
+
+    def row(case: str, shape: str, unit: str, figures: dict[str, float | None], **ratio: Any):
+        rows.append({"case": case, "shape": shape, "unit": unit, **figures, **ratio})
+
+    for n in (1024, 4096, 8192):
+        a, b = (rng.standard_normal((n, n), np.float32) for _ in range(2))
+        reps = GRAPH_REPLAYS[n]
+        eagle = tflops(n, eagle_captured(a, b, "fp32", reps))
+        other = tflops(n, torch_mm(torch, a, b, False, reps * PER_GRAPH)) if torch else None
+        cp = tflops(n, cupy_matmul(cupy, a, b, reps * PER_GRAPH)) if cupy else None
+        row("(a) captured sgemm vs torch.mm", f"{n}^3 float32", "TFLOP/s",
+            {"eagle": eagle, "torch": other, "cupy": cp},
+            ratio=eagle / other if other else None, target=">= 0.98")  # fmt: skip
+
+    x = rng.standard_normal((64, 64), np.float32)
+    w = rng.standard_normal((64, 64), np.float32) / 8  # keeps the chain's values bounded
+    eagle = eagle_chain(x, w, 20) * 1e6
+    other = torch_chain(torch, x, w, 20) * 1e6 if torch else None
+    row("(b) chain of 200 products in one graph", "64^3 float32", "us/product",
+        {"eagle": eagle, "torch": other, "cupy": None},
+        ratio=eagle / other if other else None, target="<= 1.05")  # fmt: skip
+
+    eagle = eagle_eager(x, w, 2000) * 1e6
+    other = torch_eager(torch, x, w, 2000) * 1e6 if torch else None
+    row("(c) eager product, host cost", "64^3 float32", "us/call",
+        {"eagle": eagle, "torch": other, "cupy": None},
+        ratio=eagle / other if other else None, target="<= 1.5")  # fmt: skip
+
+    for n, dtype, transpose_a in ((256, np.float64, False), (1024, np.float64, False),
+                                  (1024, np.float32, False), (1024, np.float32, True)):  # fmt: skip
+        a, b = rng.standard_normal((n, n)).astype(dtype), rng.standard_normal((n, n)).astype(dtype)
+        reps = 200 if n == 256 else 10
+        eagle = eagle_host(a, b, transpose_a, reps)
+        numpy_time = numpy_matmul(a.T if transpose_a else a, b, reps)
+        row("(d) host matmul_step vs numpy.matmul",
+            f"{n}^3 {np.dtype(dtype).name}{' a.T' if transpose_a else ''}", "GFLOP/s",
+            {"eagle": 2 * n**3 / eagle / 1e9, "torch": None, "cupy": None,
+             "numpy": 2 * n**3 / numpy_time / 1e9},
+            ratio=numpy_time / eagle, target=">= 0.9")  # fmt: skip
+
+    n = 8192
+    a, b = (rng.standard_normal((n, n), np.float32) for _ in range(2))
+    eagle = tflops(n, eagle_captured(a, b, "tf32", 1))
+    other = tflops(n, torch_mm(torch, a, b, True, PER_GRAPH)) if torch else None
+    row("(e) TF32 captured sgemm vs torch.mm (TF32)", f"{n}^3 float32", "TFLOP/s",
+        {"eagle": eagle, "torch": other, "cupy": None},
+        ratio=eagle / other if other else None, target="(reported)")  # fmt: skip
+
+    report(rows)
+    if argv:
+        device = call("cudaGetDeviceProperties", 0).name
+        device = device.decode().rstrip("\0") if isinstance(device, bytes) else str(device)
+        record = {
+            "device": device,
+            "date": time.strftime("%Y-%m-%d"),
+            "torch": getattr(torch, "__version__", None),
+            "cupy": getattr(cupy, "__version__", None),
+            "numpy": np.__version__,
+            "trials": TRIALS,
+            "rows": rows,
+        }
+        with open(argv[0], "w") as handle:
+            json.dump(record, handle, indent=2)
+        print(f"wrote {argv[0]}")
+    return 0
+
+
+def report(rows: list[dict[str, Any]]) -> None:
+    def cell(value: Any) -> str:
+        return "-" if value is None else f"{value:.3g}" if isinstance(value, float) else value
+
+    header = ("case", "shape", "unit", "eagle", "torch", "cupy", "numpy", "ratio", "target")
+    table = [header] + [tuple(cell(r.get(key)) for key in header) for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    for line in table:
+        print("  ".join(text.ljust(width) for text, width in zip(line, widths, strict=True)))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,292 @@
+"""hawk kernels, side by side.
+
+Host: each kernel's numpy program (through ``eagle.plan``) vs the same
+computation hand-written in numpy (target: within 2x) vs a per-lane Python
+loop, on the same inputs. Device (skipped without one): a memory-bound
+kernel's bandwidth at 1e8 lanes vs the H200's ~4.8 TB/s (target >= 70%), the
+host time of ``BoundPlan.launch`` (target <= 10 us), and a graph replay's
+time per kernel node.
+
+    python benchmarks/bench_hawk.py results.json    (eagle installed, or PYTHONPATH=.)
+
+Prints a table and writes every figure to the JSON file. Medians throughout;
+device times from CUDA events after a warm-up.
+"""
+
+# ruff: noqa: F841 - kernels assign to their output planes
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+import eagle.cuda
+import eagle.plan
+import hawk
+from hawk import math as hm
+
+H200_BANDWIDTH = 4.8e12  # bytes per second
+HOST_LANES = 1_000_000
+DEVICE_LANES = 100_000_000
+
+
+@hawk.kernel
+def axpb(a: hawk.Param, x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = a * x + 1.0
+
+
+@hawk.kernel
+def softclip(x: hawk.Scalar, lo: hawk.Param, y: hawk.Mutable[hawk.Scalar]):
+    if x < lo:
+        y = lo + hm.exp(x - lo) - 1.0
+    elif x > 1.0:
+        y = hm.log(x) + 1.0
+    else:
+        y = x
+
+
+K = 8
+
+
+@hawk.kernel
+def horner(c: hawk.Table, x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    p = 0.0
+    for k in range(K - 1, -1, -1):
+        p = p * x + c.at(k)
+    y = p
+
+
+R, U = 64, 64
+
+
+@hawk.kernel
+def contract(
+    w: hawk.Table["row":R, "unit":U],  # noqa: F821, UP037
+    f: hawk.Table["row":R, "sample" : HOST_LANES // U],  # noqa: F821, UP037
+    y: hawk.Mutable[hawk.Scalar],
+):
+    sample, unit = hm.split_index(U)
+    acc = 0.0
+    for r in range(R):
+        acc = acc + w.at(row=r, unit=unit) * f.at(row=r, sample=sample)
+    y = acc
+
+
+def _median_seconds(fn: Callable[[], object], repeat: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# -- host --------------------------------------------------------------------------------
+
+
+def _host_cases(rng: np.random.Generator) -> list[dict]:
+    n = HOST_LANES
+    x = rng.uniform(-3, 3, n)
+    y = np.empty(n)
+    c = rng.standard_normal(K)
+    w = rng.standard_normal((R, U))
+    f = rng.standard_normal((R, n // U))
+
+    def numpy_softclip() -> None:
+        with np.errstate(invalid="ignore"):
+            y[:] = np.where(
+                x < -1.0, -1.0 + np.exp(x + 1.0) - 1.0, np.where(x > 1.0, np.log(x) + 1.0, x)
+            )
+
+    def numpy_horner() -> None:
+        p = np.zeros(n)
+        for k in range(K - 1, -1, -1):
+            p = p * x + c[k]
+        y[:] = p
+
+    def numpy_contract() -> None:
+        unit, sample = np.arange(n) % U, np.arange(n) // U
+        acc = np.zeros(n)
+        for r in range(R):
+            acc = acc + w[r, unit] * f[r, sample]
+        y[:] = acc
+
+    def loop_softclip(count: int) -> None:
+        for i in range(count):
+            v = x[i]
+            y[i] = -1.0 + np.exp(v + 1.0) - 1.0 if v < -1.0 else (np.log(v) + 1.0 if v > 1.0 else v)
+
+    def loop_horner(count: int) -> None:
+        for i in range(count):
+            p = 0.0
+            for k in range(K - 1, -1, -1):
+                p = p * x[i] + c[k]
+            y[i] = p
+
+    def loop_axpb(count: int) -> None:
+        for i in range(count):
+            y[i] = 2.0 * x[i] + 1.0
+
+    def loop_contract(count: int) -> None:
+        for i in range(count):
+            acc = 0.0
+            for r in range(R):
+                acc += w[r, i % U] * f[r, i // U]
+            y[i] = acc
+
+    def numpy_axpb() -> None:
+        y[:] = 2.0 * x + 1.0
+
+    cases = [
+        ("axpb", axpb, {"a": 2.0, "x": x, "y": y}, numpy_axpb, loop_axpb),
+        ("softclip", softclip, {"x": x, "lo": -1.0, "y": y}, numpy_softclip, loop_softclip),
+        ("horner", horner, {"c": c, "x": x, "y": y}, numpy_horner, loop_horner),
+        ("contract", contract, {"w": w, "f": f, "y": y}, numpy_contract, loop_contract),
+    ]
+    rows = []
+    loop_lanes = 20_000  # the Python loop is timed on a prefix and scaled to every lane
+    for name, kernel, planes, by_hand, by_lane in cases:
+        bound = eagle.plan.auto(kernel).bind(**planes)
+        hawk_s = _median_seconds(bound.launch, 5)
+        numpy_s = _median_seconds(by_hand, 5)
+        start = time.perf_counter()
+        by_lane(loop_lanes)
+        loop_s = (time.perf_counter() - start) * n / loop_lanes
+        rows.append(
+            {
+                "kernel": name,
+                "lanes": n,
+                "hawk_host_ms": hawk_s * 1e3,
+                "numpy_ms": numpy_s * 1e3,
+                "python_loop_ms": loop_s * 1e3,
+                "hawk_over_numpy": hawk_s / numpy_s,
+                "loop_over_hawk": loop_s / hawk_s,
+            }
+        )
+    return rows
+
+
+# -- device ------------------------------------------------------------------------------
+
+
+def _device_time_ms(launch: Callable[[], None], stream: eagle.cuda.Stream, repeat: int) -> float:
+    start, end = eagle.cuda.Event(), eagle.cuda.Event()
+    launch()
+    stream.synchronize()
+    times = []
+    for _ in range(repeat):
+        start.record(stream)
+        launch()
+        end.record(stream)
+        end.synchronize()
+        times.append(start.elapsed_ms(end))
+    return statistics.median(times)
+
+
+def _device(rng: np.random.Generator) -> dict:
+    from eagle import arrays
+
+    stream = eagle.cuda.Stream(non_blocking=True)
+    results: dict = {"device": "cuda:0"}
+
+    bandwidth = []
+    for dtype in ("float32", "float64"):
+        x = arrays.asarray(rng.standard_normal(DEVICE_LANES).astype(dtype), device="cuda:0")
+        y = arrays.full((DEVICE_LANES,), np.nan, dtype, device="cuda:0")
+        bound = eagle.plan.auto(axpb).bind(a=2.0, x=x, y=y)
+        ms = _device_time_ms(lambda b=bound: b.launch(stream), stream, 20)
+        moved = 2 * DEVICE_LANES * np.dtype(dtype).itemsize  # read x, write y
+        bandwidth.append(
+            {
+                "kernel": "axpb (y = a*x + 1)",
+                "dtype": dtype,
+                "lanes": DEVICE_LANES,
+                "ms": ms,
+                "bytes": moved,
+                "tb_per_s": moved / ms / 1e9,
+                "fraction_of_4_8_tb_s": moved / (ms / 1e3) / H200_BANDWIDTH,
+            }
+        )
+        del x, y, bound
+    results["bandwidth"] = bandwidth
+
+    small = 1024
+    x = arrays.asarray(rng.standard_normal(small).astype("float32"), device="cuda:0")
+    y = arrays.full((small,), 0.0, "float32", device="cuda:0")
+    bound = eagle.plan.auto(axpb).bind(a=2.0, x=x, y=y)
+    batches, per_batch = 20, 500
+    times = []
+    for _ in range(batches):
+        stream.synchronize()
+        start = time.perf_counter()
+        for _ in range(per_batch):
+            bound.launch(stream)
+        times.append((time.perf_counter() - start) / per_batch)
+    stream.synchronize()
+    results["bound_launch_host_us"] = statistics.median(times) * 1e6
+
+    stream_ms = _device_time_ms(lambda: [bound.launch(stream) for _ in range(100)], stream, 20)
+    nodes = 100
+    with eagle.cuda.StreamCapturer(stream.ptr()) as capturer:
+        for _ in range(nodes):
+            bound.launch(stream)
+    graph = eagle.cuda.Graph.from_captured(capturer.captured)
+    launcher = graph.launcher().stream(stream.ptr())
+    graph_ms = _device_time_ms(launcher.launch, stream, 20)
+    graph.destroy()
+    results["graph_replay"] = {
+        "lanes": small,
+        "nodes": nodes,
+        "graph_us_per_node": graph_ms * 1e3 / nodes,
+        "stream_launch_us_per_kernel": stream_ms * 1e3 / nodes,
+    }
+    return results
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__)
+        return 2
+    rng = np.random.default_rng(0)
+    report: dict = {"host": _host_cases(rng)}
+    print(
+        f"{'kernel':<10}{'lanes':>10}{'hawk ms':>10}{'numpy ms':>10}{'loop ms':>11}"
+        f"{'hawk/np':>9}{'loop/hawk':>11}"
+    )
+    for row in report["host"]:
+        print(
+            f"{row['kernel']:<10}{row['lanes']:>10}{row['hawk_host_ms']:>10.2f}"
+            f"{row['numpy_ms']:>10.2f}{row['python_loop_ms']:>11.0f}"
+            f"{row['hawk_over_numpy']:>9.2f}{row['loop_over_hawk']:>11.0f}"
+        )
+    if eagle.cuda.is_available():
+        device = report["device"] = _device(rng)
+        for row in device["bandwidth"]:
+            print(
+                f"device {row['kernel']} {row['dtype']} at {row['lanes']:.0e} lanes: "
+                f"{row['ms']:.3f} ms, {row['tb_per_s']:.2f} TB/s "
+                f"({100 * row['fraction_of_4_8_tb_s']:.0f}% of 4.8 TB/s)"
+            )
+        print(f"BoundPlan.launch host time: {device['bound_launch_host_us']:.2f} us per launch")
+        replay = device["graph_replay"]
+        print(
+            f"graph replay: {replay['graph_us_per_node']:.2f} us per kernel node vs "
+            f"{replay['stream_launch_us_per_kernel']:.2f} us per stream launch "
+            f"({replay['nodes']} kernels of {replay['lanes']} lanes)"
+        )
+    else:
+        report["device"] = None
+        print("no CUDA device: device figures skipped")
+    with open(argv[1], "w") as out:
+        json.dump(report, out, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,267 @@
+"""The row-major -> column-major mapping of one product onto one cuBLAS call.
+
+cuBLAS is column-major; eagle's arrays are row-major. A row-major matrix with
+row stride ``ld`` elements is, read column-major, its own transpose with
+leading dimension ``ld``. So ``out = op(a) @ op(b)`` becomes the column-major
+``out^T = op(b)^T op(a)^T``: cuBLAS's first operand is ``b`` and its second is
+``a``. When the destination is stored transposed (``transpose_out``), the
+column-major reading of ``out`` is the product itself and the operands keep
+their order. Leading dimensions come from the byte strides, so row- and
+column-sliced views of a larger buffer map without copies.
+
+Everything here is pure: no device, no driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from eagle.gemm.errors import GemmMappingUnavailable
+
+__all__ = ["SgemmParams", "product_shape", "sgemm_params", "sgemm_params_for_arrays"]
+
+_INT_MAX = 2**31 - 1  # cuBLAS's m, n, k and leading dimensions are 32-bit ints
+
+
+class SgemmParams(NamedTuple):
+    """The column-major cuBLAS call that computes a row-major ``out = op(a) @ op(b)``.
+
+    Attributes:
+        op_a: ``"N"`` or ``"T"``, the operation cuBLAS applies to its first operand.
+        op_b: ``"N"`` or ``"T"``, the operation cuBLAS applies to its second operand.
+        m: rows of cuBLAS's column-major result.
+        n: columns of cuBLAS's column-major result.
+        k: the contracted extent.
+        lda: leading dimension (elements) of cuBLAS's first operand.
+        ldb: leading dimension (elements) of cuBLAS's second operand.
+        ldc: leading dimension (elements) of the destination.
+        operands: which of ``"a"``/``"b"`` is cuBLAS's first operand, then its
+            second: ``("b", "a")``, or ``("a", "b")`` when ``transpose_out``.
+    """
+
+    op_a: str
+    op_b: str
+    m: int
+    n: int
+    k: int
+    lda: int
+    ldb: int
+    ldc: int
+    operands: tuple[str, str]
+
+    @property
+    def transposes(self) -> tuple[bool, bool, bool]:
+        """The ``(transpose_a, transpose_b, transpose_out)`` flags these params compute."""
+        first, second = self.op_a == "T", self.op_b == "T"
+        if self.operands == ("a", "b"):
+            return not first, not second, True
+        return second, first, False
+
+
+def sgemm_params(
+    a_shape: Sequence[int],
+    a_strides: Sequence[int],
+    b_shape: Sequence[int],
+    b_strides: Sequence[int],
+    out_shape: Sequence[int],
+    out_strides: Sequence[int],
+    itemsize: int,
+    *,
+    transpose_a: bool,
+    transpose_b: bool,
+    transpose_out: bool,
+) -> SgemmParams:
+    """Map the row-major product ``out = op(a) @ op(b)`` onto one column-major Sgemm.
+
+    ``op(x)`` is ``x.T`` when its ``transpose_x`` flag is set. With
+    ``transpose_out`` the destination holds the product transposed.
+
+    Args:
+        a_shape, b_shape, out_shape: the 2-D shapes of the three matrices.
+        a_strides, b_strides, out_strides: their strides in bytes.
+        itemsize: bytes per element (4 for float32, 8 for float64).
+        transpose_a, transpose_b, transpose_out: the flags of the product.
+
+    Returns:
+        The :class:`SgemmParams` of the cuBLAS call.
+
+    Raises:
+        GemmMappingUnavailable: naming the operand, when one is not 2-D, is not
+            unit-stride along its last axis (F-ordered or step-sliced), has a row
+            stride smaller than its width (broadcast), when the contracted
+            extents disagree, or when ``out`` has the wrong shape (the message
+            gives the shape it must have).
+    """
+    shapes = {"a": a_shape, "b": b_shape, "out": out_shape}
+    strides = {"a": a_strides, "b": b_strides, "out": out_strides}
+    for name in shapes:
+        _require_matrix(name, shapes[name])
+        if len(strides[name]) != 2:
+            raise GemmMappingUnavailable(
+                f"operand {name!r} has strides {tuple(strides[name])} for its 2-D shape "
+                f"{tuple(shapes[name])}; give one stride per axis, in bytes"
+            )
+    ld = {name: _leading_dim(name, shapes[name], strides[name], itemsize) for name in shapes}
+    m, n, k = _product_dims(
+        tuple(a_shape), tuple(b_shape), tuple(out_shape), transpose_a, transpose_b, transpose_out
+    )
+    if transpose_out:
+        return SgemmParams(
+            "N" if transpose_a else "T",
+            "N" if transpose_b else "T",
+            m, n, k, ld["a"], ld["b"], ld["out"], ("a", "b"),
+        )  # fmt: skip
+    return SgemmParams(
+        "T" if transpose_b else "N",
+        "T" if transpose_a else "N",
+        n, m, k, ld["b"], ld["a"], ld["out"], ("b", "a"),
+    )  # fmt: skip
+
+
+def sgemm_params_for_arrays(
+    a: Any,
+    b: Any,
+    out: Any,
+    *,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    transpose_out: bool = False,
+) -> SgemmParams:
+    """:func:`sgemm_params` read off three float32 arrays.
+
+    Args:
+        a, b, out: eagle Arrays, numpy arrays, or anything with ``shape``,
+            ``strides`` (bytes) and ``dtype``.
+        transpose_a, transpose_b, transpose_out: the flags of the product.
+
+    Raises:
+        GemmMappingUnavailable: an operand is not float32 (``"operand 'a' is
+            float64"``), or any refusal of :func:`sgemm_params`.
+        TypeError: an operand has no shape, strides or dtype.
+    """
+    arrays = {"a": a, "b": b, "out": out}
+    for name, array in arrays.items():
+        dtype = _dtype_of(name, array)
+        if dtype != np.float32:
+            raise GemmMappingUnavailable(
+                f"operand {name!r} is {dtype}; a captured product is float32 only "
+                f"(convert it with .astype('float32'))"
+            )
+    return sgemm_params(
+        tuple(a.shape), tuple(a.strides),
+        tuple(b.shape), tuple(b.strides),
+        tuple(out.shape), tuple(out.strides),
+        4,
+        transpose_a=transpose_a,
+        transpose_b=transpose_b,
+        transpose_out=transpose_out,
+    )  # fmt: skip
+
+
+def product_shape(
+    a_shape: Sequence[int],
+    b_shape: Sequence[int],
+    *,
+    transpose_a: bool,
+    transpose_b: bool,
+    transpose_out: bool,
+) -> tuple[int, int]:
+    """The shape ``out`` must have for ``op(a) @ op(b)`` (transposed with ``transpose_out``).
+
+    Raises:
+        GemmMappingUnavailable: an operand is not 2-D, or the contracted
+            extents disagree.
+    """
+    for name, shape in (("a", a_shape), ("b", b_shape)):
+        _require_matrix(name, shape)
+    m, ka = _op_shape(tuple(a_shape), transpose_a)
+    kb, n = _op_shape(tuple(b_shape), transpose_b)
+    if ka != kb:
+        raise GemmMappingUnavailable(
+            f"operand 'b': contracted extent {kb} disagrees with operand 'a''s {ka} "
+            f"(op(a) is {m}x{ka} from a of shape {tuple(a_shape)}, transpose_a={transpose_a}; "
+            f"op(b) is {kb}x{n} from b of shape {tuple(b_shape)}, transpose_b={transpose_b})"
+        )
+    return (n, m) if transpose_out else (m, n)
+
+
+def _dtype_of(name: str, array: Any) -> np.dtype:
+    if not all(hasattr(array, attr) for attr in ("shape", "strides", "dtype")):
+        raise TypeError(
+            f"operand {name!r} must be an array with shape, strides and dtype "
+            f"(an eagle Array or a numpy array), not {type(array).__name__}"
+        )
+    return np.dtype(array.dtype)
+
+
+def _require_matrix(name: str, shape: Sequence[int]) -> None:
+    if len(shape) != 2:
+        raise GemmMappingUnavailable(
+            f"operand {name!r} is {len(shape)}-D (shape {tuple(shape)}); a product takes "
+            f"2-D matrices"
+        )
+    if any(extent > _INT_MAX for extent in shape):
+        raise GemmMappingUnavailable(
+            f"operand {name!r} has shape {tuple(shape)}, beyond cuBLAS's 32-bit extents; "
+            f"split the product"
+        )
+
+
+def _op_shape(shape: tuple[int, int], transpose: bool) -> tuple[int, int]:
+    return (shape[1], shape[0]) if transpose else shape
+
+
+def _product_dims(
+    a_shape: tuple[int, int],
+    b_shape: tuple[int, int],
+    out_shape: tuple[int, int],
+    transpose_a: bool,
+    transpose_b: bool,
+    transpose_out: bool,
+) -> tuple[int, int, int]:
+    want = product_shape(
+        a_shape, b_shape,
+        transpose_a=transpose_a, transpose_b=transpose_b, transpose_out=transpose_out,
+    )  # fmt: skip
+    if out_shape != want:
+        raise GemmMappingUnavailable(
+            f"operand 'out' has shape {out_shape}; it must have shape {want} "
+            f"(transpose_a={transpose_a}, transpose_b={transpose_b}, "
+            f"transpose_out={transpose_out})"
+        )
+    m, k = _op_shape(a_shape, transpose_a)
+    _, n = _op_shape(b_shape, transpose_b)
+    return m, n, k
+
+
+def _leading_dim(name: str, shape: Sequence[int], strides: Sequence[int], itemsize: int) -> int:
+    rows, cols = shape
+    row_stride, col_stride = strides
+    if cols > 1 and col_stride != itemsize:
+        raise GemmMappingUnavailable(
+            f"operand {name!r} is not unit-stride along its last axis (strides {tuple(strides)} "
+            f"bytes, itemsize {itemsize}): an F-ordered or step-sliced view; pass a C-ordered "
+            f"array, or a row or column slice of one"
+        )
+    if rows <= 1 or cols == 0:
+        return max(1, cols)  # the row stride never addresses anything
+    if row_stride % itemsize:
+        raise GemmMappingUnavailable(
+            f"operand {name!r} has a row stride of {row_stride} bytes, not a multiple of its "
+            f"itemsize {itemsize}"
+        )
+    ld = row_stride // itemsize
+    if ld < cols:
+        raise GemmMappingUnavailable(
+            f"operand {name!r} has a row stride of {ld} elements, smaller than its width {cols} "
+            f"(a broadcast, overlapping or reversed view); pass a contiguous copy"
+        )
+    if ld > _INT_MAX:
+        raise GemmMappingUnavailable(
+            f"operand {name!r} has a row stride of {ld} elements, beyond cuBLAS's 32-bit "
+            f"leading dimension; pass a contiguous copy"
+        )
+    return ld

@@ -1,0 +1,22 @@
+"""hawk — a small kernel language whose functions run once per lane.
+
+A restricted Python function becomes an IR (:mod:`hawk.ir`), emitted as
+vectorised numpy for the host (:mod:`hawk.emit.host`) and as CUDA C for the
+device (:mod:`hawk.emit.cuda`). hawk never touches a device: run kernels
+with ``eagle.plan.auto(kernel)``::
+
+    import hawk
+
+    @hawk.kernel
+    def axpy(a: hawk.Param, x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+        y = a * x + y
+
+    print(axpy.ir)
+"""
+
+from hawk import math
+from hawk.decl import Mutable, Param, Scalar, Table
+from hawk.ir import HawkError
+from hawk.trace import Kernel, kernel
+
+__all__ = ["HawkError", "Kernel", "Mutable", "Param", "Scalar", "Table", "kernel", "math"]

@@ -1,0 +1,135 @@
+"""Plane declarations: the annotations a kernel's parameters carry.
+
+* ``hawk.Scalar`` — a per-lane input plane (one value per lane).
+* ``hawk.Mutable[hawk.Scalar]`` — a per-lane output; the kernel may read it
+  first (read-modify-write).
+* ``hawk.Param`` — one uniform value.
+* ``hawk.Table`` — a flat lookup table, read with ``t.at(i)``;
+  ``hawk.Table["row":R, "col":C]`` — named row-major axes, read with every
+  axis by name, ``t.at(row=r, col=c)``.
+* ``hawk.Mutable[hawk.Table...]`` — a table the kernel only adds into,
+  ``t.add(i, value=v)`` or ``t.add(row=r, col=c, value=v)`` (atomic on the
+  device), e.g. a histogram or a gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hawk.ir import HawkError, Plane
+
+__all__ = ["Mutable", "Param", "Scalar", "Table", "plane_of"]
+
+#: the keyword ``.add`` takes its value by, so no axis may use it
+VALUE_KEYWORD = "value"
+
+
+class _Declaration:
+    """Base of the declaration classes; they are annotations, never instantiated."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"hawk.{cls.__name__} is a declaration for a kernel parameter's annotation")
+
+
+class Scalar(_Declaration):
+    """A per-lane input plane: a 1-D array with one value per lane."""
+
+
+class Param(_Declaration):
+    """One uniform value: a number or a one-element array (on the device, a
+    one-element device array, so a captured graph reads its current value)."""
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A named table's axes, ``((label, extent), ...)``; made by ``Table[...]``."""
+
+    axes: tuple[tuple[str, int], ...]
+
+    def __repr__(self) -> str:
+        return "hawk.Table[" + ", ".join(f'"{a}":{n}' for a, n in self.axes) + "]"
+
+
+class Table(_Declaration):
+    """A lookup table. Plain ``Table`` is flat (any 1-D array, ``t.at(i)``);
+    ``Table["row":R, "col":C]`` names row-major axes with constant extents."""
+
+    def __class_getitem__(cls, items: Any) -> TableSpec:
+        items = items if isinstance(items, tuple) else (items,)
+        axes: list[tuple[str, int]] = []
+        for item in items:
+            if not (
+                isinstance(item, slice)
+                and isinstance(item.start, str)
+                and item.start.isidentifier()
+                and item.step is None
+            ):
+                raise HawkError(
+                    f'hawk.Table axes are written "label":extent, e.g. Table["row":4, "col":3]; '
+                    f"got {item!r}"
+                )
+            label, extent = item.start, item.stop
+            if isinstance(extent, bool) or not isinstance(extent, int) or extent < 1:
+                raise HawkError(
+                    f"hawk.Table axis {label!r} needs a positive int extent, not {extent!r}"
+                )
+            if label == VALUE_KEYWORD:
+                raise HawkError(
+                    f"hawk.Table axis name {VALUE_KEYWORD!r} is reserved (t.add(..., value=v)); "
+                    "choose another"
+                )
+            if any(label == seen for seen, _ in axes):
+                raise HawkError(f"hawk.Table axis {label!r} is declared twice")
+            axes.append((label, int(extent)))
+        return TableSpec(tuple(axes))
+
+
+@dataclass(frozen=True)
+class MutableSpec:
+    """``Mutable[...]`` of a Scalar or a table; made by ``Mutable[...]``."""
+
+    of: Any
+
+    def __repr__(self) -> str:
+        inner = self.of if isinstance(self.of, TableSpec) else f"hawk.{self.of.__name__}"
+        return f"hawk.Mutable[{inner}]"
+
+
+class Mutable(_Declaration):
+    """``Mutable[Scalar]``: a per-lane output. ``Mutable[Table...]``: a table
+    the kernel adds into."""
+
+    def __class_getitem__(cls, item: Any) -> MutableSpec:
+        if item is Scalar or item is Table or isinstance(item, TableSpec):
+            return MutableSpec(item)
+        raise HawkError(
+            f"hawk.Mutable takes hawk.Scalar or a hawk.Table, not {item!r} "
+            "(a Param is uniform and cannot be written by lanes)"
+        )
+
+
+def plane_of(name: str, annotation: Any) -> Plane:
+    """The :class:`~hawk.ir.Plane` a parameter's annotation declares.
+
+    Raises:
+        HawkError: ``annotation`` is not a hawk declaration.
+    """
+    if annotation is Scalar:
+        return Plane(name, "input")
+    if annotation is Param:
+        return Plane(name, "param")
+    if annotation is Table:
+        return Plane(name, "table")
+    if isinstance(annotation, TableSpec):
+        return Plane(name, "table", annotation.axes)
+    if isinstance(annotation, MutableSpec):
+        if annotation.of is Scalar:
+            return Plane(name, "output")
+        axes = annotation.of.axes if isinstance(annotation.of, TableSpec) else None
+        return Plane(name, "accumulator", axes)
+    written = getattr(annotation, "__qualname__", None) or repr(annotation)
+    raise HawkError(
+        f"parameter {name!r} is declared {written}; declare it hawk.Scalar, "
+        "hawk.Mutable[hawk.Scalar], hawk.Param, hawk.Table or hawk.Table[...]"
+    )

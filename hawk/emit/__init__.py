@@ -1,0 +1,81 @@
+"""Emitters: hawk IR -> numpy code (:mod:`hawk.emit.host`) and CUDA C
+(:mod:`hawk.emit.cuda`), and the routing policy (:mod:`hawk.emit.policy`).
+
+Both emitters specialise a kernel for concrete plane dtypes (float32 or
+float64, per plane); arithmetic runs in the kernel's *compute dtype*,
+float64 when any plane is float64 and float32 otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from hawk.ir import HawkError, KernelIR, Var
+
+__all__ = ["DTYPES", "Names", "compute_dtype", "plane_dtypes"]
+
+#: the dtypes a plane may have
+DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def plane_dtypes(kernel: KernelIR, dtypes: Mapping[str, Any]) -> dict[str, np.dtype]:
+    """``dtypes`` checked against ``kernel``: one float32/float64 dtype per plane.
+
+    Raises:
+        HawkError: a plane without a dtype, an unknown plane, or another dtype.
+    """
+    names = [p.name for p in kernel.planes]
+    unknown = sorted(set(dtypes) - set(names))
+    if unknown:
+        raise HawkError(f"kernel {kernel.name!r} has no plane {unknown[0]!r}; it has {names}")
+    result = {}
+    for name in names:
+        if name not in dtypes:
+            raise HawkError(f"no dtype given for plane {name!r} of kernel {kernel.name!r}")
+        dtype = np.dtype(dtypes[name])
+        if dtype not in DTYPES:
+            raise HawkError(f"plane {name!r} is {dtype}; hawk planes are float32 or float64")
+        result[name] = dtype
+    return result
+
+
+def compute_dtype(dtypes: Mapping[str, np.dtype]) -> np.dtype:
+    """float64 when any plane is float64, else float32."""
+    if any(np.dtype(d) == np.float64 for d in dtypes.values()):
+        return np.dtype(np.float64)
+    return np.dtype(np.float32)
+
+
+class Names:
+    """Identifiers for generated code: ``v<k>_<name>`` per :class:`~hawk.ir.Var`
+    (unique whatever the kernel's own names are), ``p_<name>`` per plane."""
+
+    def __init__(self) -> None:
+        self._vars: dict[Var, str] = {}
+        self._count = 0
+
+    def var(self, var: Var) -> str:
+        """The identifier of ``var``."""
+        name = self._vars.get(var)
+        if name is None:
+            base = var.name.split(".")[0] if var.name.isascii() else "x"
+            name = self._vars[var] = f"v{len(self._vars)}_{base}"
+        return name
+
+    def fresh(self, prefix: str) -> str:
+        """A new helper identifier, ``<prefix><k>``."""
+        self._count += 1
+        return f"{prefix}{self._count}"
+
+    @staticmethod
+    def plane(name: str) -> str:
+        """The identifier of a plane's pointer / array."""
+        return f"p_{name}"
+
+    @staticmethod
+    def load(name: str) -> str:
+        """The identifier of a plane's loaded value (a lane's or a param's)."""
+        return f"l_{name}"

@@ -1,0 +1,333 @@
+"""hawk IR -> CUDA C: one ``extern "C" __global__`` function, one thread per lane.
+
+The emitted function takes, in order: one pointer per plane in declaration
+order (a param is a pointer to its one element, so a captured graph reads
+its current value), then the lane count ``n`` as ``long long``. Lanes are
+64-bit: thread ``blockIdx.x * blockDim.x + threadIdx.x`` runs lane ``lane``
+when ``lane < n``; launch ``ceil(n / block)`` blocks of any block size.
+``Mutable[Table]`` adds are ``atomicAdd``. Table addresses are not
+bounds-checked.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hawk import ir
+from hawk.emit import Names, compute_dtype, plane_dtypes
+
+__all__ = ["CudaSource", "emit"]
+
+
+@dataclass(frozen=True)
+class CudaSource:
+    """One emitted kernel.
+
+    Attributes:
+        name: the ``extern "C"`` function's name.
+        source: the CUDA C source.
+        arguments: the plane names in argument order (``n`` follows them).
+    """
+
+    name: str
+    source: str
+    arguments: tuple[str, ...]
+
+
+_C_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+
+_MATH = {"exp", "log", "sqrt", "sin", "cos", "tanh", "pow"}
+
+# Device helpers, emitted when used; $R is the compute type and $f its math suffix.
+_HELPERS = {
+    ("floordiv", "int"): """\
+__device__ __forceinline__ long long hawk_floordiv(long long a, long long b)
+{
+    const long long q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}""",
+    ("mod", "int"): """\
+__device__ __forceinline__ long long hawk_mod(long long a, long long b)
+{
+    const long long r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}""",
+    ("floordiv", "real"): """\
+__device__ __forceinline__ $R hawk_floordiv($R a, $R b)
+{
+    if (b == 0) return a / b;
+    const $R m = fmod$f(a, b);
+    $R d = (a - m) / b;
+    if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
+    if (d == 0) return copysign$f(($R)0, a / b);
+    $R q = floor$f(d);
+    if (d - q > ($R)0.5) q += 1;
+    return q;
+}""",
+    ("mod", "real"): """\
+__device__ __forceinline__ $R hawk_mod($R a, $R b)
+{
+    $R m = fmod$f(a, b);
+    if (b == 0) return m;
+    if (m != 0) { if ((b < 0) != (m < 0)) m += b; }
+    else m = copysign$f(($R)0, b);
+    return m;
+}""",
+    ("minimum", "int"): """\
+__device__ __forceinline__ long long hawk_minimum(long long a, long long b)
+{
+    return a < b ? a : b;
+}""",
+    ("maximum", "int"): """\
+__device__ __forceinline__ long long hawk_maximum(long long a, long long b)
+{
+    return a > b ? a : b;
+}""",
+    ("minimum", "real"): """\
+__device__ __forceinline__ $R hawk_minimum($R a, $R b)
+{
+    return (a < b || a != a) ? a : b;
+}""",
+    ("maximum", "real"): """\
+__device__ __forceinline__ $R hawk_maximum($R a, $R b)
+{
+    return (a > b || a != a) ? a : b;
+}""",
+}
+
+_BLOCK_SIZE_NOTE = "launch ceil(n / blockDim.x) blocks"
+
+
+def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any]) -> CudaSource:
+    """The CUDA C of ``kernel`` for the given plane dtypes.
+
+    Args:
+        kernel: the kernel's IR.
+        dtypes: a dtype (float32 or float64) for every plane, by name.
+
+    Raises:
+        HawkError: a plane without a dtype, an unknown plane or another dtype.
+    """
+    planes = plane_dtypes(kernel, dtypes)
+    return _Emitter(kernel, planes).source()
+
+
+class _Emitter:
+    def __init__(self, kernel: ir.KernelIR, dtypes: dict[str, np.dtype]) -> None:
+        self.kernel = kernel
+        self.dtypes = dtypes
+        self.real = _C_TYPES[compute_dtype(dtypes)]
+        self.names = Names()
+        self.helpers: set[tuple[str, str]] = set()
+        self.lines: list[str] = []
+
+    def source(self) -> CudaSource:
+        symbol = "hawk_" + (self.kernel.name if self.kernel.name.isascii() else "kernel")
+        params = [self.parameter(p) for p in self.kernel.planes] + ["long long n"]
+        self.lines = []
+        self.loads(1)
+        for stmt in self.kernel.body:
+            self.statement(stmt, 1)
+        body = self.lines
+        suffix = "f" if self.real == "float" else ""
+        helpers = [
+            _HELPERS[key].replace("$R", self.real).replace("$f", suffix)
+            for key in sorted(self.helpers)
+        ]
+        names = ", ".join(p.name for p in self.kernel.planes)
+        header = [
+            f"// hawk kernel {self.kernel.name!r}, computing in {self.real} (generated).",
+            f"// Arguments: {names} (one pointer each, declaration order), then the lane count",
+            f"// n (long long); one thread per lane, {_BLOCK_SIZE_NOTE}.",
+        ]
+        text = "\n".join(
+            [
+                *header,
+                *helpers,
+                f'extern "C" __global__ void {symbol}({", ".join(params)})',
+                "{",
+                "    const long long lane = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+                "    if (lane >= n) return;",
+                *body,
+                "}",
+                "",
+            ]
+        )
+        return CudaSource(symbol, text, tuple(p.name for p in self.kernel.planes))
+
+    def parameter(self, plane: ir.Plane) -> str:
+        ctype = _C_TYPES[self.dtypes[plane.name]]
+        if plane.kind in ("input", "param", "table"):
+            return f"const {ctype}* __restrict__ {Names.plane(plane.name)}"
+        return f"{ctype}* {Names.plane(plane.name)}"
+
+    def loads(self, depth: int) -> None:
+        used = {node.plane for node in ir.walk(self.kernel) if isinstance(node, ir.Load)}
+        for plane in self.kernel.planes:
+            if plane in used:
+                element = "0" if plane.kind == "param" else "lane"
+                value = self.convert(f"{Names.plane(plane.name)}[{element}]", plane, to_real=True)
+                self.emit(depth, f"const {self.real} {Names.load(plane.name)} = {value};")
+
+    def convert(self, text: str, plane: ir.Plane, *, to_real: bool) -> str:
+        ctype = _C_TYPES[self.dtypes[plane.name]]
+        if ctype == self.real:
+            return text
+        return f"({self.real}){text}" if to_real else f"({ctype})({text})"
+
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append("    " * depth + text)
+
+    def ctype(self, type_: ir.Type) -> str:
+        return {"int": "long long", "real": self.real, "bool": "bool"}[type_]
+
+    # -- statements ----------------------------------------------------------------------
+
+    def statement(self, stmt: ir.Stmt, depth: int) -> None:
+        if isinstance(stmt, ir.Let):
+            value = self.expr(stmt.value)
+            self.emit(
+                depth, f"const {self.ctype(stmt.var.type)} {self.names.var(stmt.var)} = {value};"
+            )
+        elif isinstance(stmt, ir.Loop):
+            self.loop(stmt, depth)
+        elif isinstance(stmt, ir.If):
+            self.branch(stmt, depth)
+        elif isinstance(stmt, ir.Store):
+            target = f"{Names.plane(stmt.plane.name)}[lane]"
+            self.emit(
+                depth,
+                f"{target} = {self.convert(self.expr(stmt.value), stmt.plane, to_real=False)};",
+            )
+        elif isinstance(stmt, ir.Accumulate):
+            target = f"&{Names.plane(stmt.plane.name)}[{self.offset(stmt.plane, stmt.index)}]"
+            value = self.convert(self.expr(stmt.value), stmt.plane, to_real=False)
+            self.emit(depth, f"atomicAdd({target}, {value});")
+        else:
+            raise TypeError(f"not a hawk statement: {stmt!r}")
+
+    def loop(self, loop: ir.Loop, depth: int) -> None:
+        for carry in loop.carries:
+            name = self.names.var(carry.var)
+            self.emit(depth, f"{self.ctype(carry.var.type)} {name} = {self.expr(carry.init)};")
+        index = self.names.var(loop.index)
+        cmp = "<" if loop.step > 0 else ">"
+        self.emit(
+            depth,
+            f"for (long long {index} = {loop.start}LL; {index} {cmp} {loop.stop}LL; "
+            f"{index} += {loop.step}LL) {{",
+        )
+        for stmt in loop.body:
+            self.statement(stmt, depth + 1)
+        if len(loop.carries) == 1:
+            (carry,) = loop.carries
+            self.emit(depth + 1, f"{self.names.var(carry.var)} = {self.expr(carry.update)};")
+        else:
+            temps = []
+            for carry in loop.carries:
+                temp = self.names.fresh("next")
+                temps.append(temp)
+                type_ = self.ctype(carry.var.type)
+                self.emit(depth + 1, f"const {type_} {temp} = {self.expr(carry.update)};")
+            for carry, temp in zip(loop.carries, temps, strict=True):
+                self.emit(depth + 1, f"{self.names.var(carry.var)} = {temp};")
+        self.emit(depth, "}")
+
+    def branch(self, stmt: ir.If, depth: int) -> None:
+        for merge in stmt.merges:
+            self.emit(depth, f"{self.ctype(merge.var.type)} {self.names.var(merge.var)};")
+        self.emit(depth, f"if ({self.expr(stmt.cond)}) {{")
+        for inner in stmt.then:
+            self.statement(inner, depth + 1)
+        for merge in stmt.merges:
+            self.emit(depth + 1, f"{self.names.var(merge.var)} = {self.expr(merge.then_value)};")
+        self.emit(depth, "} else {")
+        for inner in stmt.orelse:
+            self.statement(inner, depth + 1)
+        for merge in stmt.merges:
+            self.emit(depth + 1, f"{self.names.var(merge.var)} = {self.expr(merge.else_value)};")
+        self.emit(depth, "}")
+
+    # -- expressions ---------------------------------------------------------------------
+
+    def offset(self, plane: ir.Plane, index: tuple[ir.Expr, ...]) -> str:
+        if plane.strides is None:
+            return self.expr(index[0])
+        terms = []
+        for item, stride in zip(index, plane.strides, strict=True):
+            text = self.expr(item)
+            terms.append(text if stride == 1 else f"{text} * {stride}LL")
+        return " + ".join(terms)
+
+    def expr(self, node: ir.Expr) -> str:
+        if isinstance(node, ir.Const):
+            return self.const(node)
+        if isinstance(node, ir.Lane):
+            return "lane"
+        if isinstance(node, ir.Ref):
+            return self.names.var(node.var)
+        if isinstance(node, ir.Load):
+            return Names.load(node.plane.name)
+        if isinstance(node, ir.Read):
+            element = f"{Names.plane(node.plane.name)}[{self.offset(node.plane, node.index)}]"
+            return self.convert(element, node.plane, to_real=True)
+        if isinstance(node, ir.Unary):
+            return f"({node.op}{self.expr(node.operand)})"
+        if isinstance(node, ir.Binary):
+            left, right = self.expr(node.left), self.expr(node.right)
+            if node.op in ("//", "%"):
+                name = "floordiv" if node.op == "//" else "mod"
+                self.helpers.add((name, node.type))
+                return f"hawk_{name}({left}, {right})"
+            return f"({left} {node.op} {right})"
+        if isinstance(node, ir.Compare):
+            return f"({self.expr(node.left)} {node.op} {self.expr(node.right)})"
+        if isinstance(node, ir.Logic):
+            op = "&&" if node.op == "and" else "||"
+            return f"({self.expr(node.left)} {op} {self.expr(node.right)})"
+        if isinstance(node, ir.Not):
+            return f"(!{self.expr(node.operand)})"
+        if isinstance(node, ir.Call):
+            return self.call(node)
+        if isinstance(node, ir.Cast):
+            return f"(({self.ctype(node.to)})({self.expr(node.operand)}))"
+        if isinstance(node, ir.Select):
+            cond, a, b = (self.expr(c) for c in node.children())
+            return f"({cond} ? {a} : {b})"
+        raise TypeError(f"not a hawk expression: {node!r}")
+
+    def call(self, node: ir.Call) -> str:
+        args = ", ".join(self.expr(a) for a in node.args)
+        suffix = "f" if self.real == "float" else ""
+        if node.fn in _MATH:
+            return f"{node.fn}{suffix}({args})"
+        if node.fn == "abs":
+            return f"llabs({args})" if node.type == "int" else f"fabs{suffix}({args})"
+        self.helpers.add((node.fn, node.type))
+        return f"hawk_{node.fn}({args})"
+
+    def const(self, node: ir.Const) -> str:
+        value = node.value
+        if node.type == "bool":
+            return "true" if value else "false"
+        if node.type == "int":
+            return f"{value}LL" if value >= 0 else f"({value}LL)"
+        if self.real == "float":
+            value = float(np.float32(value))
+        if math.isfinite(value):
+            text = repr(float(value)) + ("f" if self.real == "float" else "")
+            return text if value >= 0 else f"({text})"
+        bits = {
+            ("float", "inf"): "__int_as_float(0x7f800000)",
+            ("float", "-inf"): "__int_as_float(0xff800000)",
+            ("float", "nan"): "__int_as_float(0x7fc00000)",
+            ("double", "inf"): "__longlong_as_double(0x7ff0000000000000LL)",
+            ("double", "-inf"): "__longlong_as_double(0xfff0000000000000LL)",
+            ("double", "nan"): "__longlong_as_double(0x7ff8000000000000LL)",
+        }
+        return bits[(self.real, repr(float(value)))]

@@ -1,0 +1,364 @@
+"""Host tests of eagle.gemm's cuBLAS side: what happens where there is no driver, no
+device or no cuBLAS, and that the pure parts never load one."""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from eagle.gemm import (
+    WORKSPACE_BYTES,
+    CublasCaptureHandle,
+    GemmCaptureUnavailable,
+    GemmMappingUnavailable,
+    matmul_step,
+    sgemm_params_for_arrays,
+)
+
+
+def _run(script: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
+
+
+def test_pure_parts_run_without_loading_a_driver_or_cublas():
+    result = _run(
+        """
+        import sys
+        import numpy as np
+        from eagle.gemm import matmul_step, sgemm_params_for_arrays
+        a, b = np.ones((3, 4), np.float32), np.ones((4, 5), np.float32)
+        out = np.zeros((3, 5), np.float32)
+        sgemm_params_for_arrays(a, b, out)
+        matmul_step("out", a="a", b="b", out="out").run({"a": a, "b": b, "out": out}, "host")
+        assert (out == 4).all()
+        maps = open("/proc/self/maps").read()
+        loaded = [lib for lib in ("libcuda.so", "libcublas") if lib in maps]
+        modules = [m for m in sys.modules if m.startswith(("nvmath", "cuda.bindings."))]
+        print(loaded, modules)
+        sys.exit(1 if loaded or modules else 0)
+        """
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_device_is_gemm_capture_unavailable():
+    result = _run(
+        """
+        from eagle.gemm import CublasCaptureHandle, GemmCaptureUnavailable
+        try:
+            CublasCaptureHandle(0)
+        except GemmCaptureUnavailable as exc:
+            print("refused:", exc)
+        """,
+        CUDA_VISIBLE_DEVICES="",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "refused: no CUDA driver or device: cudaGetDeviceCount failed" in result.stdout
+
+
+def test_no_cublas_is_gemm_capture_unavailable():
+    result = _run(
+        """
+        import sys
+        sys.modules["nvmath"] = None  # as if nvmath-python were not installed
+        from eagle.gemm import CublasCaptureHandle, GemmCaptureUnavailable
+        try:
+            CublasCaptureHandle(0)
+        except GemmCaptureUnavailable as exc:
+            print("refused:", exc)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert "refused: cuBLAS is not reachable: nvmath-python is not installed" in result.stdout
+
+
+def test_an_unknown_math_mode_is_refused_by_name():
+    with pytest.raises(ValueError, match="math must be 'fp32' or 'tf32', not 'fp16'"):
+        CublasCaptureHandle(0, math="fp16")
+
+
+# --- the handle's bookkeeping, over a stand-in cuBLAS that computes on host memory ----------
+
+
+class _Enum:
+    def __init__(self, **members):
+        self.__dict__.update(members)
+
+
+class FakeCublas:
+    """nvmath.bindings.cublas's calls, done on host memory the way cuBLAS does them.
+
+    Pointers are host addresses of numpy buffers; each access is checked to lie inside
+    a buffer registered with :meth:`register`.
+    """
+
+    Operation = _Enum(N=0, T=1)
+    PointerMode = _Enum(HOST=0, DEVICE=1)
+    Math = _Enum(DEFAULT_MATH=0, TF32_TENSOR_OP_MATH=3)
+    cuBLASError = type("cuBLASError", (Exception,), {})
+
+    def __init__(self):
+        self.log: list[tuple] = []
+        self.ranges: list[tuple[int, int]] = []
+
+    def register(self, array):
+        self.ranges.append((array.ctypes.data, array.ctypes.data + array.nbytes))
+
+    def create(self):
+        self.log.append(("create",))
+        return 0xC0B1A5
+
+    def destroy(self, handle):
+        self.log.append(("destroy", handle))
+
+    def set_stream(self, handle, stream):
+        self.log.append(("set_stream", stream))
+
+    def set_workspace(self, handle, ptr, nbytes):
+        self.log.append(("set_workspace", ptr, nbytes))
+
+    def set_pointer_mode(self, handle, mode):
+        self.log.append(("set_pointer_mode", mode))
+
+    def set_math_mode(self, handle, mode):
+        self.log.append(("set_math_mode", mode))
+
+    def _matrix(self, ptr, op, rows, cols, ld, dtype):
+        """op(X) as rows x cols, X column-major at ptr with leading dimension ld."""
+        stored_rows, stored_cols = (rows, cols) if op == 0 else (cols, rows)
+        assert ld >= max(1, stored_rows)
+        count = stored_rows + (stored_cols - 1) * ld
+        nbytes = count * np.dtype(dtype).itemsize
+        assert any(lo <= ptr and ptr + nbytes <= hi for lo, hi in self.ranges), "out of bounds"
+        flat = np.frombuffer((ctypes.c_byte * nbytes).from_address(ptr), dtype=dtype)
+        i, j = np.indices((stored_rows, stored_cols))
+        stored = flat[i + j * ld]
+        return (stored if op == 0 else stored.T), flat, (i + j * ld)
+
+    def _gemm(self, dtype, handle, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+        self.log.append(("gemm", np.dtype(dtype).name, ta, tb, m, n, k))
+        scalars = np.frombuffer((ctypes.c_byte * 16).from_address(alpha), dtype=dtype, count=2)
+        assert beta == alpha + np.dtype(dtype).itemsize
+        left, _, _ = self._matrix(a, ta, m, k, lda, dtype)
+        right, _, _ = self._matrix(b, tb, k, n, ldb, dtype)
+        old, flat, index = self._matrix(c, 0, m, n, ldc, dtype)
+        flat[index] = scalars[0] * (left @ right) + (scalars[1] * old if scalars[1] else 0)
+
+    def sgemm(self, *args):
+        self._gemm(np.float32, *args)
+
+    def dgemm(self, *args):
+        self._gemm(np.float64, *args)
+
+
+class HostBackedDeviceArray:
+    """Stands for a device Array: a numpy buffer seen through the device attributes."""
+
+    is_host = False
+    device_index = 0
+    device = "cuda:0"
+
+    def __init__(self, values):
+        self.values = values
+        self.shape, self.strides, self.dtype = values.shape, values.strides, values.dtype
+        self.itemsize = values.itemsize
+        self.ptr = values.ctypes.data
+
+    def __getitem__(self, key):
+        return HostBackedDeviceArray(self.values[key])
+
+
+class FakeDevice:
+    """Replaces the CUDA side of eagle.gemm with a recorder and host memory."""
+
+    STREAM = 0x5EA
+
+    def __init__(self, monkeypatch):
+        from eagle.gemm import capture, plan
+
+        self.cublas = FakeCublas()
+        self.capturing = False
+        self.used: list[tuple] = []
+        self.synchronized = 0
+        workspace = np.zeros(1, np.uint8)
+
+        def fake_call(name, *args):
+            self.synchronized += name == "cudaStreamSynchronize"
+            return {"cudaGetDeviceCount": 1, "cudaStreamGetDevice": 0}.get(name)
+
+        pool = type("Pool", (), {"allocate": lambda _, nbytes, stream: self._workspace(nbytes)})
+        stream = type("Stream", (), {"ptr": lambda _: self.STREAM})()
+        monkeypatch.setattr(capture, "_cublas", lambda: self.cublas)
+        monkeypatch.setattr(capture, "call", fake_call)
+        monkeypatch.setattr(capture, "ensure_device", lambda device: None)
+        monkeypatch.setattr(capture, "is_capturing", lambda stream: self.capturing)
+        monkeypatch.setattr(capture, "default_pool", lambda device: pool())
+        monkeypatch.setattr(capture, "record_use", lambda *objs: self.used.append(objs))
+        monkeypatch.setattr(capture, "_stream_handles", {})
+        monkeypatch.setattr(plan, "current_stream", lambda device: stream)
+        monkeypatch.setattr(plan, "record_use", lambda *objs: self.used.append(objs))
+        self._keep = workspace
+
+    def _workspace(self, nbytes):
+        return type("Buffer", (), {"ptr": 0xAB000, "nbytes": nbytes})()
+
+    def array(self, values):
+        self.cublas.register(values)
+        return HostBackedDeviceArray(values)
+
+    def embedded(self, values, pad=(2, 3)):
+        """``values`` as a view into a larger NaN-padded buffer, and that buffer."""
+        rows, cols = values.shape
+        base = np.full((rows + pad[0], cols + pad[1]), np.nan, values.dtype)
+        base[1 : 1 + rows, 2 : 2 + cols] = values
+        return base, self.array(base)[1 : 1 + rows, 2 : 2 + cols]
+
+
+@pytest.fixture
+def device(monkeypatch):
+    return FakeDevice(monkeypatch)
+
+
+FLAGS = list(itertools.product([False, True], repeat=3))
+
+
+def _case(rng, flags, dtype, m=7, n=5, k=6):
+    transpose_a, transpose_b, transpose_out = flags
+    a = rng.standard_normal((k, m) if transpose_a else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if transpose_b else (k, n)).astype(dtype)
+    product = (a.T if transpose_a else a).astype(np.float64) @ (b.T if transpose_b else b)
+    return a, b, product.T if transpose_out else product
+
+
+def _kwargs(flags):
+    return dict(zip(("transpose_a", "transpose_b", "transpose_out"), flags, strict=True))
+
+
+def test_handle_is_bound_then_given_its_workspace(device):
+    handle = CublasCaptureHandle(FakeDevice.STREAM, math="tf32")
+    assert device.cublas.log == [
+        ("create",),
+        ("set_stream", FakeDevice.STREAM),
+        ("set_workspace", 0xAB000, WORKSPACE_BYTES),
+        ("set_pointer_mode", 0),
+        ("set_math_mode", 3),
+    ]
+    assert (handle.device, handle.stream_ptr, handle.alive) == (0, FakeDevice.STREAM, True)
+    assert WORKSPACE_BYTES == 32 * 1024 * 1024
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+def test_sgemm_computes_every_triple_on_views_with_alpha_and_beta(device, rng, flags):
+    a, b, reference = _case(rng, flags, np.float32)
+    _, a_view = device.embedded(a)
+    _, b_view = device.embedded(b)
+    out_base, out_view = device.embedded(np.ones(reference.shape, np.float32))
+    operands = {"a": a_view, "b": b_view, "out": out_view}
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    params = sgemm_params_for_arrays(a_view, b_view, out_view, **_kwargs(flags))
+    handle.sgemm(params, operands, alpha=2.0, beta=0.5)
+    rows, cols = reference.shape
+    inside = np.zeros(out_base.shape, bool)
+    inside[1 : 1 + rows, 2 : 2 + cols] = True
+    np.testing.assert_allclose(
+        out_base[inside].reshape(rows, cols), 2.0 * reference + 0.5, rtol=1e-5, atol=1e-5
+    )
+    assert np.isnan(out_base[~inside]).all()
+    first, second = (operands[name] for name in params.operands)
+    assert device.used == [(FakeDevice.STREAM, handle, first, second, out_view)]
+
+
+def test_warm_runs_each_product_once_and_waits(device, rng):
+    a, b, reference = _case(rng, (False, False, False), np.float32)
+    operands = {name: device.array(x) for name, x in (("a", a), ("b", b))}
+    operands["out"] = device.array(np.full(reference.shape, np.nan, np.float32))
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    params = sgemm_params_for_arrays(*operands.values())
+    handle.warm(params, operands)
+    handle.warm(params, operands)
+    assert [entry[0] for entry in device.cublas.log].count("gemm") == 1
+    assert device.synchronized == 1
+    np.testing.assert_allclose(operands["out"].values, reference, rtol=1e-5, atol=1e-5)
+
+
+def test_capture_rules(device, rng):
+    a, b, reference = _case(rng, (False, True, False), np.float32)
+    operands = {"a": device.array(a), "b": device.array(b),
+                "out": device.array(np.zeros(reference.shape, np.float32))}  # fmt: skip
+    params = sgemm_params_for_arrays(*operands.values(), transpose_b=True)
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    device.capturing = True
+    with pytest.raises(GemmCaptureUnavailable, match="is being captured; make the Cublas"):
+        CublasCaptureHandle(FakeDevice.STREAM)
+    with pytest.raises(GemmCaptureUnavailable, match="never warmed"):
+        handle.sgemm(params, operands)
+    with pytest.raises(GemmCaptureUnavailable, match=r"warm\(\) runs the product"):
+        handle.warm(params, operands)
+    device.capturing = False
+    handle.warm(params, operands)
+    device.capturing = True
+    handle.sgemm(params, operands, beta=1.0)
+    handle.warm(params, operands)  # already warm: nothing to run
+    np.testing.assert_allclose(operands["out"].values, 2 * reference, rtol=1e-5, atol=1e-5)
+
+
+def test_operands_must_be_device_arrays_matching_the_params(device, rng):
+    a, b, reference = _case(rng, (False, False, False), np.float32)
+    operands = {"a": device.array(a), "b": device.array(b),
+                "out": device.array(np.zeros(reference.shape, np.float32))}  # fmt: skip
+    params = sgemm_params_for_arrays(*operands.values())
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    with pytest.raises(GemmCaptureUnavailable, match="operand 'a' is not a device array"):
+        handle.sgemm(params, {**operands, "a": a})
+    other = HostBackedDeviceArray(np.zeros(reference.shape, np.float32))
+    other.device_index, other.device = 1, "cuda:1"
+    with pytest.raises(GemmCaptureUnavailable, match="operand 'out' is on cuda:1, but this"):
+        handle.sgemm(params, {**operands, "out": other})
+    with pytest.raises(GemmMappingUnavailable, match="do not describe these operands"):
+        handle.sgemm(params._replace(ldc=11), operands)
+    with pytest.raises(TypeError, match="params must be SgemmParams"):
+        handle.sgemm(tuple(params), operands)
+    assert [entry[0] for entry in device.cublas.log].count("gemm") == 0
+
+
+def test_destroy_waits_for_live_graphs_before_freeing(device):
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    graph = type("Graph", (), {})()
+    handle._live_graphs.add(graph)  # what eagle.cuda does when a graph records the handle
+    handle.destroy()
+    assert not handle.alive and ("destroy", 0xC0B1A5) not in device.cublas.log
+    assert "destroyed" in repr(handle)
+    del graph  # the graph is gone
+    handle.destroy()
+    handle.destroy()
+    assert device.cublas.log.count(("destroy", 0xC0B1A5)) == 1
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matmul_step_on_the_device_path(device, rng, flags, dtype):
+    a, b, reference = _case(rng, flags, dtype)
+    _, a_view = device.embedded(a)
+    out_base, out_view = device.embedded(np.zeros(reference.shape, dtype))
+    step = matmul_step("out", a="a", b="b", out="out", **_kwargs(flags))
+    for _ in range(2):
+        step.run({"a": a_view, "b": device.array(b), "out": out_view}, "device")
+    rows, cols = reference.shape
+    np.testing.assert_allclose(
+        out_base[1 : 1 + rows, 2 : 2 + cols], reference, rtol=1e-5, atol=1e-5
+    )
+    log = [entry[0] for entry in device.cublas.log]
+    assert log.count("create") == 1 and log.count("gemm") == 2  # one handle per stream
+    assert ("gemm", np.dtype(dtype).name) == device.cublas.log[-1][:2]

@@ -1,0 +1,437 @@
+"""Host tests of plans: matmul steps, specs, LoweredPlan validation and binding,
+assembly steps, and binding a plan's products for capture."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from eagle import arrays
+from eagle.gemm import (
+    CapturedGemmCall,
+    GemmCaptureUnavailable,
+    GemmMappingUnavailable,
+    LoweredPlan,
+    MatmulSpec,
+    MatmulUnavailable,
+    PlanStep,
+    PlanUnavailable,
+    WorkspaceSpec,
+    assembly_step,
+    captured_gemm_calls,
+    check_plan_capturable,
+    matmul_step,
+    sgemm_params_for_arrays,
+)
+from tests._util import rel_error
+
+FLAGS = list(itertools.product([False, True], repeat=3))
+
+
+def _operands(rng, m, n, k, flags, dtype):
+    transpose_a, transpose_b, transpose_out = flags
+    a = rng.standard_normal((k, m) if transpose_a else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if transpose_b else (k, n)).astype(dtype)
+    product = (a.T if transpose_a else a).astype(np.float64) @ (b.T if transpose_b else b)
+    return a, b, product.T if transpose_out else product
+
+
+def _step(flags, name="out"):
+    transpose_a, transpose_b, transpose_out = flags
+    return matmul_step(
+        name, a="a", b="b", out="out",
+        transpose_a=transpose_a, transpose_b=transpose_b, transpose_out=transpose_out,
+    )  # fmt: skip
+
+
+class FakeDeviceArray:
+    """Stands for a device eagle Array: the attributes the plan code reads, no memory."""
+
+    is_host = False
+
+    def __init__(self, shape, dtype="float32", ptr=0x10000, strides=None, device_index=0):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.itemsize = self.dtype.itemsize
+        self.strides = strides or tuple(np.empty(shape, self.dtype).strides)
+        self.ptr = ptr
+        self.device_index = device_index
+        self.device = f"cuda:{device_index}"
+
+
+# --- matmul_step on the host ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_host_matmul_all_flag_triples(rng, flags, dtype):
+    a, b, reference = _operands(rng, 7, 5, 6, flags, dtype)
+    out = np.full(reference.shape, np.nan, dtype)
+    _step(flags).run({"a": a, "b": b, "out": out}, "host")
+    tolerance = 10 * np.finfo(dtype).eps
+    assert rel_error(out, reference) < tolerance
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+def test_host_matmul_writes_into_host_arrays_and_views_in_place(rng, flags):
+    a, b, reference = _operands(rng, 4, 6, 3, flags, np.float64)
+    base = np.full((reference.shape[0] + 3, reference.shape[1] + 5), np.nan)
+    view = base[1 : 1 + reference.shape[0], 2 : 2 + reference.shape[1]]
+    out = arrays.asarray(view)
+    _step(flags).run({"a": arrays.asarray(a), "b": b, "out": out}, "host")
+    assert rel_error(view, reference) < 1e-14
+    assert np.isnan(base[0]).all() and np.isnan(base[:, :2]).all()
+
+
+def test_the_seed_host_example_runs_as_written():
+    a = np.random.default_rng(0).standard_normal((3, 4))
+    b = np.random.default_rng(1).standard_normal((4, 5))
+    bufs = {"a": arrays.asarray(a), "b": arrays.asarray(b), "c": arrays.zeros((3, 5), "float64")}
+    matmul_step("c", a="a", b="b", out="c").run(bufs, "host")
+    c = np.asarray(bufs["c"])
+    np.testing.assert_allclose(c, a @ b, rtol=1e-14)
+
+
+def test_matmul_step_publishes_its_spec():
+    step = matmul_step("c", a="x", b="y", out="c", transpose_b=True, transpose_out=True)
+    assert (step.name, step.kind, step.reads, step.writes) == ("c", "matmul", ("x", "y"), ("c",))
+    assert step.matmul == MatmulSpec("x", "y", "c", False, True, True)
+    assert matmul_step("w", a="w", b="w2", out="o").reads == ("w", "w2")
+    assert matmul_step("g", a="w", b="w", out="g", transpose_a=True).reads == ("w",)
+
+
+def test_step_equality_ignores_callables_and_spec():
+    first = matmul_step("c", a="a", b="b", out="c")
+    second = matmul_step("c", a="a", b="b", out="c", transpose_a=True)
+    assert first == second and hash(first) == hash(second)
+    assert first != matmul_step("d", a="a", b="b", out="c")
+
+
+def test_matmul_step_refuses_writing_over_an_operand():
+    with pytest.raises(PlanUnavailable, match="out 'a' is also an operand"):
+        matmul_step("c", a="a", b="b", out="a")
+
+
+@pytest.mark.parametrize(
+    ("bufs", "backend", "error", "message"),
+    [
+        ({"a": np.ones((2, 3)), "b": np.ones((3, 4))}, "host", MatmulUnavailable,
+         r"buffer 'out' is not bound \(bound: \['a', 'b'\]\)"),
+        ({"a": np.ones((2, 3)), "b": np.ones((3, 4), np.float32), "out": np.ones((2, 4))},
+         "host", MatmulUnavailable, "a='a' is float64, b='b' is float32, out='out' is float64"),
+        ({"a": np.ones((2, 3), int), "b": np.ones((3, 4), int), "out": np.ones((2, 4), int)},
+         "host", MatmulUnavailable, "a product takes float32 or float64"),
+        ({"a": np.ones((2, 3)), "b": np.ones((3, 4)), "out": np.ones((4, 2))}, "host",
+         MatmulUnavailable, r"out 'out' has shape \(4, 2\); it must have shape \(2, 4\)"),
+        ({"a": np.ones((2, 3)), "b": np.ones((5, 4)), "out": np.ones((2, 4))}, "host",
+         MatmulUnavailable, "contracted extent 5 disagrees"),
+        ({"a": FakeDeviceArray((2, 3)), "b": np.ones((3, 4)), "out": np.ones((2, 4))}, "host",
+         MatmulUnavailable, "buffer 'a' is on cuda:0; the host backend takes numpy arrays"),
+        ({"a": [[1.0] * 3] * 2, "b": np.ones((3, 4)), "out": np.ones((2, 4))}, "host",
+         MatmulUnavailable, "buffer 'a' is a list"),
+        ({"a": np.ones((2, 3)), "b": np.ones((3, 4)), "out": np.ones((2, 4))}, "device",
+         MatmulUnavailable, "buffer 'a' is on the host; the device backend takes device"),
+        ({"a": FakeDeviceArray((2, 3)), "b": FakeDeviceArray((3, 4), device_index=1),
+          "out": FakeDeviceArray((2, 4))}, "device", MatmulUnavailable,
+         "b='b' on cuda:1, out='out' on cuda:0; put them on one device"),
+        ({"a": FakeDeviceArray((2, 3)), "b": FakeDeviceArray((3, 4), "float64"),
+          "out": FakeDeviceArray((2, 4))}, "device", MatmulUnavailable, "b='b' is float64"),
+        ({"a": FakeDeviceArray((2, 3), strides=(4, 8)), "b": FakeDeviceArray((3, 4)),
+          "out": FakeDeviceArray((2, 4))}, "device", MatmulUnavailable,
+         "operand 'a' is not unit-stride along its last axis"),
+        ({"a": np.ones((2, 3)), "b": np.ones((3, 4)), "out": np.ones((2, 4))}, "gpu",
+         ValueError, "backend must be 'host' or 'device', not 'gpu'"),
+    ],
+)  # fmt: skip
+def test_matmul_step_refusals_name_the_buffer(bufs, backend, error, message):
+    with pytest.raises(error, match=message):
+        matmul_step("c", a="a", b="b", out="out").run(bufs, backend)
+
+
+# --- specs and steps ----------------------------------------------------------------------------
+
+
+def test_workspace_spec_normalises_shape_and_dtype():
+    spec = WorkspaceSpec("w", [3, np.int64(4)], np.float32)
+    assert spec == WorkspaceSpec("w", (3, 4), "float32")
+    assert (spec.shape, spec.dtype) == ((3, 4), "float32")
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "message"),
+    [
+        ((3, -1), "float32", r"shape \(3, -1\) must hold non-negative ints"),
+        ((3, 2.5), "float32", r"shape \(3, 2.5\) must hold non-negative ints"),
+        ((3, 4), "not-a-dtype", "dtype a numpy dtype name"),
+        ((3, 4), None, "give a dtype"),
+    ],
+)
+def test_workspace_spec_refusals(shape, dtype, message):
+    with pytest.raises(PlanUnavailable, match=message):
+        WorkspaceSpec("w", shape, dtype)
+
+
+def _noop(bufs):
+    return None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"kind": "loop"}, "kind must be one of"),
+        ({"kind": "matmul"}, "a 'matmul' step carries a MatmulSpec"),
+        ({"kind": "generated", "matmul": MatmulSpec("a", "b", "c")},
+         "a 'matmul' step carries a MatmulSpec"),
+        ({"reads": "ab"}, "reads must be a sequence of buffer names"),
+        ({"writes": ("c", 3)}, "writes must be a sequence of buffer names"),
+        ({"host_fn": "run"}, "host_fn must be callable"),
+    ],
+)  # fmt: skip
+def test_plan_step_refusals(kwargs, message):
+    fields = {"kind": "generated", "reads": ("a",), "writes": ("c",), "host_fn": _noop}
+    fields.update(kwargs)
+    with pytest.raises(PlanUnavailable, match=message):
+        PlanStep(
+            "s", fields["kind"], fields["reads"], fields["writes"], _noop, fields["host_fn"],
+            matmul=fields.get("matmul"),
+        )  # fmt: skip
+
+
+def test_assembly_step_runs_the_side_it_is_asked_for():
+    seen = []
+    step = assembly_step(
+        "fill",
+        reads=[],
+        writes=["ones"],
+        host_fn=lambda bufs: seen.append(("host", sorted(bufs))),
+        device_fn=lambda bufs: seen.append(("device", sorted(bufs))),
+    )
+    assert (step.kind, step.reads, step.writes, step.matmul) == ("assembly", (), ("ones",), None)
+    step.run({"ones": None}, "host")
+    step.run({"ones": None}, "device")
+    assert seen == [("host", ["ones"]), ("device", ["ones"])]
+
+
+# --- LoweredPlan ------------------------------------------------------------------------------
+
+
+def _spec(name, shape, dtype="float64"):
+    return WorkspaceSpec(name, shape, dtype)
+
+
+def _chain_plan(dtype="float64"):
+    """t = a @ b (a workspace), then out = t @ c, then out_t = out.T by an assembly step."""
+
+    def transpose(bufs):
+        np.copyto(bufs["out_t"], np.asarray(bufs["out"]).T)
+
+    return LoweredPlan(
+        steps=(
+            matmul_step("t", a="a", b="b", out="t"),
+            matmul_step("out", a="t", b="c", out="out"),
+            assembly_step("out_t", reads=["out"], writes=["out_t"], host_fn=transpose,
+                          device_fn=transpose),
+        ),
+        mechanism="gemm",
+        determinism="run_to_run",
+        inputs=(_spec("a", (3, 4), dtype), _spec("b", (4, 5), dtype), _spec("c", (5, 2), dtype)),
+        outputs=(_spec("out", (3, 2), dtype), _spec("out_t", (2, 3), dtype)),
+        workspaces=(_spec("t", (3, 5), dtype),),
+    )  # fmt: skip
+
+
+def test_plan_runs_its_steps_in_order_into_the_callers_buffers(rng):
+    plan = _chain_plan()
+    assert plan.kinds == ("matmul", "matmul", "assembly")
+    assert list(plan.required) == ["a", "b", "c", "out", "out_t", "t"]
+    assert plan.required["t"] == WorkspaceSpec("t", (3, 5), "float64")
+    a, b, c = (rng.standard_normal(spec.shape) for spec in plan.inputs)
+    out, out_t, t = np.full((3, 2), np.nan), np.full((2, 3), np.nan), np.full((3, 5), np.nan)
+    buffers = {"a": a, "b": b, "c": c, "out": out, "out_t": arrays.asarray(out_t), "t": t}
+    plan("host", {**buffers, "unused": object()})
+    assert rel_error(out, a @ b @ c) < 1e-14
+    assert rel_error(out_t, (a @ b @ c).T) < 1e-14
+    assert rel_error(t, a @ b) < 1e-14
+
+
+def test_plan_sees_a_contiguous_lane_plane_in_its_declared_shape(rng):
+    plan = LoweredPlan(
+        (matmul_step("y", a="w", b="f", out="y", transpose_a=True),),
+        "gemm", "run_to_run",
+        (_spec("w", (4, 3)), _spec("f", (4, 5))), (_spec("y", (3, 5)),),
+    )  # fmt: skip
+    w, f = rng.standard_normal((4, 3)), rng.standard_normal((4, 5))
+    y = np.full(15, np.nan)
+    plan("host", {"w": w, "f": f, "y": y})
+    assert rel_error(y, (w.T @ f).reshape(-1)) < 1e-14
+    with pytest.raises(MatmulUnavailable, match=r"buffer 'y' has shape \(15,\); the plan declares"):
+        plan("host", {"w": w, "f": f, "y": np.zeros(30)[::2]})
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        (lambda b: b.pop("c"), MatmulUnavailable,
+         r"buffer 'c' is not bound; the plan needs \['a', 'b', 'c', 'out', 'out_t', 't'\]"),
+        (lambda b: b.update(a=b["a"].astype(np.float32)), MatmulUnavailable,
+         "buffer 'a' is float32; the plan declares it float64"),
+        (lambda b: b.update(t=np.zeros((5, 3))), MatmulUnavailable,
+         r"buffer 't' has shape \(5, 3\); the plan declares \(3, 5\)"),
+        (lambda b: b.update(t=np.zeros((5, 4))), MatmulUnavailable,
+         r"buffer 't' has shape \(5, 4\); the plan declares \(3, 5\)"),
+        (lambda b: b.update(b=FakeDeviceArray((4, 5), "float64")), MatmulUnavailable,
+         "buffer 'b' is on cuda:0; the host backend takes numpy arrays"),
+    ],
+)  # fmt: skip
+def test_plan_checks_each_buffer_against_its_spec(rng, change, error, message):
+    plan = _chain_plan()
+    buffers = {spec.name: rng.standard_normal(spec.shape) for spec in plan.required.values()}
+    change(buffers)
+    with pytest.raises(error, match=message):
+        plan("host", buffers)
+
+
+def test_plan_on_the_device_refuses_host_buffers_and_mixed_devices():
+    plan = _chain_plan("float32")
+    with pytest.raises(MatmulUnavailable, match="buffer 'a' is on the host; the device backend"):
+        plan(
+            "device",
+            {spec.name: np.zeros(spec.shape, np.float32) for spec in plan.required.values()},
+        )
+    buffers = {spec.name: FakeDeviceArray(spec.shape) for spec in plan.required.values()}
+    buffers["c"] = FakeDeviceArray((5, 2), device_index=1)
+    with pytest.raises(MatmulUnavailable, match=r"'c' on cuda:1\); put them on one device"):
+        plan("device", buffers)
+    with pytest.raises(ValueError, match="backend must be 'host' or 'device'"):
+        plan("cpu", buffers)
+
+
+def _plan(steps, inputs, outputs, workspaces=()):
+    return LoweredPlan(steps, "gemm", "run_to_run", inputs, outputs, workspaces)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: _plan([matmul_step("o", a="a", b="x", out="o")],
+                       [_spec("a", (2, 2))], [_spec("o", (2, 2))]),
+         "step 'o' reads 'x', which the plan does not declare"),
+        (lambda: _plan([matmul_step("o", a="a", b="t", out="o")],
+                       [_spec("a", (2, 2))], [_spec("o", (2, 2))], [_spec("t", (2, 2))]),
+         "step 'o' reads 't' before a step writes it"),
+        (lambda: _plan([matmul_step("o", a="a", b="b", out="b2"),
+                        matmul_step("o2", a="a", b="b2", out="b")],
+                       [_spec("a", (2, 2)), _spec("b", (2, 2))], [_spec("b2", (2, 2))]),
+         "step 'o2' writes 'b', which is an input; declare it as an output or a workspace"),
+        (lambda: _plan([matmul_step("o", a="a", b="b", out="z")],
+                       [_spec("a", (2, 2)), _spec("b", (2, 2))], [_spec("o", (2, 2))]),
+         "step 'o' writes 'z', which is not declared"),
+        (lambda: _plan([], [_spec("a", (2, 2))], [_spec("o", (2, 2))]),
+         "output 'o' is never written"),
+        (lambda: _plan([], [_spec("a", (2, 2))], [_spec("a", (2, 2))]),
+         "buffer 'a' is declared twice"),
+        (lambda: _plan([matmul_step("o", a="a", b="b", out="o"),
+                        matmul_step("o", a="a", b="b", out="o2")],
+                       [_spec("a", (2, 2)), _spec("b", (2, 2))],
+                       [_spec("o", (2, 2)), _spec("o2", (2, 2))]),
+         "two steps are named 'o'"),
+        (lambda: _plan([matmul_step("o", a="a", b="b", out="o")],
+                       [_spec("a", (2, 3)), _spec("b", (3, 4))], [_spec("o", (2, 3))]),
+         r"out 'o' is declared \(2, 3\); it must be \(2, 4\)"),
+        (lambda: _plan([matmul_step("o", a="a", b="b", out="o")],
+                       [_spec("a", (2, 3)), _spec("b", (2, 4))], [_spec("o", (2, 4))]),
+         "contracted extent 2 disagrees"),
+        (lambda: _plan([matmul_step("o", a="a", b="b", out="o")],
+                       [_spec("a", (2, 3)), _spec("b", (3, 4), "float32")], [_spec("o", (2, 4))]),
+         "are declared float64, float32, float64"),
+        (lambda: _plan([matmul_step("o", a="a", b="b", out="o")],
+                       [_spec("a", (2, 3)), ("b", (3, 4))], [_spec("o", (2, 4))]),
+         "buffers are declared with WorkspaceSpec"),
+        (lambda: _plan(["o"], [_spec("a", (2, 3))], []), "plan steps are PlanStep"),
+    ],
+)  # fmt: skip
+def test_plan_validation_refusals(build, message):
+    with pytest.raises(PlanUnavailable, match=message):
+        build()
+
+
+# --- binding a plan's products for capture --------------------------------------------------
+
+
+def _capture_plan(dtype="float32"):
+    return LoweredPlan(
+        (matmul_step("y", a="w", b="f", out="y", transpose_a=True),
+         matmul_step("z", a="y", b="g", out="z", transpose_b=True, transpose_out=True)),
+        "gemm", "run_to_run",
+        (_spec("w", (4, 3), dtype), _spec("f", (4, 5), dtype), _spec("g", (2, 5), dtype)),
+        (_spec("y", (3, 5), dtype), _spec("z", (2, 3), dtype)),
+    )  # fmt: skip
+
+
+def test_captured_gemm_calls_bind_the_callers_own_buffers():
+    plan = _capture_plan()
+    buffers = {spec.name: FakeDeviceArray(spec.shape, ptr=0x1000 * (i + 1))
+               for i, spec in enumerate(plan.required.values())}  # fmt: skip
+    buffers["y"] = FakeDeviceArray((15,), ptr=0xABC00)
+    calls = captured_gemm_calls(plan, buffers, operand_class="gemm")
+    assert [call.name for call in calls] == ["y", "z"]
+    assert all(isinstance(call, CapturedGemmCall) for call in calls)
+    first, second = calls
+    assert first.operands["a"] is buffers["w"] and first.operands["b"] is buffers["f"]
+    lane_plane = first.operands["out"]
+    assert (lane_plane.shape, lane_plane.strides, lane_plane.ptr) == ((3, 5), (20, 4), 0xABC00)
+    assert second.operands["a"] is lane_plane
+    assert first.params == sgemm_params_for_arrays(
+        buffers["w"], buffers["f"], lane_plane, transpose_a=True
+    )
+    assert second.params.transposes == (False, True, True)
+
+
+@pytest.mark.parametrize(
+    ("plan", "buffers", "kwargs", "error", "message"),
+    [
+        ("capture", "device", {"operand_class": "gemv"}, GemmCaptureUnavailable,
+         "the 'gemv' class is not captured"),
+        ("capture", "device", {"operand_class": "gemmish"}, ValueError,
+         "operand_class must be 'gemm' or 'gemv'"),
+        ("chain32", "device", {"operand_class": "gemm"}, GemmCaptureUnavailable,
+         "step 'out_t' is a 'assembly' step, not a matmul"),
+        ("capture64", "device", {"operand_class": "gemm"}, GemmMappingUnavailable,
+         "buffer 'w' is float64; a captured product is float32 only"),
+        ("capture", "unbound", {"operand_class": "gemm"}, GemmCaptureUnavailable,
+         "buffer 'g' is not bound"),
+        ("capture", "host", {"operand_class": "gemm"}, GemmCaptureUnavailable,
+         "buffer 'w' is on the host; the device backend takes device eagle Arrays"),
+        ("capture", "float64", {"operand_class": "gemm"}, GemmCaptureUnavailable,
+         "buffer 'f' is float64; the plan declares it float32"),
+    ],
+)  # fmt: skip
+def test_captured_gemm_calls_refusals(plan, buffers, kwargs, error, message):
+    plan = {
+        "capture": _capture_plan(),
+        "chain32": _chain_plan("float32"),
+        "capture64": _capture_plan("float64"),
+    }[plan]
+    bound = {spec.name: FakeDeviceArray(spec.shape, spec.dtype) for spec in plan.required.values()}
+    if buffers == "unbound":
+        del bound["g"]
+    elif buffers == "host":
+        bound = {spec.name: np.zeros(spec.shape, spec.dtype) for spec in plan.required.values()}
+    elif buffers == "float64":
+        bound["f"] = FakeDeviceArray(bound["f"].shape, "float64")
+    with pytest.raises(error, match=message):
+        captured_gemm_calls(plan, bound, **kwargs)
+
+
+def test_check_plan_capturable_refuses_the_gemv_mechanism():
+    plan = LoweredPlan(
+        (matmul_step("y", a="w", b="ones", out="y"),),
+        "gemv", "run_to_run",
+        (_spec("w", (3, 4), "float32"), _spec("ones", (4, 1), "float32")),
+        (_spec("y", (3, 1), "float32"),),
+    )  # fmt: skip
+    with pytest.raises(GemmCaptureUnavailable, match="a 'gemv' plan"):
+        check_plan_capturable(plan)
+    assert check_plan_capturable(_capture_plan()) is None
