@@ -15,7 +15,7 @@ import weakref
 
 from eagle.cuda._runtime import call, driver, ensure_device, runtime
 from eagle.cuda.graph import LifetimeError, any_capture_active, is_capturing
-from eagle.cuda.stream import Stream, as_stream_ptr
+from eagle.cuda.stream import Stream, as_stream_ptr, stream_object
 
 __all__ = ["Buffer", "MemoryPool", "default_pool"]
 
@@ -85,10 +85,13 @@ class MemoryPool:
     def allocate(self, nbytes: int, stream: Stream | int) -> Buffer:
         """``nbytes`` of device memory, ordered on ``stream`` (a Stream or raw pointer).
 
-        A :class:`Stream` passed here is kept alive until the buffer is freed.
+        The stream (also an eagle Stream given by its raw pointer) is kept
+        alive until the buffer is freed.
         """
         self._check()
         self._flush_deferred()
+        if isinstance(stream, int):
+            stream = stream_object(stream) or stream
         if nbytes == 0:
             return Buffer(self, 0, 0, stream)
         ptr = int(call("cudaMallocFromPoolAsync", nbytes, self._handle, as_stream_ptr(stream)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from typing import Any
 
 from eagle.cuda._runtime import CudaError, call, ensure_device, runtime
@@ -32,6 +33,7 @@ class Stream:
         self._ptr = int(self._handle)
         self.device = device
         self.non_blocking = non_blocking
+        _by_ptr[self._ptr] = self
 
     def ptr(self) -> int:
         """The raw ``cudaStream_t`` as an int."""
@@ -111,6 +113,15 @@ class Event:
         if handle is not None:
             with contextlib.suppress(Exception):
                 call("cudaEventDestroy", handle)
+
+
+_by_ptr: weakref.WeakValueDictionary[int, Stream] = weakref.WeakValueDictionary()
+
+
+def stream_object(ptr: int) -> Stream | None:
+    """The live eagle :class:`Stream` whose raw pointer is ``ptr``, if there is one."""
+    stream = _by_ptr.get(ptr)
+    return stream if stream is not None and stream.alive else None
 
 
 _local = threading.local()
