@@ -1,6 +1,7 @@
 """Side-by-side timings of eagle.gemm on a GPU, against torch (TF32 off), CuPy and numpy.
 
-    python benchmarks/bench_gemm.py [results.json]
+    python benchmarks/bench_gemm.py [results.json]    # with eagle importable
+
 
 (a) a captured float32 product vs ``torch.mm`` at 1024, 4096 and 8192 (target >= 0.98
     of torch's throughput);
@@ -66,18 +67,23 @@ def device_seconds(enqueue: Callable[[], Any], stream_ptr: int, reps: int) -> fl
     return statistics.median(samples)
 
 
-def host_seconds(run: Callable[[], Any], wait: Callable[[], Any], reps: int) -> float:
-    """Median wall seconds per ``run()``, waiting for the work once per batch."""
-    run()
-    wait()
-    samples = []
-    for _ in range(TRIALS):
-        began = time.perf_counter()
-        for _ in range(reps):
-            run()
+Side = tuple[Callable[[], Any], Callable[[], Any]]  # run once; wait for what runs queued
+
+
+def host_seconds(sides: dict[str, Side], reps: int) -> dict[str, float]:
+    """Median wall seconds per run of each side, their trials interleaved so drift hits all."""
+    for run, wait in sides.values():
+        run()
         wait()
-        samples.append((time.perf_counter() - began) / reps)
-    return statistics.median(samples)
+    samples: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(TRIALS):
+        for name, (run, wait) in sides.items():
+            began = time.perf_counter()
+            for _ in range(reps):
+                run()
+            wait()
+            samples[name].append((time.perf_counter() - began) / reps)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def tflops(n: int, seconds: float) -> float:
@@ -127,22 +133,27 @@ def eagle_chain(x: np.ndarray, w: np.ndarray, reps: int) -> float:
     return seconds / CHAIN
 
 
-def eagle_eager(a: np.ndarray, b: np.ndarray, reps: int) -> float:
-    """Wall seconds per eager ``matmul_step(...).run(bufs, "device")``."""
+def eagle_eager(a: np.ndarray, b: np.ndarray) -> Side:
+    """An eager ``matmul_step(...).run(bufs, "device")`` on eagle's current stream."""
     bufs = {
         "a": arrays.asarray(a, device="cuda:0"),
         "b": arrays.asarray(b, device="cuda:0"),
         "out": arrays.empty((a.shape[0], b.shape[1]), "float32", "cuda:0"),
     }
     step = matmul_step("out", a="a", b="b", out="out")
-    return host_seconds(lambda: step.run(bufs, "device"), cuda.current_stream().synchronize, reps)
+    return (lambda: step.run(bufs, "device")), cuda.current_stream().synchronize
 
 
-def eagle_host(a: np.ndarray, b: np.ndarray, transpose_a: bool, reps: int) -> float:
+def eagle_host(a: np.ndarray, b: np.ndarray, transpose_a: bool) -> Side:
+    """A host ``matmul_step``, with ``a`` read transposed when ``transpose_a``."""
     out = np.empty((a.shape[1] if transpose_a else a.shape[0], b.shape[1]), a.dtype)
     step = matmul_step("out", a="a", b="b", out="out", transpose_a=transpose_a)
     bufs = {"a": a, "b": b, "out": out}
-    return host_seconds(lambda: step.run(bufs, "host"), lambda: None, reps)
+    return (lambda: step.run(bufs, "host")), _no_wait
+
+
+def _no_wait() -> None:
+    return None
 
 
 # --- the other sides ---------------------------------------------------------------------------
@@ -182,16 +193,16 @@ def torch_chain(torch: ModuleType, x: np.ndarray, w: np.ndarray, reps: int) -> f
     return seconds / CHAIN
 
 
-def torch_eager(torch: ModuleType, a: np.ndarray, b: np.ndarray, reps: int) -> float:
+def torch_eager(torch: ModuleType, a: np.ndarray, b: np.ndarray) -> Side:
     torch.set_float32_matmul_precision("highest")
     ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
     out = torch.empty((a.shape[0], b.shape[1]), dtype=torch.float32, device="cuda")
-    return host_seconds(lambda: torch.mm(ta, tb, out=out), torch.cuda.synchronize, reps)
+    return (lambda: torch.mm(ta, tb, out=out)), torch.cuda.synchronize
 
 
-def numpy_matmul(a: np.ndarray, b: np.ndarray, reps: int) -> float:
+def numpy_matmul(a: np.ndarray, b: np.ndarray) -> Side:
     out = np.empty((a.shape[0], b.shape[1]), a.dtype)
-    return host_seconds(lambda: np.matmul(a, b, out=out), lambda: None, reps)
+    return (lambda: np.matmul(a, b, out=out)), _no_wait
 
 
 def cupy_matmul(cupy: ModuleType, a: np.ndarray, b: np.ndarray, reps: int) -> float:
@@ -215,8 +226,8 @@ def main(argv: list[str]) -> int:
     rng = np.random.default_rng(0)
     rows: list[dict[str, Any]] = []
 
-    def row(case: str, shape: str, unit: str, figures: dict[str, float | None], **ratio: Any):
-        rows.append({"case": case, "shape": shape, "unit": unit, **figures, **ratio})
+    def row(case: str, shape: str, unit: str, figures: dict[str, float | None], **verdict: Any):
+        rows.append({"case": case, "shape": shape, "unit": unit, **figures, **verdict})
 
     for n in (1024, 4096, 8192):
         a, b = (rng.standard_normal((n, n), np.float32) for _ in range(2))
@@ -236,23 +247,27 @@ def main(argv: list[str]) -> int:
         {"eagle": eagle, "torch": other, "cupy": None},
         ratio=eagle / other if other else None, target="<= 1.05")  # fmt: skip
 
-    eagle = eagle_eager(x, w, 2000) * 1e6
-    other = torch_eager(torch, x, w, 2000) * 1e6 if torch else None
+    sides = {"eagle": eagle_eager(x, w)}
+    if torch:
+        sides["torch"] = torch_eager(torch, x, w)
+    times = {name: seconds * 1e6 for name, seconds in host_seconds(sides, 2000).items()}
     row("(c) eager product, host cost", "64^3 float32", "us/call",
-        {"eagle": eagle, "torch": other, "cupy": None},
-        ratio=eagle / other if other else None, target="<= 1.5")  # fmt: skip
+        {"eagle": times["eagle"], "torch": times.get("torch"), "cupy": None},
+        ratio=times["eagle"] / times["torch"] if torch else None, target="<= 1.5")  # fmt: skip
 
     for n, dtype, transpose_a in ((256, np.float64, False), (1024, np.float64, False),
                                   (1024, np.float32, False), (1024, np.float32, True)):  # fmt: skip
         a, b = rng.standard_normal((n, n)).astype(dtype), rng.standard_normal((n, n)).astype(dtype)
-        reps = 200 if n == 256 else 10
-        eagle = eagle_host(a, b, transpose_a, reps)
-        numpy_time = numpy_matmul(a.T if transpose_a else a, b, reps)
+        sides = {
+            "eagle": eagle_host(a, b, transpose_a),
+            "numpy": numpy_matmul(a.T if transpose_a else a, b),
+        }
+        times = host_seconds(sides, 200 if n == 256 else 10)
         row("(d) host matmul_step vs numpy.matmul",
             f"{n}^3 {np.dtype(dtype).name}{' a.T' if transpose_a else ''}", "GFLOP/s",
-            {"eagle": 2 * n**3 / eagle / 1e9, "torch": None, "cupy": None,
-             "numpy": 2 * n**3 / numpy_time / 1e9},
-            ratio=numpy_time / eagle, target=">= 0.9")  # fmt: skip
+            {"eagle": 2 * n**3 / times["eagle"] / 1e9, "torch": None, "cupy": None,
+             "numpy": 2 * n**3 / times["numpy"] / 1e9},
+            ratio=times["numpy"] / times["eagle"], target=">= 0.9")  # fmt: skip
 
     n = 8192
     a, b = (rng.standard_normal((n, n), np.float32) for _ in range(2))

@@ -1,5 +1,7 @@
 """Host tests of eagle.gemm's cuBLAS side: what happens where there is no driver, no
-device or no cuBLAS, and that the pure parts never load one."""
+device or no cuBLAS; that the pure parts never load one; and the handle and the device
+matmul path over a stand-in cuBLAS that computes on host memory (operand order, leading
+dimensions, alpha/beta read from host memory, warm-up and capture rules, lifetimes)."""
 
 from __future__ import annotations
 
@@ -192,7 +194,6 @@ class FakeDevice:
         self.capturing = False
         self.used: list[tuple] = []
         self.synchronized = 0
-        workspace = np.zeros(1, np.uint8)
 
         def fake_call(name, *args):
             self.synchronized += name == "cudaStreamSynchronize"
@@ -209,7 +210,6 @@ class FakeDevice:
         monkeypatch.setattr(capture, "_stream_handles", {})
         monkeypatch.setattr(plan, "current_stream", lambda device: stream)
         monkeypatch.setattr(plan, "record_use", lambda *objs: self.used.append(objs))
-        self._keep = workspace
 
     def _workspace(self, nbytes):
         return type("Buffer", (), {"ptr": 0xAB000, "nbytes": nbytes})()
@@ -312,6 +312,24 @@ def test_capture_rules(device, rng):
     handle.sgemm(params, operands, beta=1.0)
     handle.warm(params, operands)  # already warm: nothing to run
     np.testing.assert_allclose(operands["out"].values, 2 * reference, rtol=1e-5, atol=1e-5)
+
+
+def test_warm_is_per_operand_alignment(device, rng):
+    buffer = rng.standard_normal(40).astype(np.float32)
+    device.cublas.register(buffer)
+    aligned = HostBackedDeviceArray(buffer[:16].reshape(4, 4))
+    shifted = HostBackedDeviceArray(buffer[1:17].reshape(4, 4))  # 4 bytes further on
+    operands = {"a": aligned, "b": device.array(np.ones((4, 3), np.float32)),
+                "out": device.array(np.zeros((4, 3), np.float32))}  # fmt: skip
+    params = sgemm_params_for_arrays(*operands.values())
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    handle.warm(params, operands)
+    device.capturing = True
+    handle.sgemm(params, operands)
+    with pytest.raises(
+        GemmCaptureUnavailable, match=r"never warmed .*alignment: a \+4, b \+0, out \+0\)"
+    ):
+        handle.sgemm(params, {**operands, "a": shifted})
 
 
 def test_operands_must_be_device_arrays_matching_the_params(device, rng):

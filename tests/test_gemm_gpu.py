@@ -379,7 +379,7 @@ def test_capture_rules_are_refused_by_name(rng, stream, handle):
         CublasCaptureHandle(stream)
     with pytest.raises(refused, match=r"warm\(\) runs the product"), cuda.capture(stream):
         handle.warm(params, operands)
-    with pytest.raises(refused, match="these params were never warmed"), cuda.capture(stream):
+    with pytest.raises(refused, match="this product was never warmed"), cuda.capture(stream):
         handle.sgemm(params, operands)
     assert not cuda.is_capturing(stream)
 

@@ -35,6 +35,8 @@ WORKSPACE_BYTES = 32 * 1024 * 1024
 """The cuBLAS workspace each handle owns: 32 MiB, NVIDIA's recommendation for Hopper."""
 
 _MATH_MODES = {"fp32": "DEFAULT_MATH", "tf32": "TF32_TENSOR_OP_MATH"}
+_ALIGNMENT = 16  # bytes: cuBLAS picks kernels by how operands align to its widest loads
+_ROLES = ("a", "b", "out")
 
 
 def _cublas() -> ModuleType:
@@ -76,23 +78,23 @@ class CublasCaptureHandle:
             raise ValueError(f"math must be 'fp32' or 'tf32', not {math!r}")
         self.math = math
         self._live_graphs: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._warmed: set[SgemmParams] = set()
+        self._warmed: set[tuple[SgemmParams, int, int, int]] = set()
         cublas = _cublas()
         try:
             call("cudaGetDeviceCount")  # no driver or no device: CudaUnavailable
             self.stream_ptr = as_stream_ptr(stream_ptr)
             # a Stream object is kept alive with the handle, which is bound to it
             self._stream = stream_ptr if isinstance(stream_ptr, Stream) else self.stream_ptr
+            capturing = is_capturing(self.stream_ptr)
+            if capturing:
+                raise GemmCaptureUnavailable(
+                    f"stream {self.stream_ptr:#x} is being captured; make the "
+                    f"CublasCaptureHandle (which allocates) before the capture begins"
+                )
             self.device = int(call("cudaStreamGetDevice", self.stream_ptr))
             ensure_device(self.device)
-            capturing = is_capturing(self.stream_ptr)
         except CudaUnavailable as exc:
             raise GemmCaptureUnavailable(f"no CUDA driver or device: {exc}") from exc
-        if capturing:
-            raise GemmCaptureUnavailable(
-                f"stream {self.stream_ptr:#x} is being captured; make the CublasCaptureHandle "
-                f"(which allocates) before the capture begins"
-            )
         try:
             handle = cublas.create()
         except (cublas.cuBLASError, RuntimeError, OSError) as exc:
@@ -125,11 +127,13 @@ class CublasCaptureHandle:
         return not self._closed
 
     def warm(self, params: SgemmParams, operands: Mapping[str, Any]) -> None:
-        """Run the product once, outside any capture, the first time ``params`` are seen.
+        """Run the product once, outside any capture, the first time it is seen.
 
-        It writes ``operands["out"]`` and waits for the stream; later calls with
-        the same ``params`` do nothing. Warm every distinct product before the
-        capture that records it.
+        It writes ``operands["out"]`` and waits for the stream; later calls for
+        the same product do nothing. A product is its ``params`` and how its
+        operands are aligned (cuBLAS may pick another kernel for a view that
+        starts mid-vector). Warm every distinct product before the capture that
+        records it.
 
         Args:
             params: from :func:`~eagle.gemm.sgemm_params_for_arrays`.
@@ -143,7 +147,8 @@ class CublasCaptureHandle:
         """
         self._check_alive()
         first, second, out = self._bind(params, operands)
-        if params in self._warmed:
+        key = _product_key(params, first, second, out)
+        if key in self._warmed:
             return
         if is_capturing(self.stream_ptr):
             raise GemmCaptureUnavailable(
@@ -151,7 +156,7 @@ class CublasCaptureHandle:
             )
         self._enqueue(params, first.ptr, second.ptr, out.ptr, 1.0, 0.0, double=False)
         call("cudaStreamSynchronize", self.stream_ptr)
-        self._warmed.add(params)
+        self._warmed.add(key)
 
     def sgemm(
         self,
@@ -177,15 +182,18 @@ class CublasCaptureHandle:
         Raises:
             GemmCaptureUnavailable: the handle was destroyed, an operand is not
                 a device array on this device, or the stream is being captured
-                and ``params`` were never warmed.
+                and this product was never warmed.
             GemmMappingUnavailable: ``params`` do not describe the operands.
         """
         self._check_alive()
         first, second, out = self._bind(params, operands)
-        if params not in self._warmed and is_capturing(self.stream_ptr):
+        warmed = _product_key(params, first, second, out) in self._warmed
+        if not warmed and is_capturing(self.stream_ptr):
+            offsets = ", ".join(f"{name} +{operands[name].ptr % _ALIGNMENT}" for name in _ROLES)
             raise GemmCaptureUnavailable(
-                f"these params were never warmed ({params}); call handle.warm(params, "
-                f"operands) before the capture begins"
+                f"this product was never warmed ({params}; operand bytes past {_ALIGNMENT}-byte "
+                f"alignment: {offsets}); call handle.warm(params, operands) with these operands "
+                f"before the capture begins"
             )
         self._enqueue(params, first.ptr, second.ptr, out.ptr, alpha, beta, double=False)
         record_use(self.stream_ptr, self, first, second, out)
@@ -219,12 +227,12 @@ class CublasCaptureHandle:
                 f"params must be SgemmParams (from sgemm_params_for_arrays), "
                 f"not {type(params).__name__}"
             )
-        missing = [name for name in ("a", "b", "out") if name not in operands]
+        missing = [name for name in _ROLES if name not in operands]
         if missing:
             raise GemmCaptureUnavailable(
                 f"operands lack {missing}; pass {{'a': ..., 'b': ..., 'out': ...}}"
             )
-        for name in ("a", "b", "out"):
+        for name in _ROLES:
             self._check_device_array(name, operands[name])
         transpose_a, transpose_b, transpose_out = params.transposes
         actual = sgemm_params_for_arrays(
@@ -285,6 +293,10 @@ class CublasCaptureHandle:
         if handle is not None:
             with contextlib.suppress(Exception):  # interpreter shutdown may have unloaded cuBLAS
                 self._cublas.destroy(handle)
+
+
+def _product_key(params: SgemmParams, *arrays: Any) -> tuple[SgemmParams, int, int, int]:
+    return (params, *(array.ptr % _ALIGNMENT for array in arrays))  # type: ignore[return-value]
 
 
 _stream_handles: dict[tuple[int, int], CublasCaptureHandle] = {}
