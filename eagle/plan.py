@@ -35,6 +35,9 @@ __all__ = ["BLOCK_SIZE", "AutoPlan", "BoundPlan", "auto"]
 #: threads per block of a kernel launch
 BLOCK_SIZE = 256
 
+#: lane count from which each thread runs several lanes (see ``hawk.emit.cuda.UNROLL``)
+WIDE_LANES = 1 << 20
+
 _SIDES = ("host", "device")
 
 # Emitted programs, per kernel and dtype signature, shared by every plan of a kernel.
@@ -179,13 +182,21 @@ class AutoPlan:
             self._device_kernels[key] = kernel
         args = [bound.values[p.name] for p in self.kernel.planes]
         packed = PackedArgs([*args, np.int64(bound.lanes)])
-        grid = -(-bound.lanes // BLOCK_SIZE)
+        grid = _grid(bound.lanes)
 
         def enqueue(stream: Any) -> None:
             if grid:
                 kernel.launch(grid, BLOCK_SIZE, packed, stream)
 
         return BoundPlan(self, "device", bound.device, bound.lanes, enqueue)
+
+
+def _grid(lanes: int) -> int:
+    """Blocks for ``lanes``: one lane per thread, or :data:`hawk.emit.cuda.UNROLL` per
+    thread once there are enough lanes to fill the device that way (each thread then
+    keeps several independent loads in flight)."""
+    per_thread = cuda.UNROLL if lanes >= WIDE_LANES else 1
+    return -(-lanes // (BLOCK_SIZE * per_thread))
 
 
 class BoundPlan:

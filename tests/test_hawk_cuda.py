@@ -43,13 +43,15 @@ def test_argument_order_is_planes_then_lane_count() -> None:
     assert params == [
         "const float* __restrict__ p_a",
         "const float* __restrict__ p_x",
-        "float* p_y",
+        "float* __restrict__ p_y",
         "long long n",
     ]
     assert "const float l_a = p_a[0];" in emitted.source  # a param is read through a pointer
-    assert "const long long lane = (long long)blockIdx.x * blockDim.x + threadIdx.x;" in (
-        emitted.source
+    assert (
+        "for (long long lane = (long long)blockIdx.x * blockDim.x + threadIdx.x; lane < n; "
+        "lane += stride)" in emitted.source
     )
+    assert f"#pragma unroll {cuda.UNROLL}" in emitted.source
 
 
 def test_float64_uses_double_math_and_float32_single() -> None:
@@ -67,7 +69,7 @@ def test_table_adds_are_atomic() -> None:
 
 def test_loops_stay_loops() -> None:
     source = cuda.emit(contract.ir, {p.name: "float32" for p in contract.planes}).source
-    assert source.count("for (long long") == 1
+    assert source.count("for (long long") == 2  # the lane loop and the kernel's own loop
     assert source.count("p_w[") == 1
 
 

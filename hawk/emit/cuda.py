@@ -3,10 +3,14 @@
 The emitted function takes, in order: one pointer per plane in declaration
 order (a param is a pointer to its one element, so a captured graph reads
 its current value), then the lane count ``n`` as ``long long``. Lanes are
-64-bit: thread ``blockIdx.x * blockDim.x + threadIdx.x`` runs lane ``lane``
-when ``lane < n``; launch ``ceil(n / block)`` blocks of any block size.
-``Mutable[Table]`` adds are ``atomicAdd``. Table addresses are not
-bounds-checked.
+64-bit. Thread ``blockIdx.x * blockDim.x + threadIdx.x`` runs that lane and
+then every ``gridDim.x * blockDim.x``-th lane after it (a grid-stride loop,
+unrolled :data:`UNROLL` times): launch ``ceil(n / block)`` blocks for one
+lane per thread, or fewer so that each thread keeps several independent
+loads in flight, which a memory-bound kernel over many lanes needs. Every
+pointer is ``__restrict__``: eagle.plan refuses a written plane that shares
+memory with another. ``Mutable[Table]`` adds are ``atomicAdd``. Table
+addresses are not bounds-checked.
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ import numpy as np
 from hawk import ir
 from hawk.emit import Names, compute_dtype, plane_dtypes
 
-__all__ = ["CudaSource", "emit"]
+__all__ = ["UNROLL", "CudaSource", "emit"]
+
+#: how many iterations of the grid-stride loop the compiler unrolls
+UNROLL = 4
 
 
 @dataclass(frozen=True)
@@ -100,7 +107,7 @@ __device__ __forceinline__ $R hawk_maximum($R a, $R b)
 }""",
 }
 
-_BLOCK_SIZE_NOTE = "launch ceil(n / blockDim.x) blocks"
+_BLOCK_SIZE_NOTE = "a grid-stride loop over lanes"
 
 
 def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any]) -> CudaSource:
@@ -151,9 +158,12 @@ class _Emitter:
                 *helpers,
                 f'extern "C" __global__ void {symbol}({", ".join(params)})',
                 "{",
-                "    const long long lane = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
-                "    if (lane >= n) return;",
-                *body,
+                "    const long long stride = (long long)gridDim.x * blockDim.x;",
+                f"#pragma unroll {UNROLL}",
+                "    for (long long lane = (long long)blockIdx.x * blockDim.x + threadIdx.x;"
+                " lane < n; lane += stride) {",
+                *("    " + line for line in body),
+                "    }",
                 "}",
                 "",
             ]
@@ -164,7 +174,7 @@ class _Emitter:
         ctype = _C_TYPES[self.dtypes[plane.name]]
         if plane.kind in ("input", "param", "table"):
             return f"const {ctype}* __restrict__ {Names.plane(plane.name)}"
-        return f"{ctype}* {Names.plane(plane.name)}"
+        return f"{ctype}* __restrict__ {Names.plane(plane.name)}"
 
     def loads(self, depth: int) -> None:
         used = {node.plane for node in ir.walk(self.kernel) if isinstance(node, ir.Load)}
