@@ -70,14 +70,22 @@ def any_capture_active() -> bool:
 
 
 def _register(kept: list[Any], graph: Any, *, add: bool = True) -> None:
-    """Tell each kept object that has a ``_live_graphs`` set about ``graph``."""
+    """Tell each kept object that has a ``_live_graphs`` set about ``graph``.
+
+    When ``graph`` goes and an object's set empties, its ``_graphs_released()``
+    method, if it has one, is called (a closed cuBLAS handle frees itself then).
+    """
     for obj in kept:
         live = getattr(obj, "_live_graphs", None)
-        if isinstance(live, weakref.WeakSet):
-            if add:
-                live.add(graph)
-            else:
-                live.discard(graph)
+        if not isinstance(live, weakref.WeakSet):
+            continue
+        if add:
+            live.add(graph)
+            continue
+        live.discard(graph)
+        released = getattr(obj, "_graphs_released", None)
+        if not live and released is not None:
+            released()
 
 
 class CapturedGraph:

@@ -205,10 +205,9 @@ class CublasCaptureHandle:
         :class:`~eagle.gemm.GemmCaptureUnavailable`. While a live graph (captured
         or instantiated, not yet destroyed) holds work recorded against the
         handle, its replays still use the workspace, so the cuBLAS handle and
-        the workspace are not freed then: they go when ``destroy()`` is called
-        again after those graphs are destroyed, or when the handle is garbage
-        collected. Until then the memory pool refuses to be destroyed, naming
-        the buffers still held.
+        the workspace are freed only when the last such graph is destroyed.
+        Until then the memory pool refuses to be destroyed, naming the buffers
+        still held.
         """
         self._closed = True
         if self._handle is None or self._live_graphs:
@@ -216,6 +215,11 @@ class CublasCaptureHandle:
         handle, self._handle = self._handle, None
         self._cublas.destroy(handle)
         self._workspace = None
+
+    def _graphs_released(self) -> None:
+        """The last live graph recorded against this handle is gone."""
+        if self._closed:
+            self.destroy()
 
     def _check_alive(self) -> None:
         if self._closed:
