@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import weakref
 
+import numpy as np
 import pytest
 
-from eagle import cuda
+from eagle import arrays, cuda
 from eagle.cuda import _runtime, _strided, graph
+from eagle.cuda.module import PackedArgs
 
 
 def test_is_available_never_raises():
@@ -139,3 +141,16 @@ def test_begin_and_end_out_of_order_refuse(fake_cuda):
 
 def test_runtime_bindings_load_lazily():
     assert _runtime._bindings("runtime").__name__ == "cuda.bindings.runtime"
+
+
+def test_kernel_arguments_on_the_wrong_device_are_refused_by_position():
+    host = arrays.zeros((4,), "float32")
+    with pytest.raises(ValueError, match="kernel argument 1 is an array on the host"):
+        PackedArgs([np.int64(1), host], device=0)
+    elsewhere = arrays.Array(
+        ptr=4096, shape=(4,), dtype=np.dtype("float32"), strides=(4,), device_index=1
+    )
+    with pytest.raises(ValueError, match="kernel argument 0 is an array on cuda:1"):
+        PackedArgs([elsewhere], device=0)
+    with pytest.raises(TypeError, match="kernel argument 0: expected a numpy scalar"):
+        PackedArgs([1.5])

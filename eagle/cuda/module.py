@@ -151,12 +151,22 @@ class PackedArgs:
     Each argument is a numpy scalar (its dtype picks the C type), a ctypes
     value or structure (passed by value), or an object with an int ``ptr``
     attribute (an eagle Array: its address).
+
+    Args:
+        args: the kernel's arguments, in order.
+        device: when given, every array argument must live on this device.
+
+    Raises:
+        TypeError: an argument has no C type.
+        ValueError: an array argument is on the host or another device.
     """
 
-    def __init__(self, args: Sequence[Any]) -> None:
+    def __init__(self, args: Sequence[Any], device: int | None = None) -> None:
         self.values: list[Any] = []
         self.keep: list[Any] = []
         for index, arg in enumerate(args):
+            if device is not None and hasattr(arg, "device_index"):
+                _check_device(arg, index, device)
             self.values.append(_to_ctype(arg, index))
             if hasattr(arg, "ptr"):
                 self.keep.append(arg)
@@ -164,6 +174,15 @@ class PackedArgs:
             *[ctypes.addressof(v) for v in self.values]
         )
         self.address = ctypes.addressof(self.array)
+
+
+def _check_device(arg: Any, index: int, device: int) -> None:
+    if arg.device_index != device:
+        where = "the host" if arg.device_index is None else f"cuda:{arg.device_index}"
+        raise ValueError(
+            f"kernel argument {index} is an array on {where}, but the kernel runs on "
+            f"cuda:{device}; move it with arrays.asarray(x, device='cuda:{device}')"
+        )
 
 
 def _to_ctype(arg: Any, index: int) -> Any:
@@ -215,10 +234,11 @@ class Kernel:
 
         Raises:
             TypeError: an argument has no C type.
-            ValueError: bad launch dimensions.
+            ValueError: bad launch dimensions, or an array argument on the host
+                or another device.
             CudaError: the launch was refused.
         """
-        packed = args if isinstance(args, PackedArgs) else PackedArgs(args)
+        packed = args if isinstance(args, PackedArgs) else PackedArgs(args, self.device)
         stream_ptr = as_stream_ptr(stream, self.device)
         gx, gy, gz = _dim3(grid)
         bx, by, bz = _dim3(block)
