@@ -40,5 +40,5 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=False)
 def bench(session: nox.Session) -> None:
     """The benchmark scripts, on the current interpreter (needs a GPU)."""
-    for script in ("bench_gemm.py", "bench_hawk.py"):
+    for script in ("bench_gemm.py", "bench_hawk.py", "bench_route.py", "bench_diff.py"):
         session.run("python", f"benchmarks/{script}", *session.posargs)

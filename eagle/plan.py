@@ -12,13 +12,19 @@ mixed residency, dtypes other than float32/float64, wrong shapes, lane
 planes of different lengths, non-contiguous arrays, read-only outputs, and
 an output overlapping another plane.
 
-A plan keeps the :mod:`hawk.emit.policy` it was built under; ``route(side)``
-says whether a side runs the kernel's own loop or a GEMM, and ``reasons``
-why the device did not take the GEMM route.
+A plan keeps the :mod:`hawk.emit.policy` it was built under. Built under
+``policy.using(contraction="gemm")``, a kernel that is one dense two-operand
+contraction (``plan.record``, from :func:`hawk.contraction.recognize`) runs on
+the device as one cuBLAS product written straight into its output's lane
+plane, when its planes are float32 and its lanes are the product in row-major
+order; everything else runs the kernel's own loop. ``route(side, dtype)``
+says which, ``reasons`` why the device does not take the GEMM route, and a
+bound plan's ``route`` and ``reasons`` what it does with its own planes.
 """
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -27,7 +33,9 @@ from typing import Any
 import numpy as np
 
 import hawk
+from eagle import _route as gemm_route
 from hawk import ir
+from hawk.contraction import lane_layout, recognize
 from hawk.emit import DTYPES, compute_dtype, cuda, host, policy
 
 __all__ = ["BLOCK_SIZE", "AutoPlan", "BoundPlan", "auto"]
@@ -39,6 +47,7 @@ BLOCK_SIZE = 256
 WIDE_LANES = 1 << 20
 
 _SIDES = ("host", "device")
+_HOST_REASON = "the host always runs the kernel's own loop"
 
 # Emitted programs, per kernel and dtype signature, shared by every plan of a kernel.
 _host_programs: weakref.WeakKeyDictionary[hawk.Kernel, dict[tuple[str, ...], Any]] = (
@@ -72,6 +81,8 @@ class AutoPlan:
     Attributes:
         kernel: the hawk kernel.
         policy: the :class:`hawk.emit.policy.Policy` it was built under.
+        record: the :class:`~eagle.gemm.contraction.RecognizedContraction` the
+            kernel computes (:func:`hawk.contraction.recognize`), or None.
     """
 
     def __init__(self, kernel: hawk.Kernel) -> None:
@@ -81,6 +92,8 @@ class AutoPlan:
             )
         self.kernel = kernel
         self.policy = policy.current()
+        self.record = recognize(kernel)
+        self._layout = lane_layout(kernel)
         self._device_kernels: dict[tuple[tuple[str, ...], int], Any] = {}
 
     def __repr__(self) -> str:
@@ -88,24 +101,44 @@ class AutoPlan:
 
     # -- routing -------------------------------------------------------------------------
 
-    def route(self, side: str) -> str:
-        """``"gemm"`` or ``"loop"``: how ``side`` (``"host"`` or ``"device"``) runs the kernel.
+    def route(self, side: str, dtype: Any = "float32") -> str:
+        """``"gemm"`` or ``"loop"``: how ``side`` runs the kernel over planes of ``dtype``.
+
+        dtypes come from the arrays at run time, so name the one you mean:
+        the device takes the GEMM route only for float32 planes (the default),
+        and the host always runs the kernel's loop. A bound plan's
+        :attr:`BoundPlan.route` says what it does with its own planes.
+
+        Args:
+            side: ``"host"`` or ``"device"``.
+            dtype: the planes' dtype, float32 or float64.
 
         Raises:
-            ValueError: ``side`` is not ``"host"`` or ``"device"``.
+            ValueError: ``side`` is not ``"host"`` or ``"device"``, or ``dtype``
+                is not float32 or float64.
         """
-        return self._route(side).name
+        if side not in _SIDES:
+            raise ValueError(f"side must be 'host' or 'device', not {side!r}")
+        try:
+            resolved = np.dtype(dtype) if dtype is not None else None  # np.dtype(None) is float64
+        except TypeError:
+            resolved = None
+        if resolved is None or resolved not in DTYPES:
+            raise ValueError(f"dtype must be float32 or float64 (a plane's dtype), not {dtype!r}")
+        return self._decide(side, {p.name: resolved for p in self.kernel.planes}).name
 
     @property
     def reasons(self) -> tuple[str, ...]:
-        """Why the device does not take the GEMM route (empty when it does)."""
-        return self._route("device").reasons
+        """Why the device does not take the GEMM route for float32 planes (empty when it does)."""
+        planes = {p.name: gemm_route.ROUTE_DTYPE for p in self.kernel.planes}
+        return self._decide("device", planes).reasons
 
-    def _route(self, side: str) -> _Route:
-        if side not in _SIDES:
-            raise ValueError(f"side must be 'host' or 'device', not {side!r}")
+    def _decide(
+        self, side: str, dtypes: Mapping[str, np.dtype], lanes: int | None = None
+    ) -> _Route:
+        """The route of ``side`` for planes of these dtypes (and, when bound, this lane count)."""
         if side == "host":
-            return _Route("loop", ("the host always runs the kernel's own loop",))
+            return _Route("loop", (_HOST_REASON,))
         if self.policy.contraction != "gemm":
             return _Route(
                 "loop",
@@ -114,10 +147,17 @@ class AutoPlan:
                     "hawk.emit.policy.using(contraction='gemm') to let it take the GEMM route",
                 ),
             )
-        return _Route(
-            "loop",
-            ("contraction recognition is not available in this build; the kernel runs its loop",),
-        )
+        reasons = self._kernel_reasons
+        if not reasons and lanes is None:
+            reasons = gemm_route.dtype_reasons(dtypes)
+        elif not reasons:
+            assert self._layout is not None
+            reasons = gemm_route.bind_reasons(dtypes, lanes, self._layout)
+        return _Route("loop" if reasons else "gemm", reasons)
+
+    @functools.cached_property
+    def _kernel_reasons(self) -> tuple[str, ...]:
+        return gemm_route.kernel_reasons(self.record, self._layout)
 
     # -- running -------------------------------------------------------------------------
 
@@ -138,10 +178,19 @@ class AutoPlan:
     def bind(self, **planes: Any) -> BoundPlan:
         """Prepare a launch over ``planes``: check them, compile, pack arguments.
 
+        A plan that takes the GEMM route binds your planes to one cuBLAS
+        product (no copies) and prepares cuBLAS for eagle's current stream
+        (bind inside ``with stream:`` to launch on ``stream`` inside a capture).
+
         Raises:
             TypeError, ValueError: as :meth:`run`.
+            GemmCaptureUnavailable: (GEMM route) no cuBLAS, or eagle's current
+                stream is being captured.
         """
         bound = _check_planes(self.kernel.ir, planes)
+        names = [p.name for p in self.kernel.planes]
+        dtypes = {name: np.dtype(dtype) for name, dtype in zip(names, bound.signature, strict=True)}
+        route = self._decide(bound.side, dtypes, bound.lanes)
         if bound.side == "host":
             program = self._host_program(bound.signature)
             args = [bound.values[name] for name in program.arguments]
@@ -151,8 +200,17 @@ class AutoPlan:
                 None,
                 bound.lanes,
                 lambda _stream: program.function(*args, bound.lanes),
+                route=route.name,
+                reasons=route.reasons,
             )
-        return self._bind_device(bound)
+        if route.name == "gemm":
+            assert self.record is not None and bound.device is not None
+            launch = gemm_route.GemmLaunch(self, self.record, bound.values, bound.device)
+            return BoundPlan(
+                self, "device", bound.device, bound.lanes, launch,
+                route="gemm", reasons=(), prepare=launch.prepare,
+            )  # fmt: skip
+        return self._bind_device(bound, route)
 
     def _host_program(self, signature: tuple[str, ...]) -> host.HostProgram:
         programs = _host_programs.setdefault(self.kernel, {})
@@ -170,7 +228,7 @@ class AutoPlan:
             source = sources[signature] = cuda.emit(self.kernel.ir, dtypes)
         return source
 
-    def _bind_device(self, bound: _Planes) -> BoundPlan:
+    def _bind_device(self, bound: _Planes, route: _Route) -> BoundPlan:
         from eagle.cuda.module import PackedArgs, load_kernel
 
         assert bound.device is not None
@@ -188,7 +246,10 @@ class AutoPlan:
             if grid:
                 kernel.launch(grid, BLOCK_SIZE, packed, stream)
 
-        return BoundPlan(self, "device", bound.device, bound.lanes, enqueue)
+        return BoundPlan(
+            self, "device", bound.device, bound.lanes, enqueue,
+            route=route.name, reasons=route.reasons,
+        )  # fmt: skip
 
 
 def _grid(lanes: int) -> int:
@@ -207,6 +268,8 @@ class BoundPlan:
         side: ``"host"`` or ``"device"``.
         device: the device index, or None on the host.
         lanes: the lane count.
+        route: ``"gemm"`` (one cuBLAS product) or ``"loop"`` (the kernel).
+        reasons: why it does not take the GEMM route (empty when it does).
     """
 
     def __init__(
@@ -216,15 +279,25 @@ class BoundPlan:
         device: int | None,
         lanes: int,
         enqueue: Callable[[Any], None],
+        *,
+        route: str = "loop",
+        reasons: tuple[str, ...] = (),
+        prepare: Callable[[int], Any] | None = None,
     ) -> None:
         self.plan = plan
         self.side = side
         self.device = device
         self.lanes = lanes
+        self.route = route
+        self.reasons = reasons
         self._enqueue = enqueue
+        self._prepare = prepare
 
     def __repr__(self) -> str:
-        return f"BoundPlan({self.plan.kernel.name}, side={self.side!r}, lanes={self.lanes})"
+        return (
+            f"BoundPlan({self.plan.kernel.name}, side={self.side!r}, lanes={self.lanes}, "
+            f"route={self.route!r})"
+        )
 
     def launch(self, stream: Any = None) -> None:
         """Run once: on the device, enqueue on ``stream`` (a Stream, a raw
@@ -251,6 +324,8 @@ class BoundPlan:
         from eagle.cuda.stream import as_stream_ptr
 
         stream_ptr = as_stream_ptr(stream, self.device or 0)
+        if self._prepare is not None:
+            self._prepare(stream_ptr)  # outside the capture: may make and warm a cuBLAS handle
         with StreamCapturer(stream_ptr) as capturer:
             self.launch(stream_ptr)
         assert capturer.captured is not None

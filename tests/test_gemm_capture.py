@@ -17,13 +17,13 @@ import pytest
 
 from eagle.cuda import graph as eagle_graph
 from eagle.gemm import (
-    WORKSPACE_BYTES,
     CublasCaptureHandle,
     GemmCaptureUnavailable,
     GemmMappingUnavailable,
     matmul_step,
     sgemm_params_for_arrays,
 )
+from eagle.gemm.capture import WORKSPACE_BYTES
 
 
 def _run(script: str, **env: str) -> subprocess.CompletedProcess:

@@ -14,7 +14,11 @@ Refusals are typed (:class:`GemmCaptureUnavailable`,
 silently. Importing eagle.gemm loads neither a CUDA driver nor cuBLAS.
 """
 
-from eagle.gemm.capture import WORKSPACE_BYTES, CublasCaptureHandle
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from eagle.gemm.contraction import ContractionOperand, RecognizedContraction
 from eagle.gemm.errors import (
     GemmCaptureUnavailable,
@@ -24,21 +28,38 @@ from eagle.gemm.errors import (
     PlanUnavailable,
 )
 from eagle.gemm.params import SgemmParams, product_shape, sgemm_params, sgemm_params_for_arrays
-from eagle.gemm.plan import (
-    CapturedGemmCall,
-    LoweredPlan,
-    MatmulSpec,
-    PlanStep,
-    WorkspaceSpec,
-    assembly_step,
-    captured_gemm_calls,
-    check_plan_capturable,
-    lower_dense_gemm,
-    matmul_step,
-)
+
+# The plan and capture names pull in eagle.cuda's Python modules; they are
+# resolved on first use, so hawk can import the plain records above alone.
+_LAZY = {
+    "CublasCaptureHandle": "eagle.gemm.capture",
+    "CapturedGemmCall": "eagle.gemm.plan",
+    "LoweredPlan": "eagle.gemm.plan",
+    "MatmulSpec": "eagle.gemm.plan",
+    "PlanStep": "eagle.gemm.plan",
+    "WorkspaceSpec": "eagle.gemm.plan",
+    "assembly_step": "eagle.gemm.plan",
+    "captured_gemm_calls": "eagle.gemm.plan",
+    "check_plan_capturable": "eagle.gemm.plan",
+    "lower_dense_gemm": "eagle.gemm.plan",
+    "matmul_step": "eagle.gemm.plan",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'eagle.gemm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
 
 __all__ = [
-    "WORKSPACE_BYTES",
     "CapturedGemmCall",
     "ContractionOperand",
     "CublasCaptureHandle",

@@ -1,0 +1,284 @@
+"""The GEMM route of :mod:`eagle.plan`: a recognised contraction run as one cuBLAS product.
+
+A plan built under ``hawk.emit.policy.using(contraction="gemm")`` takes the
+route on the device when its kernel is one dense two-operand contraction
+(:func:`kernel_reasons` is empty), its planes are float32 and its lanes cover
+the product once (:func:`bind_reasons` is empty). :class:`GemmLaunch` then
+binds the caller's own planes, seen as matrices without copies
+(:func:`gemm_operands`), to the one Sgemm of
+``lower_dense_gemm(record, direction="forward", dtype="float32")``, written
+straight into the output's lane plane through the stream's capture-legal
+cuBLAS handle.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from eagle import arrays
+from eagle.cuda.graph import is_capturing
+from eagle.cuda.stream import as_stream_ptr, current_stream
+from eagle.gemm.capture import CublasCaptureHandle, stream_handle
+from eagle.gemm.contraction import RecognizedContraction
+from eagle.gemm.errors import GemmCaptureUnavailable, PlanUnavailable
+from eagle.gemm.params import SgemmParams
+from eagle.gemm.plan import LoweredPlan, captured_gemm_calls, lower_dense_gemm
+from hawk.contraction import LaneLayout
+
+__all__ = [
+    "ROUTE_DTYPE",
+    "GemmLaunch",
+    "GemmOperands",
+    "bind_reasons",
+    "dtype_reasons",
+    "gemm_operands",
+    "kernel_reasons",
+]
+
+ROUTE_DTYPE = np.dtype(np.float32)
+"""The one dtype the route takes: cuBLAS Sgemm, exact FP32."""
+
+
+def kernel_reasons(
+    record: RecognizedContraction | None, layout: LaneLayout | None
+) -> tuple[str, ...]:
+    """Why a kernel with this contraction and lane layout does not fit the route (empty if it does).
+
+    It fits when the record lowers to one product (one ``Mutable[Scalar]``
+    output, a dense product of reads over a full unit-step range, two-axis
+    tables), of two different tables, with lanes that are the product in
+    row-major order.
+    """
+    if record is None or layout is None:
+        return (
+            "the kernel is not one additive fold of table reads over one loop "
+            "(hawk.contraction.recognize finds no contraction), so it runs its loop",
+        )
+    try:
+        _forward(record)
+    except PlanUnavailable as exc:
+        return (f"the contraction does not lower to one product: {exc}",)
+    if record.operand_class != "gemm":
+        return (
+            f"the fold reads one table, {record.operand_names[0]!r} (a row sum, operand class "
+            f"{record.operand_class!r}); the route takes a product of two tables",
+        )
+    first, second = record.operand_names
+    if first == second:
+        return (f"both factors read table {first!r}; the route takes two different tables",)
+    if layout.reason is not None:
+        return (layout.reason,)
+    return ()
+
+
+def dtype_reasons(dtypes: Mapping[str, np.dtype]) -> tuple[str, ...]:
+    """Why planes of these dtypes (by plane name) keep the loop (empty when all are float32)."""
+    wide = [name for name, dtype in dtypes.items() if np.dtype(dtype) != ROUTE_DTYPE]
+    if not wide:
+        return ()
+    named = ", ".join(f"{name!r} is {np.dtype(dtypes[name]).name}" for name in wide)
+    return (
+        f"plane {named}; the GEMM route takes float32 planes (cuBLAS Sgemm), so a kernel "
+        "over float64 planes keeps its exact loop",
+    )
+
+
+def bind_reasons(dtypes: Mapping[str, np.dtype], lanes: int, layout: LaneLayout) -> tuple[str, ...]:
+    """Why planes of these dtypes and this lane count keep the loop (empty when they fit)."""
+    reasons = dtype_reasons(dtypes)
+    if reasons:
+        return reasons
+    if lanes != layout.lanes:
+        return (
+            f"the planes hold {lanes} lanes but the product has {layout.rows} x {layout.cols} "
+            f"= {layout.lanes} elements; the route writes the whole product, one per lane",
+        )
+    return ()
+
+
+# -- the caller's planes as matrices -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GemmOperands:
+    """The caller's planes seen as the matrices of the forward product.
+
+    Attributes:
+        views: plane name -> the plane as a 2-D matrix sharing its memory (a
+            numpy view on the host, a device matrix view on the device).
+        roles: ``{"a": ..., "b": ..., "out": ...}``, the plane each role of
+            ``out = op(a) @ op(b)`` is, as ``lower_dense_gemm(record)`` names
+            its buffers.
+    """
+
+    views: dict[str, Any]
+    roles: dict[str, str]
+
+
+def gemm_operands(
+    plan: Any, record: RecognizedContraction, planes: Mapping[str, Any]
+) -> GemmOperands:
+    """The 2-D views of ``planes`` and the operand mapping of the routed forward product.
+
+    The forward product of a routed :class:`~eagle.plan.AutoPlan` is
+    ``lower_dense_gemm(record, direction="forward")`` over these views: each
+    table in its declared shape, the output's lane plane as the ``(rows,
+    cols)`` product. A plane named ``<name>_bar`` is viewed like ``<name>``, so
+    ``lower_dense_gemm(record, direction="adjoint")`` binds ``y_bar``, ``w_bar``
+    and ``f_bar`` the same way (issue its products with beta = 1 to add into
+    the gradients). Planes the product does not read are left out.
+
+    Args:
+        plan: the routed plan; every name in ``planes`` is one of its
+            kernel's planes or ``<plane>_bar``.
+        record: ``plan.record``.
+        planes: the caller's arrays by plane name: numpy arrays, host or
+            device eagle Arrays, each contiguous.
+
+    Raises:
+        PlanUnavailable: ``record`` does not lower to one product.
+        ValueError: an unknown plane name, or a plane that is not contiguous
+            or holds the wrong number of elements for its matrix.
+    """
+    names = [p.name for p in plan.kernel.planes]
+    for name in planes:
+        if name not in names and name.removesuffix("_bar") not in names:
+            raise ValueError(
+                f"kernel {plan.kernel.name!r} has no plane {name!r} (nor {name!r} = "
+                f"<plane>_bar); its planes are {', '.join(names)}"
+            )
+    shapes = {name: spec.shape for name, spec in _forward(record).required.items()}
+    views = {}
+    for name, array in planes.items():
+        shape = shapes.get(name, shapes.get(name.removesuffix("_bar")))
+        if shape is not None:
+            views[name] = _matrix(name, array, shape)
+    a = record.operands[0].name
+    b = record.operands[1].name if record.operand_class == "gemm" else "ones"
+    return GemmOperands(views, {"a": a, "b": b, "out": record.outputs[0][0]})
+
+
+@functools.lru_cache(maxsize=256)
+def _forward(record: RecognizedContraction) -> LoweredPlan:
+    """The record's forward product over float32 buffers (lowered once per record)."""
+    return lower_dense_gemm(record, direction="forward", dtype=ROUTE_DTYPE.name)
+
+
+def _matrix(name: str, array: Any, shape: tuple[int, ...]) -> Any:
+    count = math.prod(shape)
+    size = math.prod(array.shape)
+    if size != count:
+        raise ValueError(
+            f"plane {name!r} holds {size} values; its matrix is {shape} ({count} values)"
+        )
+    if isinstance(array, np.ndarray) or getattr(array, "is_host", False):
+        host = np.asarray(array)
+        if not host.flags.c_contiguous:
+            raise ValueError(f"plane {name!r} is not contiguous; pass a contiguous array")
+        return host.reshape(shape)
+    if not array.is_contiguous:
+        raise ValueError(f"plane {name!r} is not contiguous; pass a contiguous array")
+    view = _DeviceMatrix(array, shape)
+    same = tuple(array.shape) == shape and tuple(array.strides) == view.strides
+    return array if same else view
+
+
+class _DeviceMatrix:
+    """A contiguous device Array seen in another shape, sharing its memory."""
+
+    __slots__ = ("base", "shape", "strides")
+
+    def __init__(self, base: Any, shape: tuple[int, ...]) -> None:
+        self.base = base
+        self.shape = shape
+        strides, step = [], base.itemsize
+        for extent in reversed(shape):
+            strides.append(step)
+            step *= extent
+        self.strides = tuple(reversed(strides))
+
+    dtype = property(lambda self: self.base.dtype)
+    itemsize = property(lambda self: self.base.itemsize)
+    ptr = property(lambda self: self.base.ptr)
+    device = property(lambda self: self.base.device)
+    device_index = property(lambda self: self.base.device_index)
+    is_host = property(lambda self: False)
+
+    def __repr__(self) -> str:
+        return f"{self.base!r} seen as {self.shape}"
+
+
+# -- the launch --------------------------------------------------------------------------
+
+# The products each of eagle's stream handles was warmed for (by this module).
+_warmed: weakref.WeakKeyDictionary[CublasCaptureHandle, set[SgemmParams]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class GemmLaunch:
+    """One routed product bound to the caller's device planes.
+
+    Made by ``AutoPlan.bind``: it lowers the record, binds the planes (no
+    copies) and prepares cuBLAS for eagle's current stream. Calling it
+    enqueues the one Sgemm, legal inside a capture of a prepared stream.
+
+    Raises:
+        PlanUnavailable: the record does not lower to one product.
+        GemmCaptureUnavailable: no cuBLAS, or eagle's current stream is being
+            captured (bind before the capture begins).
+    """
+
+    def __init__(
+        self, plan: Any, record: RecognizedContraction, planes: Mapping[str, Any], device: int
+    ) -> None:
+        self.device = device
+        operands = gemm_operands(plan, record, planes)
+        (self.call,) = captured_gemm_calls(
+            _forward(record), operands.views, operand_class=record.operand_class
+        )
+        self._handles: dict[int, CublasCaptureHandle] = {}
+        self.prepare(current_stream(device).ptr())
+
+    def prepare(self, stream_ptr: int) -> CublasCaptureHandle:
+        """The cuBLAS handle of ``stream_ptr``, made and warmed for this product on first use.
+
+        The first product of its shape on a handle is run once into a
+        scratch matrix (so your planes are not written), waiting for the
+        stream; later ones find the handle warm and enqueue nothing.
+
+        Raises:
+            GemmCaptureUnavailable: ``stream_ptr`` is being captured and was
+                never prepared, or no cuBLAS.
+        """
+        handle = self._handles.get(stream_ptr)
+        if handle is not None:
+            return handle
+        if is_capturing(stream_ptr):
+            raise GemmCaptureUnavailable(
+                f"this routed plan was not prepared for stream {stream_ptr:#x}, which is being "
+                "captured; bind the plan inside `with stream:` (or launch it once on that "
+                "stream) before the capture begins"
+            )
+        handle = stream_handle(stream_ptr, self.device)
+        warmed = _warmed.setdefault(handle, set())
+        if self.call.params not in warmed:
+            out = self.call.operands["out"]
+            scratch = arrays.empty(out.shape, ROUTE_DTYPE.name, device=f"cuda:{self.device}")
+            handle.warm(self.call.params, {**self.call.operands, "out": scratch})
+            warmed.add(self.call.params)
+        self._handles[stream_ptr] = handle
+        return handle
+
+    def __call__(self, stream: Any) -> None:
+        """Enqueue the product on ``stream`` (a Stream, a raw pointer, or None: eagle's current)."""
+        stream_ptr = as_stream_ptr(stream, self.device)
+        handle = self._handles.get(stream_ptr) or self.prepare(stream_ptr)
+        handle.sgemm(self.call.params, self.call.operands)

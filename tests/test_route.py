@@ -1,0 +1,295 @@
+"""The GEMM route of eagle.plan on the host: route/reasons per kernel and policy, and that
+the routed product (its views, operand mapping and cuBLAS parameters) is the kernel's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import eagle.plan
+from eagle import _route, arrays
+from eagle.cuda import compile_cuda
+from eagle.gemm import (
+    GemmCaptureUnavailable,
+    captured_gemm_calls,
+    lower_dense_gemm,
+    sgemm_params_for_arrays,
+)
+from hawk.contraction import lane_layout
+from hawk.emit import cuda, policy
+from tests import _route_kernels as k
+from tests._route_kernels import B, R, U
+
+# kernel, the device's route under contraction="gemm", what its reason says
+ROUTES = [
+    (k.contract, "gemm", None),
+    (k.contract_other_order, "gemm", None),
+    (k.contract_direct, "gemm", None),
+    (k.transformed, "loop", "the term is transformed"),
+    (k.two_outputs, "loop", "writes 2 outputs ['y', 'z']"),
+    (k.gathered, "loop", "is read from data"),
+    (k.literal_stride, "loop", "builds a stride from a bare literal"),
+    (k.three_operands, "loop", "the term multiplies 3 table reads"),
+    (k.interleaved_lanes, "loop", "the lanes are not the product's elements in row-major order"),
+    (k.row_sum, "loop", "the fold reads one table, 'w'"),
+    (k.gram, "loop", "both factors read table 'w'"),
+    (k.not_affine, "loop", "is not affine in the loop variable r"),
+    (k.reversed_walk, "loop", "walked -1 elements along 'row'"),
+    (k.partial_range, "loop", "not a full unit-step range: range(1, 12, 1)"),
+    (k.offset_start, "loop", "starts from 1.0, not 0.0"),
+    (k.max_fold, "loop", "recognize finds no contraction"),
+    (k.scaled_output, "loop", "recognize finds no contraction"),
+    (k.no_fold, "loop", "recognize finds no contraction"),
+]
+
+
+def _plan(kernel, contraction="gemm"):
+    with policy.using(contraction=contraction):
+        return eagle.plan.auto(kernel)
+
+
+@pytest.mark.parametrize(("kernel", "route", "says"), ROUTES, ids=[row[0].name for row in ROUTES])
+def test_route_and_reasons_under_both_policies(kernel, route, says):
+    routed, looped = _plan(kernel, "gemm"), _plan(kernel, "loop")
+    assert routed.route("host") == looped.route("host") == "loop"
+    assert looped.route("device") == "loop"
+    assert "contraction='loop'" in looped.reasons[0]
+    assert routed.route("device") == route
+    if says is None:
+        assert routed.reasons == ()
+    else:
+        (reason,) = routed.reasons
+        assert says in reason
+    assert routed.route("device", "float64") == "loop"
+
+
+def test_the_route_takes_float32_planes_only():
+    plan = _plan(k.contract)
+    assert plan.route("device") == plan.route("device", np.float32) == "gemm"
+    assert plan.route("device", np.dtype("float32")) == "gemm"
+    assert plan.route("device", "float64") == "loop"
+    for dtype in ("int32", "fp32", None):
+        with pytest.raises(ValueError, match=rf"dtype must be float32 or float64 .*not {dtype!r}"):
+            plan.route("device", dtype)
+    with pytest.raises(ValueError, match=r"side must be 'host' or 'device', not 'gpu'"):
+        plan.route("gpu")
+
+
+def test_dtype_and_lane_reasons_name_what_is_wrong():
+    layout = lane_layout(k.contract)
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    assert _route.bind_reasons({"w": f32, "f": f32, "y": f32}, B * U, layout) == ()
+    (reason,) = _route.bind_reasons({"w": f32, "f": f32, "y": f64}, B * U, layout)
+    assert "plane 'y' is float64" in reason and "float32" in reason
+    (reason,) = _route.bind_reasons({"w": f32, "f": f32, "y": f32}, B * U - 1, layout)
+    assert f"hold {B * U - 1} lanes but the product has {B} x {U} = {B * U}" in reason
+
+
+def test_the_host_runs_the_kernel_itself_under_either_policy(rng):
+    planes = k.planes(k.contract, rng)
+    routed, looped = dict(planes), {name: value.copy() for name, value in planes.items()}
+    bound = _plan(k.contract).bind(**routed)
+    assert (bound.route, bound.reasons) == ("loop", ("the host always runs the kernel's own loop",))
+    bound.launch()
+    _plan(k.contract, "loop").run(**looped)
+    np.testing.assert_array_equal(routed["y"], looped["y"])
+    np.testing.assert_allclose(routed["y"], k.reference(planes), rtol=1e-12, atol=1e-12)
+
+
+def _routed_product(plan, planes):
+    """The routed forward product run on the host over the planes' views."""
+    operands = _route.gemm_operands(plan, plan.record, planes)
+    lower_dense_gemm(plan.record, direction="forward")("host", operands.views)
+    return operands
+
+
+@pytest.mark.parametrize(
+    "kernel", [k.contract, k.contract_other_order, k.contract_direct], ids=lambda v: v.name
+)
+def test_the_routed_product_is_the_kernel(kernel, rng):
+    plan = _plan(kernel)
+    by_kernel = k.planes(kernel, rng)
+    by_product = {name: value.copy() for name, value in by_kernel.items()}
+    plan.run(**by_kernel)
+    _routed_product(plan, by_product)
+    np.testing.assert_allclose(by_product["y"], by_kernel["y"], rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    extents=st.tuples(*(st.integers(1, 7) for _ in range(3))),
+    layout=st.tuples(*(st.booleans() for _ in range(4))),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_every_layout_routes_to_its_own_product(extents, layout, seed):
+    r, u, b = extents
+    w_reduce_first, f_reduce_first, sample_major, w_first = layout
+    kernel = k.make_contract(
+        r, u, b,
+        w_reduce_first=w_reduce_first, f_reduce_first=f_reduce_first,
+        sample_major=sample_major, w_first=w_first,
+    )  # fmt: skip
+    plan = _plan(kernel)
+    assert plan.route("device") == "gemm", plan.reasons
+    rng = np.random.default_rng(seed)
+    w, f = rng.standard_normal((r, u)), rng.standard_normal((r, b))
+    planes = {
+        "w": np.ascontiguousarray(w if w_reduce_first else w.T),
+        "f": np.ascontiguousarray(f if f_reduce_first else f.T),
+        "y": np.full(b * u, np.nan),
+    }
+    copies = {name: value.copy() for name, value in planes.items()}
+    plan.run(**planes)
+    _routed_product(plan, copies)
+    on_device = {name: _FakeDeviceArray(value.shape, 0x1000) for name, value in planes.items()}
+    views = _route.gemm_operands(plan, plan.record, on_device).views
+    lowered = lower_dense_gemm(plan.record, direction="forward", dtype="float32")
+    assert captured_gemm_calls(lowered, views, operand_class="gemm")  # cuBLAS can address it
+    np.testing.assert_allclose(copies["y"], planes["y"], rtol=1e-12, atol=1e-12)
+    expected = k.reference({"w": w, "f": f}, sample_major=sample_major)
+    np.testing.assert_allclose(planes["y"], expected, rtol=1e-12, atol=1e-12)
+
+
+def test_gemm_operands_give_views_and_roles_for_the_adjoint(rng):
+    plan = _plan(k.contract)
+    w, f = rng.standard_normal((R, U)), rng.standard_normal((R, B))
+    y_bar = rng.standard_normal(B * U)
+    planes = {
+        "w": w.reshape(-1),  # a table given flat is viewed in its declared shape
+        "f": arrays.asarray(f),  # a host eagle Array is viewed without a copy too
+        "y_bar": y_bar,
+        "w_bar": np.zeros((R, U)),
+        "f_bar": np.zeros(R * B),
+    }
+    operands = _route.gemm_operands(plan, plan.record, planes)
+    assert operands.roles == {"a": "f", "b": "w", "out": "y"}
+    shapes = {name: view.shape for name, view in operands.views.items()}
+    assert shapes == {"w": (R, U), "f": (R, B), "y_bar": (B, U), "w_bar": (R, U), "f_bar": (R, B)}
+    for name, view in operands.views.items():
+        assert np.shares_memory(view, planes[name]), name
+    lower_dense_gemm(plan.record, direction="adjoint")("host", operands.views)
+    g = y_bar.reshape(B, U)  # the cotangent of y = f.T @ w, as the product
+    np.testing.assert_allclose(planes["w_bar"], f @ g, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(planes["f_bar"].reshape(R, B), w @ g.T, rtol=1e-12, atol=1e-12)
+
+
+def test_gemm_operands_refuse_unknown_planes_and_wrong_sizes():
+    plan = _plan(k.contract)
+    with pytest.raises(ValueError, match=r"kernel 'contract' has no plane 'v'.*w, f, y"):
+        _route.gemm_operands(plan, plan.record, {"v": np.zeros(3)})
+    with pytest.raises(ValueError, match=r"plane 'y' holds 34 values; its matrix is \(7, 5\)"):
+        _route.gemm_operands(plan, plan.record, {"y": np.zeros(34)})
+    with pytest.raises(ValueError, match="plane 'w' is not contiguous"):
+        _route.gemm_operands(plan, plan.record, {"w": np.zeros((U, R)).T})
+
+
+class _FakeDeviceArray:
+    """What the route reads off a device Array: its layout and address, no memory."""
+
+    is_host = False
+    is_contiguous = True
+    device, device_index = "cuda:0", 0
+
+    def __init__(self, shape, ptr, dtype=np.float32):
+        self.shape, self.ptr, self.dtype = shape, ptr, np.dtype(dtype)
+        self.itemsize = self.dtype.itemsize
+        self.strides = tuple(
+            int(np.prod(shape[axis + 1 :])) * self.itemsize for axis in range(len(shape))
+        )
+
+
+def test_the_device_product_binds_the_callers_own_buffers():
+    plan = _plan(k.contract)
+    planes = {
+        "w": _FakeDeviceArray((R, U), 0x10000),
+        "f": _FakeDeviceArray((R * B,), 0x20000),
+        "y": _FakeDeviceArray((B * U,), 0x30000),
+    }
+    operands = _route.gemm_operands(plan, plan.record, planes)
+    lowered = lower_dense_gemm(plan.record, direction="forward", dtype="float32")
+    (call,) = captured_gemm_calls(lowered, operands.views, operand_class="gemm")
+    assert {role: array.ptr for role, array in call.operands.items()} == {
+        "a": 0x20000,
+        "b": 0x10000,
+        "out": 0x30000,
+    }
+    assert operands.views["w"] is planes["w"]  # already its matrix's shape: no view
+    f, w, y = (_FakeDeviceArray(shape, 0) for shape in ((R, B), (R, U), (B, U)))
+    assert call.params == sgemm_params_for_arrays(f, w, y, transpose_a=True)
+    assert (call.params.m, call.params.n, call.params.k, call.params.ldc) == (U, B, R, U)
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [row[0] for row in ROUTES] + [k.double, k.square, k.make_contract(33, 17, 45)],
+    ids=lambda kernel: kernel.name,
+)
+def test_the_loop_each_kernel_falls_back_to_compiles_for_sm90(kernel):
+    emitted = cuda.emit(kernel.ir, {p.name: "float32" for p in kernel.planes})
+    assert compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
+
+
+class _FakeHandle:
+    """Stands in for a stream's cuBLAS handle: records what it is asked to do."""
+
+    def __init__(self, stream_ptr):
+        self.stream_ptr, self.warmed, self.calls = stream_ptr, [], []
+
+    def warm(self, params, operands):
+        self.warmed.append((params, operands["out"].ptr))
+
+    def sgemm(self, params, operands):
+        self.calls.append((params, {role: array.ptr for role, array in operands.items()}))
+
+
+@pytest.fixture
+def fake_cublas(monkeypatch):
+    """The route's CUDA edges replaced: stream 0x11 is current, streams in ``capturing``
+    are being captured, handles are :class:`_FakeHandle`, scratch matrices sit at 0x9000."""
+    handles, capturing = {}, set()
+
+    def stream_handle(stream_ptr, device):
+        return handles.setdefault(stream_ptr, _FakeHandle(stream_ptr))
+
+    class _Current:
+        @staticmethod
+        def ptr():
+            return 0x11
+
+    monkeypatch.setattr(_route, "stream_handle", stream_handle)
+    monkeypatch.setattr(_route, "is_capturing", lambda stream_ptr: stream_ptr in capturing)
+    monkeypatch.setattr(_route, "current_stream", lambda device: _Current)
+    monkeypatch.setattr(_route, "as_stream_ptr", lambda s, device: 0x11 if s is None else s)
+    monkeypatch.setattr(
+        _route.arrays, "empty", lambda shape, dtype, device: _FakeDeviceArray(shape, 0x9000)
+    )
+    return handles, capturing
+
+
+def test_a_routed_bind_prepares_its_stream_once_and_launches_one_product(fake_cublas):
+    handles, capturing = fake_cublas
+    planes = {
+        "w": _FakeDeviceArray((R, U), 0x10000),
+        "f": _FakeDeviceArray((R, B), 0x20000),
+        "y": _FakeDeviceArray((B * U,), 0x30000),
+    }
+    bound = _plan(k.contract).bind(**planes)
+    assert (bound.side, bound.route, bound.reasons) == ("device", "gemm", ())
+    ((params, scratch),) = handles[0x11].warmed  # warmed into a scratch matrix, not into y
+    assert scratch == 0x9000 and handles[0x11].calls == []
+
+    bound.launch()
+    bound.launch(0x11)
+    assert handles[0x11].calls == 2 * [(params, {"a": 0x20000, "b": 0x10000, "out": 0x30000})]
+    _plan(k.contract).bind(**planes).launch()
+    assert len(handles[0x11].warmed) == 1  # a handle is warmed once per product
+
+    capturing.add(0x22)
+    with pytest.raises(GemmCaptureUnavailable, match="not prepared for stream 0x22, which is"):
+        bound.launch(0x22)
+    assert 0x22 not in handles
+    capturing.clear()
+    bound.launch(0x22)  # outside a capture, a new stream is prepared on first use
+    assert len(handles[0x22].warmed) == 1 and len(handles[0x22].calls) == 1
