@@ -46,14 +46,6 @@ API_MODULES = (
 )
 
 
-def _conf_value(name: str) -> Any:
-    """A literal assigned at the top level of docs/conf.py (read without running Sphinx)."""
-    for node in ast.parse((DOCS / "conf.py").read_text()).body:
-        if _assigns(node, name):
-            return ast.literal_eval(node.value)
-    raise LookupError(f"docs/conf.py assigns no {name}")
-
-
 def _assigns(node: ast.stmt, name: str) -> bool:
     if isinstance(node, ast.Assign):
         targets = node.targets
@@ -62,11 +54,6 @@ def _assigns(node: ast.stmt, name: str) -> bool:
     else:
         return False
     return any(isinstance(target, ast.Name) and target.id == name for target in targets)
-
-
-# Modules another issue is still writing (docs/conf.py's API_PENDING). A page example or a
-# docstring check that needs one skips, naming it, until it lands.
-NOT_YET_WRITTEN = frozenset(_conf_value("API_PENDING"))
 
 
 @dataclass(frozen=True)
@@ -111,25 +98,11 @@ def examples(page: Path) -> list[Example]:
     return found
 
 
-def _imported_modules(source: str) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return names
-
-
 def _run_page(page: Path, *, gpu: bool) -> int:
-    """Run the page's examples in order; skip, naming the module, at the first example
-    that imports a module not written yet (the examples before it have run)."""
+    """Run the page's examples in order, in one namespace; return how many ran."""
     chosen = [example for example in examples(page) if gpu or not example.gpu]
     namespace: dict[str, Any] = {"__name__": f"docs_{page.stem}"}
     for example in chosen:
-        for name in sorted(_imported_modules(example.source) & NOT_YET_WRITTEN):
-            pytest.importorskip(name, reason=f"{page.name}:{example.line} needs {name}")
         example.run(namespace)
     return len(chosen)
 
@@ -195,14 +168,6 @@ def test_benchmarks_page_includes_the_recorded_results():
     included = re.search(r"```\{include\} (\S+)", page)
     assert included and included.group(1) == "../benchmarks/RESULTS.md"
     assert (DOCS / included.group(1)).is_file()
-
-
-@pytest.mark.parametrize("name", sorted(NOT_YET_WRITTEN))
-def test_pending_modules_are_still_unwritten(name):
-    assert importlib.util.find_spec(name) is None, (
-        f"{name} exists now: remove it from API_PENDING in docs/conf.py so its examples, "
-        "docstrings and API section are checked"
-    )
 
 
 def test_api_page_documents_every_module():
@@ -301,8 +266,6 @@ def undocumented(module: ModuleType) -> list[str]:
 
 @pytest.mark.parametrize("name", API_MODULES)
 def test_public_names_have_docstrings(name):
-    if name in NOT_YET_WRITTEN:
-        pytest.importorskip(name, reason=f"{name} is not written yet")
     module = importlib.import_module(name)
     assert _own_doc(module), f"module {name} has no docstring"
     assert hasattr(module, "__all__"), f"module {name} has no __all__ naming its public names"

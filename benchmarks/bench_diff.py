@@ -1,0 +1,242 @@
+"""Reverse mode, side by side: the adjoint of the seed's ``contract`` kernel.
+
+For each shape (the seed's, and a large one) the gradients ``w_bar`` and
+``f_bar`` of ``y = contract(w, f)`` for a cotangent ``y_bar``, computed by:
+
+* the loop adjoint (``eagle.diff.reverse(plan)``: the vjp kernel, one thread
+  per lane, atomic scatter-adds), with both gradient planes and with
+  ``w_bar`` only (the adjoint specialised to the gradients asked for);
+* the routed adjoint (ROUTED ADJOINT SLOT): the adjoint of the plan built
+  under ``policy.using(contraction="gemm")``; it is timed through the same
+  API when its ``route("device")`` is ``"gemm"``, and otherwise recorded as
+  not routed, with the reasons;
+* torch autograd of the same matmul (``torch.autograd.grad``, TF32 off), when
+  torch is installed;
+* on the host, the adjoint's numpy program vs the two numpy matmuls.
+
+The forward loop's time is given for scale. Device times are medians of CUDA
+events after a warm-up; every side uses the same shapes and float32.
+
+    python benchmarks/bench_diff.py results.json    (eagle installed, or PYTHONPATH=.)
+
+Prints a table and writes every figure to the JSON file. Under two minutes.
+"""
+
+# ruff: noqa: F821, F841, UP037 - kernels assign to outputs and name axes "label":extent
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import eagle.cuda
+import eagle.diff
+import eagle.plan
+import hawk
+from hawk import math as hm
+from hawk.emit import policy
+
+REPEAT = 20
+
+SR, SU, SB = 64, 32, 128  # the seed's shape (DESIGN.md section 6)
+LR, LU, LB = 256, 256, 4096  # a large one: 2**20 lanes
+
+
+@hawk.kernel
+def contract_seed(
+    w: hawk.Table["row":SR, "unit":SU],
+    f: hawk.Table["row":SR, "sample":SB],
+    y: hawk.Mutable[hawk.Scalar],
+):
+    sample, unit = hm.split_index(SU)
+    acc = 0.0
+    for r in range(SR):
+        acc = acc + w.at(row=r, unit=unit) * f.at(row=r, sample=sample)
+    y = acc
+
+
+@hawk.kernel
+def contract_large(
+    w: hawk.Table["row":LR, "unit":LU],
+    f: hawk.Table["row":LR, "sample":LB],
+    y: hawk.Mutable[hawk.Scalar],
+):
+    sample, unit = hm.split_index(LU)
+    acc = 0.0
+    for r in range(LR):
+        acc = acc + w.at(row=r, unit=unit) * f.at(row=r, sample=sample)
+    y = acc
+
+
+SHAPES = [("seed", contract_seed, (SR, SU, SB)), ("large", contract_large, (LR, LU, LB))]
+
+
+def _host_median_ms(fn: Callable[[], object], repeat: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def _device_median_ms(launch: Callable[[], object], stream_ptr: int, repeat: int) -> float:
+    start, end = eagle.cuda.Event(), eagle.cuda.Event()
+    launch()
+    eagle.cuda.Event().record(stream_ptr).synchronize()
+    times = []
+    for _ in range(repeat):
+        start.record(stream_ptr)
+        launch()
+        end.record(stream_ptr)
+        end.synchronize()
+        times.append(start.elapsed_ms(end))
+    return statistics.median(times)
+
+
+def _planes(rng: np.random.Generator, shape: tuple[int, int, int]) -> dict[str, np.ndarray]:
+    rows, units, samples = shape
+    return {
+        "w": rng.standard_normal((rows, units)).astype(np.float32),
+        "f": rng.standard_normal((rows, samples)).astype(np.float32),
+        "y_bar": rng.standard_normal(samples * units).astype(np.float32),
+    }
+
+
+def _host_row(name: str, kernel: hawk.Kernel, shape, rng: np.random.Generator) -> dict:
+    _, units, samples = shape
+    p = _planes(rng, shape)
+    w_bar, f_bar = np.zeros_like(p["w"]), np.zeros_like(p["f"])
+    bound = eagle.diff.reverse(eagle.plan.auto(kernel)).bind(**p, w_bar=w_bar, f_bar=f_bar)
+    y_bar = p["y_bar"].reshape(samples, units)
+    hawk_ms = _host_median_ms(bound.launch, 5)
+    numpy_ms = _host_median_ms(lambda: (p["f"] @ y_bar, p["w"] @ y_bar.T), 5)
+    return {
+        "shape": name,
+        "R_U_B": shape,
+        "hawk_host_adjoint_ms": hawk_ms,
+        "numpy_two_matmuls_ms": numpy_ms,
+        "hawk_over_numpy": hawk_ms / numpy_ms,
+    }
+
+
+def _torch_ms(p: dict[str, np.ndarray], shape: tuple[int, int, int]) -> tuple[Any, Any]:
+    try:
+        import torch
+    except ImportError:
+        return None, "torch is not installed"
+    if not torch.cuda.is_available():
+        return None, "torch has no CUDA device"
+    torch.backends.cuda.matmul.allow_tf32 = False
+    _, units, samples = shape
+    w = torch.tensor(p["w"], device="cuda", requires_grad=True)
+    f = torch.tensor(p["f"], device="cuda", requires_grad=True)
+    y_bar = torch.tensor(p["y_bar"].reshape(samples, units), device="cuda")
+    y = f.T @ w
+    stream_ptr = torch.cuda.current_stream().cuda_stream
+    ms = _device_median_ms(
+        lambda: torch.autograd.grad(y, (w, f), y_bar, retain_graph=True), stream_ptr, REPEAT
+    )
+    return ms, None
+
+
+def _device_row(name: str, kernel: hawk.Kernel, shape, rng: np.random.Generator) -> dict:
+    from eagle import arrays
+
+    rows, units, samples = shape
+    p = _planes(rng, shape)
+    stream = eagle.cuda.Stream(non_blocking=True)
+    ptr = stream.ptr()
+    on = {k: arrays.asarray(v, device="cuda:0") for k, v in p.items()}
+    w_bar = arrays.full((rows, units), 0.0, "float32", device="cuda:0")
+    f_bar = arrays.full((rows, samples), 0.0, "float32", device="cuda:0")
+    y = arrays.full((samples * units,), np.nan, "float32", device="cuda:0")
+    row: dict[str, Any] = {"shape": name, "R_U_B": shape, "lanes": samples * units}
+
+    forward = eagle.plan.auto(kernel).bind(w=on["w"], f=on["f"], y=y)
+    row["forward_loop_ms"] = _device_median_ms(lambda: forward.launch(ptr), ptr, REPEAT)
+
+    adjoint = eagle.diff.reverse(eagle.plan.auto(kernel))
+    both = adjoint.bind(**on, w_bar=w_bar, f_bar=f_bar)
+    only_w = adjoint.bind(**on, w_bar=w_bar)
+    row["loop_adjoint_ms"] = _device_median_ms(lambda: both.launch(ptr), ptr, REPEAT)
+    row["loop_adjoint_w_bar_only_ms"] = _device_median_ms(lambda: only_w.launch(ptr), ptr, REPEAT)
+
+    # -- ROUTED ADJOINT SLOT: the adjoint of the GEMM-routed plan, through the same API --------
+    with policy.using(contraction="gemm"):
+        routed_plan = eagle.plan.auto(kernel)
+    routed = eagle.diff.reverse(routed_plan)
+    row["routed_adjoint_route"] = routed.route("device")
+    if row["routed_adjoint_route"] == "gemm":
+        with stream:
+            routed_bound = routed.bind(**on, w_bar=w_bar, f_bar=f_bar)
+        row["routed_adjoint_ms"] = _device_median_ms(lambda: routed_bound.launch(ptr), ptr, REPEAT)
+        row["routed_adjoint_reasons"] = []
+    else:
+        row["routed_adjoint_ms"] = None
+        row["routed_adjoint_reasons"] = list(routed.reasons)
+
+    row["torch_autograd_ms"], row["torch_note"] = _torch_ms(p, shape)
+    if row["torch_autograd_ms"]:
+        row["loop_over_torch"] = row["loop_adjoint_ms"] / row["torch_autograd_ms"]
+        if row["routed_adjoint_ms"]:
+            row["routed_over_torch"] = row["routed_adjoint_ms"] / row["torch_autograd_ms"]
+    flops = 2 * 2 * rows * units * samples  # two products of R x U x B multiply-adds
+    row["loop_adjoint_gflops"] = flops / row["loop_adjoint_ms"] / 1e6
+    return row
+
+
+def _format_ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__)
+        return 2
+    rng = np.random.default_rng(0)
+    report: dict[str, Any] = {"host": [_host_row(n, k, s, rng) for n, k, s in SHAPES[:1]]}
+    for row in report["host"]:
+        print(
+            f"host {row['shape']} {row['R_U_B']}: hawk adjoint {row['hawk_host_adjoint_ms']:.2f} ms"
+            f", numpy matmuls {row['numpy_two_matmuls_ms']:.2f} ms "
+            f"({row['hawk_over_numpy']:.1f}x)"
+        )
+    if not eagle.cuda.is_available():
+        report["device"] = None
+        print("no CUDA device: device figures skipped")
+    else:
+        report["device"] = [_device_row(n, k, s, rng) for n, k, s in SHAPES]
+        print(
+            f"{'shape':<7}{'R,U,B':>16}{'fwd loop':>10}{'adj loop':>10}{'adj w only':>12}"
+            f"{'adj routed':>12}{'torch':>9}{'loop/torch':>12}"
+        )
+        for row in report["device"]:
+            ratio = row.get("loop_over_torch")
+            print(
+                f"{row['shape']:<7}{tuple(row['R_U_B'])!s:>16}"
+                f"{_format_ms(row['forward_loop_ms']):>10}{_format_ms(row['loop_adjoint_ms']):>10}"
+                f"{_format_ms(row['loop_adjoint_w_bar_only_ms']):>12}"
+                f"{_format_ms(row['routed_adjoint_ms']):>12}"
+                f"{_format_ms(row['torch_autograd_ms']):>9}"
+                f"{'-' if ratio is None else f'{ratio:.1f}x':>12}"
+            )
+            if row["routed_adjoint_ms"] is None:
+                print(f"  routed adjoint not timed: {'; '.join(row['routed_adjoint_reasons'])}")
+            if row["torch_note"]:
+                print(f"  torch not timed: {row['torch_note']}")
+        print("times in ms (medians of CUDA events); float32; torch with TF32 off")
+    with open(argv[1], "w") as out:
+        json.dump(report, out, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,359 @@
+"""Adjoints of plans: ``eagle.diff.reverse(plan)`` -> :class:`AdjointPlan`.
+
+The adjoint of a plan runs the reverse mode of its kernel
+(:func:`hawk.diff.vjp`) over planes you pass by name, like the plan itself:
+
+* the primal's inputs, params and tables (the values the forward launch
+  read; the adjoint recomputes everything else from them, so it never takes
+  the primal's outputs);
+* ``<out>_bar``, the cotangent of each output;
+* the gradient planes you want, which it **adds into**: ``<in>_bar`` for an
+  input, param or table (``<out>_in_bar`` for the value an output held before
+  the launch, when the kernel reads it first). A gradient plane you do not
+  pass is not computed: the adjoint is specialised to the ones you pass.
+
+::
+
+    plan = eagle.plan.auto(contract)
+    plan.run(w=w, f=f, y=y)
+    grad = eagle.diff.reverse(plan)
+    grad.run(w=w, f=f, y_bar=y_bar, w_bar=w_bar)     # w_bar += dL/dw; f_bar not computed
+
+``bind`` prepares a launch (legal inside a capture) and ``capture`` records
+it, as for :class:`eagle.plan.BoundPlan`; a forward and its adjoint can be
+captured into one graph. ``reverse([plan1, plan2])`` reverses a sequence of
+launches into one :class:`AdjointSequence` that runs their adjoints in
+reverse order; pass the same array as a later launch's gradient plane and an
+earlier launch's cotangent to chain them, and the same gradient plane to
+several launches to sum their gradients.
+
+**Routes.** :meth:`AdjointPlan.route` is the one routing decision. Today
+every adjoint runs its kernel's loop. The routed adjoint of a primal plan
+that takes the GEMM route on the device is the two gradient products of
+``lower_dense_gemm(record, direction="adjoint")``, issued with beta = 1 so
+they add into the gradient planes; it enters as the ``"gemm"`` outcome of
+``AdjointPlan._route`` and, in :meth:`AdjointPlan.bind`, as the steps of
+the :class:`BoundAdjoint` in place of the loop kernel's launch (one product
+per gradient plane passed). Until then ``route("device")`` says ``"loop"``
+and :attr:`AdjointPlan.reasons` says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import hawk.diff
+from eagle.plan import AutoPlan, BoundPlan
+from hawk.emit import policy
+
+__all__ = ["AdjointPlan", "AdjointSequence", "BoundAdjoint", "reverse"]
+
+
+def reverse(plan: AutoPlan | Sequence[AutoPlan]) -> AdjointPlan | AdjointSequence:
+    """The adjoint of ``plan``, or of a sequence of launches.
+
+    Args:
+        plan: an :class:`eagle.plan.AutoPlan`, or a list of them in the order
+            they are launched.
+
+    Returns:
+        An :class:`AdjointPlan`, or for a list an :class:`AdjointSequence`.
+
+    Raises:
+        TypeError: ``plan`` is not a plan or a list of plans.
+        ValueError: the list is empty.
+    """
+    if isinstance(plan, AutoPlan):
+        return AdjointPlan(plan)
+    if isinstance(plan, list | tuple):
+        if not plan:
+            raise ValueError("eagle.diff.reverse takes a plan or a non-empty list of plans")
+        for position, item in enumerate(plan):
+            if not isinstance(item, AutoPlan):
+                raise TypeError(
+                    f"launch {position} is a {type(item).__name__}, not a plan; make one with "
+                    "eagle.plan.auto(kernel)"
+                )
+        return AdjointSequence(plan)
+    raise TypeError(
+        f"eagle.diff.reverse takes a plan from eagle.plan.auto(kernel) (or a list of them), not "
+        f"{type(plan).__name__}"
+    )
+
+
+@dataclass(frozen=True)
+class _Route:
+    name: str
+    reasons: tuple[str, ...]
+
+
+class AdjointPlan:
+    """The adjoint of one plan; made by :func:`reverse`.
+
+    Attributes:
+        primal: the :class:`eagle.plan.AutoPlan` it is the adjoint of.
+        gradients: ``{primal plane: gradient plane}`` for every plane a
+            gradient can be taken with respect to.
+        cotangents: ``{output: cotangent plane}`` for every output.
+    """
+
+    def __init__(self, primal: AutoPlan) -> None:
+        self.primal = primal
+        self.gradients = hawk.diff.gradient_planes(primal.kernel)
+        self.cotangents = hawk.diff.cotangent_planes(primal.kernel)
+        self._loop_plans: dict[tuple[str, ...], AutoPlan] = {}
+
+    def __repr__(self) -> str:
+        return f"AdjointPlan({self.primal.kernel.name})"
+
+    # -- routing -------------------------------------------------------------------------
+
+    def route(self, side: str, dtype: Any = "float32") -> str:
+        """``"gemm"`` or ``"loop"``: how ``side`` runs the adjoint over planes of ``dtype``.
+
+        Args:
+            side: ``"host"`` or ``"device"``.
+            dtype: the planes' dtype, float32 or float64.
+
+        Raises:
+            ValueError: ``side`` is not ``"host"`` or ``"device"``, or ``dtype``
+                is not float32 or float64.
+        """
+        return self._route(side, dtype).name
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """Why the device adjoint does not take the GEMM route for float32 planes."""
+        return self._route("device", "float32").reasons
+
+    def _route(self, side: str, dtype: Any) -> _Route:
+        """The routing decision: the routed adjoint is its ``"gemm"`` outcome
+        (see the module docstring)."""
+        primal = self.primal.route(side, dtype)  # checks side and dtype
+        if side == "host":
+            return _Route("loop", ("the host always runs the adjoint kernel's own loop",))
+        if primal != "gemm":
+            # empty when float32 planes would route, so it is the dtype that keeps the loop
+            reasons = self.primal.reasons or (f"the GEMM route takes float32 planes, not {dtype}",)
+            return _Route("loop", tuple(f"the primal runs its own loop: {r}" for r in reasons))
+        return _Route(
+            "loop",
+            (
+                "the primal takes the GEMM route, but its routed adjoint (the two gradient "
+                "products of lower_dense_gemm(record, direction='adjoint') with beta = 1) is not "
+                "wired into eagle.diff in this build; the adjoint runs its kernel's loop",
+            ),
+        )
+
+    # -- running -------------------------------------------------------------------------
+
+    def run(self, **planes: Any) -> None:
+        """Add the gradients into the gradient planes passed (one keyword per plane).
+
+        On the host it returns when the gradients are in your arrays; on the
+        device it enqueues on eagle's current stream and returns.
+
+        Raises:
+            TypeError: no gradient plane passed; an unknown, missing or
+                misplaced plane (an output instead of its cotangent); a plane
+                that is not an array or has another dtype than float32/float64.
+            ValueError: as :meth:`eagle.plan.AutoPlan.run` (residency, shapes,
+                lane counts, overlapping planes).
+            hawk.HawkError: a requested gradient passes through an address
+                computed with ``int()`` of data it is taken with respect to.
+        """
+        self.bind(**planes).launch()
+
+    def bind(self, **planes: Any) -> BoundAdjoint:
+        """Prepare the adjoint over ``planes`` (compile, pack arguments), so
+        that :meth:`BoundAdjoint.launch` only enqueues work.
+
+        Raises:
+            TypeError, ValueError, hawk.HawkError: as :meth:`run`.
+        """
+        kernel = self._kernel_for(planes)
+        self._check_names(kernel, planes)
+        return BoundAdjoint((self._loop_plan(kernel).bind(**planes),))
+
+    def _kernel_for(self, planes: Mapping[str, Any]) -> hawk.diff.AdjointKernel:
+        wrt = [name for name, gradient in self.gradients.items() if gradient in planes]
+        if not wrt:
+            choices = ", ".join(self.gradients.values()) or "it has none"
+            raise TypeError(
+                f"pass at least one gradient plane for the adjoint of kernel "
+                f"{self.primal.kernel.name!r} ({choices}); the adjoint adds into the ones you pass"
+            )
+        return hawk.diff.vjp(self.primal.kernel, wrt)
+
+    def _check_names(self, kernel: hawk.diff.AdjointKernel, planes: Mapping[str, Any]) -> None:
+        name = self.primal.kernel.name
+        gradients = set(self.gradients.values())
+        takes = [p.name for p in kernel.planes if p.name not in gradients]
+        summary = (
+            f"the adjoint of {name!r} takes {', '.join(takes)} and the gradient planes you want "
+            f"from {', '.join(self.gradients.values())}"
+        )
+        outputs = {p.name for p in self.primal.kernel.planes if p.kind in ("output", "accumulator")}
+        for given in planes:
+            if any(p.name == given for p in kernel.planes):
+                continue
+            if given in outputs:
+                raise TypeError(
+                    f"plane {given!r} is an output of kernel {name!r}: its adjoint recomputes "
+                    f"what it needs and does not read it; pass its cotangent "
+                    f"{self.cotangents[given]!r}"
+                )
+            raise TypeError(f"unknown plane {given!r}: {summary}")
+        missing = [plane for plane in takes if plane not in planes]
+        if missing:
+            notes = [
+                f"{plane!r} is the value output {plane!r} held before the forward launch"
+                for plane in missing
+                if plane in outputs
+            ]
+            note = f" ({'; '.join(notes)})" if notes else ""
+            raise TypeError(f"missing plane(s) {', '.join(map(repr, missing))}{note}: {summary}")
+
+    def _loop_plan(self, kernel: hawk.diff.AdjointKernel) -> AutoPlan:
+        plan = self._loop_plans.get(kernel.wrt)
+        if plan is None:
+            with policy.using(contraction="loop"):  # the adjoint's route is decided here
+                plan = self._loop_plans[kernel.wrt] = AutoPlan(kernel)
+        return plan
+
+
+class AdjointSequence:
+    """The adjoint of a sequence of launches; made by ``reverse([plan, ...])``.
+
+    Its methods take one mapping of planes per launch, in the order the
+    launches ran forward; the adjoints run in reverse order.
+
+    Attributes:
+        primals: the plans, in forward order.
+        steps: their :class:`AdjointPlan`, in the order they run (reversed).
+    """
+
+    def __init__(self, plans: Sequence[AutoPlan]) -> None:
+        self.primals = tuple(plans)
+        self.steps = tuple(AdjointPlan(plan) for plan in reversed(self.primals))
+
+    def __repr__(self) -> str:
+        return f"AdjointSequence({', '.join(s.primal.kernel.name for s in self.steps)})"
+
+    def route(self, side: str, dtype: Any = "float32") -> tuple[str, ...]:
+        """Each step's route on ``side`` for planes of ``dtype``, in the order the steps run.
+
+        Raises:
+            ValueError: ``side`` is not ``"host"`` or ``"device"``, or ``dtype``
+                is not float32 or float64.
+        """
+        return tuple(step.route(side, dtype) for step in self.steps)
+
+    @property
+    def reasons(self) -> tuple[tuple[str, ...], ...]:
+        """Each step's :attr:`AdjointPlan.reasons`, in the order the steps run."""
+        return tuple(step.reasons for step in self.steps)
+
+    def run(self, *launches: Mapping[str, Any]) -> None:
+        """Run the adjoints of every launch, the last launch's first.
+
+        Args:
+            launches: one mapping of planes per launch, in forward order (as
+                for :meth:`AdjointPlan.run`).
+
+        Raises:
+            TypeError: not one mapping per launch; or as :meth:`AdjointPlan.run`,
+                naming the launch.
+            ValueError: launches on different sides or devices; or as
+                :meth:`AdjointPlan.run`, naming the launch.
+        """
+        self.bind(*launches).launch()
+
+    def bind(self, *launches: Mapping[str, Any]) -> BoundAdjoint:
+        """Prepare every launch's adjoint; :meth:`BoundAdjoint.launch` runs them in order.
+
+        Raises:
+            TypeError, ValueError, hawk.HawkError: as :meth:`run`.
+        """
+        if len(launches) != len(self.primals):
+            raise TypeError(
+                f"pass one mapping of planes per launch: {len(self.primals)} launch(es), "
+                f"{len(launches)} given"
+            )
+        bound: list[BoundPlan] = []
+        for step, position in zip(self.steps, reversed(range(len(launches))), strict=True):
+            planes = launches[position]
+            if not isinstance(planes, Mapping):
+                raise TypeError(
+                    f"launch {position}: pass its planes as a mapping (a dict of name -> array), "
+                    f"not {type(planes).__name__}"
+                )
+            try:
+                bound.extend(step.bind(**planes).steps)
+            except (TypeError, ValueError) as exc:
+                name = step.primal.kernel.name
+                raise type(exc)(f"launch {position} ({name}): {exc}") from exc
+        return BoundAdjoint(bound)
+
+
+class BoundAdjoint:
+    """An adjoint bound to its planes: the launches it enqueues, in order.
+
+    Attributes:
+        steps: the bound launches (:class:`eagle.plan.BoundPlan`), in the order
+            they run.
+        side: ``"host"`` or ``"device"``.
+        device: the device index, or None on the host.
+    """
+
+    def __init__(self, steps: Sequence[BoundPlan]) -> None:
+        self.steps = tuple(steps)
+        where = {(step.side, step.device) for step in self.steps}
+        if len(where) != 1:
+            described = ", ".join(
+                f"{s.plan.kernel.name} on {'the host' if s.side == 'host' else f'cuda:{s.device}'}"
+                for s in self.steps
+            )
+            raise ValueError(f"every launch's planes must be on one side and device: {described}")
+        ((self.side, self.device),) = where
+
+    def __repr__(self) -> str:
+        names = ", ".join(step.plan.kernel.name for step in self.steps)
+        return f"BoundAdjoint({names}, side={self.side!r})"
+
+    def launch(self, stream: Any = None) -> None:
+        """Run once: on the device, enqueue every step on ``stream`` (a Stream,
+        a raw pointer, or None for eagle's current stream) and return; legal
+        inside a capture. On the host, run now (``stream`` must be None).
+
+        Raises:
+            ValueError: a stream given to a host-bound adjoint.
+        """
+        if self.side == "host" and stream is not None:
+            raise ValueError(
+                "this adjoint is bound to host arrays; it runs now and takes no stream"
+            )
+        for step in self.steps:
+            step.launch(stream)
+
+    def capture(self, stream: Any = None) -> Any:
+        """Record one launch into a CUDA graph and return its ``Launcher``
+        (replaying on ``stream``, eagle's current stream by default).
+
+        Raises:
+            ValueError: the adjoint is bound to host arrays.
+        """
+        if self.side != "device":
+            raise ValueError(
+                "an adjoint bound to host arrays cannot be captured; bind device Arrays"
+            )
+        from eagle.cuda.graph import Graph, StreamCapturer
+        from eagle.cuda.stream import as_stream_ptr
+
+        stream_ptr = as_stream_ptr(stream, self.device or 0)
+        with StreamCapturer(stream_ptr) as capturer:
+            self.launch(stream_ptr)
+        assert capturer.captured is not None
+        return Graph.from_captured(capturer.captured).launcher().stream(stream_ptr)

@@ -1,0 +1,371 @@
+# ruff: noqa: F821, F841, UP037
+# Kernels assign to their output planes (F841) and name table axes with string slices,
+# Table["i":N], which pyflakes reads as forward references (F821, UP037).
+"""Reverse mode on the host: hawk.diff.vjp and eagle.diff.reverse.
+
+Every test kernel's adjoint is checked against central finite differences in
+float64 (and against closed forms where they exist); gradient planes are
+added into; a table read by two launches gets the sum; a gradient plane not
+passed is neither computed nor required; every adjoint compiles for sm_90.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import eagle.diff
+import eagle.plan
+import hawk
+import hawk.diff
+from eagle.cuda import compile_cuda
+from hawk import HawkError, ir
+from hawk import math as hm
+from hawk.emit import cuda, policy
+from tests._diff_kernels import ALL, adjoint_planes, random_cotangents, square_in_place
+from tests._hawk_kernels import Case, contract, histogram, horner, nested, saxpy
+from tests._util import rel_error
+
+#: lanes kept for finite differences (each lane element costs two forward runs)
+FD_LANES = 48
+FD_STEP = 1e-6
+
+
+@hawk.kernel
+def lookup(t: hawk.Table, x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = t.at(int(x * 4.0)) * x
+
+
+@hawk.kernel
+def binned(x: hawk.Scalar, h: hawk.Mutable[hawk.Table["bin":4]]):
+    h.add(bin=int(x), value=x * x)
+
+
+@hawk.kernel
+def clash(x: hawk.Scalar, x_bar: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = x * x_bar
+
+
+# -- helpers -----------------------------------------------------------------------------
+
+
+def _fd_planes(case: Case, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    planes = case.make(rng, np.dtype(np.float64))
+    for plane in case.kernel.planes:
+        if plane.is_lane:
+            planes[plane.name] = planes[plane.name][:FD_LANES].copy()
+    return planes
+
+
+def _loss(kernel: hawk.Kernel, planes, cotangents) -> float:
+    work = {name: value.copy() for name, value in planes.items()}
+    eagle.plan.auto(kernel).run(**work)
+    return sum(float(np.sum(bar * work[out])) for out, bar in cotangents.items())
+
+
+def _finite_differences(kernel, planes, cotangents, name: str) -> np.ndarray:
+    values = planes[name].reshape(-1)
+    gradient = np.empty(values.size)
+    for element in range(values.size):
+        original = values[element]
+        values[element] = original + FD_STEP
+        up = _loss(kernel, planes, cotangents)
+        values[element] = original - FD_STEP
+        down = _loss(kernel, planes, cotangents)
+        values[element] = original
+        gradient[element] = (up - down) / (2 * FD_STEP)
+    return gradient.reshape(planes[name].shape)
+
+
+def _gradients(kernel, planes, cotangents, rng, wrt=None) -> dict[str, np.ndarray]:
+    """Run the adjoint through eagle.diff.reverse; the gradient it added, by primal plane."""
+    names = list(hawk.diff.gradient_planes(kernel)) if wrt is None else wrt
+    given, start = adjoint_planes(kernel, planes, cotangents, names, rng)
+    eagle.diff.reverse(eagle.plan.auto(kernel)).run(**given)
+    gradients = hawk.diff.gradient_planes(kernel)
+    return {name: given[gradients[name]] - start[gradients[name]] for name in names}
+
+
+def _close(out: np.ndarray, ref: np.ndarray, tolerance: float) -> bool:
+    if np.linalg.norm(ref) == 0.0:
+        return float(np.max(np.abs(out), initial=0.0)) < 1e-9
+    return rel_error(out, ref) < tolerance
+
+
+# -- finite differences and closed forms ---------------------------------------------------
+
+
+@pytest.mark.parametrize("case", ALL, ids=[c.name for c in ALL])
+def test_gradients_match_central_finite_differences(case: Case) -> None:
+    rng = np.random.default_rng(sum(map(ord, case.name)))  # fixed: no draw lands on a step
+    planes = _fd_planes(case, rng)
+    cotangents = random_cotangents(case.kernel, planes, rng)
+    gradients = _gradients(case.kernel, planes, cotangents, rng)
+    assert gradients, "the kernel has planes to differentiate with respect to"
+    for name, gradient in gradients.items():
+        expected = _finite_differences(case.kernel, planes, cotangents, name)
+        assert _close(gradient, expected, 1e-6), (name, gradient, expected)
+
+
+@pytest.mark.parametrize("case", ALL, ids=[c.name for c in ALL])
+def test_an_adjoint_specialised_to_one_plane_agrees_with_the_full_one(case: Case) -> None:
+    rng = np.random.default_rng(7)
+    planes = _fd_planes(case, rng)
+    cotangents = random_cotangents(case.kernel, planes, rng)
+    full = _gradients(case.kernel, planes, cotangents, rng)
+    for name in hawk.diff.gradient_planes(case.kernel):
+        alone = _gradients(case.kernel, planes, cotangents, rng, wrt=[name])
+        assert list(alone) == [name]
+        assert np.array_equal(alone[name], full[name]) or rel_error(alone[name], full[name]) < 1e-14
+
+
+def test_closed_forms(rng: np.random.Generator) -> None:
+    planes = {"a": np.array([1.7]), "x": rng.standard_normal(50), "y": rng.standard_normal(50)}
+    cot = {"y": rng.standard_normal(50)}
+    got = _gradients(saxpy, planes, cot, rng)
+    assert _close(got["a"], [np.dot(cot["y"], planes["x"])], 1e-12)
+    assert _close(got["x"], 1.7 * cot["y"], 1e-12)
+    assert _close(got["y"], cot["y"], 1e-12)
+
+    w, f = rng.standard_normal((16, 8)), rng.standard_normal((16, 12))
+    y_bar = rng.standard_normal(96)
+    got = _gradients(contract, {"w": w, "f": f, "y": np.empty(96)}, {"y": y_bar}, rng)
+    y_bar = y_bar.reshape(12, 8)  # lane = sample * U + unit
+    assert _close(got["w"], f @ y_bar, 1e-12)
+    assert _close(got["f"], w @ y_bar.T, 1e-12)
+
+    c, x = rng.standard_normal(7), rng.uniform(-1, 1, 30)
+    cot = {"y": rng.standard_normal(30), "dy": rng.standard_normal(30)}
+    got = _gradients(horner, {"c": c, "x": x, "y": np.empty(30), "dy": np.empty(30)}, cot, rng)
+    poly = np.polynomial.Polynomial(c)
+    assert _close(got["x"], cot["y"] * poly.deriv(1)(x) + cot["dy"] * poly.deriv(2)(x), 1e-12)
+    powers = x[None, :] ** np.arange(7)[:, None]
+    slopes = np.arange(7)[:, None] * x[None, :] ** np.maximum(np.arange(7) - 1, 0)[:, None]
+    assert _close(got["c"], powers @ cot["y"] + slopes @ cot["dy"], 1e-12)
+
+    m, u, v = rng.standard_normal((5, 6)), rng.standard_normal((40, 5)), rng.standard_normal(40)
+    y_bar = rng.standard_normal(40)
+    got = _gradients(nested, {"m": m, "u": u, "v": v, "y": np.empty(40)}, {"y": y_bar}, rng)
+    rows = m @ np.arange(1, 7)
+    assert _close(got["v"], y_bar * (u @ rows), 1e-12)
+    assert _close(got["u"], np.outer(y_bar * v, rows), 1e-12)
+    assert _close(got["m"], np.outer(u.T @ (y_bar * v), np.arange(1, 7)), 1e-12)
+
+    x = (rng.integers(-6, 22, 64) + 0.5) / 8.0
+    planes = {"x": x, "lo": np.array([0.0]), "counts": np.zeros(8), "stats": np.zeros(3)}
+    cot = {"counts": rng.standard_normal(8), "stats": rng.standard_normal(3)}
+    got = _gradients(histogram, planes, cot, rng)
+    assert _close(got["x"], np.full(64, cot["stats"][1]), 1e-12)
+    assert np.all(got["lo"] == 0.0)  # lo only places the bins: a step
+
+
+def test_float32_adjoint_matches_float64_reference(rng: np.random.Generator) -> None:
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+    f = rng.standard_normal((16, 12)).astype(np.float32)
+    y_bar = rng.standard_normal(96).astype(np.float32)
+    w_bar = np.zeros((16, 8), np.float32)
+    f_bar = np.zeros((16, 12), np.float32)
+    eagle.diff.reverse(eagle.plan.auto(contract)).run(
+        w=w, f=f, y_bar=y_bar, w_bar=w_bar, f_bar=f_bar
+    )
+    yb = y_bar.astype(np.float64).reshape(12, 8)
+    assert w_bar.dtype == np.float32
+    assert rel_error(w_bar, f.astype(np.float64) @ yb) < 1e-5
+    assert rel_error(f_bar, w.astype(np.float64) @ yb.T) < 1e-5
+
+
+# -- adding into gradient planes, sequences, partial requests -------------------------------
+
+
+def _contractadjoint_planes(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {
+        "w": rng.standard_normal((16, 8)),
+        "f": rng.standard_normal((16, 12)),
+        "y_bar": rng.standard_normal(96),
+    }
+
+
+def test_two_runs_add(rng: np.random.Generator) -> None:
+    planes = _contractadjoint_planes(rng)
+    start = rng.standard_normal((16, 8))
+    w_bar = start.copy()
+    adjoint = eagle.diff.reverse(eagle.plan.auto(contract))
+    adjoint.run(**planes, w_bar=w_bar)
+    adjoint.run(**planes, w_bar=w_bar)
+    once = planes["f"] @ planes["y_bar"].reshape(12, 8)
+    assert rel_error(w_bar, start + 2 * once) < 1e-12
+
+
+def test_a_table_read_by_two_launches_gets_the_sum(rng: np.random.Generator) -> None:
+    first, second = _contractadjoint_planes(rng), _contractadjoint_planes(rng)
+    second["w"] = first["w"]
+    w_bar = np.zeros((16, 8))
+    plan = eagle.plan.auto(contract)
+    sequence = eagle.diff.reverse([plan, plan])
+    assert sequence.route("host") == ("loop", "loop")
+    sequence.run({**first, "w_bar": w_bar}, {**second, "w_bar": w_bar})
+    expected = sum(p["f"] @ p["y_bar"].reshape(12, 8) for p in (first, second))
+    assert rel_error(w_bar, expected) < 1e-12
+
+
+def test_a_gradient_plane_not_passed_is_not_computed_nor_required(
+    rng: np.random.Generator,
+) -> None:
+    only_w = hawk.diff.vjp(contract, ["w"])
+    assert [p.name for p in only_w.planes] == ["w", "f", "y_bar", "w_bar"]
+    adds = {n.plane.name for n in ir.walk(only_w.ir) if isinstance(n, ir.Accumulate)}
+    assert adds == {"w_bar"}
+    assert hawk.diff.vjp(contract, ["w"]) is only_w  # one kernel per request
+    assert hawk.diff.vjp(contract, ["f", "w"]) is hawk.diff.vjp(contract)
+
+    planes = _contractadjoint_planes(rng)
+    w_bar = np.zeros((16, 8))
+    eagle.diff.reverse(eagle.plan.auto(contract)).run(**planes, w_bar=w_bar)
+    assert rel_error(w_bar, planes["f"] @ planes["y_bar"].reshape(12, 8)) < 1e-12
+
+
+N = 24
+
+
+@hawk.kernel
+def _squash(x: hawk.Scalar, a: hawk.Param, y: hawk.Mutable[hawk.Scalar]):
+    y = hm.tanh(a * x)
+
+
+@hawk.kernel
+def _neighbours(t: hawk.Table["i":N], z: hawk.Mutable[hawk.Scalar]):
+    i = hm.sample_index()
+    z = t.at(i=i) * t.at(i=(i + 1) % N)
+
+
+def test_a_sequence_chains_through_shared_planes(rng: np.random.Generator) -> None:
+    x, a, z_bar = rng.standard_normal(N), np.array([0.8]), rng.standard_normal(N)
+
+    def loss(x: np.ndarray, a: float) -> float:
+        y = np.tanh(a * x)
+        return float(np.dot(z_bar, y * np.roll(y, -1)))
+
+    y = np.full(N, np.nan)
+    first, second = eagle.plan.auto(_squash), eagle.plan.auto(_neighbours)
+    first.run(x=x, a=a, y=y)
+    chain = np.zeros(N)  # the second launch's t_bar is the first launch's y_bar
+    x_bar, a_bar = np.zeros(N), np.zeros(1)
+    eagle.diff.reverse([first, second]).run(
+        {"x": x, "a": a, "y_bar": chain, "x_bar": x_bar, "a_bar": a_bar},
+        {"t": y, "z_bar": z_bar, "t_bar": chain},
+    )
+    h = 1e-6
+    fd_x = [
+        (loss(x + h * np.eye(N)[k], a[0]) - loss(x - h * np.eye(N)[k], a[0])) / (2 * h)
+        for k in range(N)
+    ]
+    fd_a = (loss(x, a[0] + h) - loss(x, a[0] - h)) / (2 * h)
+    assert rel_error(x_bar, fd_x) < 1e-6
+    assert rel_error(a_bar, [fd_a]) < 1e-6
+
+
+def test_an_output_read_first_is_taken_only_when_needed(rng: np.random.Generator) -> None:
+    assert hawk.diff.gradient_planes(saxpy) == {"a": "a_bar", "x": "x_bar", "y": "y_in_bar"}
+    assert "y" not in [p.name for p in hawk.diff.vjp(saxpy).planes]  # y enters linearly
+    assert "y" in [p.name for p in hawk.diff.vjp(square_in_place).planes]
+    adjoint = eagle.diff.reverse(eagle.plan.auto(square_in_place))
+    with pytest.raises(TypeError, match=r"missing plane\(s\) 'y' \('y' is the value output 'y'"):
+        adjoint.run(x=np.ones(4), y_bar=np.ones(4), x_bar=np.zeros(4))
+    y0, x, y_bar, x_bar = rng.standard_normal(4), rng.standard_normal(4), np.ones(4), np.zeros(4)
+    adjoint.run(x=x, y=y0, y_bar=y_bar, x_bar=x_bar)
+    assert rel_error(x_bar, y0**2) < 1e-12
+
+
+# -- refusals ------------------------------------------------------------------------------
+
+
+def test_an_address_computed_with_int_of_differentiated_data_is_refused() -> None:
+    with pytest.raises(HawkError, match=r"t\.at\(\.\.\.\) with respect to x: its address uses"):
+        hawk.diff.vjp(lookup)
+    with pytest.raises(HawkError, match=r"int\(x \* 4\.0\)"):
+        hawk.diff.vjp(lookup, ["x"])
+    with pytest.raises(HawkError, match=r"h\.add\(\.\.\.\) with respect to x"):
+        hawk.diff.vjp(binned)
+    hawk.diff.vjp(histogram)  # a count added at such an address carries no gradient
+
+
+def test_gradient_with_respect_to_the_table_at_a_data_address() -> None:
+    t = np.arange(8.0)
+    x = np.array([0.3, 1.1, 1.2, 0.26])
+    y_bar, t_bar = np.ones(4), np.zeros(8)
+    eagle.diff.reverse(eagle.plan.auto(lookup)).run(t=t, x=x, y_bar=y_bar, t_bar=t_bar)
+    expected = np.zeros(8)
+    np.add.at(expected, (x * 4).astype(int), x)
+    assert rel_error(t_bar, expected) < 1e-12
+
+
+def test_wrt_is_checked_by_name() -> None:
+    with pytest.raises(HawkError, match=r"with respect to 'q': it has no plane 'q'"):
+        hawk.diff.vjp(saxpy, ["q"])
+    with pytest.raises(HawkError, match="'y' is an output it writes without reading first"):
+        hawk.diff.vjp(contract, ["y"])
+    with pytest.raises(HawkError, match="needs at least one plane"):
+        hawk.diff.vjp(saxpy, [])
+    with pytest.raises(HawkError, match="plane named 'x_bar', which its adjoint uses"):
+        hawk.diff.vjp(clash)
+    with pytest.raises(TypeError, match="takes a @hawk.kernel function, not function"):
+        hawk.diff.vjp(lambda x: x)
+
+
+def test_reverse_checks_its_planes_by_name(rng: np.random.Generator) -> None:
+    adjoint = eagle.diff.reverse(eagle.plan.auto(contract))
+    planes = _contractadjoint_planes(rng)
+    with pytest.raises(TypeError, match=r"pass at least one gradient plane .* \(w_bar, f_bar\)"):
+        adjoint.run(**planes)
+    with pytest.raises(TypeError, match="plane 'y' is an output of kernel 'contract'.*'y_bar'"):
+        adjoint.run(**planes, y=np.zeros(96), w_bar=np.zeros((16, 8)))
+    with pytest.raises(TypeError, match=r"unknown plane 'g_bar': the adjoint of 'contract' takes"):
+        adjoint.run(**planes, g_bar=np.zeros(3), w_bar=np.zeros((16, 8)))
+    del planes["y_bar"]
+    with pytest.raises(TypeError, match=r"missing plane\(s\) 'y_bar': the adjoint"):
+        adjoint.run(**planes, w_bar=np.zeros((16, 8)))
+    with pytest.raises(TypeError, match="takes a plan from eagle.plan.auto"):
+        eagle.diff.reverse(contract)
+    with pytest.raises(TypeError, match=r"launch 1 \(saxpy\): pass at least one gradient plane"):
+        eagle.diff.reverse([eagle.plan.auto(contract), eagle.plan.auto(saxpy)]).run(
+            {**_contractadjoint_planes(rng), "w_bar": np.zeros((16, 8))}, {}
+        )
+    with pytest.raises(TypeError, match="one mapping of planes per launch: 2 launch"):
+        eagle.diff.reverse([eagle.plan.auto(contract)] * 2).run({})
+
+
+def test_route_is_the_loop_until_the_routed_adjoint_is_wired() -> None:
+    adjoint = eagle.diff.reverse(eagle.plan.auto(contract))
+    assert adjoint.route("host") == "loop"
+    assert adjoint.route("device") == "loop"
+    assert any("contraction='loop'" in reason for reason in adjoint.reasons)
+    with policy.using(contraction="gemm"):
+        primal = eagle.plan.auto(contract)
+    routed = eagle.diff.reverse(primal)
+    assert routed.route("device") == "loop"
+    if primal.route("device") == "gemm":
+        assert "its routed adjoint" in routed.reasons[0]
+        assert routed.route("device", "float64") == "loop"
+    assert routed.reasons
+    with pytest.raises(ValueError, match="side must be 'host' or 'device'"):
+        adjoint.route("gpu")
+
+
+# -- the device source ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", ALL, ids=[c.name for c in ALL])
+def test_every_adjoint_compiles_for_sm90(case: Case, dtype: str) -> None:
+    adjoint = hawk.diff.vjp(case.kernel)
+    emitted = cuda.emit(adjoint.ir, {p.name: dtype for p in adjoint.planes})
+    assert compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
+
+
+def test_table_gradients_are_atomic_adds() -> None:
+    adjoint = hawk.diff.vjp(contract)
+    source = cuda.emit(adjoint.ir, {p.name: "float32" for p in adjoint.planes}).source
+    assert source.count("atomicAdd(&p_w_bar[") == 1
+    assert source.count("atomicAdd(&p_f_bar[") == 1
+    loops = [node for node in ir.walk(adjoint.ir) if isinstance(node, ir.Loop)]
+    assert len(loops) == 1  # the fold's adjoint reruns nothing
