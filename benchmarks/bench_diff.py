@@ -1,6 +1,6 @@
 """Reverse mode, side by side: the adjoint of the seed's ``contract`` kernel.
 
-For each shape (the seed's, and a large one) the gradients ``w_bar`` and
+For each shape (the seed's, a large one and a square one) the gradients ``w_bar`` and
 ``f_bar`` of ``y = contract(w, f)`` for a cotangent ``y_bar``, computed by:
 
 * the loop adjoint (``eagle.diff.reverse(plan)``: the vjp kernel, one thread
@@ -46,6 +46,7 @@ REPEAT = 20
 
 SR, SU, SB = 64, 32, 128  # the seed's shape (DESIGN.md section 6)
 LR, LU, LB = 256, 256, 4096  # a large one: 2**20 lanes
+QR, QU, QB = 2048, 2048, 2048  # a square one, where the products are compute-bound
 
 
 @hawk.kernel
@@ -74,7 +75,24 @@ def contract_large(
     y = acc
 
 
-SHAPES = [("seed", contract_seed, (SR, SU, SB)), ("large", contract_large, (LR, LU, LB))]
+@hawk.kernel
+def contract_square(
+    w: hawk.Table["row":QR, "unit":QU],
+    f: hawk.Table["row":QR, "sample":QB],
+    y: hawk.Mutable[hawk.Scalar],
+):
+    sample, unit = hm.split_index(QU)
+    acc = 0.0
+    for r in range(QR):
+        acc = acc + w.at(row=r, unit=unit) * f.at(row=r, sample=sample)
+    y = acc
+
+
+SHAPES = [
+    ("seed", contract_seed, (SR, SU, SB)),
+    ("large", contract_large, (LR, LU, LB)),
+    ("square", contract_square, (QR, QU, QB)),
+]
 
 
 def _host_median_ms(fn: Callable[[], object], repeat: int) -> float:

@@ -8,7 +8,9 @@ binds the caller's own planes, seen as matrices without copies
 (:func:`gemm_operands`), to the one Sgemm of
 ``lower_dense_gemm(record, direction="forward", dtype="float32")``, written
 straight into the output's lane plane through the stream's capture-legal
-cuBLAS handle.
+cuBLAS handle. The routed adjoint (:mod:`eagle.diff`) is the same machinery
+over ``lower_dense_gemm(record, direction="adjoint")``: one product per
+gradient plane the caller passes, issued with beta = 1 so it adds into it.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from eagle.cuda.stream import as_stream_ptr, current_stream
 from eagle.gemm.capture import CublasCaptureHandle, stream_handle
 from eagle.gemm.contraction import RecognizedContraction
 from eagle.gemm.errors import GemmCaptureUnavailable, PlanUnavailable
-from eagle.gemm.params import SgemmParams
-from eagle.gemm.plan import LoweredPlan, captured_gemm_calls, lower_dense_gemm
+from eagle.gemm.params import SgemmParams, sgemm_params_for_arrays
+from eagle.gemm.plan import CapturedGemmCall, LoweredPlan, check_plan_capturable, lower_dense_gemm
 from hawk.contraction import LaneLayout
 
 __all__ = [
@@ -166,9 +168,13 @@ def gemm_operands(
 
 
 @functools.lru_cache(maxsize=256)
+def _lowered(record: RecognizedContraction, direction: str) -> LoweredPlan:
+    """The record's products over float32 buffers (lowered once per record and direction)."""
+    return lower_dense_gemm(record, direction=direction, dtype=ROUTE_DTYPE.name)
+
+
 def _forward(record: RecognizedContraction) -> LoweredPlan:
-    """The record's forward product over float32 buffers (lowered once per record)."""
-    return lower_dense_gemm(record, direction="forward", dtype=ROUTE_DTYPE.name)
+    return _lowered(record, "forward")
 
 
 def _matrix(name: str, array: Any, shape: tuple[int, ...]) -> Any:
@@ -224,25 +230,39 @@ _warmed: weakref.WeakKeyDictionary[CublasCaptureHandle, set[SgemmParams]] = (
 
 
 class GemmLaunch:
-    """One routed product bound to the caller's device planes.
+    """The routed products of a plan (or of its adjoint) bound to the caller's device planes.
 
-    Made by ``AutoPlan.bind``: it lowers the record, binds the planes (no
-    copies) and prepares cuBLAS for eagle's current stream. Calling it
-    enqueues the one Sgemm, legal inside a capture of a prepared stream.
+    Made by ``AutoPlan.bind`` (``direction="forward"``: the one product,
+    written over the output) and by ``eagle.diff`` (``direction="adjoint"``:
+    one product per gradient plane in ``planes``, added into it with beta =
+    1). It lowers the record, binds the planes (no copies) and prepares cuBLAS
+    for eagle's current stream. Calling it enqueues the products, legal inside
+    a capture of a prepared stream.
 
     Raises:
-        PlanUnavailable: the record does not lower to one product.
+        PlanUnavailable: the record does not lower to products.
         GemmCaptureUnavailable: no cuBLAS, or eagle's current stream is being
             captured (bind before the capture begins).
     """
 
     def __init__(
-        self, plan: Any, record: RecognizedContraction, planes: Mapping[str, Any], device: int
+        self,
+        plan: Any,
+        record: RecognizedContraction,
+        planes: Mapping[str, Any],
+        device: int,
+        *,
+        direction: str = "forward",
     ) -> None:
         self.device = device
-        operands = gemm_operands(plan, record, planes)
-        (self.call,) = captured_gemm_calls(
-            _forward(record), operands.views, operand_class=record.operand_class
+        self.beta = 1.0 if direction == "adjoint" else 0.0
+        lowered = _lowered(record, direction)
+        check_plan_capturable(lowered)
+        views = gemm_operands(plan, record, planes).views
+        self.calls = tuple(
+            _call(step.name, step.matmul, views)
+            for step in lowered.steps
+            if step.matmul.out in views  # an adjoint computes only the gradients passed
         )
         self._handles: dict[int, CublasCaptureHandle] = {}
         self.prepare(current_stream(device).ptr())
@@ -269,16 +289,30 @@ class GemmLaunch:
             )
         handle = stream_handle(stream_ptr, self.device)
         warmed = _warmed.setdefault(handle, set())
-        if self.call.params not in warmed:
-            out = self.call.operands["out"]
-            scratch = arrays.empty(out.shape, ROUTE_DTYPE.name, device=f"cuda:{self.device}")
-            handle.warm(self.call.params, {**self.call.operands, "out": scratch})
-            warmed.add(self.call.params)
+        for call in self.calls:
+            if call.params not in warmed:
+                out = call.operands["out"]
+                scratch = arrays.empty(out.shape, ROUTE_DTYPE.name, device=f"cuda:{self.device}")
+                handle.warm(call.params, {**call.operands, "out": scratch})
+                warmed.add(call.params)
         self._handles[stream_ptr] = handle
         return handle
 
     def __call__(self, stream: Any) -> None:
-        """Enqueue the product on ``stream`` (a Stream, a raw pointer, or None: eagle's current)."""
+        """Enqueue the products on ``stream`` (a Stream, a raw pointer, or None)."""
         stream_ptr = as_stream_ptr(stream, self.device)
         handle = self._handles.get(stream_ptr) or self.prepare(stream_ptr)
-        handle.sgemm(self.call.params, self.call.operands)
+        for call in self.calls:
+            handle.sgemm(call.params, call.operands, beta=self.beta)
+
+
+def _call(name: str, spec: Any, views: Mapping[str, Any]) -> CapturedGemmCall:
+    """One lowered product over the caller's views: its Sgemm parameters and operands."""
+    operands = {"a": views[spec.a], "b": views[spec.b], "out": views[spec.out]}
+    params = sgemm_params_for_arrays(
+        *operands.values(),
+        transpose_a=spec.transpose_a,
+        transpose_b=spec.transpose_b,
+        transpose_out=spec.transpose_out,
+    )
+    return CapturedGemmCall(name, params, operands)

@@ -27,15 +27,14 @@ reverse order; pass the same array as a later launch's gradient plane and an
 earlier launch's cotangent to chain them, and the same gradient plane to
 several launches to sum their gradients.
 
-**Routes.** :meth:`AdjointPlan.route` is the one routing decision. Today
-every adjoint runs its kernel's loop. The routed adjoint of a primal plan
-that takes the GEMM route on the device is the two gradient products of
-``lower_dense_gemm(record, direction="adjoint")``, issued with beta = 1 so
-they add into the gradient planes; it enters as the ``"gemm"`` outcome of
-``AdjointPlan._route`` and, in :meth:`AdjointPlan.bind`, as the steps of
-the :class:`BoundAdjoint` in place of the loop kernel's launch (one product
-per gradient plane passed). Until then ``route("device")`` says ``"loop"``
-and :attr:`AdjointPlan.reasons` says why.
+**Routes.** :meth:`AdjointPlan.route` is the one routing decision. When the
+primal plan takes the GEMM route on the device (float32 planes, lanes that
+are the product), so does its adjoint: the gradient products of
+``lower_dense_gemm(record, direction="adjoint")`` over your own planes, one
+per gradient plane you pass, issued with beta = 1 so they add into it (a
+table read by several launches gets the sum of their gradients). Everything
+else — the host, float64, a primal that runs its loop — runs the adjoint
+kernel's own loop, and :attr:`AdjointPlan.reasons` says why.
 """
 
 from __future__ import annotations
@@ -44,8 +43,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 import hawk.diff
-from eagle.plan import AutoPlan, BoundPlan
+from eagle._route import ROUTE_DTYPE, GemmLaunch
+from eagle.plan import AutoPlan, BoundPlan, _check_planes
 from hawk.emit import policy
 
 __all__ = ["AdjointPlan", "AdjointSequence", "BoundAdjoint", "reverse"]
@@ -138,14 +140,7 @@ class AdjointPlan:
             # empty when float32 planes would route, so it is the dtype that keeps the loop
             reasons = self.primal.reasons or (f"the GEMM route takes float32 planes, not {dtype}",)
             return _Route("loop", tuple(f"the primal runs its own loop: {r}" for r in reasons))
-        return _Route(
-            "loop",
-            (
-                "the primal takes the GEMM route, but its routed adjoint (the two gradient "
-                "products of lower_dense_gemm(record, direction='adjoint') with beta = 1) is not "
-                "wired into eagle.diff in this build; the adjoint runs its kernel's loop",
-            ),
-        )
+        return _Route("gemm", ())
 
     # -- running -------------------------------------------------------------------------
 
@@ -175,7 +170,31 @@ class AdjointPlan:
         """
         kernel = self._kernel_for(planes)
         self._check_names(kernel, planes)
+        routed = self._bind_routed(kernel, planes)
+        if routed is not None:
+            return BoundAdjoint((routed,))
         return BoundAdjoint((self._loop_plan(kernel).bind(**planes),))
+
+    def _bind_routed(
+        self, kernel: hawk.diff.AdjointKernel, planes: Mapping[str, Any]
+    ) -> BoundPlan | None:
+        """The gradient products over ``planes`` when they take the GEMM route, else None."""
+        checked = _check_planes(kernel.ir, planes)
+        if checked.side != "device" or self.route("device") != "gemm":
+            return None
+        if any(np.dtype(dtype) != ROUTE_DTYPE for dtype in checked.signature):
+            return None
+        primal_dtypes = {p.name: ROUTE_DTYPE for p in self.primal.kernel.planes}
+        if self.primal._decide("device", primal_dtypes, checked.lanes).name != "gemm":
+            return None
+        assert self.primal.record is not None and checked.device is not None
+        launch = GemmLaunch(
+            self.primal, self.primal.record, checked.values, checked.device, direction="adjoint"
+        )
+        return BoundPlan(
+            self.primal, "device", checked.device, checked.lanes, launch,
+            route="gemm", reasons=(), prepare=launch.prepare,
+        )  # fmt: skip
 
     def _kernel_for(self, planes: Mapping[str, Any]) -> hawk.diff.AdjointKernel:
         wrt = [name for name, gradient in self.gradients.items() if gradient in planes]
@@ -353,6 +372,8 @@ class BoundAdjoint:
         from eagle.cuda.stream import as_stream_ptr
 
         stream_ptr = as_stream_ptr(stream, self.device or 0)
+        for step in self.steps:
+            step.prepare(stream_ptr)  # outside the capture: cuBLAS handles for routed steps
         with StreamCapturer(stream_ptr) as capturer:
             self.launch(stream_ptr)
         assert capturer.captured is not None

@@ -311,6 +311,20 @@ class BoundPlan:
             raise ValueError("this plan is bound to host arrays; it runs now and takes no stream")
         self._enqueue(stream)
 
+    def prepare(self, stream: Any = None) -> None:
+        """Make what a launch on ``stream`` needs that a capture may not make
+        (a GEMM route's cuBLAS handle for that stream, warmed); call it
+        outside any capture. Nothing to do for a loop. :meth:`capture` calls it.
+
+        Raises:
+            GemmCaptureUnavailable: (GEMM route) ``stream`` is being captured,
+                or no cuBLAS.
+        """
+        if self._prepare is not None:
+            from eagle.cuda.stream import as_stream_ptr
+
+            self._prepare(as_stream_ptr(stream, self.device or 0))
+
     def capture(self, stream: Any = None) -> Any:
         """Record one launch into a CUDA graph and return its ``Launcher``
         (replaying on ``stream``, eagle's current stream by default).
@@ -324,8 +338,7 @@ class BoundPlan:
         from eagle.cuda.stream import as_stream_ptr
 
         stream_ptr = as_stream_ptr(stream, self.device or 0)
-        if self._prepare is not None:
-            self._prepare(stream_ptr)  # outside the capture: may make and warm a cuBLAS handle
+        self.prepare(stream_ptr)  # outside the capture: may make and warm a cuBLAS handle
         with StreamCapturer(stream_ptr) as capturer:
             self.launch(stream_ptr)
         assert capturer.captured is not None

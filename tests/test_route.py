@@ -235,13 +235,14 @@ class _FakeHandle:
     """Stands in for a stream's cuBLAS handle: records what it is asked to do."""
 
     def __init__(self, stream_ptr):
-        self.stream_ptr, self.warmed, self.calls = stream_ptr, [], []
+        self.stream_ptr, self.warmed, self.calls, self.betas = stream_ptr, [], [], []
 
     def warm(self, params, operands):
         self.warmed.append((params, operands["out"].ptr))
 
-    def sgemm(self, params, operands):
+    def sgemm(self, params, operands, *, beta=0.0):
         self.calls.append((params, {role: array.ptr for role, array in operands.items()}))
+        self.betas.append(beta)
 
 
 @pytest.fixture

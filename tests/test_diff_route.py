@@ -1,0 +1,90 @@
+"""The routed adjoint on the host: with cuBLAS replaced by a recorder, the adjoint of a
+routed plan is the gradient products of lower_dense_gemm(record, "adjoint") over the
+caller's own planes, one per gradient plane passed, each added in with beta = 1."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import eagle.diff
+import eagle.plan
+from eagle.gemm import lower_dense_gemm, sgemm_params_for_arrays
+from hawk.emit import policy
+from tests import _route_kernels as k
+from tests._route_kernels import B, R, U
+from tests.test_route import _FakeDeviceArray, fake_cublas  # noqa: F401 - the fixture
+
+W, F, Y_BAR, W_BAR, F_BAR = 0x10000, 0x20000, 0x30000, 0x40000, 0x50000
+
+
+def _adjoint():
+    with policy.using(contraction="gemm"):
+        return eagle.diff.reverse(eagle.plan.auto(k.contract))
+
+
+def _planes(**gradients):
+    planes = {
+        "w": _FakeDeviceArray((R, U), W),
+        "f": _FakeDeviceArray((R, B), F),
+        "y_bar": _FakeDeviceArray((B * U,), Y_BAR),
+    }
+    shapes = {"w_bar": ((R, U), W_BAR), "f_bar": ((R, B), F_BAR)}
+    planes.update({name: _FakeDeviceArray(*shapes[name]) for name in gradients})
+    return planes
+
+
+def test_both_gradients_are_two_products_added_in(fake_cublas):  # noqa: F811
+    handles, _ = fake_cublas
+    bound = _adjoint().bind(**_planes(w_bar=True, f_bar=True))
+    ((step,),) = [bound.steps]
+    assert (bound.side, step.route, step.reasons) == ("device", "gemm", ())
+    handle = handles[0x11]
+    assert len(handle.warmed) == 2 and handle.calls == []  # warmed into scratch, not the grads
+    assert all(scratch == 0x9000 for _, scratch in handle.warmed)
+
+    bound.launch()
+    outs = sorted(operands["out"] for _, operands in handle.calls)
+    assert outs == [W_BAR, F_BAR] and handle.betas == [1.0, 1.0]
+    lowered = lower_dense_gemm(eagle.plan.auto(k.contract).record, direction="adjoint")
+    assert {s.matmul.out for s in lowered.steps} == {"w_bar", "f_bar"}
+
+
+def test_the_products_bind_the_callers_planes_with_the_lowered_flags(fake_cublas):  # noqa: F811
+    handles, _ = fake_cublas
+    _adjoint().bind(**_planes(w_bar=True, f_bar=True)).launch()
+    by_out = {operands["out"]: (params, operands) for params, operands in handles[0x11].calls}
+    f, w = _FakeDeviceArray((R, B), F), _FakeDeviceArray((R, U), W)
+    y_bar = _FakeDeviceArray((B, U), Y_BAR)
+    w_bar, f_bar = _FakeDeviceArray((R, U), W_BAR), _FakeDeviceArray((R, B), F_BAR)
+    record = eagle.plan.auto(k.contract).record
+    lowered = lower_dense_gemm(record, direction="adjoint", dtype="float32")
+    views = {"f": f, "w": w, "y_bar": y_bar, "w_bar": w_bar, "f_bar": f_bar}
+    for step in lowered.steps:
+        spec = step.matmul
+        expected = sgemm_params_for_arrays(
+            views[spec.a], views[spec.b], views[spec.out],
+            transpose_a=spec.transpose_a, transpose_b=spec.transpose_b,
+            transpose_out=spec.transpose_out,
+        )  # fmt: skip
+        params, operands = by_out[views[spec.out].ptr]
+        assert params == expected
+        assert (operands["a"], operands["b"]) == (views[spec.a].ptr, views[spec.b].ptr)
+
+
+def test_a_gradient_not_passed_is_not_computed(fake_cublas):  # noqa: F811
+    handles, _ = fake_cublas
+    _adjoint().bind(**_planes(w_bar=True)).launch()
+    ((_, operands),) = handles[0x11].calls
+    assert operands["out"] == W_BAR and len(handles[0x11].warmed) == 1
+
+
+def test_the_host_and_float64_keep_the_adjoint_loop():
+    adjoint = _adjoint()
+    assert adjoint.route("device", "float64") == "loop"
+    rng = np.random.default_rng()
+    w, f = rng.standard_normal((R, U)), rng.standard_normal((R, B))
+    y_bar, w_bar = rng.standard_normal(B * U), np.zeros((R, U))
+    bound = adjoint.bind(w=w, f=f, y_bar=y_bar, w_bar=w_bar)
+    assert [step.route for step in bound.steps] == ["loop"]  # the host runs the loop
+    bound.launch()
+    np.testing.assert_allclose(w_bar, f @ y_bar.reshape(B, U), rtol=1e-12)
