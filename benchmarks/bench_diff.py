@@ -6,10 +6,10 @@ For each shape (the seed's, a large one and a square one) the gradients ``w_bar`
 * the loop adjoint (``eagle.diff.reverse(plan)``: the vjp kernel, one thread
   per lane, atomic scatter-adds), with both gradient planes and with
   ``w_bar`` only (the adjoint specialised to the gradients asked for);
-* the routed adjoint (ROUTED ADJOINT SLOT): the adjoint of the plan built
-  under ``policy.using(contraction="gemm")``; it is timed through the same
-  API when its ``route("device")`` is ``"gemm"``, and otherwise recorded as
-  not routed, with the reasons;
+* the routed adjoint: the adjoint of the plan built under
+  ``policy.using(contraction="gemm")`` (two cuBLAS products added into the
+  gradient planes), timed through the same API when its ``route("device")``
+  is ``"gemm"``, and otherwise recorded as not routed, with the reasons;
 * torch autograd of the same matmul (``torch.autograd.grad``, TF32 off), when
   torch is installed;
 * on the host, the adjoint's numpy program vs the two numpy matmuls.
@@ -187,7 +187,7 @@ def _device_row(name: str, kernel: hawk.Kernel, shape, rng: np.random.Generator)
     row["loop_adjoint_ms"] = _device_median_ms(lambda: both.launch(ptr), ptr, REPEAT)
     row["loop_adjoint_w_bar_only_ms"] = _device_median_ms(lambda: only_w.launch(ptr), ptr, REPEAT)
 
-    # -- ROUTED ADJOINT SLOT: the adjoint of the GEMM-routed plan, through the same API --------
+    # -- the adjoint of the GEMM-routed plan, through the same API ------------------------------
     with policy.using(contraction="gemm"):
         routed_plan = eagle.plan.auto(kernel)
     routed = eagle.diff.reverse(routed_plan)
