@@ -191,34 +191,7 @@ def _matrix(name: str, array: Any, shape: tuple[int, ...]) -> Any:
         return host.reshape(shape)
     if not array.is_contiguous:
         raise ValueError(f"plane {name!r} is not contiguous; pass a contiguous array")
-    view = _DeviceMatrix(array, shape)
-    same = tuple(array.shape) == shape and tuple(array.strides) == view.strides
-    return array if same else view
-
-
-class _DeviceMatrix:
-    """A contiguous device Array seen in another shape, sharing its memory."""
-
-    __slots__ = ("base", "shape", "strides")
-
-    def __init__(self, base: Any, shape: tuple[int, ...]) -> None:
-        self.base = base
-        self.shape = shape
-        strides, step = [], base.itemsize
-        for extent in reversed(shape):
-            strides.append(step)
-            step *= extent
-        self.strides = tuple(reversed(strides))
-
-    dtype = property(lambda self: self.base.dtype)
-    itemsize = property(lambda self: self.base.itemsize)
-    ptr = property(lambda self: self.base.ptr)
-    device = property(lambda self: self.base.device)
-    device_index = property(lambda self: self.base.device_index)
-    is_host = property(lambda self: False)
-
-    def __repr__(self) -> str:
-        return f"{self.base!r} seen as {self.shape}"
+    return array if tuple(array.shape) == shape else array.reshape(shape)
 
 
 # -- the launch --------------------------------------------------------------------------

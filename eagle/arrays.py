@@ -62,6 +62,21 @@ def _check_shape(shape: ShapeLike) -> tuple[int, ...]:
     return tuple(int(d) for d in dims)
 
 
+def _check_reshape(shape: tuple[Any, ...], size: int) -> tuple[int, ...]:
+    single = len(shape) == 1 and not isinstance(shape[0], int | np.integer)
+    dims = [int(d) for d in (shape[0] if single else shape)]
+    if dims.count(-1) > 1 or any(d < -1 for d in dims):
+        raise ValueError(f"shape must be non-negative ints with at most one -1, not {tuple(dims)}")
+    if -1 in dims:
+        known = math.prod(d for d in dims if d != -1)
+        if known == 0 or size % known:
+            raise ValueError(f"cannot view {size} elements as shape {tuple(dims)}")
+        dims[dims.index(-1)] = size // known
+    if math.prod(dims) != size:
+        raise ValueError(f"cannot view {size} elements as shape {tuple(dims)}")
+    return tuple(dims)
+
+
 def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     strides, step = [], itemsize
     for dim in reversed(shape):
@@ -196,6 +211,33 @@ class Array:
             shape=view.shape,
             dtype=self.dtype,
             strides=view.strides,
+            device_index=self._device_index,
+            owner=self._owner,
+        )
+
+    def reshape(self, *shape: int | Sequence[int]) -> Array:
+        """The same elements in another shape, sharing memory.
+
+        Args:
+            shape: the new extents, as ints or one sequence; one may be -1.
+
+        Raises:
+            ValueError: the element count differs, or the array is strided
+                (a reshape would need a copy: ``copy()`` it first).
+        """
+        dims = _check_reshape(shape, self.size)
+        if not self.is_contiguous:
+            raise ValueError(
+                f"reshape views a contiguous array, and this one (strides {self.strides}) is "
+                "not; copy() it first"
+            )
+        if self._host is not None:
+            return Array(host=self._host.reshape(dims))
+        return Array(
+            ptr=self._ptr,
+            shape=dims,
+            dtype=self.dtype,
+            strides=_contiguous_strides(dims, self.itemsize),
             device_index=self._device_index,
             owner=self._owner,
         )

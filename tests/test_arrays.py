@@ -119,3 +119,20 @@ def test_wraps_cuda_array_interface_without_copy():
     assert view.shape == (2, 2) and view.strides == (12, 4) and view.ptr == 4
     with pytest.raises(TypeError, match="device Arrays take basic indices"):
         wrapped[[0, 1]]
+
+
+def test_reshape_views_contiguous_arrays_and_refuses_strided_ones(rng):
+    values = rng.standard_normal((4, 6))
+    arr = arrays.asarray(values)
+    flat = arr.reshape(-1)
+    assert flat.shape == (24,) and flat.ptr == arr.ptr
+    assert arr.reshape((3, 8)).strides == (64, 8) and arr.reshape(2, 3, 4).shape == (2, 3, 4)
+    with pytest.raises(ValueError, match="cannot view 24 elements as shape"):
+        arr.reshape(5, 5)
+    with pytest.raises(ValueError, match="at most one -1"):
+        arr.reshape(-1, -1)
+    with pytest.raises(ValueError, match="copy\\(\\) it first"):
+        arr[:, 1:3].reshape(-1)
+    device = arrays.asarray(_FakeDeviceArray())
+    view = device.reshape(6)
+    assert (view.shape, view.strides, view.ptr, view.device) == ((6,), (4,), 0, "cuda:0")

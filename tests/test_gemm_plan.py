@@ -46,19 +46,17 @@ def _step(flags, name="out"):
     )  # fmt: skip
 
 
-class FakeDeviceArray:
-    """Stands for a device eagle Array: the attributes the plan code reads, no memory."""
-
-    is_host = False
-
-    def __init__(self, shape, dtype="float32", ptr=0x10000, strides=None, device_index=0):
-        self.shape = tuple(shape)
-        self.dtype = np.dtype(dtype)
-        self.itemsize = self.dtype.itemsize
-        self.strides = strides or tuple(np.empty(shape, self.dtype).strides)
-        self.ptr = ptr
-        self.device_index = device_index
-        self.device = f"cuda:{device_index}"
+def FakeDeviceArray(shape, dtype="float32", ptr=0x10000, strides=None, device_index=0):
+    """A device eagle Array over an address that is never touched: the plan code reads only
+    its layout."""
+    kind = np.dtype(dtype)
+    return arrays.Array(
+        ptr=ptr,
+        shape=tuple(shape),
+        dtype=kind,
+        strides=strides or tuple(np.empty(shape, kind).strides),
+        device_index=device_index,
+    )
 
 
 # --- matmul_step on the host ------------------------------------------------------------------

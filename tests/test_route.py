@@ -185,19 +185,12 @@ def test_gemm_operands_refuse_unknown_planes_and_wrong_sizes():
         _route.gemm_operands(plan, plan.record, {"w": np.zeros((U, R)).T})
 
 
-class _FakeDeviceArray:
-    """What the route reads off a device Array: its layout and address, no memory."""
-
-    is_host = False
-    is_contiguous = True
-    device, device_index = "cuda:0", 0
-
-    def __init__(self, shape, ptr, dtype=np.float32):
-        self.shape, self.ptr, self.dtype = shape, ptr, np.dtype(dtype)
-        self.itemsize = self.dtype.itemsize
-        self.strides = tuple(
-            int(np.prod(shape[axis + 1 :])) * self.itemsize for axis in range(len(shape))
-        )
+def _FakeDeviceArray(shape, ptr, dtype=np.float32):
+    """A device eagle Array over an address that is never touched: the route reads only its
+    layout and address."""
+    kind = np.dtype(dtype)
+    strides = tuple(int(np.prod(shape[axis + 1 :])) * kind.itemsize for axis in range(len(shape)))
+    return arrays.Array(ptr=ptr, shape=tuple(shape), dtype=kind, strides=strides, device_index=0)
 
 
 def test_the_device_product_binds_the_callers_own_buffers():

@@ -705,7 +705,7 @@ def _bind_one(spec: WorkspaceSpec, buffer: Any, backend: str, error: type[Except
         return array
     count = math.prod(spec.shape)
     if shape == (count,) and (count <= 1 or array.strides[0] == dtype.itemsize):
-        return array.reshape(spec.shape) if backend == "host" else _Reshaped(array, spec.shape)
+        return array.reshape(spec.shape)
     raise error(
         f"buffer {spec.name!r} has shape {shape}; the plan declares {spec.shape} (a contiguous "
         f"1-D buffer of {count} elements is also taken)"
@@ -726,28 +726,6 @@ def _where(buffer: Any) -> str:
     if getattr(buffer, "is_host", None) or isinstance(buffer, np.ndarray):
         return "on the host"
     return f"a {type(buffer).__name__}"
-
-
-class _Reshaped:
-    """A C-contiguous device array seen in another shape, sharing its memory."""
-
-    __slots__ = ("base", "shape", "strides")
-
-    def __init__(self, base: Any, shape: tuple[int, ...]) -> None:
-        self.base = base
-        self.shape = shape
-        strides, step = [], base.itemsize
-        for extent in reversed(shape):
-            strides.append(step)
-            step *= extent
-        self.strides = tuple(reversed(strides))
-
-    dtype = property(lambda self: self.base.dtype)
-    itemsize = property(lambda self: self.base.itemsize)
-    ptr = property(lambda self: self.base.ptr)
-    device = property(lambda self: self.base.device)
-    device_index = property(lambda self: self.base.device_index)
-    is_host = property(lambda self: self.base.is_host)
 
 
 # --- the matmul step's two sides -------------------------------------------------------------
