@@ -9,9 +9,8 @@ unrolled :data:`UNROLL` times): launch ``ceil(n / block)`` blocks for one
 lane per thread, or fewer so that each thread keeps several independent
 loads in flight, which a memory-bound kernel over many lanes needs. Every
 pointer is ``__restrict__``: eagle.plan refuses a written plane that shares
-memory with another. ``Mutable[Table]`` adds are atomic: one ``atomicAdd``
-per warp when all its lanes add into one address (a shuffle reduction first),
-one per lane otherwise. Table addresses are not bounds-checked.
+memory with another. ``Mutable[Table]`` adds are ``atomicAdd``. Table
+addresses are not bounds-checked.
 """
 
 from __future__ import annotations
@@ -53,22 +52,6 @@ _MATH = {"exp", "log", "sqrt", "sin", "cos", "tanh", "pow"}
 
 # Device helpers, emitted when used; $R is the compute type and $f its math suffix.
 _HELPERS = {
-    ("add", "atomic"): """\
-template <typename T>
-__device__ __forceinline__ void hawk_add(T* target, T value)
-{
-    // One atomic per warp when all 32 lanes add into one address (a param's gradient, a
-    // table element a warp's lanes share); otherwise one per lane.
-    const unsigned mask = __activemask();
-    if (mask == 0xffffffffu &&
-        __match_any_sync(mask, (unsigned long long)target) == 0xffffffffu) {
-        for (int offset = 16; offset > 0; offset >>= 1)
-            value += __shfl_xor_sync(mask, value, offset);
-        if ((threadIdx.x & 31) == 0) atomicAdd(target, value);
-        return;
-    }
-    atomicAdd(target, value);
-}""",
     ("floordiv", "int"): """\
 __device__ __forceinline__ long long hawk_floordiv(long long a, long long b)
 {
@@ -234,8 +217,7 @@ class _Emitter:
         elif isinstance(stmt, ir.Accumulate):
             target = f"&{Names.plane(stmt.plane.name)}[{self.offset(stmt.plane, stmt.index)}]"
             value = self.convert(self.expr(stmt.value), stmt.plane, to_real=False)
-            self.helpers.add(("add", "atomic"))
-            self.emit(depth, f"hawk_add({target}, {value});")
+            self.emit(depth, f"atomicAdd({target}, {value});")
         else:
             raise TypeError(f"not a hawk statement: {stmt!r}")
 
