@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from eagle import arrays, cuda
-from eagle.cuda import _runtime, _strided, graph
+from eagle.cuda import _runtime, _strided, graph, module
 from eagle.cuda.module import PackedArgs
 
 
@@ -34,6 +34,19 @@ def test_nvrtc_compiles_for_sm_90_without_a_gpu(tmp_path, monkeypatch):
     image = cuda.compile_cuda(source, name="k", arch="sm_90")
     assert image[:4] == b"\x7fELF"
     assert len(list(tmp_path.glob("*.cubin"))) == 1
+
+
+def test_a_new_process_takes_the_image_from_the_disk_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EAGLE_CACHE_DIR", str(tmp_path))
+    source = 'extern "C" __global__ void cached(float* x) { x[threadIdx.x] += 1.0f; }'
+    first = cuda.compile_cuda(source, name="cached", arch="sm_90")
+    monkeypatch.setattr(module, "_images", {})  # what a new process starts with
+
+    def recompile(*args):
+        raise AssertionError("NVRTC ran again although the image is on disk")
+
+    monkeypatch.setattr(module, "_nvrtc_compile", recompile)
+    assert cuda.compile_cuda(source, name="cached", arch="sm_90") == first
 
 
 def test_strided_kernels_compile_for_sm_90():
