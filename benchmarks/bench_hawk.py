@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from _kernels import contract
 
 import eagle.cuda
 import eagle.plan
@@ -64,17 +65,7 @@ def horner(c: hawk.Table, x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
 R, U = 64, 64
 
 
-@hawk.kernel
-def contract(
-    w: hawk.Table["row":R, "unit":U],  # noqa: F821, UP037
-    f: hawk.Table["row":R, "sample" : HOST_LANES // U],  # noqa: F821, UP037
-    y: hawk.Mutable[hawk.Scalar],
-):
-    sample, unit = hm.split_index(U)
-    acc = 0.0
-    for r in range(R):
-        acc = acc + w.at(row=r, unit=unit) * f.at(row=r, sample=sample)
-    y = acc
+contract_kernel = contract(R, U, HOST_LANES // U)
 
 
 def _median_seconds(fn: Callable[[], object], repeat: int) -> float:
@@ -147,7 +138,7 @@ def _host_cases(rng: np.random.Generator) -> list[dict]:
         ("axpb", axpb, {"a": 2.0, "x": x, "y": y}, numpy_axpb, loop_axpb),
         ("softclip", softclip, {"x": x, "lo": -1.0, "y": y}, numpy_softclip, loop_softclip),
         ("horner", horner, {"c": c, "x": x, "y": y}, numpy_horner, loop_horner),
-        ("contract", contract, {"w": w, "f": f, "y": y}, numpy_contract, loop_contract),
+        ("contract", contract_kernel, {"w": w, "f": f, "y": y}, numpy_contract, loop_contract),
     ]
     rows = []
     loop_lanes = 20_000  # the Python loop is timed on a prefix and scaled to every lane
