@@ -80,7 +80,8 @@ def test_bound_host_plan_runs_each_launch(rng: np.random.Generator) -> None:
     bound = eagle.plan.auto(saxpy).bind(a=2.0, x=x, y=y)
     for _ in range(3):
         bound.launch()
-    np.testing.assert_allclose(y, start + 6.0 * x, rtol=1e-14)
+    # three rounded adds against one: allow a few ulp of the terms where they cancel
+    np.testing.assert_allclose(y, start + 6.0 * x, rtol=1e-14, atol=1e-13 * np.abs(x).max())
     assert (bound.side, bound.device, bound.lanes) == ("host", None, 64)
 
 

@@ -9,7 +9,9 @@ unrolled :data:`UNROLL` times): launch ``ceil(n / block)`` blocks for one
 lane per thread, or fewer so that each thread keeps several independent
 loads in flight, which a memory-bound kernel over many lanes needs. Every
 pointer is ``__restrict__``: eagle.plan refuses a written plane that shares
-memory with another. ``Mutable[Table]`` adds are ``atomicAdd``. Table
+memory with another. ``Mutable[Table]`` adds are ``atomicAdd``; an add whose
+address is the same on every lane (a param's gradient) is summed across a
+full warp with shuffles first, so it costs one atomic per warp. Table
 addresses are not bounds-checked.
 """
 
@@ -52,6 +54,21 @@ _MATH = {"exp", "log", "sqrt", "sin", "cos", "tanh", "pow"}
 
 # Device helpers, emitted when used; $R is the compute type and $f its math suffix.
 _HELPERS = {
+    ("add", "uniform"): """\
+template <typename T>
+__device__ __forceinline__ void hawk_add_uniform(T* target, T value)
+{
+    // Every lane adds into this one address (a param's gradient, say): a full warp sums
+    // its values with shuffles and adds once; a partial warp adds lane by lane.
+    const unsigned mask = __activemask();
+    if (mask != 0xffffffffu) {
+        atomicAdd(target, value);
+        return;
+    }
+    for (int offset = 16; offset > 0; offset >>= 1)
+        value += __shfl_xor_sync(mask, value, offset);
+    if ((threadIdx.x & 31) == 0) atomicAdd(target, value);
+}""",
     ("floordiv", "int"): """\
 __device__ __forceinline__ long long hawk_floordiv(long long a, long long b)
 {
@@ -217,7 +234,11 @@ class _Emitter:
         elif isinstance(stmt, ir.Accumulate):
             target = f"&{Names.plane(stmt.plane.name)}[{self.offset(stmt.plane, stmt.index)}]"
             value = self.convert(self.expr(stmt.value), stmt.plane, to_real=False)
-            self.emit(depth, f"atomicAdd({target}, {value});")
+            if any(item.varying for item in stmt.index):
+                self.emit(depth, f"atomicAdd({target}, {value});")
+            else:  # the same address on every lane
+                self.helpers.add(("add", "uniform"))
+                self.emit(depth, f"hawk_add_uniform({target}, {value});")
         else:
             raise TypeError(f"not a hawk statement: {stmt!r}")
 
