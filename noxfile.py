@@ -3,6 +3,8 @@ docs, lint, bench."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import nox
 
 nox.options.sessions = ["tests", "lint"]
@@ -39,6 +41,10 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def bench(session: nox.Session) -> None:
-    """The benchmark scripts, on the current interpreter (needs a GPU)."""
-    for script in ("bench_gemm.py", "bench_hawk.py", "bench_route.py", "bench_diff.py"):
-        session.run("python", f"benchmarks/{script}", *session.posargs)
+    """The benchmark scripts, on the current interpreter (needs a GPU); each writes its
+    figures to benchmarks/out/<script>.json."""
+    Path("benchmarks/out").mkdir(exist_ok=True)
+    env = {"PYTHONPATH": str(Path.cwd())}  # the checkout's eagle and hawk, installed or not
+    for script in ("gemm", "hawk", "route", "diff", "param_grad"):
+        out = f"benchmarks/out/{script}.json"
+        session.run("python", f"benchmarks/bench_{script}.py", out, env=env)
