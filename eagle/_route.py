@@ -30,8 +30,13 @@ from eagle.cuda.stream import as_stream_ptr, current_stream
 from eagle.gemm.capture import CublasCaptureHandle, stream_handle
 from eagle.gemm.contraction import RecognizedContraction
 from eagle.gemm.errors import GemmCaptureUnavailable, PlanUnavailable
-from eagle.gemm.params import SgemmParams, sgemm_params_for_arrays
-from eagle.gemm.plan import CapturedGemmCall, LoweredPlan, check_plan_capturable, lower_dense_gemm
+from eagle.gemm.params import SgemmParams
+from eagle.gemm.plan import (
+    LoweredPlan,
+    _captured_call,
+    check_plan_capturable,
+    lower_dense_gemm,
+)
 from hawk.contraction import LaneLayout
 
 __all__ = [
@@ -233,7 +238,7 @@ class GemmLaunch:
         check_plan_capturable(lowered)
         views = gemm_operands(plan, record, planes).views
         self.calls = tuple(
-            _call(step.name, step.matmul, views)
+            _captured_call(step, views)
             for step in lowered.steps
             if step.matmul.out in views  # an adjoint computes only the gradients passed
         )
@@ -277,15 +282,3 @@ class GemmLaunch:
         handle = self._handles.get(stream_ptr) or self.prepare(stream_ptr)
         for call in self.calls:
             handle.sgemm(call.params, call.operands, beta=self.beta)
-
-
-def _call(name: str, spec: Any, views: Mapping[str, Any]) -> CapturedGemmCall:
-    """One lowered product over the caller's views: its Sgemm parameters and operands."""
-    operands = {"a": views[spec.a], "b": views[spec.b], "out": views[spec.out]}
-    params = sgemm_params_for_arrays(
-        *operands.values(),
-        transpose_a=spec.transpose_a,
-        transpose_b=spec.transpose_b,
-        transpose_out=spec.transpose_out,
-    )
-    return CapturedGemmCall(name, params, operands)

@@ -179,8 +179,10 @@ class AdjointPlan:
         self, kernel: hawk.diff.AdjointKernel, planes: Mapping[str, Any]
     ) -> BoundPlan | None:
         """The gradient products over ``planes`` when they take the GEMM route, else None."""
+        if self.route("device") != "gemm":
+            return None  # decided by the kernel and policy alone: no need to look at planes
         checked = _check_planes(kernel.ir, planes)
-        if checked.side != "device" or self.route("device") != "gemm":
+        if checked.side != "device":
             return None
         if any(np.dtype(dtype) != ROUTE_DTYPE for dtype in checked.signature):
             return None

@@ -389,18 +389,20 @@ def captured_gemm_calls(
         )
     check_plan_capturable(plan)
     bound = _bind(plan, buffers, "device", GemmCaptureUnavailable)
-    calls = []
-    for step in plan.steps:
-        spec = step.matmul
-        operands = {"a": bound[spec.a], "b": bound[spec.b], "out": bound[spec.out]}
-        params = sgemm_params_for_arrays(
-            *operands.values(),
-            transpose_a=spec.transpose_a,
-            transpose_b=spec.transpose_b,
-            transpose_out=spec.transpose_out,
-        )
-        calls.append(CapturedGemmCall(step.name, params, operands))
-    return tuple(calls)
+    return tuple(_captured_call(step, bound) for step in plan.steps)
+
+
+def _captured_call(step: PlanStep, bound: Mapping[str, Any]) -> CapturedGemmCall:
+    """A matmul step over bound device arrays: its Sgemm parameters and operands."""
+    spec = step.matmul
+    operands = {"a": bound[spec.a], "b": bound[spec.b], "out": bound[spec.out]}
+    params = sgemm_params_for_arrays(
+        *operands.values(),
+        transpose_a=spec.transpose_a,
+        transpose_b=spec.transpose_b,
+        transpose_out=spec.transpose_out,
+    )
+    return CapturedGemmCall(step.name, params, operands)
 
 
 def lower_dense_gemm(
