@@ -25,14 +25,12 @@ Prints a table and writes every figure to the JSON file. Under two minutes.
 from __future__ import annotations
 
 import json
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from _kernels import contract
+from _timing import device_ms, host_ms
 
 import eagle.cuda
 import eagle.diff
@@ -54,30 +52,6 @@ SHAPES = [
 ]
 
 
-def _host_median_ms(fn: Callable[[], object], repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
-
-
-def _device_median_ms(launch: Callable[[], object], stream_ptr: int, repeat: int) -> float:
-    start, end = eagle.cuda.Event(), eagle.cuda.Event()
-    launch()
-    eagle.cuda.Event().record(stream_ptr).synchronize()
-    times = []
-    for _ in range(repeat):
-        start.record(stream_ptr)
-        launch()
-        end.record(stream_ptr)
-        end.synchronize()
-        times.append(start.elapsed_ms(end))
-    return statistics.median(times)
-
-
 def _planes(rng: np.random.Generator, shape: tuple[int, int, int]) -> dict[str, np.ndarray]:
     rows, units, samples = shape
     return {
@@ -93,8 +67,8 @@ def _host_row(name: str, kernel: hawk.Kernel, shape, rng: np.random.Generator) -
     w_bar, f_bar = np.zeros_like(p["w"]), np.zeros_like(p["f"])
     bound = eagle.diff.reverse(eagle.plan.auto(kernel)).bind(**p, w_bar=w_bar, f_bar=f_bar)
     y_bar = p["y_bar"].reshape(samples, units)
-    hawk_ms = _host_median_ms(bound.launch, 5)
-    numpy_ms = _host_median_ms(lambda: (p["f"] @ y_bar, p["w"] @ y_bar.T), 5)
+    hawk_ms = host_ms(bound.launch, 5)
+    numpy_ms = host_ms(lambda: (p["f"] @ y_bar, p["w"] @ y_bar.T), 5)
     return {
         "shape": name,
         "R_U_B": shape,
@@ -118,7 +92,7 @@ def _torch_ms(p: dict[str, np.ndarray], shape: tuple[int, int, int]) -> tuple[An
     y_bar = torch.tensor(p["y_bar"].reshape(samples, units), device="cuda")
     y = f.T @ w
     stream_ptr = torch.cuda.current_stream().cuda_stream
-    ms = _device_median_ms(
+    ms = device_ms(
         lambda: torch.autograd.grad(y, (w, f), y_bar, retain_graph=True), stream_ptr, REPEAT
     )
     return ms, None
@@ -138,13 +112,13 @@ def _device_row(name: str, kernel: hawk.Kernel, shape, rng: np.random.Generator)
     row: dict[str, Any] = {"shape": name, "R_U_B": shape, "lanes": samples * units}
 
     forward = eagle.plan.auto(kernel).bind(w=on["w"], f=on["f"], y=y)
-    row["forward_loop_ms"] = _device_median_ms(lambda: forward.launch(ptr), ptr, REPEAT)
+    row["forward_loop_ms"] = device_ms(lambda: forward.launch(ptr), ptr, REPEAT)
 
     adjoint = eagle.diff.reverse(eagle.plan.auto(kernel))
     both = adjoint.bind(**on, w_bar=w_bar, f_bar=f_bar)
     only_w = adjoint.bind(**on, w_bar=w_bar)
-    row["loop_adjoint_ms"] = _device_median_ms(lambda: both.launch(ptr), ptr, REPEAT)
-    row["loop_adjoint_w_bar_only_ms"] = _device_median_ms(lambda: only_w.launch(ptr), ptr, REPEAT)
+    row["loop_adjoint_ms"] = device_ms(lambda: both.launch(ptr), ptr, REPEAT)
+    row["loop_adjoint_w_bar_only_ms"] = device_ms(lambda: only_w.launch(ptr), ptr, REPEAT)
 
     # -- the adjoint of the GEMM-routed plan, through the same API ------------------------------
     with policy.using(contraction="gemm"):
@@ -154,7 +128,7 @@ def _device_row(name: str, kernel: hawk.Kernel, shape, rng: np.random.Generator)
     if row["routed_adjoint_route"] == "gemm":
         with stream:
             routed_bound = routed.bind(**on, w_bar=w_bar, f_bar=f_bar)
-        row["routed_adjoint_ms"] = _device_median_ms(lambda: routed_bound.launch(ptr), ptr, REPEAT)
+        row["routed_adjoint_ms"] = device_ms(lambda: routed_bound.launch(ptr), ptr, REPEAT)
         row["routed_adjoint_reasons"] = []
     else:
         row["routed_adjoint_ms"] = None

@@ -21,10 +21,10 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable
 
 import numpy as np
 from _kernels import contract
+from _timing import device_ms, host_ms
 
 import eagle.cuda
 import eagle.plan
@@ -66,16 +66,6 @@ R, U = 64, 64
 
 
 contract_kernel = contract(R, U, HOST_LANES // U)
-
-
-def _median_seconds(fn: Callable[[], object], repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 # -- host --------------------------------------------------------------------------------
@@ -144,40 +134,26 @@ def _host_cases(rng: np.random.Generator) -> list[dict]:
     loop_lanes = 20_000  # the Python loop is timed on a prefix and scaled to every lane
     for name, kernel, planes, by_hand, by_lane in cases:
         bound = eagle.plan.auto(kernel).bind(**planes)
-        hawk_s = _median_seconds(bound.launch, 5)
-        numpy_s = _median_seconds(by_hand, 5)
+        hawk_ms = host_ms(bound.launch, 5)
+        numpy_ms = host_ms(by_hand, 5)
         start = time.perf_counter()
         by_lane(loop_lanes)
-        loop_s = (time.perf_counter() - start) * n / loop_lanes
+        loop_ms = (time.perf_counter() - start) * 1e3 * n / loop_lanes
         rows.append(
             {
                 "kernel": name,
                 "lanes": n,
-                "hawk_host_ms": hawk_s * 1e3,
-                "numpy_ms": numpy_s * 1e3,
-                "python_loop_ms": loop_s * 1e3,
-                "hawk_over_numpy": hawk_s / numpy_s,
-                "loop_over_hawk": loop_s / hawk_s,
+                "hawk_host_ms": hawk_ms,
+                "numpy_ms": numpy_ms,
+                "python_loop_ms": loop_ms,
+                "hawk_over_numpy": hawk_ms / numpy_ms,
+                "loop_over_hawk": loop_ms / hawk_ms,
             }
         )
     return rows
 
 
 # -- device ------------------------------------------------------------------------------
-
-
-def _device_time_ms(launch: Callable[[], None], stream: eagle.cuda.Stream, repeat: int) -> float:
-    start, end = eagle.cuda.Event(), eagle.cuda.Event()
-    launch()
-    stream.synchronize()
-    times = []
-    for _ in range(repeat):
-        start.record(stream)
-        launch()
-        end.record(stream)
-        end.synchronize()
-        times.append(start.elapsed_ms(end))
-    return statistics.median(times)
 
 
 def _device(rng: np.random.Generator) -> dict:
@@ -191,7 +167,7 @@ def _device(rng: np.random.Generator) -> dict:
         x = arrays.asarray(rng.standard_normal(DEVICE_LANES).astype(dtype), device="cuda:0")
         y = arrays.full((DEVICE_LANES,), np.nan, dtype, device="cuda:0")
         bound = eagle.plan.auto(axpb).bind(a=2.0, x=x, y=y)
-        ms = _device_time_ms(lambda b=bound: b.launch(stream), stream, 20)
+        ms = device_ms(lambda b=bound: b.launch(stream), stream, 20)
         moved = 2 * DEVICE_LANES * np.dtype(dtype).itemsize  # read x, write y
         bandwidth.append(
             {
@@ -222,14 +198,14 @@ def _device(rng: np.random.Generator) -> dict:
     stream.synchronize()
     results["bound_launch_host_us"] = statistics.median(times) * 1e6
 
-    stream_ms = _device_time_ms(lambda: [bound.launch(stream) for _ in range(100)], stream, 20)
+    stream_ms = device_ms(lambda: [bound.launch(stream) for _ in range(100)], stream, 20)
     nodes = 100
     with eagle.cuda.StreamCapturer(stream.ptr()) as capturer:
         for _ in range(nodes):
             bound.launch(stream)
     graph = eagle.cuda.Graph.from_captured(capturer.captured)
     launcher = graph.launcher().stream(stream.ptr())
-    graph_ms = _device_time_ms(launcher.launch, stream, 20)
+    graph_ms = device_ms(launcher.launch, stream, 20)
     graph.destroy()
     results["graph_replay"] = {
         "lanes": small,

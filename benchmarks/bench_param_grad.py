@@ -15,10 +15,10 @@ against a float64 dot product.
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 
 import numpy as np
+from _timing import device_ms
 
 import hawk
 import hawk.diff
@@ -49,6 +49,7 @@ def main(out_path: str | None) -> None:
     }
     reference = float(np.dot(x.astype(np.float64), y_bar.astype(np.float64)))
     stream = cuda.current_stream()
+    grid = _grid(LANES)
     rows = []
     sides = (
         ("warp sum, then one atomicAdd (emitted)", emitted.source),
@@ -59,17 +60,13 @@ def main(out_path: str | None) -> None:
         a_bar = arrays.zeros((1,), "float32", "cuda:0")
         values = [planes.get(p.name, a_bar) for p in adjoint.planes]
         args = PackedArgs([*values, np.int64(LANES)])
-        kernel.launch(_grid(LANES), BLOCK_SIZE, args, stream)
+        kernel.launch(grid, BLOCK_SIZE, args, stream)
         stream.synchronize()
         error = abs(float(a_bar.numpy()[0]) - reference) / abs(reference)
-        times = []
-        for _ in range(REPEAT):
-            start, end = cuda.Event().record(stream), cuda.Event()
-            kernel.launch(_grid(LANES), BLOCK_SIZE, args, stream)
-            end.record(stream)
-            end.synchronize()
-            times.append(start.elapsed_ms(end))
-        rows.append({"side": label, "ms": statistics.median(times), "rel_error": error})
+        ms = device_ms(
+            lambda k=kernel, a=args: k.launch(grid, BLOCK_SIZE, a, stream), stream, REPEAT
+        )
+        rows.append({"side": label, "ms": ms, "rel_error": error})
     print(f"param gradient over {LANES} lanes, float32")
     for row in rows:
         print(f"  {row['side']:40s} {row['ms']:8.3f} ms   rel. error {row['rel_error']:.1e}")
