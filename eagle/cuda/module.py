@@ -261,6 +261,8 @@ class Kernel:
 
 
 def _dim3(value: int | tuple[int, ...]) -> tuple[int, int, int]:
+    if type(value) is int and value >= 1:  # the common case, on every launch
+        return (value, 1, 1)
     dims = (value,) if isinstance(value, int) else tuple(value)
     if not 1 <= len(dims) <= 3 or any(int(d) < 1 for d in dims):
         raise ValueError(f"launch dimensions must be 1 to 3 positive ints, not {value!r}")
