@@ -10,11 +10,12 @@ term reads tables::
     y = acc
 
 :func:`recognize` describes the fold as a
-:class:`~eagle.gemm.contraction.RecognizedContraction` (plain records: the one
-thing hawk takes from eagle), which :func:`eagle.gemm.plan.lower_dense_gemm`
-lowers to matrix products. :func:`lane_layout` says whether the lanes
-enumerate that product's elements in row-major order, so that the product can
-be written straight into the output's lane plane. Both only read the IR.
+:class:`~hawk.records.RecognizedContraction` (plain records, defined in
+:mod:`hawk.records` and re-exported by ``eagle.gemm.contraction``), which
+:func:`eagle.gemm.plan.lower_dense_gemm` lowers to matrix products.
+:func:`lane_layout` says whether the lanes enumerate that product's elements
+in row-major order, so that the product can be written straight into the
+output's lane plane. Both only read the IR.
 
 Operands are listed so that the output is the product ``op(a) @ op(b)``: when
 the lanes are the product in row-major order (``sample, unit =
@@ -31,39 +32,20 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from eagle.gemm.contraction import ContractionOperand, RecognizedContraction
 from hawk import ir
+from hawk.records import ContractionOperand, LaneLayout, RecognizedContraction
 from hawk.trace import Kernel
 
-__all__ = ["LaneLayout", "lane_layout", "recognize"]
+__all__ = [
+    "ContractionOperand",
+    "LaneLayout",
+    "RecognizedContraction",
+    "lane_layout",
+    "recognize",
+]
 
 _OUTPUT_KINDS = {"output": "mutable", "accumulator": "accumulator"}
 _ROLES = "abcdefgh"
-
-
-@dataclass(frozen=True)
-class LaneLayout:
-    """How the lanes of a recognised contraction address the elements of its product.
-
-    Attributes:
-        rows: the product's row count (the free extent of operand ``a``), when
-            lane ``i * cols + j`` addresses element ``(i, j)`` of
-            ``op(a) @ op(b)``; None when the lanes are not the product in
-            row-major order.
-        cols: the product's column count (the free extent of operand ``b``;
-            1 for a one-operand fold), or None as ``rows``.
-        reason: why the lanes are not the product in row-major order (None
-            when they are).
-    """
-
-    rows: int | None
-    cols: int | None
-    reason: str | None = None
-
-    @property
-    def lanes(self) -> int | None:
-        """The lane count that covers the product once (``rows * cols``), or None."""
-        return None if self.rows is None or self.cols is None else self.rows * self.cols
 
 
 def recognize(kernel: Kernel | ir.KernelIR) -> RecognizedContraction | None:

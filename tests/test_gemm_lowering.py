@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import eagle.gemm.contraction
+import hawk.records
 from eagle.gemm import (
     ContractionOperand,
     PlanUnavailable,
@@ -89,7 +90,8 @@ def test_records_are_frozen_plain_records():
     assert record.operand_count == 2 and record.operand_names == ("w", "f")
     with pytest.raises(dataclasses.FrozenInstanceError):
         record.dense = False
-    tree = ast.parse(Path(eagle.gemm.contraction.__file__).read_text())
+    assert eagle.gemm.contraction.RecognizedContraction is hawk.records.RecognizedContraction
+    tree = ast.parse(Path(hawk.records.__file__).read_text())
     imported = {
         (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
         for node in ast.walk(tree)
@@ -148,6 +150,28 @@ def test_adjoint_lowering(rng, reduce_a, reduce_b):
     f_ref = y_bar.T @ _as_free_by_k(w, reduce_a)
     assert rel_error(w_bar, w_ref.T if reduce_a == 0 else w_ref) < 1e-14
     assert rel_error(f_bar, f_ref.T if reduce_b == 0 else f_ref) < 1e-14
+
+
+@pytest.mark.parametrize(("reduce_a", "reduce_b"), REDUCE_DIMS)
+def test_records_name_the_reduce_axis_by_label(rng, reduce_a, reduce_b):
+    """A record that names the walked axis by label lowers and runs as by position."""
+    by_position = _gemm_record(reduce_a, reduce_b)
+    by_label = _record(*(dataclasses.replace(o, reduce_dim="row") for o in by_position.operands))
+    assert [o.reduce_axis for o in by_label.operands] == [reduce_a, reduce_b]
+    plan = lower_dense_gemm(by_label)
+    assert plan.steps == lower_dense_gemm(by_position).steps
+    w = rng.standard_normal(plan.inputs[0].shape)
+    f = rng.standard_normal(plan.inputs[1].shape)
+    y = np.full((4, 5), np.nan)
+    plan("host", {"w": w, "f": f, "y": y})
+    reference = _as_free_by_k(w, reduce_a) @ _as_free_by_k(f, reduce_b).T
+    assert rel_error(y, reference) < 1e-14
+
+
+@pytest.mark.parametrize("bad", ["col", 2, -1, True])
+def test_an_unknown_reduce_axis_is_refused_by_name(bad):
+    with pytest.raises(ValueError, match=rf"operand 'w': reduce_dim {bad!r} is not"):
+        dataclasses.replace(_operand("w", 0), reduce_dim=bad)
 
 
 @pytest.mark.parametrize("reduce_dim", [0, 1])

@@ -457,8 +457,8 @@ def lower_dense_gemm(
     b_spec = (
         WorkspaceSpec(b.name, _shape(b), dtype) if b else WorkspaceSpec("ones", (extent, 1), dtype)
     )
-    transpose_a = a.reduce_dim == 0
-    transpose_b = b is not None and b.reduce_dim == 1
+    transpose_a = a.reduce_axis == 0
+    transpose_b = b is not None and b.reduce_axis == 1
     free = (_free_extent(a), _free_extent(b) if b else 1)
     mechanism = "gemm" if b else "gemv"
     if direction == "forward":
@@ -544,12 +544,12 @@ def _check_operand(operand: Any, reduce_var: str, extent: int) -> None:
             raise PlanUnavailable(
                 f"operand {name!r} has a non-constant extent along {label!r} ({size!r})"
             )
-    if operand.reduce_dim not in (0, 1):
+    if operand.reduce_axis not in (0, 1):
         raise PlanUnavailable(
             f"operand {name!r} is not walked by {reduce_var!r} along one of its two axes "
             f"(reduce_dim {operand.reduce_dim!r})"
         )
-    label, size, stride = operand.dims[operand.reduce_dim]
+    label, size, stride = operand.dims[operand.reduce_axis]
     if size != extent:
         raise PlanUnavailable(
             f"operand {name!r}'s axis {label!r} has extent {size}, but the loop over "
@@ -572,7 +572,7 @@ def _shape(operand: Any) -> tuple[int, int]:
 
 
 def _free_extent(operand: Any) -> int:
-    return operand.dims[1 - operand.reduce_dim][1]
+    return operand.dims[1 - operand.reduce_axis][1]
 
 
 def _float_dtype(dtype: Any) -> str:
