@@ -16,7 +16,7 @@ with ``eagle.plan.auto(kernel)``::
 
 from hawk import math
 from hawk.decl import Mutable, Param, Scalar, Table
-from hawk.ir import HawkError
+from hawk.errors import HawkError
 from hawk.trace import Kernel, kernel
 
 __all__ = ["HawkError", "Kernel", "Mutable", "Param", "Scalar", "Table", "kernel", "math"]

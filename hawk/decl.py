@@ -17,7 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hawk.ir import HawkError, Plane
+from hawk.errors import HawkError
+from hawk.ir import Plane
+from hawk.kinds import PlaneKind
 
 __all__ = ["Mutable", "Param", "Scalar", "Table", "plane_of"]
 
@@ -116,18 +118,18 @@ def plane_of(name: str, annotation: Any) -> Plane:
         HawkError: ``annotation`` is not a hawk declaration.
     """
     if annotation is Scalar:
-        return Plane(name, "input")
+        return Plane(name, PlaneKind.INPUT)
     if annotation is Param:
-        return Plane(name, "param")
+        return Plane(name, PlaneKind.PARAM)
     if annotation is Table:
-        return Plane(name, "table")
+        return Plane(name, PlaneKind.TABLE)
     if isinstance(annotation, TableSpec):
-        return Plane(name, "table", annotation.axes)
+        return Plane(name, PlaneKind.TABLE, annotation.axes)
     if isinstance(annotation, MutableSpec):
         if annotation.of is Scalar:
-            return Plane(name, "output")
+            return Plane(name, PlaneKind.OUTPUT)
         axes = annotation.of.axes if isinstance(annotation.of, TableSpec) else None
-        return Plane(name, "accumulator", axes)
+        return Plane(name, PlaneKind.ACCUMULATOR, axes)
     written = getattr(annotation, "__qualname__", None) or repr(annotation)
     raise HawkError(
         f"parameter {name!r} is declared {written}; declare it hawk.Scalar, "

@@ -3,31 +3,23 @@
 Inside a kernel they become IR; outside one the numeric functions work on
 numbers and numpy arrays (so a reference can be written with them), while
 ``sample_index`` and ``split_index`` only have a meaning per lane and raise.
+
+The numeric functions are made from the entries of
+:data:`hawk.functions.FUNCTIONS` (their numpy form and documentation).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
 
-from hawk.ir import HawkError
+from hawk.errors import HawkError
+from hawk.functions import FUNCTIONS, Function
 
-__all__ = [
-    "abs",
-    "cos",
-    "exp",
-    "log",
-    "maximum",
-    "minimum",
-    "pow",
-    "sample_index",
-    "sin",
-    "split_index",
-    "sqrt",
-    "tanh",
-]
+__all__ = ["sample_index", "split_index", *FUNCTIONS]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -53,61 +45,22 @@ def split_index(n: int) -> tuple[int, int]:
     raise HawkError("hawk.math.split_index() only has a meaning inside a @hawk.kernel")
 
 
-@_op("exp")
-def exp(x: Any) -> Any:
-    """e ** x."""
-    return np.exp(x)
+def _public(entry: Function) -> Callable[..., Any]:
+    """``hawk.math.<name>``: the entry's numpy function, documented and marked."""
+    numpy_function = getattr(np, entry.numpy)
+
+    def function(*args: Any) -> Any:
+        if len(args) != entry.arity:
+            raise TypeError(f"hawk.math.{entry.name} takes {entry.arity} argument(s)")
+        return numpy_function(*args)
+
+    function.__name__ = function.__qualname__ = entry.name
+    function.__module__ = __name__
+    function.__doc__ = entry.doc
+    function.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(p, inspect.Parameter.POSITIONAL_ONLY) for p in entry.params]
+    )
+    return _op(entry.name)(function)
 
 
-@_op("log")
-def log(x: Any) -> Any:
-    """The natural logarithm."""
-    return np.log(x)
-
-
-@_op("sqrt")
-def sqrt(x: Any) -> Any:
-    """The square root."""
-    return np.sqrt(x)
-
-
-@_op("sin")
-def sin(x: Any) -> Any:
-    """The sine (radians)."""
-    return np.sin(x)
-
-
-@_op("cos")
-def cos(x: Any) -> Any:
-    """The cosine (radians)."""
-    return np.cos(x)
-
-
-@_op("tanh")
-def tanh(x: Any) -> Any:
-    """The hyperbolic tangent."""
-    return np.tanh(x)
-
-
-@_op("abs")
-def abs(x: Any) -> Any:
-    """The absolute value (int for an int)."""
-    return np.abs(x)
-
-
-@_op("minimum")
-def minimum(x: Any, y: Any) -> Any:
-    """The smaller of two values (NaN if either is NaN)."""
-    return np.minimum(x, y)
-
-
-@_op("maximum")
-def maximum(x: Any, y: Any) -> Any:
-    """The larger of two values (NaN if either is NaN)."""
-    return np.maximum(x, y)
-
-
-@_op("pow")
-def pow(x: Any, y: Any) -> Any:
-    """x ** y for reals (also written ``x ** y`` in a kernel)."""
-    return np.power(x, y)
+globals().update({name: _public(entry) for name, entry in FUNCTIONS.items()})

@@ -51,7 +51,12 @@ def compute_dtype(dtypes: Mapping[str, np.dtype]) -> np.dtype:
 
 class Names:
     """Identifiers for generated code: ``v<k>_<name>`` per :class:`~hawk.ir.Var`
-    (unique whatever the kernel's own names are), ``p_<name>`` per plane."""
+    (unique whatever the kernel's own names are), ``p_<name>`` per plane.
+
+    Python names may be any Unicode identifier, but NVRTC takes ASCII only:
+    a plane whose name is not ASCII is ``pu_<hex of its UTF-8 bytes>`` in
+    generated code (its value ``lu_<hex>``), and a variable keeps only its
+    number, so such kernels run on the host and the device alike."""
 
     def __init__(self) -> None:
         self._vars: dict[Var, str] = {}
@@ -73,9 +78,17 @@ class Names:
     @staticmethod
     def plane(name: str) -> str:
         """The identifier of a plane's pointer / array."""
-        return f"p_{name}"
+        return _ascii("p", name)
 
     @staticmethod
     def load(name: str) -> str:
         """The identifier of a plane's loaded value (a lane's or a param's)."""
-        return f"l_{name}"
+        return _ascii("l", name)
+
+
+def _ascii(prefix: str, name: str) -> str:
+    """``<prefix>_<name>``, or ``<prefix>u_<hex>`` for a name that is not ASCII
+    (the two forms cannot meet: their second characters differ)."""
+    if name.isascii():
+        return f"{prefix}_{name}"
+    return f"{prefix}u_{name.encode('utf-8').hex()}"

@@ -26,6 +26,8 @@ import numpy as np
 
 from hawk import ir
 from hawk.emit import Names, compute_dtype, plane_dtypes
+from hawk.functions import FUNCTIONS
+from hawk.kinds import PlaneKind, Type
 
 __all__ = ["UNROLL", "CudaSource", "emit"]
 
@@ -50,9 +52,8 @@ class CudaSource:
 
 _C_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
-_MATH = {"exp", "log", "sqrt", "sin", "cos", "tanh", "pow"}
-
-# Device helpers, emitted when used; $R is the compute type and $f its math suffix.
+# Device helpers for operators, emitted when used; $R is the compute type and $f its math
+# suffix. Those of functions are in their registry entries (hawk.functions).
 _HELPERS = {
     ("add", "uniform"): """\
 template <typename T>
@@ -69,19 +70,19 @@ __device__ __forceinline__ void hawk_add_uniform(T* target, T value)
         value += __shfl_xor_sync(mask, value, offset);
     if ((threadIdx.x & 31) == 0) atomicAdd(target, value);
 }""",
-    ("floordiv", "int"): """\
+    ("floordiv", Type.INT): """\
 __device__ __forceinline__ long long hawk_floordiv(long long a, long long b)
 {
     const long long q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }""",
-    ("mod", "int"): """\
+    ("mod", Type.INT): """\
 __device__ __forceinline__ long long hawk_mod(long long a, long long b)
 {
     const long long r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }""",
-    ("floordiv", "real"): """\
+    ("floordiv", Type.REAL): """\
 __device__ __forceinline__ $R hawk_floordiv($R a, $R b)
 {
     if (b == 0) return a / b;
@@ -93,7 +94,7 @@ __device__ __forceinline__ $R hawk_floordiv($R a, $R b)
     if (d - q > ($R)0.5) q += 1;
     return q;
 }""",
-    ("mod", "real"): """\
+    ("mod", Type.REAL): """\
 __device__ __forceinline__ $R hawk_mod($R a, $R b)
 {
     $R m = fmod$f(a, b);
@@ -102,29 +103,15 @@ __device__ __forceinline__ $R hawk_mod($R a, $R b)
     else m = copysign$f(($R)0, b);
     return m;
 }""",
-    ("minimum", "int"): """\
-__device__ __forceinline__ long long hawk_minimum(long long a, long long b)
-{
-    return a < b ? a : b;
-}""",
-    ("maximum", "int"): """\
-__device__ __forceinline__ long long hawk_maximum(long long a, long long b)
-{
-    return a > b ? a : b;
-}""",
-    ("minimum", "real"): """\
-__device__ __forceinline__ $R hawk_minimum($R a, $R b)
-{
-    return (a < b || a != a) ? a : b;
-}""",
-    ("maximum", "real"): """\
-__device__ __forceinline__ $R hawk_maximum($R a, $R b)
-{
-    return (a > b || a != a) ? a : b;
-}""",
 }
 
 _BLOCK_SIZE_NOTE = "a grid-stride loop over lanes"
+
+
+def _helper(name: str, type_: str) -> str:
+    if name in FUNCTIONS:
+        return FUNCTIONS[name].device[Type(type_)]
+    return _HELPERS[(name, type_)]
 
 
 def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any]) -> CudaSource:
@@ -160,8 +147,8 @@ class _Emitter:
         body = self.lines
         suffix = "f" if self.real == "float" else ""
         helpers = [
-            _HELPERS[key].replace("$R", self.real).replace("$f", suffix)
-            for key in sorted(self.helpers)
+            _helper(name, type_).replace("$R", self.real).replace("$f", suffix)
+            for name, type_ in sorted(self.helpers)
         ]
         names = ", ".join(p.name for p in self.kernel.planes)
         header = [
@@ -189,7 +176,7 @@ class _Emitter:
 
     def parameter(self, plane: ir.Plane) -> str:
         ctype = _C_TYPES[self.dtypes[plane.name]]
-        if plane.kind in ("input", "param", "table"):
+        if plane.kind in (PlaneKind.INPUT, PlaneKind.PARAM, PlaneKind.TABLE):
             return f"const {ctype}* __restrict__ {Names.plane(plane.name)}"
         return f"{ctype}* __restrict__ {Names.plane(plane.name)}"
 
@@ -197,7 +184,7 @@ class _Emitter:
         used = {node.plane for node in ir.walk(self.kernel) if isinstance(node, ir.Load)}
         for plane in self.kernel.planes:
             if plane in used:
-                element = "0" if plane.kind == "param" else "lane"
+                element = "0" if plane.kind == PlaneKind.PARAM else "lane"
                 value = self.convert(f"{Names.plane(plane.name)}[{element}]", plane, to_real=True)
                 self.emit(depth, f"const {self.real} {Names.load(plane.name)} = {value};")
 
@@ -211,7 +198,7 @@ class _Emitter:
         self.lines.append("    " * depth + text)
 
     def ctype(self, type_: ir.Type) -> str:
-        return {"int": "long long", "real": self.real, "bool": "bool"}[type_]
+        return {Type.INT: "long long", Type.REAL: self.real, Type.BOOL: "bool"}[type_]
 
     # -- statements ----------------------------------------------------------------------
 
@@ -333,20 +320,17 @@ class _Emitter:
         raise TypeError(f"not a hawk expression: {node!r}")
 
     def call(self, node: ir.Call) -> str:
-        args = ", ".join(self.expr(a) for a in node.args)
-        suffix = "f" if self.real == "float" else ""
-        if node.fn in _MATH:
-            return f"{node.fn}{suffix}({args})"
-        if node.fn == "abs":
-            return f"llabs({args})" if node.type == "int" else f"fabs{suffix}({args})"
-        self.helpers.add((node.fn, node.type))
-        return f"hawk_{node.fn}({args})"
+        function = FUNCTIONS[node.fn]
+        if node.type in function.device:
+            self.helpers.add((node.fn, node.type))
+        name = function.cuda[node.type].replace("$f", "f" if self.real == "float" else "")
+        return f"{name}({', '.join(self.expr(a) for a in node.args)})"
 
     def const(self, node: ir.Const) -> str:
         value = node.value
-        if node.type == "bool":
+        if node.type == Type.BOOL:
             return "true" if value else "false"
-        if node.type == "int":
+        if node.type == Type.INT:
             return f"{value}LL" if value >= 0 else f"({value}LL)"
         if self.real == "float":
             value = float(np.float32(value))

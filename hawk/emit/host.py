@@ -23,21 +23,10 @@ import numpy as np
 
 from hawk import ir
 from hawk.emit import Names, compute_dtype, plane_dtypes
+from hawk.functions import FUNCTIONS
+from hawk.kinds import PlaneKind, Type
 
 __all__ = ["HostProgram", "emit"]
-
-_NUMPY = {
-    "exp": "exp",
-    "log": "log",
-    "sqrt": "sqrt",
-    "sin": "sin",
-    "cos": "cos",
-    "tanh": "tanh",
-    "abs": "abs",
-    "minimum": "minimum",
-    "maximum": "maximum",
-    "pow": "power",
-}
 
 
 @dataclass(frozen=True)
@@ -102,9 +91,9 @@ class _Emitter:
         for plane in self.kernel.planes:
             if plane in used:
                 source = Names.plane(plane.name)
-                if plane.kind == "param":
+                if plane.kind == PlaneKind.PARAM:
                     value = f"_real({source}[0])"
-                elif plane.kind == "output" or self.dtypes[plane.name] != self.real:
+                elif plane.kind == PlaneKind.OUTPUT or self.dtypes[plane.name] != self.real:
                     value = f"{source}.astype(_real)"  # a copy: stores must not change it
                 else:
                     value = source
@@ -233,12 +222,12 @@ class _Emitter:
             operand = self.expr(node.operand)
             return f"_np.logical_not({operand})" if node.varying else f"(not {operand})"
         if isinstance(node, ir.Call):
-            return f"_np.{_NUMPY[node.fn]}({', '.join(self.expr(a) for a in node.args)})"
+            return f"_np.{FUNCTIONS[node.fn].numpy}({', '.join(self.expr(a) for a in node.args)})"
         if isinstance(node, ir.Cast):
             operand = self.expr(node.operand)
             if node.varying:
-                return f"{operand}.astype({'_real' if node.to == 'real' else '_np.int64'})"
-            return f"{'_real' if node.to == 'real' else 'int'}({operand})"
+                return f"{operand}.astype({'_real' if node.to == Type.REAL else '_np.int64'})"
+            return f"{'_real' if node.to == Type.REAL else 'int'}({operand})"
         if isinstance(node, ir.Select):
             cond, a, b = (self.expr(c) for c in node.children())
             if node.cond.varying:
@@ -247,7 +236,7 @@ class _Emitter:
         raise TypeError(f"not a hawk expression: {node!r}")
 
     def const(self, node: ir.Const) -> str:
-        if node.type != "real":
+        if node.type != Type.REAL:
             return repr(node.value) if node.value >= 0 else f"({node.value!r})"
         name = f"_k{len(self.constants)}"
         self.constants[name] = self.real.type(node.value)

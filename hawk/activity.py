@@ -1,0 +1,112 @@
+"""Activity analysis for reverse mode: which values carry a gradient.
+
+:class:`Activity` reads a flattened body (:func:`hawk.passes.flatten`) and
+records which values depend on the planes the gradient is taken with
+respect to, which of those carry a gradient (*active*), and which ints come
+from ``int()`` of such data (*stepped*: an address computed from them has
+no derivative).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hawk import ir
+from hawk.kinds import Type
+
+__all__ = ["Activity"]
+
+
+class Activity:
+    """Which values carry a gradient (*active*: real, and a differentiable
+    function of a plane in ``wrt``), which depend on ``wrt`` at all, and which
+    ints come from ``int()`` of such data (*stepped*, with the cast)."""
+
+    def __init__(self, wrt: set[ir.Plane]) -> None:
+        self.wrt = wrt
+        self.depends: dict[ir.Var, frozenset[str]] = {}
+        self.stepped: dict[ir.Var, ir.Cast] = {}
+        self.active: set[ir.Var] = set()
+
+    def block(self, stmts: Iterable[ir.Stmt]) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, ir.Let):
+                self.assign(stmt.var, stmt.value)
+            elif isinstance(stmt, ir.Loop):
+                while True:  # carried values: to a fixed point
+                    size = self.size()
+                    for carry in stmt.carries:
+                        self.assign(carry.var, carry.init)
+                    self.block(stmt.body)
+                    for carry in stmt.carries:
+                        self.assign(carry.var, carry.update)
+                    if self.size() == size:
+                        break
+            elif isinstance(stmt, ir.If):
+                self.block(stmt.then)
+                self.block(stmt.orelse)
+                for merge in stmt.merges:
+                    self.assign(merge.var, merge.then_value)
+                    self.assign(merge.var, merge.else_value)
+
+    def size(self) -> tuple[int, int, int]:
+        return sum(map(len, self.depends.values())), len(self.stepped), len(self.active)
+
+    def assign(self, var: ir.Var, value: ir.Expr) -> None:
+        planes = self.planes_of(value)
+        if planes:
+            self.depends[var] = self.depends.get(var, frozenset()) | planes
+        cast = self.step(value)
+        if cast is not None:
+            self.stepped.setdefault(var, cast)
+        if var.type == Type.REAL and self.is_active(value):
+            self.active.add(var)
+
+    def planes_of(self, node: ir.Expr) -> frozenset[str]:
+        """The ``wrt`` planes ``node`` depends on, through any data flow."""
+        if isinstance(node, ir.Ref):
+            return self.depends.get(node.var, frozenset())
+        found = frozenset()
+        if isinstance(node, ir.Load | ir.Read) and node.plane in self.wrt:
+            found = frozenset({node.plane.name})
+        for child in node.children():
+            found |= self.planes_of(child)
+        return found
+
+    def step(self, node: ir.Expr) -> ir.Cast | None:
+        """An ``int()`` of ``wrt`` data that ``node`` is computed from, if any."""
+        if isinstance(node, ir.Ref):
+            return self.stepped.get(node.var)
+        if (
+            isinstance(node, ir.Cast)
+            and node.to == Type.INT
+            and node.operand.type == Type.REAL
+            and self.planes_of(node.operand)
+        ):
+            return node
+        for child in node.children():
+            cast = self.step(child)
+            if cast is not None:
+                return cast
+        return None
+
+    def step_in(self, index: tuple[ir.Expr, ...]) -> ir.Cast | None:
+        for item in index:
+            cast = self.step(item)
+            if cast is not None:
+                return cast
+        return None
+
+    def is_active(self, node: ir.Expr) -> bool:
+        if node.type != Type.REAL or isinstance(node, ir.Const | ir.Cast):
+            return False
+        if isinstance(node, ir.Ref):
+            return node.var in self.active
+        if isinstance(node, ir.Load):
+            return node.plane in self.wrt
+        if isinstance(node, ir.Read):
+            # a stepped address is active so the reverse sweep reaches it and refuses
+            return node.plane in self.wrt or self.step_in(node.index) is not None
+        if isinstance(node, ir.Binary) and node.op == "//":
+            return False
+        return any(self.is_active(child) for child in node.children())

@@ -1,0 +1,450 @@
+"""The reverse sweep: :class:`Adjoint` emits the body of an adjoint kernel.
+
+It reruns primal statements (:meth:`Adjoint.forward`) and sweeps them
+backwards (:meth:`Adjoint.reverse`), sending each value's gradient to the
+values it was computed from; a ``hawk.math`` call's gradient comes from the
+derivative rule of its :data:`~hawk.functions.FUNCTIONS` entry. How
+branches and loops are reversed is described in :mod:`hawk.diff`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from hawk import ir
+from hawk.activity import Activity
+from hawk.errors import HawkError
+from hawk.fold import fold
+from hawk.functions import FUNCTIONS
+from hawk.kinds import Type
+from hawk.passes import Namer, base_name, is_atom, prune, refs
+
+__all__ = ["BAR", "Adjoint", "GradientNamer", "Key"]
+
+#: the suffix of cotangent and gradient planes (and of gradient variables)
+BAR = "_bar"
+
+_ZERO = ir.Const(0.0)
+
+#: what a gradient is kept for: a primal Var, or a lane plane or param
+Key = ir.Var | ir.Plane
+
+
+class GradientNamer(Namer):
+    """:class:`~hawk.passes.Namer` that also names gradients: ``<base>_bar.d<k>``."""
+
+    def gradient(self, key: Key, varying: bool) -> ir.Var:
+        """A new variable for the gradient of ``key``."""
+        base = base_name(key) if isinstance(key, ir.Var) else key.name
+        return self.var(base + BAR, Type.REAL, varying)
+
+
+class _Symbol:
+    """An IR expression as a derivative rule of :mod:`hawk.functions` writes it:
+    arithmetic and comparisons build IR (folding two constants), ``select``
+    and ``call`` build a select and a function call."""
+
+    def __init__(self, expr: ir.Expr) -> None:
+        self.expr = expr
+
+    def _binary(self, op: str, left: object, right: object) -> _Symbol:
+        return _Symbol(fold(ir.Binary(op, _lift(left), _lift(right))))
+
+    def __add__(self, other: object) -> _Symbol:
+        return self._binary("+", self, other)
+
+    def __radd__(self, other: object) -> _Symbol:
+        return self._binary("+", other, self)
+
+    def __sub__(self, other: object) -> _Symbol:
+        return self._binary("-", self, other)
+
+    def __rsub__(self, other: object) -> _Symbol:
+        return self._binary("-", other, self)
+
+    def __mul__(self, other: object) -> _Symbol:
+        return self._binary("*", self, other)
+
+    def __rmul__(self, other: object) -> _Symbol:
+        return self._binary("*", other, self)
+
+    def __truediv__(self, other: object) -> _Symbol:
+        return self._binary("/", self, other)
+
+    def __neg__(self) -> _Symbol:
+        return _Symbol(ir.Unary("-", self.expr))
+
+    def __lt__(self, other: object) -> _Symbol:
+        return _Symbol(ir.Compare("<", self.expr, _lift(other)))
+
+    def __gt__(self, other: object) -> _Symbol:
+        return _Symbol(ir.Compare(">", self.expr, _lift(other)))
+
+    def select(self, if_true: object, if_false: object) -> _Symbol:
+        return _Symbol(ir.Select(self.expr, _lift(if_true), _lift(if_false)))
+
+    def call(self, name: str, *others: object) -> _Symbol:
+        return _Symbol(ir.Call(name, (self.expr, *(_lift(o) for o in others))))
+
+
+def _lift(value: object) -> ir.Expr:
+    if isinstance(value, _Symbol):
+        return value.expr
+    if isinstance(value, float):
+        return ir.Const(value)
+    raise TypeError(f"a derivative rule combines its values and floats, not {value!r}")
+
+
+@dataclass(frozen=True)
+class _ReverseLoop:
+    """A reverse loop and the gradients it leaves: of the active carried values'
+    initial values, and of the outer values its body reads."""
+
+    loop: ir.Loop
+    initial: dict[ir.Var, ir.Var]
+    outer: dict[Key, ir.Var]
+
+
+@dataclass(frozen=True)
+class _LoopKinds:
+    """Whether each gradient a reverse loop carries varies by lane: those of the
+    active carried values, and those of the outer values its body reads."""
+
+    carried: dict[ir.Var, bool]
+    outer: dict[Key, bool]
+
+
+class Adjoint(ir.Builder):
+    """Emits the adjoint body: :meth:`forward` reruns primal statements (fresh
+    variables, no stores or adds), :meth:`reverse` sweeps them backwards.
+
+    ``env`` maps each primal variable in scope to its recomputed value;
+    ``grads`` maps each primal variable (or lane plane / param) to the
+    gradient accumulated for it so far.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        namer: GradientNamer,
+        analysis: Activity,
+        loads: dict[ir.Plane, ir.Plane],
+        cotangent: dict[ir.Plane, ir.Plane],
+        gradient: dict[ir.Plane, ir.Plane],
+    ) -> None:
+        super().__init__()
+        self.name = name
+        self.namer = namer
+        self.analysis = analysis
+        self.loads = loads
+        self.cotangent = cotangent
+        self.gradient = gradient
+
+    def let(self, base: str, value: ir.Expr) -> ir.Expr:
+        if is_atom(value):
+            return value
+        var = self.namer.var(base, value.type, value.varying)
+        self.emit(ir.Let(var, value))
+        return ir.Ref(var)
+
+    def value(self, node: ir.Expr, env: dict[ir.Var, ir.Expr]) -> ir.Expr:
+        """``node`` (primal) in terms of the recomputed values of ``env``."""
+        if isinstance(node, ir.Ref):
+            return env[node.var]
+        if isinstance(node, ir.Load):
+            return ir.Load(self.loads[node.plane])
+        return ir.map_children(node, lambda child: self.value(child, env))
+
+    # -- forward -------------------------------------------------------------------------
+
+    def forward(self, stmts: Iterable[ir.Stmt], env: dict[ir.Var, ir.Expr]) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, ir.Let):
+                var = self.namer.like(stmt.var)
+                self.emit(ir.Let(var, self.value(stmt.value, env)))
+                env[stmt.var] = ir.Ref(var)
+            elif isinstance(stmt, ir.Loop):
+                index = self.namer.like(stmt.index)
+                carries = {c.var: self.namer.like(c.var) for c in stmt.carries}
+                inits = [self.value(c.init, env) for c in stmt.carries]
+                inner = {**env, stmt.index: ir.Ref(index)}
+                inner.update({old: ir.Ref(new) for old, new in carries.items()})
+                with self.nested() as body:
+                    self.forward(stmt.body, inner)
+                new_carries = tuple(
+                    ir.Carry(carries[c.var], init, self.value(c.update, inner))
+                    for c, init in zip(stmt.carries, inits, strict=True)
+                )
+                self.emit(
+                    ir.Loop(index, stmt.start, stmt.stop, stmt.step, new_carries, tuple(body))
+                )
+                env.update({old: ir.Ref(new) for old, new in carries.items()})
+            elif isinstance(stmt, ir.If):
+                cond = self.value(stmt.cond, env)
+                then_env, else_env = dict(env), dict(env)
+                with self.nested() as then:
+                    self.forward(stmt.then, then_env)
+                with self.nested() as orelse:
+                    self.forward(stmt.orelse, else_env)
+                merges = tuple(
+                    ir.Merge(
+                        self.namer.like(m.var),
+                        self.value(m.then_value, then_env),
+                        self.value(m.else_value, else_env),
+                    )
+                    for m in stmt.merges
+                )
+                self.emit(ir.If(cond, tuple(then), tuple(orelse), merges))
+                env.update(
+                    {m.var: ir.Ref(new.var) for m, new in zip(stmt.merges, merges, strict=True)}
+                )
+
+    # -- reverse -------------------------------------------------------------------------
+
+    def reverse(
+        self, stmts: tuple[ir.Stmt, ...], env: dict[ir.Var, ir.Expr], grads: dict[Key, ir.Expr]
+    ) -> None:
+        for stmt in reversed(stmts):
+            if isinstance(stmt, ir.Let):
+                bar = grads.pop(stmt.var, None)
+                if bar is not None:
+                    self.backprop(stmt.value, bar, env, grads, result=env[stmt.var])
+            elif isinstance(stmt, ir.Store):
+                self.backprop(stmt.value, ir.Load(self.cotangent[stmt.plane]), env, grads)
+            elif isinstance(stmt, ir.Accumulate):
+                if self.analysis.is_active(stmt.value):
+                    self.check_address(stmt.plane, stmt.index, "add")
+                    index = tuple(self.value(i, env) for i in stmt.index)
+                    read = ir.Read(self.cotangent[stmt.plane], index)
+                    bar = self.let(stmt.plane.name + BAR, read)
+                    self.backprop(stmt.value, bar, env, grads)
+            elif isinstance(stmt, ir.If):
+                self.reverse_if(stmt, env, grads)
+            elif isinstance(stmt, ir.Loop):
+                self.reverse_loop(stmt, env, grads)
+
+    def add(self, key: Key, contribution: ir.Expr, grads: dict[Key, ir.Expr]) -> None:
+        old = grads.get(key)
+        if old is None and is_atom(contribution):
+            grads[key] = contribution
+            return
+        total = contribution if old is None else ir.Binary("+", old, contribution)
+        var = self.namer.gradient(key, total.varying)
+        self.emit(ir.Let(var, total))
+        grads[key] = ir.Ref(var)
+
+    def give(
+        self,
+        atom: ir.Expr,
+        contribution: Callable[[], ir.Expr],
+        grads: dict[Key, ir.Expr],
+    ) -> None:
+        """Add ``contribution()`` to the gradient of ``atom`` when it carries one."""
+        if isinstance(atom, ir.Ref) and atom.var in self.analysis.active:
+            self.add(atom.var, contribution(), grads)
+        elif isinstance(atom, ir.Load) and atom.plane in self.gradient:
+            self.add(atom.plane, contribution(), grads)
+
+    def check_address(self, plane: ir.Plane, index: tuple[ir.Expr, ...], method: str) -> None:
+        cast = self.analysis.step_in(index)
+        if cast is None:
+            return
+        planes = sorted(self.analysis.planes_of(cast.operand))
+        raise HawkError(
+            f"kernel {self.name!r}: cannot differentiate {plane.name}.{method}(...) with respect "
+            f"to {', '.join(planes)}: its address uses {cast}, a step in that data, so it has no "
+            "derivative through the address; take the gradient with respect to other planes "
+            "(vjp(kernel, wrt=...)), or read two neighbouring elements and interpolate"
+        )
+
+    def backprop(
+        self,
+        node: ir.Expr,
+        bar: ir.Expr,
+        env: dict[ir.Var, ir.Expr],
+        grads: dict[Key, ir.Expr],
+        result: ir.Expr | None = None,
+    ) -> None:
+        """Send ``bar``, the gradient of ``node``'s value, to its operands."""
+        if node.type != Type.REAL:
+            return
+        if isinstance(node, ir.Ref | ir.Load):
+            self.give(node, lambda: bar, grads)
+        elif isinstance(node, ir.Read):
+            self.check_address(node.plane, node.index, "at")
+            if node.plane in self.gradient:
+                index = tuple(self.value(i, env) for i in node.index)
+                self.emit(ir.Accumulate(self.gradient[node.plane], index, bar))
+        elif isinstance(node, ir.Unary):
+            self.give(node.operand, lambda: bar if node.op == "+" else ir.Unary("-", bar), grads)
+        elif isinstance(node, ir.Binary):
+            self.binary(node, bar, env, grads)
+        elif isinstance(node, ir.Call):
+            assert result is not None
+            self.call(node, bar, env, grads, result)
+
+    def binary(
+        self, node: ir.Binary, bar: ir.Expr, env: dict[ir.Var, ir.Expr], grads: dict[Key, ir.Expr]
+    ) -> None:
+        left, right = node.left, node.right
+        lv, rv = self.value(left, env), self.value(right, env)
+        if node.op == "+":
+            self.give(left, lambda: bar, grads)
+            self.give(right, lambda: bar, grads)
+        elif node.op == "-":
+            self.give(left, lambda: bar, grads)
+            self.give(right, lambda: ir.Unary("-", bar), grads)
+        elif node.op == "*":
+            self.give(left, lambda: ir.Binary("*", bar, rv), grads)
+            self.give(right, lambda: ir.Binary("*", bar, lv), grads)
+        elif node.op == "/":
+            self.give(left, lambda: ir.Binary("/", bar, rv), grads)
+            self.give(
+                right,
+                lambda: ir.Unary(
+                    "-", ir.Binary("/", ir.Binary("*", bar, lv), ir.Binary("*", rv, rv))
+                ),
+                grads,
+            )
+        elif node.op == "%":  # x % c = x - c * (x // c)
+            self.give(left, lambda: bar, grads)
+            self.give(
+                right, lambda: ir.Unary("-", ir.Binary("*", bar, ir.Binary("//", lv, rv))), grads
+            )
+
+    def call(
+        self,
+        node: ir.Call,
+        bar: ir.Expr,
+        env: dict[ir.Var, ir.Expr],
+        grads: dict[Key, ir.Expr],
+        result: ir.Expr,
+    ) -> None:
+        args = [_Symbol(self.value(a, env)) for a in node.args]
+        rule = FUNCTIONS[node.fn].derivative
+        contributions = rule(_Symbol(bar), _Symbol(result), *args)
+        for arg, contribution in zip(node.args, contributions, strict=True):
+            self.give(arg, lambda c=contribution: c.expr, grads)
+
+    # -- branches ------------------------------------------------------------------------
+
+    def reverse_if(
+        self, stmt: ir.If, env: dict[ir.Var, ir.Expr], grads: dict[Key, ir.Expr]
+    ) -> None:
+        bars = {m.var: grads.pop(m.var) for m in stmt.merges if m.var in grads}
+        cond = self.value(stmt.cond, env)
+        sides = []
+        for block, pick in ((stmt.then, "then_value"), (stmt.orelse, "else_value")):
+            side_env, side_grads = dict(env), dict(grads)
+            with self.nested() as stmts:
+                self.forward(block, side_env)
+                for merge in stmt.merges:
+                    if merge.var in bars:
+                        self.give(getattr(merge, pick), lambda m=merge: bars[m.var], side_grads)
+                self.reverse(block, side_env, side_grads)
+            sides.append((tuple(stmts), side_grads))
+        (then, then_grads), (orelse, else_grads) = sides
+        merges = []
+        for key in {**then_grads, **else_grads}:
+            a, b = then_grads.get(key, _ZERO), else_grads.get(key, _ZERO)
+            if a is grads.get(key) and b is grads.get(key):
+                continue
+            var = self.namer.gradient(key, cond.varying or a.varying or b.varying)
+            merges.append(ir.Merge(var, a, b))
+            grads[key] = ir.Ref(var)
+        self.emit(ir.If(cond, then, orelse, tuple(merges)))
+
+    # -- loops ---------------------------------------------------------------------------
+
+    def reverse_loop(
+        self, stmt: ir.Loop, env: dict[ir.Var, ir.Expr], grads: dict[Key, ir.Expr]
+    ) -> None:
+        active = [c for c in stmt.carries if c.var in self.analysis.active]
+        bars = {c.var: grads.pop(c.var, _ZERO) for c in active}
+        kinds = _LoopKinds({c.var: bars[c.var].varying for c in active}, {})
+        while True:  # until the gradients it carries, and which of them vary, are known
+            attempt = self.reverse_loop_once(stmt, env, grads, active, bars, kinds)
+            if isinstance(attempt, _ReverseLoop):
+                break
+            kinds = attempt
+        self.emit(attempt.loop)
+        grads.update({key: ir.Ref(var) for key, var in attempt.outer.items()})
+        for carry in active:
+            self.give(carry.init, lambda c=carry: ir.Ref(attempt.initial[c.var]), grads)
+
+    def reverse_loop_once(
+        self,
+        stmt: ir.Loop,
+        env: dict[ir.Var, ir.Expr],
+        grads: dict[Key, ir.Expr],
+        active: list[ir.Carry],
+        bars: dict[ir.Var, ir.Expr],
+        kinds: _LoopKinds,
+    ) -> _ReverseLoop | _LoopKinds:
+        """The reverse loop, or, when ``kinds`` guessed too little, a better guess."""
+        index = self.namer.like(stmt.index)
+        entry = {c.var: self.namer.like(c.var) for c in stmt.carries}  # values on entry
+        carried = {c.var: self.namer.gradient(c.var, kinds.carried[c.var]) for c in active}
+        outer = {key: self.namer.gradient(key, varying) for key, varying in kinds.outer.items()}
+        inner_env = {**env, stmt.index: ir.Ref(index)}
+        inner_env.update({old: ir.Ref(new) for old, new in entry.items()})
+        inner_grads: dict[Key, ir.Expr] = {key: ir.Ref(var) for key, var in outer.items()}
+        with self.nested() as body:
+            self.forward(stmt.body, inner_env)
+            for carry in active:
+                self.give(carry.update, lambda c=carry: ir.Ref(carried[c.var]), inner_grads)
+            self.reverse(stmt.body, inner_env, inner_grads)
+        updates = {c.var: inner_grads.pop(c.var, _ZERO) for c in active}
+        needed = _LoopKinds(
+            {var: kinds.carried[var] or update.varying for var, update in updates.items()},
+            {
+                key: kinds.outer.get(key, grads.get(key, _ZERO).varying) or value.varying
+                for key, value in inner_grads.items()
+            },
+        )
+        if needed != kinds:
+            return needed
+        carries = [ir.Carry(carried[c.var], bars[c.var], updates[c.var]) for c in active]
+        carries += [
+            ir.Carry(var, grads.get(key, _ZERO), inner_grads[key]) for key, var in outer.items()
+        ]
+        roots = set().union(*(refs(c.update) for c in carries))
+        live = set(roots)
+        pruned = prune(body, live)
+        if any(var in live for var in entry.values()):  # the gradient needs carried values
+            with self.nested() as rerun:
+                self.rerun_to(stmt, env, index, entry)
+            pruned = prune((*rerun, *body), set(roots))
+        last = stmt.start + (stmt.trip_count - 1) * stmt.step
+        loop = ir.Loop(index, last, stmt.start - stmt.step, -stmt.step, tuple(carries), pruned)
+        return _ReverseLoop(loop, carried, outer)
+
+    def rerun_to(
+        self,
+        stmt: ir.Loop,
+        env: dict[ir.Var, ir.Expr],
+        until: ir.Var,
+        entry: dict[ir.Var, ir.Var],
+    ) -> None:
+        """Define ``entry``: the carried values on entry to iteration ``until``,
+        by rerunning the loop's iterations before it."""
+        index = self.namer.like(stmt.index)
+        state = {c.var: self.namer.like(c.var) for c in stmt.carries}
+        inner = {**env, stmt.index: ir.Ref(index)}
+        inner.update({old: ir.Ref(new) for old, new in state.items()})
+        with self.nested() as then:
+            self.forward(stmt.body, inner)
+        merges = tuple(
+            ir.Merge(self.namer.like(c.var), self.value(c.update, inner), ir.Ref(state[c.var]))
+            for c in stmt.carries
+        )
+        before = ir.Compare("<" if stmt.step > 0 else ">", ir.Ref(index), ir.Ref(until))
+        carries = tuple(
+            ir.Carry(state[c.var], self.value(c.init, env), ir.Ref(m.var))
+            for c, m in zip(stmt.carries, merges, strict=True)
+        )
+        body = (ir.If(before, tuple(then), (), merges),)
+        self.emit(ir.Loop(index, stmt.start, stmt.stop, stmt.step, carries, body))
+        for carry in stmt.carries:
+            self.emit(ir.Let(entry[carry.var], ir.Ref(state[carry.var])))

@@ -1,0 +1,39 @@
+""":class:`HawkError`, the one error hawk raises for a kernel outside its language."""
+
+from __future__ import annotations
+
+__all__ = ["HawkError"]
+
+
+class HawkError(Exception):
+    """A function is outside the hawk language, or an IR node is ill-typed.
+
+    ``str(error)`` is the message; when the error points into a kernel's
+    source, the offending line follows it with a caret under the column.
+
+    Attributes:
+        line: the source line the refusal is about, when there is one.
+        column: its 0-based column, when known.
+        source: the text of that line, when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        line: int | None = None,
+        column: int | None = None,
+        source: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.column = column
+        self.source = source
+
+    def __str__(self) -> str:
+        if self.source is None:
+            return self.message
+        text = f"{self.message}\n    {self.source}"
+        if self.column is not None:
+            text += "\n    " + " " * self.column + "^"
+        return text

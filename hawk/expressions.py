@@ -1,0 +1,456 @@
+"""Python expressions -> hawk IR: the half of the tracer that reads expressions.
+
+:class:`ExpressionTracer` holds what tracing one function needs (its
+names, the values they hold, the statements made so far) and turns an
+:mod:`ast` expression into a typed :class:`~hawk.ir.Expr`: arithmetic and
+comparisons (folded when constant, :mod:`hawk.fold`), calls of
+``hawk.math`` functions (checked against :data:`hawk.functions.FUNCTIONS`),
+``int()``/``float()``, table reads and names. Names that are not the
+kernel's own are looked up once, at decoration time (:mod:`hawk.scope`).
+:mod:`hawk.trace` adds the statements.
+"""
+
+from __future__ import annotations
+
+import ast
+import types
+from dataclasses import dataclass
+from typing import Any
+
+from hawk import ir
+from hawk.errors import HawkError
+from hawk.fold import fold
+from hawk.functions import FUNCTIONS
+from hawk.kinds import PlaneKind, Type
+from hawk.scope import Unresolved, as_number, module_attribute, resolve
+
+__all__ = ["BINOPS", "ExpressionTracer", "Gone", "assigned_names", "snippet"]
+
+
+@dataclass(frozen=True)
+class Gone:
+    """A name that exists in Python but has no value at this point of a kernel."""
+
+    why: str
+
+
+_CONSTRUCTS = {
+    ast.While: "a while loop (hawk loops are for x in range(<constant>))",
+    ast.Break: "break (hawk loops always run their whole range)",
+    ast.Continue: "continue (use if/else inside the loop)",
+    ast.Return: "return (outputs are hawk.Mutable planes: assign to them)",
+    ast.With: "a with statement",
+    ast.Try: "try/except",
+    ast.Raise: "raise",
+    ast.Assert: "assert",
+    ast.Delete: "del",
+    ast.Global: "global",
+    ast.Nonlocal: "nonlocal",
+    ast.FunctionDef: "a nested function",
+    ast.AsyncFunctionDef: "a nested function",
+    ast.ClassDef: "a class",
+    ast.Import: "import (import at module level and use the name)",
+    ast.ImportFrom: "import (import at module level and use the name)",
+    ast.AnnAssign: "an annotated assignment",
+    ast.Match: "match",
+    ast.AsyncFor: "async for",
+    ast.AsyncWith: "async with",
+    ast.Lambda: "lambda",
+    ast.List: "a list",
+    ast.Tuple: "a tuple (outside an unpacking assignment)",
+    ast.Dict: "a dict",
+    ast.Set: "a set",
+    ast.ListComp: "a list comprehension",
+    ast.SetComp: "a set comprehension",
+    ast.DictComp: "a dict comprehension",
+    ast.GeneratorExp: "a generator expression",
+    ast.Subscript: "indexing with [] (read tables with .at(...))",
+    ast.JoinedStr: "an f-string",
+    ast.NamedExpr: "the walrus operator",
+    ast.Starred: "*unpacking",
+    ast.Await: "await",
+    ast.Yield: "yield",
+    ast.YieldFrom: "yield from",
+}
+
+BINOPS = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
+}
+
+_COMPARE_OPS = {
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+}
+
+
+def assigned_names(stmts: list[ast.stmt]) -> list[str]:
+    """Names a block assigns (anywhere inside it), in first-assignment order."""
+    names: dict[str, None] = {}
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names[node.id] = None
+    return list(names)
+
+
+class ExpressionTracer(ir.Builder):
+    """Traces the expressions of one function; :class:`hawk.trace` adds statements."""
+
+    def __init__(self, fn: types.FunctionType, node: ast.FunctionDef, source: list[str]) -> None:
+        super().__init__()
+        self.fn = fn
+        self.node = node
+        self.source = source
+        self.name = fn.__name__
+        self.line_offset = fn.__code__.co_firstlineno - 1
+        self.locals = set(assigned_names(node.body))
+        self.versions: dict[str, int] = {}
+        self.env: dict[str, ir.Expr | ir.Plane | Gone] = {}
+
+    # -- errors and names ----------------------------------------------------------------
+
+    def error(self, node: ast.AST, message: str) -> HawkError:
+        """A refusal of ``node``: its line, the source text there, and its column."""
+        lineno = getattr(node, "lineno", 1)
+        line = self.line_offset + lineno
+        text = self.source[lineno - 1] if lineno <= len(self.source) else None
+        return HawkError(
+            f"kernel {self.name!r}, line {line}: {message}",
+            line,
+            getattr(node, "col_offset", None),
+            text,
+        )
+
+    def located(self, node: ast.AST, exc: HawkError) -> HawkError:
+        """``exc`` (from making an IR node) pointing at ``node``, unless it points somewhere."""
+        return exc if exc.line is not None else self.error(node, exc.message)
+
+    def refuse(self, node: ast.AST) -> HawkError:
+        what = _CONSTRUCTS.get(type(node), type(node).__name__)
+        return self.error(node, f"{what} is not in hawk: {snippet(node)}")
+
+    def new_var(self, name: str, type_: ir.Type, varying: bool) -> ir.Var:
+        version = self.versions.get(name, -1) + 1
+        self.versions[name] = version
+        return ir.Var(name if version == 0 else f"{name}.{version}", type_, varying)
+
+    # -- types ---------------------------------------------------------------------------
+
+    def join_type(self, node: ast.AST, name: str, a: ir.Type, b: ir.Type) -> ir.Type:
+        if a == b:
+            return a
+        if Type.BOOL in (a, b):
+            raise self.error(
+                node, f"{name!r} holds a comparison in one place and a number in another"
+            )
+        return Type.REAL
+
+    def join(self, node: ast.AST, name: str, a: ir.Expr, b: ir.Expr) -> tuple[ir.Expr, ir.Expr]:
+        kind = self.join_type(node, name, a.type, b.type)
+        return self.cast_to(node, a, kind, name), self.cast_to(node, b, kind, name)
+
+    def cast_to(self, node: ast.AST, value: ir.Expr, kind: ir.Type, name: str) -> ir.Expr:
+        if value.type == kind:
+            return value
+        if value.type == Type.INT and kind == Type.REAL:
+            return fold(ir.Cast(Type.REAL, value))
+        raise self.error(node, f"{name!r} needs a {kind} value, not {value.type} ({value})")
+
+    def real(self, node: ast.AST, value: ir.Expr, name: str) -> ir.Expr:
+        return self.cast_to(node, value, Type.REAL, name)
+
+    def condition(self, node: ast.expr) -> ir.Expr:
+        value = self.expr(node)
+        if value.type != Type.BOOL:
+            raise self.error(
+                node, f"a condition must be a comparison, not {snippet(node)} ({value.type})"
+            )
+        return value
+
+    def arith(self, node: ast.AST, op: str, left: ir.Expr, right: ir.Expr) -> ir.Expr:
+        for side in (left, right):
+            if side.type == Type.BOOL:
+                raise self.error(node, f"{op} needs numbers, not a comparison: {snippet(node)}")
+        if op == "**":
+            if isinstance(left, ir.Const) and isinstance(right, ir.Const):
+                try:
+                    value = left.value**right.value
+                except (ZeroDivisionError, OverflowError) as exc:
+                    raise self.error(node, f"{snippet(node)}: {exc}") from exc
+                if isinstance(value, complex):
+                    raise self.error(node, f"{snippet(node)} is not a real number")
+                return ir.Const(value)
+            return self.call_math(node, "pow", [left, right])
+        if op == "/" or left.type != right.type:
+            left, right = self.real(node, left, op), self.real(node, right, op)
+        return fold(ir.Binary(op, left, right))
+
+    # -- expressions ---------------------------------------------------------------------
+
+    def expr(self, node: ast.expr) -> ir.Expr:
+        """The IR of ``node``; a refusal by the IR itself names ``node``'s line."""
+        try:
+            return self.expression(node)
+        except HawkError as exc:
+            raise self.located(node, exc) from exc
+
+    def expression(self, node: ast.expr) -> ir.Expr:
+        if isinstance(node, ast.Constant):
+            value = node.value
+            if isinstance(value, bool | int | float):
+                return ir.Const(value)
+            raise self.error(node, f"the constant {value!r} is not a number")
+        if isinstance(node, ast.Name):
+            return self.load_name(node.id, node)
+        if isinstance(node, ast.BinOp):
+            op = BINOPS.get(type(node.op))
+            if op is None:
+                raise self.error(node, f"operator in {snippet(node)} is not in hawk")
+            return self.arith(node, op, self.expr(node.left), self.expr(node.right))
+        if isinstance(node, ast.UnaryOp):
+            operand = self.expr(node.operand)
+            if isinstance(node.op, ast.Not):
+                if operand.type != Type.BOOL:
+                    raise self.error(node, f"'not' takes a comparison: {snippet(node)}")
+                return fold(ir.Not(operand))
+            if isinstance(node.op, ast.USub | ast.UAdd) and operand.type != Type.BOOL:
+                return fold(ir.Unary("-" if isinstance(node.op, ast.USub) else "+", operand))
+            raise self.error(node, f"operator in {snippet(node)} is not in hawk")
+        if isinstance(node, ast.Compare):
+            return self.compare(node)
+        if isinstance(node, ast.BoolOp):
+            op = "and" if isinstance(node.op, ast.And) else "or"
+            values = [self.condition(v) for v in node.values]
+            result = values[0]
+            for value in values[1:]:
+                result = fold(ir.Logic(op, result, value))
+            return result
+        if isinstance(node, ast.IfExp):
+            cond = self.condition(node.test)
+            a, b = self.join(
+                node, "the conditional expression", self.expr(node.body), self.expr(node.orelse)
+            )
+            return fold(ir.Select(cond, a, b))
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        if isinstance(node, ast.Attribute):
+            value = self.resolve_attribute(node)
+            return self.constant(node, value, snippet(node))
+        raise self.refuse(node)
+
+    def compare(self, node: ast.Compare) -> ir.Expr:
+        left = self.expr(node.left)
+        result: ir.Expr | None = None
+        for op_node, right_node in zip(node.ops, node.comparators, strict=True):
+            op = _COMPARE_OPS.get(type(op_node))
+            if op is None:
+                raise self.error(node, f"comparison in {snippet(node)} is not in hawk")
+            right = self.expr(right_node)
+            for side in (left, right):
+                if side.type == Type.BOOL:
+                    raise self.error(node, f"{op} compares numbers: {snippet(node)}")
+            a, b = (
+                (left, right)
+                if left.type == right.type
+                else (self.real(node, left, op), self.real(node, right, op))
+            )
+            term = fold(ir.Compare(op, a, b))
+            result = term if result is None else fold(ir.Logic("and", result, term))
+            left = right
+        assert result is not None
+        return result
+
+    def load_name(self, name: str, node: ast.AST) -> ir.Expr:
+        value = self.env.get(name)
+        if isinstance(value, ir.Expr):
+            return value
+        if isinstance(value, ir.Plane):
+            how = (
+                f"{name}.at(...)" if value.kind == PlaneKind.TABLE else f"{name}.add(..., value=v)"
+            )
+            raise self.error(node, f"{name!r} is a {value.declaration()}; use {how}")
+        if isinstance(value, Gone):
+            raise self.error(node, value.why)
+        if name in self.locals:
+            raise self.error(node, f"name {name!r} is used before assignment")
+        try:
+            value = self.resolve_global(name)
+        except Unresolved:
+            raise self.error(node, f"name {name!r} is not defined") from None
+        return self.constant(node, value, name)
+
+    def resolve_global(self, name: str) -> Any:
+        return resolve(self.fn, name)
+
+    def resolve_attribute(self, node: ast.Attribute) -> Any:
+        parts = []
+        base: ast.expr = node
+        while isinstance(base, ast.Attribute):
+            parts.append(base.attr)
+            base = base.value
+        if not isinstance(base, ast.Name) or base.id in self.env or base.id in self.locals:
+            raise self.error(node, f"attribute access {snippet(node)} is not in hawk")
+        try:
+            value = self.resolve_global(base.id)
+        except Unresolved:
+            raise self.error(node, f"name {base.id!r} is not defined") from None
+        try:
+            return module_attribute(value, parts[::-1])
+        except Unresolved:
+            raise self.error(node, f"attribute access {snippet(node)} is not in hawk") from None
+
+    def constant(self, node: ast.AST, value: Any, text: str) -> ir.Expr:
+        number = as_number(value)
+        if number is None:
+            raise self.error(
+                node,
+                f"{text!r} is a {type(value).__name__}; a kernel uses names of its own, its "
+                "parameters, and int or float constants",
+            )
+        return ir.Const(number)
+
+    def math_op(self, func: ast.expr) -> str | None:
+        if isinstance(func, ast.Name) and (func.id in self.env or func.id in self.locals):
+            return None
+        try:
+            target = (
+                self.resolve_global(func.id)
+                if isinstance(func, ast.Name)
+                else self.resolve_attribute(func)
+                if isinstance(func, ast.Attribute)
+                else None
+            )
+        except (Unresolved, HawkError):
+            return None
+        return getattr(target, "__hawk_op__", None)
+
+    def call(self, node: ast.Call) -> ir.Expr:
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            plane = self.env.get(func.value.id)
+            if isinstance(plane, ir.Plane):
+                return self.table_call(node, plane, func.attr)
+        op = self.math_op(func)
+        if op is not None:
+            if node.keywords:
+                raise self.error(node, f"{op}() takes positional arguments: {snippet(node)}")
+            if op == "sample_index":
+                if node.args:
+                    raise self.error(node, "sample_index() takes no arguments")
+                return ir.Lane()
+            if op == "split_index":
+                raise self.error(
+                    node, "split_index gives two values; unpack it: a, b = hm.split_index(n)"
+                )
+            return self.call_math(node, op, [self.expr(a) for a in node.args])
+        if isinstance(func, ast.Name) and func.id not in self.env and func.id not in self.locals:
+            target = self.resolve_or_none(func.id)
+            if target is int or target is float:
+                if len(node.args) != 1 or node.keywords:
+                    raise self.error(node, f"{func.id}() takes one argument: {snippet(node)}")
+                value = self.expr(node.args[0])
+                if value.type == Type.BOOL:
+                    raise self.error(node, f"{func.id}() of a comparison is not in hawk")
+                kind = Type.INT if target is int else Type.REAL
+                return value if value.type == kind else fold(ir.Cast(kind, value))
+        raise self.error(
+            node,
+            f"unknown call {snippet(func)}(...): a kernel calls hawk.math functions, int() "
+            "and float()",
+        )
+
+    def resolve_or_none(self, name: str) -> Any:
+        try:
+            return self.resolve_global(name)
+        except Unresolved:
+            return None
+
+    def call_math(self, node: ast.AST, op: str, args: list[ir.Expr]) -> ir.Expr:
+        function = FUNCTIONS[op]
+        if len(args) != function.arity:
+            raise self.error(node, f"{op}() takes {function.arity} argument(s): {snippet(node)}")
+        for arg in args:
+            if arg.type == Type.BOOL:
+                raise self.error(node, f"{op}() takes numbers, not a comparison")
+        if not function.keeps_int or any(a.type == Type.REAL for a in args):
+            args = [self.real(node, a, op) for a in args]
+        return ir.Call(op, tuple(args))
+
+    def split_index(self, node: ast.Call) -> tuple[ir.Expr, ir.Expr]:
+        if len(node.args) != 1 or node.keywords:
+            raise self.error(node, "split_index(n) takes one constant int")
+        n = self.expr(node.args[0])
+        if not (isinstance(n, ir.Const) and n.type == Type.INT and n.value > 0):
+            raise self.error(node, f"split_index(n) needs a positive constant int, not {n}")
+        return ir.Binary("//", ir.Lane(), n), ir.Binary("%", ir.Lane(), n)
+
+    def table_call(self, node: ast.Call, plane: ir.Plane, method: str) -> ir.Expr:
+        if method == "add":
+            raise self.error(node, f"{plane.name}.add(...) is a statement, not a value")
+        if method != "at":
+            raise self.error(
+                node, f"tables have .at(...) (and .add for Mutable[Table]), not .{method}"
+            )
+        if plane.kind != PlaneKind.TABLE:
+            raise self.error(node, f"{plane.name!r} is a Mutable[Table]: it is added to, not read")
+        return ir.Read(plane, self.address(node, plane, node.keywords))
+
+    def address(
+        self, node: ast.Call, plane: ir.Plane, keywords: list[ast.keyword]
+    ) -> tuple[ir.Expr, ...]:
+        method = f"{plane.name}.{'at' if plane.kind == 'table' else 'add'}"
+        if plane.axes is None:
+            if len(node.args) != 1 or keywords:
+                raise self.error(
+                    node, f"{method}(i) takes one flat index ({plane.name} is a flat Table)"
+                )
+            items = [(None, node.args[0])]
+        else:
+            if node.args:
+                raise self.error(
+                    node,
+                    f"{method} addresses axes by name: {plane.name} is {plane.declaration()}",
+                )
+            labels = [label for label, _ in plane.axes]
+            given = {k.arg: k.value for k in keywords}
+            unknown = [k.arg for k in keywords if k.arg not in labels]
+            if unknown:
+                raise self.error(
+                    node,
+                    f"{method}: unknown axis {unknown[0]!r}; {plane.name} has axes {labels}",
+                )
+            missing = [label for label in labels if label not in given]
+            if missing:
+                raise self.error(
+                    node,
+                    f"{method}: partial address, axis {missing[0]!r} is missing; address every "
+                    f"axis of {plane.name} ({', '.join(labels)}) by name",
+                )
+            items = [(label, given[label]) for label in labels]
+        index = []
+        for label, item in items:
+            value = self.expr(item)
+            if value.type != Type.INT:
+                where = "the index" if label is None else f"axis {label!r}"
+                raise self.error(
+                    node,
+                    f"{method}: {where} is {value.type} ({snippet(item)}); an index is an int "
+                    "(convert with int(...))",
+                )
+            index.append(value)
+        return tuple(index)
+
+
+def snippet(node: ast.AST) -> str:
+    text = ast.unparse(node).splitlines()[0] if isinstance(node, ast.AST) else str(node)
+    return text if len(text) <= 60 else text[:57] + "..."
