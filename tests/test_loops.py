@@ -271,3 +271,21 @@ def test_a_guarded_loop_holds_a_pass_counter_until_its_graph_goes(fake_cuda):
     built.destroy()
     gc.collect()
     assert len(loops._free_slots[0]) == free_before
+
+
+def test_a_nested_while_sets_its_condition_before_its_node(fake_cuda):
+    outer, inner = _DeviceArray(), _DeviceArray(dtype="float32")
+    with cuda.StreamCapturer(5) as capturer, capturer.while_loop(outer):
+        fake_cuda.append(("outer body", ()))
+        with capturer.while_loop(inner, max_iterations=3):
+            fake_cuda.append(("body", ()))
+    names = _names(fake_cuda)
+    launches = [args for name, args in fake_cuda if name == "launch"]
+    nodes = [args for name, args in fake_cuda if name == "add_node"]
+    assert nodes == [([11], "while"), ([77], "while")]  # the inner one after the prelude
+    assert names.index("launch") < names.index("add_node", names.index("add_node") + 1)
+    prelude, inner_end, outer_end = launches
+    assert prelude[2:] == [loops._ALWAYS, 0, 0]  # "go", and no pass counted
+    assert inner_end[1] is inner and inner_end[2:4] == [1, 3]
+    assert outer_end[1] is outer and outer_end[2:4] == [0, 0]
+    assert loops._depth == {}

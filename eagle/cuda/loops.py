@@ -9,8 +9,8 @@ stay valid. How:
 1. ``cudaStreamGetCaptureInfo`` gives the graph being captured and the
    stream's current dependencies; ``cudaGraphConditionalHandleCreate`` makes
    the condition on that graph and ``cudaGraphAddNode`` adds the conditional
-   node after those dependencies (for ``if``, after a kernel of eagle's that
-   reads the flag).
+   node after those dependencies (for ``if``, and for a ``while`` inside
+   another body, after a kernel of eagle's that sets the condition first).
 2. The outer capture ends (the graph stays as it is) and
    ``cudaStreamBeginCaptureToGraph`` captures the same stream into the node's
    body graph; the block runs; for ``while`` eagle appends its kernel, which
@@ -48,6 +48,7 @@ MAX_GUARDED_LOOPS = 4096
 """How many loops with ``max_iterations`` may be alive (in live graphs) per device."""
 
 _KERNEL = "eagle_set_condition"
+_ALWAYS = 3  # the kernel's dtype code for "set the condition, whatever the flag"
 _SOURCE = rf"""
 typedef __device_builtin__ unsigned long long cudaGraphConditionalHandle;
 extern "C" __device__ __cudart_builtin__ void cudaGraphSetConditional(
@@ -60,7 +61,9 @@ extern "C" __global__ void {_KERNEL}(
     unsigned int max_passes, unsigned int slot)
 {{
     bool go;
-    if (dtype == 0) {{
+    if (dtype == {_ALWAYS}) {{
+        go = true;
+    }} else if (dtype == 0) {{
         go = *(const int*)flag != 0;
     }} else if (dtype == 1) {{
         go = *(const float*)flag != 0.0f;
@@ -179,15 +182,22 @@ def conditional(
     counter = _PassCounter(device) if max_passes else None
     args = [np.uint64(int(handle)), flag, np.int32(code), np.uint32(max_passes)]
     args.append(np.uint32(counter.slot if counter is not None else 0))
-    if not while_:
-        kernel.launch(1, 1, args, stream)  # sets the condition before the node runs
+    # An if reads the flag before its node. A while nested in another body sets its
+    # condition there too: whether the default is applied again on every pass of the
+    # enclosing loop is not promised, and the first pass must run.
+    prelude = not while_ or bool(_depth.get(stream))
+    if prelude:
+        always = [args[0], flag, np.int32(_ALWAYS), np.uint32(0), np.uint32(0)]
+        setting = always if while_ else args
+        kernel.launch(1, 1, setting, stream)
     graph, deps, edges = _capture_point(stream)
     node, body = _add_node(graph, deps, edges, handle, while_)
-    added = [node] if while_ else [node, *deps]  # deps: the kernel just launched
+    added = [node, *deps] if prelude else [node]  # deps: the kernel just launched
     call("cudaStreamEndCapture", stream)
     resume: tuple[list[Any], list[Any] | None] = ([node], None)
     try:
         call("cudaStreamBeginCaptureToGraph", stream, body, None, None, 0, mode)
+        _depth[stream] = _depth.get(stream, 0) + 1
         try:
             yield
             if while_:
@@ -198,6 +208,10 @@ def conditional(
             with suppress(Exception):  # the block's error is the one worth reporting
                 call("cudaStreamEndCapture", stream)
             raise
+        finally:
+            _depth[stream] -= 1
+            if not _depth[stream]:
+                del _depth[stream]
         call("cudaStreamEndCapture", stream)
     except BaseException:
         resume = (before, before_edges)
@@ -207,6 +221,9 @@ def conditional(
         raise
     finally:
         _resume(stream, graph, *resume, mode)
+
+
+_depth: dict[int, int] = {}  # stream -> how many bodies its capture is inside
 
 
 def _capture_point(stream: int) -> tuple[Any, list[Any], list[Any] | None]:
