@@ -195,6 +195,44 @@ class StreamCapturer:
         self.captured = CapturedGraph(handle, kept)
         return self.captured
 
+    def while_loop(
+        self, flag: Any, *, max_iterations: int | None = None
+    ) -> contextlib.AbstractContextManager[None]:
+        """``with cap.while_loop(flag):`` — the block becomes a loop the device repeats.
+
+        The work the block enqueues on the captured stream is recorded once, as
+        the body of a CUDA while node (CUDA 12.4+), which every launch of the
+        graph runs at least once and then again while ``flag`` is non-zero
+        (eagle reads it after each pass). The block must write ``flag``, e.g.
+        with a hawk kernel whose ``Mutable`` one-element plane it is. See the
+        capture rules page for what the block may enqueue.
+
+        Args:
+            flag: a one-element device array, int32, float32 or float64.
+            max_iterations: stop after this many passes even if ``flag`` is
+                still non-zero (the flag then tells you the loop did not
+                converge); None for no limit.
+
+        Raises:
+            TypeError, ValueError: a bad ``flag`` or ``max_iterations``, named.
+            LifetimeError: no capture is open on this capturer.
+            CudaError: CUDA refused (a driver older than CUDA 12.4, an illegal
+                call inside the block).
+        """
+        from eagle.cuda.loops import conditional
+
+        return conditional(self, "while", flag, max_iterations)
+
+    def if_(self, flag: Any) -> contextlib.AbstractContextManager[None]:
+        """``with cap.if_(flag):`` — the block runs only when ``flag`` is non-zero.
+
+        ``flag`` is read on the device when the graph reaches the block, after
+        the work captured before it. Rules as for :meth:`while_loop`.
+        """
+        from eagle.cuda.loops import conditional
+
+        return conditional(self, "if", flag)
+
     def __enter__(self) -> StreamCapturer:
         self.begin()
         return self
