@@ -35,7 +35,9 @@ def test_version_has_one_home():
         assert not loaded, loaded
         """
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert hawk.__version__.count(".") == 2
 
