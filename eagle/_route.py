@@ -30,13 +30,9 @@ from eagle.cuda.stream import as_stream_ptr, current_stream
 from eagle.gemm.capture import CublasCaptureHandle, stream_handle
 from eagle.gemm.contraction import RecognizedContraction
 from eagle.gemm.errors import GemmCaptureUnavailable, PlanUnavailable
+from eagle.gemm.lowering import _captured_call, check_plan_capturable, lower_dense_gemm
 from eagle.gemm.params import SgemmParams
-from eagle.gemm.plan import (
-    LoweredPlan,
-    _captured_call,
-    check_plan_capturable,
-    lower_dense_gemm,
-)
+from eagle.gemm.steps import LoweredPlan
 from hawk.contraction import LaneLayout
 
 __all__ = [

@@ -189,7 +189,7 @@ class FakeDevice:
     STREAM = 0x5EA
 
     def __init__(self, monkeypatch):
-        from eagle.gemm import capture, plan
+        from eagle.gemm import capture, matmul
 
         self.cublas = FakeCublas()
         self.capturing = False
@@ -209,8 +209,8 @@ class FakeDevice:
         monkeypatch.setattr(capture, "default_pool", lambda device: pool())
         monkeypatch.setattr(capture, "record_use", lambda *objs: self.used.append(objs))
         monkeypatch.setattr(capture, "_stream_handles", {})
-        monkeypatch.setattr(plan, "current_stream", lambda device: stream)
-        monkeypatch.setattr(plan, "record_use", lambda *objs: self.used.append(objs))
+        monkeypatch.setattr(matmul, "current_stream", lambda device: stream)
+        monkeypatch.setattr(matmul, "record_use", lambda *objs: self.used.append(objs))
 
     def _workspace(self, nbytes):
         return type("Buffer", (), {"ptr": 0xAB000, "nbytes": nbytes})()
