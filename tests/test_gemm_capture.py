@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import weakref
 
 import numpy as np
 import pytest
@@ -115,6 +116,7 @@ class FakeCublas:
     def __init__(self):
         self.log: list[tuple] = []
         self.ranges: list[tuple[int, int]] = []
+        self.destinations: list[int] = []
 
     def register(self, array):
         self.ranges.append((array.ctypes.data, array.ctypes.data + array.nbytes))
@@ -152,6 +154,7 @@ class FakeCublas:
 
     def _gemm(self, dtype, handle, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
         self.log.append(("gemm", np.dtype(dtype).name, ta, tb, m, n, k))
+        self.destinations.append(c)
         scalars = np.frombuffer((ctypes.c_byte * 16).from_address(alpha), dtype=dtype, count=2)
         assert beta == alpha + np.dtype(dtype).itemsize
         left, _, _ = self._matrix(a, ta, m, k, lda, dtype)
@@ -183,6 +186,11 @@ class HostBackedDeviceArray:
         return HostBackedDeviceArray(self.values[key])
 
 
+class _PoolBuffer:
+    def __init__(self, values, nbytes):
+        self.values, self.ptr, self.nbytes = values, values.ctypes.data, nbytes
+
+
 class FakeDevice:
     """Replaces the CUDA side of eagle.gemm with a recorder and host memory."""
 
@@ -195,6 +203,7 @@ class FakeDevice:
         self.capturing = False
         self.used: list[tuple] = []
         self.synchronized = 0
+        self.allocations: list[weakref.ref] = []
 
         def fake_call(name, *args):
             self.synchronized += name == "cudaStreamSynchronize"
@@ -213,7 +222,11 @@ class FakeDevice:
         monkeypatch.setattr(matmul, "record_use", lambda *objs: self.used.append(objs))
 
     def _workspace(self, nbytes):
-        return type("Buffer", (), {"ptr": 0xAB000, "nbytes": nbytes})()
+        """A pool allocation: registered host memory, weakly listed in ``allocations``."""
+        buffer = _PoolBuffer(np.empty(max(nbytes, 1), np.uint8), nbytes)
+        self.cublas.register(buffer.values)
+        self.allocations.append(weakref.ref(buffer))
+        return buffer
 
     def array(self, values):
         self.cublas.register(values)
@@ -252,7 +265,7 @@ def test_handle_is_bound_then_given_its_workspace(device):
     assert device.cublas.log == [
         ("create",),
         ("set_stream", FakeDevice.STREAM),
-        ("set_workspace", 0xAB000, WORKSPACE_BYTES),
+        ("set_workspace", device.allocations[0]().ptr, WORKSPACE_BYTES),
         ("set_pointer_mode", 0),
         ("set_math_mode", 3),
     ]
@@ -381,3 +394,25 @@ def test_matmul_step_on_the_device_path(device, rng, flags, dtype):
     log = [entry[0] for entry in device.cublas.log]
     assert log.count("create") == 1 and log.count("gemm") == 2  # one handle per stream
     assert ("gemm", np.dtype(dtype).name) == device.cublas.log[-1][:2]
+
+
+def test_warm_keep_out_runs_into_scratch_aligned_as_out(device, rng):
+    a, b, reference = _case(rng, (False, False, False), np.float32)
+    base = np.full(reference.size + 1, np.nan, np.float32)
+    device.cublas.register(base)
+    out = HostBackedDeviceArray(base[1:].reshape(reference.shape))  # 4 bytes into its buffer
+    operands = {"a": device.array(a), "b": device.array(b), "out": out}
+    params = sgemm_params_for_arrays(*operands.values())
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    handle.warm(params, operands, keep_out=True)
+    assert np.isnan(base).all()  # out kept its values
+    (scratch,) = device.cublas.destinations
+    assert scratch != out.ptr and scratch % 16 == out.ptr % 16 == 4
+    assert [entry[0] for entry in device.cublas.log].count("gemm") == 1
+    assert device.synchronized == 1
+    assert device.allocations[-1]() is None  # the scratch went back once the product ran
+    device.capturing = True
+    handle.warm(params, operands, keep_out=True)  # already warm: nothing to run or allocate
+    handle.sgemm(params, operands)  # the warmed product is out's own, alignment included
+    np.testing.assert_allclose(out.values, reference, rtol=1e-5, atol=1e-5)
+    assert np.isnan(base[0])

@@ -254,6 +254,25 @@ def test_plan_runs_its_steps_in_order_into_the_callers_buffers(rng):
     assert rel_error(t, a @ b) < 1e-14
 
 
+def test_subplan_keeps_the_steps_and_buffers_its_outputs_need(rng):
+    plan = _chain_plan()
+    first = plan.subplan(["out"])
+    assert [step.name for step in first.steps] == ["t", "out"]
+    assert list(first.required) == ["a", "b", "c", "out", "t"]
+    assert (first.mechanism, first.determinism) == (plan.mechanism, plan.determinism)
+    assert [step.name for step in plan.subplan(["out_t"]).steps] == ["t", "out", "out_t"]
+    assert [spec.name for spec in plan.subplan(["out_t"]).outputs] == ["out", "out_t"]
+    assert plan.subplan([]).steps == ()
+    a, b, c = (rng.standard_normal(spec.shape) for spec in plan.inputs)
+    out = np.full((3, 2), np.nan)
+    first("host", {"a": a, "b": b, "c": c, "out": out, "t": np.empty((3, 5))})
+    assert rel_error(out, a @ b @ c) < 1e-14
+    with pytest.raises(PlanUnavailable, match=r"\['t'\] are not outputs of this plan; its outputs"):
+        plan.subplan(["t"])
+    with pytest.raises(TypeError, match=r"outputs must be a collection of names, e.g. \['out'\]"):
+        plan.subplan("out")
+
+
 def test_plan_sees_a_contiguous_lane_plane_in_its_declared_shape(rng):
     plan = LoweredPlan(
         (matmul_step("y", a="w", b="f", out="y", transpose_a=True),),

@@ -126,19 +126,25 @@ class CublasCaptureHandle:
         """False once :meth:`destroy` ran: the handle takes no more work."""
         return not self._closed
 
-    def warm(self, params: SgemmParams, operands: Mapping[str, Any]) -> None:
+    def warm(
+        self, params: SgemmParams, operands: Mapping[str, Any], *, keep_out: bool = False
+    ) -> None:
         """Run the product once, outside any capture, the first time it is seen.
 
         It writes ``operands["out"]`` and waits for the stream; later calls for
         the same product do nothing. A product is its ``params`` and how its
         operands are aligned (cuBLAS may pick another kernel for a view that
         starts mid-vector). Warm every distinct product before the capture that
-        records it.
+        records it. The handle's record of what it has warmed is the only one:
+        :meth:`sgemm` inside a capture consults it.
 
         Args:
             params: from :func:`~eagle.gemm.sgemm_params_for_arrays`.
             operands: ``{"a": ..., "b": ..., "out": ...}``, float32 device arrays
                 on this handle's device, laid out as ``params`` describe.
+            keep_out: leave ``out`` as it is: the product runs into a scratch
+                matrix from eagle's pool, laid out and aligned as ``out`` is
+                (so it warms ``out``'s product), freed afterwards.
 
         Raises:
             GemmCaptureUnavailable: the handle was destroyed, the stream is being
@@ -154,7 +160,11 @@ class CublasCaptureHandle:
             raise GemmCaptureUnavailable(
                 "warm() runs the product, so it must come before the capture begins"
             )
-        self._enqueue(params, first.ptr, second.ptr, out.ptr, 1.0, 0.0, double=False)
+        target = out.ptr
+        if keep_out:  # the scratch lives until this returns, after the synchronize
+            scratch = default_pool(self.device).allocate(_span(params) + _ALIGNMENT, self._stream)
+            target = scratch.ptr + (out.ptr - scratch.ptr) % _ALIGNMENT
+        self._enqueue(params, first.ptr, second.ptr, target, 1.0, 0.0, double=False)
         call("cudaStreamSynchronize", self.stream_ptr)
         self._warmed.add(key)
 
@@ -297,6 +307,11 @@ class CublasCaptureHandle:
         if handle is not None:
             with contextlib.suppress(Exception):  # interpreter shutdown may have unloaded cuBLAS
                 self._cublas.destroy(handle)
+
+
+def _span(params: SgemmParams) -> int:
+    """Bytes a float32 product writes from its destination's address: (n - 1) * ldc + m."""
+    return ((params.n - 1) * params.ldc + params.m) * 4 if params.m and params.n else 0
 
 
 def _product_key(params: SgemmParams, *arrays: Any) -> tuple[SgemmParams, int, int, int]:

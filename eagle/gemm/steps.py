@@ -11,7 +11,7 @@ products); nothing here touches a device.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -235,6 +235,45 @@ class LoweredPlan:
     def kinds(self) -> tuple[str, ...]:
         """The kind of each step, in order."""
         return tuple(step.kind for step in self.steps)
+
+    def subplan(self, outputs: Iterable[str]) -> LoweredPlan:
+        """The steps that ``outputs`` need, as a plan of its own.
+
+        It keeps each step that writes one of ``outputs`` or a buffer a kept
+        step reads, and declares only the buffers those steps touch; so an
+        adjoint asked for one gradient binds and computes only that one.
+
+        Args:
+            outputs: names of outputs of this plan.
+
+        Raises:
+            TypeError: ``outputs`` is one string, not a collection of names.
+            PlanUnavailable: a name that is not one of this plan's outputs.
+        """
+        if isinstance(outputs, str):
+            raise TypeError(f"outputs must be a collection of names, e.g. [{outputs!r}]")
+        wanted = set(outputs)
+        declared = [spec.name for spec in self.outputs]
+        unknown = sorted(wanted.difference(declared))
+        if unknown:
+            raise PlanUnavailable(
+                f"{unknown} are not outputs of this plan; its outputs are {declared}"
+            )
+        kept: list[PlanStep] = []
+        for step in reversed(self.steps):
+            if wanted.intersection(step.writes):
+                kept.append(step)
+                wanted.update(step.reads)
+        kept.reverse()
+        touched = {name for step in kept for name in step.reads + step.writes}
+        return LoweredPlan(
+            tuple(kept),
+            self.mechanism,
+            self.determinism,
+            tuple(spec for spec in self.inputs if spec.name in touched),
+            tuple(spec for spec in self.outputs if spec.name in touched),
+            tuple(spec for spec in self.workspaces if spec.name in touched),
+        )
 
     def __call__(self, backend: str, buffers: Mapping[str, Any]) -> None:
         """Run every step on ``backend`` over ``buffers``, writing outputs in place.
