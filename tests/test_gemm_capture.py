@@ -6,6 +6,7 @@ dimensions, alpha/beta read from host memory, warm-up and capture rules, lifetim
 from __future__ import annotations
 
 import ctypes
+import gc
 import itertools
 import os
 import subprocess
@@ -376,6 +377,55 @@ def test_destroy_waits_for_live_graphs_before_freeing(device):
     assert device.cublas.log.count(("destroy", 0xC0B1A5)) == 1
     handle.destroy()
     assert device.cublas.log.count(("destroy", 0xC0B1A5)) == 1
+
+
+def test_destroy_frees_the_workspace_after_the_handle(device):
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    (workspace,) = device.allocations
+    handle.destroy()
+    assert device.cublas.log[-1] == ("destroy", 0xC0B1A5) and workspace() is None
+    with pytest.raises(GemmCaptureUnavailable, match="was destroyed; make a new"):
+        handle.warm(None, {})
+
+
+def test_a_collected_handle_destroys_its_cublas_handle_and_workspace(device):
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    (workspace,) = device.allocations
+    assert workspace() is not None
+    del handle
+    gc.collect()
+    assert device.cublas.log.count(("destroy", 0xC0B1A5)) == 1 and workspace() is None
+
+
+@pytest.mark.parametrize("failing", ["set_stream", "set_workspace", "set_math_mode"])
+def test_a_handle_failing_half_way_frees_what_it_made(device, monkeypatch, failing):
+    def refuse(*args):
+        raise RuntimeError(f"{failing} refused")
+
+    monkeypatch.setattr(device.cublas, failing, refuse)
+    with pytest.raises(RuntimeError, match=f"{failing} refused"):
+        CublasCaptureHandle(FakeDevice.STREAM)
+    gc.collect()
+    assert device.cublas.log.count(("destroy", 0xC0B1A5)) == 1
+    assert all(buffer() is None for buffer in device.allocations)
+
+
+def test_a_handle_cublas_cannot_make_frees_its_workspace(device, monkeypatch):
+    def refuse():
+        raise device.cublas.cuBLASError("CUBLAS_STATUS_NOT_INITIALIZED")
+
+    monkeypatch.setattr(device.cublas, "create", refuse)
+    with pytest.raises(GemmCaptureUnavailable, match="cuBLAS could not make a handle"):
+        CublasCaptureHandle(FakeDevice.STREAM)
+    gc.collect()
+    assert all(buffer() is None for buffer in device.allocations)
+    assert ("destroy", 0xC0B1A5) not in device.cublas.log
+
+
+def test_the_handle_has_no_del_and_frees_nothing_at_interpreter_exit(device):
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    assert not hasattr(CublasCaptureHandle, "__del__")
+    assert handle._release.alive and not handle._release.atexit
 
 
 @pytest.mark.parametrize("flags", FLAGS)

@@ -13,7 +13,6 @@ loads neither a driver nor cuBLAS.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import weakref
 from collections.abc import Mapping
@@ -72,7 +71,6 @@ class CublasCaptureHandle:
     """
 
     def __init__(self, stream_ptr: Stream | int, *, math: str = "fp32") -> None:
-        self._handle: int | None = None
         self._closed = True
         if math not in _MATH_MODES:
             raise ValueError(f"math must be 'fp32' or 'tf32', not {math!r}")
@@ -95,18 +93,23 @@ class CublasCaptureHandle:
             ensure_device(self.device)
         except CudaUnavailable as exc:
             raise GemmCaptureUnavailable(f"no CUDA driver or device: {exc}") from exc
+        workspace = default_pool(self.device).allocate(WORKSPACE_BYTES, self._stream)
         try:
             handle = cublas.create()
         except (cublas.cuBLASError, RuntimeError, OSError) as exc:
             raise GemmCaptureUnavailable(f"cuBLAS could not make a handle: {exc}") from exc
+        # The finalizer holds the raw handle and the workspace its replays use (freed after
+        # the handle); it runs on destroy(), when the handle is collected, or if the rest of
+        # __init__ fails. Nothing runs at interpreter exit: the driver frees both then.
+        self._release = weakref.finalize(self, _release, cublas, handle, workspace)
+        self._release.atexit = False
         try:
             cublas.set_stream(handle, self.stream_ptr)  # resets the workspace: set it after
-            self._workspace = default_pool(self.device).allocate(WORKSPACE_BYTES, self._stream)
-            cublas.set_workspace(handle, self._workspace.ptr, self._workspace.nbytes)
+            cublas.set_workspace(handle, workspace.ptr, workspace.nbytes)
             cublas.set_pointer_mode(handle, cublas.PointerMode.HOST)
             cublas.set_math_mode(handle, getattr(cublas.Math, _MATH_MODES[math]))
         except BaseException:
-            cublas.destroy(handle)
+            self._release()
             raise
         self._cublas = cublas
         self._handle = handle
@@ -220,11 +223,8 @@ class CublasCaptureHandle:
         still held.
         """
         self._closed = True
-        if self._handle is None or self._live_graphs:
-            return
-        handle, self._handle = self._handle, None
-        self._cublas.destroy(handle)
-        self._workspace = None
+        if not self._live_graphs:
+            self._release()  # the first call frees; later ones do nothing
 
     def _graphs_released(self) -> None:
         """The last live graph recorded against this handle is gone."""
@@ -302,11 +302,10 @@ class CublasCaptureHandle:
         stream = getattr(self, "stream_ptr", 0)
         return f"CublasCaptureHandle(stream={stream:#x}, math={self.math!r}{state})"
 
-    def __del__(self) -> None:
-        handle = getattr(self, "_handle", None)
-        if handle is not None:
-            with contextlib.suppress(Exception):  # interpreter shutdown may have unloaded cuBLAS
-                self._cublas.destroy(handle)
+
+def _release(cublas: ModuleType, handle: int, workspace: Any) -> None:
+    """Destroy a cuBLAS handle; ``workspace`` is held until then, and freed after it."""
+    cublas.destroy(handle)
 
 
 def _span(params: SgemmParams) -> int:
