@@ -363,6 +363,10 @@ def test_operands_must_be_device_arrays_matching_the_params(device, rng):
         handle.sgemm(params._replace(ldc=11), operands)
     with pytest.raises(TypeError, match="params must be SgemmParams"):
         handle.sgemm(tuple(params), operands)
+    with pytest.raises(TypeError, match=r"operands must be a mapping .*not list"):
+        handle.warm(params, list(operands.values()))
+    with pytest.raises(GemmCaptureUnavailable, match=r"operands lack \['out'\]"):
+        handle.sgemm(params, {"a": operands["a"], "b": operands["b"]})
     assert [entry[0] for entry in device.cublas.log].count("gemm") == 0
 
 

@@ -182,15 +182,31 @@ def _noop(bufs):
         ({"kind": "matmul"}, "a 'matmul' step carries a MatmulSpec"),
         ({"kind": "generated", "matmul": MatmulSpec("a", "b", "c")},
          "a 'matmul' step carries a MatmulSpec"),
-        ({"reads": "ab"}, "reads must be a sequence of buffer names"),
-        ({"writes": ("c", 3)}, "writes must be a sequence of buffer names"),
-        ({"host_fn": "run"}, "host_fn must be callable"),
     ],
 )  # fmt: skip
 def test_plan_step_refusals(kwargs, message):
     fields = {"kind": "generated", "reads": ("a",), "writes": ("c",), "host_fn": _noop}
     fields.update(kwargs)
     with pytest.raises(PlanUnavailable, match=message):
+        PlanStep(
+            "s", fields["kind"], fields["reads"], fields["writes"], _noop, fields["host_fn"],
+            matmul=fields.get("matmul"),
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"reads": "ab"}, "reads must be a sequence of buffer names"),
+        ({"reads": 3}, "reads must be a sequence of buffer names, not 3"),
+        ({"writes": ("c", 3)}, "writes must be a sequence of buffer names"),
+        ({"host_fn": "run"}, "host_fn must be callable .* not str"),
+    ],
+)  # fmt: skip
+def test_plan_step_arguments_of_the_wrong_type_are_type_errors(kwargs, message):
+    fields = {"kind": "generated", "reads": ("a",), "writes": ("c",), "host_fn": _noop}
+    fields.update(kwargs)
+    with pytest.raises(TypeError, match=message):
         PlanStep(
             "s", fields["kind"], fields["reads"], fields["writes"], _noop, fields["host_fn"],
             matmul=fields.get("matmul"),
@@ -363,15 +379,30 @@ def _plan(steps, inputs, outputs, workspaces=()):
         (lambda: _plan([matmul_step("o", a="a", b="b", out="o")],
                        [_spec("a", (2, 3)), _spec("b", (3, 4), "float32")], [_spec("o", (2, 4))]),
          "are declared float64, float32, float64"),
-        (lambda: _plan([matmul_step("o", a="a", b="b", out="o")],
-                       [_spec("a", (2, 3)), ("b", (3, 4))], [_spec("o", (2, 4))]),
-         "buffers are declared with WorkspaceSpec"),
-        (lambda: _plan(["o"], [_spec("a", (2, 3))], []), "plan steps are PlanStep"),
     ],
 )  # fmt: skip
 def test_plan_validation_refusals(build, message):
     with pytest.raises(PlanUnavailable, match=message):
         build()
+
+
+def test_plan_parts_of_the_wrong_type_are_type_errors():
+    step = matmul_step("o", a="a", b="b", out="o")
+    with pytest.raises(TypeError, match="buffers are declared with WorkspaceSpec"):
+        _plan([step], [_spec("a", (2, 3)), ("b", (3, 4))], [_spec("o", (2, 4))])
+    with pytest.raises(TypeError, match="plan steps are PlanStep"):
+        _plan(["o"], [_spec("a", (2, 3))], [])
+    with pytest.raises(TypeError, match="reads must be a sequence of buffer names"):
+        matmul_step("o", a=1, b="b", out="o")
+
+
+def test_refusals_of_values_are_value_errors():
+    assert issubclass(PlanUnavailable, ValueError) and issubclass(MatmulUnavailable, ValueError)
+    assert issubclass(GemmMappingUnavailable, GemmCaptureUnavailable)
+    assert issubclass(GemmMappingUnavailable, ValueError)
+    assert not issubclass(GemmCaptureUnavailable, ValueError)  # no cuBLAS is not a bad value
+    with pytest.raises(ValueError, match="never written"):
+        _plan([], [_spec("a", (2, 2))], [_spec("o", (2, 2))])
 
 
 # --- binding a plan's products for capture --------------------------------------------------
@@ -452,3 +483,19 @@ def test_check_plan_capturable_refuses_the_gemv_mechanism():
     with pytest.raises(GemmCaptureUnavailable, match="a 'gemv' plan"):
         check_plan_capturable(plan)
     assert check_plan_capturable(_capture_plan()) is None
+
+
+def test_arguments_of_the_wrong_type_are_type_errors_naming_them(rng):
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
+    step = matmul_step("c", a="a", b="b", out="c")
+    with pytest.raises(TypeError, match=r"bufs must be a mapping of buffer name -> array .*list"):
+        step.run([a, b, np.zeros((3, 5))], "host")
+    plan = _chain_plan()
+    with pytest.raises(TypeError, match=r"buffers must be a mapping .*not tuple"):
+        plan("host", (a, b))
+    with pytest.raises(TypeError, match=r"buffers must be a mapping .*not list"):
+        captured_gemm_calls(_capture_plan(), [], operand_class="gemm")
+    with pytest.raises(TypeError, match=r"plan must be a LoweredPlan .*not str"):
+        captured_gemm_calls("plan", {}, operand_class="gemm")
+    with pytest.raises(TypeError, match=r"plan must be a LoweredPlan .*not list"):
+        check_plan_capturable([step])

@@ -153,6 +153,7 @@ class CublasCaptureHandle:
             GemmCaptureUnavailable: the handle was destroyed, the stream is being
                 captured, or an operand is not a device array on this device.
             GemmMappingUnavailable: ``params`` do not describe the operands.
+            TypeError: ``params`` is not SgemmParams, or ``operands`` not a mapping.
         """
         self._check_alive()
         first, second, out = self._bind(params, operands)
@@ -197,6 +198,7 @@ class CublasCaptureHandle:
                 a device array on this device, or the stream is being captured
                 and this product was never warmed.
             GemmMappingUnavailable: ``params`` do not describe the operands.
+            TypeError: ``params`` is not SgemmParams, or ``operands`` not a mapping.
         """
         self._check_alive()
         first, second, out = self._bind(params, operands)
@@ -240,6 +242,11 @@ class CublasCaptureHandle:
             raise TypeError(
                 f"params must be SgemmParams (from sgemm_params_for_arrays), "
                 f"not {type(params).__name__}"
+            )
+        if not isinstance(operands, Mapping):
+            raise TypeError(
+                f"operands must be a mapping {{'a': ..., 'b': ..., 'out': ...}}, not "
+                f"{type(operands).__name__}"
             )
         missing = [name for name in _ROLES if name not in operands]
         if missing:

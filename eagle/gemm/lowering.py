@@ -44,7 +44,12 @@ def check_plan_capturable(plan: LoweredPlan) -> None:
         GemmCaptureUnavailable: the plan is of the ``"gemv"`` mechanism, or a
             step is not a matmul step.
         GemmMappingUnavailable: a buffer the plan declares is not float32.
+        TypeError: ``plan`` is not a LoweredPlan.
     """
+    if not isinstance(plan, LoweredPlan):
+        raise TypeError(
+            f"plan must be a LoweredPlan (from lower_dense_gemm), not {type(plan).__name__}"
+        )
     if plan.mechanism == "gemv":
         raise GemmCaptureUnavailable(
             "a 'gemv' plan (a product against a ones vector) is not captured; run it with "
@@ -78,6 +83,7 @@ def captured_gemm_calls(
         operand_class: the contraction's class, ``"gemm"`` or ``"gemv"``.
 
     Raises:
+        TypeError: ``plan`` is not a LoweredPlan, or ``buffers`` not a mapping.
         ValueError: ``operand_class`` is neither ``"gemm"`` nor ``"gemv"``.
         GemmCaptureUnavailable: the ``"gemv"`` class, a step that is not a
             matmul, an unbound buffer, one that is not a float32 device array

@@ -114,9 +114,10 @@ class PlanStep:
         matmul: the :class:`MatmulSpec` of a ``"matmul"`` step (None otherwise).
 
     Raises:
-        PlanUnavailable: an unknown kind, a matmul step without a spec (or
-            another kind with one), names that are not a sequence of strings,
-            or a function that is not callable.
+        PlanUnavailable: an unknown kind, or a matmul step without a spec
+            (or another kind with one).
+        TypeError: names that are not a sequence of strings, or a function
+            that is not callable.
     """
 
     name: str
@@ -141,7 +142,10 @@ class PlanStep:
             object.__setattr__(self, label, _names(self.name, label, getattr(self, label)))
         for label in ("device_fn", "host_fn"):
             if not callable(getattr(self, label)):
-                raise PlanUnavailable(f"step {self.name!r}: {label} must be callable")
+                raise TypeError(
+                    f"step {self.name!r}: {label} must be callable (a function of the buffers "
+                    f"by name), not {type(getattr(self, label)).__name__}"
+                )
 
     def run(self, bufs: Mapping[str, Any], backend: str) -> None:
         """Run the step on ``backend`` over ``bufs`` (buffers by name), in place.
@@ -154,12 +158,14 @@ class PlanStep:
 
         Raises:
             ValueError: an unknown backend.
+            TypeError: ``bufs`` is not a mapping.
             MatmulUnavailable: (a matmul step) a buffer is missing, on the wrong
                 side, of a dtype other than float32/float64 or mixed, of the
                 wrong shape, or (device) laid out so cuBLAS cannot address it.
             GemmCaptureUnavailable: (a matmul step, device) no driver or cuBLAS.
         """
         _check_backend(backend)
+        _check_mapping("bufs", bufs)
         if backend == "host":
             self.host_fn(bufs)
         else:
@@ -185,7 +191,7 @@ def assembly_step(
             can be captured), given the buffers by name.
 
     Raises:
-        PlanUnavailable: as :class:`PlanStep`.
+        TypeError: as :class:`PlanStep`.
     """
     return PlanStep(name, "assembly", tuple(reads), tuple(writes), device_fn, host_fn)
 
@@ -212,6 +218,8 @@ class LoweredPlan:
     Raises:
         PlanUnavailable: a rule above is broken, a name is declared twice, or
             two steps share a name.
+        TypeError: a step that is not a :class:`PlanStep`, or a buffer not
+            declared by a :class:`WorkspaceSpec`.
     """
 
     steps: tuple[PlanStep, ...]
@@ -290,6 +298,7 @@ class LoweredPlan:
 
         Raises:
             ValueError: an unknown backend.
+            TypeError: ``buffers`` is not a mapping.
             MatmulUnavailable: a buffer is missing, on the wrong side or device,
                 or of another dtype or shape than its spec; or a step refused.
         """
@@ -302,10 +311,12 @@ class LoweredPlan:
 
 
 def _names(step: str, label: str, names: Any) -> tuple[str, ...]:
-    if isinstance(names, str) or not all(isinstance(name, str) for name in names):
-        raise PlanUnavailable(
-            f"step {step!r}: {label} must be a sequence of buffer names, not {names!r}"
-        )
+    if (
+        isinstance(names, str)
+        or not isinstance(names, Iterable)
+        or not all(isinstance(name, str) for name in names)
+    ):
+        raise TypeError(f"step {step!r}: {label} must be a sequence of buffer names, not {names!r}")
     return tuple(names)
 
 
@@ -313,7 +324,7 @@ def _validate(plan: LoweredPlan) -> None:
     specs = plan.inputs + plan.outputs + plan.workspaces
     for spec in specs:
         if not isinstance(spec, WorkspaceSpec):
-            raise PlanUnavailable(f"buffers are declared with WorkspaceSpec, not {spec!r}")
+            raise TypeError(f"buffers are declared with WorkspaceSpec, not {spec!r}")
     declared: dict[str, WorkspaceSpec] = {}
     for spec in specs:
         if spec.name in declared:
@@ -325,7 +336,7 @@ def _validate(plan: LoweredPlan) -> None:
     step_names: set[str] = set()
     for step in plan.steps:
         if not isinstance(step, PlanStep):
-            raise PlanUnavailable(f"plan steps are PlanStep, not {step!r}")
+            raise TypeError(f"plan steps are PlanStep, not {step!r}")
         if step.name in step_names:
             raise PlanUnavailable(f"two steps are named {step.name!r}")
         step_names.add(step.name)
@@ -381,6 +392,7 @@ def _bind_buffers(
     plan: LoweredPlan, buffers: Mapping[str, Any], backend: str, error: type[Exception]
 ) -> dict[str, Any]:
     _check_backend(backend)
+    _check_mapping("buffers", buffers)
     bound: dict[str, Any] = {}
     devices: dict[int, str] = {}
     required = plan.required
@@ -441,6 +453,14 @@ def _where(buffer: Any) -> str:
     if getattr(buffer, "is_host", None) or isinstance(buffer, np.ndarray):
         return "on the host"
     return f"a {type(buffer).__name__}"
+
+
+def _check_mapping(label: str, buffers: Any) -> None:
+    if not isinstance(buffers, Mapping):
+        raise TypeError(
+            f"{label} must be a mapping of buffer name -> array (a dict such as "
+            f"{{'a': a, 'b': b, 'out': out}}), not {type(buffers).__name__}"
+        )
 
 
 def _check_backend(backend: str) -> None:
