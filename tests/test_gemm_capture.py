@@ -22,6 +22,7 @@ from eagle.gemm import (
     CublasCaptureHandle,
     GemmCaptureUnavailable,
     GemmMappingUnavailable,
+    MatmulUnavailable,
     matmul_step,
     sgemm_params_for_arrays,
 )
@@ -145,6 +146,9 @@ class FakeCublas:
         """op(X) as rows x cols, X column-major at ptr with leading dimension ld."""
         stored_rows, stored_cols = (rows, cols) if op == 0 else (cols, rows)
         assert ld >= max(1, stored_rows)
+        if rows * cols == 0:  # cuBLAS reads nothing of an empty operand (k = 0)
+            empty = np.zeros((rows, cols), dtype)
+            return empty, empty.reshape(-1), np.zeros((rows, cols), np.intp)
         count = stored_rows + (stored_cols - 1) * ld
         nbytes = count * np.dtype(dtype).itemsize
         assert any(lo <= ptr and ptr + nbytes <= hi for lo, hi in self.ranges), "out of bounds"
@@ -470,3 +474,33 @@ def test_warm_keep_out_runs_into_scratch_aligned_as_out(device, rng):
     handle.sgemm(params, operands)  # the warmed product is out's own, alignment included
     np.testing.assert_allclose(out.values, reference, rtol=1e-5, atol=1e-5)
     assert np.isnan(base[0])
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+def test_a_k_0_product_on_the_device_path_is_beta_times_out(device, rng, flags):
+    a, b, reference = _case(rng, flags, np.float32, k=0)
+    out = device.array(np.full(reference.shape, np.nan, np.float32))
+    step = matmul_step("out", a="a", b="b", out="out", **_kwargs(flags))
+    step.run({"a": device.array(a), "b": device.array(b), "out": out}, "device")
+    np.testing.assert_array_equal(out.values, np.zeros(reference.shape))
+    out.values[...] = 3.0
+    operands = {"a": device.array(a), "b": device.array(b), "out": out}
+    params = sgemm_params_for_arrays(*operands.values(), **_kwargs(flags))
+    CublasCaptureHandle(FakeDevice.STREAM).sgemm(params, operands, alpha=2.0, beta=0.5)
+    np.testing.assert_array_equal(out.values, np.full(reference.shape, 1.5))
+
+
+def test_the_device_step_refuses_an_out_sharing_memory_with_an_operand(device):
+    base = np.zeros((4, 8), np.float32)
+    device.cublas.register(base)
+    whole = HostBackedDeviceArray(base)
+    bufs = {"a": whole[:, :4], "b": device.array(np.ones((4, 4), np.float32)), "c": whole[:, 3:7]}
+    step = matmul_step("c", a="a", b="b", out="c")
+    with pytest.raises(
+        MatmulUnavailable,
+        match=r"matmul step 'c' \(a='a', b='b', out='c'\): operand 'out' shares memory with "
+        r"operand 'a'",
+    ):
+        step.run(bufs, "device")
+    step.run({**bufs, "c": whole[:, 4:]}, "device")  # a neighbouring column block is apart
+    assert [entry[0] for entry in device.cublas.log].count("gemm") == 1

@@ -83,6 +83,24 @@ def test_host_matmul_writes_into_host_arrays_and_views_in_place(rng, flags):
     assert np.isnan(base[0]).all() and np.isnan(base[:, :2]).all()
 
 
+@pytest.mark.parametrize("flags", FLAGS)
+def test_a_k_0_host_product_is_zeros(rng, flags):
+    a, b, reference = _operands(rng, 3, 5, 0, flags, np.float32)
+    out = np.full(reference.shape, np.nan, np.float32)
+    _step(flags).run({"a": a, "b": b, "out": out}, "host")
+    np.testing.assert_array_equal(out, np.zeros(reference.shape))
+
+
+def test_a_read_only_out_on_the_host_is_refused_by_name(rng):
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
+    out = np.zeros((3, 5))
+    out.flags.writeable = False
+    with pytest.raises(MatmulUnavailable, match="matmul step 'c': out 'c' is read-only") as info:
+        matmul_step("c", a="a", b="b", out="c").run({"a": a, "b": b, "c": out}, "host")
+    assert isinstance(info.value, ValueError)
+    assert not out.any()
+
+
 def test_the_seed_host_example_runs_as_written():
     a = np.random.default_rng(0).standard_normal((3, 4))
     b = np.random.default_rng(1).standard_normal((4, 5))

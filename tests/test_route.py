@@ -144,7 +144,10 @@ def test_every_layout_routes_to_its_own_product(extents, layout, seed):
     copies = {name: value.copy() for name, value in planes.items()}
     plan.run(**planes)
     _routed_product(plan, copies)
-    on_device = {name: _FakeDeviceArray(value.shape, 0x1000) for name, value in planes.items()}
+    on_device = {
+        name: _FakeDeviceArray(value.shape, 0x100000 * (i + 1))
+        for i, (name, value) in enumerate(planes.items())
+    }
     views = _route.gemm_operands(plan, plan.record, on_device).views
     lowered = lower_dense_gemm(plan.record, direction="forward", dtype="float32")
     assert captured_gemm_calls(lowered, views, operand_class="gemm")  # cuBLAS can address it
@@ -210,7 +213,10 @@ def test_the_device_product_binds_the_callers_own_buffers():
         "out": 0x30000,
     }
     assert operands.views["w"] is planes["w"]  # already its matrix's shape: no view
-    f, w, y = (_FakeDeviceArray(shape, 0) for shape in ((R, B), (R, U), (B, U)))
+    f, w, y = (
+        _FakeDeviceArray(shape, at)
+        for shape, at in (((R, B), 0x1000), ((R, U), 0x2000), ((B, U), 0x3000))
+    )
     assert call.params == sgemm_params_for_arrays(f, w, y, transpose_a=True)
     assert (call.params.m, call.params.n, call.params.k, call.params.ldc) == (U, B, R, U)
 

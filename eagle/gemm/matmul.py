@@ -17,7 +17,7 @@ from eagle.cuda.graph import record_use
 from eagle.cuda.stream import current_stream
 from eagle.gemm.capture import stream_handle
 from eagle.gemm.errors import GemmMappingUnavailable, MatmulUnavailable, PlanUnavailable
-from eagle.gemm.params import SgemmParams, product_shape, sgemm_params
+from eagle.gemm.params import SgemmParams, _check_out_apart, product_shape, sgemm_params
 from eagle.gemm.steps import _FLOATS, MatmulSpec, PlanStep, _host_view, _roles, _where
 
 __all__ = ["matmul_step"]
@@ -39,7 +39,10 @@ def matmul_step(
     float64), written into ``out`` in place. On the device it is one cuBLAS
     Sgemm (float32) or Dgemm (float64) on eagle's current stream, through a
     handle cached per device and stream: no allocation and no synchronisation
-    per call.
+    per call. A contracted extent of 0 is a product: ``out`` is set to zeros.
+    Running the step refuses (:class:`~eagle.gemm.MatmulUnavailable`, naming
+    the buffer) a read-only ``out`` on the host, and on the device an ``out``
+    that shares memory with ``a`` or ``b``, which cuBLAS does not allow.
 
     Args:
         name: the step's name.
@@ -113,6 +116,11 @@ def _host_matmul(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> None:
             f"matmul step {step!r}: out {spec.out!r} has shape {out.shape}; it must have "
             f"shape {want}"
         )
+    if not out.flags.writeable:
+        raise MatmulUnavailable(
+            f"matmul step {step!r}: out {spec.out!r} is read-only; pass a writable array "
+            f"(e.g. a copy: np.array(out))"
+        )
     left = a.T if spec.transpose_a else a
     right = b.T if spec.transpose_b else b
     if spec.transpose_out:
@@ -155,6 +163,7 @@ def _device_matmul(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> None
         params = _layout_params(
             (a.shape, b.shape, out.shape), (a.strides, b.strides, out.strides), dtype.itemsize, spec
         )
+        _check_out_apart({"a": a, "b": b, "out": out}, dtype.itemsize)
     except GemmMappingUnavailable as exc:
         raise MatmulUnavailable(f"matmul step {step!r} ({_roles(spec)}): {exc}") from exc
     stream_ptr = current_stream(device).ptr()

@@ -161,7 +161,9 @@ class PlanStep:
             TypeError: ``bufs`` is not a mapping.
             MatmulUnavailable: (a matmul step) a buffer is missing, on the wrong
                 side, of a dtype other than float32/float64 or mixed, of the
-                wrong shape, or (device) laid out so cuBLAS cannot address it.
+                wrong shape, (host) a read-only ``out``, or (device) laid out
+                so cuBLAS cannot address it or an ``out`` sharing memory with
+                an operand.
             GemmCaptureUnavailable: (a matmul step, device) no driver or cuBLAS.
         """
         _check_backend(backend)
