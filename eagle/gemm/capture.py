@@ -40,7 +40,7 @@ _ROLES = ("a", "b", "out")
 
 def _cublas() -> ModuleType:
     try:
-        from nvmath.bindings import cublas
+        from nvmath.bindings import cublas  # type: ignore[import-untyped]
     except ImportError as exc:
         raise GemmCaptureUnavailable(
             f"cuBLAS is not reachable: nvmath-python is not installed ({exc}); "

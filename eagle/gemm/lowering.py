@@ -286,13 +286,16 @@ def _reasons(refusals: Sequence[str]) -> str:
 
 
 def _shape(operand: ContractionOperand) -> tuple[int, int]:
-    return tuple(size for _, size, _ in operand.dims)  # type: ignore[return-value]
+    """The declared shape of an operand :func:`_check_operand` passed (two int extents)."""
+    (_, rows, _), (_, cols, _) = operand.dims
+    assert isinstance(rows, int) and isinstance(cols, int)
+    return rows, cols
 
 
 def _free_extent(operand: ContractionOperand) -> int:
     axis = operand.reduce_axis
     assert axis is not None  # _check_operand passed
-    return operand.dims[1 - axis][1]
+    return _shape(operand)[1 - axis]
 
 
 def _float_dtype(dtype: Any) -> str:

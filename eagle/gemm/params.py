@@ -100,8 +100,9 @@ class SgemmParams(_SgemmFields):
                 f"SgemmParams: operands must be ('b', 'a') or ('a', 'b'), not {operands!r}"
             )
         return super().__new__(
-            cls, op_a, op_b, int(m), int(n), int(k), int(lda), int(ldb), int(ldc), tuple(operands)
-        )
+            cls, op_a, op_b, int(m), int(n), int(k), int(lda), int(ldb), int(ldc),
+            (operands[0], operands[1]),
+        )  # fmt: skip
 
     @property
     def transposes(self) -> tuple[bool, bool, bool]:
@@ -349,14 +350,15 @@ def _require_matrix(name: str, shape: Sequence[int]) -> None:
         )
 
 
-def _op_shape(shape: tuple[int, int], transpose: bool) -> tuple[int, int]:
-    return (shape[1], shape[0]) if transpose else shape
+def _op_shape(shape: Sequence[int], transpose: bool) -> tuple[int, int]:
+    rows, cols = shape
+    return (cols, rows) if transpose else (rows, cols)
 
 
 def _product_dims(
-    a_shape: tuple[int, int],
-    b_shape: tuple[int, int],
-    out_shape: tuple[int, int],
+    a_shape: Sequence[int],
+    b_shape: Sequence[int],
+    out_shape: Sequence[int],
     transpose_a: bool,
     transpose_b: bool,
     transpose_out: bool,
@@ -365,7 +367,7 @@ def _product_dims(
         a_shape, b_shape,
         transpose_a=transpose_a, transpose_b=transpose_b, transpose_out=transpose_out,
     )  # fmt: skip
-    if out_shape != want:
+    if tuple(out_shape) != want:
         raise GemmMappingUnavailable(
             f"operand 'out' has shape {out_shape}; it must have shape {want} "
             f"(transpose_a={transpose_a}, transpose_b={transpose_b}, "
