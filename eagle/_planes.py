@@ -1,0 +1,217 @@
+"""Checking the planes a plan (or an adjoint) runs over, by name, before anything runs.
+
+:func:`check_planes` refuses unknown or missing planes, mixed residency,
+dtypes other than float32/float64, wrong shapes, lane planes of different
+lengths, non-contiguous arrays, read-only outputs, and an output
+overlapping another plane.
+
+Shapes: a lane plane takes a 1-D array with one value per lane, a flat table
+any 1-D array, a named table an array of its declared shape (or any
+contiguous array of as many values), and a Param a number or a one-element
+array.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hawk import ir
+from hawk.emit import DTYPES, compute_dtype
+
+__all__ = ["WRITTEN", "Planes", "check_planes"]
+
+#: the plane kinds a kernel writes (``Mutable[Scalar]`` and ``Mutable[Table]``)
+WRITTEN = ("output", "accumulator")
+
+_NUMBER_TYPES = (int, float, np.integer, np.floating)
+
+
+@dataclass
+class Planes:
+    """Checked planes, ready to bind.
+
+    Attributes:
+        side: ``"host"`` or ``"device"``.
+        device: the device index, or None on the host.
+        lanes: the lane count.
+        signature: each plane's dtype name, in declaration order (a Param
+            given as a number has the kernel's compute dtype).
+        values: plane name -> what the kernel takes: on the host a flat numpy
+            array, on the device an Array (a Param given as a number: a
+            one-element array holding it).
+    """
+
+    side: str
+    device: int | None
+    lanes: int
+    signature: tuple[str, ...]
+    values: dict[str, Any]
+
+
+@dataclass
+class _Given:
+    name: str
+    plane: ir.Plane
+    value: Any
+    side: str  # "host", "device" or "number"
+    device: int | None = None
+
+
+def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
+    """Check ``planes`` (plane name -> array or number) against ``kernel``'s planes.
+
+    Raises:
+        TypeError: an unknown or missing plane, a value that is not an array
+            (or, for a Param, a number), or a dtype other than float32/float64.
+        ValueError: mixed residency, a wrong shape or lane count, a
+            non-contiguous or read-only array, or overlapping outputs.
+    """
+    names = [p.name for p in kernel.planes]
+    for name in planes:
+        if name not in names:
+            raise TypeError(
+                f"kernel {kernel.name!r} has no plane {name!r}; its planes are {', '.join(names)}"
+            )
+    missing = [name for name in names if name not in planes]
+    if missing:
+        raise TypeError(
+            f"missing plane(s) {', '.join(map(repr, missing))} of kernel {kernel.name!r}"
+        )
+    given = [_classify(p, planes[p.name]) for p in kernel.planes]
+    side, device = _residency(given)
+    arrays_given = [g for g in given if g.side != "number"]
+    for item in arrays_given:
+        _check_array(item)
+    lanes = _lane_count(given)
+    _check_overlaps(arrays_given)
+    array_dtypes = {g.name: np.dtype(g.value.dtype) for g in arrays_given}
+    real = compute_dtype(array_dtypes)
+    signature = tuple(array_dtypes.get(g.name, real).name for g in given)
+    values = {g.name: _prepare(g, side, device, real) for g in given}
+    return Planes(side, device, lanes, signature, values)
+
+
+def _is_eagle_array(value: Any) -> bool:
+    return hasattr(value, "is_host") and hasattr(value, "ptr") and hasattr(value, "device_index")
+
+
+def _classify(plane: ir.Plane, value: Any) -> _Given:
+    if isinstance(value, np.ndarray):
+        return _Given(plane.name, plane, value, "host")
+    if _is_eagle_array(value):
+        if value.is_host:
+            return _Given(plane.name, plane, value.numpy(), "host")
+        return _Given(plane.name, plane, value, "device", value.device_index)
+    number = isinstance(value, _NUMBER_TYPES)
+    if plane.kind == "param" and number and not isinstance(value, bool):
+        return _Given(plane.name, plane, float(value), "number")
+    what = "a number, " if plane.kind == "param" else ""
+    raise TypeError(
+        f"plane {plane.name!r} is a {type(value).__name__}; pass {what}a numpy array or an "
+        "eagle Array (eagle.arrays.asarray wraps other arrays without a copy)"
+    )
+
+
+def _residency(given: list[_Given]) -> tuple[str, int | None]:
+    host_planes = [g for g in given if g.side == "host"]
+    device_planes = [g for g in given if g.side == "device"]
+    if host_planes and device_planes:
+        raise ValueError(
+            f"plane {device_planes[0].name!r} is on cuda:{device_planes[0].device} but plane "
+            f"{host_planes[0].name!r} is on the host; pass every plane on one side"
+        )
+    devices = {g.device for g in device_planes}
+    if len(devices) > 1:
+        first = device_planes[0]
+        other = next(g for g in device_planes if g.device != first.device)
+        raise ValueError(
+            f"plane {first.name!r} is on cuda:{first.device} but plane {other.name!r} is on "
+            f"cuda:{other.device}; pass every plane on one device"
+        )
+    if device_planes:
+        return "device", device_planes[0].device
+    return "host", None
+
+
+def _check_array(item: _Given) -> None:
+    plane, array = item.plane, item.value
+    dtype = np.dtype(array.dtype)
+    if dtype not in DTYPES:
+        raise TypeError(f"plane {item.name!r} is {dtype}; hawk planes are float32 or float64")
+    shape = tuple(array.shape)
+    if plane.is_lane and len(shape) != 1:
+        raise ValueError(
+            f"plane {item.name!r} ({plane.declaration()}) takes a 1-D array with one value per "
+            f"lane, not shape {shape}"
+        )
+    if plane.is_table and plane.axes is None and len(shape) != 1:
+        raise ValueError(
+            f"plane {item.name!r} is a flat {plane.declaration()}: pass a 1-D array, not "
+            f"shape {shape}"
+        )
+    declared = plane.shape
+    if declared is not None and shape != declared and math.prod(shape) != math.prod(declared):
+        raise ValueError(
+            f"plane {item.name!r} is {plane.declaration()}: pass an array of shape {declared} "
+            f"(or any contiguous array of {math.prod(declared)} values), not shape {shape}"
+        )
+    if plane.kind == "param" and math.prod(shape) != 1:
+        raise ValueError(
+            f"plane {item.name!r} is a Param: pass a number or a one-element array, not shape "
+            f"{shape}"
+        )
+    contiguous = array.flags.c_contiguous if item.side == "host" else array.is_contiguous
+    if not contiguous:
+        raise ValueError(
+            f"plane {item.name!r} is not contiguous (a strided view); pass a contiguous copy"
+        )
+    if item.side == "host" and plane.kind in WRITTEN and not array.flags.writeable:
+        raise ValueError(f"plane {item.name!r} is written by the kernel but its array is read-only")
+
+
+def _lane_count(given: list[_Given]) -> int:
+    lanes = [(g.name, int(g.value.shape[0])) for g in given if g.plane.is_lane]
+    first_name, count = lanes[0]
+    for name, other in lanes[1:]:
+        if other != count:
+            raise ValueError(
+                f"plane {name!r} has {other} values but plane {first_name!r} has {count}; every "
+                "lane plane (Scalar, Mutable[Scalar]) holds one value per lane"
+            )
+    return count
+
+
+def _byte_range(item: _Given) -> tuple[int, int]:
+    array = item.value
+    start = array.ctypes.data if item.side == "host" else array.ptr
+    return start, start + math.prod(array.shape) * np.dtype(array.dtype).itemsize
+
+
+def _check_overlaps(given: list[_Given]) -> None:
+    ranges = [(g, _byte_range(g)) for g in given]
+    for position, (item, (start, end)) in enumerate(ranges):
+        for other, (other_start, other_end) in ranges[position + 1 :]:
+            writes = item.plane.kind in WRITTEN or other.plane.kind in WRITTEN
+            if writes and start < other_end and other_start < end:
+                raise ValueError(
+                    f"planes {item.name!r} and {other.name!r} share memory and the kernel writes "
+                    "one of them; pass separate arrays (a Mutable plane is read and written in "
+                    "place)"
+                )
+
+
+def _prepare(item: _Given, side: str, device: int | None, real: np.dtype) -> Any:
+    if side == "host":
+        if item.side == "number":
+            return np.array([item.value], dtype=real)
+        return item.value.reshape(-1)
+    if item.side == "number":
+        from eagle import arrays
+
+        return arrays.full((1,), item.value, real, device=f"cuda:{device}")
+    return item.value
