@@ -49,7 +49,6 @@ from eagle._bound import Bound, Route, Step
 from eagle._planes import check_planes
 from eagle._route import ROUTE_DTYPE, GemmLaunch
 from eagle.plan import AutoPlan, BoundPlan
-from hawk.emit import policy
 
 __all__ = ["AdjointPlan", "AdjointSequence", "BoundAdjoint", "reverse"]
 
@@ -232,8 +231,8 @@ class AdjointPlan:
     def _loop_plan(self, kernel: hawk.diff.AdjointKernel) -> AutoPlan:
         plan = self._loop_plans.get(kernel.wrt)
         if plan is None:
-            with policy.using(contraction="loop"):  # the adjoint's route is decided here
-                plan = self._loop_plans[kernel.wrt] = AutoPlan(kernel)
+            # the adjoint's route is decided here: its kernel runs its loop
+            plan = self._loop_plans[kernel.wrt] = AutoPlan(kernel, contraction="loop")
         return plan
 
 

@@ -13,14 +13,16 @@ float32/float64, wrong shapes, lane planes of different lengths,
 non-contiguous arrays, read-only outputs, and an output overlapping another
 plane.
 
-A plan keeps the :mod:`hawk.emit.policy` it was built under. Built under
-``policy.using(contraction="gemm")``, a kernel that is one dense two-operand
-contraction (``plan.record``, from :func:`hawk.contraction.recognize`) runs on
-the device as one cuBLAS product written straight into its output's lane
-plane, when its planes are float32 and its lanes are the product in
-row-major order; everything else runs the kernel's own loop. ``route(side,
-dtype)`` says which, ``reasons`` why the device does not take the GEMM route,
-and a bound plan's ``route`` and ``reasons`` what it does with its own planes.
+A plan keeps the contraction policy it was built under:
+``auto(kernel, contraction="gemm")``, or by default
+:func:`hawk.emit.policy.current`. Under ``"gemm"``, a kernel that is one
+dense two-operand contraction (``plan.record``, from
+:func:`hawk.contraction.recognize`) runs on the device as one cuBLAS product
+written straight into its output's lane plane, when its planes are float32
+and its lanes are the product in row-major order; everything else runs the
+kernel's own loop. ``route(side, dtype)`` says which, ``reasons`` why the
+device does not take the GEMM route, and a bound plan's ``route`` and
+``reasons`` what it does with its own planes.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -59,15 +62,22 @@ _cuda_sources: weakref.WeakKeyDictionary[hawk.Kernel, dict[tuple[str, ...], Any]
 )
 
 
-def auto(kernel: hawk.Kernel) -> AutoPlan:
+def auto(kernel: hawk.Kernel, *, contraction: str | None = None) -> AutoPlan:
     """A plan that runs ``kernel`` on the host or the device, by where its planes are.
 
-    The plan keeps the :func:`hawk.emit.policy.current` policy.
+    Args:
+        kernel: a ``@hawk.kernel`` function.
+        contraction: ``"gemm"`` lets a kernel that is one dense two-operand
+            contraction run as one cuBLAS product on the device; ``"loop"``
+            always runs the kernel's own loop. None (the default) takes the
+            policy current when the plan is built, :func:`hawk.emit.policy.current`
+            (``"loop"`` unless inside ``hawk.emit.policy.using(...)``).
 
     Raises:
         TypeError: ``kernel`` is not a ``@hawk.kernel``.
+        ValueError: ``contraction`` is not ``"loop"``, ``"gemm"`` or None.
     """
-    return AutoPlan(kernel)
+    return AutoPlan(kernel, contraction=contraction)
 
 
 class AutoPlan:
@@ -80,13 +90,14 @@ class AutoPlan:
             kernel computes (:func:`hawk.contraction.recognize`), or None.
     """
 
-    def __init__(self, kernel: hawk.Kernel) -> None:
+    def __init__(self, kernel: hawk.Kernel, *, contraction: str | None = None) -> None:
         if not isinstance(kernel, hawk.Kernel):
             raise TypeError(
                 f"eagle.plan.auto takes a @hawk.kernel function, not {type(kernel).__name__}"
             )
+        current = policy.current()
         self.kernel = kernel
-        self.policy = policy.current()
+        self.policy = current if contraction is None else replace(current, contraction=contraction)
         self.record = recognize(kernel)
         self._layout = lane_layout(kernel)
         self._names = tuple(p.name for p in kernel.planes)
@@ -138,8 +149,9 @@ class AutoPlan:
             return Route(
                 "loop",
                 (
-                    f"built under contraction={self.policy.contraction!r}; build the plan inside "
-                    "hawk.emit.policy.using(contraction='gemm') to let it take the GEMM route",
+                    f"built under contraction={self.policy.contraction!r}; build the plan with "
+                    "eagle.plan.auto(kernel, contraction='gemm') (or inside "
+                    "hawk.emit.policy.using(contraction='gemm')) to let it take the GEMM route",
                 ),
             )
         reasons = self._kernel_reasons

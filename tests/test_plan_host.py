@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import eagle.diff
 import eagle.plan
 import hawk
 from hawk.emit import host, policy
@@ -132,7 +133,24 @@ def test_default_policy_runs_the_loop_everywhere() -> None:
     assert plan.policy == policy.Policy("loop")
     assert plan.route("host") == "loop" and plan.route("device") == "loop"
     assert "contraction='loop'" in plan.reasons[0]
-    assert "policy.using(contraction='gemm')" in plan.reasons[0]
+    assert "eagle.plan.auto(kernel, contraction='gemm')" in plan.reasons[0]
+
+
+def test_the_contraction_keyword_overrides_the_policy() -> None:
+    routed = eagle.plan.auto(contract, contraction="gemm")
+    assert routed.policy.contraction == "gemm" and routed.route("device") == "gemm"
+    assert routed.route("host") == "loop"
+    with policy.using(contraction="gemm"):
+        looped = eagle.plan.auto(contract, contraction="loop")
+        assert eagle.plan.auto(contract, contraction=None).route("device") == "gemm"
+    assert looped.route("device") == "loop" and "contraction='loop'" in looped.reasons[0]
+    assert eagle.diff.reverse(routed).route("device") == "gemm"  # the adjoint follows its primal
+    assert eagle.diff.reverse(looped).route("device") == "loop"
+    for bad in ("fast", "GEMM", 1):
+        with pytest.raises(
+            ValueError, match=rf"contraction must be one of \('loop', 'gemm'\), not {bad!r}"
+        ):
+            eagle.plan.auto(contract, contraction=bad)
 
 
 def test_a_plan_keeps_the_policy_it_was_built_under() -> None:
