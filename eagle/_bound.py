@@ -5,6 +5,10 @@ A bound plan (:class:`eagle.plan.BoundPlan`) and a bound adjoint
 work that is enqueued on a stream (on the device) or run now (on the
 host). :class:`Bound` launches them in order, prepares what a capture may
 not make, and captures them into a graph.
+
+A host launch is all or nothing: the planes the steps write are saved
+before the first step runs and written back if any step raises, so a run
+that fails part-way leaves every plane as it was.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+import numpy as np
 
 from eagle.cuda.graph import Graph, Launcher, StreamCapturer
 from eagle.cuda.stream import as_stream_ptr
@@ -42,10 +48,12 @@ class Step:
             stream); on the host it is given None and runs now.
         prepare: makes what a launch on a stream (a raw pointer) needs that a
             capture may not make, or None when there is nothing to make.
+        written: the host arrays the work writes (saved for an all-or-nothing run).
     """
 
     enqueue: Callable[[Any], None]
     prepare: Callable[[int], Any] | None = None
+    written: tuple[np.ndarray, ...] = ()
 
 
 class Bound:
@@ -66,15 +74,19 @@ class Bound:
     def launch(self, stream: Any = None) -> None:
         """Run once: on the device, enqueue on ``stream`` (a Stream, a raw
         pointer, or None for eagle's current stream) and return; legal inside
-        a capture. On the host, run now (``stream`` must be None).
+        a capture. On the host, run now (``stream`` must be None); if it
+        raises, every plane it writes is as it was before.
 
         Raises:
             ValueError: a stream given to work bound to host arrays.
         """
-        if self.side == "host" and stream is not None:
-            raise ValueError(
-                f"this {self._what} is bound to host arrays; it runs now and takes no stream"
-            )
+        if self.side == "host":
+            if stream is not None:
+                raise ValueError(
+                    f"this {self._what} is bound to host arrays; it runs now and takes no stream"
+                )
+            _run_all_or_nothing(self._steps)
+            return
         for step in self._steps:
             step.enqueue(stream)
 
@@ -112,3 +124,19 @@ class Bound:
             self.launch(stream_ptr)
         assert capturer.captured is not None
         return Graph.from_captured(capturer.captured).launcher().stream(stream_ptr)
+
+
+def _run_all_or_nothing(steps: Sequence[Step]) -> None:
+    """Run host steps in order; if one raises, write back what they had written to."""
+    written: dict[tuple[int, int], np.ndarray] = {}
+    for step in steps:
+        for array in step.written:
+            written.setdefault((array.__array_interface__["data"][0], array.nbytes), array)
+    saved = [(array, array.copy()) for array in written.values()]
+    try:
+        for step in steps:
+            step.enqueue(None)
+    except BaseException:
+        for array, before in saved:
+            np.copyto(array, before)
+        raise

@@ -2,12 +2,12 @@
 
 :func:`check_planes` refuses unknown or missing planes, mixed residency,
 dtypes other than float32/float64, wrong shapes, lane planes of different
-lengths, non-contiguous arrays, read-only outputs, and an output
-overlapping another plane.
+lengths, non-contiguous arrays, read-only outputs, an output overlapping
+another plane, and a Param that does not fit the kernel's compute dtype.
 
 Shapes: a lane plane takes a 1-D array with one value per lane, a flat table
-any 1-D array, a named table an array of its declared shape (or any
-contiguous array of as many values), and a Param a number or a one-element
+any 1-D array, a named table an array of its declared shape or a 1-D array
+of as many values (read row-major), and a Param a number or a one-element
 array.
 """
 
@@ -23,7 +23,7 @@ import numpy as np
 from hawk import ir
 from hawk.emit import DTYPES, compute_dtype
 
-__all__ = ["WRITTEN", "Planes", "check_planes"]
+__all__ = ["WRITTEN", "Planes", "check_planes", "param_value"]
 
 #: the plane kinds a kernel writes (``Mutable[Scalar]`` and ``Mutable[Table]``)
 WRITTEN = ("output", "accumulator")
@@ -70,6 +70,7 @@ def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
             (or, for a Param, a number), or a dtype other than float32/float64.
         ValueError: mixed residency, a wrong shape or lane count, a
             non-contiguous or read-only array, or overlapping outputs.
+        OverflowError: a Param number too large for the compute dtype.
     """
     names = [p.name for p in kernel.planes]
     for name in planes:
@@ -92,8 +93,39 @@ def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
     array_dtypes = {g.name: np.dtype(g.value.dtype) for g in arrays_given}
     real = compute_dtype(array_dtypes)
     signature = tuple(array_dtypes.get(g.name, real).name for g in given)
-    values = {g.name: _prepare(g, side, device, real) for g in given}
+    numbers = {g.name: param_value(g.name, g.value, real) for g in given if g.side == "number"}
+    values = {g.name: _prepare(g, side, device, numbers) for g in given}
     return Planes(side, device, lanes, signature, values)
+
+
+def param_value(name: str, value: Any, real: np.dtype) -> np.generic:
+    """Param ``name``'s number as a scalar of the compute dtype ``real``.
+
+    Raises:
+        OverflowError: ``value`` is finite but too large for ``real``.
+    """
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    with np.errstate(over="ignore"):
+        scalar = real.type(number)
+    if not np.isfinite(scalar) and not (
+        isinstance(value, float | np.floating) and not np.isfinite(value)
+    ):
+        limit = float(np.finfo(real).max)
+        raise OverflowError(
+            f"Param {name!r} is {_short(value)}, too large for {real.name} (the dtype the "
+            f"kernel computes in); pass a number within ±{limit:.4g}"
+            + (" or float64 planes" if real != np.float64 else "")
+        )
+    return scalar
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, int | np.integer) and abs(int(value)) >= 10**24:
+        return f"an int of {int(value).bit_length()} bits"
+    return repr(value)
 
 
 def _is_eagle_array(value: Any) -> bool:
@@ -109,7 +141,7 @@ def _classify(plane: ir.Plane, value: Any) -> _Given:
         return _Given(plane.name, plane, value, "device", value.device_index)
     number = isinstance(value, _NUMBER_TYPES)
     if plane.kind == "param" and number and not isinstance(value, bool):
-        return _Given(plane.name, plane, float(value), "number")
+        return _Given(plane.name, plane, value, "number")
     what = "a number, " if plane.kind == "param" else ""
     raise TypeError(
         f"plane {plane.name!r} is a {type(value).__name__}; pass {what}a numpy array or an "
@@ -155,10 +187,10 @@ def _check_array(item: _Given) -> None:
             f"shape {shape}"
         )
     declared = plane.shape
-    if declared is not None and shape != declared and math.prod(shape) != math.prod(declared):
+    if declared is not None and shape != declared and shape != (math.prod(declared),):
         raise ValueError(
             f"plane {item.name!r} is {plane.declaration()}: pass an array of shape {declared} "
-            f"(or any contiguous array of {math.prod(declared)} values), not shape {shape}"
+            f"(or a 1-D array of its {math.prod(declared)} values, row-major), not shape {shape}"
         )
     if plane.kind == "param" and math.prod(shape) != 1:
         raise ValueError(
@@ -205,13 +237,14 @@ def _check_overlaps(given: list[_Given]) -> None:
                 )
 
 
-def _prepare(item: _Given, side: str, device: int | None, real: np.dtype) -> Any:
-    if side == "host":
-        if item.side == "number":
-            return np.array([item.value], dtype=real)
-        return item.value.reshape(-1)
+def _prepare(item: _Given, side: str, device: int | None, numbers: Mapping[str, np.generic]) -> Any:
     if item.side == "number":
+        number = numbers[item.name]
+        if side == "host":
+            return np.array([number])
         from eagle import arrays
 
-        return arrays.full((1,), item.value, real, device=f"cuda:{device}")
+        return arrays.full((1,), number, number.dtype, device=f"cuda:{device}")
+    if side == "host":
+        return item.value.reshape(-1)
     return item.value

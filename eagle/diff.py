@@ -289,6 +289,12 @@ class AdjointSequence:
         Raises:
             TypeError, ValueError, hawk.HawkError: as :meth:`run`.
         """
+        first = launches[0] if launches else None
+        if isinstance(first, list | tuple) and all(isinstance(p, Mapping) for p in first):
+            raise TypeError(
+                f"launches: pass one mapping of planes per launch, each as its own argument "
+                f"(unpack a list with *launches), not one {type(first).__name__} of them"
+            )
         if len(launches) != len(self.primals):
             raise TypeError(
                 f"pass one mapping of planes per launch: {len(self.primals)} launch(es), "
@@ -312,6 +318,9 @@ class AdjointSequence:
 
 class BoundAdjoint(Bound):
     """An adjoint bound to its planes: the launches it enqueues, in order.
+
+    A host launch is all or nothing over every step: if one raises, every
+    plane is as it was before the first.
 
     Attributes:
         steps: the bound launches (:class:`eagle.plan.BoundPlan`), in the order

@@ -10,8 +10,9 @@ on eagle's current stream). ``plan.bind(**planes)`` prepares everything, so
 Planes are checked by name before anything runs (:mod:`eagle._planes`):
 unknown or missing planes, mixed residency, dtypes other than
 float32/float64, wrong shapes, lane planes of different lengths,
-non-contiguous arrays, read-only outputs, and an output overlapping another
-plane.
+non-contiguous arrays, read-only outputs, an output overlapping another
+plane, and a Param too large for the kernel's dtype. A host run is all or
+nothing: if it raises, every plane is as it was before.
 
 A plan keeps the contraction policy it was built under:
 ``auto(kernel, contraction="gemm")``, or by default
@@ -38,7 +39,8 @@ import numpy as np
 import hawk
 from eagle import _route as gemm_route
 from eagle._bound import Bound, Route, Step
-from eagle._planes import Planes, check_planes
+from eagle._planes import WRITTEN, Planes, check_planes
+from hawk import ir
 from hawk.contraction import lane_layout, recognize
 from hawk.emit import DTYPES, cuda, host, policy
 
@@ -171,14 +173,16 @@ class AutoPlan:
     def run(self, **planes: Any) -> None:
         """Run the kernel once over ``planes`` (one keyword per kernel plane).
 
-        On the host it returns when the results are in your arrays; on the
-        device it enqueues on eagle's current stream and returns.
+        On the host it returns when the results are in your arrays; if it
+        raises, every plane is as it was. On the device it enqueues on
+        eagle's current stream and returns.
 
         Raises:
             TypeError: an unknown or missing plane, not an array, or a dtype
                 other than float32/float64.
             ValueError: mixed residency, a wrong shape or lane count, a
                 non-contiguous or read-only array, or overlapping outputs.
+            OverflowError: a Param number too large for the kernel's dtype.
         """
         self.bind(**planes).launch()
 
@@ -190,7 +194,7 @@ class AutoPlan:
         (bind inside ``with stream:`` to launch on ``stream`` inside a capture).
 
         Raises:
-            TypeError, ValueError: as :meth:`run`.
+            TypeError, ValueError, OverflowError: as :meth:`run`.
             GemmCaptureUnavailable: (GEMM route) no cuBLAS, or eagle's current
                 stream is being captured.
         """
@@ -225,7 +229,30 @@ class AutoPlan:
         program = self._host_program(checked.signature)
         args = [checked.values[name] for name in program.arguments]
         lanes = checked.lanes
-        return BoundPlan(self, checked, Step(lambda _stream: program.function(*args, lanes)), route)
+        written = tuple(
+            checked.values[p.name]
+            for p in self.kernel.planes
+            if p.kind in WRITTEN and p.name != self._written_last
+        )
+        step = Step(lambda _stream: program.function(*args, lanes), written=written)
+        return BoundPlan(self, checked, step, route)
+
+    @functools.cached_property
+    def _written_last(self) -> str | None:
+        """The plane a host run needs no saved copy of to be all or nothing, if any: the
+        one the body's last statement stores into, when nothing else writes it (the host
+        program runs the statements in order, so that plane is untouched until the last
+        one, which completes the run)."""
+        body = self.kernel.ir.body
+        last = body[-1] if body else None
+        if not isinstance(last, ir.Store):
+            return None
+        writes = [
+            s
+            for s in ir.walk(self.kernel.ir)
+            if isinstance(s, ir.Store | ir.Accumulate) and s.plane == last.plane
+        ]
+        return last.plane.name if writes == [last] else None
 
     def _bind_device(self, checked: Planes, route: Route) -> BoundPlan:
         from eagle.cuda.module import PackedArgs, load_kernel
@@ -258,6 +285,8 @@ def _grid(lanes: int) -> int:
 
 class BoundPlan(Bound):
     """A plan bound to its planes; made by :meth:`AutoPlan.bind`.
+
+    A host launch is all or nothing: if it raises, every plane is as it was.
 
     Attributes:
         plan: the :class:`AutoPlan`.
