@@ -8,7 +8,8 @@ another plane, and a Param that does not fit the kernel's compute dtype.
 Shapes: a lane plane takes a 1-D array with one value per lane, a flat table
 any 1-D array, a named table an array of its declared shape or a 1-D array
 of as many values (read row-major), and a Param a number or a one-element
-array.
+array. :func:`layout_key` is what a binding over a plane depends on, so a
+binding can be reused for a later run over planes with the same keys.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from eagle.arrays import Array
 from hawk import ir
 from hawk.emit import DTYPES, compute_dtype
 
-__all__ = ["WRITTEN", "Planes", "check_planes", "param_value"]
+__all__ = ["WRITTEN", "Planes", "check_planes", "layout_key", "param_value"]
 
 #: the plane kinds a kernel writes (``Mutable[Scalar]`` and ``Mutable[Table]``)
 WRITTEN = ("output", "accumulator")
@@ -41,16 +43,20 @@ class Planes:
         lanes: the lane count.
         signature: each plane's dtype name, in declaration order (a Param
             given as a number has the kernel's compute dtype).
+        real: the kernel's compute dtype.
         values: plane name -> what the kernel takes: on the host a flat numpy
-            array, on the device an Array (a Param given as a number: a
-            one-element array holding it).
+            array (a number Param: a one-element array holding it); on the
+            device the Array (a number Param: the number, in ``numbers``).
+        numbers: the Params given as numbers, as scalars of ``real``.
     """
 
     side: str
     device: int | None
     lanes: int
     signature: tuple[str, ...]
+    real: np.dtype
     values: dict[str, Any]
+    numbers: dict[str, np.generic]
 
 
 @dataclass
@@ -94,8 +100,8 @@ def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
     real = compute_dtype(array_dtypes)
     signature = tuple(array_dtypes.get(g.name, real).name for g in given)
     numbers = {g.name: param_value(g.name, g.value, real) for g in given if g.side == "number"}
-    values = {g.name: _prepare(g, side, device, numbers) for g in given}
-    return Planes(side, device, lanes, signature, values)
+    values = {g.name: _prepare(g, side, numbers) for g in given}
+    return Planes(side, device, lanes, signature, real, values, numbers)
 
 
 def param_value(name: str, value: Any, real: np.dtype) -> np.generic:
@@ -126,6 +132,31 @@ def _short(value: Any) -> str:
     if isinstance(value, int | np.integer) and abs(int(value)) >= 10**24:
         return f"an int of {int(value).bit_length()} bits"
     return repr(value)
+
+
+def layout_key(value: Any) -> tuple[Any, ...] | None:
+    """What a binding depends on in one plane's ``value``, or None if it cannot say.
+
+    A numpy array or eagle Array gives ``("host", address, shape, strides,
+    dtype, writable)`` or ``("device", device, address, shape, strides,
+    dtype)``; a number gives ``("number",)``, as its value goes into the
+    binding at each run. Anything else (another array type, a bool, a wrong
+    type) gives None: such planes are bound afresh each time.
+    """
+    if type(value) is np.ndarray:
+        return _host_key(value)
+    if isinstance(value, _NUMBER_TYPES) and not isinstance(value, bool):
+        return ("number",)
+    if isinstance(value, Array):
+        if value.is_host:
+            return _host_key(value.numpy())
+        return ("device", value.device_index, value.ptr, value.shape, value.strides, value.dtype)
+    return None
+
+
+def _host_key(array: np.ndarray) -> tuple[Any, ...]:
+    address = array.__array_interface__["data"][0]
+    return ("host", address, array.shape, array.strides, array.dtype, array.flags.writeable)
 
 
 def _is_eagle_array(value: Any) -> bool:
@@ -237,14 +268,10 @@ def _check_overlaps(given: list[_Given]) -> None:
                 )
 
 
-def _prepare(item: _Given, side: str, device: int | None, numbers: Mapping[str, np.generic]) -> Any:
+def _prepare(item: _Given, side: str, numbers: Mapping[str, np.generic]) -> Any:
     if item.side == "number":
         number = numbers[item.name]
-        if side == "host":
-            return np.array([number])
-        from eagle import arrays
-
-        return arrays.full((1,), number, number.dtype, device=f"cuda:{device}")
+        return np.array([number]) if side == "host" else number
     if side == "host":
         return item.value.reshape(-1)
     return item.value

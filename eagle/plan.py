@@ -5,7 +5,9 @@ eagle Arrays: the kernel's numpy program, results written into your arrays)
 and on the device when they are device Arrays (the kernel's CUDA C, launched
 on eagle's current stream). ``plan.bind(**planes)`` prepares everything, so
 ``bound.launch()`` only enqueues work and is legal inside a capture;
-``bound.capture(stream)`` records it into a graph.
+``bound.capture(stream)`` records it into a graph. ``plan.run(**planes)``
+keeps its last few bindings and reuses one when the planes have the same
+addresses, shapes, strides, dtypes and device and the stream is the same.
 
 Planes are checked by name before anything runs (:mod:`eagle._planes`):
 unknown or missing planes, mixed residency, dtypes other than
@@ -29,7 +31,9 @@ device does not take the GEMM route, and a bound plan's ``route`` and
 from __future__ import annotations
 
 import functools
+import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -38,8 +42,10 @@ import numpy as np
 
 import hawk
 from eagle import _route as gemm_route
+from eagle import arrays
 from eagle._bound import Bound, Route, Step
-from eagle._planes import WRITTEN, Planes, check_planes
+from eagle._planes import WRITTEN, Planes, check_planes, layout_key, param_value
+from eagle.cuda.stream import as_stream_ptr
 from hawk import ir
 from hawk.contraction import lane_layout, recognize
 from hawk.emit import DTYPES, cuda, host, policy
@@ -51,6 +57,9 @@ BLOCK_SIZE = 256
 
 #: lane count from which each thread runs several lanes (see ``hawk.emit.cuda.UNROLL``)
 WIDE_LANES = 1 << 20
+
+#: bindings :meth:`AutoPlan.run` keeps for reuse (with the arrays they are bound to)
+_REUSED_BINDINGS = 4
 
 _SIDES = ("host", "device")
 _HOST_REASON = "the host always runs the kernel's own loop"
@@ -104,6 +113,8 @@ class AutoPlan:
         self._layout = lane_layout(kernel)
         self._names = tuple(p.name for p in kernel.planes)
         self._device_kernels: dict[tuple[tuple[str, ...], int], Any] = {}
+        self._bindings: OrderedDict[tuple[Any, ...], BoundPlan] = OrderedDict()
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"AutoPlan({self.kernel.name}, contraction={self.policy.contraction!r})"
@@ -177,6 +188,13 @@ class AutoPlan:
         raises, every plane is as it was. On the device it enqueues on
         eagle's current stream and returns.
 
+        The plan keeps its last four bindings (and so their arrays) and
+        reuses one when every plane has the same address, shape, strides,
+        dtype and device as then, on the same stream: a repeated run skips
+        the checks and the preparation, and a Param given as a number is
+        written into the bound launch (no allocation, no synchronisation,
+        legal inside a capture).
+
         Raises:
             TypeError: an unknown or missing plane, not an array, or a dtype
                 other than float32/float64.
@@ -184,7 +202,48 @@ class AutoPlan:
                 non-contiguous or read-only array, or overlapping outputs.
             OverflowError: a Param number too large for the kernel's dtype.
         """
-        self.bind(**planes).launch()
+        key = self._run_key(planes)
+        if key is None:
+            self.bind(**planes).launch()
+            return
+        with self._lock:
+            bound = self._bindings.get(key)
+            if bound is not None:
+                self._bindings.move_to_end(key)
+        reused = bound is not None
+        if bound is None:
+            bound = self.bind(**planes)
+            with self._lock:
+                self._bindings[key] = bound
+                if len(self._bindings) > _REUSED_BINDINGS:
+                    self._bindings.popitem(last=False)
+        with bound._lock:  # another thread may be giving the binding its numbers
+            if reused:
+                bound._set_numbers(planes)
+            bound.launch(key[0])
+
+    def _run_key(self, planes: Mapping[str, Any]) -> tuple[Any, ...] | None:
+        """``(stream, plane keys...)``: what a binding over ``planes`` depends on (the
+        stream is None on the host), or None when they cannot be reused safely."""
+        if len(planes) != len(self._names):
+            return None
+        keys = []
+        device = None
+        for name in self._names:
+            value = planes.get(name)
+            key = None if value is None else layout_key(value)
+            if key is None:
+                return None
+            if key[0] == "device":
+                if device is not None and key[1] != device:
+                    return None
+                device = key[1]
+            keys.append(key)
+        if device is None:
+            return (None, *keys)
+        if any(key[0] == "host" for key in keys):
+            return None
+        return (as_stream_ptr(None, device), *keys)
 
     def bind(self, **planes: Any) -> BoundPlan:
         """Prepare a launch over ``planes``: check them, compile, pack arguments.
@@ -192,6 +251,9 @@ class AutoPlan:
         A plan that takes the GEMM route binds your planes to one cuBLAS
         product (no copies) and prepares cuBLAS for eagle's current stream
         (bind inside ``with stream:`` to launch on ``stream`` inside a capture).
+        A Param given as a number is fixed here; on the device it gets a
+        one-element array, written at each launch (so a capture records the
+        value).
 
         Raises:
             TypeError, ValueError, OverflowError: as :meth:`run`.
@@ -228,14 +290,20 @@ class AutoPlan:
     def _bind_host(self, checked: Planes, route: Route) -> BoundPlan:
         program = self._host_program(checked.signature)
         args = [checked.values[name] for name in program.arguments]
-        lanes = checked.lanes
+        holders = [(checked.values[name], name) for name in checked.numbers]
+        numbers, lanes = checked.numbers, checked.lanes
+
+        def run(_stream: None) -> None:
+            for holder, name in holders:
+                holder[0] = numbers[name]
+            program.function(*args, lanes)
+
         written = tuple(
             checked.values[p.name]
             for p in self.kernel.planes
             if p.kind in WRITTEN and p.name != self._written_last
         )
-        step = Step(lambda _stream: program.function(*args, lanes), written=written)
-        return BoundPlan(self, checked, step, route)
+        return BoundPlan(self, checked, Step(run, written=written), route)
 
     @functools.cached_property
     def _written_last(self) -> str | None:
@@ -264,13 +332,22 @@ class AutoPlan:
             source = self._cuda_source(checked.signature)
             kernel = load_kernel(source.source, source.name, device=checked.device)
             self._device_kernels[key] = kernel
-        args = [checked.values[name] for name in self._names]
+        # A Param given as a number lives in a one-element array of its own, set by a
+        # memset at each launch: stream-ordered, legal in a capture (which records the
+        # value), and neither allocating nor synchronising.
+        where = f"cuda:{checked.device}"
+        uniforms = {name: arrays.empty((1,), checked.real, where) for name in checked.numbers}
+        args = [uniforms.get(name, checked.values[name]) for name in self._names]
         packed = PackedArgs([*args, np.int64(checked.lanes)])
         grid = _grid(checked.lanes)
+        numbers = checked.numbers
 
         def enqueue(stream: Any) -> None:
-            if grid:
-                kernel.launch(grid, BLOCK_SIZE, packed, stream)
+            if not grid:
+                return
+            for name, uniform in uniforms.items():
+                uniform.fill(numbers[name], stream)
+            kernel.launch(grid, BLOCK_SIZE, packed, stream)
 
         return BoundPlan(self, checked, Step(enqueue), route)
 
@@ -305,9 +382,17 @@ class BoundPlan(Bound):
         self.lanes = checked.lanes
         self.route = route.name
         self.reasons = route.reasons
+        self._numbers = checked.numbers  # the dict the step reads at each launch
+        self._lock = threading.Lock()
+        self._real = checked.real
 
     def __repr__(self) -> str:
         return (
             f"BoundPlan({self.plan.kernel.name}, side={self.side!r}, lanes={self.lanes}, "
             f"route={self.route!r})"
         )
+
+    def _set_numbers(self, planes: Mapping[str, Any]) -> None:
+        """Take the Params given as numbers from ``planes`` for the next launches."""
+        for name in self._numbers:
+            self._numbers[name] = param_value(name, planes[name], self._real)
