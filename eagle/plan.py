@@ -212,7 +212,7 @@ class AutoPlan:
                 self._bindings.move_to_end(key)
         reused = bound is not None
         if bound is None:
-            bound = self.bind(**planes)
+            bound = self._bind(planes, reusable=True)
             with self._lock:
                 self._bindings[key] = bound
                 if len(self._bindings) > _REUSED_BINDINGS:
@@ -251,15 +251,20 @@ class AutoPlan:
         A plan that takes the GEMM route binds your planes to one cuBLAS
         product (no copies) and prepares cuBLAS for eagle's current stream
         (bind inside ``with stream:`` to launch on ``stream`` inside a capture).
-        A Param given as a number is fixed here; on the device it gets a
-        one-element array, written at each launch (so a capture records the
-        value).
+        A Param given as a number is fixed here (on the device, in a
+        one-element array of its own).
 
         Raises:
             TypeError, ValueError, OverflowError: as :meth:`run`.
             GemmCaptureUnavailable: (GEMM route) no cuBLAS, or eagle's current
                 stream is being captured.
         """
+        return self._bind(planes, reusable=False)
+
+    def _bind(self, planes: Mapping[str, Any], *, reusable: bool) -> BoundPlan:
+        """:meth:`bind`; a ``reusable`` binding (kept by :meth:`run`) takes new Param
+        numbers (:meth:`BoundPlan._set_numbers`), so on the device each launch writes
+        them."""
         checked = check_planes(self.kernel.ir, planes)
         dtypes = {name: np.dtype(d) for name, d in zip(self._names, checked.signature, strict=True)}
         route = self._decide(checked.side, dtypes, checked.lanes)
@@ -269,7 +274,7 @@ class AutoPlan:
             assert self.record is not None and checked.device is not None
             launch = gemm_route.GemmLaunch(self, self.record, checked.values, checked.device)
             return BoundPlan(self, checked, Step(launch, launch.prepare), route)
-        return self._bind_device(checked, route)
+        return self._bind_device(checked, route, reusable)
 
     def _host_program(self, signature: tuple[str, ...]) -> host.HostProgram:
         programs = _host_programs.setdefault(self.kernel, {})
@@ -322,7 +327,7 @@ class AutoPlan:
         ]
         return last.plane.name if writes == [last] else None
 
-    def _bind_device(self, checked: Planes, route: Route) -> BoundPlan:
+    def _bind_device(self, checked: Planes, route: Route, reusable: bool) -> BoundPlan:
         from eagle.cuda.module import PackedArgs, load_kernel
 
         assert checked.device is not None
@@ -332,20 +337,22 @@ class AutoPlan:
             source = self._cuda_source(checked.signature)
             kernel = load_kernel(source.source, source.name, device=checked.device)
             self._device_kernels[key] = kernel
-        # A Param given as a number lives in a one-element array of its own, set by a
-        # memset at each launch: stream-ordered, legal in a capture (which records the
-        # value), and neither allocating nor synchronising.
+        # A Param given as a number lives in a one-element array of its own. A binding
+        # that keeps its number has it written once, here; a reusable one has it written
+        # by a memset before each launch: stream-ordered, legal in a capture (which
+        # records the value), and neither allocating nor synchronising.
         where = f"cuda:{checked.device}"
-        uniforms = {name: arrays.empty((1,), checked.real, where) for name in checked.numbers}
+        numbers = checked.numbers
+        uniforms = {name: arrays.full((1,), n, checked.real, where) for name, n in numbers.items()}
         args = [uniforms.get(name, checked.values[name]) for name in self._names]
         packed = PackedArgs([*args, np.int64(checked.lanes)])
         grid = _grid(checked.lanes)
-        numbers = checked.numbers
+        writes = list(uniforms.items()) if reusable else []
 
         def enqueue(stream: Any) -> None:
             if not grid:
                 return
-            for name, uniform in uniforms.items():
+            for name, uniform in writes:
                 uniform.fill(numbers[name], stream)
             kernel.launch(grid, BLOCK_SIZE, packed, stream)
 

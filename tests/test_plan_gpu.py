@@ -221,6 +221,25 @@ def test_a_run_inside_a_capture_allocates_nothing_and_records_its_param(
     graph.destroy()
 
 
+def test_a_bound_number_param_is_written_once_at_bind(rng: np.random.Generator) -> None:
+    n = 4097
+    x, y0 = rng.standard_normal(n), rng.standard_normal(n)
+    x_d, y_d = arrays.asarray(x, device="cuda:0"), arrays.asarray(y0, device="cuda:0")
+    bound = eagle.plan.auto(saxpy).bind(a=1.5, x=x_d, y=y_d)
+    stream = cuda.Stream(non_blocking=True)
+    with cuda.StreamCapturer(stream) as capturer:
+        bound.launch(stream)
+    assert capturer.captured is not None
+    assert capturer.captured.node_types() == ["kernel"]  # no memset per launch
+    graph = cuda.Graph.from_captured(capturer.captured)
+    launcher = graph.launcher().stream(stream)
+    launcher.launch()
+    launcher.launch()
+    launcher.synchronize()
+    assert rel_error(y_d.numpy(), y0 + 3.0 * x) < 1e-12
+    graph.destroy()
+
+
 def test_a_routed_run_over_other_outputs_writes_each(rng: np.random.Generator) -> None:
     from tests._route_kernels import B, R, U
     from tests._route_kernels import contract as routed_contract
