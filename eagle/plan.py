@@ -170,7 +170,7 @@ class AutoPlan:
         reasons = self._kernel_reasons
         if not reasons and lanes is None:
             reasons = gemm_route.dtype_reasons(dtypes)
-        elif not reasons:
+        elif not reasons and lanes is not None:
             assert self._layout is not None
             reasons = gemm_route.bind_reasons(dtypes, lanes, self._layout)
         return Route("loop" if reasons else "gemm", reasons)
