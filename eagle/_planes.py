@@ -31,6 +31,7 @@ __all__ = ["WRITTEN", "Planes", "check_planes", "layout_key", "param_value"]
 WRITTEN = ("output", "accumulator")
 
 _NUMBER_TYPES = (int, float, np.integer, np.floating)
+_LARGEST = {dtype: float(np.finfo(dtype).max) for dtype in DTYPES}
 
 
 @dataclass
@@ -107,25 +108,23 @@ def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
 def param_value(name: str, value: Any, real: np.dtype) -> np.generic:
     """Param ``name``'s number as a scalar of the compute dtype ``real``.
 
+    Infinities and NaN are values like any other.
+
     Raises:
         OverflowError: ``value`` is finite but too large for ``real``.
     """
     try:
         number = float(value)
     except OverflowError:
-        number = math.inf
-    with np.errstate(over="ignore"):
-        scalar = real.type(number)
-    if not np.isfinite(scalar) and not (
-        isinstance(value, float | np.floating) and not np.isfinite(value)
-    ):
-        limit = float(np.finfo(real).max)
+        number = None  # an int beyond any float
+    if number is None or (math.isfinite(number) and abs(number) > _LARGEST[real]):
+        limit = _LARGEST[real]
         raise OverflowError(
             f"Param {name!r} is {_short(value)}, too large for {real.name} (the dtype the "
             f"kernel computes in); pass a number within ±{limit:.4g}"
             + (" or float64 planes" if real != np.float64 else "")
         )
-    return scalar
+    return real.type(number)
 
 
 def _short(value: Any) -> str:
