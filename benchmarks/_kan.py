@@ -186,13 +186,13 @@ def reference(
             (S * O,) or (S, O).
 
     Returns:
-        ``phi`` (R, S), ``y`` (S * O,), ``c_bar`` (R, O), ``phi_bar`` (R, S) and
+        Contiguous arrays ``phi`` (R, S), ``y`` (S * O,), ``c_bar`` (R, O), ``phi_bar`` (R, S) and
         ``x_bar`` (I, S): the layer's values and the gradients of ``sum(y * y_bar)``.
     """
     x64, c64 = np.asarray(x, np.float64), np.asarray(c, np.float64)
     g = np.asarray(y_bar, np.float64).reshape(layer.samples, layer.outputs)
     u = basis_arguments(layer, x64.T, np.arange(layer.functions))  # (S, I, NB)
-    phi = cardinal(u, np.where).reshape(layer.samples, layer.rows).T
+    phi = np.ascontiguousarray(cardinal(u, np.where).reshape(layer.samples, layer.rows).T)
     phi_bar = c64 @ g.T
     slope = cardinal_slope(u, np.where) * (layer.intervals / (layer.hi - layer.lo))
     per_function = phi_bar.T.reshape(layer.samples, layer.inputs, layer.functions)
@@ -201,5 +201,5 @@ def reference(
         "y": (phi.T @ c64).reshape(-1),
         "c_bar": phi @ g,
         "phi_bar": phi_bar,
-        "x_bar": (slope * per_function).sum(axis=2).T,
+        "x_bar": np.ascontiguousarray((slope * per_function).sum(axis=2).T),
     }
