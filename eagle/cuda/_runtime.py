@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import importlib
 import threading
+import weakref
 from types import ModuleType
 from typing import Any
 
 __all__ = [
+    "CudaDriverTooOld",
     "CudaError",
     "CudaUnavailable",
     "call",
     "dcall",
     "ensure_device",
+    "finalizer",
     "is_available",
     "ncall",
 ]
@@ -45,6 +48,28 @@ class CudaError(RuntimeError):
 
 class CudaUnavailable(CudaError):
     """No CUDA driver, library or device is usable on this machine."""
+
+
+REQUIRED_DRIVER = 13000
+"""The lowest ``cudaDriverGetVersion`` eagle runs on: a CUDA 13 driver (580 or newer)."""
+
+
+class CudaDriverTooOld(CudaUnavailable):
+    """The installed NVIDIA driver is older than the CUDA 13 driver eagle needs.
+
+    Attributes:
+        found: the driver's CUDA version as ``cudaDriverGetVersion`` reports it
+            (``12040`` for CUDA 12.4).
+    """
+
+    def __init__(self, found: int) -> None:
+        self.found = found
+        super().__init__(
+            "cudaDriverGetVersion",
+            "cudaErrorInsufficientDriver",
+            f"the NVIDIA driver supports CUDA {found // 1000}.{found % 1000 // 10}, but eagle "
+            f"needs CUDA {REQUIRED_DRIVER // 1000}.0 (driver 580 or newer); update the driver",
+        )
 
 
 _UNAVAILABLE_STATUSES = frozenset(
@@ -162,6 +187,7 @@ def ensure_device(device: int = 0) -> None:
         call("cudaSetDevice", device)
         return
     with _lock:
+        _check_driver()
         count = call("cudaGetDeviceCount")
         if not 0 <= device < count:
             raise CudaUnavailable(
@@ -173,9 +199,31 @@ def ensure_device(device: int = 0) -> None:
         _ready_devices.add(device)
 
 
+def _check_driver() -> None:
+    found = int(call("cudaDriverGetVersion"))
+    if found == 0:
+        raise CudaUnavailable(
+            "cudaDriverGetVersion", "cudaErrorNoDevice", "no NVIDIA driver is installed"
+        )
+    if found < REQUIRED_DRIVER:
+        raise CudaDriverTooOld(found)
+
+
 def is_available() -> bool:
     """True when a CUDA driver and at least one device are usable; never raises."""
     try:
         return call("cudaGetDeviceCount") > 0
     except Exception:
         return False
+
+
+def finalizer(owner: object, destroy: str, handle: Any) -> weakref.finalize:
+    """Call the runtime's ``destroy`` on ``handle`` once ``owner`` is garbage-collected or
+    the returned finalizer is called, whichever comes first, and never at interpreter exit.
+
+    The finalizer holds only the raw handle, so an object whose ``__init__`` failed
+    before registering one has nothing to undo.
+    """
+    done = weakref.finalize(owner, call, destroy, handle)
+    done.atexit = False
+    return done
