@@ -6,6 +6,7 @@ calls replaced by a recorder, so they run without a GPU.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import subprocess
 import sys
@@ -359,3 +360,105 @@ def test_a_cuda_13_driver_is_accepted(monkeypatch):
     monkeypatch.setattr(_runtime, "_ready_devices", set())
     _runtime.ensure_device(0)
     assert _runtime._ready_devices == {0}
+
+
+# -- compiling through cuda.core and launching -----------------------------------------------
+
+
+def test_compile_error_names_the_status_and_the_program(tmp_path, monkeypatch):
+    monkeypatch.setenv("EAGLE_CACHE_DIR", str(tmp_path))
+    with pytest.raises(cuda.CompileError) as info:
+        cuda.compile_cuda('extern "C" __global__ void k() { nope(); }', name="prog", arch="sm_90")
+    message = str(info.value)
+    assert message.startswith("nvrtcCompileProgram failed with NVRTC_ERROR_COMPILATION: prog:\n")
+    assert 'identifier "nope" is undefined' in message and "\0" not in message
+
+
+def test_program_options_are_part_of_the_cache_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("EAGLE_CACHE_DIR", str(tmp_path))
+    source = 'extern "C" __global__ void f(float* x) { x[0] = __expf(x[0]) / x[1]; }'
+    cuda.compile_cuda(source, name="f", arch="sm_90")
+    cuda.compile_cuda(source, name="f", arch="sm_90", options={"use_fast_math": True})
+    cuda.compile_cuda(source, name="f", arch="sm_80")
+    assert len(list(tmp_path.glob("*.cubin"))) == 3
+
+
+class _FakeLaunch:
+    """Stands for cuLaunchKernel: records each call and the parameter bytes it read."""
+
+    def __init__(self, sizes):
+        self.sizes = sizes
+        self.calls = []
+
+    def __call__(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        pointers = (ctypes.c_void_p * len(self.sizes)).from_address(params)
+        values = [ctypes.string_at(p, n) for p, n in zip(pointers, self.sizes, strict=True)]
+        self.calls.append(((gx, gy, gz), (bx, by, bz), shared, stream, values))
+        return (0,)
+
+
+def _device_array(ptr, device=0):
+    return arrays.Array(
+        ptr=ptr, shape=(4,), dtype=np.dtype("float32"), strides=(4,), device_index=device
+    )
+
+
+def test_launch_packs_each_argument_by_value_and_reuses_one_buffer(monkeypatch):
+    monkeypatch.setattr(module, "call", lambda name, *args: None)
+    kernel = module.Kernel("k", None, 0x1234, 0)
+    kernel._launch = fake = _FakeLaunch([8, 4, 8, 12])
+    triple = (ctypes.c_int32 * 3)(1, 2, 3)
+
+    class Triple(ctypes.Structure):
+        _fields_ = [("v", ctypes.c_int32 * 3)]
+
+    first = [_device_array(0x1000), np.float32(1.5), np.int64(-7), Triple(triple)]
+    kernel.launch(4, 128, first, 0x99)
+    second = [_device_array(0x2000), np.float32(2.5), np.int64(9), Triple(triple)]
+    kernel.launch((2, 3), (32, 2, 1), second, 0x99, shared_mem=64)
+    assert len(kernel._packers) == 1
+    (grid, block, _, stream, values), (grid2, block2, shared2, _, values2) = fake.calls
+    assert (grid, block, stream, grid2, block2, shared2) == (
+        (4, 1, 1), (128, 1, 1), 0x99, (2, 3, 1), (32, 2, 1), 64
+    )  # fmt: skip
+    assert values == [
+        (0x1000).to_bytes(8, "little"),
+        np.float32(1.5).tobytes(),
+        np.int64(-7).tobytes(),
+        bytes(triple),
+    ]
+    assert values2[:3] == [(0x2000).to_bytes(8, "little"), np.float32(2.5).tobytes(),
+                           np.int64(9).tobytes()]  # fmt: skip
+    packed = PackedArgs(first)
+    kernel.launch(1, 1, packed, 0x99)
+    assert fake.calls[-1][-1] == values and packed.keep == (first[0],)
+
+
+def test_launch_checks_devices_dimensions_and_keeps_arrays_only_in_a_capture(
+    monkeypatch, fake_cuda
+):
+    set_device: list[tuple] = []
+    monkeypatch.setattr(module, "call", lambda name, *args: set_device.append((name, *args)))
+    kernel = module.Kernel("k", None, 0x1234, 1)
+    kernel._launch = _FakeLaunch([8])
+    with pytest.raises(ValueError, match="kernel argument 0 is an array on cuda:0"):
+        kernel.launch(1, 1, [_device_array(0x1000, device=0)], 0x99)
+    with pytest.raises(ValueError, match="launch dimensions must be 1 to 3 positive ints"):
+        kernel.launch(0, 1, [_device_array(0x1000, device=1)], 0x99)
+    array = _device_array(0x1000, device=1)
+    kernel.launch(1, 1, [array], 0x99)
+    assert not set_device
+    kernel.launch(1, 1, [array], 0)  # the null stream runs on the current device
+    assert set_device == [("cudaSetDevice", 1)]
+    capturer = cuda.StreamCapturer(0x99)
+    capturer.begin()
+    kernel.launch(1, 1, [array], 0x99)
+    assert capturer.end()._kept == [kernel, array]
+
+
+def test_a_refused_launch_raises_cuda_error_naming_it():
+    kernel = module.Kernel("k", None, 0x1234, 0)
+    status = _runtime.driver().CUresult.CUDA_ERROR_INVALID_VALUE
+    kernel._launch = lambda *args: (status,)
+    with pytest.raises(cuda.CudaError, match="cuLaunchKernel failed with CUDA_ERROR_INVALID_VALUE"):
+        kernel.launch(1, 1, [np.int64(1)], 0x99)

@@ -25,6 +25,7 @@ __all__ = [
     "finalizer",
     "is_available",
     "ncall",
+    "raise_status",
 ]
 
 
@@ -122,12 +123,27 @@ def _invoke(kind: str, name: str, args: tuple) -> Any:
         result = (result,)
     status, values = result[0], result[1:]
     if int(status) != 0:
-        status_name = _status_name(status)
-        error = CudaUnavailable if status_name in _UNAVAILABLE_STATUSES else CudaError
-        raise error(name, status_name, _describe(kind, status))
+        raise_status(kind, name, status)
     if not values:
         return None
     return values[0] if len(values) == 1 else values
+
+
+def raise_status(kind: str, name: str, status: Any) -> None:
+    """Raise the error for the non-zero ``status`` that ``name`` returned.
+
+    Args:
+        kind: ``"runtime"``, ``"driver"`` or ``"nvrtc"``: whose status it is.
+        name: the call that returned it.
+        status: the status enum.
+
+    Raises:
+        CudaUnavailable: the status means no usable driver or device.
+        CudaError: any other status.
+    """
+    status_name = _status_name(status)
+    error = CudaUnavailable if status_name in _UNAVAILABLE_STATUSES else CudaError
+    raise error(name, status_name, _describe(kind, status))
 
 
 def _describe(kind: str, status: Any) -> str:
