@@ -222,7 +222,9 @@ def test_cuda_array_interface_only_producers():
 
 def test_cuda_array_interface_stream_orders_eagle_after_the_producer(no_driver_ordering):
     arrays.asarray(_CudaInterface(stream=0x1234))
-    assert no_driver_ordering == [(0x1234, 0x77)]
+    arrays.asarray(_CudaInterface())  # v3 without a stream: nothing to wait for
+    arrays.asarray(_CudaInterface(version=2))  # torch's: its default stream, the legacy one
+    assert no_driver_ordering == [(0x1234, 0x77), (1, 0x77)]
 
 
 # -- exact fit and basic indices (issue 11) --------------------------------------------------

@@ -4,7 +4,8 @@ capsules, host or device) and the CUDA array interface (v3).
 :func:`describe` says where an object's elements are, in what layout and
 dtype, whether they are read-only, and what keeps them alive; it orders eagle's
 current stream after the producer's queued work (through DLPack's ``stream=``
-argument or the interface's ``stream`` field), without a host wait.
+argument or the interface's ``stream`` field; the legacy default stream for a
+version 2 interface, which has none), without a host wait.
 """
 
 from __future__ import annotations
@@ -118,7 +119,9 @@ def _from_cuda_interface(obj: Any) -> Foreign:
     strides = _dlpack.compact(shape, dtype.itemsize) if strides is None else tuple(strides)
     ptr, readonly = int(info["data"][0]), bool(info["data"][1])
     device_index = int(call("cudaPointerGetAttributes", ptr).device) if ptr else 0
-    producer = info.get("stream")
+    # Before v3 the interface had no stream: assume the legacy default stream, where
+    # torch and CuPy queue their work unless told otherwise.
+    producer = info.get("stream", 1 if int(info.get("version", 0)) < 3 else None)
     if producer is not None:
         if producer == 0:
             raise ValueError("obj's __cuda_array_interface__ stream is 0, which v3 forbids")
