@@ -189,8 +189,8 @@ class Imported:
         self.ptr = (tensor.data or 0) + tensor.byte_offset
         _capsule_set_name(capsule, used)
         deleter = managed.deleter
-        if deleter:
-            function = ctypes.cast(deleter, ctypes.c_void_p).value
+        function = ctypes.cast(deleter, ctypes.c_void_p).value
+        if function:
             weakref.finalize(self, _call_deleter, function, address).atexit = False
 
 

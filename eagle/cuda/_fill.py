@@ -3,7 +3,7 @@ contiguous fills (capture-legal)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -24,7 +24,7 @@ def exact_scalar(value: Any, dtype: np.dtype) -> np.generic:
         raise ValueError(f"value {value!r} is complex; {dtype} is real")
     with np.errstate(all="ignore"):
         try:
-            scalar = given.astype(dtype)[()]
+            scalar = cast(np.generic, given.astype(dtype)[()])
         except (TypeError, ValueError, OverflowError) as exc:
             raise ValueError(f"value {value!r} cannot be stored as {dtype}") from exc
     if dtype.kind in "biu":

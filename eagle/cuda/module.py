@@ -19,9 +19,9 @@ import os
 import re
 import struct
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -108,8 +108,7 @@ def compile_cuda(
 
 def _nvrtc_compile(source: str, name: str, fields: dict[str, Any]) -> bytes:
     try:
-        from cuda.core import Program, ProgramOptions
-        from cuda.core._utils.cuda_utils import NVRTCError
+        from cuda.core import Program, ProgramOptions  # type: ignore[import-untyped]
     except ImportError as exc:
         raise CudaUnavailable(
             "import cuda.core", "ImportError", f"{exc}; install cuda-core"
@@ -117,13 +116,15 @@ def _nvrtc_compile(source: str, name: str, fields: dict[str, Any]) -> bytes:
     program = Program(source, "c++", ProgramOptions(name=name, **fields))
     try:
         return bytes(program.compile("cubin").code)
-    except NVRTCError as exc:
+    except Exception as exc:  # cuda.core's NVRTCError, which it does not export
         text = str(exc)
         status = re.search(r"NVRTC_ERROR_\w+", text)
+        if status is None:
+            raise
         log = text.partition("compilation log:")[2].strip("\n\0 ")
         raise CompileError(
             "nvrtcCompileProgram",
-            status.group(0) if status else "NVRTC_ERROR",
+            status.group(0),
             f"{name}:\n{log or text}",
         ) from None
     finally:
@@ -214,13 +215,13 @@ class _Layout:
                 "        raise TypeError(f'kernel arguments do not match their C types: {exc}')",
             ]
         )
-        namespace = {
+        namespace: dict[str, Any] = {
             "pack_into": self.struct.pack_into,
             "struct_error": struct.error,
             "check": _check_device,
         }
         exec(source, namespace)  # one specialised packer per signature
-        self.pack = namespace["pack"]
+        self.pack: Callable[[Any, Sequence[Any], int | None], None] = namespace["pack"]
 
     def allocate(self) -> tuple[Any, Any, int]:
         """A fresh parameter buffer, its ``void*`` array and that array's address."""
@@ -351,6 +352,7 @@ class Kernel:
             if args.keep and any_capture_active():
                 record_use(stream_ptr, self, *args.keep)
             return
+        args = cast(Sequence[Any], args)
         signature = tuple(map(type, args))
         packer = self._packers.get(signature)
         if packer is None:
