@@ -37,6 +37,7 @@ from eagle import _route as gemm_route
 from hawk import ir
 from hawk.contraction import lane_layout, recognize
 from hawk.emit import DTYPES, compute_dtype, cuda, host, policy
+from hawk.emit.checks import record_error
 
 __all__ = ["BLOCK_SIZE", "AutoPlan", "BoundPlan", "auto"]
 
@@ -229,20 +230,28 @@ class AutoPlan:
         return source
 
     def _bind_device(self, bound: _Planes, route: _Route) -> BoundPlan:
+        from eagle.cuda._records import record_for
         from eagle.cuda.module import PackedArgs, load_kernel
 
         assert bound.device is not None
         key = (bound.signature, bound.device)
+        source = self._cuda_source(bound.signature)
         kernel = self._device_kernels.get(key)
         if kernel is None:
-            source = self._cuda_source(bound.signature)
             kernel = load_kernel(source.source, source.name, device=bound.device)
             self._device_kernels[key] = kernel
+        record = record_for(
+            (source.source, source.name),
+            bound.device,
+            functools.partial(record_error, source.checks),
+        )
         args = [bound.values[p.name] for p in self.kernel.planes]
-        packed = PackedArgs([*args, np.int64(bound.lanes)])
+        lengths = [np.int64(bound.values[name].shape[0]) for name in source.lengths]
+        packed = PackedArgs([*args, np.int64(bound.lanes), *lengths, record])
         grid = _grid(bound.lanes)
 
         def enqueue(stream: Any) -> None:
+            record.check()  # an earlier launch's failure, once it is recorded
             if grid:
                 kernel.launch(grid, BLOCK_SIZE, packed, stream)
 

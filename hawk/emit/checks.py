@@ -10,10 +10,19 @@ An emitter lists its *check sites* (:class:`CheckSite`), one per checked axis
 of an access and one per checked divisor; a check that holds for every lane
 (a constant, a loop index whose range fits the axis, ``x % K``) is proved when
 the kernel is emitted and not made. The host program raises at once; the
-device kernel writes the first failure it meets into its error record
-(:data:`RECORD_WORDS` int64 words: ``[failed, site, lane, value, extent]``,
-``failed`` 0 until a check fails, then 1) and skips the access (a read gives 0,
-an add is dropped); :func:`record_error` turns a record into the same error.
+device kernel writes the first failure it meets into its error record and
+skips the access (a read gives 0, an add is dropped); :func:`record_error`
+turns a record into the same error.
+
+A device error record is :data:`RECORD_WORDS` int64 words, ``[failed, site,
+lane, value, extent, epoch, claim, -]``, provided by the runtime (eagle maps
+it from pinned host memory): ``failed`` is 0 until a check fails, ``epoch`` is
+at least 1 and ``claim`` the address of a word of device memory that starts
+below it. The first failing thread of an epoch raises that word to ``epoch``
+with ``atomicMax``, writes ``site`` (an index into the kernel's check sites),
+``lane``, ``value`` (the index) and ``extent``, then sets ``failed`` to 1. The
+runtime clears a failure it has read by zeroing ``failed`` and increasing
+``epoch``, without a device call.
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ __all__ = [
 #: what ``int()`` gives for NaN, +-inf or a real beyond the int64 range
 INT_INVALID = -(2**63)
 
-#: int64 words in a device error record: failed, site, lane, value, extent, and spares
+#: int64 words in a device error record
 RECORD_WORDS = 8
 
 

@@ -18,8 +18,8 @@ full warp with shuffles first, so it costs one atomic per warp.
 
 Every check of :mod:`hawk.emit.checks` is one unsigned compare per index
 axis (or one compare of a divisor with zero); a failure calls a helper kept
-out of line, which records the first failure with ``atomicCAS`` on the
-record's first word, and the access is skipped (a read gives 0, an add is
+out of line, which records the first failure (an ``atomicMax`` on a word
+of device memory picks it), and the access is skipped (a read gives 0, an add is
 dropped) or the division made by 1. A checked read is an immediately invoked
 lambda, so ``x if c else y``, ``and`` and ``or`` evaluate (and check) only
 the side a lane takes.
@@ -126,12 +126,17 @@ _CHECK_HELPERS = f"""\
 __device__ __noinline__ void hawk_fail(
     unsigned long long* rec, long long site, long long lane, long long value, long long extent)
 {{
-    // the first failing check of a launch (of any lane) keeps the record
-    if (atomicCAS(rec, 0ULL, 1ULL) == 0ULL) {{
-        rec[1] = site;
-        rec[2] = lane;
-        rec[3] = value;
-        rec[4] = extent;
+    // the first failing thread of the record's epoch (rec[5]) raises the device word at
+    // rec[6] to it, fills the record and sets rec[0] last
+    volatile unsigned long long* out = rec;
+    const unsigned long long epoch = out[5];
+    if (atomicMax((unsigned long long*)out[6], epoch) < epoch) {{
+        out[1] = site;
+        out[2] = lane;
+        out[3] = value;
+        out[4] = extent;
+        __threadfence_system();
+        out[0] = 1ULL;
     }}
 }}
 __device__ __forceinline__ bool hawk_in(
