@@ -103,3 +103,12 @@ def contract(
     for r in range(R):
         acc = acc + w.at(row=r, unit=unit) * f.at(row=r, sample=sample)
     y = acc
+
+
+@hawk.kernel
+def window(t: hawk.Table["row":6], i: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    k = int(i)
+    acc = 0.0
+    for r in range(3):
+        acc = acc + t.at(row=k + r)
+    y = acc

@@ -182,3 +182,23 @@ def test_checked_kernels_compile_with_a_record_and_flat_lengths(
     assert "unsigned long long* __restrict__ hawk_rec)" in emitted.source
     assert emitted.source.count("hawk_in(ix") == sum(s.kind == "index" for s in emitted.checks)
     compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
+
+
+def test_checks_false_leaves_the_checks_out() -> None:
+    dtypes = {p.name: "float64" for p in k.lookup.planes}
+    unchecked = host.emit(k.lookup.ir, dtypes, checks=False)
+    y = np.zeros(1)
+    unchecked.function(np.arange(12.0), np.array([5.0]), y, 1)
+    assert unchecked.checks == () and y[0] == 11.0  # the old clamp: a plausible wrong value
+    source = cuda.emit(k.lookup.ir, dtypes, checks=False)
+    assert source.checks == () and "hawk_in(" not in source.source
+    compile_cuda(source.source, name=source.name, arch="sm_90")
+
+
+def test_an_index_that_changes_in_a_loop_is_checked_on_every_iteration() -> None:
+    t = np.arange(6.0)
+    y = np.zeros(2)
+    _run(k.window, t=t, i=np.array([0.0, 3.0]), y=y)
+    assert np.array_equal(y, [3.0, 12.0])
+    error = _index_error(k.window, t=t, i=np.array([0.0, 4.0]), y=y)
+    assert (error.index, error.lane) == (6, 1)

@@ -118,10 +118,12 @@ class Ranges:
 
     A value's range is known for constants, loop indices, ``x % K`` for a
     constant ``K > 0``, sums, differences and products of known ranges, and
-    variables bound to such values.
+    variables bound to such values. Made with ``enabled=False`` it proves
+    every check (an emitter then makes none).
     """
 
-    def __init__(self, kernel: ir.KernelIR) -> None:
+    def __init__(self, kernel: ir.KernelIR, *, enabled: bool = True) -> None:
+        self.enabled = enabled
         self._lets: dict[ir.Var, ir.Expr] = {}
         self._loops: dict[ir.Var, range] = {}
         for node in ir.walk(kernel):
@@ -188,12 +190,13 @@ class Ranges:
     def axis_checked(self, plane: ir.Plane, position: int, index: ir.Expr) -> bool:
         """True when axis ``position`` of an access of ``plane`` by ``index`` needs a check."""
         extent = None if plane.axes is None else plane.axes[position][1]
-        return not self.within(index, extent)
+        return self.enabled and not self.within(index, extent)
 
     def divides(self, node: ir.Expr | ir.Stmt) -> bool:
         """True when ``node`` is an integer ``//`` or ``%`` whose divisor needs a check."""
         return (
-            isinstance(node, ir.Binary)
+            self.enabled
+            and isinstance(node, ir.Binary)
             and node.op in ("//", "%")
             and node.type == Type.INT
             and not self.nonzero(node.right)

@@ -168,29 +168,32 @@ def _helper(name: str, type_: str) -> str:
     return _HELPERS[(name, type_)]
 
 
-def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any]) -> CudaSource:
+def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any], *, checks: bool = True) -> CudaSource:
     """The CUDA C of ``kernel`` for the given plane dtypes.
 
     Args:
         kernel: the kernel's IR.
         dtypes: a dtype (float32 or float64) for every plane, by name.
+        checks: False leaves out the checks of :mod:`hawk.emit.checks` (and
+            ``int()`` of NaN is whatever the hardware gives): unsafe, as a bad
+            index then reads or writes outside its table; for measuring their cost.
 
     Raises:
         HawkError: a plane without a dtype, an unknown plane or another dtype.
     """
     planes = plane_dtypes(kernel, dtypes)
-    return _Emitter(kernel, planes).source()
+    return _Emitter(kernel, planes, checks).source()
 
 
 class _Emitter:
-    def __init__(self, kernel: ir.KernelIR, dtypes: dict[str, np.dtype]) -> None:
+    def __init__(self, kernel: ir.KernelIR, dtypes: dict[str, np.dtype], checks: bool) -> None:
         self.kernel = kernel
         self.dtypes = dtypes
         self.real = _C_TYPES[compute_dtype(dtypes)]
         self.names = Names()
         self.helpers: set[tuple[str, str]] = set()
         self.lines: list[str] = []
-        self.ranges = Ranges(kernel)
+        self.ranges = Ranges(kernel, enabled=checks)
         self.sites: list[CheckSite] = []
         self.lengths = tuple(p.name for p in kernel.planes if p.is_table and p.axes is None)
 
@@ -410,7 +413,7 @@ class _Emitter:
         if isinstance(node, ir.Call):
             return self.call(node)
         if isinstance(node, ir.Cast):
-            if node.to == Type.INT and node.operand.type == Type.REAL:
+            if node.to == Type.INT and node.operand.type == Type.REAL and self.ranges.enabled:
                 return f"hawk_to_int({self.expr(node.operand)})"
             return f"(({self.ctype(node.to)})({self.expr(node.operand)}))"
         if isinstance(node, ir.Select):

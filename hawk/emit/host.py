@@ -56,18 +56,21 @@ class HostProgram:
     checks: tuple[CheckSite, ...] = ()
 
 
-def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any]) -> HostProgram:
+def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any], *, checks: bool = True) -> HostProgram:
     """The numpy program of ``kernel`` for the given plane dtypes.
 
     Args:
         kernel: the kernel's IR.
         dtypes: a dtype (float32 or float64) for every plane, by name.
+        checks: False leaves out the checks of :mod:`hawk.emit.checks` (and
+            ``int()`` of NaN is whatever the hardware gives): unsafe, as a bad
+            index then reads or writes outside its table; for measuring their cost.
 
     Raises:
         HawkError: a plane without a dtype, an unknown plane or another dtype.
     """
     planes = plane_dtypes(kernel, dtypes)
-    return _Emitter(kernel, planes).program()
+    return _Emitter(kernel, planes, checks).program()
 
 
 # -- what the emitted code calls ---------------------------------------------------------
@@ -79,8 +82,21 @@ def _check_index(
     extents: Sequence[int],
     mask: np.ndarray | None,
     n: int,
+    last: list[Any],
+    slot: int,
 ) -> None:
-    """Raise for the first lane (under ``mask``) whose index on some axis is out of range."""
+    """Raise for the first lane (under ``mask``) whose index on some axis is out of range.
+
+    ``last[slot]`` remembers the arrays this call site passed last: a loop that
+    checks the same index arrays on every iteration checks them once.
+    """
+    seen = last[slot]
+    if (
+        seen is not None
+        and seen[1] is mask
+        and all(a is b for a, b in zip(seen[0], indices, strict=True))
+    ):
+        return
     bad: Any = False
     for index, extent in zip(indices, extents, strict=True):
         out: Any = (
@@ -92,17 +108,16 @@ def _check_index(
     if mask is not None:
         bad = mask & bad
     if isinstance(bad, np.ndarray):
-        if not bad.any():
-            return
-        lane = int(bad.argmax())
-    elif not bad or n == 0:
-        return
+        failed = bool(bad.any())
+        lane = int(bad.argmax()) if failed else 0
     else:
-        lane = 0
-    for site, index, extent in zip(sites, indices, extents, strict=True):
-        value = int(index[lane] if isinstance(index, np.ndarray) else index)
-        if not 0 <= value < extent:
-            raise site.error(lane, value, extent)
+        failed, lane = bool(bad) and n > 0, 0
+    if failed:
+        for site, index, extent in zip(sites, indices, extents, strict=True):
+            value = int(index[lane] if isinstance(index, np.ndarray) else index)
+            if not 0 <= value < extent:
+                raise site.error(lane, value, extent)
+    last[slot] = (indices, mask)  # kept alive, so the identities stay theirs
 
 
 def _check_divisor(site: CheckSite, divisor: Any, mask: np.ndarray | None, n: int) -> Any:
@@ -126,8 +141,11 @@ def _check_divisor(site: CheckSite, divisor: Any, mask: np.ndarray | None, n: in
 
 def _to_int(value: np.ndarray) -> np.ndarray:
     """``int()`` of every lane: toward zero, :data:`INT_INVALID` for NaN, inf or beyond int64."""
+    result = value.astype(np.int64)
     valid = np.abs(value) < 2.0**63
-    return np.where(valid, value, float(INT_INVALID)).astype(np.int64)
+    if not valid.all():
+        result[~valid] = INT_INVALID
+    return result
 
 
 def _to_int1(value: Any) -> int:
@@ -144,15 +162,16 @@ _RUNTIME = {
 
 
 class _Emitter:
-    def __init__(self, kernel: ir.KernelIR, dtypes: dict[str, np.dtype]) -> None:
+    def __init__(self, kernel: ir.KernelIR, dtypes: dict[str, np.dtype], checks: bool) -> None:
         self.kernel = kernel
         self.dtypes = dtypes
         self.real = compute_dtype(dtypes)
         self.names = Names()
         self.constants: dict[str, Any] = {}
         self.lines: list[str] = []
-        self.ranges = Ranges(kernel)
+        self.ranges = Ranges(kernel, enabled=checks)
         self.sites: list[CheckSite] = []
+        self.index_checks = 0  # calls of _check_index emitted
         self.depth = 0  # where an expression's own statements go
         self.mask: str | None = None  # the lanes that evaluate it (None: every lane)
 
@@ -165,6 +184,8 @@ class _Emitter:
             self.emit(2, "lane = _np.arange(n, dtype=_np.int64)")
         self.loads(2)
         self.block(self.kernel.body, 2, None)
+        if self.index_checks:
+            self.lines.insert(1, "    " * 2 + f"_last = [None] * {self.index_checks}")
         source = "\n".join([f"def {name}({params}):", *self.lines, ""])
         namespace: dict[str, Any] = {
             "_np": np,
@@ -344,8 +365,9 @@ class _Emitter:
             self.emit(
                 self.depth,
                 f"_check_index(({', '.join(sites)},), ({', '.join(checked)},), "
-                f"({', '.join(extents)},), {self.mask}, n)",
+                f"({', '.join(extents)},), {self.mask}, n, _last, {self.index_checks})",
             )
+            self.index_checks += 1
         return texts
 
     def offset(self, plane: ir.Plane, texts: list[str]) -> str:
@@ -394,6 +416,8 @@ class _Emitter:
                 return f"{operand}.astype(_real)" if node.varying else f"_real({operand})"
             if node.operand.type == Type.INT:
                 return operand
+            if not self.ranges.enabled:
+                return f"{operand}.astype(_np.int64)" if node.varying else f"int({operand})"
             return f"_to_int({operand})" if node.varying else f"_to_int1({operand})"
         if isinstance(node, ir.Select):
             return self.select(node)
