@@ -67,10 +67,12 @@ class ErrorRecord:
 
     Attributes:
         ptr: its address on the device (the kernel's last argument).
+        device_index: the device it serves.
     """
 
     def __init__(self, slab: _Slab, slot: int, translate: Translate) -> None:
         self.ptr = slab.device_ptr + slot * WORDS * 8
+        self.device_index = slab.device
         self._words = slab.words[slot]
         self._translate = translate
 
