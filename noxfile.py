@@ -1,14 +1,19 @@
-"""Sessions: tests (host suite, fresh venv), gpu (device tests, current interpreter),
-docs, lint, bench."""
+"""Sessions: tests (host suite, fresh venv), gpu and memcheck (device tests, current
+interpreter), docs, lint (ruff and mypy), bench."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import nox
 
 nox.options.sessions = ["tests", "lint"]
 nox.options.default_venv_backend = "venv"
+
+RUFF = "ruff==0.17.6"  # the same pin as .pre-commit-config.yaml
+MYPY = "mypy==2.4.1"
+GPU_TESTS = ("python", "-m", "pytest", "-q", "-m", "gpu", "tests")
 
 
 @nox.session
@@ -21,7 +26,33 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=False)
 def gpu(session: nox.Session) -> None:
     """Tests marked ``gpu``, with the current interpreter (works on an offline GPU box)."""
-    session.run("python", "-m", "pytest", "-q", "-m", "gpu", "tests", *session.posargs)
+    session.run(*GPU_TESTS, *session.posargs)
+
+
+@nox.session(python=False)
+def memcheck(session: nox.Session) -> None:
+    """The ``gpu`` tests under compute-sanitizer's memcheck, with the current interpreter.
+
+    Calls that return an error code are not reported (eagle checks those codes itself);
+    any memory error fails the session.
+    """
+    sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
+    if not Path(sanitizer).is_file():
+        session.error(
+            "compute-sanitizer is neither on PATH nor in /usr/local/cuda/bin: "
+            "install the CUDA toolkit or put its bin directory on PATH"
+        )
+    session.run(
+        sanitizer,
+        "--tool",
+        "memcheck",
+        "--report-api-errors",
+        "no",
+        "--error-exitcode",
+        "1",
+        *GPU_TESTS,
+        *session.posargs,
+    )
 
 
 @nox.session
@@ -33,10 +64,11 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check and ruff format --check."""
-    session.install("ruff")
+    """ruff check, ruff format --check, and mypy on the files pyproject's [tool.mypy] names."""
+    session.install(RUFF, MYPY, ".")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("mypy")
 
 
 @nox.session(python=False)
@@ -45,6 +77,6 @@ def bench(session: nox.Session) -> None:
     figures to benchmarks/out/<script>.json."""
     Path("benchmarks/out").mkdir(exist_ok=True)
     env = {"PYTHONPATH": str(Path.cwd())}  # the checkout's eagle and hawk, installed or not
-    for script in ("gemm", "hawk", "route", "diff", "param_grad", "checks"):
+    for script in ("gemm", "hawk", "route", "diff", "param_grad", "launch", "checks"):
         out = f"benchmarks/out/{script}.json"
         session.run("python", f"benchmarks/bench_{script}.py", out, env=env)

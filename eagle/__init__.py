@@ -10,13 +10,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
 __all__ = ["Array", "arrays", "cuda", "diff", "gemm", "plan"]
 
 _SUBMODULES = {"arrays", "cuda", "gemm", "plan", "diff"}
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # hawk holds the one version string; read on demand
+        return importlib.import_module("hawk").__version__
     if name in _SUBMODULES:
         return importlib.import_module(f"eagle.{name}")
     if name == "Array":
@@ -25,4 +26,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+    return sorted([*globals(), *__all__, "__version__"])

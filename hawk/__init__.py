@@ -15,6 +15,7 @@ with ``eagle.plan.auto(kernel)``::
 """
 
 from hawk import math
+from hawk._version import __version__ as __version__
 from hawk.decl import Mutable, Param, Scalar, Table
 from hawk.errors import HawkError, PlaneIndexError
 from hawk.trace import Kernel, kernel

@@ -112,3 +112,9 @@ def window(t: hawk.Table["row":6], i: hawk.Scalar, y: hawk.Mutable[hawk.Scalar])
     for r in range(3):
         acc = acc + t.at(row=k + r)
     y = acc
+
+
+@hawk.kernel
+def add_twice(i: hawk.Scalar, x: hawk.Scalar, acc: hawk.Mutable[hawk.Table["bin":4]]):
+    acc.add(bin=0, value=x)
+    acc.add(bin=int(i), value=x)

@@ -202,3 +202,10 @@ def test_an_index_that_changes_in_a_loop_is_checked_on_every_iteration() -> None
     assert np.array_equal(y, [3.0, 12.0])
     error = _index_error(k.window, t=t, i=np.array([0.0, 4.0]), y=y)
     assert (error.index, error.lane) == (6, 1)
+
+
+def test_a_run_that_fails_a_check_leaves_every_plane_as_it_was() -> None:
+    acc = np.arange(4.0)
+    error = _index_error(k.add_twice, i=np.array([1.0, 4.0]), x=np.ones(2), acc=acc)
+    assert (error.index, error.lane) == (4, 1)
+    assert np.array_equal(acc, np.arange(4.0))  # the first add was made, then undone

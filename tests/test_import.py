@@ -1,4 +1,4 @@
-"""Importing eagle or hawk never loads a CUDA driver or library."""
+"""Importing eagle or hawk never loads a CUDA driver or library, nor torch."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 import textwrap
 
 
-def test_import_loads_no_driver():
+def test_import_loads_no_driver_and_no_torch():
     script = textwrap.dedent(
         """
         import sys
@@ -17,8 +17,9 @@ def test_import_loads_no_driver():
         loaded = [lib for lib in ("libcuda.so", "libcudart", "libcublas", "libnvrtc")
                   if lib in maps]
         bindings = [m for m in sys.modules if m.startswith("cuda.bindings.")]
-        print(loaded, bindings)
-        sys.exit(1 if loaded or bindings else 0)
+        torch = "torch" in sys.modules  # eagle.torch is the one module that imports it
+        print(loaded, bindings, torch)
+        sys.exit(1 if loaded or bindings or torch else 0)
         """
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)

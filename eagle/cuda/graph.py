@@ -13,7 +13,7 @@ import contextlib
 import threading
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import Any
 
 from eagle.cuda._records import raise_recorded
@@ -70,68 +70,93 @@ def any_capture_active() -> bool:
     return bool(_active)
 
 
-def _register(kept: list[Any], graph: Any, *, add: bool = True) -> None:
-    """Tell each kept object that has a ``_live_graphs`` set about ``graph``.
+class _Held:
+    """What a graph's finalizer holds: its raw handles (destroyed in order by the
+    runtime calls named beside them) and the objects its work was recorded against.
 
-    When ``graph`` goes and an object's set empties, its ``_graphs_released()``
+    The owners among ``kept`` (those with a ``_live_graphs`` weak set) hold this
+    record, not the graph, so the finalizer can take it out of their sets itself.
+    """
+
+    __slots__ = ("__weakref__", "handles", "kept")
+
+    def __init__(self, handles: list[tuple[str, Any]], kept: list[Any]) -> None:
+        self.handles = handles
+        self.kept = kept
+        for obj in kept:
+            live = getattr(obj, "_live_graphs", None)
+            if isinstance(live, weakref.WeakSet):
+                live.add(self)
+
+
+def _release(held: _Held) -> None:
+    """Destroy ``held``'s handles, then tell each owner it no longer backs this graph.
+
+    When an owner's set of live graphs empties, its ``_graphs_released()``
     method, if it has one, is called (a closed cuBLAS handle frees itself then).
     """
-    for obj in kept:
-        live = getattr(obj, "_live_graphs", None)
-        if not isinstance(live, weakref.WeakSet):
-            continue
-        if add:
-            live.add(graph)
-            continue
-        live.discard(graph)
-        released = getattr(obj, "_graphs_released", None)
-        if not live and released is not None:
-            released()
+    handles, held.handles = held.handles, []
+    kept, held.kept = held.kept, []
+    try:
+        for destroy, handle in handles:
+            call(destroy, handle)
+    finally:
+        for obj in kept:
+            live = getattr(obj, "_live_graphs", None)
+            if not isinstance(live, weakref.WeakSet):
+                continue
+            live.discard(held)
+            released = getattr(obj, "_graphs_released", None)
+            if not live and released is not None:
+                released()
+
+
+def _finalizer(owner: object, held: _Held) -> weakref.finalize:
+    done = weakref.finalize(owner, _release, held)
+    done.atexit = False  # at exit the driver may already be gone; the process frees all
+    return done
 
 
 class CapturedGraph:
     """The work recorded by one capture, not yet instantiated.
 
     Consumed by :meth:`Graph.from_captured`; using it again raises
-    :class:`LifetimeError`.
+    :class:`LifetimeError`. Freed by :meth:`discard` or when garbage-collected.
     """
 
     def __init__(self, handle: Any, kept: list[Any]) -> None:
         self._handle = handle
-        self._kept = kept
-        _register(kept, self)
+        self._held = _Held([("cudaGraphDestroy", handle)], kept)
+        self._finalizer = _finalizer(self, self._held)
+
+    @property
+    def _kept(self) -> list[Any]:
+        return self._held.kept
 
     @property
     def consumed(self) -> bool:
         """True once a :class:`Graph` was made from it (or it was discarded)."""
-        return self._handle is None
+        return not self._finalizer.alive
 
-    def _take(self) -> tuple[Any, list[Any]]:
-        if self._handle is None:
+    def _take(self) -> tuple[Any, _Held]:
+        """The raw graph and its record, which the caller now releases."""
+        if not self._finalizer.alive:
             raise LifetimeError(
                 "this CapturedGraph was already consumed by Graph.from_captured; "
                 "capture again to make another graph"
             )
-        taken = self._handle, self._kept
-        self._handle, self._kept = None, []
-        _register(taken[1], self, add=False)
-        return taken
+        self._finalizer.detach()
+        return self._handle, self._held
 
     def node_types(self) -> list[str]:
         """The type of every node in the graph, e.g. ``["kernel", "memset"]``."""
-        if self._handle is None:
+        if not self._finalizer.alive:
             raise LifetimeError("this CapturedGraph was already consumed")
         return _node_types(self._handle)
 
     def discard(self) -> None:
         """Free the recorded graph without instantiating it (idempotent)."""
-        if self._handle is not None:
-            handle, _ = self._take()
-            call("cudaGraphDestroy", handle)
-
-    def __del__(self) -> None:
-        with suppress(Exception):
-            self.discard()
+        self._finalizer()
 
 
 def _node_types(handle: Any) -> list[str]:
@@ -196,6 +221,44 @@ class StreamCapturer:
         self.captured = CapturedGraph(handle, kept)
         return self.captured
 
+    def while_loop(
+        self, flag: Any, *, max_iterations: int | None = None
+    ) -> contextlib.AbstractContextManager[None]:
+        """``with cap.while_loop(flag):`` — the block becomes a loop the device repeats.
+
+        The work the block enqueues on the captured stream is recorded once, as
+        the body of a CUDA while node (CUDA 12.4+), which every launch of the
+        graph runs at least once and then again while ``flag`` is non-zero
+        (eagle reads it after each pass). The block must write ``flag``, e.g.
+        with a hawk kernel whose ``Mutable`` one-element plane it is. See the
+        capture rules page for what the block may enqueue.
+
+        Args:
+            flag: a one-element device array, int32, float32 or float64.
+            max_iterations: stop after this many passes even if ``flag`` is
+                still non-zero (the flag then tells you the loop did not
+                converge); None for no limit.
+
+        Raises:
+            TypeError, ValueError: a bad ``flag`` or ``max_iterations``, named.
+            LifetimeError: no capture is open on this capturer.
+            CudaError: CUDA refused (a driver older than CUDA 12.4, an illegal
+                call inside the block).
+        """
+        from eagle.cuda.loops import conditional
+
+        return conditional(self, "while", flag, max_iterations)
+
+    def if_(self, flag: Any) -> contextlib.AbstractContextManager[None]:
+        """``with cap.if_(flag):`` — the block runs only when ``flag`` is non-zero.
+
+        ``flag`` is read on the device when the graph reaches the block, after
+        the work captured before it. Rules as for :meth:`while_loop`.
+        """
+        from eagle.cuda.loops import conditional
+
+        return conditional(self, "if", flag)
+
     def __enter__(self) -> StreamCapturer:
         self.begin()
         return self
@@ -234,8 +297,15 @@ class Graph:
     def __init__(self, exec_handle: Any, graph_handle: Any, kept: list[Any]) -> None:
         self._exec = exec_handle
         self._graph = graph_handle
-        self._kept = kept
-        _register(kept, self)
+        held = _Held(
+            [("cudaGraphExecDestroy", exec_handle), ("cudaGraphDestroy", graph_handle)], kept
+        )
+        self._held = held
+        self._finalizer = _finalizer(self, held)
+
+    @property
+    def _kept(self) -> list[Any]:
+        return self._held.kept
 
     @classmethod
     def from_captured(cls, captured: CapturedGraph) -> Graph:
@@ -249,18 +319,21 @@ class Graph:
                 f"captured must be a CapturedGraph (from StreamCapturer.end), "
                 f"not {type(captured).__name__}"
             )
-        handle, kept = captured._take()
+        handle, held = captured._take()
         try:
             exec_handle = call("cudaGraphInstantiate", handle, 0)
         except Exception:
-            call("cudaGraphDestroy", handle)
+            _release(held)
             raise
-        return cls(exec_handle, handle, kept)
+        graph = cls(exec_handle, handle, held.kept)
+        held.handles = []  # the raw graph now belongs to ``graph``
+        _release(held)
+        return graph
 
     @property
     def alive(self) -> bool:
         """False once :meth:`destroy` ran."""
-        return self._exec is not None
+        return self._finalizer.alive
 
     def node_types(self) -> list[str]:
         """The type of every node in the graph."""
@@ -273,23 +346,12 @@ class Graph:
         return Launcher(self)
 
     def _check(self) -> None:
-        if self._exec is None:
+        if not self._finalizer.alive:
             raise LifetimeError("this Graph was destroyed; capture and instantiate a new one")
 
     def destroy(self) -> None:
         """Free the graph and release what it kept alive (idempotent)."""
-        if self._exec is None:
-            return
-        exec_handle, graph_handle = self._exec, self._graph
-        self._exec = self._graph = None
-        _register(self._kept, self, add=False)
-        self._kept = []
-        call("cudaGraphExecDestroy", exec_handle)
-        call("cudaGraphDestroy", graph_handle)
-
-    def __del__(self) -> None:
-        with suppress(Exception):
-            self.destroy()
+        self._finalizer()
 
 
 class Launcher:

@@ -12,8 +12,8 @@ condition is a Python ``if``.
 The checks of :mod:`hawk.emit.checks` are vectorised: one comparison per
 checked axis and one ``any`` per access site, the details computed only on
 failure. A failed check raises :class:`~hawk.errors.PlaneIndexError` or
-``ZeroDivisionError`` naming the first lane that failed; adds made before it
-stay made.
+``ZeroDivisionError`` naming the first lane that failed (adds made before it
+stay made: ``eagle.plan`` restores the planes of a run that raises).
 
 The emitted function takes one flat numpy array per plane in declaration
 order (a param as a one-element array), then the lane count ``n``; it writes

@@ -1,0 +1,113 @@
+# ruff: noqa: F821, F841, UP037, SIM108
+# Kernels assign to their output planes (F841), name table axes with string slices (F821,
+# UP037: pyflakes reads Table["row":R] as forward references) and test if statements (SIM108).
+"""Kernels of the eagle.torch tests (host and device), each with the same math in torch.
+
+``REFERENCES`` maps a kernel to a function of the same keyword tensors that
+computes its outputs with torch operations, for comparing values and gradients.
+"""
+
+from __future__ import annotations
+
+import torch
+
+import hawk
+from hawk import math as hm
+
+R, U, B = 12, 5, 7  # extents that differ, so a swapped product cannot pass
+N = 6
+
+
+@hawk.kernel
+def scale_add(x: hawk.Scalar, z: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = 0.5 * x + z
+
+
+@hawk.kernel
+def affine(x: hawk.Scalar, a: hawk.Param, b: hawk.Param, y: hawk.Mutable[hawk.Scalar]):
+    y = a * x + b
+
+
+@hawk.kernel
+def branchy(c: hawk.Table, x: hawk.Scalar, s: hawk.Param, y: hawk.Mutable[hawk.Scalar]):
+    acc = 0.0
+    for i in range(4):
+        term = c.at(i) * x
+        if term > 0.0:
+            acc = acc + term * s
+        else:
+            acc = acc - 0.5 * term * term
+    y = hm.tanh(acc)
+
+
+@hawk.kernel
+def gather(
+    t: hawk.Table["i":N], x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar], z: hawk.Mutable[hawk.Scalar]
+):
+    lane = hm.sample_index()
+    y = t.at(i=(lane * 5) % N) * x
+    z = t.at(i=lane % N) + x * x
+
+
+@hawk.kernel
+def contract(
+    w: hawk.Table["row":R, "unit":U],
+    f: hawk.Table["row":R, "sample":B],
+    y: hawk.Mutable[hawk.Scalar],
+):
+    sample, unit = hm.split_index(U)  # lane = sample * U + unit
+    acc = 0.0
+    for r in range(R):
+        acc = acc + w.at(row=r, unit=unit) * f.at(row=r, sample=sample)
+    y = acc
+
+
+@hawk.kernel
+def square_in_place(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = y * y * x
+
+
+@hawk.kernel
+def binned(x: hawk.Scalar, w: hawk.Param, counts: hawk.Mutable[hawk.Table["bin":N]]):
+    counts.add(bin=hm.sample_index() % N, value=w * x)
+
+
+@hawk.kernel
+def ramp(a: hawk.Param, y: hawk.Mutable[hawk.Scalar]):
+    y = a * float(hm.sample_index())
+
+
+def _lanes(x: torch.Tensor) -> torch.Tensor:
+    return torch.arange(x.numel(), device=x.device)
+
+
+REFERENCES = {
+    scale_add: lambda x, z: 0.5 * x + z,
+    affine: lambda x, a, b: a * x + b,
+    branchy: lambda c, x, s: torch.tanh(
+        sum(torch.where(c[i] * x > 0, c[i] * x * s, -0.5 * (c[i] * x) ** 2) for i in range(4))
+    ),
+    gather: lambda t, x: (t[(_lanes(x) * 5) % N] * x, t[_lanes(x) % N] + x * x),
+    contract: lambda w, f: (f.reshape(R, B).T @ w.reshape(R, U)).reshape(-1),
+    square_in_place: lambda x, y: y * y * x,
+    binned: lambda x, w: torch.zeros(N, dtype=x.dtype, device=x.device).index_add(
+        0, _lanes(x) % N, w * x
+    ),
+}
+
+
+def inputs(kernel: hawk.Kernel, dtype: torch.dtype, device: str, lanes: int = 9) -> dict:
+    """Fresh random inputs of ``kernel`` (never zeros), requiring grad."""
+    shapes = {
+        scale_add: {"x": (lanes,), "z": (lanes,)},
+        affine: {"x": (lanes,), "a": (), "b": ()},
+        branchy: {"c": (4,), "x": (lanes,), "s": ()},
+        gather: {"t": (N,), "x": (lanes,)},
+        contract: {"w": (R, U), "f": (R, B)},
+        square_in_place: {"x": (lanes,), "y": (lanes,)},
+        binned: {"x": (lanes,), "w": ()},
+    }[kernel]
+    return {
+        name: (torch.randn(shape, dtype=dtype, device=device) + 0.1).requires_grad_()
+        for name, shape in shapes.items()
+    }

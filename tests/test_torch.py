@@ -1,0 +1,188 @@
+"""eagle.torch on CPU tensors (the host path): values, gradients, the op's
+registration, torch.compile, and torch staying optional."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import eagle.torch  # noqa: E402
+from tests import _torch_kernels as k  # noqa: E402
+
+GRADCHECKED = [k.scale_add, k.affine, k.branchy, k.gather, k.square_in_place, k.binned]
+
+
+def _call(f, planes):
+    return f(**planes)
+
+
+@pytest.mark.parametrize("kernel", GRADCHECKED, ids=lambda kernel: kernel.name)
+def test_values_match_torch(kernel):
+    planes = k.inputs(kernel, torch.float64, "cpu")
+    got = _call(eagle.torch.function(kernel), planes)
+    want = k.REFERENCES[kernel](**planes)
+    for g, w in zip(
+        got if isinstance(got, tuple) else (got,),
+        want if isinstance(want, tuple) else (want,),
+        strict=True,
+    ):
+        torch.testing.assert_close(g, w)
+
+
+@pytest.mark.parametrize("kernel", GRADCHECKED, ids=lambda kernel: kernel.name)
+def test_gradcheck(kernel):
+    f = eagle.torch.function(kernel)
+    planes = k.inputs(kernel, torch.float64, "cpu")
+    names = list(planes)
+    assert torch.autograd.gradcheck(
+        lambda *values: f(**dict(zip(names, values, strict=True))), tuple(planes.values())
+    )
+
+
+@pytest.mark.parametrize("contraction", ["loop", "gemm"])
+def test_contraction_gradcheck_on_both_routes(contraction):
+    f = eagle.torch.function(k.contract, contraction=contraction)
+    assert f.plan.policy.contraction == contraction
+    planes = k.inputs(k.contract, torch.float64, "cpu")
+    torch.testing.assert_close(f(**planes), k.REFERENCES[k.contract](**planes))
+    assert torch.autograd.gradcheck(lambda w, f_: f(w=w, f=f_), (planes["w"], planes["f"]))
+
+
+def test_gradients_only_for_inputs_that_require_them():
+    f = eagle.torch.function(k.contract)
+    w = torch.randn(k.R, k.U, dtype=torch.float64, requires_grad=True)
+    features = torch.randn(k.R, k.B, dtype=torch.float64)
+    f(w=w, f=features).sum().backward()
+    assert features.grad is None
+    torch.testing.assert_close(w.grad, features.sum(1, keepdim=True).expand(k.R, k.U))
+
+
+def test_outputs_are_new_tensors_and_inputs_are_left_alone():
+    f = eagle.torch.function(k.square_in_place)
+    x, y0 = torch.randn(9, dtype=torch.float64), torch.randn(9, dtype=torch.float64)
+    kept = y0.clone()
+    y = f(x=x, y=y0)
+    assert y.data_ptr() != y0.data_ptr()
+    torch.testing.assert_close(y0, kept)
+    torch.testing.assert_close(y, kept * kept * x)
+
+
+def test_outputs_not_given_start_at_zero():
+    assert torch.equal(eagle.torch.function(k.square_in_place)(x=torch.ones(4)), torch.zeros(4))
+    counts = eagle.torch.function(k.binned)(x=torch.ones(12), w=2.0)
+    assert counts.shape == (k.N,) and torch.equal(counts, torch.full((k.N,), 4.0))
+
+
+def test_params_take_numbers_and_outputs_take_the_compute_dtype():
+    f = eagle.torch.function(k.affine)
+    x = torch.randn(5)
+    y = f(x=x, a=2.0, b=1)
+    assert y.dtype == torch.float32
+    torch.testing.assert_close(y, 2.0 * x + 1)
+    assert f(x=x.double(), a=2.0, b=1.0).dtype == torch.float64
+
+
+def test_lanes_when_no_lane_plane_is_given():
+    ramp = eagle.torch.function(k.ramp)
+    a = torch.tensor(2.0, dtype=torch.float64)
+    torch.testing.assert_close(ramp(a=a, lanes=4), torch.arange(4.0, dtype=torch.float64) * 2)
+    with pytest.raises(TypeError, match="pass lanes=N"):
+        ramp(a=a)
+    planes = k.inputs(k.contract, torch.float32, "cpu")  # its lanes are its product: B * U
+    assert eagle.torch.function(k.contract)(**planes).shape == (k.B * k.U,)
+
+
+def test_a_strided_input_is_read_as_its_values():
+    f = eagle.torch.function(k.scale_add)
+    x = torch.randn(6, 2)[:, 0]
+    z = torch.randn(6)
+    torch.testing.assert_close(f(x=x, z=z), 0.5 * x + z)
+
+
+def test_refusals_name_the_plane():
+    f = eagle.torch.function(k.affine)
+    x = torch.randn(4)
+    with pytest.raises(TypeError, match="missing plane 'b'"):
+        f(x=x, a=1.0)
+    with pytest.raises(TypeError, match="no plane 'q'"):
+        f(x=x, a=1.0, b=1.0, q=x)
+    with pytest.raises(TypeError, match=r"plane 'x' is a torch.int64 tensor"):
+        f(x=torch.ones(4, dtype=torch.int64), a=1.0, b=1.0)
+    with pytest.raises(TypeError, match=r"plane 'x' \(Scalar\) is a float"):
+        f(x=1.0, a=1.0, b=1.0)
+    with pytest.raises(ValueError, match="contraction must be"):
+        eagle.torch.function(k.affine, contraction="fast")
+    with pytest.raises(TypeError, match="@hawk.kernel"):
+        eagle.torch.function(lambda x: x)
+
+
+def test_one_function_per_kernel_and_policy():
+    loop = eagle.torch.function(k.contract, contraction="loop")
+    assert eagle.torch.function(k.contract, contraction="loop") is loop
+    assert eagle.torch.function(k.contract, contraction="gemm") is not loop
+    assert loop.op._qualname != eagle.torch.function(k.contract, "gemm").op._qualname
+
+
+@pytest.mark.parametrize("kernel", [k.affine, k.gather, k.square_in_place, k.binned])
+def test_the_op_passes_torch_opcheck(kernel):
+    f = eagle.torch.function(kernel)
+    planes = k.inputs(kernel, torch.float64, "cpu")
+    inputs = [planes[name] for name in f._input_names]
+    initials = [planes.get(name) for name in f._initial_names]
+    torch.library.opcheck(f.op, (*inputs, *initials, -1))
+
+
+class _Model(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(k.R, k.U, dtype=torch.float64))
+        self.layer = eagle.torch.function(k.contract, contraction="gemm")
+        self.act = eagle.torch.function(k.affine)
+
+    def forward(self, features):
+        y = self.layer(w=self.w, f=torch.sin(features))
+        return self.act(x=y, a=0.5, b=1.0).square().sum()
+
+
+def test_torch_compile_fullgraph_has_no_graph_break():
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._dynamo.reset()
+    model = _Model()
+    features = torch.randn(k.R, k.B, dtype=torch.float64)
+    eager_loss = model(features)
+    (eager_grad,) = torch.autograd.grad(eager_loss, model.w)
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(model, backend=counter, fullgraph=True)
+    loss = compiled(features)
+    (grad,) = torch.autograd.grad(loss, model.w)
+    assert counter.frame_count == 1
+    torch.testing.assert_close(loss, eager_loss)
+    torch.testing.assert_close(grad, eager_grad)
+
+
+def test_import_without_torch_says_what_to_install():
+    script = textwrap.dedent(
+        """
+        import sys
+
+        class Blocker:
+            def find_spec(self, name, path=None, target=None):
+                if name == "torch" or name.startswith("torch."):
+                    raise ImportError("No module named 'torch'")
+
+        sys.meta_path.insert(0, Blocker())
+        try:
+            import eagle.torch
+        except ImportError as exc:
+            print(exc)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "eagle.torch needs PyTorch" in result.stdout and "pip install torch" in result.stdout
