@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from eagle.cuda import _dlpack, _fill, _foreign, _strided
+from eagle.cuda._records import raise_recorded
 from eagle.cuda._runtime import call, ensure_device, runtime
 from eagle.cuda.graph import any_capture_active, is_capturing, record_use
 from eagle.cuda.memory import default_pool
@@ -308,6 +309,9 @@ class Array:
 
         A host Array returns the array it wraps (no copy); a device Array is
         copied to the host after its stream's pending work.
+
+        Raises:
+            IndexError, ZeroDivisionError: a kernel failed a check.
         """
         if self._host is not None:
             return self._host
@@ -324,6 +328,7 @@ class Array:
                 stream_ptr,
             )
             call("cudaStreamSynchronize", stream_ptr)
+            raise_recorded()
         return out
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from eagle.cuda._records import raise_recorded
 from eagle.cuda._runtime import call, runtime
 from eagle.cuda.stream import Stream, as_stream_ptr
 
@@ -384,5 +385,10 @@ class Launcher:
         call("cudaGraphLaunch", self._graph._exec, self._ptr())
 
     def synchronize(self) -> None:
-        """Wait until the launcher's stream has finished its work."""
+        """Wait until the launcher's stream has finished its work.
+
+        Raises:
+            IndexError, ZeroDivisionError: a kernel failed a check.
+        """
         call("cudaStreamSynchronize", self._ptr())
+        raise_recorded()

@@ -6,6 +6,7 @@ import threading
 import weakref
 from typing import Any
 
+from eagle.cuda._records import raise_recorded
 from eagle.cuda._runtime import CudaError, call, ensure_device, finalizer, runtime
 
 __all__ = ["Event", "Stream", "as_stream_ptr", "current_stream"]
@@ -54,8 +55,14 @@ class Stream:
         return self._finalizer.alive
 
     def synchronize(self) -> None:
-        """Block the host until all work queued on this stream has finished."""
+        """Block the host until all work queued on this stream has finished.
+
+        Raises:
+            IndexError, ZeroDivisionError: a kernel failed a check (see
+                :mod:`hawk.emit.checks`).
+        """
         call("cudaStreamSynchronize", self.ptr())
+        raise_recorded()
 
     def destroy(self) -> None:
         """Destroy the stream (idempotent); pending work still completes."""
@@ -106,8 +113,13 @@ class Event:
         call("cudaStreamWaitEvent", as_stream_ptr(stream, self.device), self._handle, 0)
 
     def synchronize(self) -> None:
-        """Block the host until the event has completed."""
+        """Block the host until the event has completed.
+
+        Raises:
+            IndexError, ZeroDivisionError: a kernel failed a check.
+        """
         call("cudaEventSynchronize", self._handle)
+        raise_recorded()
 
     def elapsed_ms(self, end: Event) -> float:
         """Milliseconds from this event to ``end`` (both recorded and complete)."""
