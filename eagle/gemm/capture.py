@@ -441,7 +441,9 @@ class CublasCaptureHandle:
                  "transpose_out": transpose_out}  # fmt: skip
         arrays = (operands["a"], operands["b"], operands["out"])
         if isinstance(params, GemmParams):
-            actual: Params = gemm_params_for_arrays(*arrays, **flags, math=params.math)
+            actual: Params = gemm_params_for_arrays(*arrays, **flags)
+            if params.math == "tf32" and actual.dtype == "float32":
+                actual = actual._replace(math="tf32")
             maker = "gemm_params_for_arrays"
         else:
             actual = sgemm_params_for_arrays(*arrays, **flags)
