@@ -58,7 +58,7 @@ Params = SgemmParams | GemmParams
 
 def _cublas() -> ModuleType:
     try:
-        from nvmath.bindings import cublas  # type: ignore[import-untyped]
+        from nvmath.bindings import cublas
     except ImportError as exc:
         raise GemmCaptureUnavailable(
             f"cuBLAS is not reachable: nvmath-python is not installed ({exc}); "
@@ -437,16 +437,21 @@ class CublasCaptureHandle:
         for name in _ROLES:
             self._check_device_array(name, operands[name])
         transpose_a, transpose_b, transpose_out = params.transposes
-        flags = {"transpose_a": transpose_a, "transpose_b": transpose_b,
-                 "transpose_out": transpose_out}  # fmt: skip
-        arrays = (operands["a"], operands["b"], operands["out"])
+        a, b, out = operands["a"], operands["b"], operands["out"]
+        actual: Params
         if isinstance(params, GemmParams):
-            actual: Params = gemm_params_for_arrays(*arrays, **flags)
-            if params.math == "tf32" and actual.dtype == "float32":
-                actual = actual._replace(math="tf32")
+            general = gemm_params_for_arrays(
+                a, b, out,
+                transpose_a=transpose_a, transpose_b=transpose_b, transpose_out=transpose_out,
+            )  # fmt: skip
+            tf32 = params.math == "tf32" and general.dtype == "float32"
+            actual = general._replace(math="tf32") if tf32 else general
             maker = "gemm_params_for_arrays"
         else:
-            actual = sgemm_params_for_arrays(*arrays, **flags)
+            actual = sgemm_params_for_arrays(
+                a, b, out,
+                transpose_a=transpose_a, transpose_b=transpose_b, transpose_out=transpose_out,
+            )  # fmt: skip
             maker = "sgemm_params_for_arrays"
         if actual != params:
             raise GemmMappingUnavailable(
@@ -490,7 +495,9 @@ class CublasCaptureHandle:
         cublas = self._cublas
         if dtype == "float64" or (dtype == "float32" and math == self.math):
             function = cublas.dgemm if dtype == "float64" else cublas.sgemm
-            args = (*head, first, params.lda, second, params.ldb, beta, out, params.ldc)
+            args: tuple[Any, ...] = (
+                *head, first, params.lda, second, params.ldb, beta, out, params.ldc,
+            )  # fmt: skip
         else:
             assert isinstance(params, GemmParams)
             kind, out_kind = _DATA_TYPES[dtype], _DATA_TYPES[params.out_dtype]
@@ -565,8 +572,8 @@ def _span(params: Params, itemsize: int) -> int:
     return ((params.n - 1) * params.ldc + params.m) * itemsize if params.m and params.n else 0
 
 
-def _product_key(params: Params, *arrays: Any) -> tuple[Params, int, int, int]:
-    return (params, *(array.ptr % _ALIGNMENT for array in arrays))  # type: ignore[return-value]
+def _product_key(params: Params, first: Any, second: Any, out: Any) -> tuple[Params, int, int, int]:
+    return (params, first.ptr % _ALIGNMENT, second.ptr % _ALIGNMENT, out.ptr % _ALIGNMENT)
 
 
 _stream_handles: dict[tuple[int, int], CublasCaptureHandle] = {}

@@ -223,11 +223,12 @@ class _Product:
 
     __slots__ = ("calls", "device", "params", "pointers")
 
-    def __init__(self, params: GemmParams, device: int, *pointers: int) -> None:
-        self.params, self.device, self.pointers = params, device, pointers
+    def __init__(self, params: GemmParams, device: int, first: int, second: int, out: int) -> None:
+        self.params, self.device, self.pointers = params, device, (first, second, out)
         self.calls: dict[CublasCaptureHandle, _Call] = {}
 
     def prepare(self, handle: CublasCaptureHandle) -> _Call:
         """The product's call on ``handle`` (a stream's exact-FP32 handle)."""
         handle._check_alive()
-        return handle._call(self.params, *self.pointers, key=(self.params, *self.pointers))
+        first, second, out = self.pointers
+        return handle._call(self.params, first, second, out, (self.params, *self.pointers))

@@ -363,7 +363,7 @@ def gemm_params_for_arrays(
     """
     arrays = {"a": a, "b": b, "out": out}
     dtypes = [_dtype_of(name, array) for name, array in arrays.items()]
-    dtype, out_dtype, resolved = product_dtypes(*dtypes, math)
+    dtype, out_dtype, resolved = product_dtypes(dtypes[0], dtypes[1], dtypes[2], math)
     layout = _layout_for_arrays(
         arrays, dtypes[0].itemsize, transpose_a, transpose_b, transpose_out, dtypes[2].itemsize
     )
