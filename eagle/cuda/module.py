@@ -108,7 +108,7 @@ def compile_cuda(
 
 def _nvrtc_compile(source: str, name: str, fields: dict[str, Any]) -> bytes:
     try:
-        from cuda.core import Program, ProgramOptions  # type: ignore[import-untyped]
+        from cuda.core import Program, ProgramOptions
     except ImportError as exc:
         raise CudaUnavailable(
             "import cuda.core", "ImportError", f"{exc}; install cuda-core"
