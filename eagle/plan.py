@@ -107,7 +107,7 @@ class AutoPlan:
         dtypes come from the arrays at run time, so name the one you mean:
         the device takes the GEMM route only for float32 planes (the default),
         and the host always runs the kernel's loop. A bound plan's
-        :attr:`BoundPlan.route` says what it does with its own planes.
+        ``route`` (:class:`BoundPlan`) says what it does with its own planes.
 
         Args:
             side: ``"host"`` or ``"device"``.
@@ -326,7 +326,7 @@ class BoundPlan:
             self._prepare(as_stream_ptr(stream, self.device or 0))
 
     def capture(self, stream: Any = None) -> Any:
-        """Record one launch into a CUDA graph and return its ``Launcher``
+        """Record one launch into a CUDA graph and return its :class:`~eagle.cuda.Launcher`
         (replaying on ``stream``, eagle's current stream by default).
 
         Raises:

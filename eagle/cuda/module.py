@@ -227,8 +227,8 @@ class Kernel:
         Args:
             grid: blocks per grid, an int or up to three ints.
             block: threads per block, an int or up to three ints.
-            args: the kernel's arguments (see :class:`PackedArgs`), or a
-                :class:`PackedArgs` packed once for many launches.
+            args: the kernel's arguments (see :class:`~eagle.cuda.module.PackedArgs`), or a
+                :class:`~eagle.cuda.module.PackedArgs` packed once for many launches.
             stream: a :class:`Stream`, a raw pointer, or None.
             shared_mem: bytes of dynamic shared memory per block.
 

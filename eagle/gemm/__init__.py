@@ -5,7 +5,8 @@
 * :class:`CublasCaptureHandle` with :func:`sgemm_params_for_arrays` — a float32
   product recorded into a CUDA graph.
 * :func:`~eagle.gemm.plan.lower_dense_gemm` — a recognised contraction as a
-  plan of products, forward or adjoint; :func:`captured_gemm_calls` binds it
+  plan of products, forward or adjoint;
+  :func:`~eagle.gemm.plan.captured_gemm_calls` binds it
   to your buffers for capture.
 
 Refusals are typed (:class:`GemmCaptureUnavailable`,

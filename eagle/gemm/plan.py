@@ -99,8 +99,11 @@ class MatmulSpec:
     """The product a matmul step computes: ``out = op(a) @ op(b)`` over named buffers.
 
     Attributes:
-        a, b, out: buffer names.
-        transpose_a, transpose_b: ``op(x)`` is ``x.T`` when set.
+        a: the name of the left operand's buffer.
+        b: the name of the right operand's buffer.
+        out: the name of the destination's buffer.
+        transpose_a: ``op(a)`` is ``a.T`` when set.
+        transpose_b: ``op(b)`` is ``b.T`` when set.
         transpose_out: ``out`` holds the product transposed.
     """
 
@@ -287,7 +290,7 @@ class LoweredPlan:
 
     @property
     def required(self) -> dict[str, WorkspaceSpec]:
-        """Every buffer the caller binds, by name: inputs, then outputs, then workspaces."""
+        """Every buffer the caller binds, by name (inputs, then outputs, then workspaces)."""
         return {spec.name: spec for spec in self.inputs + self.outputs + self.workspaces}
 
     @property
@@ -427,7 +430,8 @@ def lower_dense_gemm(
       is ``(free, 1)``.
 
     Args:
-        record: the contraction.
+        record: the contraction, a
+            :class:`~eagle.gemm.contraction.RecognizedContraction`.
         direction: ``"forward"`` or ``"adjoint"``.
         dtype: the buffers' dtype, ``"float32"`` or ``"float64"``.
 
