@@ -127,10 +127,14 @@ def _resolve_alias(app, env, node, contnode):
     if node.get("refdomain") != "py":
         return None
     target = node["reftarget"].lstrip("~.")
-    obj = _import(target)
-    if obj is None or isinstance(obj, (int, float, str, tuple)):
-        return None
-    documented = _documented_names(env).get(id(obj))
+    module, cls = node.get("py:module"), node.get("py:class")
+    scopes = [f"{module}.{cls}.", f"{module}.", ""] if cls else [f"{module}.", ""]
+    documented = None
+    for scope in scopes if module else [""]:
+        obj = _import(scope + target)
+        if obj is not None and not isinstance(obj, (bool, int, float, str)):
+            documented = _documented_names(env).get(id(obj))
+            break
     if documented is None or documented == target:
         return None
     matches = env.get_domain("py").resolve_any_xref(

@@ -17,26 +17,19 @@ from __future__ import annotations
 
 import functools
 import math
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from eagle import arrays
 from eagle.cuda.graph import is_capturing
 from eagle.cuda.stream import as_stream_ptr, current_stream
 from eagle.gemm.capture import CublasCaptureHandle, stream_handle
 from eagle.gemm.contraction import RecognizedContraction
 from eagle.gemm.errors import GemmCaptureUnavailable, PlanUnavailable
-from eagle.gemm.params import SgemmParams
-from eagle.gemm.plan import (
-    LoweredPlan,
-    _captured_call,
-    check_plan_capturable,
-    lower_dense_gemm,
-)
+from eagle.gemm.lowering import captured_gemm_calls, lower_dense_gemm
+from eagle.gemm.steps import LoweredPlan
 from hawk.contraction import LaneLayout
 
 __all__ = [
@@ -201,11 +194,6 @@ def _matrix(name: str, array: Any, shape: tuple[int, ...]) -> Any:
 
 # -- the launch --------------------------------------------------------------------------
 
-# The products each of eagle's stream handles was warmed for (by this module).
-_warmed: weakref.WeakKeyDictionary[CublasCaptureHandle, set[SgemmParams]] = (
-    weakref.WeakKeyDictionary()
-)
-
 
 class GemmLaunch:
     """The routed products of a plan (or of its adjoint) bound to the caller's device planes.
@@ -213,8 +201,9 @@ class GemmLaunch:
     Made by ``AutoPlan.bind`` (``direction="forward"``: the one product,
     written over the output) and by ``eagle.diff`` (``direction="adjoint"``:
     one product per gradient plane in ``planes``, added into it with beta =
-    1). It lowers the record, binds the planes (no copies) and prepares cuBLAS
-    for eagle's current stream. Calling it enqueues the products, legal inside
+    1). It lowers the record, binds the planes (no copies) through
+    :func:`~eagle.gemm.captured_gemm_calls` as any caller would, and prepares
+    cuBLAS for eagle's current stream. Calling it enqueues the products, legal inside
     a capture of a prepared stream.
 
     Raises:
@@ -235,22 +224,21 @@ class GemmLaunch:
         self.device = device
         self.beta = 1.0 if direction == "adjoint" else 0.0
         lowered = _lowered(record, direction)
-        check_plan_capturable(lowered)
         views = gemm_operands(plan, record, planes).views
-        self.calls = tuple(
-            _captured_call(step, views)
-            for step in lowered.steps
-            if step.matmul.out in views  # an adjoint computes only the gradients passed
-        )
+        # an adjoint computes only the gradients passed
+        wanted = lowered.subplan(spec.name for spec in lowered.outputs if spec.name in views)
+        self.calls = captured_gemm_calls(wanted, views, operand_class=record.operand_class)
         self._handles: dict[int, CublasCaptureHandle] = {}
         self.prepare(current_stream(device).ptr())
 
     def prepare(self, stream_ptr: int) -> CublasCaptureHandle:
         """The cuBLAS handle of ``stream_ptr``, made and warmed for this product on first use.
 
-        The first product of its shape on a handle is run once into a
-        scratch matrix (so your planes are not written), waiting for the
-        stream; later ones find the handle warm and enqueue nothing.
+        A product the handle has not warmed (it keys products by their
+        params and their operands' alignment) is run once into a scratch
+        matrix aligned as the output plane is (so your planes are not
+        written), waiting for the stream; later ones find the handle warm and
+        enqueue nothing.
 
         Raises:
             GemmCaptureUnavailable: ``stream_ptr`` is being captured and was
@@ -266,13 +254,8 @@ class GemmLaunch:
                 "stream) before the capture begins"
             )
         handle = stream_handle(stream_ptr, self.device)
-        warmed = _warmed.setdefault(handle, set())
         for call in self.calls:
-            if call.params not in warmed:
-                out = call.operands["out"]
-                scratch = arrays.empty(out.shape, ROUTE_DTYPE.name, device=f"cuda:{self.device}")
-                handle.warm(call.params, {**call.operands, "out": scratch})
-                warmed.add(call.params)
+            handle.warm(call.params, call.operands, keep_out=True)
         self._handles[stream_ptr] = handle
         return handle
 

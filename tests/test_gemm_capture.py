@@ -6,11 +6,13 @@ dimensions, alpha/beta read from host memory, warm-up and capture rules, lifetim
 from __future__ import annotations
 
 import ctypes
+import gc
 import itertools
 import os
 import subprocess
 import sys
 import textwrap
+import weakref
 
 import numpy as np
 import pytest
@@ -20,6 +22,7 @@ from eagle.gemm import (
     CublasCaptureHandle,
     GemmCaptureUnavailable,
     GemmMappingUnavailable,
+    MatmulUnavailable,
     matmul_step,
     sgemm_params_for_arrays,
 )
@@ -115,6 +118,7 @@ class FakeCublas:
     def __init__(self):
         self.log: list[tuple] = []
         self.ranges: list[tuple[int, int]] = []
+        self.destinations: list[int] = []
 
     def register(self, array):
         self.ranges.append((array.ctypes.data, array.ctypes.data + array.nbytes))
@@ -142,6 +146,9 @@ class FakeCublas:
         """op(X) as rows x cols, X column-major at ptr with leading dimension ld."""
         stored_rows, stored_cols = (rows, cols) if op == 0 else (cols, rows)
         assert ld >= max(1, stored_rows)
+        if rows * cols == 0:  # cuBLAS reads nothing of an empty operand (k = 0)
+            empty = np.zeros((rows, cols), dtype)
+            return empty, empty.reshape(-1), np.zeros((rows, cols), np.intp)
         count = stored_rows + (stored_cols - 1) * ld
         nbytes = count * np.dtype(dtype).itemsize
         assert any(lo <= ptr and ptr + nbytes <= hi for lo, hi in self.ranges), "out of bounds"
@@ -152,6 +159,7 @@ class FakeCublas:
 
     def _gemm(self, dtype, handle, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
         self.log.append(("gemm", np.dtype(dtype).name, ta, tb, m, n, k))
+        self.destinations.append(c)
         scalars = np.frombuffer((ctypes.c_byte * 16).from_address(alpha), dtype=dtype, count=2)
         assert beta == alpha + np.dtype(dtype).itemsize
         left, _, _ = self._matrix(a, ta, m, k, lda, dtype)
@@ -183,18 +191,24 @@ class HostBackedDeviceArray:
         return HostBackedDeviceArray(self.values[key])
 
 
+class _PoolBuffer:
+    def __init__(self, values, nbytes):
+        self.values, self.ptr, self.nbytes = values, values.ctypes.data, nbytes
+
+
 class FakeDevice:
     """Replaces the CUDA side of eagle.gemm with a recorder and host memory."""
 
     STREAM = 0x5EA
 
     def __init__(self, monkeypatch):
-        from eagle.gemm import capture, plan
+        from eagle.gemm import capture, matmul
 
         self.cublas = FakeCublas()
         self.capturing = False
         self.used: list[tuple] = []
         self.synchronized = 0
+        self.allocations: list[weakref.ref] = []
 
         def fake_call(name, *args):
             self.synchronized += name == "cudaStreamSynchronize"
@@ -209,11 +223,15 @@ class FakeDevice:
         monkeypatch.setattr(capture, "default_pool", lambda device: pool())
         monkeypatch.setattr(capture, "record_use", lambda *objs: self.used.append(objs))
         monkeypatch.setattr(capture, "_stream_handles", {})
-        monkeypatch.setattr(plan, "current_stream", lambda device: stream)
-        monkeypatch.setattr(plan, "record_use", lambda *objs: self.used.append(objs))
+        monkeypatch.setattr(matmul, "current_stream", lambda device: stream)
+        monkeypatch.setattr(matmul, "record_use", lambda *objs: self.used.append(objs))
 
     def _workspace(self, nbytes):
-        return type("Buffer", (), {"ptr": 0xAB000, "nbytes": nbytes})()
+        """A pool allocation: registered host memory, weakly listed in ``allocations``."""
+        buffer = _PoolBuffer(np.empty(max(nbytes, 1), np.uint8), nbytes)
+        self.cublas.register(buffer.values)
+        self.allocations.append(weakref.ref(buffer))
+        return buffer
 
     def array(self, values):
         self.cublas.register(values)
@@ -252,7 +270,7 @@ def test_handle_is_bound_then_given_its_workspace(device):
     assert device.cublas.log == [
         ("create",),
         ("set_stream", FakeDevice.STREAM),
-        ("set_workspace", 0xAB000, WORKSPACE_BYTES),
+        ("set_workspace", device.allocations[0]().ptr, WORKSPACE_BYTES),
         ("set_pointer_mode", 0),
         ("set_math_mode", 3),
     ]
@@ -349,6 +367,10 @@ def test_operands_must_be_device_arrays_matching_the_params(device, rng):
         handle.sgemm(params._replace(ldc=11), operands)
     with pytest.raises(TypeError, match="params must be SgemmParams"):
         handle.sgemm(tuple(params), operands)
+    with pytest.raises(TypeError, match=r"operands must be a mapping .*not list"):
+        handle.warm(params, list(operands.values()))
+    with pytest.raises(GemmCaptureUnavailable, match=r"operands lack \['out'\]"):
+        handle.sgemm(params, {"a": operands["a"], "b": operands["b"]})
     assert [entry[0] for entry in device.cublas.log].count("gemm") == 0
 
 
@@ -363,6 +385,55 @@ def test_destroy_waits_for_live_graphs_before_freeing(device):
     assert device.cublas.log.count(("destroy", 0xC0B1A5)) == 1
     handle.destroy()
     assert device.cublas.log.count(("destroy", 0xC0B1A5)) == 1
+
+
+def test_destroy_frees_the_workspace_after_the_handle(device):
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    (workspace,) = device.allocations
+    handle.destroy()
+    assert device.cublas.log[-1] == ("destroy", 0xC0B1A5) and workspace() is None
+    with pytest.raises(GemmCaptureUnavailable, match="was destroyed; make a new"):
+        handle.warm(None, {})
+
+
+def test_a_collected_handle_destroys_its_cublas_handle_and_workspace(device):
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    (workspace,) = device.allocations
+    assert workspace() is not None
+    del handle
+    gc.collect()
+    assert device.cublas.log.count(("destroy", 0xC0B1A5)) == 1 and workspace() is None
+
+
+@pytest.mark.parametrize("failing", ["set_stream", "set_workspace", "set_math_mode"])
+def test_a_handle_failing_half_way_frees_what_it_made(device, monkeypatch, failing):
+    def refuse(*args):
+        raise RuntimeError(f"{failing} refused")
+
+    monkeypatch.setattr(device.cublas, failing, refuse)
+    with pytest.raises(RuntimeError, match=f"{failing} refused"):
+        CublasCaptureHandle(FakeDevice.STREAM)
+    gc.collect()
+    assert device.cublas.log.count(("destroy", 0xC0B1A5)) == 1
+    assert all(buffer() is None for buffer in device.allocations)
+
+
+def test_a_handle_cublas_cannot_make_frees_its_workspace(device, monkeypatch):
+    def refuse():
+        raise device.cublas.cuBLASError("CUBLAS_STATUS_NOT_INITIALIZED")
+
+    monkeypatch.setattr(device.cublas, "create", refuse)
+    with pytest.raises(GemmCaptureUnavailable, match="cuBLAS could not make a handle"):
+        CublasCaptureHandle(FakeDevice.STREAM)
+    gc.collect()
+    assert all(buffer() is None for buffer in device.allocations)
+    assert ("destroy", 0xC0B1A5) not in device.cublas.log
+
+
+def test_the_handle_has_no_del_and_frees_nothing_at_interpreter_exit(device):
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    assert not hasattr(CublasCaptureHandle, "__del__")
+    assert handle._release.alive and not handle._release.atexit
 
 
 @pytest.mark.parametrize("flags", FLAGS)
@@ -381,3 +452,55 @@ def test_matmul_step_on_the_device_path(device, rng, flags, dtype):
     log = [entry[0] for entry in device.cublas.log]
     assert log.count("create") == 1 and log.count("gemm") == 2  # one handle per stream
     assert ("gemm", np.dtype(dtype).name) == device.cublas.log[-1][:2]
+
+
+def test_warm_keep_out_runs_into_scratch_aligned_as_out(device, rng):
+    a, b, reference = _case(rng, (False, False, False), np.float32)
+    base = np.full(reference.size + 1, np.nan, np.float32)
+    device.cublas.register(base)
+    out = HostBackedDeviceArray(base[1:].reshape(reference.shape))  # 4 bytes into its buffer
+    operands = {"a": device.array(a), "b": device.array(b), "out": out}
+    params = sgemm_params_for_arrays(*operands.values())
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    handle.warm(params, operands, keep_out=True)
+    assert np.isnan(base).all()  # out kept its values
+    (scratch,) = device.cublas.destinations
+    assert scratch != out.ptr and scratch % 16 == out.ptr % 16 == 4
+    assert [entry[0] for entry in device.cublas.log].count("gemm") == 1
+    assert device.synchronized == 1
+    assert device.allocations[-1]() is None  # the scratch went back once the product ran
+    device.capturing = True
+    handle.warm(params, operands, keep_out=True)  # already warm: nothing to run or allocate
+    handle.sgemm(params, operands)  # the warmed product is out's own, alignment included
+    np.testing.assert_allclose(out.values, reference, rtol=1e-5, atol=1e-5)
+    assert np.isnan(base[0])
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+def test_a_k_0_product_on_the_device_path_is_beta_times_out(device, rng, flags):
+    a, b, reference = _case(rng, flags, np.float32, k=0)
+    out = device.array(np.full(reference.shape, np.nan, np.float32))
+    step = matmul_step("out", a="a", b="b", out="out", **_kwargs(flags))
+    step.run({"a": device.array(a), "b": device.array(b), "out": out}, "device")
+    np.testing.assert_array_equal(out.values, np.zeros(reference.shape))
+    out.values[...] = 3.0
+    operands = {"a": device.array(a), "b": device.array(b), "out": out}
+    params = sgemm_params_for_arrays(*operands.values(), **_kwargs(flags))
+    CublasCaptureHandle(FakeDevice.STREAM).sgemm(params, operands, alpha=2.0, beta=0.5)
+    np.testing.assert_array_equal(out.values, np.full(reference.shape, 1.5))
+
+
+def test_the_device_step_refuses_an_out_sharing_memory_with_an_operand(device):
+    base = np.zeros((4, 8), np.float32)
+    device.cublas.register(base)
+    whole = HostBackedDeviceArray(base)
+    bufs = {"a": whole[:, :4], "b": device.array(np.ones((4, 4), np.float32)), "c": whole[:, 3:7]}
+    step = matmul_step("c", a="a", b="b", out="c")
+    with pytest.raises(
+        MatmulUnavailable,
+        match=r"matmul step 'c' \(a='a', b='b', out='c'\): operand 'out' shares memory with "
+        r"operand 'a'",
+    ):
+        step.run(bufs, "device")
+    step.run({**bufs, "c": whole[:, 4:]}, "device")  # a neighbouring column block is apart
+    assert [entry[0] for entry in device.cublas.log].count("gemm") == 1

@@ -19,6 +19,7 @@ from eagle.gemm import (
     CublasCaptureHandle,
     GemmCaptureUnavailable,
     GemmMappingUnavailable,
+    MatmulUnavailable,
     captured_gemm_calls,
     lower_dense_gemm,
     matmul_step,
@@ -127,6 +128,52 @@ def test_matmul_step_on_the_device_all_triples(rng, flags, dtype):
     step = matmul_step("out", a="a", b="b", out="out", **_flag_kwargs(flags))
     step.run({"a": a_view, "b": b_view, "out": out_view}, "device")
     _check_embedded(out_big, reference.shape, reference, 53 * np.finfo(dtype).eps)
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_k_0_product_on_the_device_is_zeros_then_beta_times_out(rng, stream, flags, dtype):
+    a, b, reference = _case(rng, flags, dtype, k=0)
+    out = arrays.full(reference.shape, np.nan, np.dtype(dtype).name, "cuda:0")
+    step = matmul_step("out", a="a", b="b", out="out", **_flag_kwargs(flags))
+    step.run({"a": _device(a), "b": _device(b), "out": out}, "device")
+    np.testing.assert_array_equal(out.numpy(), np.zeros(reference.shape))
+    if dtype != np.float32:
+        return
+    operands = {"a": _device(a), "b": _device(b), "out": out}
+    params = sgemm_params_for_arrays(*operands.values(), **_flag_kwargs(flags))
+    assert params.k == 0
+    handle = CublasCaptureHandle(stream)
+    try:
+        handle.warm(params, operands)
+        out.fill(2.0, stream)
+        graph, _ = _capture(stream, lambda: handle.sgemm(params, operands, alpha=3.0, beta=0.5))
+        launcher = graph.launcher().stream(stream)
+        launcher.launch()
+        launcher.synchronize()
+        np.testing.assert_array_equal(out.numpy(), np.ones(reference.shape))
+        graph.destroy()
+    finally:
+        handle.destroy()
+
+
+def test_an_out_sharing_memory_with_an_operand_is_refused_on_the_device(rng):
+    values = rng.standard_normal((40, 96)).astype(np.float32)
+    big = _device(values)
+    b = rng.standard_normal((32, 32)).astype(np.float32)
+    step = matmul_step("c", a="a", b="b", out="c")
+    with pytest.raises(MatmulUnavailable, match="operand 'out' shares memory with operand 'a'"):
+        step.run({"a": big[:, :32], "b": _device(b), "c": big[:, 31:63]}, "device")
+    with pytest.raises(GemmMappingUnavailable, match="shares memory with operand 'b'"):
+        sgemm_params_for_arrays(_device(b), big[:32, :32], big[:32, :32])
+    np.testing.assert_array_equal(big.numpy(), values)  # nothing was enqueued
+    big[:, 32:64].fill(np.nan)
+    step.run({"a": big[:, :32], "b": _device(b), "c": big[:, 32:64]}, "device")
+    after = big.numpy()
+    reference = values[:, :32].astype(np.float64) @ b.astype(np.float64)
+    assert rel_error(after[:, 32:64], reference) < 32 * EPS32
+    np.testing.assert_array_equal(after[:, :32], values[:, :32])
+    np.testing.assert_array_equal(after[:, 64:], values[:, 64:])
 
 
 @pytest.mark.parametrize("flags", FLAGS)

@@ -275,3 +275,32 @@ def test_a_table_read_twice_lowers_forward(rng):
 def test_bad_arguments_are_value_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         lower_dense_gemm(DENSE, **kwargs)
+
+
+@pytest.mark.parametrize("record", ["x", 3, DENSE.operands[0]], ids=["str", "int", "operand"])
+def test_a_record_of_another_type_is_a_type_error(record):
+    with pytest.raises(TypeError, match=r"record must be a RecognizedContraction .*not "):
+        lower_dense_gemm(record)
+
+
+# Every name eagle.gemm.plan had before it became the face of steps, matmul and lowering.
+PLAN_NAMES = (
+    "BACKENDS", "STEP_KINDS", "StepFn", "CapturedGemmCall", "LoweredPlan", "MatmulSpec",
+    "PlanStep", "WorkspaceSpec", "assembly_step", "captured_gemm_calls",
+    "check_plan_capturable", "lower_dense_gemm", "matmul_step",
+)  # fmt: skip
+
+
+def test_eagle_gemm_plan_still_exports_every_name():
+    import eagle.gemm
+    import eagle.gemm.plan
+
+    for name in PLAN_NAMES:
+        value = getattr(eagle.gemm.plan, name)
+        if name in eagle.gemm.__all__:
+            assert getattr(eagle.gemm, name) is value, name
+
+
+def test_no_gemm_module_is_longer_than_600_lines():
+    for path in Path(eagle.gemm.contraction.__file__).parent.glob("*.py"):
+        assert len(path.read_text().splitlines()) <= 600, path.name

@@ -63,7 +63,8 @@ def _simulate_sgemm(params, flats, offsets):
 
 @st.composite
 def products(draw):
-    m, n, k = (draw(st.integers(1, 7)) for _ in range(3))
+    m, n = (draw(st.integers(1, 7)) for _ in range(2))
+    k = draw(st.integers(0, 7))  # k = 0 is a product too: out = 0 (beta * out)
     flags = tuple(draw(st.booleans()) for _ in range(3))
     transpose_a, transpose_b, transpose_out = flags
     shapes = {
@@ -257,3 +258,66 @@ def test_product_shape_gives_the_destination_shape():
     assert product_shape(
         (4, 3), (4, 5), transpose_a=True, transpose_b=False, transpose_out=True
     ) == (5, 3)
+
+
+@pytest.mark.parametrize("flags", list(itertools.product([False, True], repeat=3)))
+def test_a_k_0_product_maps_with_leading_dimensions_cublas_takes(flags):
+    transpose_a, transpose_b, transpose_out = flags
+    a = np.zeros((0, 3) if transpose_a else (3, 0), np.float32)  # numpy gives strides (0, 0)
+    b = np.zeros((5, 0) if transpose_b else (0, 5), np.float32)
+    out = np.zeros((5, 3) if transpose_out else (3, 5), np.float32)
+    params = sgemm_params_for_arrays(a, b, out, **dict(zip(("transpose_a", "transpose_b",
+                                     "transpose_out"), flags, strict=True)))  # fmt: skip
+    assert params.k == 0 and params.transposes == flags
+    assert params == SgemmParams(*params)  # a valid call: every ld >= max(1, its rows)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"m": -1}, r"SgemmParams: m = -1; extents are ints from 0"),
+        ({"n": -3}, r"SgemmParams: n = -3"),
+        ({"k": -1}, r"SgemmParams: k = -1"),
+        ({"k": 2.0}, r"SgemmParams: k = 2.0"),
+        ({"lda": 4}, r"SgemmParams: lda = 4; it must be an int from max\(1, rows\) = 5"),
+        ({"ldc": 0, "m": 0}, r"SgemmParams: ldc = 0; it must be an int from max\(1, rows\) = 1"),
+        ({"op_a": "C"}, r"SgemmParams: op_a must be 'N' or 'T', not 'C'"),
+        ({"operands": ("a", "a")}, r"SgemmParams: operands must be \('b', 'a'\) or"),
+    ],
+)  # fmt: skip
+def test_sgemm_params_refuse_what_cublas_would(fields, message):
+    good = SgemmParams("N", "N", 5, 3, 4, 5, 4, 5, ("b", "a"))
+    with pytest.raises(ValueError, match=message):
+        SgemmParams(*good._replace(**fields))
+
+
+def test_sgemm_params_refuse_negative_extents_by_operand():
+    strides = (16, 4)
+    with pytest.raises(
+        ValueError, match=r"operand 'b' has shape \(4, -5\): extent -5 along axis 1"
+    ):
+        sgemm_params((3, 4), strides, (4, -5), strides, (3, 5), strides, 4,
+                     transpose_a=False, transpose_b=False, transpose_out=False)  # fmt: skip
+    with pytest.raises(GemmMappingUnavailable, match=r"operand 'a' has shape \(-3, 4\)"):
+        product_shape((-3, 4), (4, 5), transpose_a=False, transpose_b=False, transpose_out=False)
+
+
+def test_an_out_sharing_memory_with_an_operand_is_refused_by_name():
+    big = np.zeros((4, 12), np.float32)
+    square = np.zeros((4, 4), np.float32)
+    with pytest.raises(
+        GemmMappingUnavailable, match="operand 'out' shares memory with operand 'a'"
+    ):
+        sgemm_params_for_arrays(square, np.zeros((4, 4), np.float32), square)
+    with pytest.raises(
+        GemmMappingUnavailable, match="operand 'out' shares memory with operand 'b'"
+    ):
+        sgemm_params_for_arrays(square, big[:, :4], big[:, 3:7])  # one column in common
+    device = arrays.Array(ptr=0x10000, shape=(4, 4), dtype=np.dtype(np.float32),
+                          strides=(16, 4), device_index=0)  # fmt: skip
+    with pytest.raises(GemmMappingUnavailable, match="with operand 'b'"):
+        sgemm_params_for_arrays(square, device, device[:, :4])
+    # column slices of one buffer that share no element map as before
+    params = sgemm_params_for_arrays(big[:, :4], big[:, 4:8], big[:, 8:])
+    assert (params.lda, params.ldb, params.ldc) == (12, 12, 12)
+    assert sgemm_params_for_arrays(big[:1, :4], square, big[1:2, :4])  # adjacent rows

@@ -83,6 +83,24 @@ def test_host_matmul_writes_into_host_arrays_and_views_in_place(rng, flags):
     assert np.isnan(base[0]).all() and np.isnan(base[:, :2]).all()
 
 
+@pytest.mark.parametrize("flags", FLAGS)
+def test_a_k_0_host_product_is_zeros(rng, flags):
+    a, b, reference = _operands(rng, 3, 5, 0, flags, np.float32)
+    out = np.full(reference.shape, np.nan, np.float32)
+    _step(flags).run({"a": a, "b": b, "out": out}, "host")
+    np.testing.assert_array_equal(out, np.zeros(reference.shape))
+
+
+def test_a_read_only_out_on_the_host_is_refused_by_name(rng):
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
+    out = np.zeros((3, 5))
+    out.flags.writeable = False
+    with pytest.raises(MatmulUnavailable, match="matmul step 'c': out 'c' is read-only") as info:
+        matmul_step("c", a="a", b="b", out="c").run({"a": a, "b": b, "c": out}, "host")
+    assert isinstance(info.value, ValueError)
+    assert not out.any()
+
+
 def test_the_seed_host_example_runs_as_written():
     a = np.random.default_rng(0).standard_normal((3, 4))
     b = np.random.default_rng(1).standard_normal((4, 5))
@@ -182,15 +200,31 @@ def _noop(bufs):
         ({"kind": "matmul"}, "a 'matmul' step carries a MatmulSpec"),
         ({"kind": "generated", "matmul": MatmulSpec("a", "b", "c")},
          "a 'matmul' step carries a MatmulSpec"),
-        ({"reads": "ab"}, "reads must be a sequence of buffer names"),
-        ({"writes": ("c", 3)}, "writes must be a sequence of buffer names"),
-        ({"host_fn": "run"}, "host_fn must be callable"),
     ],
 )  # fmt: skip
 def test_plan_step_refusals(kwargs, message):
     fields = {"kind": "generated", "reads": ("a",), "writes": ("c",), "host_fn": _noop}
     fields.update(kwargs)
     with pytest.raises(PlanUnavailable, match=message):
+        PlanStep(
+            "s", fields["kind"], fields["reads"], fields["writes"], _noop, fields["host_fn"],
+            matmul=fields.get("matmul"),
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"reads": "ab"}, "reads must be a sequence of buffer names"),
+        ({"reads": 3}, "reads must be a sequence of buffer names, not 3"),
+        ({"writes": ("c", 3)}, "writes must be a sequence of buffer names"),
+        ({"host_fn": "run"}, "host_fn must be callable .* not str"),
+    ],
+)  # fmt: skip
+def test_plan_step_arguments_of_the_wrong_type_are_type_errors(kwargs, message):
+    fields = {"kind": "generated", "reads": ("a",), "writes": ("c",), "host_fn": _noop}
+    fields.update(kwargs)
+    with pytest.raises(TypeError, match=message):
         PlanStep(
             "s", fields["kind"], fields["reads"], fields["writes"], _noop, fields["host_fn"],
             matmul=fields.get("matmul"),
@@ -252,6 +286,25 @@ def test_plan_runs_its_steps_in_order_into_the_callers_buffers(rng):
     assert rel_error(out, a @ b @ c) < 1e-14
     assert rel_error(out_t, (a @ b @ c).T) < 1e-14
     assert rel_error(t, a @ b) < 1e-14
+
+
+def test_subplan_keeps_the_steps_and_buffers_its_outputs_need(rng):
+    plan = _chain_plan()
+    first = plan.subplan(["out"])
+    assert [step.name for step in first.steps] == ["t", "out"]
+    assert list(first.required) == ["a", "b", "c", "out", "t"]
+    assert (first.mechanism, first.determinism) == (plan.mechanism, plan.determinism)
+    assert [step.name for step in plan.subplan(["out_t"]).steps] == ["t", "out", "out_t"]
+    assert [spec.name for spec in plan.subplan(["out_t"]).outputs] == ["out", "out_t"]
+    assert plan.subplan([]).steps == ()
+    a, b, c = (rng.standard_normal(spec.shape) for spec in plan.inputs)
+    out = np.full((3, 2), np.nan)
+    first("host", {"a": a, "b": b, "c": c, "out": out, "t": np.empty((3, 5))})
+    assert rel_error(out, a @ b @ c) < 1e-14
+    with pytest.raises(PlanUnavailable, match=r"\['t'\] are not outputs of this plan; its outputs"):
+        plan.subplan(["t"])
+    with pytest.raises(TypeError, match=r"outputs must be a collection of names, e.g. \['out'\]"):
+        plan.subplan("out")
 
 
 def test_plan_sees_a_contiguous_lane_plane_in_its_declared_shape(rng):
@@ -344,15 +397,30 @@ def _plan(steps, inputs, outputs, workspaces=()):
         (lambda: _plan([matmul_step("o", a="a", b="b", out="o")],
                        [_spec("a", (2, 3)), _spec("b", (3, 4), "float32")], [_spec("o", (2, 4))]),
          "are declared float64, float32, float64"),
-        (lambda: _plan([matmul_step("o", a="a", b="b", out="o")],
-                       [_spec("a", (2, 3)), ("b", (3, 4))], [_spec("o", (2, 4))]),
-         "buffers are declared with WorkspaceSpec"),
-        (lambda: _plan(["o"], [_spec("a", (2, 3))], []), "plan steps are PlanStep"),
     ],
 )  # fmt: skip
 def test_plan_validation_refusals(build, message):
     with pytest.raises(PlanUnavailable, match=message):
         build()
+
+
+def test_plan_parts_of_the_wrong_type_are_type_errors():
+    step = matmul_step("o", a="a", b="b", out="o")
+    with pytest.raises(TypeError, match="buffers are declared with WorkspaceSpec"):
+        _plan([step], [_spec("a", (2, 3)), ("b", (3, 4))], [_spec("o", (2, 4))])
+    with pytest.raises(TypeError, match="plan steps are PlanStep"):
+        _plan(["o"], [_spec("a", (2, 3))], [])
+    with pytest.raises(TypeError, match="reads must be a sequence of buffer names"):
+        matmul_step("o", a=1, b="b", out="o")
+
+
+def test_refusals_of_values_are_value_errors():
+    assert issubclass(PlanUnavailable, ValueError) and issubclass(MatmulUnavailable, ValueError)
+    assert issubclass(GemmMappingUnavailable, GemmCaptureUnavailable)
+    assert issubclass(GemmMappingUnavailable, ValueError)
+    assert not issubclass(GemmCaptureUnavailable, ValueError)  # no cuBLAS is not a bad value
+    with pytest.raises(ValueError, match="never written"):
+        _plan([], [_spec("a", (2, 2))], [_spec("o", (2, 2))])
 
 
 # --- binding a plan's products for capture --------------------------------------------------
@@ -433,3 +501,19 @@ def test_check_plan_capturable_refuses_the_gemv_mechanism():
     with pytest.raises(GemmCaptureUnavailable, match="a 'gemv' plan"):
         check_plan_capturable(plan)
     assert check_plan_capturable(_capture_plan()) is None
+
+
+def test_arguments_of_the_wrong_type_are_type_errors_naming_them(rng):
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
+    step = matmul_step("c", a="a", b="b", out="c")
+    with pytest.raises(TypeError, match=r"bufs must be a mapping of buffer name -> array .*list"):
+        step.run([a, b, np.zeros((3, 5))], "host")
+    plan = _chain_plan()
+    with pytest.raises(TypeError, match=r"buffers must be a mapping .*not tuple"):
+        plan("host", (a, b))
+    with pytest.raises(TypeError, match=r"buffers must be a mapping .*not list"):
+        captured_gemm_calls(_capture_plan(), [], operand_class="gemm")
+    with pytest.raises(TypeError, match=r"plan must be a LoweredPlan .*not str"):
+        captured_gemm_calls("plan", {}, operand_class="gemm")
+    with pytest.raises(TypeError, match=r"plan must be a LoweredPlan .*not list"):
+        check_plan_capturable([step])

@@ -21,6 +21,7 @@ from hawk.contraction import lane_layout
 from hawk.emit import cuda, policy
 from tests import _route_kernels as k
 from tests._route_kernels import B, R, U
+from tests.test_gemm_capture import FakeDevice
 
 # kernel, the device's route under contraction="gemm", what its reason says
 ROUTES = [
@@ -143,7 +144,10 @@ def test_every_layout_routes_to_its_own_product(extents, layout, seed):
     copies = {name: value.copy() for name, value in planes.items()}
     plan.run(**planes)
     _routed_product(plan, copies)
-    on_device = {name: _FakeDeviceArray(value.shape, 0x1000) for name, value in planes.items()}
+    on_device = {
+        name: _FakeDeviceArray(value.shape, 0x100000 * (i + 1))
+        for i, (name, value) in enumerate(planes.items())
+    }
     views = _route.gemm_operands(plan, plan.record, on_device).views
     lowered = lower_dense_gemm(plan.record, direction="forward", dtype="float32")
     assert captured_gemm_calls(lowered, views, operand_class="gemm")  # cuBLAS can address it
@@ -209,7 +213,10 @@ def test_the_device_product_binds_the_callers_own_buffers():
         "out": 0x30000,
     }
     assert operands.views["w"] is planes["w"]  # already its matrix's shape: no view
-    f, w, y = (_FakeDeviceArray(shape, 0) for shape in ((R, B), (R, U), (B, U)))
+    f, w, y = (
+        _FakeDeviceArray(shape, at)
+        for shape, at in (((R, B), 0x1000), ((R, U), 0x2000), ((B, U), 0x3000))
+    )
     assert call.params == sgemm_params_for_arrays(f, w, y, transpose_a=True)
     assert (call.params.m, call.params.n, call.params.k, call.params.ldc) == (U, B, R, U)
 
@@ -225,13 +232,19 @@ def test_the_loop_each_kernel_falls_back_to_compiles_for_sm90(kernel):
 
 
 class _FakeHandle:
-    """Stands in for a stream's cuBLAS handle: records what it is asked to do."""
+    """Stands in for a stream's cuBLAS handle: records what it is asked to do, and keys
+    what it has warmed as the real handle does (params and operands' 16-byte alignment);
+    a warm with ``keep_out`` runs into its scratch matrix at 0x9000."""
 
     def __init__(self, stream_ptr):
         self.stream_ptr, self.warmed, self.calls, self.betas = stream_ptr, [], [], []
+        self.keys = set()
 
-    def warm(self, params, operands):
-        self.warmed.append((params, operands["out"].ptr))
+    def warm(self, params, operands, *, keep_out=False):
+        key = (params, *(operands[role].ptr % 16 for role in ("a", "b", "out")))
+        if key not in self.keys:
+            self.keys.add(key)
+            self.warmed.append((params, 0x9000 if keep_out else operands["out"].ptr))
 
     def sgemm(self, params, operands, *, beta=0.0):
         self.calls.append((params, {role: array.ptr for role, array in operands.items()}))
@@ -241,7 +254,7 @@ class _FakeHandle:
 @pytest.fixture
 def fake_cublas(monkeypatch):
     """The route's CUDA edges replaced: stream 0x11 is current, streams in ``capturing``
-    are being captured, handles are :class:`_FakeHandle`, scratch matrices sit at 0x9000."""
+    are being captured, handles are :class:`_FakeHandle`."""
     handles, capturing = {}, set()
 
     def stream_handle(stream_ptr, device):
@@ -256,9 +269,6 @@ def fake_cublas(monkeypatch):
     monkeypatch.setattr(_route, "is_capturing", lambda stream_ptr: stream_ptr in capturing)
     monkeypatch.setattr(_route, "current_stream", lambda device: _Current)
     monkeypatch.setattr(_route, "as_stream_ptr", lambda s, device: 0x11 if s is None else s)
-    monkeypatch.setattr(
-        _route.arrays, "empty", lambda shape, dtype, device: _FakeDeviceArray(shape, 0x9000)
-    )
     return handles, capturing
 
 
@@ -287,3 +297,36 @@ def test_a_routed_bind_prepares_its_stream_once_and_launches_one_product(fake_cu
     capturing.clear()
     bound.launch(0x22)  # outside a capture, a new stream is prepared on first use
     assert len(handles[0x22].warmed) == 1 and len(handles[0x22].calls) == 1
+
+
+def _host_backed(values):
+    """A device eagle Array over host memory the fake cuBLAS of test_gemm_capture reads."""
+    return arrays.Array(
+        ptr=values.ctypes.data, shape=values.shape, dtype=values.dtype,
+        strides=values.strides, device_index=0, owner=values,
+    )  # fmt: skip
+
+
+def test_a_routed_output_4_bytes_into_its_buffer_is_warmed_for_capture(monkeypatch, rng):
+    """The handle's own record of what it warmed is the only one, and it is keyed by the
+    operands' alignment: the route warms the output plane's product, not an aligned twin."""
+    device = FakeDevice(monkeypatch)
+    stream = type("Stream", (), {"ptr": staticmethod(lambda: FakeDevice.STREAM)})
+    monkeypatch.setattr(_route, "current_stream", lambda index: stream)
+    monkeypatch.setattr(_route, "is_capturing", lambda stream_ptr: device.capturing)
+    monkeypatch.setattr(_route, "as_stream_ptr", lambda s, index: s or FakeDevice.STREAM)
+    w = rng.standard_normal((R, U)).astype(np.float32)
+    f = rng.standard_normal((R, B)).astype(np.float32)
+    big = np.full(B * U + 1, np.nan, np.float32)
+    for values in (w, f, big):
+        device.cublas.register(values)
+    planes = {"w": _host_backed(w), "f": _host_backed(f), "y": _host_backed(big)[1 : 1 + B * U]}
+    assert planes["y"].ptr % 16 == big.ctypes.data % 16 + 4
+
+    bound = _plan(k.contract).bind(**planes)
+    assert bound.route == "gemm" and np.isnan(big).all()  # warmed into scratch
+    device.capturing = True
+    bound.launch()  # as inside a capture: the product was warmed with y's alignment
+    expected = k.reference({"w": w.astype(np.float64), "f": f.astype(np.float64)})
+    assert np.isnan(big[0])
+    np.testing.assert_allclose(big[1:], expected, rtol=1e-5, atol=1e-5)

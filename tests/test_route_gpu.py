@@ -182,3 +182,29 @@ def test_a_kernel_the_route_does_not_fit_runs_its_loop_on_the_device(rng):
     bound.launch()
     expected = (f.T.astype(np.float64) @ np.exp(w.astype(np.float64))).reshape(-1)
     assert rel_error(y.numpy(), expected) < 1e-5
+
+
+@pytest.mark.parametrize("offset_plane", ["y", "w", "f"])
+def test_a_plane_4_bytes_into_its_buffer_binds_captures_and_replays(rng, offset_plane):
+    """The handle's record of what it warmed is keyed by operand alignment, and the route
+    warms the product of the planes it was given (issue 10: y = big[1:1 + B*U])."""
+    r, u, b = 96, 40, 72
+    kernel = k.make_contract(r, u, b)
+    w, f = _tables(rng, r, u, b)
+    planes = {"w": _device(w), "f": _device(f), "y": _poisoned(b * u)}
+    values = {"w": w, "f": f, "y": np.full(b * u, np.nan, np.float32)}
+    big = _device(np.concatenate([[np.nan], values[offset_plane].reshape(-1)]).astype(np.float32))
+    planes[offset_plane] = big[1:].reshape(values[offset_plane].shape)
+    assert planes[offset_plane].ptr % 16 == 4
+    stream = cuda.Stream(non_blocking=True)
+    with stream:
+        bound = _routed(kernel).bind(**planes)
+    assert bound.route == "gemm"
+    launcher = bound.capture(stream)
+    reference = k.reference({"w": w, "f": f})
+    for _ in range(2):
+        planes["y"].fill(np.nan, stream)
+        launcher.launch()
+        launcher.synchronize()
+        assert rel_error(planes["y"].numpy(), reference) < 1e-5
+    assert np.isnan(big.numpy()[0])  # the element before the plane is never written

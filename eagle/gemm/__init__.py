@@ -34,16 +34,16 @@ from eagle.gemm.params import SgemmParams, product_shape, sgemm_params, sgemm_pa
 # resolved on first use, so hawk can import the plain records above alone.
 _LAZY = {
     "CublasCaptureHandle": "eagle.gemm.capture",
-    "CapturedGemmCall": "eagle.gemm.plan",
-    "LoweredPlan": "eagle.gemm.plan",
-    "MatmulSpec": "eagle.gemm.plan",
-    "PlanStep": "eagle.gemm.plan",
-    "WorkspaceSpec": "eagle.gemm.plan",
-    "assembly_step": "eagle.gemm.plan",
-    "captured_gemm_calls": "eagle.gemm.plan",
-    "check_plan_capturable": "eagle.gemm.plan",
-    "lower_dense_gemm": "eagle.gemm.plan",
-    "matmul_step": "eagle.gemm.plan",
+    "CapturedGemmCall": "eagle.gemm.lowering",
+    "LoweredPlan": "eagle.gemm.steps",
+    "MatmulSpec": "eagle.gemm.steps",
+    "PlanStep": "eagle.gemm.steps",
+    "WorkspaceSpec": "eagle.gemm.steps",
+    "assembly_step": "eagle.gemm.steps",
+    "captured_gemm_calls": "eagle.gemm.lowering",
+    "check_plan_capturable": "eagle.gemm.lowering",
+    "lower_dense_gemm": "eagle.gemm.lowering",
+    "matmul_step": "eagle.gemm.matmul",
 }
 
 

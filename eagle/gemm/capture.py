@@ -13,7 +13,6 @@ loads neither a driver nor cuBLAS.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import weakref
 from collections.abc import Mapping
@@ -41,7 +40,7 @@ _ROLES = ("a", "b", "out")
 
 def _cublas() -> ModuleType:
     try:
-        from nvmath.bindings import cublas
+        from nvmath.bindings import cublas  # type: ignore[import-untyped]
     except ImportError as exc:
         raise GemmCaptureUnavailable(
             f"cuBLAS is not reachable: nvmath-python is not installed ({exc}); "
@@ -72,7 +71,6 @@ class CublasCaptureHandle:
     """
 
     def __init__(self, stream_ptr: Stream | int, *, math: str = "fp32") -> None:
-        self._handle: int | None = None
         self._closed = True
         if math not in _MATH_MODES:
             raise ValueError(f"math must be 'fp32' or 'tf32', not {math!r}")
@@ -95,18 +93,23 @@ class CublasCaptureHandle:
             ensure_device(self.device)
         except CudaUnavailable as exc:
             raise GemmCaptureUnavailable(f"no CUDA driver or device: {exc}") from exc
+        workspace = default_pool(self.device).allocate(WORKSPACE_BYTES, self._stream)
         try:
             handle = cublas.create()
         except (cublas.cuBLASError, RuntimeError, OSError) as exc:
             raise GemmCaptureUnavailable(f"cuBLAS could not make a handle: {exc}") from exc
+        # The finalizer holds the raw handle and the workspace its replays use (freed after
+        # the handle); it runs on destroy(), when the handle is collected, or if the rest of
+        # __init__ fails. Nothing runs at interpreter exit: the driver frees both then.
+        self._release = weakref.finalize(self, _release, cublas, handle, workspace)
+        self._release.atexit = False
         try:
             cublas.set_stream(handle, self.stream_ptr)  # resets the workspace: set it after
-            self._workspace = default_pool(self.device).allocate(WORKSPACE_BYTES, self._stream)
-            cublas.set_workspace(handle, self._workspace.ptr, self._workspace.nbytes)
+            cublas.set_workspace(handle, workspace.ptr, workspace.nbytes)
             cublas.set_pointer_mode(handle, cublas.PointerMode.HOST)
             cublas.set_math_mode(handle, getattr(cublas.Math, _MATH_MODES[math]))
         except BaseException:
-            cublas.destroy(handle)
+            self._release()
             raise
         self._cublas = cublas
         self._handle = handle
@@ -126,24 +129,31 @@ class CublasCaptureHandle:
         """Whether the handle takes work (False once :meth:`destroy` ran)."""
         return not self._closed
 
-    def warm(self, params: SgemmParams, operands: Mapping[str, Any]) -> None:
+    def warm(
+        self, params: SgemmParams, operands: Mapping[str, Any], *, keep_out: bool = False
+    ) -> None:
         """Run the product once, outside any capture, the first time it is seen.
 
         It writes ``operands["out"]`` and waits for the stream; later calls for
         the same product do nothing. A product is its ``params`` and how its
         operands are aligned (cuBLAS may pick another kernel for a view that
         starts mid-vector). Warm every distinct product before the capture that
-        records it.
+        records it. The handle's record of what it has warmed is the only one:
+        :meth:`sgemm` inside a capture consults it.
 
         Args:
             params: from :func:`~eagle.gemm.sgemm_params_for_arrays`.
             operands: ``{"a": ..., "b": ..., "out": ...}``, float32 device arrays
                 on this handle's device, laid out as ``params`` describe.
+            keep_out: leave ``out`` as it is: the product runs into a scratch
+                matrix from eagle's pool, laid out and aligned as ``out`` is
+                (so it warms ``out``'s product), freed afterwards.
 
         Raises:
             GemmCaptureUnavailable: the handle was destroyed, the stream is being
                 captured, or an operand is not a device array on this device.
             GemmMappingUnavailable: ``params`` do not describe the operands.
+            TypeError: ``params`` is not SgemmParams, or ``operands`` not a mapping.
         """
         self._check_alive()
         first, second, out = self._bind(params, operands)
@@ -154,7 +164,11 @@ class CublasCaptureHandle:
             raise GemmCaptureUnavailable(
                 "warm() runs the product, so it must come before the capture begins"
             )
-        self._enqueue(params, first.ptr, second.ptr, out.ptr, 1.0, 0.0, double=False)
+        target = out.ptr
+        if keep_out:  # the scratch lives until this returns, after the synchronize
+            scratch = default_pool(self.device).allocate(_span(params) + _ALIGNMENT, self._stream)
+            target = scratch.ptr + (out.ptr - scratch.ptr) % _ALIGNMENT
+        self._enqueue(params, first.ptr, second.ptr, target, 1.0, 0.0, double=False)
         call("cudaStreamSynchronize", self.stream_ptr)
         self._warmed.add(key)
 
@@ -184,6 +198,7 @@ class CublasCaptureHandle:
                 a device array on this device, or the stream is being captured
                 and this product was never warmed.
             GemmMappingUnavailable: ``params`` do not describe the operands.
+            TypeError: ``params`` is not SgemmParams, or ``operands`` not a mapping.
         """
         self._check_alive()
         first, second, out = self._bind(params, operands)
@@ -210,11 +225,8 @@ class CublasCaptureHandle:
         still held.
         """
         self._closed = True
-        if self._handle is None or self._live_graphs:
-            return
-        handle, self._handle = self._handle, None
-        self._cublas.destroy(handle)
-        self._workspace = None
+        if not self._live_graphs:
+            self._release()  # the first call frees; later ones do nothing
 
     def _graphs_released(self) -> None:
         """The last live graph recorded against this handle is gone."""
@@ -230,6 +242,11 @@ class CublasCaptureHandle:
             raise TypeError(
                 f"params must be SgemmParams (from sgemm_params_for_arrays), "
                 f"not {type(params).__name__}"
+            )
+        if not isinstance(operands, Mapping):
+            raise TypeError(
+                f"operands must be a mapping {{'a': ..., 'b': ..., 'out': ...}}, not "
+                f"{type(operands).__name__}"
             )
         missing = [name for name in _ROLES if name not in operands]
         if missing:
@@ -292,11 +309,15 @@ class CublasCaptureHandle:
         stream = getattr(self, "stream_ptr", 0)
         return f"CublasCaptureHandle(stream={stream:#x}, math={self.math!r}{state})"
 
-    def __del__(self) -> None:
-        handle = getattr(self, "_handle", None)
-        if handle is not None:
-            with contextlib.suppress(Exception):  # interpreter shutdown may have unloaded cuBLAS
-                self._cublas.destroy(handle)
+
+def _release(cublas: ModuleType, handle: int, workspace: Any) -> None:
+    """Destroy a cuBLAS handle; ``workspace`` is held until then, and freed after it."""
+    cublas.destroy(handle)
+
+
+def _span(params: SgemmParams) -> int:
+    """Bytes a float32 product writes from its destination's address: (n - 1) * ldc + m."""
+    return ((params.n - 1) * params.ldc + params.m) * 4 if params.m and params.n else 0
 
 
 def _product_key(params: SgemmParams, *arrays: Any) -> tuple[SgemmParams, int, int, int]:

@@ -14,7 +14,7 @@ Everything here is pure: no device, no driver.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -26,8 +26,25 @@ __all__ = ["SgemmParams", "product_shape", "sgemm_params", "sgemm_params_for_arr
 _INT_MAX = 2**31 - 1  # cuBLAS's m, n, k and leading dimensions are 32-bit ints
 
 
-class SgemmParams(NamedTuple):
+class _SgemmFields(NamedTuple):
+    op_a: str
+    op_b: str
+    m: int
+    n: int
+    k: int
+    lda: int
+    ldb: int
+    ldc: int
+    operands: tuple[str, str]
+
+
+class SgemmParams(_SgemmFields):
     """The column-major cuBLAS call that computes a row-major ``out = op(a) @ op(b)``.
+
+    A hashable named tuple, checked when made: ``m``, ``n`` and ``k`` are
+    non-negative and each leading dimension is at least ``max(1, rows)`` of
+    the column-major matrix it describes, as cuBLAS requires. ``k = 0`` is a
+    product: cuBLAS then computes ``beta * out``.
 
     Attributes:
         op_a: ``"N"`` or ``"T"``, the operation cuBLAS applies to its first operand.
@@ -40,17 +57,52 @@ class SgemmParams(NamedTuple):
         ldc: leading dimension (elements) of the destination.
         operands: which of ``"a"``/``"b"`` is cuBLAS's first operand, then its
             second: ``("b", "a")``, or ``("a", "b")`` when ``transpose_out``.
+
+    Raises:
+        ValueError: an op that is not "N"/"T", a negative or non-integer
+            extent, a leading dimension too small for its matrix, or
+            ``operands`` other than ``("b", "a")``/``("a", "b")`` (each
+            message names the field).
     """
 
-    op_a: str
-    op_b: str
-    m: int
-    n: int
-    k: int
-    lda: int
-    ldb: int
-    ldc: int
-    operands: tuple[str, str]
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        op_a: str,
+        op_b: str,
+        m: int,
+        n: int,
+        k: int,
+        lda: int,
+        ldb: int,
+        ldc: int,
+        operands: tuple[str, str],
+    ) -> SgemmParams:
+        for name, op in (("op_a", op_a), ("op_b", op_b)):
+            if op not in ("N", "T"):
+                raise ValueError(f"SgemmParams: {name} must be 'N' or 'T', not {op!r}")
+        for name, extent in (("m", m), ("n", n), ("k", k)):
+            if not isinstance(extent, int | np.integer) or not 0 <= extent <= _INT_MAX:
+                raise ValueError(
+                    f"SgemmParams: {name} = {extent!r}; extents are ints from 0 to {_INT_MAX}"
+                )
+        rows = {"lda": m if op_a == "N" else k, "ldb": k if op_b == "N" else n, "ldc": m}
+        for name, ld in (("lda", lda), ("ldb", ldb), ("ldc", ldc)):
+            least = max(1, rows[name])
+            if not isinstance(ld, int | np.integer) or not least <= ld <= _INT_MAX:
+                raise ValueError(
+                    f"SgemmParams: {name} = {ld!r}; it must be an int from max(1, rows) = "
+                    f"{least} to {_INT_MAX}"
+                )
+        if tuple(operands) not in (("b", "a"), ("a", "b")):
+            raise ValueError(
+                f"SgemmParams: operands must be ('b', 'a') or ('a', 'b'), not {operands!r}"
+            )
+        return super().__new__(
+            cls, op_a, op_b, int(m), int(n), int(k), int(lda), int(ldb), int(ldc),
+            (operands[0], operands[1]),
+        )  # fmt: skip
 
     @property
     def transposes(self) -> tuple[bool, bool, bool]:
@@ -88,12 +140,16 @@ def sgemm_params(
     Returns:
         The :class:`SgemmParams` of the cuBLAS call.
 
+    A contracted extent of 0 maps to a call with ``k = 0`` (cuBLAS then computes
+    ``beta * out``); an operand with no elements may have any strides (numpy
+    gives an empty array zero strides).
+
     Raises:
-        GemmMappingUnavailable: naming the operand, when one is not 2-D, is not
-            unit-stride along its last axis (F-ordered or step-sliced), has a row
-            stride smaller than its width (broadcast), when the contracted
-            extents disagree, or when ``out`` has the wrong shape (the message
-            gives the shape it must have).
+        GemmMappingUnavailable: naming the operand, when one is not 2-D, has a
+            negative extent, is not unit-stride along its last axis (F-ordered
+            or step-sliced), has a row stride smaller than its width
+            (broadcast), when the contracted extents disagree, or when ``out``
+            has the wrong shape (the message gives the shape it must have).
     """
     shapes = {"a": a_shape, "b": b_shape, "out": out_shape}
     strides = {"a": a_strides, "b": b_strides, "out": out_strides}
@@ -139,7 +195,10 @@ def sgemm_params_for_arrays(
 
     Raises:
         GemmMappingUnavailable: an operand is not float32 (``"operand 'a' is
-            float64"``), or any refusal of :func:`sgemm_params`.
+            float64"``), ``out`` shares memory with ``a`` or ``b`` (cuBLAS
+            does not allow it; checked where the arrays give their address:
+            eagle Arrays, numpy arrays, CUDA array interface objects), or any
+            refusal of :func:`sgemm_params`.
         TypeError: an operand has no shape, strides or dtype.
     """
     arrays = {"a": a, "b": b, "out": out}
@@ -150,7 +209,7 @@ def sgemm_params_for_arrays(
                 f"operand {name!r} is {dtype}; a captured product is float32 only "
                 f"(convert it with .astype('float32'))"
             )
-    return sgemm_params(
+    params = sgemm_params(
         tuple(a.shape), tuple(a.strides),
         tuple(b.shape), tuple(b.strides),
         tuple(out.shape), tuple(out.strides),
@@ -159,6 +218,8 @@ def sgemm_params_for_arrays(
         transpose_b=transpose_b,
         transpose_out=transpose_out,
     )  # fmt: skip
+    _check_out_apart(arrays, 4)
+    return params
 
 
 def product_shape(
@@ -188,6 +249,79 @@ def product_shape(
     return (n, m) if transpose_out else (m, n)
 
 
+def _address(array: Any) -> int | None:
+    """Where an array's first element is, when it says so (None when it does not)."""
+    ptr = getattr(array, "ptr", None)
+    if isinstance(ptr, int):
+        return ptr
+    for protocol in ("__cuda_array_interface__", "__array_interface__"):
+        interface = getattr(array, protocol, None)
+        if isinstance(interface, dict):
+            return int(interface["data"][0])
+    return None
+
+
+def _check_out_apart(arrays: Mapping[str, Any], itemsize: int) -> None:
+    """Refuse an ``out`` that shares an element with ``a`` or ``b`` (an Sgemm may not alias).
+
+    ``arrays`` maps "a", "b", "out" to 2-D arrays of ``itemsize`` bytes per element; one
+    that does not give its address (:func:`_address`) is not checked.
+    """
+    out = arrays["out"]
+    out_at = _address(out)
+    if out_at is None:
+        return
+    out_span = _span(out, out_at, itemsize)
+    for name in ("a", "b"):
+        operand = arrays[name]
+        at = _address(operand)
+        if at is None:
+            continue
+        span = _span(operand, at, itemsize)
+        if (
+            out_span[0] < span[1]
+            and span[0] < out_span[1]
+            and _share(out, out_at, operand, at, min(out_span[0], span[0]))
+        ):
+            raise GemmMappingUnavailable(
+                f"operand 'out' shares memory with operand {name!r}: cuBLAS does not let a "
+                f"product write over its inputs; write into a separate array"
+            )
+
+
+def _span(array: Any, at: int, itemsize: int) -> tuple[int, int]:
+    """The bytes ``[lo, hi)`` a 2-D strided array touches (empty for no elements)."""
+    (rows, cols), (row_stride, col_stride) = array.shape, array.strides
+    if not rows or not cols:
+        return at, at
+    reach_rows, reach_cols = (rows - 1) * row_stride, (cols - 1) * col_stride
+    lo = at + min(0, reach_rows) + min(0, reach_cols)
+    hi = at + max(0, reach_rows) + max(0, reach_cols) + itemsize
+    return lo, hi
+
+
+def _share(x: Any, x_at: int, y: Any, y_at: int, lowest: int) -> bool:
+    """Exactly whether two strided arrays whose byte spans meet (from ``lowest`` up) share
+    a byte. numpy decides it from the layouts alone (it reads no memory), over stand-ins
+    at the same relative addresses, placed clear of NULL."""
+    base = lowest - _PAGE
+    return bool(np.shares_memory(_stand_in(x, x_at - base), _stand_in(y, y_at - base)))
+
+
+_PAGE = 4096
+
+
+def _stand_in(array: Any, at: int) -> np.ndarray:
+    interface = {
+        "data": (at, True),
+        "shape": tuple(array.shape),
+        "strides": tuple(array.strides),
+        "typestr": np.dtype(array.dtype).str,
+        "version": 3,
+    }
+    return np.asarray(type("_Layout", (), {"__array_interface__": interface})())
+
+
 def _dtype_of(name: str, array: Any) -> np.dtype:
     if not all(hasattr(array, attr) for attr in ("shape", "strides", "dtype")):
         raise TypeError(
@@ -203,6 +337,12 @@ def _require_matrix(name: str, shape: Sequence[int]) -> None:
             f"operand {name!r} is {len(shape)}-D (shape {tuple(shape)}); a product takes "
             f"2-D matrices"
         )
+    for axis, extent in enumerate(shape):
+        if not isinstance(extent, int | np.integer) or extent < 0:
+            raise GemmMappingUnavailable(
+                f"operand {name!r} has shape {tuple(shape)}: extent {extent!r} along axis {axis} "
+                f"is not a non-negative int"
+            )
     if any(extent > _INT_MAX for extent in shape):
         raise GemmMappingUnavailable(
             f"operand {name!r} has shape {tuple(shape)}, beyond cuBLAS's 32-bit extents; "
@@ -210,14 +350,15 @@ def _require_matrix(name: str, shape: Sequence[int]) -> None:
         )
 
 
-def _op_shape(shape: tuple[int, int], transpose: bool) -> tuple[int, int]:
-    return (shape[1], shape[0]) if transpose else shape
+def _op_shape(shape: Sequence[int], transpose: bool) -> tuple[int, int]:
+    rows, cols = shape
+    return (cols, rows) if transpose else (rows, cols)
 
 
 def _product_dims(
-    a_shape: tuple[int, int],
-    b_shape: tuple[int, int],
-    out_shape: tuple[int, int],
+    a_shape: Sequence[int],
+    b_shape: Sequence[int],
+    out_shape: Sequence[int],
     transpose_a: bool,
     transpose_b: bool,
     transpose_out: bool,
@@ -226,7 +367,7 @@ def _product_dims(
         a_shape, b_shape,
         transpose_a=transpose_a, transpose_b=transpose_b, transpose_out=transpose_out,
     )  # fmt: skip
-    if out_shape != want:
+    if tuple(out_shape) != want:
         raise GemmMappingUnavailable(
             f"operand 'out' has shape {out_shape}; it must have shape {want} "
             f"(transpose_a={transpose_a}, transpose_b={transpose_b}, "
@@ -240,13 +381,15 @@ def _product_dims(
 def _leading_dim(name: str, shape: Sequence[int], strides: Sequence[int], itemsize: int) -> int:
     rows, cols = shape
     row_stride, col_stride = strides
+    if rows == 0 or cols == 0:
+        return max(1, cols)  # no elements: the strides address nothing (numpy gives 0s)
     if cols > 1 and col_stride != itemsize:
         raise GemmMappingUnavailable(
             f"operand {name!r} is not unit-stride along its last axis (strides {tuple(strides)} "
             f"bytes, itemsize {itemsize}): an F-ordered or step-sliced view; pass a C-ordered "
             f"array, or a row or column slice of one"
         )
-    if rows <= 1 or cols == 0:
+    if rows == 1:
         return max(1, cols)  # the row stride never addresses anything
     if row_stride % itemsize:
         raise GemmMappingUnavailable(

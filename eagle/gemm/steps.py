@@ -1,0 +1,473 @@
+"""Plans of named buffers and steps: what a plan declares, validates and binds.
+
+A :class:`LoweredPlan` is an ordered list of :class:`PlanStep` over named
+buffers, each declared by a :class:`WorkspaceSpec`; a matmul step carries the
+:class:`MatmulSpec` of its product. Building a plan validates it; calling it
+checks every bound buffer against its spec and runs the steps. The steps'
+host and device functions live elsewhere (:mod:`eagle.gemm.matmul` for
+products); nothing here touches a device.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from eagle.gemm.errors import GemmMappingUnavailable, MatmulUnavailable, PlanUnavailable
+from eagle.gemm.params import product_shape
+
+__all__ = [
+    "BACKENDS",
+    "STEP_KINDS",
+    "LoweredPlan",
+    "MatmulSpec",
+    "PlanStep",
+    "StepFn",
+    "WorkspaceSpec",
+    "assembly_step",
+]
+
+BACKENDS = ("host", "device")
+"""Where a step or plan runs."""
+
+STEP_KINDS = ("generated", "matmul", "assembly")
+"""A kernel emitted for the plan, a matrix product, or a step that arranges buffers."""
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+StepFn = Callable[[Mapping[str, Any]], None]
+"""A step's host or device function, which takes the bound buffers by name."""
+
+
+@dataclass(frozen=True)
+class WorkspaceSpec:
+    """A buffer a plan reads or writes.
+
+    Attributes:
+        name: the buffer's name in the plan.
+        shape: its shape, a tuple of non-negative ints.
+        dtype: its dtype name, e.g. ``"float32"`` (anything ``numpy.dtype``
+            takes is accepted and stored by name).
+
+    Raises:
+        PlanUnavailable: a negative or non-integer extent, or an unknown dtype.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __post_init__(self) -> None:
+        try:
+            shape = tuple(int(extent) for extent in self.shape)
+            dtype = np.dtype(self.dtype).name if self.dtype is not None else None
+        except (TypeError, ValueError) as exc:
+            raise PlanUnavailable(
+                f"buffer {self.name!r}: shape must be a tuple of ints and dtype a numpy dtype "
+                f"name, not {self.shape!r} and {self.dtype!r}"
+            ) from exc
+        if dtype is None:
+            raise PlanUnavailable(f"buffer {self.name!r}: give a dtype, e.g. 'float32'")
+        if any(extent < 0 for extent in shape) or shape != tuple(self.shape):
+            raise PlanUnavailable(
+                f"buffer {self.name!r}: shape {tuple(self.shape)!r} must hold non-negative ints"
+            )
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", dtype)
+
+
+@dataclass(frozen=True)
+class MatmulSpec:
+    """The product a matmul step computes: ``out = op(a) @ op(b)`` over named buffers.
+
+    Attributes:
+        a: the name of the left operand's buffer.
+        b: the name of the right operand's buffer.
+        out: the name of the destination's buffer.
+        transpose_a: ``op(a)`` is ``a.T`` when set.
+        transpose_b: ``op(b)`` is ``b.T`` when set.
+        transpose_out: ``out`` holds the product transposed.
+    """
+
+    a: str
+    b: str
+    out: str
+    transpose_a: bool = False
+    transpose_b: bool = False
+    transpose_out: bool = False
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One step of a plan.
+
+    Equality and hashing ignore the callables and ``matmul``.
+
+    Attributes:
+        name: the step's name, unique in its plan.
+        kind: ``"generated"``, ``"matmul"`` or ``"assembly"`` (see :data:`STEP_KINDS`).
+        reads: names of the buffers it reads.
+        writes: names of the buffers it writes.
+        device_fn: runs the step on the device, given the buffers by name.
+        host_fn: runs the step on the host, given the buffers by name.
+        matmul: the :class:`MatmulSpec` of a ``"matmul"`` step (None otherwise).
+
+    Raises:
+        PlanUnavailable: an unknown kind, or a matmul step without a spec
+            (or another kind with one).
+        TypeError: names that are not a sequence of strings, or a function
+            that is not callable.
+    """
+
+    name: str
+    kind: str
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    device_fn: StepFn = field(compare=False, repr=False)
+    host_fn: StepFn = field(compare=False, repr=False)
+    matmul: MatmulSpec | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in STEP_KINDS:
+            raise PlanUnavailable(
+                f"step {self.name!r}: kind must be one of {STEP_KINDS}, not {self.kind!r}"
+            )
+        if (self.kind == "matmul") != (self.matmul is not None):
+            raise PlanUnavailable(
+                f"step {self.name!r}: a 'matmul' step carries a MatmulSpec and no other kind "
+                f"does (kind {self.kind!r}, matmul {self.matmul!r})"
+            )
+        for label in ("reads", "writes"):
+            object.__setattr__(self, label, _names(self.name, label, getattr(self, label)))
+        for label in ("device_fn", "host_fn"):
+            if not callable(getattr(self, label)):
+                raise TypeError(
+                    f"step {self.name!r}: {label} must be callable (a function of the buffers "
+                    f"by name), not {type(getattr(self, label)).__name__}"
+                )
+
+    def run(self, bufs: Mapping[str, Any], backend: str) -> None:
+        """Run the step on ``backend`` over ``bufs`` (buffers by name), in place.
+
+        Args:
+            bufs: the buffers by name: numpy arrays or host eagle Arrays for
+                ``"host"``, device eagle Arrays for ``"device"``.
+            backend: ``"host"`` or ``"device"``. On the device the step only
+                enqueues work on eagle's current stream.
+
+        Raises:
+            ValueError: an unknown backend.
+            TypeError: ``bufs`` is not a mapping.
+            MatmulUnavailable: (a matmul step) a buffer is missing, on the wrong
+                side, of a dtype other than float32/float64 or mixed, of the
+                wrong shape, (host) a read-only ``out``, or (device) laid out
+                so cuBLAS cannot address it or an ``out`` sharing memory with
+                an operand.
+            GemmCaptureUnavailable: (a matmul step, device) no driver or cuBLAS.
+        """
+        _check_backend(backend)
+        _check_mapping("bufs", bufs)
+        if backend == "host":
+            self.host_fn(bufs)
+        else:
+            self.device_fn(bufs)
+
+
+def assembly_step(
+    name: str,
+    *,
+    reads: Sequence[str],
+    writes: Sequence[str],
+    host_fn: StepFn,
+    device_fn: StepFn,
+) -> PlanStep:
+    """A step that arranges buffers around the products (a fill, a copy, a sum).
+
+    Args:
+        name: the step's name.
+        reads: names of the buffers it reads.
+        writes: names of the buffers it writes.
+        host_fn: does it on the host, given the buffers by name.
+        device_fn: enqueues it on the device (on eagle's current stream, so it
+            can be captured), given the buffers by name.
+
+    Raises:
+        TypeError: as :class:`PlanStep`.
+    """
+    return PlanStep(name, "assembly", tuple(reads), tuple(writes), device_fn, host_fn)
+
+
+@dataclass(frozen=True)
+class LoweredPlan:
+    """Steps over declared buffers, validated when built.
+
+    Every buffer a step reads is an input or was written by an earlier step;
+    every buffer a step writes is an output or a workspace; every output is
+    written; matmul steps' buffers are 2-D, of one float dtype, with shapes that
+    agree. Call it as ``plan(backend, buffers)``.
+
+    Attributes:
+        steps: the :class:`PlanStep` in order.
+        mechanism: how it computes, e.g. ``"gemm"`` or ``"gemv"`` (a product
+            against a ones vector).
+        determinism: what repeats, e.g. ``"run_to_run"``: two runs on one
+            device and one library build give the same bits.
+        inputs: the buffers it only reads.
+        outputs: the buffers it writes for the caller.
+        workspaces: scratch buffers the caller provides.
+
+    Raises:
+        PlanUnavailable: a rule above is broken, a name is declared twice, or
+            two steps share a name.
+        TypeError: a step that is not a :class:`PlanStep`, or a buffer not
+            declared by a :class:`WorkspaceSpec`.
+    """
+
+    steps: tuple[PlanStep, ...]
+    mechanism: str
+    determinism: str
+    inputs: tuple[WorkspaceSpec, ...]
+    outputs: tuple[WorkspaceSpec, ...]
+    workspaces: tuple[WorkspaceSpec, ...] = ()
+
+    def __post_init__(self) -> None:
+        for label in ("steps", "inputs", "outputs", "workspaces"):
+            object.__setattr__(self, label, tuple(getattr(self, label)))
+        _validate(self)
+
+    @property
+    def required(self) -> dict[str, WorkspaceSpec]:
+        """Every buffer the caller binds, by name (inputs, then outputs, then workspaces)."""
+        return {spec.name: spec for spec in self.inputs + self.outputs + self.workspaces}
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kind of each step, in order."""
+        return tuple(step.kind for step in self.steps)
+
+    def subplan(self, outputs: Iterable[str]) -> LoweredPlan:
+        """The steps that ``outputs`` need, as a plan of its own.
+
+        It keeps each step that writes one of ``outputs`` or a buffer a kept
+        step reads, and declares only the buffers those steps touch; so an
+        adjoint asked for one gradient binds and computes only that one.
+
+        Args:
+            outputs: names of outputs of this plan.
+
+        Raises:
+            TypeError: ``outputs`` is one string, not a collection of names.
+            PlanUnavailable: a name that is not one of this plan's outputs.
+        """
+        if isinstance(outputs, str):
+            raise TypeError(f"outputs must be a collection of names, e.g. [{outputs!r}]")
+        wanted = set(outputs)
+        declared = [spec.name for spec in self.outputs]
+        unknown = sorted(wanted.difference(declared))
+        if unknown:
+            raise PlanUnavailable(
+                f"{unknown} are not outputs of this plan; its outputs are {declared}"
+            )
+        kept: list[PlanStep] = []
+        for step in reversed(self.steps):
+            if wanted.intersection(step.writes):
+                kept.append(step)
+                wanted.update(step.reads)
+        kept.reverse()
+        touched = {name for step in kept for name in step.reads + step.writes}
+        return LoweredPlan(
+            tuple(kept),
+            self.mechanism,
+            self.determinism,
+            tuple(spec for spec in self.inputs if spec.name in touched),
+            tuple(spec for spec in self.outputs if spec.name in touched),
+            tuple(spec for spec in self.workspaces if spec.name in touched),
+        )
+
+    def __call__(self, backend: str, buffers: Mapping[str, Any]) -> None:
+        """Run every step on ``backend`` over ``buffers``, writing outputs in place.
+
+        Each buffer is checked against its spec first; nothing is allocated. A
+        buffer of the declared shape is used as it is; a contiguous 1-D buffer
+        with as many elements (a lane plane, say) is seen in the declared shape
+        without a copy.
+
+        Args:
+            backend: ``"host"`` or ``"device"``.
+            buffers: by name; numpy arrays or host eagle Arrays for the host,
+                device eagle Arrays (all on one device) for the device.
+
+        Raises:
+            ValueError: an unknown backend.
+            TypeError: ``buffers`` is not a mapping.
+            MatmulUnavailable: a buffer is missing, on the wrong side or device,
+                or of another dtype or shape than its spec; or a step refused.
+        """
+        bound = _bind_buffers(self, buffers, backend, MatmulUnavailable)
+        for step in self.steps:
+            step.run(bound, backend)
+
+
+# --- plan validation and binding -------------------------------------------------------------
+
+
+def _names(step: str, label: str, names: Any) -> tuple[str, ...]:
+    if (
+        isinstance(names, str)
+        or not isinstance(names, Iterable)
+        or not all(isinstance(name, str) for name in names)
+    ):
+        raise TypeError(f"step {step!r}: {label} must be a sequence of buffer names, not {names!r}")
+    return tuple(names)
+
+
+def _validate(plan: LoweredPlan) -> None:
+    specs = plan.inputs + plan.outputs + plan.workspaces
+    for spec in specs:
+        if not isinstance(spec, WorkspaceSpec):
+            raise TypeError(f"buffers are declared with WorkspaceSpec, not {spec!r}")
+    declared: dict[str, WorkspaceSpec] = {}
+    for spec in specs:
+        if spec.name in declared:
+            raise PlanUnavailable(f"buffer {spec.name!r} is declared twice")
+        declared[spec.name] = spec
+    inputs = {spec.name for spec in plan.inputs}
+    writable = {spec.name for spec in plan.outputs + plan.workspaces}
+    written: set[str] = set()
+    step_names: set[str] = set()
+    for step in plan.steps:
+        if not isinstance(step, PlanStep):
+            raise TypeError(f"plan steps are PlanStep, not {step!r}")
+        if step.name in step_names:
+            raise PlanUnavailable(f"two steps are named {step.name!r}")
+        step_names.add(step.name)
+        for name in step.reads:
+            if name in writable and name not in written:
+                raise PlanUnavailable(f"step {step.name!r} reads {name!r} before a step writes it")
+            if name not in inputs | writable:
+                raise PlanUnavailable(
+                    f"step {step.name!r} reads {name!r}, which the plan does not declare"
+                )
+        for name in step.writes:
+            if name not in writable:
+                what = "an input" if name in inputs else "not declared"
+                raise PlanUnavailable(
+                    f"step {step.name!r} writes {name!r}, which is {what}; declare it as an "
+                    f"output or a workspace"
+                )
+        written.update(step.writes)
+        if step.matmul is not None:
+            _check_matmul_specs(step.name, step.matmul, declared)
+    for spec in plan.outputs:
+        if spec.name not in written:
+            raise PlanUnavailable(f"output {spec.name!r} is never written")
+
+
+def _check_matmul_specs(step: str, spec: MatmulSpec, declared: Mapping[str, WorkspaceSpec]) -> None:
+    a, b, out = declared[spec.a], declared[spec.b], declared[spec.out]
+    dtypes = {a.dtype, b.dtype, out.dtype}
+    if len(dtypes) != 1 or np.dtype(a.dtype) not in _FLOATS:
+        raise PlanUnavailable(
+            f"matmul step {step!r}: buffers {a.name!r}, {b.name!r}, {out.name!r} are declared "
+            f"{a.dtype}, {b.dtype}, {out.dtype}; a product takes one of float32 or float64"
+        )
+    try:
+        want = product_shape(
+            a.shape, b.shape,
+            transpose_a=spec.transpose_a, transpose_b=spec.transpose_b,
+            transpose_out=spec.transpose_out,
+        )  # fmt: skip
+    except GemmMappingUnavailable as exc:
+        raise PlanUnavailable(f"matmul step {step!r} ({_roles(spec)}): {exc}") from exc
+    if out.shape != want:
+        raise PlanUnavailable(
+            f"matmul step {step!r}: out {out.name!r} is declared {out.shape}; it must be {want}"
+        )
+
+
+def _roles(spec: MatmulSpec) -> str:
+    return f"a={spec.a!r}, b={spec.b!r}, out={spec.out!r}"
+
+
+def _bind_buffers(
+    plan: LoweredPlan, buffers: Mapping[str, Any], backend: str, error: type[Exception]
+) -> dict[str, Any]:
+    _check_backend(backend)
+    _check_mapping("buffers", buffers)
+    bound: dict[str, Any] = {}
+    devices: dict[int, str] = {}
+    required = plan.required
+    for spec in required.values():
+        if spec.name not in buffers:
+            raise error(f"buffer {spec.name!r} is not bound; the plan needs {list(required)}")
+        buffer = buffers[spec.name]
+        bound[spec.name] = _bind_one(spec, buffer, backend, error)
+        if backend == "device":
+            devices.setdefault(buffer.device_index, spec.name)
+    if len(devices) > 1:
+        where = ", ".join(f"{name!r} on cuda:{index}" for index, name in devices.items())
+        raise error(f"the buffers are on different devices ({where}); put them on one device")
+    return bound
+
+
+def _bind_one(spec: WorkspaceSpec, buffer: Any, backend: str, error: type[Exception]) -> Any:
+    if backend == "host":
+        array = _host_view(buffer)
+        if array is None:
+            raise error(
+                f"buffer {spec.name!r} is {_where(buffer)}; the host backend takes numpy arrays "
+                f"or host eagle Arrays"
+            )
+    else:
+        if getattr(buffer, "is_host", True) or not isinstance(getattr(buffer, "ptr", None), int):
+            raise error(
+                f"buffer {spec.name!r} is {_where(buffer)}; the device backend takes device "
+                f"eagle Arrays"
+            )
+        array = buffer
+    dtype = np.dtype(array.dtype)
+    if dtype != np.dtype(spec.dtype):
+        raise error(f"buffer {spec.name!r} is {dtype}; the plan declares it {spec.dtype}")
+    shape = tuple(array.shape)
+    if shape == spec.shape:
+        return array
+    count = math.prod(spec.shape)
+    if shape == (count,) and (count <= 1 or array.strides[0] == dtype.itemsize):
+        return array.reshape(spec.shape)
+    raise error(
+        f"buffer {spec.name!r} has shape {shape}; the plan declares {spec.shape} (a contiguous "
+        f"1-D buffer of {count} elements is also taken)"
+    )
+
+
+def _host_view(buffer: Any) -> np.ndarray | None:
+    if isinstance(buffer, np.ndarray):
+        return buffer
+    if getattr(buffer, "is_host", False):
+        return np.asarray(buffer)
+    return None
+
+
+def _where(buffer: Any) -> str:
+    if getattr(buffer, "is_host", None) is False:
+        return f"on {buffer.device}"
+    if getattr(buffer, "is_host", None) or isinstance(buffer, np.ndarray):
+        return "on the host"
+    return f"a {type(buffer).__name__}"
+
+
+def _check_mapping(label: str, buffers: Any) -> None:
+    if not isinstance(buffers, Mapping):
+        raise TypeError(
+            f"{label} must be a mapping of buffer name -> array (a dict such as "
+            f"{{'a': a, 'b': b, 'out': out}}), not {type(buffers).__name__}"
+        )
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be 'host' or 'device', not {backend!r}")
