@@ -17,6 +17,7 @@ import doctest
 import importlib
 import importlib.util
 import inspect
+import json
 import pkgutil
 import re
 from dataclasses import dataclass
@@ -166,11 +167,58 @@ def test_every_page_is_in_the_toctree():
     assert {page.stem for page in PAGES} - {"index"} <= entries
 
 
-def test_benchmarks_page_includes_the_recorded_results():
+SCRIPTS = DOCS / "_scripts"
+
+
+def _script(name: str) -> ModuleType:
+    """Load docs/_scripts/<name>.py (the scripts import their helper from their folder)."""
+    spec = importlib.util.spec_from_file_location(f"docs_script_{name}", SCRIPTS / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _numbers(data: Any) -> list[float]:
+    if isinstance(data, dict):
+        return [n for value in data.values() for n in _numbers(value)]
+    if isinstance(data, list):
+        return [n for value in data for n in _numbers(value)]
+    return [data] if isinstance(data, int | float) and not isinstance(data, bool) else []
+
+
+def test_recorded_figures_are_those_of_the_results_and_the_page():
+    recorded = json.loads((SCRIPTS / "recorded.json").read_text())
+    results = (DOCS.parent / "benchmarks" / "RESULTS.md").read_text()
     page = (DOCS / "benchmarks.md").read_text()
-    included = re.search(r"```\{include\} (\S+)", page)
-    assert included and included.group(1) == "../benchmarks/RESULTS.md"
-    assert (DOCS / included.group(1)).is_file()
+    for number in _numbers(recorded):
+        if number in (64, 32, 128, 256, 4096, 2048):  # shapes, not figures
+            continue
+        text = f"{number:g}"
+        assert text in results, f"{text} from recorded.json is not in benchmarks/RESULTS.md"
+        assert text in page, f"{text} from recorded.json is not on docs/benchmarks.md"
+
+
+@pytest.mark.parametrize("name", ["diagrams", "plots"])
+def test_the_committed_pictures_are_what_the_scripts_draw(name, tmp_path, monkeypatch):
+    script = _script(name)
+    if name == "plots":  # from the recorded figures, whatever a local bench run left
+        monkeypatch.setattr(script, "MEASURED", tmp_path / "no-bench-run")
+    script.main([str(tmp_path)])
+    drawn = sorted(path.name for path in tmp_path.glob("*.svg"))
+    assert drawn, f"docs/_scripts/{name}.py drew nothing"
+    for svg in drawn:
+        committed = DOCS / "_static" / svg
+        assert committed.is_file(), f"docs/_static/{svg} is not committed"
+        assert (tmp_path / svg).read_text() == committed.read_text(), (
+            f"docs/_static/{svg} is stale: run python docs/_scripts/{name}.py"
+        )
+
+
+def test_every_picture_is_shown_on_a_page():
+    shown = "".join(page.read_text() for page in PAGES)
+    for svg in (DOCS / "_static").glob("*.svg"):
+        assert f"_static/{svg.name}" in shown, f"docs/_static/{svg.name} is on no page"
 
 
 # -- the API pages ----------------------------------------------------------------------
