@@ -74,9 +74,14 @@ def _skip_field_aliases(app, what, name, obj, skip, options):
     return True if doc.startswith("Alias for field number") else None
 
 
+# Classes only eagle makes (their constructors take eagle's private types): no signature.
+MADE_BY_EAGLE = {"eagle.plan.BoundPlan"}
+
+
 def _declaration_signature(app, what, name, obj, options, signature, return_annotation):
-    """Drop the ``(*args, **kwargs)`` of the hawk declarations' never-called constructor."""
-    return ("", None) if name in DECLARATION_USAGE else None
+    """Drop the constructor signature of the hawk declarations (never called) and of the
+    classes only eagle makes."""
+    return ("", None) if name in DECLARATION_USAGE or name in MADE_BY_EAGLE else None
 
 
 def _declaration_usage(app, doctree):

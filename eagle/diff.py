@@ -40,15 +40,15 @@ kernel's own loop, and :attr:`AdjointPlan.reasons` says why.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 import hawk.diff
+from eagle._bound import Bound, Route, Step
+from eagle._planes import check_planes
 from eagle._route import ROUTE_DTYPE, GemmLaunch
-from eagle.plan import AutoPlan, BoundPlan, _check_planes
-from hawk.emit import policy
+from eagle.plan import AutoPlan, BoundPlan
 
 __all__ = ["AdjointPlan", "AdjointSequence", "BoundAdjoint", "reverse"]
 
@@ -83,12 +83,6 @@ def reverse(plan: AutoPlan | Sequence[AutoPlan]) -> AdjointPlan | AdjointSequenc
         f"eagle.diff.reverse takes a plan from eagle.plan.auto(kernel) (or a list of them), not "
         f"{type(plan).__name__}"
     )
-
-
-@dataclass(frozen=True)
-class _Route:
-    name: str
-    reasons: tuple[str, ...]
 
 
 class AdjointPlan:
@@ -130,17 +124,17 @@ class AdjointPlan:
         """Why the device adjoint does not take the GEMM route for float32 planes."""
         return self._route("device", "float32").reasons
 
-    def _route(self, side: str, dtype: Any) -> _Route:
+    def _route(self, side: str, dtype: Any) -> Route:
         """The routing decision: the routed adjoint is its ``"gemm"`` outcome
         (see the module docstring)."""
         primal = self.primal.route(side, dtype)  # checks side and dtype
         if side == "host":
-            return _Route("loop", ("the host always runs the adjoint kernel's own loop",))
+            return Route("loop", ("the host always runs the adjoint kernel's own loop",))
         if primal != "gemm":
             # empty when float32 planes would route, so it is the dtype that keeps the loop
             reasons = self.primal.reasons or (f"the GEMM route takes float32 planes, not {dtype}",)
-            return _Route("loop", tuple(f"the primal runs its own loop: {r}" for r in reasons))
-        return _Route("gemm", ())
+            return Route("loop", tuple(f"the primal runs its own loop: {r}" for r in reasons))
+        return Route("gemm", ())
 
     # -- running -------------------------------------------------------------------------
 
@@ -181,7 +175,7 @@ class AdjointPlan:
         """The gradient products over ``planes`` when they take the GEMM route, else None."""
         if self.route("device") != "gemm":
             return None  # decided by the kernel and policy alone: no need to look at planes
-        checked = _check_planes(kernel.ir, planes)
+        checked = check_planes(kernel.ir, planes)
         if checked.side != "device":
             return None
         if any(np.dtype(dtype) != ROUTE_DTYPE for dtype in checked.signature):
@@ -193,10 +187,7 @@ class AdjointPlan:
         launch = GemmLaunch(
             self.primal, self.primal.record, checked.values, checked.device, direction="adjoint"
         )
-        return BoundPlan(
-            self.primal, "device", checked.device, checked.lanes, launch,
-            route="gemm", reasons=(), prepare=launch.prepare,
-        )  # fmt: skip
+        return BoundPlan(self.primal, checked, Step(launch, launch.prepare), Route("gemm", ()))
 
     def _kernel_for(self, planes: Mapping[str, Any]) -> hawk.diff.AdjointKernel:
         wrt = [name for name, gradient in self.gradients.items() if gradient in planes]
@@ -240,8 +231,8 @@ class AdjointPlan:
     def _loop_plan(self, kernel: hawk.diff.AdjointKernel) -> AutoPlan:
         plan = self._loop_plans.get(kernel.wrt)
         if plan is None:
-            with policy.using(contraction="loop"):  # the adjoint's route is decided here
-                plan = self._loop_plans[kernel.wrt] = AutoPlan(kernel)
+            # the adjoint's route is decided here: its kernel runs its loop
+            plan = self._loop_plans[kernel.wrt] = AutoPlan(kernel, contraction="loop")
         return plan
 
 
@@ -298,6 +289,12 @@ class AdjointSequence:
         Raises:
             TypeError, ValueError, hawk.HawkError: as :meth:`run`.
         """
+        first = launches[0] if launches else None
+        if isinstance(first, list | tuple) and all(isinstance(p, Mapping) for p in first):
+            raise TypeError(
+                f"launches: pass one mapping of planes per launch, each as its own argument "
+                f"(unpack a list with *launches), not one {type(first).__name__} of them"
+            )
         if len(launches) != len(self.primals):
             raise TypeError(
                 f"pass one mapping of planes per launch: {len(self.primals)} launch(es), "
@@ -319,8 +316,11 @@ class AdjointSequence:
         return BoundAdjoint(bound)
 
 
-class BoundAdjoint:
+class BoundAdjoint(Bound):
     """An adjoint bound to its planes: the launches it enqueues, in order.
+
+    A host launch is all or nothing over every step: if one raises, every
+    plane is as it was before the first.
 
     Attributes:
         steps: the bound launches (:class:`eagle.plan.BoundPlan`), in the order
@@ -328,6 +328,8 @@ class BoundAdjoint:
         side: ``"host"`` or ``"device"``.
         device: the device index, or None on the host.
     """
+
+    _what = "adjoint"
 
     def __init__(self, steps: Sequence[BoundPlan]) -> None:
         self.steps = tuple(steps)
@@ -338,45 +340,9 @@ class BoundAdjoint:
                 for s in self.steps
             )
             raise ValueError(f"every launch's planes must be on one side and device: {described}")
-        ((self.side, self.device),) = where
+        ((side, device),) = where
+        super().__init__(side, device, [work for step in self.steps for work in step._steps])
 
     def __repr__(self) -> str:
         names = ", ".join(step.plan.kernel.name for step in self.steps)
         return f"BoundAdjoint({names}, side={self.side!r})"
-
-    def launch(self, stream: Any = None) -> None:
-        """Run once: on the device, enqueue every step on ``stream`` (a Stream,
-        a raw pointer, or None for eagle's current stream) and return; legal
-        inside a capture. On the host, run now (``stream`` must be None).
-
-        Raises:
-            ValueError: a stream given to a host-bound adjoint.
-        """
-        if self.side == "host" and stream is not None:
-            raise ValueError(
-                "this adjoint is bound to host arrays; it runs now and takes no stream"
-            )
-        for step in self.steps:
-            step.launch(stream)
-
-    def capture(self, stream: Any = None) -> Any:
-        """Record one launch into a CUDA graph and return its ``Launcher``
-        (replaying on ``stream``, eagle's current stream by default).
-
-        Raises:
-            ValueError: the adjoint is bound to host arrays.
-        """
-        if self.side != "device":
-            raise ValueError(
-                "an adjoint bound to host arrays cannot be captured; bind device Arrays"
-            )
-        from eagle.cuda.graph import Graph, StreamCapturer
-        from eagle.cuda.stream import as_stream_ptr
-
-        stream_ptr = as_stream_ptr(stream, self.device or 0)
-        for step in self.steps:
-            step.prepare(stream_ptr)  # outside the capture: cuBLAS handles for routed steps
-        with StreamCapturer(stream_ptr) as capturer:
-            self.launch(stream_ptr)
-        assert capturer.captured is not None
-        return Graph.from_captured(capturer.captured).launcher().stream(stream_ptr)

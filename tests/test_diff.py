@@ -334,6 +334,53 @@ def test_reverse_checks_its_planes_by_name(rng: np.random.Generator) -> None:
         eagle.diff.reverse([eagle.plan.auto(contract)] * 2).run({})
 
 
+def test_launch_planes_given_as_a_list_are_refused_by_name(rng: np.random.Generator) -> None:
+    planes = {**_contractadjoint_planes(rng), "w_bar": np.zeros((16, 8))}
+    sequence = eagle.diff.reverse([eagle.plan.auto(contract)] * 2)
+    with pytest.raises(
+        TypeError, match=r"launches: pass one mapping .* each as its own argument .* not one list"
+    ):
+        sequence.run([planes, planes])
+    with pytest.raises(TypeError, match=r"launch 0: pass its planes as a mapping .* not list"):
+        eagle.diff.reverse([eagle.plan.auto(contract)]).run(list(planes.items()))
+
+
+def test_a_table_gradient_takes_its_tables_shape(rng: np.random.Generator) -> None:
+    planes = _contractadjoint_planes(rng)
+    adjoint = eagle.diff.reverse(eagle.plan.auto(contract))
+    transposed = np.zeros((8, 16))
+    with pytest.raises(
+        ValueError,
+        match=r"plane 'w_bar' is Mutable\[Table\[.*\]\]: pass an array of shape \(16, 8\)",
+    ):
+        adjoint.run(**planes, w_bar=transposed)
+    np.testing.assert_array_equal(transposed, 0.0)
+    flat = np.zeros(128)  # one row-major axis is accepted
+    adjoint.run(**planes, w_bar=flat)
+    np.testing.assert_allclose(flat.reshape(16, 8), planes["f"] @ planes["y_bar"].reshape(12, 8))
+
+
+@hawk.kernel
+def _gather(t: hawk.Table["bin":4], i: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = t.at(bin=int(i)) * i
+
+
+def test_an_adjoint_sequence_that_raises_part_way_leaves_the_gradients_as_they_were(
+    rng: np.random.Generator,
+) -> None:
+    t = rng.standard_normal(4)
+    t_bar = rng.standard_normal(4)
+    start = t_bar.copy()
+    plan = eagle.plan.auto(_gather)
+    good = {"t": t, "i": np.array([0.0, 3.0]), "y_bar": np.ones(2), "t_bar": t_bar}
+    bad = {**good, "i": np.array([1.0, 9.0])}  # bin 9 of 4
+    with pytest.raises(IndexError):  # the later launch's adjoint runs (and adds) first
+        eagle.diff.reverse([plan, plan]).run(bad, good)
+    np.testing.assert_array_equal(t_bar, start)
+    eagle.diff.reverse([plan, plan]).run(good, good)
+    np.testing.assert_allclose(t_bar, start + 2 * np.array([0.0, 0.0, 0.0, 3.0]))
+
+
 def test_the_adjoint_routes_where_its_primal_does() -> None:
     adjoint = eagle.diff.reverse(eagle.plan.auto(contract))
     assert adjoint.route("host") == "loop"

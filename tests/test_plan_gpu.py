@@ -158,3 +158,105 @@ def test_hawk_gemm_hawk_in_one_graph(rng: np.random.Generator) -> None:
         graph.destroy()
     finally:
         handle.destroy()
+
+
+# -- plan.run reusing its binding --------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_repeated_runs_over_other_planes_of_one_shape_are_right(
+    dtype: type, rng: np.random.Generator
+) -> None:
+    n = 5003
+    xs = [rng.standard_normal(n).astype(dtype) for _ in range(3)]
+    starts = [rng.standard_normal(n).astype(dtype) for _ in range(3)]
+    x_d = [arrays.asarray(x, device="cuda:0") for x in xs]
+    y_d = [arrays.asarray(y, device="cuda:0") for y in starts]
+    expected = [y.astype(np.float64) for y in starts]
+    plan = eagle.plan.auto(saxpy)
+    for shift in range(3):
+        for i in range(3):
+            a = float(rng.uniform(-2.0, 2.0))
+            plan.run(a=a, x=x_d[i], y=y_d[(i + shift) % 3])
+            expected[(i + shift) % 3] += a * xs[i].astype(np.float64)
+    for i in range(3):
+        assert rel_error(y_d[i].numpy(), expected[i]) < TOLERANCE[np.dtype(dtype)], i
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_run_inside_a_capture_allocates_nothing_and_records_its_param(
+    dtype: str, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eagle.cuda.memory import MemoryPool
+
+    n = 4097
+    x, y0 = rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype)
+    x_d, y_d = arrays.asarray(x, device="cuda:0"), arrays.asarray(y0, device="cuda:0")
+    plan = eagle.plan.auto(saxpy)
+    stream = cuda.Stream(non_blocking=True)
+    allocations: list[tuple] = []
+    allocate = MemoryPool.allocate
+
+    def counting(self, *args, **kwargs):
+        allocations.append(args)
+        return allocate(self, *args, **kwargs)
+
+    with stream:
+        plan.run(a=0.5, x=x_d, y=y_d)  # binds on this stream, outside the capture
+        monkeypatch.setattr(MemoryPool, "allocate", counting)
+        with cuda.StreamCapturer(stream) as capturer:
+            plan.run(a=2.0, x=x_d, y=y_d)  # neither allocates nor synchronises
+        plan.run(a=-1.0, x=x_d, y=y_d)
+    assert allocations == []
+    assert capturer.captured is not None
+    assert set(capturer.captured.node_types()) == {"kernel", "memset"}
+    graph = cuda.Graph.from_captured(capturer.captured)
+    launcher = graph.launcher().stream(stream)
+    launcher.launch()
+    launcher.launch()  # replays take the captured 2.0, not the later -1.0
+    launcher.synchronize()
+    x64 = x.astype(np.float64)
+    expected = y0.astype(np.float64) + (0.5 - 1.0 + 2.0 * 2.0) * x64
+    assert rel_error(y_d.numpy(), expected) < TOLERANCE[np.dtype(dtype)]
+    graph.destroy()
+
+
+def test_a_bound_number_param_is_written_once_at_bind(rng: np.random.Generator) -> None:
+    n = 4097
+    x, y0 = rng.standard_normal(n), rng.standard_normal(n)
+    x_d, y_d = arrays.asarray(x, device="cuda:0"), arrays.asarray(y0, device="cuda:0")
+    bound = eagle.plan.auto(saxpy).bind(a=1.5, x=x_d, y=y_d)
+    stream = cuda.Stream(non_blocking=True)
+    with cuda.StreamCapturer(stream) as capturer:
+        bound.launch(stream)
+    assert capturer.captured is not None
+    assert capturer.captured.node_types() == ["kernel"]  # no memset per launch
+    graph = cuda.Graph.from_captured(capturer.captured)
+    launcher = graph.launcher().stream(stream)
+    launcher.launch()
+    launcher.launch()
+    launcher.synchronize()
+    assert rel_error(y_d.numpy(), y0 + 3.0 * x) < 1e-12
+    graph.destroy()
+
+
+def test_a_routed_run_over_other_outputs_writes_each(rng: np.random.Generator) -> None:
+    from tests._route_kernels import B, R, U
+    from tests._route_kernels import contract as routed_contract
+
+    plan = eagle.plan.auto(routed_contract, contraction="gemm")
+    assert plan.route("device") == "gemm"
+    sets = []
+    for _ in range(2):
+        w = rng.standard_normal((R, U)).astype(np.float32)
+        f = rng.standard_normal((R, B)).astype(np.float32)
+        planes = {
+            "w": arrays.asarray(w, device="cuda:0"),
+            "f": arrays.asarray(f, device="cuda:0"),
+            "y": arrays.full((B * U,), np.nan, "float32", "cuda:0"),
+        }
+        sets.append((planes, (f.astype(np.float64).T @ w.astype(np.float64)).reshape(-1)))
+    for planes, expected in sets * 2:  # the second round reuses each set's binding
+        planes["y"].fill(np.nan)
+        plan.run(**planes)
+        assert rel_error(planes["y"].numpy(), expected) < 1e-5

@@ -1,10 +1,17 @@
-"""eagle.plan.auto on the host: checking planes by name, routing and policy, binding."""
+# ruff: noqa: F841, UP037
+# Kernels assign to their output planes (F841) and name table axes with string slices,
+# Table["bin":4], which pyflakes reads as forward references (F821, UP037).
+"""eagle.plan.auto on the host: checking planes by name, routing and policy, binding, and
+all-or-nothing runs."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
 
+import eagle.diff
 import eagle.plan
 import hawk
 from hawk.emit import host, policy
@@ -102,6 +109,19 @@ def test_an_output_sharing_memory_is_refused(rng: np.random.Generator) -> None:
     eagle.plan.auto(contract).run(w=shared[:, :8].copy(), f=shared, y=planes["y"])  # reads only
 
 
+def test_a_param_too_large_for_the_kernels_dtype_is_refused_by_name() -> None:
+    x, y = np.ones(3), np.ones(3)
+    with pytest.raises(OverflowError, match=r"Param 'a' is an int of 1329 bits, too large for"):
+        eagle.plan.auto(saxpy).run(a=10**400, x=x, y=y)
+    with pytest.raises(OverflowError, match=r"Param 'a' is 1e\+300, too large for float32 .* or "):
+        eagle.plan.auto(saxpy).run(a=1e300, x=x.astype(np.float32), y=y.astype(np.float32))
+    np.testing.assert_array_equal(y, 1.0)
+    eagle.plan.auto(saxpy).run(a=2**70, x=x, y=y)  # beyond int64, but a float64 holds it
+    np.testing.assert_array_equal(y, 1.0 + 2.0**70)
+    eagle.plan.auto(saxpy).run(a=np.inf, x=x, y=y)  # infinity is a value, not an overflow
+    assert np.isinf(y).all()
+
+
 def test_params_take_one_value() -> None:
     with pytest.raises(ValueError, match=r"plane 'a' is a Param: pass a number or a one-element"):
         eagle.plan.auto(saxpy).run(a=np.ones(2), x=np.ones(3), y=np.ones(3))
@@ -109,6 +129,23 @@ def test_params_take_one_value() -> None:
         eagle.plan.auto(saxpy).run(a="2", x=np.ones(3), y=np.ones(3))
     with pytest.raises(TypeError, match=r"plane 'x' is a float; pass a numpy array"):
         eagle.plan.auto(saxpy).run(a=1.0, x=2.0, y=np.ones(3))
+
+
+def test_a_named_table_takes_its_shape_or_one_row_major_axis(rng: np.random.Generator) -> None:
+    planes = _contract_planes(rng)
+    plan = eagle.plan.auto(contract)
+    for wrong in (planes["w"].T.copy(), planes["w"].reshape(4, 32), planes["w"].reshape(1, 128)):
+        with pytest.raises(
+            ValueError,
+            match=r"plane 'w' is Table\[\"row\":16, \"unit\":8\]: pass an array of shape "
+            r"\(16, 8\) \(or a 1-D array of its 128 values, row-major\), not shape "
+            + re.escape(str(wrong.shape)),
+        ):
+            plan.run(w=wrong, f=planes["f"], y=planes["y"])
+        assert np.isnan(planes["y"]).all()
+    # the same values flat are read row-major, as the declared shape
+    plan.run(w=planes["w"].reshape(-1), f=planes["f"], y=planes["y"])
+    np.testing.assert_allclose(planes["y"], (planes["f"].T @ planes["w"]).reshape(-1))
 
 
 def test_tables_take_any_contiguous_array_of_their_size(rng: np.random.Generator) -> None:
@@ -132,7 +169,24 @@ def test_default_policy_runs_the_loop_everywhere() -> None:
     assert plan.policy == policy.Policy("loop")
     assert plan.route("host") == "loop" and plan.route("device") == "loop"
     assert "contraction='loop'" in plan.reasons[0]
-    assert "policy.using(contraction='gemm')" in plan.reasons[0]
+    assert "eagle.plan.auto(kernel, contraction='gemm')" in plan.reasons[0]
+
+
+def test_the_contraction_keyword_overrides_the_policy() -> None:
+    routed = eagle.plan.auto(contract, contraction="gemm")
+    assert routed.policy.contraction == "gemm" and routed.route("device") == "gemm"
+    assert routed.route("host") == "loop"
+    with policy.using(contraction="gemm"):
+        looped = eagle.plan.auto(contract, contraction="loop")
+        assert eagle.plan.auto(contract, contraction=None).route("device") == "gemm"
+    assert looped.route("device") == "loop" and "contraction='loop'" in looped.reasons[0]
+    assert eagle.diff.reverse(routed).route("device") == "gemm"  # the adjoint follows its primal
+    assert eagle.diff.reverse(looped).route("device") == "loop"
+    for bad in ("fast", "GEMM", 1):
+        with pytest.raises(
+            ValueError, match=rf"contraction must be one of \('loop', 'gemm'\), not {bad!r}"
+        ):
+            eagle.plan.auto(contract, contraction=bad)
 
 
 def test_a_plan_keeps_the_policy_it_was_built_under() -> None:
@@ -177,7 +231,7 @@ def test_programs_are_emitted_once_per_kernel_and_dtypes(
 ) -> None:
     @hawk.kernel
     def double(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
-        y = 2.0 * x  # noqa: F841 - an output plane
+        y = 2.0 * x
 
     calls = []
     emit = host.emit
@@ -188,3 +242,62 @@ def test_programs_are_emitted_once_per_kernel_and_dtypes(
             eagle.plan.auto(double).run(x=np.arange(5, dtype=dtype), y=y)
             np.testing.assert_array_equal(y, 2.0 * np.arange(5))
     assert calls == [{"x": "float32", "y": "float32"}, {"x": "float64", "y": "float64"}]
+
+
+# -- all-or-nothing host runs ------------------------------------------------------------
+
+
+@hawk.kernel
+def _two_adds(
+    i: hawk.Scalar,
+    y: hawk.Mutable[hawk.Scalar],
+    seen: hawk.Mutable[hawk.Table["bin":4]],
+    counts: hawk.Mutable[hawk.Table["bin":4]],
+):
+    y = 2.0 * i
+    seen.add(bin=0, value=1.0)
+    counts.add(bin=int(i), value=1.0)
+
+
+def test_a_host_run_that_raises_part_way_leaves_every_plane_as_it_was() -> None:
+    y, seen, counts = np.full(3, 5.0), np.full(4, 0.5), np.zeros(4)
+    with pytest.raises(IndexError):  # lane 2 adds into bin 7 of 4, after y and seen were written
+        eagle.plan.auto(_two_adds).run(i=np.array([1.0, 2.0, 7.0]), y=y, seen=seen, counts=counts)
+    np.testing.assert_array_equal(y, 5.0)
+    np.testing.assert_array_equal(seen, 0.5)
+    np.testing.assert_array_equal(counts, 0.0)
+    eagle.plan.auto(_two_adds).run(i=np.array([1.0, 2.0, 2.0]), y=y, seen=seen, counts=counts)
+    np.testing.assert_array_equal(y, [2.0, 4.0, 4.0])
+    np.testing.assert_array_equal(seen, [3.5, 0.5, 0.5, 0.5])
+    np.testing.assert_array_equal(counts, [0.0, 1.0, 2.0, 0.0])
+
+
+def test_any_exception_from_the_program_restores_the_planes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    @hawk.kernel
+    def fill(
+        x: hawk.Scalar,
+        y: hawk.Mutable[hawk.Scalar],
+        z: hawk.Mutable[hawk.Scalar],
+        h: hawk.Mutable[hawk.Table],
+    ):
+        h.add(0, value=x)
+        y = x
+        z = 2.0 * x
+
+    def program(x, y, z, h, n):  # the statements in order, raising before the last
+        h += 100.0
+        y[...] = -1.0
+        raise KeyboardInterrupt  # even an interrupt leaves the planes as they were
+
+    emitted = host.emit(fill.ir, dict.fromkeys("xyzh", "float64"))
+    monkeypatch.setattr(
+        host, "emit", lambda *a: host.HostProgram("fill", "", program, emitted.arguments)
+    )
+    y, z, h = np.arange(4.0), np.arange(4.0), np.arange(2.0)
+    with pytest.raises(KeyboardInterrupt):
+        eagle.plan.auto(fill).run(x=np.ones(4), y=y, z=z, h=h)
+    np.testing.assert_array_equal(y, np.arange(4.0))
+    np.testing.assert_array_equal(z, np.arange(4.0))
+    np.testing.assert_array_equal(h, np.arange(2.0))

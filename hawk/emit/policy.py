@@ -5,7 +5,9 @@
 ...     policy.current().contraction
 'gemm'
 
-A plan records the policy current when it was built and keeps it.
+A plan records the policy current when it was built and keeps it. The
+policy is the default: a plan builder may take the choice as a keyword
+instead (``eagle.plan.auto(kernel, contraction="gemm")``), which wins over it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,142 @@
+"""What a plan and an adjoint bound to their planes share: a route, launch, prepare, capture.
+
+A bound plan (:class:`eagle.plan.BoundPlan`) and a bound adjoint
+(:class:`eagle.diff.BoundAdjoint`) are each a sequence of :class:`Step`:
+work that is enqueued on a stream (on the device) or run now (on the
+host). :class:`Bound` launches them in order, prepares what a capture may
+not make, and captures them into a graph.
+
+A host launch is all or nothing: the planes the steps write are saved
+before the first step runs and written back if any step raises, so a run
+that fails part-way leaves every plane as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from eagle.cuda.graph import Graph, Launcher, StreamCapturer
+from eagle.cuda.stream import as_stream_ptr
+
+__all__ = ["Bound", "Route", "Step"]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One routing decision.
+
+    Attributes:
+        name: ``"gemm"`` (cuBLAS products) or ``"loop"`` (the kernel's own loop).
+        reasons: why it is not ``"gemm"`` (empty when it is).
+    """
+
+    name: str
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One unit of bound work.
+
+    Attributes:
+        enqueue: runs the work: on the device it enqueues on the stream it is
+            given (a Stream, a raw pointer, or None for eagle's current
+            stream); on the host it is given None and runs now.
+        prepare: makes what a launch on a stream (a raw pointer) needs that a
+            capture may not make, or None when there is nothing to make.
+        written: the host arrays the work writes (saved for an all-or-nothing run).
+    """
+
+    enqueue: Callable[[Any], None]
+    prepare: Callable[[int], Any] | None = None
+    written: tuple[np.ndarray, ...] = ()
+
+
+class Bound:
+    """Bound work on one side: launch it, prepare a stream for it, or capture it.
+
+    Attributes:
+        side: ``"host"`` or ``"device"``.
+        device: the device index, or None on the host.
+    """
+
+    _what: ClassVar[str] = "plan"
+
+    def __init__(self, side: str, device: int | None, steps: Sequence[Step]) -> None:
+        self.side = side
+        self.device = device
+        self._steps = tuple(steps)
+
+    def launch(self, stream: Any = None) -> None:
+        """Run once: on the device, enqueue on ``stream`` (a Stream, a raw
+        pointer, or None for eagle's current stream) and return; legal inside
+        a capture. On the host, run now (``stream`` must be None); if it
+        raises, every plane it writes is as it was before.
+
+        Raises:
+            ValueError: a stream given to work bound to host arrays.
+        """
+        if self.side == "host":
+            if stream is not None:
+                raise ValueError(
+                    f"this {self._what} is bound to host arrays; it runs now and takes no stream"
+                )
+            _run_all_or_nothing(self._steps)
+            return
+        for step in self._steps:
+            step.enqueue(stream)
+
+    def prepare(self, stream: Any = None) -> None:
+        """Make what a launch on ``stream`` needs that a capture may not make
+        (a GEMM route's cuBLAS handle for that stream, warmed); call it
+        outside any capture. Nothing to do for a loop. :meth:`capture` calls it.
+
+        Raises:
+            GemmCaptureUnavailable: (GEMM route) ``stream`` is being captured,
+                or no cuBLAS.
+        """
+        stream_ptr: int | None = None
+        for step in self._steps:
+            if step.prepare is not None:
+                if stream_ptr is None:
+                    stream_ptr = as_stream_ptr(stream, self.device or 0)
+                step.prepare(stream_ptr)
+
+    def capture(self, stream: Any = None) -> Launcher:
+        """Record one launch into a CUDA graph and return its :class:`~eagle.cuda.Launcher`
+        (replaying on ``stream``, eagle's current stream by default).
+
+        Raises:
+            ValueError: the work is bound to host arrays.
+        """
+        if self.side != "device":
+            raise ValueError(
+                f"this {self._what} is bound to host arrays and cannot be captured; bind device "
+                "Arrays"
+            )
+        stream_ptr = as_stream_ptr(stream, self.device or 0)
+        self.prepare(stream_ptr)  # outside the capture: may make and warm a cuBLAS handle
+        with StreamCapturer(stream_ptr) as capturer:
+            self.launch(stream_ptr)
+        assert capturer.captured is not None
+        return Graph.from_captured(capturer.captured).launcher().stream(stream_ptr)
+
+
+def _run_all_or_nothing(steps: Sequence[Step]) -> None:
+    """Run host steps in order; if one raises, write back what they had written to."""
+    written: dict[tuple[int, int], np.ndarray] = {}
+    for step in steps:
+        for array in step.written:
+            written.setdefault((array.__array_interface__["data"][0], array.nbytes), array)
+    saved = [(array, array.copy()) for array in written.values()]
+    try:
+        for step in steps:
+            step.enqueue(None)
+    except BaseException:
+        for array, before in saved:
+            np.copyto(array, before)
+        raise

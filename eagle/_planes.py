@@ -1,0 +1,276 @@
+"""Checking the planes a plan (or an adjoint) runs over, by name, before anything runs.
+
+:func:`check_planes` refuses unknown or missing planes, mixed residency,
+dtypes other than float32/float64, wrong shapes, lane planes of different
+lengths, non-contiguous arrays, read-only outputs, an output overlapping
+another plane, and a Param that does not fit the kernel's compute dtype.
+
+Shapes: a lane plane takes a 1-D array with one value per lane, a flat table
+any 1-D array, a named table an array of its declared shape or a 1-D array
+of as many values (read row-major), and a Param a number or a one-element
+array. :func:`layout_key` is what a binding over a plane depends on, so a
+binding can be reused for a later run over planes with the same keys.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from eagle.arrays import Array
+from hawk import ir
+from hawk.emit import DTYPES, compute_dtype
+
+__all__ = ["WRITTEN", "Planes", "check_planes", "layout_key", "param_value"]
+
+#: the plane kinds a kernel writes (``Mutable[Scalar]`` and ``Mutable[Table]``)
+WRITTEN = ("output", "accumulator")
+
+_NUMBER_TYPES = (int, float, np.integer, np.floating)
+_LARGEST = {dtype: float(np.finfo(dtype).max) for dtype in DTYPES}
+
+
+@dataclass
+class Planes:
+    """Checked planes, ready to bind.
+
+    Attributes:
+        side: ``"host"`` or ``"device"``.
+        device: the device index, or None on the host.
+        lanes: the lane count.
+        signature: each plane's dtype name, in declaration order (a Param
+            given as a number has the kernel's compute dtype).
+        real: the kernel's compute dtype.
+        values: plane name -> what the kernel takes: on the host a flat numpy
+            array (a number Param: a one-element array holding it); on the
+            device the Array (a number Param: the number, in ``numbers``).
+        numbers: the Params given as numbers, as scalars of ``real``.
+    """
+
+    side: str
+    device: int | None
+    lanes: int
+    signature: tuple[str, ...]
+    real: np.dtype
+    values: dict[str, Any]
+    numbers: dict[str, np.generic]
+
+
+@dataclass
+class _Given:
+    name: str
+    plane: ir.Plane
+    value: Any
+    side: str  # "host", "device" or "number"
+    device: int | None = None
+
+
+def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
+    """Check ``planes`` (plane name -> array or number) against ``kernel``'s planes.
+
+    Raises:
+        TypeError: an unknown or missing plane, a value that is not an array
+            (or, for a Param, a number), or a dtype other than float32/float64.
+        ValueError: mixed residency, a wrong shape or lane count, a
+            non-contiguous or read-only array, or overlapping outputs.
+        OverflowError: a Param number too large for the compute dtype.
+    """
+    names = [p.name for p in kernel.planes]
+    for name in planes:
+        if name not in names:
+            raise TypeError(
+                f"kernel {kernel.name!r} has no plane {name!r}; its planes are {', '.join(names)}"
+            )
+    missing = [name for name in names if name not in planes]
+    if missing:
+        raise TypeError(
+            f"missing plane(s) {', '.join(map(repr, missing))} of kernel {kernel.name!r}"
+        )
+    given = [_classify(p, planes[p.name]) for p in kernel.planes]
+    side, device = _residency(given)
+    arrays_given = [g for g in given if g.side != "number"]
+    for item in arrays_given:
+        _check_array(item)
+    lanes = _lane_count(given)
+    _check_overlaps(arrays_given)
+    array_dtypes = {g.name: np.dtype(g.value.dtype) for g in arrays_given}
+    real = compute_dtype(array_dtypes)
+    signature = tuple(array_dtypes.get(g.name, real).name for g in given)
+    numbers = {g.name: param_value(g.name, g.value, real) for g in given if g.side == "number"}
+    values = {g.name: _prepare(g, side, numbers) for g in given}
+    return Planes(side, device, lanes, signature, real, values, numbers)
+
+
+def param_value(name: str, value: Any, real: np.dtype) -> np.generic:
+    """Param ``name``'s number as a scalar of the compute dtype ``real``.
+
+    Infinities and NaN are values like any other.
+
+    Raises:
+        OverflowError: ``value`` is finite but too large for ``real``.
+    """
+    try:
+        number = float(value)
+    except OverflowError:
+        number = None  # an int beyond any float
+    if number is None or (math.isfinite(number) and abs(number) > _LARGEST[real]):
+        limit = _LARGEST[real]
+        raise OverflowError(
+            f"Param {name!r} is {_short(value)}, too large for {real.name} (the dtype the "
+            f"kernel computes in); pass a number within ±{limit:.4g}"
+            + (" or float64 planes" if real != np.float64 else "")
+        )
+    return real.type(number)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, int | np.integer) and abs(int(value)) >= 10**24:
+        return f"an int of {int(value).bit_length()} bits"
+    return repr(value)
+
+
+def layout_key(value: Any) -> tuple[Any, ...] | None:
+    """What a binding depends on in one plane's ``value``, or None if it cannot say.
+
+    A numpy array or eagle Array gives ``("host", address, shape, strides,
+    dtype, writable)`` or ``("device", device, address, shape, strides,
+    dtype)``; a number gives ``("number",)``, as its value goes into the
+    binding at each run. Anything else (another array type, a bool, a wrong
+    type) gives None: such planes are bound afresh each time.
+    """
+    if type(value) is np.ndarray:
+        return _host_key(value)
+    if isinstance(value, _NUMBER_TYPES) and not isinstance(value, bool):
+        return ("number",)
+    if isinstance(value, Array):
+        if value.is_host:
+            return _host_key(value.numpy())
+        return ("device", value.device_index, value.ptr, value.shape, value.strides, value.dtype)
+    return None
+
+
+def _host_key(array: np.ndarray) -> tuple[Any, ...]:
+    address = array.__array_interface__["data"][0]
+    return ("host", address, array.shape, array.strides, array.dtype, array.flags.writeable)
+
+
+def _is_eagle_array(value: Any) -> bool:
+    return hasattr(value, "is_host") and hasattr(value, "ptr") and hasattr(value, "device_index")
+
+
+def _classify(plane: ir.Plane, value: Any) -> _Given:
+    if isinstance(value, np.ndarray):
+        return _Given(plane.name, plane, value, "host")
+    if _is_eagle_array(value):
+        if value.is_host:
+            return _Given(plane.name, plane, value.numpy(), "host")
+        return _Given(plane.name, plane, value, "device", value.device_index)
+    number = isinstance(value, _NUMBER_TYPES)
+    if plane.kind == "param" and number and not isinstance(value, bool):
+        return _Given(plane.name, plane, value, "number")
+    what = "a number, " if plane.kind == "param" else ""
+    raise TypeError(
+        f"plane {plane.name!r} is a {type(value).__name__}; pass {what}a numpy array or an "
+        "eagle Array (eagle.arrays.asarray wraps other arrays without a copy)"
+    )
+
+
+def _residency(given: list[_Given]) -> tuple[str, int | None]:
+    host_planes = [g for g in given if g.side == "host"]
+    device_planes = [g for g in given if g.side == "device"]
+    if host_planes and device_planes:
+        raise ValueError(
+            f"plane {device_planes[0].name!r} is on cuda:{device_planes[0].device} but plane "
+            f"{host_planes[0].name!r} is on the host; pass every plane on one side"
+        )
+    devices = {g.device for g in device_planes}
+    if len(devices) > 1:
+        first = device_planes[0]
+        other = next(g for g in device_planes if g.device != first.device)
+        raise ValueError(
+            f"plane {first.name!r} is on cuda:{first.device} but plane {other.name!r} is on "
+            f"cuda:{other.device}; pass every plane on one device"
+        )
+    if device_planes:
+        return "device", device_planes[0].device
+    return "host", None
+
+
+def _check_array(item: _Given) -> None:
+    plane, array = item.plane, item.value
+    dtype = np.dtype(array.dtype)
+    if dtype not in DTYPES:
+        raise TypeError(f"plane {item.name!r} is {dtype}; hawk planes are float32 or float64")
+    shape = tuple(array.shape)
+    if plane.is_lane and len(shape) != 1:
+        raise ValueError(
+            f"plane {item.name!r} ({plane.declaration()}) takes a 1-D array with one value per "
+            f"lane, not shape {shape}"
+        )
+    if plane.is_table and plane.axes is None and len(shape) != 1:
+        raise ValueError(
+            f"plane {item.name!r} is a flat {plane.declaration()}: pass a 1-D array, not "
+            f"shape {shape}"
+        )
+    declared = plane.shape
+    if declared is not None and shape != declared and shape != (math.prod(declared),):
+        raise ValueError(
+            f"plane {item.name!r} is {plane.declaration()}: pass an array of shape {declared} "
+            f"(or a 1-D array of its {math.prod(declared)} values, row-major), not shape {shape}"
+        )
+    if plane.kind == "param" and math.prod(shape) != 1:
+        raise ValueError(
+            f"plane {item.name!r} is a Param: pass a number or a one-element array, not shape "
+            f"{shape}"
+        )
+    contiguous = array.flags.c_contiguous if item.side == "host" else array.is_contiguous
+    if not contiguous:
+        raise ValueError(
+            f"plane {item.name!r} is not contiguous (a strided view); pass a contiguous copy"
+        )
+    if item.side == "host" and plane.kind in WRITTEN and not array.flags.writeable:
+        raise ValueError(f"plane {item.name!r} is written by the kernel but its array is read-only")
+
+
+def _lane_count(given: list[_Given]) -> int:
+    lanes = [(g.name, int(g.value.shape[0])) for g in given if g.plane.is_lane]
+    first_name, count = lanes[0]
+    for name, other in lanes[1:]:
+        if other != count:
+            raise ValueError(
+                f"plane {name!r} has {other} values but plane {first_name!r} has {count}; every "
+                "lane plane (Scalar, Mutable[Scalar]) holds one value per lane"
+            )
+    return count
+
+
+def _byte_range(item: _Given) -> tuple[int, int]:
+    array = item.value
+    start = array.ctypes.data if item.side == "host" else array.ptr
+    return start, start + math.prod(array.shape) * np.dtype(array.dtype).itemsize
+
+
+def _check_overlaps(given: list[_Given]) -> None:
+    ranges = [(g, _byte_range(g)) for g in given]
+    for position, (item, (start, end)) in enumerate(ranges):
+        for other, (other_start, other_end) in ranges[position + 1 :]:
+            writes = item.plane.kind in WRITTEN or other.plane.kind in WRITTEN
+            if writes and start < other_end and other_start < end:
+                raise ValueError(
+                    f"planes {item.name!r} and {other.name!r} share memory and the kernel writes "
+                    "one of them; pass separate arrays (a Mutable plane is read and written in "
+                    "place)"
+                )
+
+
+def _prepare(item: _Given, side: str, numbers: Mapping[str, np.generic]) -> Any:
+    if item.side == "number":
+        number = numbers[item.name]
+        return np.array([number]) if side == "host" else number
+    if side == "host":
+        return item.value.reshape(-1)
+    return item.value
