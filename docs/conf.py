@@ -68,6 +68,23 @@ DECLARATION_USAGE = {
 }
 
 
+# An example right after this marker needs a device (tests/test_docs.py reads it); the
+# rendered page shows a note in its place.
+GPU_MARK = "<!-- gpu -->"
+GPU_NOTE = '<p class="needs-gpu">Needs a CUDA GPU</p>'
+
+
+def with_gpu_notes(text: str) -> str:
+    """``text`` with a visible note before each line that is the GPU marker."""
+    return "\n".join(
+        f"{GPU_NOTE}\n\n{line}" if line.strip() == GPU_MARK else line for line in text.split("\n")
+    )
+
+
+def _gpu_notes(app, docname, source):
+    source[0] = with_gpu_notes(source[0])
+
+
 def _skip_field_aliases(app, what, name, obj, skip, options):
     """Leave out a NamedTuple's field accessors: the class's Attributes section names them."""
     doc = getattr(obj, "__doc__", None) or ""
@@ -152,4 +169,5 @@ def setup(app):
     app.connect("autodoc-skip-member", _skip_field_aliases)
     app.connect("autodoc-process-signature", _declaration_signature)
     app.connect("doctree-read", _declaration_usage)
+    app.connect("source-read", _gpu_notes)
     app.connect("missing-reference", _resolve_alias)

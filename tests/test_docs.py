@@ -29,6 +29,7 @@ import pytest
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 PAGES = sorted(DOCS.glob("*.md"))
+API_PAGES = sorted((DOCS / "api").glob("*.md"))
 GPU_MARK = "<!-- gpu -->"
 
 # The modules whose public names the API pages (docs/api/) document and this file checks.
@@ -167,6 +168,44 @@ def test_every_page_is_in_the_toctree():
     assert {page.stem for page in PAGES} - {"index"} <= entries
 
 
+CODE_WIDTH = 88  # the widest code line a page shows without scrolling
+
+
+def long_code_lines(page: Path) -> list[str]:
+    """``page:line`` of every line in a code fence longer than ``CODE_WIDTH``."""
+    found, fence, code = [], None, False
+    for number, line in enumerate(page.read_text().splitlines(), 1):
+        stripped = line.strip()
+        if fence is None and stripped.startswith("```"):
+            fence = stripped[: len(stripped) - len(stripped.lstrip("`"))]
+            code = not stripped[len(fence) :].startswith("{")  # not a directive
+        elif fence is not None and stripped == fence:
+            fence = None
+        elif fence is not None and code and len(line) > CODE_WIDTH:
+            found.append(f"{page.name}:{number}")
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES + API_PAGES, ids=lambda page: page.name)
+def test_code_lines_fit_the_column(page):
+    assert long_code_lines(page) == [], f"code lines over {CODE_WIDTH} characters"
+
+
+def test_long_code_lines_reads_only_fences(tmp_path):
+    page = tmp_path / "page.md"
+    wide = "x" * (CODE_WIDTH + 1)
+    page.write_text(f"{wide}\n\n```python\nok = 1\n{wide}\n```\n\n```{{note}}\n{wide}\n```\n")
+    assert long_code_lines(page) == ["page.md:5"]
+
+
+def test_a_gpu_example_shows_a_note():
+    conf = _sphinx_conf()
+    assert conf.GPU_MARK == GPU_MARK
+    shown = conf.with_gpu_notes(f"text\n\n{GPU_MARK}\n```python\nx = 1\n```\n")
+    assert f"{conf.GPU_NOTE}\n\n{GPU_MARK}\n```python" in shown
+    assert "CUDA GPU" in conf.GPU_NOTE
+
+
 SCRIPTS = DOCS / "_scripts"
 
 
@@ -223,7 +262,6 @@ def test_every_picture_is_shown_on_a_page():
 
 # -- the API pages ----------------------------------------------------------------------
 
-API_PAGES = sorted((DOCS / "api").glob("*.md"))
 # Modules shown on the API pages by their docstring only: how hawk emits code.
 INSIDE_MODULES = ("hawk.emit.host", "hawk.emit.cuda")
 # The compiler's inner layers: reached through hawk's API, not called by users, and not
