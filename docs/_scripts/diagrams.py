@@ -168,7 +168,7 @@ def hawk_journey() -> Svg:
 
 def lanes_grid() -> Svg:
     units, samples = 4, 3
-    svg = Svg(860, 300, "Lanes mapped to a grid through split_index")
+    svg = Svg(860, 284, "Lanes mapped to a grid through split_index")
     cell = 46
     svg.text(20, 32, "The lanes: one output plane y, one value per lane", anchor="start",
              bold=True)  # fmt: skip
