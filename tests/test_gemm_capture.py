@@ -376,12 +376,11 @@ def test_operands_must_be_device_arrays_matching_the_params(device, rng):
 
 def test_destroy_waits_for_live_graphs_before_freeing(device):
     handle = CublasCaptureHandle(FakeDevice.STREAM)
-    graph = type("Graph", (), {})()
-    eagle_graph._register([handle], graph)  # what eagle.cuda does when a graph records it
+    held = eagle_graph._Held([], [handle])  # what eagle.cuda does when a graph records it
     handle.destroy()
     assert not handle.alive and ("destroy", 0xC0B1A5) not in device.cublas.log
     assert "destroyed" in repr(handle)
-    eagle_graph._register([handle], graph, add=False)  # the graph is destroyed
+    eagle_graph._release(held)  # the graph is destroyed
     assert device.cublas.log.count(("destroy", 0xC0B1A5)) == 1
     handle.destroy()
     assert device.cublas.log.count(("destroy", 0xC0B1A5)) == 1
