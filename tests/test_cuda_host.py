@@ -85,6 +85,7 @@ def fake_cuda(monkeypatch):
         return {
             "cudaStreamEndCapture": "graph-handle",
             "cudaGraphInstantiate": "exec-handle",
+            "cudaStreamGetDevice": 0,
         }.get(name)
 
     monkeypatch.setattr(graph, "call", fake_call)
@@ -194,6 +195,7 @@ def fake_runtime(monkeypatch):
         "cudaEventCreateWithFlags": 0xE000,
         "cudaMemPoolCreate": 0x9000,
         "cudaMallocFromPoolAsync": 0xA000,
+        "cudaStreamGetDevice": 0,
     }
 
     def fake_call(name, *args):

@@ -188,6 +188,7 @@ class StreamCapturer:
         self._stream_ptr = as_stream_ptr(stream_ptr)
         self.mode = mode
         self.captured: CapturedGraph | None = None
+        self.device: int | None = None
         self._open = False
 
     def begin(self) -> None:
@@ -200,6 +201,8 @@ class StreamCapturer:
                     f"stream {self._stream_ptr:#x} is already being captured by eagle"
                 )
             mode = getattr(runtime().cudaStreamCaptureMode, _MODES[self.mode])
+            # asked now: a capturing stream refuses to name its device
+            self.device = int(call("cudaStreamGetDevice", self._stream_ptr))
             call("cudaStreamBeginCapture", self._stream_ptr, mode)
             _active[self._stream_ptr] = []
         self._open = True
