@@ -57,9 +57,11 @@ def memcheck(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build the Sphinx site with warnings as errors."""
+    """Build the Sphinx site; warnings and unresolved cross-references (``-n``) are errors."""
     session.install(".[docs]")
-    session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
+    session.run(
+        "sphinx-build", "-W", "-n", "--keep-going", "-b", "html", "docs", "docs/_build/html"
+    )
 
 
 @nox.session

@@ -1,14 +1,19 @@
 """Sphinx configuration for the eagle + hawk documentation.
 
-Build with ``nox -s docs`` (``sphinx-build -W --keep-going -b html docs docs/_build/html``).
+Build with ``nox -s docs`` (``sphinx-build -W -n --keep-going -b html docs docs/_build/html``):
+warnings are errors, and so is a cross-reference that does not resolve (nitpicky mode).
 Nothing here reaches the network: no intersphinx, no remote images.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
+
+from sphinx import addnodes
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # document the checkout even when the package is not installed
@@ -24,20 +29,60 @@ extensions = [
     "sphinx.ext.napoleon",
 ]
 
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_scripts"]
 
 myst_heading_anchors = 3
+myst_enable_extensions = ["colon_fence"]
 
 autodoc_default_options = {"members": True, "member-order": "bysource"}
 autodoc_typehints = "signature"
 autodoc_preserve_defaults = True
+# eagle.torch imports torch at the top; document it from its docstrings where torch is absent.
+autodoc_mock_imports = [] if importlib.util.find_spec("torch") else ["torch"]
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 # Attributes sections become field lists, so a documented attribute is not described twice.
 napoleon_use_ivar = True
 
+# Every cross-reference must resolve, except to the standard library and third-party
+# packages, which this offline build does not link (no intersphinx).
+nitpicky = True
+_THIRD_PARTY = r"(collections|contextlib|typing|types|enum|numpy|np|ml_dtypes|torch|cuda|nvmath)"
+nitpick_ignore_regex = [
+    (r"py:(class|obj|data|exc)", _THIRD_PARTY + r"(\..+)?"),
+    (r"py:mod", r"ast|inspect|linecache"),
+]
+
 html_theme = "furo"
 html_title = "eagle + hawk"
+html_static_path = ["_static"]
+html_css_files = ["eagle.css"]
+
+# The hawk declarations are annotations, never called: their entries show how they are
+# written instead of ``(*args, **kwargs)``.
+DECLARATION_USAGE = {
+    "hawk.Scalar": "",
+    "hawk.Param": "",
+    "hawk.Table": '["label":extent, ...]',
+    "hawk.Mutable": "[hawk.Scalar | hawk.Table...]",
+}
+
+
+# An example right after this marker needs a device (tests/test_docs.py reads it); the
+# rendered page shows a note in its place.
+GPU_MARK = "<!-- gpu -->"
+GPU_NOTE = '<p class="needs-gpu">Needs a CUDA GPU</p>'
+
+
+def with_gpu_notes(text: str) -> str:
+    """``text`` with a visible note before each line that is the GPU marker."""
+    return "\n".join(
+        f"{GPU_NOTE}\n\n{line}" if line.strip() == GPU_MARK else line for line in text.split("\n")
+    )
+
+
+def _gpu_notes(app, docname, source):
+    source[0] = with_gpu_notes(source[0])
 
 
 def _skip_field_aliases(app, what, name, obj, skip, options):
@@ -46,5 +91,83 @@ def _skip_field_aliases(app, what, name, obj, skip, options):
     return True if doc.startswith("Alias for field number") else None
 
 
+# Classes only eagle makes (their constructors take eagle's private types): no signature.
+MADE_BY_EAGLE = {"eagle.plan.BoundPlan"}
+
+
+def _declaration_signature(app, what, name, obj, options, signature, return_annotation):
+    """Drop the constructor signature of the hawk declarations (never called) and of the
+    classes only eagle makes."""
+    return ("", None) if name in DECLARATION_USAGE or name in MADE_BY_EAGLE else None
+
+
+def _declaration_usage(app, doctree):
+    """Write how each hawk declaration is subscripted after its name."""
+    for signature in doctree.findall(addnodes.desc_signature):
+        usage = DECLARATION_USAGE.get(f"{signature.get('module')}.{signature.get('fullname')}")
+        if usage:
+            signature += addnodes.desc_sig_name(usage, usage)
+
+
+def _import(dotted: str) -> Any:
+    """The object a dotted name refers to, or None when it does not import."""
+    parts = dotted.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:split]))
+        except Exception:
+            continue
+        try:
+            for attr in parts[split:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            return None
+        return obj
+    return None
+
+
+def _documented_names(env) -> dict[int, str]:
+    """The documented name of every object the API pages describe, by the object's id."""
+    objects = env.get_domain("py").objects
+    cache = getattr(env, "_eagle_documented", None)
+    if cache is None or cache[0] != len(objects):
+        names: dict[int, str] = {}
+        for name, entry in objects.items():
+            if entry.objtype in ("class", "function", "exception", "data", "module"):
+                obj = _import(name)
+                if obj is not None:
+                    names.setdefault(id(obj), name)
+        cache = (len(objects), names)
+        env._eagle_documented = cache
+    return cache[1]
+
+
+def _resolve_alias(app, env, node, contnode):
+    """Link a name that reaches a documented object by another path (a re-export such as
+    ``eagle.gemm.contraction.RecognizedContraction``, or the defining module a type
+    annotation names) to where that object is documented."""
+    if node.get("refdomain") != "py":
+        return None
+    target = node["reftarget"].lstrip("~.")
+    module, cls = node.get("py:module"), node.get("py:class")
+    scopes = [f"{module}.{cls}.", f"{module}.", ""] if cls else [f"{module}.", ""]
+    documented = None
+    for scope in scopes if module else [""]:
+        obj = _import(scope + target)
+        if obj is not None and not isinstance(obj, (bool, int, float, str)):
+            documented = _documented_names(env).get(id(obj))
+            break
+    if documented is None or documented == target:
+        return None
+    matches = env.get_domain("py").resolve_any_xref(
+        env, node["refdoc"], app.builder, documented, node, contnode
+    )
+    return matches[0][1] if matches else None
+
+
 def setup(app):
     app.connect("autodoc-skip-member", _skip_field_aliases)
+    app.connect("autodoc-process-signature", _declaration_signature)
+    app.connect("doctree-read", _declaration_usage)
+    app.connect("source-read", _gpu_notes)
+    app.connect("missing-reference", _resolve_alias)

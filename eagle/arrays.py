@@ -371,7 +371,7 @@ class Array:
     def fill(self, value: Any, stream: Stream | int | None = None) -> None:
         """Set every element to ``value``.
 
-        On a device it is stream-ordered on ``stream`` (a :class:`Stream`, a raw
+        On a device it is stream-ordered on ``stream`` (a :class:`~eagle.cuda.Stream`, a raw
         stream pointer, or None for eagle's current stream), does not wait,
         and is legal inside a capture.
 

@@ -9,7 +9,7 @@ on eagle's current stream). ``plan.bind(**planes)`` prepares everything, so
 keeps its last few bindings and reuses one when the planes have the same
 addresses, shapes, strides, dtypes and device and the stream is the same.
 
-Planes are checked by name before anything runs (:mod:`eagle._planes`):
+Planes are checked by name before anything runs (``eagle._planes``):
 unknown or missing planes, mixed residency, dtypes other than
 float32/float64, wrong shapes, lane planes of different lengths,
 non-contiguous arrays, read-only outputs, an output overlapping another
@@ -128,7 +128,7 @@ class AutoPlan:
         dtypes come from the arrays at run time, so name the one you mean:
         the device takes the GEMM route only for float32 planes (the default),
         and the host always runs the kernel's loop. A bound plan's
-        :attr:`BoundPlan.route` says what it does with its own planes.
+        ``route`` (:class:`BoundPlan`) says what it does with its own planes.
 
         Args:
             side: ``"host"`` or ``"device"``.

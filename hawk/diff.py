@@ -46,7 +46,7 @@ the steps see it). The exception is a step in an address: a table read (or
 an add whose value carries a gradient) at an index computed with ``int()``
 from data the gradient is taken with respect to jumps between elements, and
 has no derivative through its address; :func:`vjp` refuses it with a
-:class:`~hawk.ir.HawkError` naming the read and the cast. Take the gradient
+:class:`~hawk.HawkError` naming the read and the cast. Take the gradient
 with respect to other planes (``wrt``), or interpolate between two reads.
 """
 

@@ -5,7 +5,7 @@ numbers and numpy arrays (so a reference can be written with them), while
 ``sample_index`` and ``split_index`` only have a meaning per lane and raise.
 
 The numeric functions are made from the entries of
-:data:`hawk.functions.FUNCTIONS` (their numpy form and documentation).
+``hawk.functions.FUNCTIONS`` (their numpy form and documentation).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Names that are not parameters or assigned in the body are looked up once,
 at decoration time, in the function's closure, globals and builtins: they
 must be numbers (baked in as constants), modules (for ``hm.exp`` or
 ``math.pi``) or hawk's functions. Anything outside the language raises
-:class:`~hawk.ir.HawkError` naming the source line.
+:class:`~hawk.HawkError` naming the source line.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ class MemoryPool:
         device: the device index.
         release_threshold: bytes of freed memory the pool keeps cached across
             synchronisations, so allocating them again is free (default
-            :data:`DEFAULT_RELEASE_THRESHOLD`); freed memory beyond it goes
+            :data:`~eagle.cuda.memory.DEFAULT_RELEASE_THRESHOLD`); freed memory beyond it goes
             back to the device at the next synchronisation.
 
     :meth:`destroy` refuses while arrays allocated from it are still alive,

@@ -326,8 +326,8 @@ class Kernel:
         Args:
             grid: blocks per grid, an int or up to three ints.
             block: threads per block, an int or up to three ints.
-            args: the kernel's arguments (see :class:`PackedArgs`), or a
-                :class:`PackedArgs` packed once for many launches (the
+            args: the kernel's arguments (see :class:`~eagle.cuda.module.PackedArgs`),
+                or a :class:`~eagle.cuda.module.PackedArgs` packed once for many launches (the
                 cheapest way to launch the same arguments again).
             stream: anything :func:`~eagle.cuda.as_stream_ptr` takes.
             shared_mem: bytes of dynamic shared memory per block.

@@ -7,9 +7,10 @@
   ``handle.gemm``, a bfloat16, float16, float32 (exact or TF32) or float64
   one (the dtype rules are in :mod:`eagle.gemm.dtypes`).
 * :func:`~eagle.gemm.plan.lower_dense_gemm` — a recognised contraction as a
-  plan of products, forward or adjoint; :func:`captured_gemm_calls` (float32)
-  and :func:`captured_calls` (any product dtype) bind it to your buffers for
-  capture.
+  plan of products, forward or adjoint;
+  :func:`~eagle.gemm.plan.captured_gemm_calls` (float32) and
+  :func:`~eagle.gemm.plan.captured_calls` (any product dtype) bind it to your
+  buffers for capture.
 
 Refusals are typed (:class:`GemmCaptureUnavailable`,
 :class:`GemmMappingUnavailable`, :class:`LoweringUnavailable`,

@@ -44,7 +44,7 @@ from eagle.gemm.params import (
 __all__ = ["WORKSPACE_BYTES", "BoundGemm", "CublasCaptureHandle", "stream_handle"]
 
 WORKSPACE_BYTES = 32 * 1024 * 1024
-"""The cuBLAS workspace each handle owns: 32 MiB, NVIDIA's recommendation for Hopper."""
+"""The bytes of cuBLAS workspace each handle owns (32 MiB, NVIDIA's recommendation for Hopper)."""
 
 _MATH_MODES = {"fp32": "DEFAULT_MATH", "tf32": "TF32_TENSOR_OP_MATH"}
 _ALIGNMENT = 16  # bytes: cuBLAS picks kernels by how operands align to its widest loads
@@ -98,7 +98,7 @@ class CublasCaptureHandle:
     """One cuBLAS handle, bound to one stream, whose products may be captured.
 
     Made outside any capture: the handle is created, bound to ``stream_ptr``
-    once, given a :data:`WORKSPACE_BYTES` workspace from eagle's memory pool,
+    once, given a :data:`~eagle.gemm.capture.WORKSPACE_BYTES` workspace from eagle's memory pool,
     and set to take alpha and beta from host memory (so their values are baked
     into a recorded node). Destroy the graphs that recorded its work first,
     then the handle, then the memory pool (see :meth:`destroy`).
@@ -172,7 +172,7 @@ class CublasCaptureHandle:
 
     @property
     def alive(self) -> bool:
-        """False once :meth:`destroy` ran: the handle takes no more work."""
+        """Whether the handle takes work (False once :meth:`destroy` ran)."""
         return not self._closed
 
     def warm(self, params: Params, operands: Mapping[str, Any], *, keep_out: bool = False) -> None:

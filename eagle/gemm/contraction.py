@@ -1,4 +1,5 @@
-"""The records of a recognised contraction, as :func:`lower_dense_gemm` reads them.
+"""The records of a recognised contraction, as
+:func:`~eagle.gemm.plan.lower_dense_gemm` reads them.
 
 They are defined on the producer's side, in :mod:`hawk.records` (plain frozen
 dataclasses that import nothing beyond the standard library), and re-exported

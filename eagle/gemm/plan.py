@@ -10,9 +10,9 @@ to your buffers for :meth:`~eagle.gemm.CublasCaptureHandle.sgemm`
 (:func:`captured_calls` for :meth:`~eagle.gemm.CublasCaptureHandle.gemm`).
 
 This module is the public face of three that each do one job:
-:mod:`eagle.gemm.steps` (the plan records, validation and binding),
-:mod:`eagle.gemm.matmul` (the matmul step's host and device runs) and
-:mod:`eagle.gemm.lowering` (records to plans, plans to captured calls).
+``eagle.gemm.steps`` (the plan records, validation and binding),
+``eagle.gemm.matmul`` (the matmul step's host and device runs) and
+``eagle.gemm.lowering`` (records to plans, plans to captured calls).
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ STEP_KINDS = ("generated", "matmul", "assembly")
 """A kernel emitted for the plan, a matrix product, or a step that arranges buffers."""
 
 StepFn = Callable[[Mapping[str, Any]], None]
-"""A step's host or device function: it takes the bound buffers by name."""
+"""A step's host or device function, which takes the bound buffers by name."""
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,11 @@ class MatmulSpec:
     """The product a matmul step computes: ``out = op(a) @ op(b)`` over named buffers.
 
     Attributes:
-        a, b, out: buffer names.
-        transpose_a, transpose_b: ``op(x)`` is ``x.T`` when set.
+        a: the name of the left operand's buffer.
+        b: the name of the right operand's buffer.
+        out: the name of the destination's buffer.
+        transpose_a: ``op(a)`` is ``a.T`` when set.
+        transpose_b: ``op(b)`` is ``b.T`` when set.
         transpose_out: ``out`` holds the product transposed.
     """
 
@@ -237,7 +240,7 @@ class LoweredPlan:
 
     @property
     def required(self) -> dict[str, WorkspaceSpec]:
-        """Every buffer the caller binds, by name: inputs, then outputs, then workspaces."""
+        """Every buffer the caller binds, by name (inputs, then outputs, then workspaces)."""
         return {spec.name: spec for spec in self.inputs + self.outputs + self.workspaces}
 
     @property
