@@ -92,7 +92,7 @@ def _skip_field_aliases(app, what, name, obj, skip, options):
 
 
 # Classes only eagle makes (their constructors take eagle's private types): no signature.
-MADE_BY_EAGLE = {"eagle.plan.BoundPlan"}
+MADE_BY_EAGLE = {"eagle.plan.BoundPlan", "eagle.gemm.capture.BoundGemm", "eagle.gemm.BoundGemm"}
 
 
 def _declaration_signature(app, what, name, obj, options, signature, return_annotation):

@@ -46,7 +46,7 @@ class PlaneIndexError(IndexError):
     Attributes:
         plane: the table's name.
         axis: the axis label, or ``"index"`` for a flat table.
-        index: the offending index (:data:`hawk.emit.checks.INT_INVALID` for
+        index: the offending index (``hawk.emit.checks.INT_INVALID`` for
             ``int()`` of NaN, +-inf or a real beyond int64).
         extent: the axis's extent (a flat table's length).
         lane: the lane that failed.

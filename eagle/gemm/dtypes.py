@@ -36,7 +36,7 @@ PRODUCT_DTYPES = tuple(OUT_DTYPES)
 """The operand dtypes a product takes."""
 
 HALVES = ("bfloat16", "float16")
-"""The 16-bit operand dtypes: summed in float32, rounded once when stored."""
+"""The 16-bit operand dtypes, summed in float32 and rounded once when stored."""
 
 _MATH = {"bfloat16": ("fp32",), "float16": ("fp32",), "float32": ("fp32", "tf32"),
          "float64": ("fp64",)}  # fmt: skip

@@ -160,10 +160,11 @@ class GemmParams(_GemmFields):
     call computing the row-major ``out = op(a) @ op(b)``), checked the same
     way when made; the rest say what the call computes in. Made by
     :func:`gemm_params_for_arrays`, run by
-    :meth:`~eagle.gemm.CublasCaptureHandle.gemm`. A hashable named tuple.
+    :meth:`~eagle.gemm.CublasCaptureHandle.gemm`. A hashable named tuple whose
+    first fields (``op_a`` to ``operands``) mean what they mean in
+    :class:`SgemmParams`.
 
     Attributes:
-        op_a, op_b, m, n, k, lda, ldb, ldc, operands: as :class:`SgemmParams`.
         dtype: the factors' dtype name: ``"bfloat16"``, ``"float16"``,
             ``"float32"`` or ``"float64"``.
         out_dtype: ``out``'s dtype name (``dtype``, or ``"float32"`` for a

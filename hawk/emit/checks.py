@@ -4,17 +4,17 @@ Every table access (``t.at(...)`` and ``t.add(...)``) checks each index against
 its axis's extent (a flat table: against its length), and every integer ``//``
 and ``%`` checks its divisor, on the host and the device alike; an access or a
 division that fails its check is not made. ``int()`` of NaN, of +-inf or of a
-real beyond the int64 range is :data:`INT_INVALID`, which no table accepts.
+real beyond the int64 range is ``INT_INVALID``, which no table accepts.
 
-An emitter lists its *check sites* (:class:`CheckSite`), one per checked axis
+An emitter lists its *check sites* (``CheckSite``), one per checked axis
 of an access and one per checked divisor; a check that holds for every lane
 (a constant, a loop index whose range fits the axis, ``x % K``) is proved when
 the kernel is emitted and not made. The host program raises at once; the
 device kernel writes the first failure it meets into its error record and
-skips the access (a read gives 0, an add is dropped); :func:`record_error`
+skips the access (a read gives 0, an add is dropped); ``record_error``
 turns a record into the same error.
 
-A device error record is :data:`RECORD_WORDS` int64 words, ``[failed, site,
+A device error record is ``RECORD_WORDS`` int64 words, ``[failed, site,
 lane, value, extent, epoch, claim, -]``, provided by the runtime (eagle maps
 it from pinned host memory): ``failed`` is 0 until a check fails, ``epoch`` is
 at least 1 and ``claim`` the address of a word of device memory that starts

@@ -3,7 +3,7 @@
 The emitted function takes, in order: one pointer per plane in declaration
 order (a param is a pointer to its one element, so a captured graph reads
 its current value), then the lane count ``n`` as ``long long``, then the
-length of each flat table (:attr:`CudaSource.lengths`) as ``long long``, then
+length of each flat table (``CudaSource.lengths``) as ``long long``, then
 a pointer to the kernel's error record (``unsigned long long[8]``, zeroed,
 see :mod:`hawk.emit.checks`). Lanes are 64-bit. Thread
 ``blockIdx.x * blockDim.x + threadIdx.x`` runs that lane and then every
