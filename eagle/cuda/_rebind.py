@@ -1,0 +1,669 @@
+"""Rebinding: pointing an instantiated graph at other arrays without capturing again.
+
+While eagle captures a stream, each step of a bound launch records itself as a
+:class:`Site` (:func:`record`): the planes it works on, by name, and the capture's
+dependencies around it, from which the graph nodes it produced are found when the
+graph is first rebound. :func:`rebind` (behind :meth:`eagle.cuda.Launcher.rebind`)
+checks every new array before it changes anything, then updates the instantiated
+graph node by node, the cheapest way each node allows:
+
+* a :class:`KernelSite` (a hawk kernel): its kernel node's arguments, one
+  ``cuGraphExecKernelNodeSetParams``;
+* a :class:`ProductSite` (cuBLAS products, whose node parameters are cuBLAS's own):
+  the products are captured again, alone, on the same stream with the same warmed
+  handle (nothing allocates), and each of their nodes' parameters is copied onto the
+  matching node of the instantiated graph; nothing is instantiated;
+* a memset node (an ``Array.fill``) whose destination lies in a rebound array: its
+  destination, ``cudaGraphExecMemsetNodeSetParams``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import itertools
+import threading
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from eagle.cuda._runtime import call, dcall, driver
+from eagle.cuda.graph import Graph, StreamCapturer, _active, record_use
+
+__all__ = ["KernelSite", "ProductSite", "Site", "rebind", "record"]
+
+
+class Site(ABC):
+    """One step of a bound launch, recorded by a capture, that a rebind can point elsewhere.
+
+    Args:
+        label: what it is, for messages (``"plan 'seed'"``).
+        planes: plane name -> the device array the step works on.
+        written: the names of the planes it writes.
+    """
+
+    def __init__(self, label: str, planes: Mapping[str, Any], written: Iterable[str]) -> None:
+        self.label = label
+        self.planes = dict(planes)
+        self.written = frozenset(written)
+        self.stream_ptr = 0
+        self.before: list[Any] = []  # the capture's dependencies before the step
+        self.after: list[Any] = []  # and after it
+        self.exec_handle: Any = None  # the instantiated graph, once it is rebound
+
+    @abstractmethod
+    def resolve(self) -> list[Any]:
+        """Find the step's nodes in the graph (once); return the nodes it claims.
+
+        Raises:
+            ValueError: they cannot be found or paired later.
+        """
+
+    @abstractmethod
+    def change(self, planes: Mapping[str, Any]) -> _Change:
+        """What pointing the step at ``planes`` (name -> new array) does, not done yet.
+
+        Raises:
+            ValueError: the work cannot be pointed at these planes.
+        """
+
+
+class _Change:
+    """One site's part of a rebind: :meth:`apply` it, :meth:`undo` it if a later part
+    fails, then :meth:`commit` it (or :meth:`discard` it if it never applied)."""
+
+    def __init__(
+        self,
+        apply: Callable[[], None],
+        undo: Callable[[], None],
+        commit: Callable[[], None],
+        discard: Callable[[], None] | None = None,
+    ) -> None:
+        self.apply, self.undo, self.commit = apply, undo, commit
+        self.discard = discard or (lambda: None)
+
+
+def record(
+    stream_ptr: int, make_site: Callable[[], Site] | None, enqueue: Callable[[int], None]
+) -> None:
+    """Run ``enqueue(stream_ptr)`` and, when eagle is capturing that stream, keep a
+    site (from ``make_site()``) in the capture with the dependencies around the work
+    it enqueued."""
+    if make_site is None or stream_ptr not in _active:
+        enqueue(stream_ptr)
+        return
+    site = make_site()
+    site.stream_ptr = stream_ptr
+    if isinstance(site, ProductSite):
+        site.before = _capture_deps(stream_ptr)
+    enqueue(stream_ptr)
+    site.after = _capture_deps(stream_ptr)
+    record_use(stream_ptr, site)
+
+
+def _capture_deps(stream_ptr: int) -> list[Any]:
+    _, _, _, deps, _, count = call("cudaStreamGetCaptureInfo", stream_ptr)
+    return list(deps or [])[:count]
+
+
+# -- graph walking -------------------------------------------------------------------------
+
+
+def _nodes(graph: Any) -> list[Any]:
+    _, count = call("cudaGraphGetNodes", graph, 0)
+    if not count:
+        return []
+    nodes, _ = call("cudaGraphGetNodes", graph, count)
+    return list(nodes)[:count]
+
+
+def _deps(node: Any) -> list[Any]:
+    *_, count = call("cudaGraphNodeGetDependencies", node, 0)
+    if not count:
+        return []
+    deps, *_ = call("cudaGraphNodeGetDependencies", node, count)
+    return list(deps)[:count]
+
+
+def _kind(node: Any) -> str:
+    kind = call("cudaGraphNodeGetType", node)
+    return str(kind.name).removeprefix("cudaGraphNodeType").lower()
+
+
+def _chain(nodes: Mapping[int, Any], deps: Mapping[int, list[Any]]) -> list[Any] | None:
+    """``nodes`` in dependency order, or None when that order is not unique."""
+    inside = {key: [int(d) for d in deps[key] if int(d) in nodes] for key in nodes}
+    order: list[Any] = []
+    done: set[int] = set()
+    while len(order) < len(nodes):
+        ready = [key for key in nodes if key not in done and all(d in done for d in inside[key])]
+        if len(ready) != 1:
+            return None
+        done.add(ready[0])
+        order.append(nodes[ready[0]])
+    return order
+
+
+def _span(after: list[Any], before: list[Any]) -> tuple[dict[int, Any], dict[int, list[Any]]]:
+    """The nodes reached from ``after`` back to (not including) ``before``, with their
+    dependencies."""
+    stop = {int(node) for node in before}
+    found: dict[int, Any] = {}
+    deps: dict[int, list[Any]] = {}
+    frontier = list(after)
+    while frontier:
+        node = frontier.pop()
+        key = int(node)
+        if key in stop or key in found:
+            continue
+        found[key] = node
+        deps[key] = _deps(node)
+        frontier.extend(deps[key])
+    return found, deps
+
+
+def _kernel_params(node: Any) -> Any:
+    return dcall("cuGraphKernelNodeGetParams", driver().CUgraphNode(int(node)))
+
+
+def _set_kernel(exec_handle: Any, node: Any, params: Any) -> None:
+    """Give kernel ``node`` of the instantiated graph ``params`` (both handles as the
+    driver's types, made once by the caller)."""
+    dcall("cuGraphExecKernelNodeSetParams", exec_handle, node, params)
+
+
+def _driver_handles(exec_handle: Any, node: Any) -> tuple[Any, Any]:
+    d = driver()
+    return d.CUgraphExec(int(exec_handle)), d.CUgraphNode(int(node))
+
+
+def _memset_params(node: Any) -> Any:
+    return call("cudaGraphMemsetNodeGetParams", node)
+
+
+def _set_memset(exec_handle: Any, node: Any, params: Any) -> None:
+    call("cudaGraphExecMemsetNodeSetParams", exec_handle, node, params)
+
+
+# -- sites ---------------------------------------------------------------------------------
+
+
+class KernelSite(Site):
+    """A kernel launch: rebinding rewrites the pointer arguments of its one kernel node.
+
+    Args:
+        label, planes, written: as for :class:`Site`.
+        packed: the launch's :class:`~eagle.cuda.module.PackedArgs`.
+        arguments: plane name -> the position of its pointer among the arguments.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        planes: Mapping[str, Any],
+        written: Iterable[str],
+        packed: Any,
+        arguments: Mapping[str, int],
+    ) -> None:
+        super().__init__(label, planes, written)
+        self._packed = packed
+        self._arguments = dict(arguments)
+        self._handles: tuple[Any, Any] = (None, None)
+        self._params: Any = None
+        self._values: list[Any] = []
+
+    def resolve(self) -> list[Any]:
+        if len(self.after) != 1 or _kind(self.after[0]) != "kernel":
+            raise ValueError(f"eagle could not find the kernel node of {self.label}")
+        node = self.after[0]
+        self._handles = _driver_handles(self.exec_handle, node)
+        self._params = _kernel_params(node)
+        # our own copy of the arguments: the bound plan's stay as they are
+        self._values = [type(v).from_buffer_copy(v) for v in self._packed.values]
+        self._array = (ctypes.c_void_p * max(1, len(self._values)))(
+            *[ctypes.addressof(v) for v in self._values]
+        )
+        self._params.kernelParams = ctypes.addressof(self._array)
+        return [node]
+
+    def change(self, planes: Mapping[str, Any]) -> _Change:
+        slots = [(self._values[self._arguments[name]], array) for name, array in planes.items()]
+        before = [slot.value for slot, _ in slots]
+        exec_handle, node = self._handles
+
+        def apply() -> None:
+            for slot, array in slots:
+                slot.value = array.ptr
+            _set_kernel(exec_handle, node, self._params)
+
+        def undo() -> None:
+            for (slot, _), value in zip(slots, before, strict=True):
+                slot.value = value
+            _set_kernel(exec_handle, node, self._params)
+
+        return _Change(apply, undo, lambda: self.planes.update(planes))
+
+
+class ProductSite(Site):
+    """Work whose nodes are another library's (cuBLAS products): rebinding captures it
+    again, alone, on the same stream, and copies its nodes' parameters over.
+
+    Args:
+        label, planes, written: as for :class:`Site`.
+        reissue: ``reissue(stream_ptr, planes)`` prepares the work over ``planes`` (all
+            of the step's planes, by name) outside any capture and returns a function
+            that enqueues it on ``stream_ptr``, legal inside a capture.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        planes: Mapping[str, Any],
+        written: Iterable[str],
+        reissue: Callable[[int, Mapping[str, Any]], Callable[[], None]],
+    ) -> None:
+        super().__init__(label, planes, written)
+        self._reissue = reissue
+        self._nodes: list[Any] = []
+        self._kinds: list[tuple[str, int, int]] = []
+        self._source: list[Any] = []  # nodes holding the parameters the graph has now
+        self._source_graph: list[Any] = []  # the small graph they are in (once rebound)
+
+    def resolve(self) -> list[Any]:
+        found, deps = _span(self.after, self.before)
+        order = _chain(found, deps)
+        if order is None:
+            raise ValueError(
+                f"the nodes of {self.label} do not form one chain, so eagle cannot pair them "
+                "with the nodes of a new capture"
+            )
+        self._nodes = order
+        self._kinds = _signature(order, self.label)
+        self._source = order
+        weakref.finalize(self, _destroy, self._source_graph)
+        return order
+
+    def change(self, planes: Mapping[str, Any]) -> _Change:
+        if not self._nodes:
+            return _Change(lambda: None, lambda: None, lambda: self.planes.update(planes))
+        enqueue = self._reissue(self.stream_ptr, {**self.planes, **planes})
+        with StreamCapturer(self.stream_ptr) as capturer:
+            enqueue()
+        assert capturer.captured is not None
+        handle, _ = capturer.captured._take()
+        try:
+            found = {int(node): node for node in _nodes(handle)}
+            order = _chain(found, {key: _deps(node) for key, node in found.items()})
+            if order is None or _signature(order, self.label) != self._kinds:
+                raise ValueError(
+                    f"{self.label} captured again over the new planes records other nodes "
+                    "(cuBLAS chose other kernels: the new arrays may align differently in "
+                    "memory); capture the graph again instead"
+                )
+        except BaseException:
+            call("cudaGraphDestroy", handle)
+            raise
+        exec_handle = self.exec_handle
+
+        def commit() -> None:
+            _destroy(self._source_graph)
+            self._source_graph.append(handle)
+            self._source = order
+            self.planes.update(planes)
+
+        return _Change(
+            lambda: _copy(exec_handle, self._nodes, order),
+            lambda: _copy(exec_handle, self._nodes, self._source),
+            commit,
+            lambda: call("cudaGraphDestroy", handle),
+        )
+
+
+def _signature(nodes: list[Any], label: str) -> list[tuple[str, int, int]]:
+    """Each node's kind and, for kernels, its function: what a new capture must repeat."""
+    kinds = []
+    for node in nodes:
+        kind = _kind(node)
+        if kind == "kernel":
+            params = _kernel_params(node)
+            kinds.append((kind, int(params.func), int(params.kern)))
+        elif kind == "memset":
+            kinds.append((kind, 0, 0))
+        else:
+            raise ValueError(
+                f"{label} recorded a {kind} node; eagle rebinds only kernel and memset nodes"
+            )
+    return kinds
+
+
+def _copy(exec_handle: Any, targets: list[Any], sources: list[Any]) -> None:
+    """Give each node of ``targets`` in the instantiated graph the parameters of the
+    matching node of ``sources``."""
+    for target, source in zip(targets, sources, strict=True):
+        if _kind(source) == "kernel":
+            _set_kernel(*_driver_handles(exec_handle, target), _kernel_params(source))
+        else:
+            _set_memset(exec_handle, target, _memset_params(source))
+
+
+def _destroy(graphs: list[Any]) -> None:
+    while graphs:
+        call("cudaGraphDestroy", graphs.pop())
+
+
+class _Memset:
+    """A memset node that no site claims (an ``Array.fill``): its destination moves with
+    the array it lies in."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+        self.params = _memset_params(node)
+        self.start = int(self.params.dst)
+        rows = self.params.height
+        span = (rows - 1) * self.params.pitch + self.params.width * self.params.elementSize
+        self.end = self.start + span
+        self.owner: Any = None  # the array it now writes into, kept alive
+
+    def change(self, exec_handle: Any, old: Any, new: Any) -> _Change:
+        if self.params.height != 1:
+            raise ValueError(
+                f"the graph fills {_describe(old)} with a 2-D memset (a fill of 8-byte "
+                "elements), which CUDA cannot point elsewhere; capture the graph again"
+            )
+        start = self.start
+        moved = start - old.ptr + new.ptr
+
+        def put(address: int) -> None:
+            self.params.dst = address
+            _set_memset(exec_handle, self.node, self.params)
+
+        def commit() -> None:
+            self.start, self.end = moved, moved + (self.end - start)
+            self.owner = new
+
+        return _Change(lambda: put(moved), lambda: put(start), commit)
+
+
+# -- the graph's rebind state --------------------------------------------------------------
+
+#: node kinds (besides the sites' own) that a rebind leaves as they are: they touch no plane
+_UNTOUCHED = frozenset({"empty", "eventrecord", "waitevent"})
+
+_WHAT = {
+    "memcpy": "a memory copy",
+    "host": "a host callback",
+    "graph": "a child graph",
+    "conditional": "a device-side loop or branch",
+    "memalloc": "a memory allocation",
+    "memfree": "a memory free",
+}
+
+
+class _State:
+    """What a graph needs to be rebound: its sites, its fills, and where its planes are."""
+
+    def __init__(self, graph: Graph) -> None:
+        sites = [obj for obj in graph._kept if isinstance(obj, Site)]
+        claimed: dict[int, Site] = {}
+        for site in sites:
+            site.exec_handle = graph._exec
+            for node in site.resolve():
+                if claimed.setdefault(int(node), site) is not site:
+                    raise ValueError(f"eagle found one node claimed by two launches ({site.label})")
+        memsets = []
+        for node in _nodes(graph._graph):
+            if int(node) in claimed:
+                continue
+            kind = _kind(node)
+            if kind == "memset":
+                memsets.append(_Memset(node))
+            elif kind == "kernel":
+                raise ValueError(
+                    "the graph holds a kernel that no bound plan or adjoint launched (a "
+                    "kernel.launch, handle.sgemm, a strided fill or another library's work), so "
+                    "eagle cannot tell which arrays it uses; capture only bound launches and "
+                    "fills to rebind, or capture the graph again"
+                )
+            elif kind not in _UNTOUCHED:
+                raise ValueError(
+                    f"the graph holds {_WHAT.get(kind, 'a ' + kind + ' node')}, which eagle "
+                    "cannot point at other arrays; capture the graph again instead"
+                )
+        self.sites = sites
+        self.memsets = memsets
+        self.exec = graph._exec
+        self.device = _graph_device(sites)
+        self.lock = threading.Lock()
+        self._index()
+
+    def _index(self) -> None:
+        """Planes by address, and the distinct memory ranges they cover, in order."""
+        self.by_ptr: dict[int, list[tuple[Site, str]]] = {}
+        self.ranges: list[tuple[int, int]] = []
+        self.counts: dict[tuple[int, int], int] = {}
+        self.nested = False  # two planes overlap without being the same memory
+        for site in self.sites:
+            for name, array in site.planes.items():
+                self._add(site, name, array)
+
+    def _add(self, site: Site, name: str, array: Any) -> None:
+        self.by_ptr.setdefault(array.ptr, []).append((site, name))
+        span = (array.ptr, array.ptr + array.nbytes)
+        count = self.counts.get(span, 0)
+        self.counts[span] = count + 1
+        if count:
+            return
+        at = bisect.bisect(self.ranges, span)
+        self.ranges.insert(at, span)
+        before = self.ranges[at - 1] if at else None
+        after = self.ranges[at + 1] if at + 1 < len(self.ranges) else None
+        if (before and before[1] > span[0]) or (after and after[0] < span[1]):
+            self.nested = True
+
+    def _remove(self, site: Site, name: str, array: Any) -> None:
+        self.by_ptr[array.ptr].remove((site, name))
+        if not self.by_ptr[array.ptr]:
+            del self.by_ptr[array.ptr]
+        span = (array.ptr, array.ptr + array.nbytes)
+        self.counts[span] -= 1
+        if not self.counts[span]:
+            del self.counts[span]
+            self.ranges.pop(bisect.bisect_left(self.ranges, span))
+
+    def named(self, name: str) -> Any:
+        """The array the graph's plane ``name`` is, when all its launches agree on one."""
+        found = {}
+        for site in self.sites:
+            array = site.planes.get(name)
+            if array is not None:
+                found[(array.ptr, array.nbytes)] = array
+        if not found:
+            names = sorted({n for site in self.sites for n in site.planes})
+            raise TypeError(
+                f"this graph has no plane {name!r}; its planes are {', '.join(names) or 'none'}"
+            )
+        if len(found) > 1:
+            raise TypeError(
+                f"plane {name!r} is a different array in different launches of this graph; name "
+                "the arrays to replace instead: launcher.rebind({old_array: new_array})"
+            )
+        return next(iter(found.values()))
+
+    def uses(self, old: Any) -> list[tuple[Site, str]]:
+        """The (site, plane name) pairs whose plane is ``old``'s memory.
+
+        Raises:
+            ValueError: a plane overlaps ``old`` without being the same memory.
+        """
+        start, end = old.ptr, old.ptr + old.nbytes
+        if self.nested:
+            spans = [(a.ptr, a.ptr + a.nbytes) for site in self.sites for a in site.planes.values()]
+        else:  # the ranges are disjoint: only neighbours in address order can overlap
+            at = bisect.bisect_left(self.ranges, (start, start))
+            stop = bisect.bisect_left(self.ranges, (end, end))
+            spans = self.ranges[max(at - 1, 0) : stop]
+        for lo, hi in spans:
+            if lo < end and start < hi and (lo, hi) != (start, end):
+                site, name = self.by_ptr[lo][0]
+                raise ValueError(
+                    f"plane {name!r} of {site.label} overlaps {_describe(old)} without being "
+                    "the same memory; rebind the plane's own array"
+                )
+        hits = self.by_ptr.get(start, [])
+        return [(s, n) for s, n in hits if s.planes[n].nbytes == old.nbytes]
+
+    def rebind(self, pairs: list[tuple[Any, Any]]) -> None:
+        per_site: dict[Site, dict[str, Any]] = {}
+        fills: list[tuple[_Memset, Any, Any]] = []
+        for old, new in pairs:
+            uses = self.uses(old)
+            for fill in self.memsets:
+                if fill.start < old.ptr + old.nbytes and old.ptr < fill.end:
+                    if not (old.ptr <= fill.start and fill.end <= old.ptr + old.nbytes):
+                        raise ValueError(
+                            f"the graph fills memory that {_describe(old)} covers only in part; "
+                            "rebind the filled array"
+                        )
+                    fills.append((fill, old, new))
+            if not uses and not any(f[1] is old for f in fills):
+                raise ValueError(
+                    f"{_describe(old)} is not a plane this graph works on; pass the arrays "
+                    "the graph reads and writes now as the keys"
+                )
+            for site, name in uses:
+                _check_pair(f"plane {name!r} of {site.label}", old, new, self.device)
+                per_site.setdefault(site, {})[name] = new
+            if not uses:
+                _check_pair(_describe(old), old, new, self.device)
+        for site, planes in per_site.items():
+            _check_written(site, planes)
+        changes: list[_Change] = []
+        try:
+            for site, planes in per_site.items():
+                changes.append(site.change(planes))
+            for fill, old, new in fills:
+                changes.append(fill.change(self.exec, old, new))
+        except BaseException:
+            for change in changes:
+                change.discard()
+            raise
+        replaced = [(s, n, s.planes[n]) for s, planes in per_site.items() for n in planes]
+        _apply(changes)
+        for site, name, old in replaced:
+            self._remove(site, name, old)
+            self._add(site, name, site.planes[name])
+
+
+def _apply(changes: list[_Change]) -> None:
+    """Apply every change, or none: undo the applied ones if one fails."""
+    done: list[_Change] = []
+    try:
+        for change in changes:
+            change.apply()
+            done.append(change)
+    except BaseException:
+        for change in reversed(done):
+            change.undo()
+        for change in changes:
+            change.discard()
+        raise
+    for change in changes:
+        change.commit()
+
+
+def _graph_device(sites: list[Site]) -> int | None:
+    for site in sites:
+        for array in site.planes.values():
+            return int(array.device_index)
+    return None
+
+
+def _describe(array: Any) -> str:
+    return f"the array of shape {tuple(array.shape)}, {array.dtype}, at {array.ptr:#x}"
+
+
+def _check_array(what: str, array: Any) -> None:
+    if not all(hasattr(array, name) for name in ("ptr", "shape", "dtype", "device_index")):
+        raise TypeError(
+            f"{what}: expected an eagle Array, not {type(array).__name__}; wrap other arrays "
+            "with eagle.arrays.asarray (no copy)"
+        )
+    if getattr(array, "is_host", False):
+        raise ValueError(f"{what} is a host array; a graph works on device arrays")
+
+
+def _check_pair(what: str, old: Any, new: Any, device: int | None) -> None:
+    _check_array(f"the new array for {what}", new)
+    where = old.device_index if device is None else device
+    if new.device_index != where:
+        raise ValueError(
+            f"{what}: the new array is on cuda:{new.device_index}, but the graph runs on "
+            f"cuda:{where}"
+        )
+    if tuple(new.shape) != tuple(old.shape):
+        raise ValueError(
+            f"{what}: the new array has shape {tuple(new.shape)}, the graph's has "
+            f"{tuple(old.shape)}; pass an array of shape {tuple(old.shape)}"
+        )
+    if new.dtype != old.dtype:
+        raise TypeError(
+            f"{what}: the new array is {new.dtype}, the graph's is {old.dtype}; pass a "
+            f"{old.dtype} array"
+        )
+    if tuple(new.strides) != tuple(old.strides):
+        raise ValueError(
+            f"{what}: the new array has strides {tuple(new.strides)}, the graph's has "
+            f"{tuple(old.strides)}; pass a contiguous array"
+        )
+
+
+def _check_written(site: Site, planes: Mapping[str, Any]) -> None:
+    """Refuse new planes that share memory with another plane of the step it writes."""
+    current = {**site.planes, **planes}
+    for name, array in planes.items():
+        lo, hi = array.ptr, array.ptr + array.nbytes
+        for other, value in current.items():
+            if other == name or (name not in site.written and other not in site.written):
+                continue
+            if value.ptr < hi and lo < value.ptr + value.nbytes:
+                raise ValueError(
+                    f"planes {name!r} and {other!r} of {site.label} would share memory and it "
+                    "writes one of them; pass separate arrays"
+                )
+
+
+def rebind(graph: Graph, planes: Mapping[Any, Any] | None, named: Mapping[str, Any]) -> None:
+    """Point ``graph``'s replays at other arrays; see :meth:`eagle.cuda.Launcher.rebind`."""
+    graph._check()
+    if planes is not None and not isinstance(planes, Mapping):
+        raise TypeError(
+            f"rebind takes a mapping {{old_array: new_array}} and/or plane=new_array keywords, "
+            f"not {type(planes).__name__}"
+        )
+    state = getattr(graph, "_rebind_state", None)
+    if state is None:
+        state = _State(graph)
+        graph._rebind_state = state  # type: ignore[attr-defined]
+    with state.lock:
+        pairs = []
+        for old, new in (planes or {}).items():
+            _check_array("a key of the mapping", old)
+            pairs.append((old, new))
+        pairs.extend((state.named(name), new) for name, new in named.items())
+        _check_disjoint(pairs)
+        state.rebind(pairs)
+
+
+def _check_disjoint(pairs: list[tuple[Any, Any]]) -> None:
+    if len(pairs) < 2:
+        return
+    spans = sorted(
+        (old.ptr, old.ptr + old.nbytes, position) for position, (old, _) in enumerate(pairs)
+    )
+    for (_, end, first), (start, _, second) in itertools.pairwise(spans):
+        if start < end:
+            raise ValueError(
+                f"{_describe(pairs[first][0])} and {_describe(pairs[second][0])} share memory; "
+                "name each plane once"
+            )
