@@ -6,6 +6,7 @@ would be set; tests/test_rebind_gpu.py runs the real thing."""
 from __future__ import annotations
 
 import ctypes
+import gc
 import math
 from types import SimpleNamespace
 from typing import Any
@@ -396,21 +397,25 @@ def test_a_product_is_captured_again_over_the_new_planes_and_its_nodes_copied(fa
     monkeypatch.setattr(_rebind, "StreamCapturer", FakeCapturer(fake, [7, 8]))
     new_y = FakeArray(0x70000, (15,))
     _launcher(site).rebind(y=new_y)
-    (warmed,) = launch.handle.warmed
-    assert warmed["out"].ptr == 0x70000 and warmed["out"].shape == (5, 3)  # the same view
-    assert warmed["a"] is site.planes["w"]
-    assert launch.handle.issued == [warmed]
+    (issued,) = launch.handle.issued
+    assert issued["out"].ptr == 0x70000 and issued["out"].shape == (5, 3)  # the same view
+    assert issued["a"] is site.planes["w"]
+    assert launch.handle.warmed == []  # aligned as before: the handle is warm already
     mini = fake.graphs[f"mini{FakeCapturer.graphs}"]
     assert fake.sets == [("copy", site.after[0] - 1, mini[0]), ("copy", site.after[0], mini[1])]
     assert site.planes["y"] is new_y
+    _launcher(site).rebind(y=FakeArray(0x78004, (15,)))  # 4 bytes past: warmed first
+    assert [w["out"].ptr for w in launch.handle.warmed] == [0x78004]
 
 
 def test_a_product_that_records_other_kernels_is_refused_and_its_capture_freed(fake, monkeypatch):
     site, _ = _product_site(fake)
     monkeypatch.setattr(_rebind, "StreamCapturer", FakeCapturer(fake, [7, 9]))
-    with pytest.raises(ValueError, match="cuBLAS chose other kernels"):
+    with pytest.raises(ValueError, match="cuBLAS chose other kernels") as refused:
         _launcher(site).rebind(y=FakeArray(0x70000, (15,)))
     assert fake.sets == []
+    del refused
+    gc.collect()
     assert fake.destroyed == [f"mini{FakeCapturer.graphs}"]
 
 

@@ -25,7 +25,7 @@ import itertools
 import threading
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from eagle.cuda._runtime import call, dcall, driver
@@ -60,28 +60,15 @@ class Site(ABC):
             ValueError: they cannot be found or paired later.
         """
 
-    @abstractmethod
-    def change(self, planes: Mapping[str, Any]) -> _Change:
-        """What pointing the step at ``planes`` (name -> new array) does, not done yet.
-
-        Raises:
-            ValueError: the work cannot be pointed at these planes.
-        """
-
 
 class _Change:
     """One site's part of a rebind: :meth:`apply` it, :meth:`undo` it if a later part
-    fails, then :meth:`commit` it (or :meth:`discard` it if it never applied)."""
+    fails, then :meth:`commit` it once every part applied."""
 
     def __init__(
-        self,
-        apply: Callable[[], None],
-        undo: Callable[[], None],
-        commit: Callable[[], None],
-        discard: Callable[[], None] | None = None,
+        self, apply: Callable[[], None], undo: Callable[[], None], commit: Callable[[], None]
     ) -> None:
         self.apply, self.undo, self.commit = apply, undo, commit
-        self.discard = discard or (lambda: None)
 
 
 def record(
@@ -133,16 +120,23 @@ def _kind(node: Any) -> str:
 
 def _chain(nodes: Mapping[int, Any], deps: Mapping[int, list[Any]]) -> list[Any] | None:
     """``nodes`` in dependency order, or None when that order is not unique."""
-    inside = {key: [int(d) for d in deps[key] if int(d) in nodes] for key in nodes}
+    waiting = {key: 0 for key in nodes}
+    after: dict[int, list[int]] = {key: [] for key in nodes}
+    for key in nodes:
+        for dep in deps[key]:
+            if int(dep) in nodes:
+                waiting[key] += 1
+                after[int(dep)].append(key)
+    ready = [key for key, count in waiting.items() if not count]
     order: list[Any] = []
-    done: set[int] = set()
-    while len(order) < len(nodes):
-        ready = [key for key in nodes if key not in done and all(d in done for d in inside[key])]
-        if len(ready) != 1:
-            return None
-        done.add(ready[0])
-        order.append(nodes[ready[0]])
-    return order
+    while len(ready) == 1:
+        key = ready.pop()
+        order.append(nodes[key])
+        for later in after[key]:
+            waiting[later] -= 1
+            if not waiting[later]:
+                ready.append(later)
+    return order if len(order) == len(nodes) else None
 
 
 def _span(after: list[Any], before: list[Any]) -> tuple[dict[int, Any], dict[int, list[Any]]]:
@@ -228,6 +222,7 @@ class KernelSite(Site):
         return [node]
 
     def change(self, planes: Mapping[str, Any]) -> _Change:
+        """What pointing the kernel at ``planes`` (name -> new array) does, not done yet."""
         slots = [(self._values[self._arguments[name]], array) for name, array in planes.items()]
         before = [slot.value for slot, _ in slots]
         exec_handle, node = self._handles
@@ -264,11 +259,11 @@ class ProductSite(Site):
         reissue: Callable[[int, Mapping[str, Any]], Callable[[], None]],
     ) -> None:
         super().__init__(label, planes, written)
-        self._reissue = reissue
-        self._nodes: list[Any] = []
-        self._kinds: list[tuple[str, int, int]] = []
-        self._source: list[Any] = []  # nodes holding the parameters the graph has now
-        self._source_graph: list[Any] = []  # the small graph they are in (once rebound)
+        self.reissue = reissue
+        self.nodes: list[Any] = []
+        self.signature: list[tuple[str, int, int]] = []
+        self._current: list[Any] = []  # the parameters the instantiated graph's nodes have
+        self._owner: Any = None  # keeps the graph holding those parameters
 
     def resolve(self) -> list[Any]:
         found, deps = _span(self.after, self.before)
@@ -278,78 +273,98 @@ class ProductSite(Site):
                 f"the nodes of {self.label} do not form one chain, so eagle cannot pair them "
                 "with the nodes of a new capture"
             )
-        self._nodes = order
-        self._kinds = _signature(order, self.label)
-        self._source = order
-        weakref.finalize(self, _destroy, self._source_graph)
+        self.nodes = order
+        self.signature, self._current = _node_params(order, self.label)
         return order
 
-    def change(self, planes: Mapping[str, Any]) -> _Change:
-        if not self._nodes:
-            return _Change(lambda: None, lambda: None, lambda: self.planes.update(planes))
-        enqueue = self._reissue(self.stream_ptr, {**self.planes, **planes})
-        with StreamCapturer(self.stream_ptr) as capturer:
-            enqueue()
-        assert capturer.captured is not None
-        handle, _ = capturer.captured._take()
-        try:
-            found = {int(node): node for node in _nodes(handle)}
-            order = _chain(found, {key: _deps(node) for key, node in found.items()})
-            if order is None or _signature(order, self.label) != self._kinds:
-                raise ValueError(
-                    f"{self.label} captured again over the new planes records other nodes "
-                    "(cuBLAS chose other kernels: the new arrays may align differently in "
-                    "memory); capture the graph again instead"
-                )
-        except BaseException:
-            call("cudaGraphDestroy", handle)
-            raise
-        exec_handle = self.exec_handle
+    def changed(self, params: list[Any], owner: Any, planes: Mapping[str, Any]) -> _Change:
+        """The change that gives the nodes ``params`` (from ``owner``'s graph)."""
+        exec_handle, previous = self.exec_handle, self._current
 
         def commit() -> None:
-            _destroy(self._source_graph)
-            self._source_graph.append(handle)
-            self._source = order
+            self._current, self._owner = params, owner
             self.planes.update(planes)
 
         return _Change(
-            lambda: _copy(exec_handle, self._nodes, order),
-            lambda: _copy(exec_handle, self._nodes, self._source),
+            lambda: _copy(exec_handle, self.nodes, params),
+            lambda: _copy(exec_handle, self.nodes, previous),
             commit,
-            lambda: call("cudaGraphDestroy", handle),
         )
 
 
-def _signature(nodes: list[Any], label: str) -> list[tuple[str, int, int]]:
-    """Each node's kind and, for kernels, its function: what a new capture must repeat."""
-    kinds = []
+class _Captured:
+    """A graph eagle captured to take node parameters from; destroyed when unreferenced."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        weakref.finalize(self, call, "cudaGraphDestroy", handle).atexit = False
+
+
+def recapture(
+    stream_ptr: int, work: Sequence[tuple[ProductSite, Mapping[str, Any]]]
+) -> list[_Change]:
+    """Capture the products of ``work`` (site, new planes) again over their new planes, in
+    one small graph on ``stream_ptr``, and pair its nodes with the sites' nodes.
+
+    Raises:
+        ValueError: the new capture records other nodes than the graph holds.
+    """
+    enqueues = [site.reissue(stream_ptr, {**site.planes, **planes}) for site, planes in work]
+    with StreamCapturer(stream_ptr) as capturer:
+        for enqueue in enqueues:
+            enqueue()
+    assert capturer.captured is not None
+    handle, _ = capturer.captured._take()
+    owner = _Captured(handle)
+    found = {int(node): node for node in _nodes(handle)}
+    order = _chain(found, {key: _deps(node) for key, node in found.items()})
+    if order is None or len(order) != sum(len(site.nodes) for site, _ in work):
+        raise ValueError(_OTHER_NODES.format(label=work[0][0].label))
+    changes = []
+    at = 0
+    for site, planes in work:
+        nodes = order[at : at + len(site.nodes)]
+        at += len(site.nodes)
+        signature, params = _node_params(nodes, site.label)
+        if signature != site.signature:
+            raise ValueError(_OTHER_NODES.format(label=site.label))
+        changes.append(site.changed(params, owner, planes))
+    return changes
+
+
+_OTHER_NODES = (
+    "{label} captured again over the new planes records other nodes (cuBLAS chose other "
+    "kernels: the new arrays may align differently in memory); capture the graph again instead"
+)
+
+
+def _node_params(nodes: list[Any], label: str) -> tuple[list[tuple[str, int, int]], list[Any]]:
+    """Each node's kind and, for a kernel, its function (what a new capture must repeat),
+    and each node's parameters."""
+    signature, params = [], []
     for node in nodes:
         kind = _kind(node)
         if kind == "kernel":
-            params = _kernel_params(node)
-            kinds.append((kind, int(params.func), int(params.kern)))
+            kernel = _kernel_params(node)
+            signature.append((kind, int(kernel.func), int(kernel.kern)))
+            params.append(kernel)
         elif kind == "memset":
-            kinds.append((kind, 0, 0))
+            signature.append((kind, 0, 0))
+            params.append(_memset_params(node))
         else:
             raise ValueError(
                 f"{label} recorded a {kind} node; eagle rebinds only kernel and memset nodes"
             )
-    return kinds
+    return signature, params
 
 
-def _copy(exec_handle: Any, targets: list[Any], sources: list[Any]) -> None:
-    """Give each node of ``targets`` in the instantiated graph the parameters of the
-    matching node of ``sources``."""
-    for target, source in zip(targets, sources, strict=True):
-        if _kind(source) == "kernel":
-            _set_kernel(*_driver_handles(exec_handle, target), _kernel_params(source))
+def _copy(exec_handle: Any, targets: list[Any], params: list[Any]) -> None:
+    """Give each node of ``targets`` in the instantiated graph its parameters in ``params``."""
+    for target, values in zip(targets, params, strict=True):
+        if hasattr(values, "kernelParams"):
+            _set_kernel(*_driver_handles(exec_handle, target), values)
         else:
-            _set_memset(exec_handle, target, _memset_params(source))
-
-
-def _destroy(graphs: list[Any]) -> None:
-    while graphs:
-        call("cudaGraphDestroy", graphs.pop())
+            _set_memset(exec_handle, target, values)
 
 
 class _Memset:
@@ -539,15 +554,17 @@ class _State:
         for site, planes in per_site.items():
             _check_written(site, planes)
         changes: list[_Change] = []
-        try:
-            for site, planes in per_site.items():
+        products: dict[int, list[tuple[ProductSite, dict[str, Any]]]] = {}
+        for site, planes in per_site.items():
+            if isinstance(site, KernelSite):
                 changes.append(site.change(planes))
-            for fill, old, new in fills:
-                changes.append(fill.change(self.exec, old, new))
-        except BaseException:
-            for change in changes:
-                change.discard()
-            raise
+            elif isinstance(site, ProductSite) and site.nodes:
+                products.setdefault(site.stream_ptr, []).append((site, planes))
+            elif isinstance(site, ProductSite):
+                changes.append(site.changed([], None, planes))
+        for stream_ptr, work in products.items():
+            changes.extend(recapture(stream_ptr, work))
+        changes.extend(fill.change(self.exec, old, new) for fill, old, new in fills)
         replaced = [(s, n, s.planes[n]) for s, planes in per_site.items() for n in planes]
         _apply(changes)
         for site, name, old in replaced:
@@ -565,8 +582,6 @@ def _apply(changes: list[_Change]) -> None:
     except BaseException:
         for change in reversed(done):
             change.undo()
-        for change in changes:
-            change.discard()
         raise
     for change in changes:
         change.commit()
