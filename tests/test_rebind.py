@@ -215,7 +215,7 @@ def test_a_name_that_is_different_arrays_in_different_launches_is_refused(fake):
         (FakeArray(0x90000, (5, 4)), ValueError, r"plane 'f' of plan 'k'.*shape \(5, 4\)"),
         (FakeArray(0x90000, (4, 5), "float64"), TypeError, "plane 'f' of plan 'k'.*float64"),
         (FakeArray(0x90000, (4, 5), device=1), ValueError, "plane 'f'.*cuda:1.*cuda:0"),
-        (np.zeros((4, 5), np.float32), TypeError, "expected an eagle Array, not ndarray"),
+        (np.zeros((4, 5), np.float32), TypeError, "ndarray, not an eagle Array"),
     ],
     ids=["shape", "dtype", "device", "not-an-array"],
 )
@@ -249,7 +249,7 @@ def test_unknown_names_and_bad_arguments_are_refused(fake):
         launcher.rebind(x=FakeArray(0x90000, (4, 5)))
     with pytest.raises(TypeError, match="takes a mapping"):
         launcher.rebind([FakeArray(0x90000, (4, 5))])
-    with pytest.raises(TypeError, match="a key of the mapping: expected an eagle Array"):
+    with pytest.raises(TypeError, match="a key of the mapping is a str"):
         launcher.rebind({"f": FakeArray(0x90000, (4, 5))})
     assert fake.sets == []
 

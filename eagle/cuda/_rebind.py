@@ -46,11 +46,17 @@ class Site(ABC):
     def __init__(self, label: str, planes: Mapping[str, Any], written: Iterable[str]) -> None:
         self.label = label
         self.planes = dict(planes)
+        self.spans = {name: _span_of(array) for name, array in self.planes.items()}
         self.written = frozenset(written)
         self.stream_ptr = 0
         self.before: list[Any] = []  # the capture's dependencies before the step
         self.after: list[Any] = []  # and after it
         self.exec_handle: Any = None  # the instantiated graph, once it is rebound
+
+    def take(self, planes: Mapping[str, Any]) -> None:
+        """Work on ``planes`` (name -> array) from now on."""
+        self.planes.update(planes)
+        self.spans.update((name, _span_of(array)) for name, array in planes.items())
 
     @abstractmethod
     def resolve(self) -> list[Any]:
@@ -237,7 +243,7 @@ class KernelSite(Site):
                 slot.value = value
             _set_kernel(exec_handle, node, self._params)
 
-        return _Change(apply, undo, lambda: self.planes.update(planes))
+        return _Change(apply, undo, lambda: self.take(planes))
 
 
 class ProductSite(Site):
@@ -283,7 +289,7 @@ class ProductSite(Site):
 
         def commit() -> None:
             self._current, self._owner = params, owner
-            self.planes.update(planes)
+            self.take(planes)
 
         return _Change(
             lambda: _copy(exec_handle, self.nodes, params),
@@ -459,15 +465,14 @@ class _State:
         self.counts: dict[tuple[int, int], int] = {}
         self.nested = False  # two planes overlap without being the same memory
         for site in self.sites:
-            for name, array in site.planes.items():
-                self._add(site, name, array)
+            for name, span in site.spans.items():
+                self._add(site, name, span)
 
-    def _add(self, site: Site, name: str, array: Any) -> None:
-        self.by_ptr.setdefault(array.ptr, []).append((site, name))
-        span = (array.ptr, array.ptr + array.nbytes)
+    def _add(self, site: Site, name: str, span: tuple[int, int]) -> None:
+        self.by_ptr.setdefault(span[0], []).append((site, name))
         count = self.counts.get(span, 0)
         self.counts[span] = count + 1
-        if count:
+        if count or self.nested:  # once planes nest, lookups scan them all
             return
         at = bisect.bisect(self.ranges, span)
         self.ranges.insert(at, span)
@@ -476,15 +481,15 @@ class _State:
         if (before and before[1] > span[0]) or (after and after[0] < span[1]):
             self.nested = True
 
-    def _remove(self, site: Site, name: str, array: Any) -> None:
-        self.by_ptr[array.ptr].remove((site, name))
-        if not self.by_ptr[array.ptr]:
-            del self.by_ptr[array.ptr]
-        span = (array.ptr, array.ptr + array.nbytes)
+    def _remove(self, site: Site, name: str, span: tuple[int, int]) -> None:
+        self.by_ptr[span[0]].remove((site, name))
+        if not self.by_ptr[span[0]]:
+            del self.by_ptr[span[0]]
         self.counts[span] -= 1
         if not self.counts[span]:
             del self.counts[span]
-            self.ranges.pop(bisect.bisect_left(self.ranges, span))
+            if not self.nested:
+                self.ranges.pop(bisect.bisect_left(self.ranges, span))
 
     def named(self, name: str) -> Any:
         """The array the graph's plane ``name`` is, when all its launches agree on one."""
@@ -492,7 +497,7 @@ class _State:
         for site in self.sites:
             array = site.planes.get(name)
             if array is not None:
-                found[(array.ptr, array.nbytes)] = array
+                found[site.spans[name]] = array
         if not found:
             names = sorted({n for site in self.sites for n in site.planes})
             raise TypeError(
@@ -505,15 +510,16 @@ class _State:
             )
         return next(iter(found.values()))
 
-    def uses(self, old: Any) -> list[tuple[Site, str]]:
-        """The (site, plane name) pairs whose plane is ``old``'s memory.
+    def uses(self, old: Any, start: int, end: int) -> list[tuple[Site, str]]:
+        """The (site, plane name) pairs whose plane is ``old``'s memory, ``start:end``.
 
         Raises:
             ValueError: a plane overlaps ``old`` without being the same memory.
         """
-        start, end = old.ptr, old.ptr + old.nbytes
+        if not self.nested and (start, end) in self.counts:  # disjoint: nothing else overlaps
+            return [(s, n) for s, n in self.by_ptr[start] if s.spans[n][1] == end]
         if self.nested:
-            spans = [(a.ptr, a.ptr + a.nbytes) for site in self.sites for a in site.planes.values()]
+            spans = [span for site in self.sites for span in site.spans.values()]
         else:  # the ranges are disjoint: only neighbours in address order can overlap
             at = bisect.bisect_left(self.ranges, (start, start))
             stop = bisect.bisect_left(self.ranges, (end, end))
@@ -525,37 +531,34 @@ class _State:
                     f"plane {name!r} of {site.label} overlaps {_describe(old)} without being "
                     "the same memory; rebind the plane's own array"
                 )
-        hits = self.by_ptr.get(start, [])
-        return [(s, n) for s, n in hits if s.planes[n].nbytes == old.nbytes]
+        hits = self.by_ptr.get(start, ())
+        return [(s, n) for s, n in hits if s.spans[n][1] == end]
 
     def rebind(self, pairs: list[tuple[Any, Any]]) -> None:
+        """Check every pair (old array, new array), then update the graph, all or nothing."""
         per_site: dict[Site, dict[str, Any]] = {}
+        replaced: list[tuple[Site, str, tuple[int, int]]] = []
         fills: list[tuple[_Memset, Any, Any]] = []
         for old, new in pairs:
-            uses = self.uses(old)
-            for fill in self.memsets:
-                if fill.start < old.ptr + old.nbytes and old.ptr < fill.end:
-                    if not (old.ptr <= fill.start and fill.end <= old.ptr + old.nbytes):
-                        raise ValueError(
-                            f"the graph fills memory that {_describe(old)} covers only in part; "
-                            "rebind the filled array"
-                        )
-                    fills.append((fill, old, new))
-            if not uses and not any(f[1] is old for f in fills):
+            start, end = _span_of(old)
+            uses = self.uses(old, start, end)
+            filled = self._fills(old, new, start, end) if self.memsets else []
+            if not uses and not filled:
                 raise ValueError(
                     f"{_describe(old)} is not a plane this graph works on; pass the arrays "
                     "the graph reads and writes now as the keys"
                 )
             for site, name in uses:
-                _check_pair(f"plane {name!r} of {site.label}", old, new, self.device)
+                _check_pair(old, new, self.device, site, name)
                 per_site.setdefault(site, {})[name] = new
+                replaced.append((site, name, site.spans[name]))
             if not uses:
-                _check_pair(_describe(old), old, new, self.device)
-        for site, planes in per_site.items():
-            _check_written(site, planes)
+                _check_pair(old, new, self.device)
+            fills += filled
         changes: list[_Change] = []
         products: dict[int, list[tuple[ProductSite, dict[str, Any]]]] = {}
         for site, planes in per_site.items():
+            _check_written(site, planes)
             if isinstance(site, KernelSite):
                 changes.append(site.change(planes))
             elif isinstance(site, ProductSite) and site.nodes:
@@ -565,11 +568,27 @@ class _State:
         for stream_ptr, work in products.items():
             changes.extend(recapture(stream_ptr, work))
         changes.extend(fill.change(self.exec, old, new) for fill, old, new in fills)
-        replaced = [(s, n, s.planes[n]) for s, planes in per_site.items() for n in planes]
         _apply(changes)
-        for site, name, old in replaced:
-            self._remove(site, name, old)
-            self._add(site, name, site.planes[name])
+        for site, name, span in replaced:
+            self._remove(site, name, span)
+            self._add(site, name, site.spans[name])
+
+    def _fills(self, old: Any, new: Any, start: int, end: int) -> list[tuple[_Memset, Any, Any]]:
+        """The fills inside ``old``'s memory, ``start:end``, each with ``old`` and ``new``.
+
+        Raises:
+            ValueError: a fill covers that memory only in part.
+        """
+        found = []
+        for fill in self.memsets:
+            if fill.start < end and start < fill.end:
+                if not (start <= fill.start and fill.end <= end):
+                    raise ValueError(
+                        f"the graph fills memory that {_describe(old)} covers only in part; "
+                        "rebind the filled array"
+                    )
+                found.append((fill, old, new))
+        return found
 
 
 def _apply(changes: list[_Change]) -> None:
@@ -587,6 +606,12 @@ def _apply(changes: list[_Change]) -> None:
         change.commit()
 
 
+def _span_of(array: Any) -> tuple[int, int]:
+    """The bytes ``array`` covers, ``(start, end)``."""
+    ptr = array.ptr
+    return ptr, ptr + array.nbytes
+
+
 def _graph_device(sites: list[Site]) -> int | None:
     for site in sites:
         for array in site.planes.values():
@@ -598,50 +623,70 @@ def _describe(array: Any) -> str:
     return f"the array of shape {tuple(array.shape)}, {array.dtype}, at {array.ptr:#x}"
 
 
-def _check_array(what: str, array: Any) -> None:
-    if not all(hasattr(array, name) for name in ("ptr", "shape", "dtype", "device_index")):
+def _check_key(array: Any) -> None:
+    if not (hasattr(array, "ptr") and hasattr(array, "nbytes") and hasattr(array, "shape")):
         raise TypeError(
-            f"{what}: expected an eagle Array, not {type(array).__name__}; wrap other arrays "
+            f"a key of the mapping is a {type(array).__name__}: name each plane by the eagle "
+            "Array the graph works on now (or by its name, as a keyword)"
+        )
+
+
+def _check_pair(
+    old: Any, new: Any, device: int | None, site: Site | None = None, name: str = ""
+) -> None:
+    """Refuse a ``new`` array that cannot take ``old``'s place (plane ``name`` of ``site``)."""
+    problem = _mismatch(old, new, device)
+    if problem is not None:
+        error, text = problem
+        what = _describe(old) if site is None else f"plane {name!r} of {site.label}"
+        raise error(f"{what}: {text}")
+
+
+def _mismatch(old: Any, new: Any, device: int | None) -> tuple[type[Exception], str] | None:
+    """What keeps ``new`` from taking ``old``'s place, or None."""
+    if not (
+        hasattr(new, "ptr")
+        and hasattr(new, "shape")
+        and hasattr(new, "dtype")
+        and hasattr(new, "device_index")
+    ):
+        return TypeError, (
+            f"the new array is a {type(new).__name__}, not an eagle Array; wrap other arrays "
             "with eagle.arrays.asarray (no copy)"
         )
-    if getattr(array, "is_host", False):
-        raise ValueError(f"{what} is a host array; a graph works on device arrays")
-
-
-def _check_pair(what: str, old: Any, new: Any, device: int | None) -> None:
-    _check_array(f"the new array for {what}", new)
     where = old.device_index if device is None else device
+    if getattr(new, "is_host", False):
+        return ValueError, f"the new array is a host array; the graph runs on cuda:{where}"
     if new.device_index != where:
-        raise ValueError(
-            f"{what}: the new array is on cuda:{new.device_index}, but the graph runs on "
-            f"cuda:{where}"
+        return ValueError, (
+            f"the new array is on cuda:{new.device_index}, but the graph runs on cuda:{where}"
         )
-    if tuple(new.shape) != tuple(old.shape):
-        raise ValueError(
-            f"{what}: the new array has shape {tuple(new.shape)}, the graph's has "
-            f"{tuple(old.shape)}; pass an array of shape {tuple(old.shape)}"
+    if new.shape != old.shape and tuple(new.shape) != tuple(old.shape):
+        return ValueError, (
+            f"the new array has shape {tuple(new.shape)}, the graph's has {tuple(old.shape)}; "
+            f"pass an array of shape {tuple(old.shape)}"
         )
     if new.dtype != old.dtype:
-        raise TypeError(
-            f"{what}: the new array is {new.dtype}, the graph's is {old.dtype}; pass a "
-            f"{old.dtype} array"
+        return TypeError, (
+            f"the new array is {new.dtype}, the graph's is {old.dtype}; pass a {old.dtype} array"
         )
-    if tuple(new.strides) != tuple(old.strides):
-        raise ValueError(
-            f"{what}: the new array has strides {tuple(new.strides)}, the graph's has "
+    if new.strides != old.strides and tuple(new.strides) != tuple(old.strides):
+        return ValueError, (
+            f"the new array has strides {tuple(new.strides)}, the graph's has "
             f"{tuple(old.strides)}; pass a contiguous array"
         )
+    return None
 
 
 def _check_written(site: Site, planes: Mapping[str, Any]) -> None:
     """Refuse new planes that share memory with another plane of the step it writes."""
-    current = {**site.planes, **planes}
-    for name, array in planes.items():
-        lo, hi = array.ptr, array.ptr + array.nbytes
-        for other, value in current.items():
+    moved = {name: _span_of(array) for name, array in planes.items()}
+    for name, (lo, hi) in moved.items():
+        for other, span in site.spans.items():
             if other == name or (name not in site.written and other not in site.written):
                 continue
-            if value.ptr < hi and lo < value.ptr + value.nbytes:
+            start, end = moved.get(other, span)
+            if start < hi and lo < end:
                 raise ValueError(
                     f"planes {name!r} and {other!r} of {site.label} would share memory and it "
                     "writes one of them; pass separate arrays"
@@ -651,7 +696,7 @@ def _check_written(site: Site, planes: Mapping[str, Any]) -> None:
 def rebind(graph: Graph, planes: Mapping[Any, Any] | None, named: Mapping[str, Any]) -> None:
     """Point ``graph``'s replays at other arrays; see :meth:`eagle.cuda.Launcher.rebind`."""
     graph._check()
-    if planes is not None and not isinstance(planes, Mapping):
+    if planes is not None and type(planes) is not dict and not isinstance(planes, Mapping):
         raise TypeError(
             f"rebind takes a mapping {{old_array: new_array}} and/or plane=new_array keywords, "
             f"not {type(planes).__name__}"
@@ -663,7 +708,7 @@ def rebind(graph: Graph, planes: Mapping[Any, Any] | None, named: Mapping[str, A
     with state.lock:
         pairs = []
         for old, new in (planes or {}).items():
-            _check_array("a key of the mapping", old)
+            _check_key(old)
             pairs.append((old, new))
         pairs.extend((state.named(name), new) for name, new in named.items())
         _check_disjoint(pairs)

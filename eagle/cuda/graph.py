@@ -389,7 +389,7 @@ class Launcher:
                 not launched by a bound plan, a device-side loop, a copy).
                 Nothing is changed when it raises.
         """
-        from eagle.cuda._rebind import rebind
+        from eagle.cuda import _rebind
 
-        rebind(self._graph, planes, named)
+        _rebind.rebind(self._graph, planes, named)
         return self
