@@ -77,6 +77,6 @@ def bench(session: nox.Session) -> None:
     figures to benchmarks/out/<script>.json."""
     Path("benchmarks/out").mkdir(exist_ok=True)
     env = {"PYTHONPATH": str(Path.cwd())}  # the checkout's eagle and hawk, installed or not
-    for script in ("gemm", "hawk", "route", "diff", "param_grad"):
+    for script in ("gemm", "hawk", "route", "diff", "param_grad", "launch", "checks"):
         out = f"benchmarks/out/{script}.json"
         session.run("python", f"benchmarks/bench_{script}.py", out, env=env)

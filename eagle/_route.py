@@ -2,15 +2,22 @@
 
 A plan built under ``hawk.emit.policy.using(contraction="gemm")`` takes the
 route on the device when its kernel is one dense two-operand contraction
-(:func:`kernel_reasons` is empty), its planes are float32 and its lanes cover
-the product once (:func:`bind_reasons` is empty). :class:`GemmLaunch` then
-binds the caller's own planes, seen as matrices without copies
-(:func:`gemm_operands`), to the one Sgemm of
-``lower_dense_gemm(record, direction="forward", dtype="float32")``, written
-straight into the output's lane plane through the stream's capture-legal
-cuBLAS handle. The routed adjoint (:mod:`eagle.diff`) is the same machinery
-over ``lower_dense_gemm(record, direction="adjoint")``: one product per
-gradient plane the caller passes, issued with beta = 1 so it adds into it.
+(:func:`kernel_reasons` is empty), its planes share one dtype a product takes
+(:data:`ROUTE_DTYPES`: bfloat16 and float16 sum in float32 on tensor cores,
+float32 is exact or, under ``math="tf32"``, TF32, float64 is Dgemm) and its
+lanes cover the product once (:func:`bind_reasons` is empty).
+:class:`GemmLaunch` then binds the caller's own planes, seen as matrices
+without copies (:func:`gemm_operands`), to the one product of
+``lower_dense_gemm(record, direction="forward", dtype=<the planes' dtype>)``,
+written straight into the output's lane plane through the stream's
+capture-legal cuBLAS handle. The routed adjoint (:mod:`eagle.diff`) is the same
+machinery over ``lower_dense_gemm(record, direction="adjoint")``: one product
+per gradient plane the caller passes, issued with beta = 1 so it adds into it
+(summed in float32 for 16-bit planes).
+
+Everything a launch needs is checked when it is bound (:class:`GemmLaunch`):
+the planes' layout, dtypes and overlap, and, per stream, the warmed cuBLAS
+call; a launch only enqueues.
 """
 
 from __future__ import annotations
@@ -25,15 +32,18 @@ import numpy as np
 
 from eagle.cuda.graph import is_capturing
 from eagle.cuda.stream import as_stream_ptr, current_stream
-from eagle.gemm.capture import CublasCaptureHandle, stream_handle
+from eagle.gemm.capture import BoundGemm, stream_handle
 from eagle.gemm.contraction import RecognizedContraction
+from eagle.gemm.dtypes import PRODUCT_DTYPES, dtype_of
 from eagle.gemm.errors import GemmCaptureUnavailable, PlanUnavailable
-from eagle.gemm.lowering import captured_gemm_calls, lower_dense_gemm
+from eagle.gemm.lowering import captured_calls, lower_dense_gemm
 from eagle.gemm.steps import LoweredPlan
 from hawk.contraction import LaneLayout
 
 __all__ = [
+    "MATH",
     "ROUTE_DTYPE",
+    "ROUTE_DTYPES",
     "GemmLaunch",
     "GemmOperands",
     "bind_reasons",
@@ -43,7 +53,13 @@ __all__ = [
 ]
 
 ROUTE_DTYPE = np.dtype(np.float32)
-"""The one dtype the route takes: cuBLAS Sgemm, exact FP32."""
+"""The dtype a plan's ``reasons`` speak for: float32 planes (cuBLAS Sgemm, exact FP32)."""
+
+ROUTE_DTYPES = PRODUCT_DTYPES
+"""The plane dtypes the route takes (by name): bfloat16, float16, float32, float64."""
+
+MATH = ("fp32", "tf32")
+"""The route's float32 policies: exact FP32, or TF32 tensor cores (float32 planes only)."""
 
 
 def kernel_reasons(
@@ -78,21 +94,39 @@ def kernel_reasons(
     return ()
 
 
-def dtype_reasons(dtypes: Mapping[str, np.dtype]) -> tuple[str, ...]:
-    """Why planes of these dtypes (by plane name) keep the loop (empty when all are float32)."""
-    wide = [name for name, dtype in dtypes.items() if np.dtype(dtype) != ROUTE_DTYPE]
-    if not wide:
-        return ()
-    named = ", ".join(f"{name!r} is {np.dtype(dtypes[name]).name}" for name in wide)
-    return (
-        f"plane {named}; the GEMM route takes float32 planes (cuBLAS Sgemm), so a kernel "
-        "over float64 planes keeps its exact loop",
-    )
+def dtype_reasons(dtypes: Mapping[str, Any], *, math: str = "fp32") -> tuple[str, ...]:
+    """Why planes of these dtypes (by plane name) keep the loop (empty when they route).
+
+    They route when they share one of :data:`ROUTE_DTYPES`. ``math`` is the
+    plan's float32 policy (:data:`MATH`); it changes how float32 planes route
+    (TF32 or exact), never whether they do, and other dtypes ignore it.
+
+    Raises:
+        ValueError: ``math`` is not one of :data:`MATH`.
+    """
+    _check_math(math)
+    names = {name: dtype_of(dtype).name for name, dtype in dtypes.items()}
+    odd = [name for name, dtype in names.items() if dtype not in ROUTE_DTYPES]
+    if odd:
+        named = ", ".join(f"{name!r} is {names[name]}" for name in odd)
+        return (
+            f"plane {named}; the GEMM route takes bfloat16, float16, float32 or float64 "
+            "planes, so the kernel keeps its loop",
+        )
+    if len(set(names.values())) > 1:
+        named = ", ".join(f"{name!r} is {dtype}" for name, dtype in names.items())
+        return (
+            f"planes {named}; the GEMM route takes planes of one dtype, so a kernel over "
+            "mixed planes keeps its loop",
+        )
+    return ()
 
 
-def bind_reasons(dtypes: Mapping[str, np.dtype], lanes: int, layout: LaneLayout) -> tuple[str, ...]:
+def bind_reasons(
+    dtypes: Mapping[str, Any], lanes: int, layout: LaneLayout, *, math: str = "fp32"
+) -> tuple[str, ...]:
     """Why planes of these dtypes and this lane count keep the loop (empty when they fit)."""
-    reasons = dtype_reasons(dtypes)
+    reasons = dtype_reasons(dtypes, math=math)
     if reasons:
         return reasons
     if lanes != layout.lanes:
@@ -166,13 +200,19 @@ def gemm_operands(
 
 
 @functools.lru_cache(maxsize=256)
-def _lowered(record: RecognizedContraction, direction: str) -> LoweredPlan:
-    """The record's products over float32 buffers (lowered once per record and direction)."""
-    return lower_dense_gemm(record, direction=direction, dtype=ROUTE_DTYPE.name)
+def _lowered(record: RecognizedContraction, direction: str, dtype: str) -> LoweredPlan:
+    """The record's products over ``dtype`` buffers (lowered once per record, direction
+    and dtype)."""
+    return lower_dense_gemm(record, direction=direction, dtype=dtype)
 
 
 def _forward(record: RecognizedContraction) -> LoweredPlan:
-    return _lowered(record, "forward")
+    return _lowered(record, "forward", ROUTE_DTYPE.name)
+
+
+def _check_math(math: str) -> None:
+    if math not in MATH:
+        raise ValueError(f"math must be 'fp32' or 'tf32', not {math!r}")
 
 
 def _matrix(name: str, array: Any, shape: tuple[int, ...]) -> Any:
@@ -201,15 +241,28 @@ class GemmLaunch:
     Made by ``AutoPlan.bind`` (``direction="forward"``: the one product,
     written over the output) and by ``eagle.diff`` (``direction="adjoint"``:
     one product per gradient plane in ``planes``, added into it with beta =
-    1). It lowers the record, binds the planes (no copies) through
-    :func:`~eagle.gemm.captured_gemm_calls` as any caller would, and prepares
-    cuBLAS for eagle's current stream. Calling it enqueues the products, legal inside
+    1). It lowers the record over the planes' dtype, binds the planes (no
+    copies) through :func:`~eagle.gemm.captured_calls` as any caller would,
+    and prepares cuBLAS for eagle's current stream: every check of the
+    products runs here, once. Calling it enqueues the products, legal inside
     a capture of a prepared stream.
+
+    Args:
+        plan: the routed plan.
+        record: ``plan.record``.
+        planes: the caller's device planes by name, of one dtype of
+            :data:`ROUTE_DTYPES`.
+        device: their device.
+        direction: ``"forward"`` or ``"adjoint"``.
+        math: the plan's float32 policy, ``"fp32"`` (exact) or ``"tf32"``;
+            planes of other dtypes ignore it.
 
     Raises:
         PlanUnavailable: the record does not lower to products.
+        ValueError: ``math`` is not one of :data:`MATH`.
         GemmCaptureUnavailable: no cuBLAS, or eagle's current stream is being
             captured (bind before the capture begins).
+        GemmMappingUnavailable: planes of dtypes no product takes.
     """
 
     def __init__(
@@ -220,19 +273,23 @@ class GemmLaunch:
         device: int,
         *,
         direction: str = "forward",
+        math: str = "fp32",
     ) -> None:
+        _check_math(math)
         self.device = device
         self.beta = 1.0 if direction == "adjoint" else 0.0
-        lowered = _lowered(record, direction)
         views = gemm_operands(plan, record, planes).views
+        self.dtype = dtype_of(views[record.operands[0].name].dtype).name
+        self.math = math if self.dtype == "float32" else None
+        lowered = _lowered(record, direction, self.dtype)
         # an adjoint computes only the gradients passed
         wanted = lowered.subplan(spec.name for spec in lowered.outputs if spec.name in views)
-        self.calls = captured_gemm_calls(wanted, views, operand_class=record.operand_class)
-        self._handles: dict[int, CublasCaptureHandle] = {}
+        self.calls = captured_calls(wanted, views, math=self.math)
+        self._launches: dict[int, tuple[BoundGemm, ...]] = {}
         self.prepare(current_stream(device).ptr())
 
-    def prepare(self, stream_ptr: int) -> CublasCaptureHandle:
-        """The cuBLAS handle of ``stream_ptr``, made and warmed for this product on first use.
+    def prepare(self, stream_ptr: int) -> tuple[BoundGemm, ...]:
+        """The products bound on ``stream_ptr``'s cuBLAS handle, made and warmed on first use.
 
         A product the handle has not warmed (it keys products by their
         params and their operands' alignment) is run once into a scratch
@@ -244,9 +301,9 @@ class GemmLaunch:
             GemmCaptureUnavailable: ``stream_ptr`` is being captured and was
                 never prepared, or no cuBLAS.
         """
-        handle = self._handles.get(stream_ptr)
-        if handle is not None:
-            return handle
+        launches = self._launches.get(stream_ptr)
+        if launches is not None:
+            return launches
         if is_capturing(stream_ptr):
             raise GemmCaptureUnavailable(
                 f"this routed plan was not prepared for stream {stream_ptr:#x}, which is being "
@@ -256,12 +313,15 @@ class GemmLaunch:
         handle = stream_handle(stream_ptr, self.device)
         for call in self.calls:
             handle.warm(call.params, call.operands, keep_out=True)
-        self._handles[stream_ptr] = handle
-        return handle
+        launches = tuple(
+            handle.bind(call.params, call.operands, beta=self.beta) for call in self.calls
+        )
+        self._launches[stream_ptr] = launches
+        return launches
 
     def __call__(self, stream: Any) -> None:
         """Enqueue the products on ``stream`` (a Stream, a raw pointer, or None)."""
         stream_ptr = as_stream_ptr(stream, self.device)
-        handle = self._handles.get(stream_ptr) or self.prepare(stream_ptr)
-        for call in self.calls:
-            handle.sgemm(call.params, call.operands, beta=self.beta)
+        launches = self._launches.get(stream_ptr) or self.prepare(stream_ptr)
+        for launch in launches:
+            launch()

@@ -5,8 +5,8 @@ A device step of a bound plan or adjoint (:class:`eagle._bound.Step`) carries a
 :class:`~eagle.cuda._rebind.Site`, which :meth:`eagle.cuda.Launcher.rebind`
 later points at other planes. :func:`kernel_site` is for a hawk kernel (its
 node's arguments are rewritten), :func:`product_site` for the routed cuBLAS
-products of :class:`eagle._route.GemmLaunch` (captured again over the new
-planes, alone, with the same warmed handle).
+products of :class:`eagle._route.GemmLaunch` (bound again over the new planes
+on the same warmed handle, and captured alone).
 """
 
 from __future__ import annotations
@@ -62,21 +62,22 @@ def product_site(
     ]
 
     def reissue(stream_ptr: int, new: Mapping[str, Any]) -> Callable[[], None]:
-        handle = launch.prepare(stream_ptr)
-        calls = []
-        for call, names in zip(launch.calls, roles, strict=True):
+        bound = launch.prepare(stream_ptr)  # the products as bound on the stream's handle
+        products = []
+        for call, names, first in zip(launch.calls, roles, bound, strict=True):
             operands = {
                 role: _moved(view, names[role], new) for role, view in call.operands.items()
             }
+            handle = first.handle
             if any(
                 operands[r].ptr % _ALIGNED != v.ptr % _ALIGNED for r, v in call.operands.items()
             ):
                 handle.warm(call.params, operands, keep_out=True)  # aligned otherwise: warm it
-            calls.append((call.params, operands))
+            products.append(handle.bind(call.params, operands, beta=launch.beta))
 
         def enqueue() -> None:
-            for params, operands in calls:
-                handle.sgemm(params, operands, beta=launch.beta)
+            for product in products:
+                product()
 
         return enqueue
 

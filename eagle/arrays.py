@@ -3,7 +3,10 @@
 An :class:`Array` is one strided view of a buffer: a numpy array on the host
 (``device="cpu"``, wrapped without a copy) or device memory from eagle's pool
 (``device="cuda:0"``) or from another library (CuPy, PyTorch, numba), wrapped
-without a copy through ``__cuda_array_interface__``.
+without a copy through DLPack or ``__cuda_array_interface__``.
+
+Dtypes are numpy's numeric and bool dtypes plus bfloat16 (``ml_dtypes.bfloat16``
+on the host, loaded when first needed).
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from eagle.cuda import _dlpack, _strided
-from eagle.cuda._runtime import call, dcall, ensure_device, runtime
+from eagle.cuda import _dlpack, _fill, _foreign, _strided
+from eagle.cuda._records import raise_recorded
+from eagle.cuda._runtime import call, ensure_device, runtime
 from eagle.cuda.graph import any_capture_active, is_capturing, record_use
 from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr, current_stream
@@ -46,13 +50,37 @@ def _check_dtype(dtype: Any, argument: str = "dtype") -> np.dtype:
     try:
         result = np.dtype(dtype)
     except TypeError as exc:
-        raise TypeError(f"{argument} {dtype!r} is not a numpy dtype") from exc
+        if dtype != "bfloat16":
+            raise TypeError(f"{argument} {dtype!r} is not a numpy dtype") from exc
+        import ml_dtypes
+
+        result = np.dtype(ml_dtypes.bfloat16)
+    if result.name == "bfloat16":
+        return result
     if result.kind not in "biufc" or result.itemsize not in (1, 2, 4, 8, 16):
         raise TypeError(
             f"{argument} must be a numeric or bool dtype, not {result} "
             "(object, string and structured dtypes have no device layout)"
         )
     return result
+
+
+def _check_basic(key: Any) -> tuple[Any, ...]:
+    """``key`` as a tuple of basic indices (ints, slices, ``...``, None)."""
+    keys = key if isinstance(key, tuple) else (key,)
+    for item in keys:
+        if not (
+            item is None
+            or item is Ellipsis
+            or isinstance(item, slice)
+            or (isinstance(item, int | np.integer) and not isinstance(item, bool | np.bool_))
+        ):
+            raise TypeError(
+                f"Arrays take basic indices (ints, slices, ..., None), which give views, "
+                f"not {type(item).__name__}; a gather makes a copy, so do it in numpy "
+                "(a.numpy()[index]) and wrap the result with arrays.asarray"
+            )
+    return keys
 
 
 def _check_shape(shape: ShapeLike) -> tuple[int, ...]:
@@ -99,7 +127,16 @@ class Array:
         ptr: the address of the first element.
     """
 
-    __slots__ = ("_device_index", "_host", "_owner", "_ptr", "dtype", "shape", "strides")
+    __slots__ = (
+        "_device_index",
+        "_host",
+        "_owner",
+        "_ptr",
+        "_readonly",
+        "dtype",
+        "shape",
+        "strides",
+    )
 
     def __init__(
         self,
@@ -111,6 +148,7 @@ class Array:
         strides: tuple[int, ...] = (),
         device_index: int | None = None,
         owner: Any = None,
+        readonly: bool = False,
     ) -> None:
         self._host = host
         self._owner = owner
@@ -118,9 +156,11 @@ class Array:
         if host is not None:
             self.shape, self.dtype, self.strides = host.shape, host.dtype, host.strides
             self._ptr = host.__array_interface__["data"][0]
+            self._readonly = not host.flags.writeable
         else:
             self.shape, self.dtype, self.strides = shape, dtype, strides
             self._ptr = ptr
+            self._readonly = readonly
 
     # -- attributes -----------------------------------------------------------------------
 
@@ -143,6 +183,12 @@ class Array:
     def ptr(self) -> int:
         """The address of the first element."""
         return self._ptr
+
+    @property
+    def readonly(self) -> bool:
+        """True when the producer of this memory marked it read-only (:meth:`fill`
+        refuses such arrays)."""
+        return self._readonly
 
     @property
     def itemsize(self) -> int:
@@ -186,17 +232,14 @@ class Array:
     # -- views ----------------------------------------------------------------------------
 
     def __getitem__(self, key: Any) -> Array:
-        """Basic slicing (ints, slices, ``...``, ``None``): a view sharing memory."""
+        """Basic slicing (ints, slices, ``...``, ``None``): a view sharing memory.
+
+        Raises:
+            TypeError: a list, array or bool index (a gather: do it in numpy).
+        """
+        keys = _check_basic(key)
         if self._host is not None:
-            view = self._host[key]
-            return Array(host=np.asarray(view), device_index=None)
-        keys = key if isinstance(key, tuple) else (key,)
-        for item in keys:
-            if not (item is None or item is Ellipsis or isinstance(item, int | np.integer | slice)):
-                raise TypeError(
-                    f"device Arrays take basic indices (ints, slices, ..., None), not "
-                    f"{type(item).__name__}; copy to the host for fancy indexing"
-                )
+            return Array(host=np.asarray(self._host[keys]))
         if Ellipsis not in keys:
             keys = (*keys, Ellipsis)
         # Index a stand-in with the same layout: numpy does the view arithmetic and
@@ -213,6 +256,7 @@ class Array:
             strides=view.strides,
             device_index=self._device_index,
             owner=self._owner,
+            readonly=self._readonly,
         )
 
     def reshape(self, *shape: int | Sequence[int]) -> Array:
@@ -240,6 +284,7 @@ class Array:
             strides=_contiguous_strides(dims, self.itemsize),
             device_index=self._device_index,
             owner=self._owner,
+            readonly=self._readonly,
         )
 
     @property
@@ -254,6 +299,7 @@ class Array:
             strides=self.strides[::-1],
             device_index=self._device_index,
             owner=self._owner,
+            readonly=self._readonly,
         )
 
     # -- data movement --------------------------------------------------------------------
@@ -263,6 +309,9 @@ class Array:
 
         A host Array returns the array it wraps (no copy); a device Array is
         copied to the host after its stream's pending work.
+
+        Raises:
+            IndexError, ZeroDivisionError: a kernel failed a check.
         """
         if self._host is not None:
             return self._host
@@ -279,6 +328,7 @@ class Array:
                 stream_ptr,
             )
             call("cudaStreamSynchronize", stream_ptr)
+            raise_recorded()
         return out
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
@@ -326,10 +376,13 @@ class Array:
         and is legal inside a capture.
 
         Raises:
-            ValueError: ``value`` does not fit the dtype exactly (``1.5`` into
-                an int32 array, say).
+            ValueError: ``value`` does not fit the dtype exactly (``1.5`` or NaN
+                into an int32 array, a complex value into a real one, ``1e300``
+                into float32), or the array is read-only.
         """
-        scalar = _exact_scalar(value, self.dtype)
+        if self._readonly:
+            raise ValueError("this Array is read-only (its producer marked it so); fill a copy()")
+        scalar = _fill.exact_scalar(value, self.dtype)
         if self._host is not None:
             self._host.fill(scalar)
             return
@@ -337,7 +390,7 @@ class Array:
             return
         stream_ptr = as_stream_ptr(stream, self._device_index)
         if self.is_contiguous:
-            _memset(self.ptr, scalar, self.size, stream_ptr)
+            _fill.memset(self.ptr, scalar, self.size, stream_ptr)
         else:
             _strided.fill(self, scalar, stream_ptr)
         record_use(stream_ptr, self)
@@ -352,7 +405,7 @@ class Array:
         return {
             "shape": self.shape,
             "typestr": self.dtype.str,
-            "data": (self._ptr, False),
+            "data": (self._ptr, self._readonly),
             "strides": None if self.is_contiguous else self.strides,
             "version": 3,
             "stream": None,
@@ -374,55 +427,41 @@ class Array:
     ) -> Any:
         """Export as a DLPack capsule without copying.
 
-        ``stream`` is the consumer's stream: it is made to wait for eagle's
-        current stream (``-1`` skips that).
+        Args:
+            stream: the consumer's stream, made to wait for eagle's current
+                stream: None or 1 the legacy default stream, 2 the per-thread
+                default stream, a pointer, or -1 to skip the wait (device
+                arrays only; 0 is ambiguous and refused).
+            max_version: the newest DLPack the consumer reads; ``(1, 0)`` or
+                later gets a versioned capsule (which carries the read-only flag).
+            dl_device: the device the consumer wants; only this array's own.
+            copy: True is refused (eagle exports without copying).
+
+        Raises:
+            BufferError: a copy or another device was asked for (a device array
+                for a CPU consumer: use ``numpy()``), or the view cannot be described.
         """
         if copy:
             raise BufferError("eagle exports DLPack without copying; pass copy=None or False")
-        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
-            raise BufferError(f"dl_device {dl_device} differs from this array's {self.device}")
-        if self._host is not None:
-            return self._host.__dlpack__()
-        if stream is not None and stream != -1:
-            _order_after_current(self._device_index, stream)
-        return _dlpack.export(self)
-
-
-def _exact_scalar(value: Any, dtype: np.dtype) -> np.generic:
-    try:
-        scalar = np.asarray(value).astype(dtype)[()]
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"value {value!r} cannot be stored as {dtype}") from exc
-    if dtype.kind in "biu" and (not np.isfinite(complex(value)) or scalar != value):
-        raise ValueError(f"value {value!r} does not fit {dtype} exactly")
-    return scalar
-
-
-def _memset(ptr: int, scalar: np.generic, count: int, stream_ptr: int) -> None:
-    """Fill ``count`` contiguous elements with memset nodes (capture-legal)."""
-    raw = np.asarray(scalar).tobytes()
-    if len(raw) == 1:
-        dcall("cuMemsetD8Async", ptr, raw[0], count, stream_ptr)
-    elif len(raw) == 2:
-        dcall("cuMemsetD16Async", ptr, int.from_bytes(raw, "little"), count, stream_ptr)
-    elif len(raw) == 4:
-        dcall("cuMemsetD32Async", ptr, int.from_bytes(raw, "little"), count, stream_ptr)
-    else:
-        for word in range(len(raw) // 4):
-            bits = int.from_bytes(raw[4 * word : 4 * word + 4], "little")
-            dcall("cuMemsetD2D32Async", ptr + 4 * word, len(raw), bits, 1, count, stream_ptr)
-
-
-def _order_after_current(device_index: int, consumer_stream: int) -> None:
-    producer = current_stream(device_index).ptr()
-    if consumer_stream == producer:
-        return
-    event = call("cudaEventCreateWithFlags", runtime().cudaEventDisableTiming)
-    try:
-        call("cudaEventRecord", event, producer)
-        call("cudaStreamWaitEvent", consumer_stream, event, 0)
-    finally:
-        call("cudaEventDestroy", event)
+        own = self.__dlpack_device__()
+        if dl_device is not None and tuple(dl_device) != own:
+            wanted, _ = dl_device
+            where = "the CPU" if wanted == _dlpack.CPU else f"DLPack device {tuple(dl_device)}"
+            raise BufferError(
+                f"this Array is on {self.device} and eagle exports without copying, so "
+                f"it cannot go to {where}; copy it first (Array.numpy() or Array.to())"
+            )
+        versioned = max_version is not None and tuple(max_version) >= (1, 0)
+        if self._host is None:
+            if stream == 0:
+                raise BufferError(
+                    "stream 0 is ambiguous in DLPack; pass 1 (legacy default stream), "
+                    "2 (per-thread default stream), a stream pointer, or -1"
+                )
+            if stream != -1:
+                producer = current_stream(self._device_index).ptr()
+                _foreign.order(producer, 1 if stream is None else stream)
+        return _dlpack.export(self, device=own, versioned=versioned, readonly=self._readonly)
 
 
 # -- constructors -----------------------------------------------------------------------
@@ -485,7 +524,7 @@ def full(shape: ShapeLike, value: Any, dtype: Any = "float64", device: str = "cp
     """
     dims, kind, index = _check_shape(shape), _check_dtype(dtype), _parse_device(device)
     if index is None:
-        return Array(host=np.full(dims, value, dtype=kind))
+        return Array(host=np.full(dims, _fill.exact_scalar(value, kind), dtype=kind))
     out = _allocate(dims, kind, index)
     out.fill(value)
     call("cudaStreamSynchronize", current_stream(index).ptr())
@@ -506,24 +545,24 @@ def asarray(obj: Any, dtype: Any = None, device: str | None = None) -> Array:
     """An :class:`Array` holding ``obj``, without a copy where possible.
 
     Args:
-        obj: an Array, a numpy array or anything numpy converts (host), or a
-            device array with ``__cuda_array_interface__`` (CuPy, PyTorch,
-            numba), which is wrapped without a copy.
+        obj: an Array; a numpy array or anything numpy converts (host); or any
+            array with ``__dlpack__`` (DLPack up to 1.1, host or device) or
+            ``__cuda_array_interface__`` (v3): PyTorch, CuPy, JAX, numba... —
+            wrapped without a copy, read-only if its producer says so, after
+            the producer's queued work (ordered on eagle's current stream,
+            without a host wait). A torch tensor that requires grad is read
+            through ``detach()`` (same memory).
         dtype: convert to this dtype (a copy when it differs).
         device: ``"cpu"``, ``"cuda:N"``, or None to keep ``obj`` where it is.
 
     Raises:
         ValueError: a bad ``device``.
         TypeError: a non-numeric ``dtype``.
+        BufferError: the producer's memory is on a device eagle cannot use.
     """
     kind = None if dtype is None else _check_dtype(dtype)
     index = _parse_device(device) if device is not None else None
-    if isinstance(obj, Array):
-        source = obj
-    elif hasattr(obj, "__cuda_array_interface__"):
-        source = _wrap_cuda_interface(obj)
-    else:
-        source = Array(host=np.asarray(obj))
+    source = _wrap(obj)
     target = source._device_index if device is None else index
     if kind is not None and kind != source.dtype:
         host = np.ascontiguousarray(source.numpy(), dtype=kind)
@@ -535,6 +574,30 @@ def asarray(obj: Any, dtype: Any = None, device: str | None = None) -> Array:
     if target is None:
         return Array(host=source.numpy())
     return _upload(np.ascontiguousarray(source.numpy()), target)
+
+
+def _wrap(obj: Any) -> Array:
+    """``obj`` as an Array, with no copy for arrays from numpy, DLPack or the CUDA
+    array interface."""
+    if isinstance(obj, Array):
+        return obj
+    if isinstance(obj, np.ndarray | np.generic):
+        return Array(host=np.asarray(obj))
+    found = _foreign.describe(obj)
+    if found is None:
+        return Array(host=np.asarray(obj))
+    _check_dtype(found.dtype, "obj's dtype")
+    if found.host is not None:
+        return Array(host=found.host)
+    return Array(
+        ptr=found.ptr,
+        shape=found.shape,
+        dtype=found.dtype,
+        strides=found.strides,
+        device_index=found.device_index,
+        owner=found.owner,
+        readonly=found.readonly,
+    )
 
 
 def _upload(values: np.ndarray, device_index: int) -> Array:
@@ -551,29 +614,3 @@ def _upload(values: np.ndarray, device_index: int) -> Array:
         )
     call("cudaStreamSynchronize", stream_ptr)
     return out
-
-
-def _wrap_cuda_interface(obj: Any) -> Array:
-    info = obj.__cuda_array_interface__
-    dtype = _check_dtype(np.dtype(info["typestr"]), "obj's dtype")
-    shape = tuple(int(d) for d in info["shape"])
-    strides = info.get("strides")
-    strides = _contiguous_strides(shape, dtype.itemsize) if strides is None else tuple(strides)
-    ptr = int(info["data"][0])
-    stream = info.get("stream")
-    if stream:
-        call("cudaStreamSynchronize", int(stream))
-    device_index = _device_of_pointer(ptr) if ptr else 0
-    return Array(
-        ptr=ptr,
-        shape=shape,
-        dtype=dtype,
-        strides=strides,
-        device_index=device_index,
-        owner=obj,
-    )
-
-
-def _device_of_pointer(ptr: int) -> int:
-    attributes = call("cudaPointerGetAttributes", ptr)
-    return int(attributes.device)

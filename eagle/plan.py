@@ -50,6 +50,7 @@ from eagle.cuda.stream import as_stream_ptr
 from hawk import ir
 from hawk.contraction import lane_layout, recognize
 from hawk.emit import DTYPES, cuda, host, policy
+from hawk.emit.checks import record_error
 
 __all__ = ["BLOCK_SIZE", "AutoPlan", "BoundPlan", "auto"]
 
@@ -330,15 +331,22 @@ class AutoPlan:
         return last.plane.name if writes == [last] else None
 
     def _bind_device(self, checked: Planes, route: Route, reusable: bool) -> BoundPlan:
+        from eagle.cuda._records import record_for
         from eagle.cuda.module import PackedArgs, load_kernel
 
         assert checked.device is not None
         key = (checked.signature, checked.device)
+        source = self._cuda_source(checked.signature)
         kernel = self._device_kernels.get(key)
         if kernel is None:
-            source = self._cuda_source(checked.signature)
             kernel = load_kernel(source.source, source.name, device=checked.device)
             self._device_kernels[key] = kernel
+        # A failed check is noted in the kernel's error record (hawk.emit.checks)
+        record = record_for(
+            (source.source, source.name),
+            checked.device,
+            functools.partial(record_error, source.checks),
+        )
         # A Param given as a number lives in a one-element array of its own. A binding
         # that keeps its number has it written once, here; a reusable one has it written
         # by a memset before each launch: stream-ordered, legal in a capture (which
@@ -347,11 +355,13 @@ class AutoPlan:
         numbers = checked.numbers
         uniforms = {name: arrays.full((1,), n, checked.real, where) for name, n in numbers.items()}
         args = [uniforms.get(name, checked.values[name]) for name in self._names]
-        packed = PackedArgs([*args, np.int64(checked.lanes)])
+        lengths = [np.int64(checked.values[name].shape[0]) for name in source.lengths]
+        packed = PackedArgs([*args, np.int64(checked.lanes), *lengths, record])
         grid = _grid(checked.lanes)
         writes = list(uniforms.items()) if reusable else []
 
         def enqueue(stream: Any) -> None:
+            record.check()  # an earlier launch's failure, once it is recorded
             if not grid:
                 return
             for name, uniform in writes:

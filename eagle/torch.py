@@ -67,6 +67,10 @@ def function(kernel: hawk.Kernel, contraction: str | None = None) -> Function:
             device for float32 tensors); None for the current
             :func:`hawk.emit.policy.current` policy.
 
+    Make it once, outside any ``torch.compile`` region (as you would make a
+    module): choosing the op reads the current policy, which dynamo does not
+    trace; calling the op inside a compiled function is what compiles.
+
     Returns:
         The :class:`Function`; the same one for the same kernel and policy.
 

@@ -17,7 +17,17 @@ with ``eagle.plan.auto(kernel)``::
 from hawk import math
 from hawk._version import __version__ as __version__
 from hawk.decl import Mutable, Param, Scalar, Table
-from hawk.errors import HawkError
+from hawk.errors import HawkError, PlaneIndexError
 from hawk.trace import Kernel, kernel
 
-__all__ = ["HawkError", "Kernel", "Mutable", "Param", "Scalar", "Table", "kernel", "math"]
+__all__ = [
+    "HawkError",
+    "Kernel",
+    "Mutable",
+    "Param",
+    "PlaneIndexError",
+    "Scalar",
+    "Table",
+    "kernel",
+    "math",
+]

@@ -1,8 +1,9 @@
-""":class:`HawkError`, the one error hawk raises for a kernel outside its language."""
+""":class:`HawkError`, the one error hawk raises for a kernel outside its language, and
+:class:`PlaneIndexError`, raised when a kernel's table index is out of range."""
 
 from __future__ import annotations
 
-__all__ = ["HawkError"]
+__all__ = ["HawkError", "PlaneIndexError"]
 
 
 class HawkError(Exception):
@@ -37,3 +38,26 @@ class HawkError(Exception):
         if self.column is not None:
             text += "\n    " + " " * self.column + "^"
         return text
+
+
+class PlaneIndexError(IndexError):
+    """A kernel addressed a table outside it (:mod:`hawk.emit.checks`).
+
+    Attributes:
+        plane: the table's name.
+        axis: the axis label, or ``"index"`` for a flat table.
+        index: the offending index (:data:`hawk.emit.checks.INT_INVALID` for
+            ``int()`` of NaN, +-inf or a real beyond int64).
+        extent: the axis's extent (a flat table's length).
+        lane: the lane that failed.
+    """
+
+    def __init__(
+        self, message: str, *, plane: str, axis: str, index: int, extent: int, lane: int
+    ) -> None:
+        super().__init__(message)
+        self.plane = plane
+        self.axis = axis
+        self.index = index
+        self.extent = extent
+        self.lane = lane

@@ -117,7 +117,7 @@ def test_wraps_cuda_array_interface_without_copy():
     assert wrapped.strides == (12, 4) and wrapped.dtype == np.float32
     view = wrapped[:, 1:]
     assert view.shape == (2, 2) and view.strides == (12, 4) and view.ptr == 4
-    with pytest.raises(TypeError, match="device Arrays take basic indices"):
+    with pytest.raises(TypeError, match="Arrays take basic indices.*do it in numpy"):
         wrapped[[0, 1]]
 
 

@@ -218,3 +218,61 @@ def test_torch_interop_both_ways_without_copies(rng):
     np.testing.assert_array_equal(mine.numpy(), back.cpu().numpy())
     t_view = torch.as_tensor(mine[1:, 1:4], device="cuda")
     assert t_view.data_ptr() == mine[1:, 1:4].ptr
+
+
+def test_argument_list_launches_in_one_capture_keep_their_own_values(rng):
+    kernel = cuda.load_kernel(SCALE_SOURCE, "scale_add")
+    n = 4099
+    x = rng.standard_normal(n).astype(np.float32)
+    start = rng.standard_normal(n).astype(np.float32)
+    dx, dout = arrays.asarray(x, device="cuda:0"), arrays.asarray(start, device="cuda:0")
+    stream = cuda.Stream(non_blocking=True)
+    with cuda.StreamCapturer(stream) as cap:
+        for a in (0.5, 2.0, -0.25):  # one signature: one reused parameter buffer
+            kernel.launch(-(-n // 256), 256, [dout, dx, np.float32(a), np.int64(n)], stream)
+    graph = cuda.Graph.from_captured(cap.captured)
+    graph.launcher().stream(stream).launch()
+    stream.synchronize()
+    ref = start.astype(np.float64) + 2.25 * x.astype(np.float64)
+    assert np.linalg.norm(dout.numpy() - ref) / np.linalg.norm(ref) < 1e-6
+    graph.destroy()
+
+
+def test_freed_memory_returns_to_the_device_after_trim():
+    pool = cuda.default_pool()
+    call("cudaDeviceSynchronize")
+    pool.trim()
+    free_before, _ = call("cudaMemGetInfo")
+    big = arrays.empty((8 << 30,), "uint8", "cuda:0")
+    free_during, _ = call("cudaMemGetInfo")
+    assert free_during <= free_before - (8 << 30)
+    del big
+    call("cudaDeviceSynchronize")  # beyond the release threshold goes back at a sync
+    free_synced, _ = call("cudaMemGetInfo")
+    assert free_synced >= free_before - cuda.memory.DEFAULT_RELEASE_THRESHOLD - (64 << 20)
+    pool.trim()
+    free_after, _ = call("cudaMemGetInfo")
+    assert free_after >= free_before - (64 << 20)
+
+
+def test_each_call_makes_its_own_device_current(rng):
+    if call("cudaGetDeviceCount") < 2:
+        pytest.skip("needs two GPUs")
+    kernel = cuda.load_kernel(SCALE_SOURCE, "scale_add", device=0)
+    n = 1000
+    x = rng.standard_normal(n).astype(np.float32)
+    start = rng.standard_normal(n).astype(np.float32)
+    dx, dout = arrays.asarray(x, device="cuda:0"), arrays.asarray(start, device="cuda:0")
+    stream0 = cuda.Stream(non_blocking=True, device=0)
+    other = arrays.full((n,), 3.0, "float32", "cuda:1")  # device 1 is now current
+    stream1 = cuda.Stream(non_blocking=True, device=1)
+    cuda.Event(device=1).record(stream1).synchronize()
+    kernel.launch(-(-n // 256), 256, [dout, dx, np.float32(0.5), np.int64(n)], stream0)
+    call("cudaSetDevice", 1)
+    late = arrays.zeros((n,), "float32", "cuda:0")  # allocates on device 0 all the same
+    call("cudaSetDevice", 1)
+    kernel.launch(-(-n // 256), 256, [late, dx, np.float32(2.0), np.int64(n)], stream0)
+    stream0.synchronize()
+    np.testing.assert_allclose(dout.numpy(), start + 0.5 * x, rtol=1e-6)
+    np.testing.assert_allclose(late.numpy(), 2.0 * x, rtol=1e-6)
+    np.testing.assert_array_equal(other.numpy(), 3.0)

@@ -6,13 +6,18 @@ calls replaced by a recorder, so they run without a GPU.
 
 from __future__ import annotations
 
+import ctypes
+import gc
+import subprocess
+import sys
 import weakref
 
 import numpy as np
 import pytest
 
 from eagle import arrays, cuda
-from eagle.cuda import _runtime, _strided, graph, module
+from eagle.cuda import _runtime, _strided, graph, memory, module
+from eagle.cuda import stream as stream_module
 from eagle.cuda.module import PackedArgs
 
 
@@ -80,6 +85,7 @@ def fake_cuda(monkeypatch):
         return {
             "cudaStreamEndCapture": "graph-handle",
             "cudaGraphInstantiate": "exec-handle",
+            "cudaStreamGetDevice": 0,
         }.get(name)
 
     monkeypatch.setattr(graph, "call", fake_call)
@@ -102,7 +108,7 @@ def test_capture_keeps_recorded_objects_and_tells_their_owners(fake_cuda):
     captured = capturer.end()
     assert captured._kept == [owner] and len(owner._live_graphs) == 1
     built = cuda.Graph.from_captured(captured)
-    assert set(owner._live_graphs) == {built}
+    assert set(owner._live_graphs) == {built._held}
     built.destroy()
     assert built._kept == [] and len(owner._live_graphs) == 0
 
@@ -167,3 +173,294 @@ def test_kernel_arguments_on_the_wrong_device_are_refused_by_position():
         PackedArgs([elsewhere], device=0)
     with pytest.raises(TypeError, match="kernel argument 0: expected a numpy scalar"):
         PackedArgs([1.5])
+
+
+# -- lifetimes through weakref.finalize ----------------------------------------------------
+
+
+@pytest.fixture
+def unraisable(monkeypatch):
+    """Exceptions Python could not raise (from finalizers and ``__del__``), collected."""
+    seen: list[BaseException | None] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda info: seen.append(info.exc_value))
+    return seen
+
+
+@pytest.fixture
+def fake_runtime(monkeypatch):
+    """Replace the CUDA calls of stream.py, memory.py and the finalizers with a recorder."""
+    calls: list[tuple[str, tuple]] = []
+    results = {
+        "cudaStreamCreateWithFlags": 0x5000,
+        "cudaEventCreateWithFlags": 0xE000,
+        "cudaMemPoolCreate": 0x9000,
+        "cudaMallocFromPoolAsync": 0xA000,
+        "cudaStreamGetDevice": 0,
+    }
+
+    def fake_call(name, *args):
+        calls.append((name, args))
+        return results.get(name)
+
+    for target in (_runtime, stream_module, memory, graph):
+        monkeypatch.setattr(target, "call", fake_call)
+    for target in (stream_module, memory):
+        monkeypatch.setattr(target, "ensure_device", lambda device=0: None)
+    return calls
+
+
+def _names(calls):
+    return [name for name, _ in calls]
+
+
+def test_stream_and_event_are_destroyed_once_by_destroy_or_by_gc(fake_runtime, unraisable):
+    stream = cuda.Stream()
+    assert stream.__cuda_stream__() == (0, 0x5000) and stream.alive
+    stream.destroy()
+    stream.destroy()
+    assert _names(fake_runtime).count("cudaStreamDestroy") == 1 and not stream.alive
+    with pytest.raises(cuda.CudaError, match="this stream was destroyed"):
+        stream.ptr()
+    cuda.Stream()  # dropped at once
+    event = cuda.Event()
+    del event
+    gc.collect()
+    assert _names(fake_runtime).count("cudaStreamDestroy") == 2
+    assert ("cudaEventDestroy", (0xE000,)) in fake_runtime and not unraisable
+
+
+def test_an_object_whose_init_failed_half_way_is_collected_quietly(monkeypatch, unraisable):
+    def refuse(name, *args):
+        raise cuda.CudaError(name, "cudaErrorMemoryAllocation")
+
+    monkeypatch.setattr(stream_module, "ensure_device", lambda device=0: None)
+    monkeypatch.setattr(stream_module, "call", refuse)
+    monkeypatch.setattr(memory, "ensure_device", lambda device=0: None)
+    monkeypatch.setattr(memory, "call", refuse)
+    for make in (cuda.Stream, cuda.Event, cuda.MemoryPool):
+        with pytest.raises(cuda.CudaError, match="cudaErrorMemoryAllocation"):
+            make()
+    gc.collect()
+    assert not unraisable
+
+
+def test_a_graph_collected_without_destroy_frees_its_handles_and_tells_owners(fake_cuda):
+    owner = _Owner()
+    released: list[bool] = []
+    owner._graphs_released = lambda: released.append(True)
+    capturer = cuda.StreamCapturer(41)
+    capturer.begin()
+    cuda.record_use(41, owner)
+    built = cuda.Graph.from_captured(capturer.end())
+    assert len(owner._live_graphs) == 1 and not released
+    del built, capturer
+    gc.collect()
+    assert fake_cuda[-2:] == ["cudaGraphExecDestroy", "cudaGraphDestroy"]
+    assert not owner._live_graphs and released == [True]
+
+
+def test_finalizers_do_not_run_at_interpreter_exit():
+    script = (
+        "from eagle.cuda import _runtime, stream\n"
+        "def fake(name, *args):\n"
+        "    print('called', name)\n"
+        "    return 0x5000\n"
+        "_runtime.call = stream.call = fake\n"
+        "stream.ensure_device = lambda device=0: None\n"
+        "kept = stream.Stream()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:-1] == ["called cudaStreamCreateWithFlags"]
+    assert not done.stderr
+
+
+def test_pool_release_threshold_trim_and_buffer_free(fake_runtime, unraisable):
+    pool = cuda.MemoryPool()
+    threshold = next(args for name, args in fake_runtime if name == "cudaMemPoolSetAttribute")
+    assert int(threshold[2]) == memory.DEFAULT_RELEASE_THRESHOLD == 1 << 30
+    buffer = pool.allocate(256, 77)
+    assert buffer.ptr == 0xA000 and pool.live_buffers == 1
+    del buffer
+    gc.collect()
+    assert ("cudaFreeAsync", (0xA000, 77)) in fake_runtime and pool.live_buffers == 0
+    pool.trim(1024)
+    assert _names(fake_runtime)[-2:] == ["cudaDeviceSynchronize", "cudaMemPoolTrimTo"]
+    assert fake_runtime[-1][1] == (0x9000, 1024)
+    with pytest.raises(ValueError, match="keep_bytes must be a non-negative int"):
+        pool.trim(-1)
+    with pytest.raises(ValueError, match="release_threshold must be a non-negative int"):
+        cuda.MemoryPool(release_threshold=-5)
+    pool.destroy()
+    pool.destroy()
+    assert _names(fake_runtime).count("cudaMemPoolDestroy") == 1 and not unraisable
+
+
+# -- streams from any framework --------------------------------------------------------------
+
+
+class _CoreStream:
+    def __cuda_stream__(self):
+        return (0, 0x1111)
+
+
+class _TorchStream:
+    cuda_stream = 0x2222
+
+
+class _CupyStream:
+    ptr = 0x3333
+
+
+def test_stream_arguments_take_every_stream_like_object():
+    assert cuda.as_stream_ptr(_CoreStream()) == 0x1111
+    assert cuda.as_stream_ptr(_TorchStream()) == 0x2222
+    assert cuda.as_stream_ptr(_CupyStream()) == 0x3333
+    assert cuda.as_stream_ptr(0x5555) == 0x5555
+    for wrong in (True, "stream", 1.5, object()):
+        with pytest.raises(TypeError, match="stream must be an eagle.cuda.Stream.*torch and"):
+            cuda.as_stream_ptr(wrong)
+    with pytest.raises(TypeError, match="^launch_stream must be"):
+        cuda.as_stream_ptr("x", argument="launch_stream")
+
+
+def test_event_and_launcher_take_a_foreign_stream(fake_runtime):
+    event = cuda.Event()
+    event.record(_TorchStream())
+    event.wait(_CupyStream())
+    assert ("cudaEventRecord", (0xE000, 0x2222)) in fake_runtime
+    assert ("cudaStreamWaitEvent", (0x3333, 0xE000, 0)) in fake_runtime
+
+
+# -- the driver requirement ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("version", "shown"), [(12040, "CUDA 12.4"), (12090, "CUDA 12.9")])
+def test_an_old_driver_is_refused_naming_both_versions(monkeypatch, version, shown):
+    calls: list[str] = []
+
+    def fake_call(name, *args):
+        calls.append(name)
+        return {"cudaDriverGetVersion": version, "cudaGetDeviceCount": 1}.get(name)
+
+    monkeypatch.setattr(_runtime, "call", fake_call)
+    monkeypatch.setattr(_runtime, "_ready_devices", set())
+    with pytest.raises(cuda.CudaDriverTooOld) as info:
+        _runtime.ensure_device(0)
+    message = str(info.value)
+    assert shown in message and "CUDA 13.0" in message and "580 or newer" in message
+    assert isinstance(info.value, cuda.CudaUnavailable) and info.value.found == version
+    assert calls == ["cudaDriverGetVersion"]
+
+
+def test_a_cuda_13_driver_is_accepted(monkeypatch):
+    def fake_call(name, *args):
+        return {"cudaDriverGetVersion": 13000, "cudaGetDeviceCount": 1}.get(name)
+
+    monkeypatch.setattr(_runtime, "call", fake_call)
+    monkeypatch.setattr(_runtime, "dcall", lambda name, *args: None)
+    monkeypatch.setattr(_runtime, "_ready_devices", set())
+    _runtime.ensure_device(0)
+    assert _runtime._ready_devices == {0}
+
+
+# -- compiling through cuda.core and launching -----------------------------------------------
+
+
+def test_compile_error_names_the_status_and_the_program(tmp_path, monkeypatch):
+    monkeypatch.setenv("EAGLE_CACHE_DIR", str(tmp_path))
+    with pytest.raises(cuda.CompileError) as info:
+        cuda.compile_cuda('extern "C" __global__ void k() { nope(); }', name="prog", arch="sm_90")
+    message = str(info.value)
+    assert message.startswith("nvrtcCompileProgram failed with NVRTC_ERROR_COMPILATION: prog:\n")
+    assert 'identifier "nope" is undefined' in message and "\0" not in message
+
+
+def test_program_options_are_part_of_the_cache_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("EAGLE_CACHE_DIR", str(tmp_path))
+    source = 'extern "C" __global__ void f(float* x) { x[0] = __expf(x[0]) / x[1]; }'
+    cuda.compile_cuda(source, name="f", arch="sm_90")
+    cuda.compile_cuda(source, name="f", arch="sm_90", options={"use_fast_math": True})
+    cuda.compile_cuda(source, name="f", arch="sm_80")
+    assert len(list(tmp_path.glob("*.cubin"))) == 3
+
+
+class _FakeLaunch:
+    """Stands for cuLaunchKernel: records each call and the parameter bytes it read."""
+
+    def __init__(self, sizes):
+        self.sizes = sizes
+        self.calls = []
+
+    def __call__(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        pointers = (ctypes.c_void_p * len(self.sizes)).from_address(params)
+        values = [ctypes.string_at(p, n) for p, n in zip(pointers, self.sizes, strict=True)]
+        self.calls.append(((gx, gy, gz), (bx, by, bz), shared, stream, values))
+        return (0,)
+
+
+def _device_array(ptr, device=0):
+    return arrays.Array(
+        ptr=ptr, shape=(4,), dtype=np.dtype("float32"), strides=(4,), device_index=device
+    )
+
+
+def test_launch_packs_each_argument_by_value_and_reuses_one_buffer(monkeypatch):
+    monkeypatch.setattr(module, "call", lambda name, *args: None)
+    kernel = module.Kernel("k", None, 0x1234, 0)
+    kernel._launch = fake = _FakeLaunch([8, 4, 8, 12])
+    triple = (ctypes.c_int32 * 3)(1, 2, 3)
+
+    class Triple(ctypes.Structure):
+        _fields_ = [("v", ctypes.c_int32 * 3)]
+
+    first = [_device_array(0x1000), np.float32(1.5), np.int64(-7), Triple(triple)]
+    kernel.launch(4, 128, first, 0x99)
+    second = [_device_array(0x2000), np.float32(2.5), np.int64(9), Triple(triple)]
+    kernel.launch((2, 3), (32, 2, 1), second, 0x99, shared_mem=64)
+    assert len(kernel._packers) == 1
+    (grid, block, _, stream, values), (grid2, block2, shared2, _, values2) = fake.calls
+    assert (grid, block, stream, grid2, block2, shared2) == (
+        (4, 1, 1), (128, 1, 1), 0x99, (2, 3, 1), (32, 2, 1), 64
+    )  # fmt: skip
+    assert values == [
+        (0x1000).to_bytes(8, "little"),
+        np.float32(1.5).tobytes(),
+        np.int64(-7).tobytes(),
+        bytes(triple),
+    ]
+    assert values2[:3] == [(0x2000).to_bytes(8, "little"), np.float32(2.5).tobytes(),
+                           np.int64(9).tobytes()]  # fmt: skip
+    packed = PackedArgs(first)
+    kernel.launch(1, 1, packed, 0x99)
+    assert fake.calls[-1][-1] == values and packed.keep == (first[0],)
+
+
+def test_launch_checks_devices_dimensions_and_keeps_arrays_only_in_a_capture(
+    monkeypatch, fake_cuda
+):
+    set_device: list[tuple] = []
+    monkeypatch.setattr(module, "call", lambda name, *args: set_device.append((name, *args)))
+    kernel = module.Kernel("k", None, 0x1234, 1)
+    kernel._launch = _FakeLaunch([8])
+    with pytest.raises(ValueError, match="kernel argument 0 is an array on cuda:0"):
+        kernel.launch(1, 1, [_device_array(0x1000, device=0)], 0x99)
+    with pytest.raises(ValueError, match="launch dimensions must be 1 to 3 positive ints"):
+        kernel.launch(0, 1, [_device_array(0x1000, device=1)], 0x99)
+    array = _device_array(0x1000, device=1)
+    kernel.launch(1, 1, [array], 0x99)
+    assert not set_device
+    kernel.launch(1, 1, [array], 0)  # the null stream runs on the current device
+    assert set_device == [("cudaSetDevice", 1)]
+    capturer = cuda.StreamCapturer(0x99)
+    capturer.begin()
+    kernel.launch(1, 1, [array], 0x99)
+    assert capturer.end()._kept == [kernel, array]
+
+
+def test_a_refused_launch_raises_cuda_error_naming_it():
+    kernel = module.Kernel("k", None, 0x1234, 0)
+    status = _runtime.driver().CUresult.CUDA_ERROR_INVALID_VALUE
+    kernel._launch = lambda *args: (status,)
+    with pytest.raises(cuda.CudaError, match="cuLaunchKernel failed with CUDA_ERROR_INVALID_VALUE"):
+        kernel.launch(1, 1, [np.int64(1)], 0x99)

@@ -67,7 +67,7 @@ def test_the_products_bind_the_callers_planes_with_the_lowered_flags(fake_cublas
             transpose_out=spec.transpose_out,
         )  # fmt: skip
         params, operands = by_out[views[spec.out].ptr]
-        assert params == expected
+        assert params.layout == expected and (params.dtype, params.math) == ("float32", "fp32")
         assert (operands["a"], operands["b"]) == (views[spec.a].ptr, views[spec.b].ptr)
 
 
@@ -78,9 +78,9 @@ def test_a_gradient_not_passed_is_not_computed(fake_cublas):  # noqa: F811
     assert operands["out"] == W_BAR and len(handles[0x11].warmed) == 1
 
 
-def test_the_host_and_float64_keep_the_adjoint_loop():
+def test_the_host_keeps_the_adjoint_loop_and_float64_routes_as_its_primal():
     adjoint = _adjoint()
-    assert adjoint.route("device", "float64") == "loop"
+    assert adjoint.route("device", "float64") == adjoint.primal.route("device", "float64")
     rng = np.random.default_rng()
     w, f = rng.standard_normal((R, U)), rng.standard_normal((R, B))
     y_bar, w_bar = rng.standard_normal(B * U), np.zeros((R, U))

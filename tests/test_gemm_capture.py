@@ -13,7 +13,9 @@ import subprocess
 import sys
 import textwrap
 import weakref
+from typing import ClassVar
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -113,6 +115,9 @@ class FakeCublas:
     Operation = _Enum(N=0, T=1)
     PointerMode = _Enum(HOST=0, DEVICE=1)
     Math = _Enum(DEFAULT_MATH=0, TF32_TENSOR_OP_MATH=3)
+    ComputeType = _Enum(COMPUTE_32F=68, COMPUTE_32F_FAST_TF32=77)
+    GemmAlgo = _Enum(DEFAULT=-1)
+    DATA_TYPES: ClassVar = {2: np.float16, 14: ml_dtypes.bfloat16, 0: np.float32, 1: np.float64}
     cuBLASError = type("cuBLASError", (Exception,), {})
 
     def __init__(self):
@@ -157,21 +162,37 @@ class FakeCublas:
         stored = flat[i + j * ld]
         return (stored if op == 0 else stored.T), flat, (i + j * ld)
 
-    def _gemm(self, dtype, handle, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    def _gemm(self, dtype, handle, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+              out_dtype=None, compute=None):  # fmt: skip
+        """out = alpha op(a) op(b) + beta out; factors of ``dtype`` summed in the scalars'
+        type (float32 for 16-bit factors), ``out`` rounded once when stored."""
+        out_dtype = dtype if out_dtype is None else out_dtype
+        scalar = np.float64 if dtype == np.float64 else np.float32
         self.log.append(("gemm", np.dtype(dtype).name, ta, tb, m, n, k))
+        if compute is not None:
+            self.log[-1] += (np.dtype(out_dtype).name, compute)
         self.destinations.append(c)
-        scalars = np.frombuffer((ctypes.c_byte * 16).from_address(alpha), dtype=dtype, count=2)
-        assert beta == alpha + np.dtype(dtype).itemsize
+        scalars = np.frombuffer((ctypes.c_byte * 16).from_address(alpha), dtype=scalar, count=2)
+        assert beta == alpha + np.dtype(scalar).itemsize
         left, _, _ = self._matrix(a, ta, m, k, lda, dtype)
         right, _, _ = self._matrix(b, tb, k, n, ldb, dtype)
-        old, flat, index = self._matrix(c, 0, m, n, ldc, dtype)
-        flat[index] = scalars[0] * (left @ right) + (scalars[1] * old if scalars[1] else 0)
+        old, flat, index = self._matrix(c, 0, m, n, ldc, out_dtype)
+        product = left.astype(scalar) @ right.astype(scalar)
+        value = scalars[0] * product + (scalars[1] * old.astype(scalar) if scalars[1] else 0)
+        flat[index] = value.astype(out_dtype)
 
     def sgemm(self, *args):
         self._gemm(np.float32, *args)
 
     def dgemm(self, *args):
         self._gemm(np.float64, *args)
+
+    def gemm_ex(self, handle, ta, tb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c,
+                ctype, ldc, compute, algo):  # fmt: skip
+        assert atype == btype and algo == -1
+        dtype, out_dtype = self.DATA_TYPES[atype], self.DATA_TYPES[ctype]
+        self._gemm(dtype, handle, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                   out_dtype, compute)  # fmt: skip
 
 
 class HostBackedDeviceArray:
@@ -376,12 +397,11 @@ def test_operands_must_be_device_arrays_matching_the_params(device, rng):
 
 def test_destroy_waits_for_live_graphs_before_freeing(device):
     handle = CublasCaptureHandle(FakeDevice.STREAM)
-    graph = type("Graph", (), {})()
-    eagle_graph._register([handle], graph)  # what eagle.cuda does when a graph records it
+    held = eagle_graph._Held([], [handle])  # what eagle.cuda does when a graph records it
     handle.destroy()
     assert not handle.alive and ("destroy", 0xC0B1A5) not in device.cublas.log
     assert "destroyed" in repr(handle)
-    eagle_graph._register([handle], graph, add=False)  # the graph is destroyed
+    eagle_graph._release(held)  # the graph is destroyed
     assert device.cublas.log.count(("destroy", 0xC0B1A5)) == 1
     handle.destroy()
     assert device.cublas.log.count(("destroy", 0xC0B1A5)) == 1

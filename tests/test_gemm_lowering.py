@@ -268,8 +268,11 @@ def test_a_table_read_twice_lowers_forward(rng):
     ("kwargs", "message"),
     [
         ({"direction": "backward"}, "direction must be 'forward' or 'adjoint', not 'backward'"),
-        ({"dtype": "int32"}, "dtype must be 'float32' or 'float64', not 'int32'"),
-        ({"dtype": "no-such-type"}, "dtype must be 'float32' or 'float64'"),
+        (
+            {"dtype": "int32"},
+            "dtype must be one of 'bfloat16', 'float16', 'float32', 'float64', not 'int32'",
+        ),
+        ({"dtype": "no-such-type"}, "dtype must be one of 'bfloat16'"),
     ],
 )
 def test_bad_arguments_are_value_errors(kwargs, message):

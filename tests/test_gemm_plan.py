@@ -138,7 +138,7 @@ def test_matmul_step_refuses_writing_over_an_operand():
         ({"a": np.ones((2, 3)), "b": np.ones((3, 4), np.float32), "out": np.ones((2, 4))},
          "host", MatmulUnavailable, "a='a' is float64, b='b' is float32, out='out' is float64"),
         ({"a": np.ones((2, 3), int), "b": np.ones((3, 4), int), "out": np.ones((2, 4), int)},
-         "host", MatmulUnavailable, "a product takes float32 or float64"),
+         "host", MatmulUnavailable, "a product takes bfloat16, float16, float32 or float64"),
         ({"a": np.ones((2, 3)), "b": np.ones((3, 4)), "out": np.ones((4, 2))}, "host",
          MatmulUnavailable, r"out 'out' has shape \(4, 2\); it must have shape \(2, 4\)"),
         ({"a": np.ones((2, 3)), "b": np.ones((5, 4)), "out": np.ones((2, 4))}, "host",

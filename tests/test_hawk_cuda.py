@@ -35,7 +35,7 @@ def test_mixed_dtypes_compile_and_convert_at_the_edges() -> None:
     compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
 
 
-def test_argument_order_is_planes_then_lane_count() -> None:
+def test_argument_order_is_planes_then_lane_count_then_error_record() -> None:
     emitted = cuda.emit(saxpy.ir, {"a": "float32", "x": "float32", "y": "float32"})
     assert emitted.name == "hawk_saxpy"
     assert emitted.arguments == ("a", "x", "y")
@@ -45,6 +45,7 @@ def test_argument_order_is_planes_then_lane_count() -> None:
         "const float* __restrict__ p_x",
         "float* __restrict__ p_y",
         "long long n",
+        "unsigned long long* __restrict__ hawk_rec",
     ]
     assert "const float l_a = p_a[0];" in emitted.source  # a param is read through a pointer
     assert (

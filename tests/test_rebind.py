@@ -358,7 +358,8 @@ class FakeCapturer:
         previous: list[int] = []
         for func in self.funcs:
             previous = [self.fake.node("kernel", name, previous, func)]
-        self.captured = SimpleNamespace(_take=lambda: (name, []))
+        held = SimpleNamespace(handles=[("cudaGraphDestroy", name)], kept=[])
+        self.captured = SimpleNamespace(_take=lambda: (name, held))
 
 
 def _product_site(fake: FakeCuda, funcs=(7, 8)):
@@ -384,12 +385,15 @@ class FakeLaunch:
         view = planes["y"].reshape((5, 3))
         self.calls = [SimpleNamespace(params="p", operands={"a": planes["w"], "b": planes["f"],
                                                             "out": view})]  # fmt: skip
-        self.handle = SimpleNamespace(warmed=[], issued=[])
-        self.handle.warm = lambda params, operands, keep_out: self.handle.warmed.append(operands)
-        self.handle.sgemm = lambda params, operands, beta: self.handle.issued.append(operands)
+        self.warmed: list[dict[str, Any]] = []
+        self.issued: list[dict[str, Any]] = []
+        handle = SimpleNamespace()
+        handle.warm = lambda params, operands, keep_out: self.warmed.append(operands)
+        handle.bind = lambda params, operands, beta: lambda: self.issued.append(operands)
+        self.bound = (SimpleNamespace(handle=handle),)
 
     def prepare(self, stream_ptr: int) -> Any:
-        return self.handle
+        return self.bound
 
 
 def test_a_product_is_captured_again_over_the_new_planes_and_its_nodes_copied(fake, monkeypatch):
@@ -397,15 +401,15 @@ def test_a_product_is_captured_again_over_the_new_planes_and_its_nodes_copied(fa
     monkeypatch.setattr(_rebind, "StreamCapturer", FakeCapturer(fake, [7, 8]))
     new_y = FakeArray(0x70000, (15,))
     _launcher(site).rebind(y=new_y)
-    (issued,) = launch.handle.issued
+    (issued,) = launch.issued
     assert issued["out"].ptr == 0x70000 and issued["out"].shape == (5, 3)  # the same view
     assert issued["a"] is site.planes["w"]
-    assert launch.handle.warmed == []  # aligned as before: the handle is warm already
+    assert launch.warmed == []  # aligned as before: the handle is warm already
     mini = fake.graphs[f"mini{FakeCapturer.graphs}"]
     assert fake.sets == [("copy", site.after[0] - 1, mini[0]), ("copy", site.after[0], mini[1])]
     assert site.planes["y"] is new_y
     _launcher(site).rebind(y=FakeArray(0x78004, (15,)))  # 4 bytes past: warmed first
-    assert [w["out"].ptr for w in launch.handle.warmed] == [0x78004]
+    assert [w["out"].ptr for w in launch.warmed] == [0x78004]
 
 
 def test_a_product_that_records_other_kernels_is_refused_and_its_capture_freed(fake, monkeypatch):

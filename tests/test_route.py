@@ -63,14 +63,14 @@ def test_route_and_reasons_under_both_policies(kernel, route, says):
     else:
         (reason,) = routed.reasons
         assert says in reason
-    assert routed.route("device", "float64") == "loop"
+    assert routed.route("device", "float64") == route
 
 
-def test_the_route_takes_float32_planes_only():
+def test_the_route_takes_float32_and_float64_planes():
     plan = _plan(k.contract)
     assert plan.route("device") == plan.route("device", np.float32) == "gemm"
     assert plan.route("device", np.dtype("float32")) == "gemm"
-    assert plan.route("device", "float64") == "loop"
+    assert plan.route("device", "float64") == "gemm"
     for dtype in ("int32", "fp32", None):
         with pytest.raises(ValueError, match=rf"dtype must be float32 or float64 .*not {dtype!r}"):
             plan.route("device", dtype)
@@ -83,7 +83,7 @@ def test_dtype_and_lane_reasons_name_what_is_wrong():
     f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
     assert _route.bind_reasons({"w": f32, "f": f32, "y": f32}, B * U, layout) == ()
     (reason,) = _route.bind_reasons({"w": f32, "f": f32, "y": f64}, B * U, layout)
-    assert "plane 'y' is float64" in reason and "float32" in reason
+    assert "'y' is float64" in reason and "planes of one dtype" in reason
     (reason,) = _route.bind_reasons({"w": f32, "f": f32, "y": f32}, B * U - 1, layout)
     assert f"hold {B * U - 1} lanes but the product has {B} x {U} = {B * U}" in reason
 
@@ -246,9 +246,12 @@ class _FakeHandle:
             self.keys.add(key)
             self.warmed.append((params, 0x9000 if keep_out else operands["out"].ptr))
 
-    def sgemm(self, params, operands, *, beta=0.0):
-        self.calls.append((params, {role: array.ptr for role, array in operands.items()}))
-        self.betas.append(beta)
+    def bind(self, params, operands, *, beta=0.0):
+        def launch():
+            self.calls.append((params, {role: array.ptr for role, array in operands.items()}))
+            self.betas.append(beta)
+
+        return launch
 
 
 @pytest.fixture

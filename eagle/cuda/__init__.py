@@ -3,7 +3,7 @@
 Nothing here loads a driver on import; the first call that needs one does.
 """
 
-from eagle.cuda._runtime import CudaError, CudaUnavailable, is_available
+from eagle.cuda._runtime import CudaDriverTooOld, CudaError, CudaUnavailable, is_available
 from eagle.cuda.graph import (
     CapturedGraph,
     Graph,
@@ -21,6 +21,7 @@ from eagle.cuda.stream import Event, Stream, as_stream_ptr, current_stream
 __all__ = [
     "CapturedGraph",
     "CompileError",
+    "CudaDriverTooOld",
     "CudaError",
     "CudaUnavailable",
     "Event",

@@ -1,21 +1,39 @@
-"""Export a device Array as a DLPack capsule (``__dlpack__``) without copying.
+"""DLPack in both directions, without copying.
 
-The capsule holds a ``DLManagedTensor`` whose deleter releases the exported
-array; until a consumer takes the capsule (renaming it ``used_dltensor``) the
-capsule's own destructor calls that deleter.
+:func:`export` has numpy build the capsule (``dltensor_versioned`` when the
+consumer asks for DLPack 1.x, else ``dltensor``) over an ndarray that only
+describes the Array's memory and keeps it alive, then sets the capsule's device
+(and the bfloat16 type code). The capsule's deleter and destructor are thus
+numpy's C functions, which run correctly with a consumer's exception pending
+(no Python callback can), so a refused export leaks nothing.
+
+:func:`take` consumes a producer's capsule: it reads the tensor's pointer, shape,
+byte strides, dtype, device and read-only flag, renames the capsule as used,
+and returns an :class:`Imported` whose collection calls the producer's deleter.
 """
 
 from __future__ import annotations
 
 import ctypes
-import threading
+import weakref
 from typing import Any
+
+import numpy as np
 
 CPU = 1
 CUDA = 2
+CUDA_HOST = 3
+CUDA_MANAGED = 13
 
-_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
-_NAME = b"dltensor"
+VERSION = (1, 1)
+"""The DLPack version eagle produces and asks producers for."""
+
+_READ_ONLY = 1
+_BFLOAT = 4
+_LEGACY = b"dltensor"
+_VERSIONED = b"dltensor_versioned"
+_USED_LEGACY = b"used_dltensor"
+_USED_VERSIONED = b"used_dltensor_versioned"
 
 
 class _Device(ctypes.Structure):
@@ -38,51 +56,54 @@ class _Tensor(ctypes.Structure):
     ]
 
 
+_Deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
 class _Managed(ctypes.Structure):
-    pass
+    _fields_ = [("dl_tensor", _Tensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _Deleter)]
 
 
-_Deleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(_Managed))
-_Managed._fields_ = [
-    ("dl_tensor", _Tensor),
-    ("manager_ctx", ctypes.c_void_p),
-    ("deleter", _Deleter),
-]
-
-_exports: dict[int, tuple[Any, ...]] = {}
-_exports_lock = threading.Lock()
+class _Version(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
 
 
-def _release(managed: Any) -> None:
-    with _exports_lock:
-        _exports.pop(ctypes.addressof(managed.contents), None)
+class _ManagedVersioned(ctypes.Structure):
+    _fields_ = [
+        ("version", _Version),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", _Deleter),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", _Tensor),
+    ]
 
 
-_DELETER = _Deleter(_release)
-
-_capsule_new = ctypes.pythonapi.PyCapsule_New
-_capsule_new.restype = ctypes.py_object
-_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-_capsule_valid = ctypes.pythonapi.PyCapsule_IsValid
+_api = ctypes.pythonapi
+_capsule_valid = _api.PyCapsule_IsValid
 _capsule_valid.restype = ctypes.c_int
-_capsule_valid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_pointer = _api.PyCapsule_GetPointer
 _capsule_pointer.restype = ctypes.c_void_p
-_capsule_pointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_set_name = _api.PyCapsule_SetName
+_capsule_set_name.restype = ctypes.c_int
+_capsule_set_name.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
-@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _capsule_destructor(capsule: int) -> None:
-    if _capsule_valid(capsule, _NAME):
-        address = _capsule_pointer(capsule, _NAME)
-        _release(ctypes.pointer(_Managed.from_address(address)))
+class _Described:
+    """What numpy sees of an Array's memory: its layout, and the Array to keep alive."""
+
+    def __init__(self, array: Any, interface: dict[str, Any]) -> None:
+        self.array = array
+        self.__array_interface__ = interface
 
 
-def export(array: Any) -> Any:
-    """A ``dltensor`` capsule viewing ``array``'s device memory.
+def export(array: Any, *, device: tuple[int, int], versioned: bool, readonly: bool) -> Any:
+    """A capsule viewing ``array``'s memory on ``device`` (``(type, id)``).
 
     Raises:
-        BufferError: a byte stride is not a whole number of elements.
+        BufferError: a byte stride is not a whole number of elements, or a
+            read-only array is asked for as an unversioned capsule (which
+            cannot say it is read-only).
     """
     itemsize = array.itemsize
     if any(stride % itemsize for stride in array.strides):
@@ -90,20 +111,121 @@ def export(array: Any) -> Any:
             f"strides {array.strides} are not whole elements of {itemsize} bytes; "
             "DLPack cannot describe this view (copy() it first)"
         )
-    ndim = array.ndim
-    shape = (ctypes.c_int64 * max(ndim, 1))(*array.shape)
-    strides = (ctypes.c_int64 * max(ndim, 1))(*(s // itemsize for s in array.strides))
-    managed = _Managed()
-    tensor = managed.dl_tensor
-    tensor.data = array.ptr
-    tensor.device = _Device(CUDA, array.device_index)
-    tensor.ndim = ndim
-    tensor.dtype = _DataType(_CODES[array.dtype.kind], 8 * itemsize, 1)
-    tensor.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
-    tensor.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
-    tensor.byte_offset = 0
-    managed.deleter = _DELETER
-    address = ctypes.addressof(managed)
-    with _exports_lock:
-        _exports[address] = (managed, shape, strides, array)
-    return _capsule_new(address, _NAME, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+    if readonly and not versioned:
+        raise BufferError(
+            "this array is read-only and DLPack before 1.0 cannot say so; "
+            "ask with max_version=(1, 0) or later"
+        )
+    bfloat = array.dtype.name == "bfloat16"
+    described = np.asarray(
+        _Described(
+            array,
+            {
+                "shape": array.shape,
+                "typestr": "<u2" if bfloat else array.dtype.str,
+                "data": (array.ptr, readonly),
+                "strides": array.strides,
+                "version": 3,
+            },
+        )
+    )
+    if versioned:
+        capsule = described.__dlpack__(max_version=(1, 0))
+        managed: Any = _ManagedVersioned.from_address(_capsule_pointer(capsule, _VERSIONED))
+    else:
+        capsule = described.__dlpack__()
+        managed = _Managed.from_address(_capsule_pointer(capsule, _LEGACY))
+    managed.dl_tensor.device = _Device(*device)
+    if bfloat:
+        managed.dl_tensor.dtype = _DataType(_BFLOAT, 16, 1)
+    return capsule
+
+
+# -- import -------------------------------------------------------------------------------
+
+
+class Imported:
+    """A producer's tensor, taken from its capsule; the producer's deleter runs when
+    this goes.
+
+    Attributes:
+        ptr: address of the first element (byte offset applied).
+        shape: extents.
+        strides: byte strides.
+        dtype: numpy dtype (``ml_dtypes.bfloat16`` for bfloat16).
+        device: ``(device_type, device_id)``.
+        readonly: the producer marked the memory read-only.
+    """
+
+    __slots__ = ("__weakref__", "device", "dtype", "ptr", "readonly", "shape", "strides")
+
+    def __init__(self, capsule: Any) -> None:
+        if _capsule_valid(capsule, _VERSIONED):
+            address = _capsule_pointer(capsule, _VERSIONED)
+            managed: Any = _ManagedVersioned.from_address(address)
+            if managed.version.major > VERSION[0]:
+                raise BufferError(
+                    f"the producer's DLPack {managed.version.major}.{managed.version.minor} "
+                    f"is newer than eagle's {VERSION[0]}.{VERSION[1]}"
+                )
+            self.readonly = bool(managed.flags & _READ_ONLY)
+            used = _USED_VERSIONED
+        elif _capsule_valid(capsule, _LEGACY):
+            address = _capsule_pointer(capsule, _LEGACY)
+            managed = _Managed.from_address(address)
+            self.readonly = False
+            used = _USED_LEGACY
+        else:
+            raise BufferError("__dlpack__ returned something that is not an unused DLPack capsule")
+        tensor = managed.dl_tensor
+        self.dtype = _dtype(tensor.dtype)
+        self.device = (tensor.device.device_type, tensor.device.device_id)
+        self.shape = tuple(tensor.shape[axis] for axis in range(tensor.ndim))
+        itemsize = self.dtype.itemsize
+        if tensor.strides:
+            self.strides = tuple(tensor.strides[axis] * itemsize for axis in range(tensor.ndim))
+        else:
+            self.strides = compact(self.shape, itemsize)
+        self.ptr = (tensor.data or 0) + tensor.byte_offset
+        _capsule_set_name(capsule, used)
+        deleter = managed.deleter
+        function = ctypes.cast(deleter, ctypes.c_void_p).value
+        if function:
+            weakref.finalize(self, _call_deleter, function, address).atexit = False
+
+
+def _call_deleter(function: int, managed: int) -> None:
+    ctypes.PYFUNCTYPE(None, ctypes.c_void_p)(function)(managed)
+
+
+def compact(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Row-major byte strides of ``shape``."""
+    strides, step = [], itemsize
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= max(dim, 1)
+    return tuple(reversed(strides))
+
+
+def _dtype(dl: _DataType) -> np.dtype:
+    if dl.lanes != 1:
+        raise BufferError(f"DLPack vector dtypes ({dl.lanes} lanes) have no numpy dtype")
+    if dl.code == _BFLOAT and dl.bits == 16:
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    kinds = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}
+    kind = kinds.get(dl.code)
+    if kind is None or dl.bits % 8:
+        raise BufferError(f"DLPack dtype code {dl.code} with {dl.bits} bits has no numpy dtype")
+    return np.dtype("?" if kind == "b" else f"{kind}{dl.bits // 8}")
+
+
+def take(producer: Any, stream: int | None) -> Imported:
+    """Ask ``producer`` for a capsule (DLPack 1.x first, then the legacy form) with
+    ``stream`` as the consumer stream, and take it."""
+    try:
+        capsule = producer.__dlpack__(stream=stream, max_version=VERSION)
+    except TypeError:
+        capsule = producer.__dlpack__(stream=stream)
+    return Imported(capsule)

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from eagle.cuda._runtime import call, dcall, driver
-from eagle.cuda.graph import Graph, StreamCapturer, _active, record_use
+from eagle.cuda.graph import Graph, StreamCapturer, _active, _release, record_use
 
 __all__ = ["KernelSite", "ProductSite", "Site", "rebind", "record"]
 
@@ -211,7 +211,7 @@ class KernelSite(Site):
         self._arguments = dict(arguments)
         self._handles: tuple[Any, Any] = (None, None)
         self._params: Any = None
-        self._values: list[Any] = []
+        self._slots: dict[str, Any] = {}  # plane name -> its pointer in our copy
 
     def resolve(self) -> list[Any]:
         if len(self.after) != 1 or _kind(self.after[0]) != "kernel":
@@ -219,17 +219,23 @@ class KernelSite(Site):
         node = self.after[0]
         self._handles = _driver_handles(self.exec_handle, node)
         self._params = _kernel_params(node)
-        # our own copy of the arguments: the bound plan's stay as they are
-        self._values = [type(v).from_buffer_copy(v) for v in self._packed.values]
-        self._array = (ctypes.c_void_p * max(1, len(self._values)))(
-            *[ctypes.addressof(v) for v in self._values]
-        )
+        # our own copy of the packed arguments: the bound plan's stay as they are
+        packed = self._packed._data
+        base = ctypes.addressof(packed)
+        offsets = [int(pointer or base) - base for pointer in self._packed._pointers]
+        self._data = ctypes.create_string_buffer(packed.raw, len(packed))
+        mine = ctypes.addressof(self._data)
+        self._array = (ctypes.c_void_p * len(offsets))(*[mine + at for at in offsets])
         self._params.kernelParams = ctypes.addressof(self._array)
+        self._slots = {
+            name: ctypes.c_uint64.from_buffer(self._data, offsets[index])
+            for name, index in self._arguments.items()
+        }
         return [node]
 
     def change(self, planes: Mapping[str, Any]) -> _Change:
         """What pointing the kernel at ``planes`` (name -> new array) does, not done yet."""
-        slots = [(self._values[self._arguments[name]], array) for name, array in planes.items()]
+        slots = [(self._slots[name], array) for name, array in planes.items()]
         before = [slot.value for slot, _ in slots]
         exec_handle, node = self._handles
 
@@ -320,7 +326,9 @@ def recapture(
         for enqueue in enqueues:
             enqueue()
     assert capturer.captured is not None
-    handle, _ = capturer.captured._take()
+    handle, held = capturer.captured._take()
+    held.handles = []  # the raw graph is the owner's; the capture needs to keep nothing else
+    _release(held)
     owner = _Captured(handle)
     found = {int(node): node for node in _nodes(handle)}
     order = _chain(found, {key: _deps(node) for key, node in found.items()})

@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import importlib
 import threading
+import weakref
 from types import ModuleType
 from typing import Any
 
 __all__ = [
+    "CudaDriverTooOld",
     "CudaError",
     "CudaUnavailable",
     "call",
     "dcall",
     "ensure_device",
+    "finalizer",
     "is_available",
     "ncall",
+    "raise_status",
 ]
 
 
@@ -45,6 +49,28 @@ class CudaError(RuntimeError):
 
 class CudaUnavailable(CudaError):
     """No CUDA driver, library or device is usable on this machine."""
+
+
+REQUIRED_DRIVER = 13000
+"""The lowest ``cudaDriverGetVersion`` eagle runs on: a CUDA 13 driver (580 or newer)."""
+
+
+class CudaDriverTooOld(CudaUnavailable):
+    """The installed NVIDIA driver is older than the CUDA 13 driver eagle needs.
+
+    Attributes:
+        found: the driver's CUDA version as ``cudaDriverGetVersion`` reports it
+            (``12040`` for CUDA 12.4).
+    """
+
+    def __init__(self, found: int) -> None:
+        self.found = found
+        super().__init__(
+            "cudaDriverGetVersion",
+            "cudaErrorInsufficientDriver",
+            f"the NVIDIA driver supports CUDA {found // 1000}.{found % 1000 // 10}, but eagle "
+            f"needs CUDA {REQUIRED_DRIVER // 1000}.0 (driver 580 or newer); update the driver",
+        )
 
 
 _UNAVAILABLE_STATUSES = frozenset(
@@ -97,12 +123,27 @@ def _invoke(kind: str, name: str, args: tuple) -> Any:
         result = (result,)
     status, values = result[0], result[1:]
     if int(status) != 0:
-        status_name = _status_name(status)
-        error = CudaUnavailable if status_name in _UNAVAILABLE_STATUSES else CudaError
-        raise error(name, status_name, _describe(kind, status))
+        raise_status(kind, name, status)
     if not values:
         return None
     return values[0] if len(values) == 1 else values
+
+
+def raise_status(kind: str, name: str, status: Any) -> None:
+    """Raise the error for the non-zero ``status`` that ``name`` returned.
+
+    Args:
+        kind: ``"runtime"``, ``"driver"`` or ``"nvrtc"``: whose status it is.
+        name: the call that returned it.
+        status: the status enum.
+
+    Raises:
+        CudaUnavailable: the status means no usable driver or device.
+        CudaError: any other status.
+    """
+    status_name = _status_name(status)
+    error = CudaUnavailable if status_name in _UNAVAILABLE_STATUSES else CudaError
+    raise error(name, status_name, _describe(kind, status))
 
 
 def _describe(kind: str, status: Any) -> str:
@@ -162,6 +203,7 @@ def ensure_device(device: int = 0) -> None:
         call("cudaSetDevice", device)
         return
     with _lock:
+        _check_driver()
         count = call("cudaGetDeviceCount")
         if not 0 <= device < count:
             raise CudaUnavailable(
@@ -173,9 +215,31 @@ def ensure_device(device: int = 0) -> None:
         _ready_devices.add(device)
 
 
+def _check_driver() -> None:
+    found = int(call("cudaDriverGetVersion"))
+    if found == 0:
+        raise CudaUnavailable(
+            "cudaDriverGetVersion", "cudaErrorNoDevice", "no NVIDIA driver is installed"
+        )
+    if found < REQUIRED_DRIVER:
+        raise CudaDriverTooOld(found)
+
+
 def is_available() -> bool:
     """True when a CUDA driver and at least one device are usable; never raises."""
     try:
         return call("cudaGetDeviceCount") > 0
     except Exception:
         return False
+
+
+def finalizer(owner: object, destroy: str, handle: Any) -> weakref.finalize:
+    """Call the runtime's ``destroy`` on ``handle`` once ``owner`` is garbage-collected or
+    the returned finalizer is called, whichever comes first, and never at interpreter exit.
+
+    The finalizer holds only the raw handle, so an object whose ``__init__`` failed
+    before registering one has nothing to undo.
+    """
+    done = weakref.finalize(owner, call, destroy, handle)
+    done.atexit = False
+    return done

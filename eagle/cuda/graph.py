@@ -13,9 +13,10 @@ import contextlib
 import threading
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import Any
 
+from eagle.cuda._records import raise_recorded
 from eagle.cuda._runtime import call, runtime
 from eagle.cuda.stream import Stream, as_stream_ptr
 
@@ -69,68 +70,93 @@ def any_capture_active() -> bool:
     return bool(_active)
 
 
-def _register(kept: list[Any], graph: Any, *, add: bool = True) -> None:
-    """Tell each kept object that has a ``_live_graphs`` set about ``graph``.
+class _Held:
+    """What a graph's finalizer holds: its raw handles (destroyed in order by the
+    runtime calls named beside them) and the objects its work was recorded against.
 
-    When ``graph`` goes and an object's set empties, its ``_graphs_released()``
+    The owners among ``kept`` (those with a ``_live_graphs`` weak set) hold this
+    record, not the graph, so the finalizer can take it out of their sets itself.
+    """
+
+    __slots__ = ("__weakref__", "handles", "kept")
+
+    def __init__(self, handles: list[tuple[str, Any]], kept: list[Any]) -> None:
+        self.handles = handles
+        self.kept = kept
+        for obj in kept:
+            live = getattr(obj, "_live_graphs", None)
+            if isinstance(live, weakref.WeakSet):
+                live.add(self)
+
+
+def _release(held: _Held) -> None:
+    """Destroy ``held``'s handles, then tell each owner it no longer backs this graph.
+
+    When an owner's set of live graphs empties, its ``_graphs_released()``
     method, if it has one, is called (a closed cuBLAS handle frees itself then).
     """
-    for obj in kept:
-        live = getattr(obj, "_live_graphs", None)
-        if not isinstance(live, weakref.WeakSet):
-            continue
-        if add:
-            live.add(graph)
-            continue
-        live.discard(graph)
-        released = getattr(obj, "_graphs_released", None)
-        if not live and released is not None:
-            released()
+    handles, held.handles = held.handles, []
+    kept, held.kept = held.kept, []
+    try:
+        for destroy, handle in handles:
+            call(destroy, handle)
+    finally:
+        for obj in kept:
+            live = getattr(obj, "_live_graphs", None)
+            if not isinstance(live, weakref.WeakSet):
+                continue
+            live.discard(held)
+            released = getattr(obj, "_graphs_released", None)
+            if not live and released is not None:
+                released()
+
+
+def _finalizer(owner: object, held: _Held) -> weakref.finalize:
+    done = weakref.finalize(owner, _release, held)
+    done.atexit = False  # at exit the driver may already be gone; the process frees all
+    return done
 
 
 class CapturedGraph:
     """The work recorded by one capture, not yet instantiated.
 
     Consumed by :meth:`Graph.from_captured`; using it again raises
-    :class:`LifetimeError`.
+    :class:`LifetimeError`. Freed by :meth:`discard` or when garbage-collected.
     """
 
     def __init__(self, handle: Any, kept: list[Any]) -> None:
         self._handle = handle
-        self._kept = kept
-        _register(kept, self)
+        self._held = _Held([("cudaGraphDestroy", handle)], kept)
+        self._finalizer = _finalizer(self, self._held)
+
+    @property
+    def _kept(self) -> list[Any]:
+        return self._held.kept
 
     @property
     def consumed(self) -> bool:
         """True once a :class:`Graph` was made from it (or it was discarded)."""
-        return self._handle is None
+        return not self._finalizer.alive
 
-    def _take(self) -> tuple[Any, list[Any]]:
-        if self._handle is None:
+    def _take(self) -> tuple[Any, _Held]:
+        """The raw graph and its record, which the caller now releases."""
+        if not self._finalizer.alive:
             raise LifetimeError(
                 "this CapturedGraph was already consumed by Graph.from_captured; "
                 "capture again to make another graph"
             )
-        taken = self._handle, self._kept
-        self._handle, self._kept = None, []
-        _register(taken[1], self, add=False)
-        return taken
+        self._finalizer.detach()
+        return self._handle, self._held
 
     def node_types(self) -> list[str]:
         """The type of every node in the graph, e.g. ``["kernel", "memset"]``."""
-        if self._handle is None:
+        if not self._finalizer.alive:
             raise LifetimeError("this CapturedGraph was already consumed")
         return _node_types(self._handle)
 
     def discard(self) -> None:
         """Free the recorded graph without instantiating it (idempotent)."""
-        if self._handle is not None:
-            handle, _ = self._take()
-            call("cudaGraphDestroy", handle)
-
-    def __del__(self) -> None:
-        with suppress(Exception):
-            self.discard()
+        self._finalizer()
 
 
 def _node_types(handle: Any) -> list[str]:
@@ -163,6 +189,7 @@ class StreamCapturer:
         self._stream_ptr = as_stream_ptr(stream_ptr)
         self.mode = mode
         self.captured: CapturedGraph | None = None
+        self.device: int | None = None
         self._open = False
 
     def begin(self) -> None:
@@ -175,6 +202,8 @@ class StreamCapturer:
                     f"stream {self._stream_ptr:#x} is already being captured by eagle"
                 )
             mode = getattr(runtime().cudaStreamCaptureMode, _MODES[self.mode])
+            # asked now: a capturing stream refuses to name its device
+            self.device = int(call("cudaStreamGetDevice", self._stream_ptr))
             call("cudaStreamBeginCapture", self._stream_ptr, mode)
             _active[self._stream_ptr] = []
         self._open = True
@@ -271,8 +300,15 @@ class Graph:
     def __init__(self, exec_handle: Any, graph_handle: Any, kept: list[Any]) -> None:
         self._exec = exec_handle
         self._graph = graph_handle
-        self._kept = kept
-        _register(kept, self)
+        held = _Held(
+            [("cudaGraphExecDestroy", exec_handle), ("cudaGraphDestroy", graph_handle)], kept
+        )
+        self._held = held
+        self._finalizer = _finalizer(self, held)
+
+    @property
+    def _kept(self) -> list[Any]:
+        return self._held.kept
 
     @classmethod
     def from_captured(cls, captured: CapturedGraph) -> Graph:
@@ -286,18 +322,21 @@ class Graph:
                 f"captured must be a CapturedGraph (from StreamCapturer.end), "
                 f"not {type(captured).__name__}"
             )
-        handle, kept = captured._take()
+        handle, held = captured._take()
         try:
             exec_handle = call("cudaGraphInstantiate", handle, 0)
         except Exception:
-            call("cudaGraphDestroy", handle)
+            _release(held)
             raise
-        return cls(exec_handle, handle, kept)
+        graph = cls(exec_handle, handle, held.kept)
+        held.handles = []  # the raw graph now belongs to ``graph``
+        _release(held)
+        return graph
 
     @property
     def alive(self) -> bool:
         """False once :meth:`destroy` ran."""
-        return self._exec is not None
+        return self._finalizer.alive
 
     def node_types(self) -> list[str]:
         """The type of every node in the graph."""
@@ -310,23 +349,12 @@ class Graph:
         return Launcher(self)
 
     def _check(self) -> None:
-        if self._exec is None:
+        if not self._finalizer.alive:
             raise LifetimeError("this Graph was destroyed; capture and instantiate a new one")
 
     def destroy(self) -> None:
         """Free the graph and release what it kept alive (idempotent)."""
-        if self._exec is None:
-            return
-        exec_handle, graph_handle = self._exec, self._graph
-        self._exec = self._graph = None
-        _register(self._kept, self, add=False)
-        self._kept = []
-        call("cudaGraphExecDestroy", exec_handle)
-        call("cudaGraphDestroy", graph_handle)
-
-    def __del__(self) -> None:
-        with suppress(Exception):
-            self.destroy()
+        self._finalizer()
 
 
 class Launcher:
@@ -357,8 +385,13 @@ class Launcher:
         call("cudaGraphLaunch", self._graph._exec, self._ptr())
 
     def synchronize(self) -> None:
-        """Wait until the launcher's stream has finished its work."""
+        """Wait until the launcher's stream has finished its work.
+
+        Raises:
+            IndexError, ZeroDivisionError: a kernel failed a check.
+        """
         call("cudaStreamSynchronize", self._ptr())
+        raise_recorded()
 
     def rebind(self, planes: Any = None, /, **named: Any) -> Launcher:
         """Point the graph at other arrays, without capturing again; return the launcher.

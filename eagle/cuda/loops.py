@@ -164,7 +164,8 @@ def conditional(
             f"(or between cap.begin() and cap.end())"
         )
     stream = capturer._stream_ptr
-    device = int(call("cudaStreamGetDevice", stream))
+    device = capturer.device
+    assert device is not None  # set by begin()
     if flag.device_index != device:
         raise ValueError(
             f"flag is on cuda:{flag.device_index}, but the captured stream is on cuda:{device}"

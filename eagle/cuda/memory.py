@@ -5,21 +5,27 @@ A device :class:`~eagle.arrays.Array` owns a :class:`Buffer` allocated with
 that same stream when the last array using it goes away. Frees that would
 land inside an open capture are deferred until the capture ends, so a
 captured graph never gains a free node by accident.
+
+A pool keeps up to its release threshold (:data:`DEFAULT_RELEASE_THRESHOLD`
+unless told otherwise) of freed memory cached for reuse; beyond that, freed
+memory goes back to the device at the next synchronisation, where PyTorch,
+CuPy or anyone else in the process can allocate it. :meth:`MemoryPool.trim`
+hands back the cache as well.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import weakref
 
-from eagle.cuda._runtime import call, driver, ensure_device, runtime
+from eagle.cuda._runtime import call, driver, ensure_device, finalizer, runtime
 from eagle.cuda.graph import LifetimeError, any_capture_active, is_capturing
 from eagle.cuda.stream import Stream, as_stream_ptr, stream_object
 
-__all__ = ["Buffer", "MemoryPool", "default_pool"]
+__all__ = ["DEFAULT_RELEASE_THRESHOLD", "Buffer", "MemoryPool", "default_pool"]
 
-_UINT64_MAX = (1 << 64) - 1
+DEFAULT_RELEASE_THRESHOLD = 1 << 30
+"""Bytes of freed memory a pool keeps cached across synchronisations (1 GiB)."""
 
 
 class Buffer:
@@ -38,11 +44,9 @@ class Buffer:
         self.nbytes = nbytes
         self.stream = stream
         self.device = pool.device
-
-    def __del__(self) -> None:
-        if self.ptr:
-            with contextlib.suppress(Exception):
-                self.pool._free(self.ptr, self.stream)
+        if ptr:
+            # Holds the pool and the stream, which must outlive the allocation.
+            weakref.finalize(self, pool._free, ptr, stream).atexit = False
 
 
 class MemoryPool:
@@ -50,14 +54,17 @@ class MemoryPool:
 
     Args:
         device: the device index.
-        release_threshold: bytes the pool keeps cached after a synchronisation
-            (default: keep everything, so steady-state allocation is free).
+        release_threshold: bytes of freed memory the pool keeps cached across
+            synchronisations, so allocating them again is free (default
+            :data:`DEFAULT_RELEASE_THRESHOLD`); freed memory beyond it goes
+            back to the device at the next synchronisation.
 
     :meth:`destroy` refuses while arrays allocated from it are still alive,
     which includes arrays a live graph recorded work against.
     """
 
     def __init__(self, device: int = 0, release_threshold: int | None = None) -> None:
+        self.device = device
         ensure_device(device)
         rt = runtime()
         props = rt.cudaMemPoolProps()
@@ -65,15 +72,19 @@ class MemoryPool:
         props.handleTypes = rt.cudaMemAllocationHandleType.cudaMemHandleTypeNone
         props.location.type = rt.cudaMemLocationType.cudaMemLocationTypeDevice
         props.location.id = device
+        threshold = DEFAULT_RELEASE_THRESHOLD if release_threshold is None else release_threshold
+        if not isinstance(threshold, int) or threshold < 0:
+            raise ValueError(
+                f"release_threshold must be a non-negative int of bytes, not {threshold!r}"
+            )
         self._handle = call("cudaMemPoolCreate", props)
-        threshold = _UINT64_MAX if release_threshold is None else int(release_threshold)
+        self._finalizer = finalizer(self, "cudaMemPoolDestroy", self._handle)
         call(
             "cudaMemPoolSetAttribute",
             self._handle,
             rt.cudaMemPoolAttr.cudaMemPoolAttrReleaseThreshold,
             driver().cuuint64_t(threshold),
         )
-        self.device = device
         self._buffers: weakref.WeakSet[Buffer] = weakref.WeakSet()
         self._deferred: list[tuple[int, Stream | int]] = []
         self._lock = threading.Lock()
@@ -89,6 +100,7 @@ class MemoryPool:
         alive until the buffer is freed.
         """
         self._check()
+        ensure_device(self.device)
         self._flush_deferred()
         if isinstance(stream, int):
             stream = stream_object(stream) or stream
@@ -102,6 +114,7 @@ class MemoryPool:
     def _free(self, ptr: int, stream: Stream | int) -> None:
         if self._handle is None:
             return
+        ensure_device(self.device)
         if isinstance(stream, Stream) and not stream.alive:
             call("cudaFree", ptr)  # its stream was destroyed by hand: free synchronously
             return
@@ -145,6 +158,21 @@ class MemoryPool:
         )
         return int(value)
 
+    def trim(self, keep_bytes: int = 0) -> None:
+        """Give freed memory the pool still caches back to the device, keeping at most
+        ``keep_bytes`` reserved; memory of live arrays stays.
+
+        Waits for the device first, so frees already queued count as freed; not
+        for use inside a capture.
+        """
+        self._check()
+        if not isinstance(keep_bytes, int) or keep_bytes < 0:
+            raise ValueError(f"keep_bytes must be a non-negative int, not {keep_bytes!r}")
+        ensure_device(self.device)
+        self._flush_deferred()
+        call("cudaDeviceSynchronize")
+        call("cudaMemPoolTrimTo", self._handle, keep_bytes)
+
     def destroy(self) -> None:
         """Give the pool's memory back to the device (idempotent).
 
@@ -162,9 +190,10 @@ class MemoryPool:
                 "cuBLAS handles, then the pool"
             )
         self._flush_deferred()
+        ensure_device(self.device)
         call("cudaDeviceSynchronize")
-        handle, self._handle = self._handle, None
-        call("cudaMemPoolDestroy", handle)
+        self._handle = None
+        self._finalizer()
 
     def __repr__(self) -> str:
         state = "destroyed" if self._handle is None else f"{len(self._buffers)} live buffers"

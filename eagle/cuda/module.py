@@ -1,9 +1,14 @@
 """Compile CUDA C with NVRTC, load it, and launch its kernels on a stream.
 
-:func:`compile_cuda` needs only NVRTC (no GPU), so CI can compile every
-kernel for ``sm_90``. Compiled images are cached in the process and on disk
-(``$EAGLE_CACHE_DIR``, else ``$XDG_CACHE_HOME/eagle``, else ``~/.cache/eagle``),
-keyed by source, kernel name, architecture, options and NVRTC version.
+:func:`compile_cuda` compiles through ``cuda.core``'s :class:`~cuda.core.Program`
+and needs only NVRTC (no GPU), so CI can compile every kernel for ``sm_90``.
+Compiled images are cached in the process and on disk (``$EAGLE_CACHE_DIR``,
+else ``$XDG_CACHE_HOME/eagle``, else ``~/.cache/eagle``), keyed by source,
+architecture, options and NVRTC version.
+
+Kernels are loaded as context-independent library kernels, so a launch runs on
+the device of its stream, whatever device is current; only the null and
+default-stream handles (0, 1, 2) make the kernel's own device current first.
 """
 
 from __future__ import annotations
@@ -11,15 +16,27 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import re
+import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from eagle.cuda._runtime import CudaError, call, dcall, ensure_device, ncall, nvrtc, runtime
-from eagle.cuda.graph import record_use
+from eagle.cuda._runtime import (
+    CudaError,
+    CudaUnavailable,
+    call,
+    dcall,
+    driver,
+    ensure_device,
+    ncall,
+    raise_status,
+    runtime,
+)
+from eagle.cuda.graph import any_capture_active, record_use
 from eagle.cuda.stream import Stream, as_stream_ptr
 
 __all__ = ["CompileError", "Kernel", "PackedArgs", "compile_cuda", "device_arch", "load_kernel"]
@@ -28,15 +45,6 @@ __all__ = ["CompileError", "Kernel", "PackedArgs", "compile_cuda", "device_arch"
 class CompileError(CudaError):
     """NVRTC rejected the source; the message holds its log."""
 
-
-_CTYPES = {
-    np.dtype(np.float32): ctypes.c_float,
-    np.dtype(np.float64): ctypes.c_double,
-    np.dtype(np.int32): ctypes.c_int32,
-    np.dtype(np.int64): ctypes.c_int64,
-    np.dtype(np.uint32): ctypes.c_uint32,
-    np.dtype(np.uint64): ctypes.c_uint64,
-}
 
 _images: dict[str, bytes] = {}
 _kernels: dict[tuple[str, str, int], Kernel] = {}
@@ -66,7 +74,7 @@ def _cache_dir() -> Path:
 
 
 def compile_cuda(
-    source: str, *, name: str, arch: str = "sm_90", options: Sequence[str] = ()
+    source: str, *, name: str, arch: str = "sm_90", options: Mapping[str, Any] | None = None
 ) -> bytes:
     """Compile ``source`` to a cubin for ``arch`` with NVRTC and return it.
 
@@ -74,14 +82,17 @@ def compile_cuda(
         source: CUDA C source holding ``extern "C" __global__`` function(s).
         name: a name for the program (used in NVRTC's messages).
         arch: target architecture, ``"sm_90"`` for instance.
-        options: extra NVRTC options.
+        options: extra :class:`cuda.core.ProgramOptions` fields, e.g.
+            ``{"use_fast_math": True}`` (the language standard is C++17 unless
+            given).
 
     Raises:
         CompileError: NVRTC rejected the source (the message holds its log).
-        CudaUnavailable: NVRTC is not installed.
+        CudaUnavailable: NVRTC or cuda-core is not installed.
     """
-    opts = [f"--gpu-architecture={arch}", "--std=c++17", *options]
-    key = hashlib.sha256("\0".join([source, *opts, _nvrtc_version()]).encode()).hexdigest()
+    fields = {"std": "c++17", **(options or {}), "arch": arch}
+    described = "\0".join(f"{key}={fields[key]!r}" for key in sorted(fields))
+    key = hashlib.sha256("\0".join([source, described, _nvrtc_version()]).encode()).hexdigest()
     image = _images.get(key)
     if image is not None:
         return image
@@ -89,29 +100,35 @@ def compile_cuda(
     if path.is_file():
         image = path.read_bytes()
     else:
-        image = _nvrtc_compile(source, name, opts)
+        image = _nvrtc_compile(source, name, fields)
         _store(path, image)
     _images[key] = image
     return image
 
 
-def _nvrtc_compile(source: str, name: str, opts: list[str]) -> bytes:
-    program = ncall("nvrtcCreateProgram", source.encode(), f"{name}.cu".encode(), 0, [], [])
+def _nvrtc_compile(source: str, name: str, fields: dict[str, Any]) -> bytes:
     try:
-        status = nvrtc().nvrtcCompileProgram(program, len(opts), [o.encode() for o in opts])[0]
-        if int(status) != 0:
-            size = ncall("nvrtcGetProgramLogSize", program)
-            log = b" " * size
-            ncall("nvrtcGetProgramLog", program, log)
-            raise CompileError(
-                "nvrtcCompileProgram", status.name, f"{name}:\n{log.decode(errors='replace')}"
-            )
-        size = ncall("nvrtcGetCUBINSize", program)
-        image = b" " * size
-        ncall("nvrtcGetCUBIN", program, image)
-        return image
+        from cuda.core import Program, ProgramOptions
+    except ImportError as exc:
+        raise CudaUnavailable(
+            "import cuda.core", "ImportError", f"{exc}; install cuda-core"
+        ) from exc
+    program = Program(source, "c++", ProgramOptions(name=name, **fields))
+    try:
+        return bytes(program.compile("cubin").code)
+    except Exception as exc:  # cuda.core's NVRTCError, which it does not export
+        text = str(exc)
+        status = re.search(r"NVRTC_ERROR_\w+", text)
+        if status is None:
+            raise
+        log = text.partition("compilation log:")[2].strip("\n\0 ")
+        raise CompileError(
+            "nvrtcCompileProgram",
+            status.group(0),
+            f"{name}:\n{log or text}",
+        ) from None
     finally:
-        ncall("nvrtcDestroyProgram", program)
+        program.close()
 
 
 def _store(path: Path, image: bytes) -> None:
@@ -139,10 +156,108 @@ def load_kernel(source: str, name: str, *, device: int = 0) -> Kernel:
             if kernel is None:
                 image = compile_cuda(source, name=name, arch=device_arch(device))
                 ensure_device(device)
-                module = dcall("cuModuleLoadData", image)
-                function = dcall("cuModuleGetFunction", module, name.encode())
-                kernel = _kernels[key] = Kernel(name, module, function, device)
+                library = dcall("cuLibraryLoadData", image, None, None, 0, None, None, 0)
+                handle = dcall("cuLibraryGetKernel", library, name.encode())
+                dcall("cuKernelGetFunction", handle)  # load it on this device now, not mid-capture
+                kernel = _kernels[key] = Kernel(name, library, handle, device)
     return kernel
+
+
+# -- arguments ----------------------------------------------------------------------------
+
+_SCALARS = {
+    np.dtype(np.float32): "f",
+    np.dtype(np.float64): "d",
+    np.dtype(np.int32): "i",
+    np.dtype(np.int64): "q",
+    np.dtype(np.uint32): "I",
+    np.dtype(np.uint64): "Q",
+}
+
+
+class _Layout:
+    """Where each argument of one signature (the tuple of argument types) lives in a
+    parameter buffer, and a ``pack(data, args, device)`` function written for it.
+
+    ``pack`` is generated once per signature, so a launch with an argument list
+    spends no time deciding how to convert each argument.
+    """
+
+    def __init__(self, args: Sequence[Any]) -> None:
+        fmt, offsets, values, checks, self.arrays, offset = ["="], [], [], [], [], 0
+        for index, arg in enumerate(args):
+            code, size, value = _slot(arg, index)
+            if value.endswith(".ptr"):
+                self.arrays.append(index)
+                checks.append(
+                    f"    if device is not None and a{index}.device_index != device:\n"
+                    f"        check(a{index}, {index}, device)"
+                )
+            pad = -offset % min(size, 8)
+            if pad:
+                fmt.append(f"{pad}x")
+            offset += pad
+            offsets.append(offset)
+            fmt.append(code)
+            values.append(value.format(f"a{index}"))
+            offset += size
+        self.struct = struct.Struct("".join(fmt))
+        self.offsets = offsets
+        names = "".join(f"a{index}, " for index in range(len(args)))
+        source = "\n".join(
+            [
+                "def pack(data, args, device):",
+                f"    {names}= args" if names else "    pass",
+                *checks,
+                "    try:",
+                f"        pack_into(data, 0, {', '.join(values)})",
+                "    except struct_error as exc:",
+                "        raise TypeError(f'kernel arguments do not match their C types: {exc}')",
+            ]
+        )
+        namespace: dict[str, Any] = {
+            "pack_into": self.struct.pack_into,
+            "struct_error": struct.error,
+            "check": _check_device,
+        }
+        exec(source, namespace)  # one specialised packer per signature
+        self.pack: Callable[[Any, Sequence[Any], int | None], None] = namespace["pack"]
+
+    def allocate(self) -> tuple[Any, Any, int]:
+        """A fresh parameter buffer, its ``void*`` array and that array's address."""
+        data = ctypes.create_string_buffer(max(1, self.struct.size))
+        base = ctypes.addressof(data)
+        pointers = (ctypes.c_void_p * max(1, len(self.offsets)))(
+            *[base + offset for offset in self.offsets]
+        )
+        return data, pointers, ctypes.addressof(pointers)
+
+
+def _slot(arg: Any, index: int) -> tuple[str, int, str]:
+    """The struct code and size of one argument, and the expression (a format with
+    ``{}`` for the argument) that gives its packed value."""
+    if isinstance(arg, ctypes._SimpleCData | ctypes.Structure):
+        size = ctypes.sizeof(arg)
+        return f"{size}s", size, "bytes({})"
+    if isinstance(arg, np.generic):
+        code = _SCALARS.get(arg.dtype)
+        if code is None:
+            raise TypeError(f"kernel argument {index}: unsupported dtype {arg.dtype}")
+        return code, arg.dtype.itemsize, "{}"
+    if isinstance(getattr(arg, "ptr", None), int):
+        return "Q", 8, "{}.ptr"
+    raise TypeError(
+        f"kernel argument {index}: expected a numpy scalar, a ctypes value or an array "
+        f"with .ptr, not {type(arg).__name__} (a bare Python number has no C type)"
+    )
+
+
+def _check_device(arg: Any, index: int, device: int) -> None:
+    where = "the host" if arg.device_index is None else f"cuda:{arg.device_index}"
+    raise ValueError(
+        f"kernel argument {index} is an array on {where}, but the kernel runs on "
+        f"cuda:{device}; move it with arrays.asarray(x, device='cuda:{device}')"
+    )
 
 
 class PackedArgs:
@@ -150,7 +265,7 @@ class PackedArgs:
 
     Each argument is a numpy scalar (its dtype picks the C type), a ctypes
     value or structure (passed by value), or an object with an int ``ptr``
-    attribute (an eagle Array: its address).
+    attribute (an eagle Array: its address). The arrays are kept alive with it.
 
     Args:
         args: the kernel's arguments, in order.
@@ -161,62 +276,46 @@ class PackedArgs:
         ValueError: an array argument is on the host or another device.
     """
 
+    __slots__ = ("_data", "_pointers", "address", "keep")
+
     def __init__(self, args: Sequence[Any], device: int | None = None) -> None:
-        self.values: list[Any] = []
-        self.keep: list[Any] = []
-        for index, arg in enumerate(args):
-            if device is not None and hasattr(arg, "device_index"):
-                _check_device(arg, index, device)
-            self.values.append(_to_ctype(arg, index))
-            if hasattr(arg, "ptr"):
-                self.keep.append(arg)
-        self.array = (ctypes.c_void_p * max(1, len(self.values)))(
-            *[ctypes.addressof(v) for v in self.values]
-        )
-        self.address = ctypes.addressof(self.array)
+        layout = _Layout(args)
+        self._data, self._pointers, self.address = layout.allocate()
+        layout.pack(self._data, args, device)
+        self.keep = tuple(args[index] for index in layout.arrays)
 
 
-def _check_device(arg: Any, index: int, device: int) -> None:
-    if arg.device_index != device:
-        where = "the host" if arg.device_index is None else f"cuda:{arg.device_index}"
-        raise ValueError(
-            f"kernel argument {index} is an array on {where}, but the kernel runs on "
-            f"cuda:{device}; move it with arrays.asarray(x, device='cuda:{device}')"
-        )
+class _Packer:
+    """A reused parameter buffer for launches with one argument signature."""
+
+    __slots__ = ("address", "data", "layout", "lock", "pointers")
+
+    def __init__(self, args: Sequence[Any]) -> None:
+        self.layout = _Layout(args)
+        self.data, self.pointers, self.address = self.layout.allocate()
+        self.lock = threading.Lock()
 
 
-def _to_ctype(arg: Any, index: int) -> Any:
-    if isinstance(arg, ctypes._SimpleCData | ctypes.Structure):
-        return arg
-    if isinstance(arg, np.generic):
-        ctype = _CTYPES.get(arg.dtype)
-        if ctype is None:
-            raise TypeError(f"kernel argument {index}: unsupported dtype {arg.dtype}")
-        return ctype(arg.item())
-    ptr = getattr(arg, "ptr", None)
-    if isinstance(ptr, int):
-        return ctypes.c_void_p(ptr)
-    raise TypeError(
-        f"kernel argument {index}: expected a numpy scalar, a ctypes value or an array "
-        f"with .ptr, not {type(arg).__name__} (a bare Python number has no C type)"
-    )
+# -- launching ----------------------------------------------------------------------------
 
 
 class Kernel:
-    """One loaded ``__global__`` function."""
+    """One loaded ``__global__`` function (a library kernel, valid on every device)."""
 
-    def __init__(self, name: str, module: Any, function: Any, device: int) -> None:
+    def __init__(self, name: str, library: Any, handle: Any, device: int) -> None:
         self.name = name
         self.device = device
-        self._module = module
-        self._function = function
+        self._library = library
+        self._function = driver().CUfunction(int(handle))
+        self._launch = driver().cuLaunchKernel
+        self._packers: dict[tuple[type, ...], _Packer] = {}
 
     def launch(
         self,
         grid: int | tuple[int, ...],
         block: int | tuple[int, ...],
         args: Sequence[Any] | PackedArgs,
-        stream: Stream | int | None = None,
+        stream: Stream | int | Any = None,
         shared_mem: int = 0,
     ) -> None:
         """Enqueue one launch on ``stream`` (eagle's current stream by default).
@@ -228,8 +327,9 @@ class Kernel:
             grid: blocks per grid, an int or up to three ints.
             block: threads per block, an int or up to three ints.
             args: the kernel's arguments (see :class:`PackedArgs`), or a
-                :class:`PackedArgs` packed once for many launches.
-            stream: a :class:`Stream`, a raw pointer, or None.
+                :class:`PackedArgs` packed once for many launches (the
+                cheapest way to launch the same arguments again).
+            stream: anything :func:`~eagle.cuda.as_stream_ptr` takes.
             shared_mem: bytes of dynamic shared memory per block.
 
         Raises:
@@ -238,31 +338,37 @@ class Kernel:
                 or another device.
             CudaError: the launch was refused.
         """
-        packed = args if isinstance(args, PackedArgs) else PackedArgs(args, self.device)
-        stream_ptr = as_stream_ptr(stream, self.device)
-        gx, gy, gz = _dim3(grid)
-        bx, by, bz = _dim3(block)
-        dcall(
-            "cuLaunchKernel",
-            self._function,
-            gx,
-            gy,
-            gz,
-            bx,
-            by,
-            bz,
-            shared_mem,
-            stream_ptr,
-            packed.address,
-            0,
-        )
-        if packed.keep:
-            record_use(stream_ptr, self, packed, *packed.keep)
+        stream_ptr = stream if type(stream) is int else as_stream_ptr(stream, self.device)
+        gx, gy, gz = (grid, 1, 1) if type(grid) is int and grid > 0 else _dim3(grid)
+        bx, by, bz = (block, 1, 1) if type(block) is int and block > 0 else _dim3(block)
+        if stream_ptr <= 2:  # the null and default streams run in the current context
+            call("cudaSetDevice", self.device)
+        if type(args) is PackedArgs:
+            status = self._launch(
+                self._function, gx, gy, gz, bx, by, bz, shared_mem, stream_ptr, args.address, 0
+            )[0]
+            if status:
+                raise_status("driver", "cuLaunchKernel", status)
+            if args.keep and any_capture_active():
+                record_use(stream_ptr, self, *args.keep)
+            return
+        args = cast(Sequence[Any], args)
+        signature = tuple(map(type, args))
+        packer = self._packers.get(signature)
+        if packer is None:
+            packer = self._packers.setdefault(signature, _Packer(args))
+        with packer.lock:  # the driver copies the parameters during the call
+            packer.layout.pack(packer.data, args, self.device)
+            status = self._launch(
+                self._function, gx, gy, gz, bx, by, bz, shared_mem, stream_ptr, packer.address, 0
+            )[0]
+        if status:
+            raise_status("driver", "cuLaunchKernel", status)
+        if packer.layout.arrays and any_capture_active():
+            record_use(stream_ptr, self, *[args[index] for index in packer.layout.arrays])
 
 
 def _dim3(value: int | tuple[int, ...]) -> tuple[int, int, int]:
-    if type(value) is int and value >= 1:  # the common case, on every launch
-        return (value, 1, 1)
     dims = (value,) if isinstance(value, int) else tuple(value)
     if not 1 <= len(dims) <= 3 or any(int(d) < 1 for d in dims):
         raise ValueError(f"launch dimensions must be 1 to 3 positive ints, not {value!r}")

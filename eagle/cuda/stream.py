@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import weakref
 from typing import Any
 
-from eagle.cuda._runtime import CudaError, call, ensure_device, runtime
+from eagle.cuda._records import raise_recorded
+from eagle.cuda._runtime import CudaError, call, ensure_device, finalizer, runtime
 
 __all__ = ["Event", "Stream", "as_stream_ptr", "current_stream"]
 
@@ -20,41 +20,53 @@ class Stream:
             synchronisation with the legacy default stream).
         device: the device index.
 
-    ``with stream:`` makes it eagle's current stream on this thread.
+    ``with stream:`` makes it eagle's current stream on this thread. It
+    implements ``__cuda_stream__``, so cuda.core and other libraries take it
+    as a stream. The stream is destroyed by :meth:`destroy` or when it is
+    garbage-collected (never at interpreter exit, when the driver may be gone).
 
     Raises:
         CudaUnavailable: no driver, or no such device.
     """
 
     def __init__(self, non_blocking: bool = False, device: int = 0) -> None:
-        ensure_device(device)
-        flags = runtime().cudaStreamNonBlocking if non_blocking else runtime().cudaStreamDefault
-        self._handle = call("cudaStreamCreateWithFlags", flags)
-        self._ptr = int(self._handle)
         self.device = device
         self.non_blocking = non_blocking
+        ensure_device(device)
+        flags = runtime().cudaStreamNonBlocking if non_blocking else runtime().cudaStreamDefault
+        handle = call("cudaStreamCreateWithFlags", flags)
+        self._ptr = int(handle)
+        self._finalizer = finalizer(self, "cudaStreamDestroy", handle)
         _by_ptr[self._ptr] = self
 
     def ptr(self) -> int:
         """The raw ``cudaStream_t`` as an int."""
-        if self._handle is None:
+        if not self._finalizer.alive:
             raise CudaError("Stream.ptr", "destroyed", "this stream was destroyed")
         return self._ptr
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        """The CUDA stream protocol: ``(0, raw pointer)``."""
+        return (0, self.ptr())
 
     @property
     def alive(self) -> bool:
         """False once :meth:`destroy` ran."""
-        return self._handle is not None
+        return self._finalizer.alive
 
     def synchronize(self) -> None:
-        """Block the host until all work queued on this stream has finished."""
+        """Block the host until all work queued on this stream has finished.
+
+        Raises:
+            IndexError, ZeroDivisionError: a kernel failed a check (see
+                :mod:`hawk.emit.checks`).
+        """
         call("cudaStreamSynchronize", self.ptr())
+        raise_recorded()
 
     def destroy(self) -> None:
         """Destroy the stream (idempotent); pending work still completes."""
-        if self._handle is not None:
-            handle, self._handle = self._handle, None
-            call("cudaStreamDestroy", handle)
+        self._finalizer()
 
     def __enter__(self) -> Stream:
         _stack(self.device).append(self)
@@ -65,10 +77,6 @@ class Stream:
 
     def __repr__(self) -> str:
         return f"Stream(ptr={self._ptr:#x}, device={self.device}, non_blocking={self.non_blocking})"
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.destroy()
 
 
 class Event:
@@ -83,36 +91,43 @@ class Event:
     """
 
     def __init__(self, timing: bool = True, device: int = 0) -> None:
+        self.device = device
         ensure_device(device)
         flags = runtime().cudaEventDefault if timing else runtime().cudaEventDisableTiming
         self._handle = call("cudaEventCreateWithFlags", flags)
+        self._finalizer = finalizer(self, "cudaEventDestroy", self._handle)
 
     def ptr(self) -> int:
         """The raw ``cudaEvent_t`` as an int."""
         return int(self._handle)
 
-    def record(self, stream: Stream | int | None = None) -> Event:
-        """Record the event on ``stream`` (eagle's current stream by default)."""
-        call("cudaEventRecord", self._handle, as_stream_ptr(stream))
+    def record(self, stream: Any = None) -> Event:
+        """Record the event on ``stream`` (anything :func:`as_stream_ptr` takes; eagle's
+        current stream on the event's device by default)."""
+        call("cudaEventRecord", self._handle, as_stream_ptr(stream, self.device))
         return self
 
-    def wait(self, stream: Stream | int | None = None) -> None:
-        """Make ``stream`` wait for this event without blocking the host."""
-        call("cudaStreamWaitEvent", as_stream_ptr(stream), self._handle, 0)
+    def wait(self, stream: Any = None) -> None:
+        """Make ``stream`` (as for :meth:`record`) wait for this event without blocking
+        the host."""
+        call("cudaStreamWaitEvent", as_stream_ptr(stream, self.device), self._handle, 0)
 
     def synchronize(self) -> None:
-        """Block the host until the event has completed."""
+        """Block the host until the event has completed.
+
+        Raises:
+            IndexError, ZeroDivisionError: a kernel failed a check.
+        """
         call("cudaEventSynchronize", self._handle)
+        raise_recorded()
 
     def elapsed_ms(self, end: Event) -> float:
         """Milliseconds from this event to ``end`` (both recorded and complete)."""
         return float(call("cudaEventElapsedTime", self._handle, end._handle))
 
-    def __del__(self) -> None:
-        handle = getattr(self, "_handle", None)
-        if handle is not None:
-            with contextlib.suppress(Exception):
-                call("cudaEventDestroy", handle)
+    def destroy(self) -> None:
+        """Destroy the event now rather than when it is garbage-collected (idempotent)."""
+        self._finalizer()
 
 
 _by_ptr: weakref.WeakValueDictionary[int, Stream] = weakref.WeakValueDictionary()
@@ -154,26 +169,38 @@ def current_stream(device: int = 0) -> Stream:
     return stream
 
 
-def as_stream_ptr(stream: Any, device: int = 0) -> int:
-    """A raw stream pointer from a :class:`Stream`, an int, or None (current stream).
+def as_stream_ptr(stream: Any, device: int = 0, *, argument: str = "stream") -> int:
+    """The raw ``cudaStream_t`` that ``stream`` stands for.
 
     Args:
-        stream: a :class:`Stream`, a raw pointer, an object with
-            ``__cuda_stream__``, or None for eagle's current stream.
+        stream: an eagle :class:`Stream`; a raw pointer (int); None for eagle's
+            current stream on ``device``; any object with ``__cuda_stream__``
+            (cuda.core streams); an object with an int ``cuda_stream``
+            attribute (``torch.cuda.Stream``) or ``ptr`` attribute
+            (``cupy.cuda.Stream``).
         device: the device whose current stream None stands for.
+        argument: the caller's name for ``stream``, used in the error.
 
     Raises:
         TypeError: ``stream`` is none of those.
     """
+    if type(stream) is int:
+        return stream
     if stream is None:
         return current_stream(device).ptr()
     if isinstance(stream, Stream):
         return stream.ptr()
     if isinstance(stream, int) and not isinstance(stream, bool):
-        return stream
-    if hasattr(stream, "__cuda_stream__"):
-        return int(stream.__cuda_stream__()[1])
+        return int(stream)
+    protocol = getattr(stream, "__cuda_stream__", None)
+    if protocol is not None:
+        return int(protocol()[1])
+    for attribute in ("cuda_stream", "ptr"):
+        value = getattr(stream, attribute, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return int(value)
     raise TypeError(
-        f"stream must be an eagle.cuda.Stream, a raw stream pointer (int) or None, "
-        f"not {type(stream).__name__}"
+        f"{argument} must be an eagle.cuda.Stream, a raw stream pointer (int), None for "
+        "eagle's current stream, or a stream object with __cuda_stream__ or an int "
+        f"cuda_stream/ptr attribute (torch and CuPy streams), not {type(stream).__name__}"
     )

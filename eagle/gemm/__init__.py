@@ -3,10 +3,13 @@
 * :func:`~eagle.gemm.plan.matmul_step` — one product, run on the host (numpy)
   or the device (cuBLAS on eagle's current stream).
 * :class:`CublasCaptureHandle` with :func:`sgemm_params_for_arrays` — a float32
-  product recorded into a CUDA graph.
+  product recorded into a CUDA graph; with :func:`gemm_params_for_arrays` and
+  ``handle.gemm``, a bfloat16, float16, float32 (exact or TF32) or float64
+  one (the dtype rules are in :mod:`eagle.gemm.dtypes`).
 * :func:`~eagle.gemm.plan.lower_dense_gemm` — a recognised contraction as a
-  plan of products, forward or adjoint; :func:`captured_gemm_calls` binds it
-  to your buffers for capture.
+  plan of products, forward or adjoint; :func:`captured_gemm_calls` (float32)
+  and :func:`captured_calls` (any product dtype) bind it to your buffers for
+  capture.
 
 Refusals are typed (:class:`GemmCaptureUnavailable`,
 :class:`GemmMappingUnavailable`, :class:`LoweringUnavailable`,
@@ -27,11 +30,20 @@ from eagle.gemm.errors import (
     MatmulUnavailable,
     PlanUnavailable,
 )
-from eagle.gemm.params import SgemmParams, product_shape, sgemm_params, sgemm_params_for_arrays
+from eagle.gemm.params import (
+    GemmParams,
+    SgemmParams,
+    gemm_params_for_arrays,
+    product_shape,
+    sgemm_params,
+    sgemm_params_for_arrays,
+)
 
 # The plan and capture names pull in eagle.cuda's Python modules; they are
 # resolved on first use, so hawk can import the plain records above alone.
 _LAZY = {
+    "BoundGemm": "eagle.gemm.capture",
+    "CapturedCall": "eagle.gemm.lowering",
     "CublasCaptureHandle": "eagle.gemm.capture",
     "CapturedGemmCall": "eagle.gemm.lowering",
     "LoweredPlan": "eagle.gemm.steps",
@@ -39,6 +51,7 @@ _LAZY = {
     "PlanStep": "eagle.gemm.steps",
     "WorkspaceSpec": "eagle.gemm.steps",
     "assembly_step": "eagle.gemm.steps",
+    "captured_calls": "eagle.gemm.lowering",
     "captured_gemm_calls": "eagle.gemm.lowering",
     "check_plan_capturable": "eagle.gemm.lowering",
     "lower_dense_gemm": "eagle.gemm.lowering",
@@ -60,11 +73,14 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "BoundGemm",
+    "CapturedCall",
     "CapturedGemmCall",
     "ContractionOperand",
     "CublasCaptureHandle",
     "GemmCaptureUnavailable",
     "GemmMappingUnavailable",
+    "GemmParams",
     "LoweredPlan",
     "LoweringUnavailable",
     "MatmulSpec",
@@ -75,8 +91,10 @@ __all__ = [
     "SgemmParams",
     "WorkspaceSpec",
     "assembly_step",
+    "captured_calls",
     "captured_gemm_calls",
     "check_plan_capturable",
+    "gemm_params_for_arrays",
     "lower_dense_gemm",
     "matmul_step",
     "product_shape",

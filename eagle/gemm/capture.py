@@ -5,7 +5,14 @@ of a shape; neither is legal inside a capture. :class:`CublasCaptureHandle`
 therefore does all of that up front: it makes the handle, binds it to one
 stream, gives it an eagle-owned workspace (so cuBLAS never allocates one), and
 runs each distinct product once in :meth:`~CublasCaptureHandle.warm`. Inside
-the capture only :meth:`~CublasCaptureHandle.sgemm` runs.
+the capture only :meth:`~CublasCaptureHandle.sgemm` (float32) and
+:meth:`~CublasCaptureHandle.gemm` (every dtype of :mod:`eagle.gemm.dtypes`)
+run, or a product bound once with :meth:`~CublasCaptureHandle.bind`.
+
+A product's checks (dtypes, layout, overlap, device) run the first time the
+handle sees its params with operands of that pointer, shape, strides, dtype
+and device; the prepared call is kept under exactly those values, so a later
+call with the same ones only enqueues.
 
 ``nvmath.bindings.cublas`` is imported on first use, so importing eagle.gemm
 loads neither a driver nor cuBLAS.
@@ -15,7 +22,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -25,10 +32,16 @@ from eagle.cuda._runtime import CudaUnavailable, call, ensure_device
 from eagle.cuda.graph import is_capturing, record_use
 from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr
+from eagle.gemm.dtypes import dtype_of
 from eagle.gemm.errors import GemmCaptureUnavailable, GemmMappingUnavailable
-from eagle.gemm.params import SgemmParams, sgemm_params_for_arrays
+from eagle.gemm.params import (
+    GemmParams,
+    SgemmParams,
+    gemm_params_for_arrays,
+    sgemm_params_for_arrays,
+)
 
-__all__ = ["WORKSPACE_BYTES", "CublasCaptureHandle", "stream_handle"]
+__all__ = ["WORKSPACE_BYTES", "BoundGemm", "CublasCaptureHandle", "stream_handle"]
 
 WORKSPACE_BYTES = 32 * 1024 * 1024
 """The cuBLAS workspace each handle owns: 32 MiB, NVIDIA's recommendation for Hopper."""
@@ -36,11 +49,16 @@ WORKSPACE_BYTES = 32 * 1024 * 1024
 _MATH_MODES = {"fp32": "DEFAULT_MATH", "tf32": "TF32_TENSOR_OP_MATH"}
 _ALIGNMENT = 16  # bytes: cuBLAS picks kernels by how operands align to its widest loads
 _ROLES = ("a", "b", "out")
+# cudaDataType_t (library_types.h): the element types cublasGemmEx is told
+_DATA_TYPES = {"float16": 2, "bfloat16": 14, "float32": 0, "float64": 1}
+_CACHED_CALLS = 1024  # prepared calls a handle keeps per entry point before starting afresh
+
+Params = SgemmParams | GemmParams
 
 
 def _cublas() -> ModuleType:
     try:
-        from nvmath.bindings import cublas  # type: ignore[import-untyped]
+        from nvmath.bindings import cublas
     except ImportError as exc:
         raise GemmCaptureUnavailable(
             f"cuBLAS is not reachable: nvmath-python is not installed ({exc}); "
@@ -49,8 +67,35 @@ def _cublas() -> ModuleType:
     return cublas
 
 
+class _Call:
+    """One checked product on one handle: the binding, every argument it takes, and
+    the host scalars (alpha, beta) its arguments point at."""
+
+    __slots__ = ("args", "function", "key", "scalars", "swap", "values", "warm")
+
+    def __init__(
+        self,
+        function: Callable[..., None],
+        args: tuple[Any, ...],
+        scalars: np.ndarray,
+        key: tuple[Any, ...],
+        *,
+        swap: bool,
+        warm: bool,
+    ) -> None:
+        self.function, self.args, self.scalars, self.key = function, args, scalars, key
+        self.swap, self.warm = swap, warm
+        self.values: tuple[float, float] | None = None
+
+    def run(self, alpha: float, beta: float) -> None:
+        if (alpha, beta) != self.values:  # cuBLAS reads them when the call is made
+            self.scalars[0], self.scalars[1] = alpha, beta
+            self.values = (alpha, beta)
+        self.function(*self.args)
+
+
 class CublasCaptureHandle:
-    """One cuBLAS handle, bound to one stream, whose ``sgemm`` may be captured.
+    """One cuBLAS handle, bound to one stream, whose products may be captured.
 
     Made outside any capture: the handle is created, bound to ``stream_ptr``
     once, given a :data:`WORKSPACE_BYTES` workspace from eagle's memory pool,
@@ -62,7 +107,8 @@ class CublasCaptureHandle:
         stream_ptr: the stream its products run on (a raw pointer or a
             :class:`~eagle.cuda.Stream`); its device is the handle's device.
         math: ``"fp32"`` (default, exact FP32) or ``"tf32"``, an opt-in for
-            products that accept TF32 rounding on tensor cores.
+            float32 products that accept TF32 rounding on tensor cores; it
+            applies to :meth:`sgemm` and to float32 :meth:`gemm` params.
 
     Raises:
         GemmCaptureUnavailable: no CUDA driver or device, no cuBLAS, cuBLAS
@@ -76,7 +122,10 @@ class CublasCaptureHandle:
             raise ValueError(f"math must be 'fp32' or 'tf32', not {math!r}")
         self.math = math
         self._live_graphs: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._warmed: set[tuple[SgemmParams, int, int, int]] = set()
+        self._warmed: set[tuple[Params, int, int, int]] = set()
+        # prepared calls by (params, each operand's pointer, shape, strides, dtype, device)
+        self._sgemm_calls: dict[tuple[Any, ...], _Call] = {}
+        self._gemm_calls: dict[tuple[Any, ...], _Call] = {}
         cublas = _cublas()
         try:
             call("cudaGetDeviceCount")  # no driver or no device: CudaUnavailable
@@ -115,23 +164,18 @@ class CublasCaptureHandle:
         self._handle = handle
         self._closed = False
         self._ops = {"N": int(cublas.Operation.N), "T": int(cublas.Operation.T)}
-        # alpha and beta live here; cuBLAS reads them when a call is made (or recorded)
-        self._scalars = {
-            double: np.zeros(2, dtype=np.float64 if double else np.float32)
-            for double in (False, True)
+        self._compute = {
+            "fp32": int(cublas.ComputeType.COMPUTE_32F),
+            "tf32": int(cublas.ComputeType.COMPUTE_32F_FAST_TF32),
         }
-        self._scalar_addresses = {
-            double: scalars.ctypes.data for double, scalars in self._scalars.items()
-        }
+        self._algo = int(cublas.GemmAlgo.DEFAULT)
 
     @property
     def alive(self) -> bool:
         """False once :meth:`destroy` ran: the handle takes no more work."""
         return not self._closed
 
-    def warm(
-        self, params: SgemmParams, operands: Mapping[str, Any], *, keep_out: bool = False
-    ) -> None:
+    def warm(self, params: Params, operands: Mapping[str, Any], *, keep_out: bool = False) -> None:
         """Run the product once, outside any capture, the first time it is seen.
 
         It writes ``operands["out"]`` and waits for the stream; later calls for
@@ -139,12 +183,15 @@ class CublasCaptureHandle:
         operands are aligned (cuBLAS may pick another kernel for a view that
         starts mid-vector). Warm every distinct product before the capture that
         records it. The handle's record of what it has warmed is the only one:
-        :meth:`sgemm` inside a capture consults it.
+        :meth:`sgemm` and :meth:`gemm` inside a capture consult it.
 
         Args:
-            params: from :func:`~eagle.gemm.sgemm_params_for_arrays`.
-            operands: ``{"a": ..., "b": ..., "out": ...}``, float32 device arrays
-                on this handle's device, laid out as ``params`` describe.
+            params: :class:`~eagle.gemm.SgemmParams` (from
+                :func:`~eagle.gemm.sgemm_params_for_arrays`) or
+                :class:`~eagle.gemm.GemmParams` (from
+                :func:`~eagle.gemm.gemm_params_for_arrays`), any dtype.
+            operands: ``{"a": ..., "b": ..., "out": ...}``, device arrays on
+                this handle's device, laid out as ``params`` describe.
             keep_out: leave ``out`` as it is: the product runs into a scratch
                 matrix from eagle's pool, laid out and aligned as ``out`` is
                 (so it warms ``out``'s product), freed afterwards.
@@ -153,10 +200,12 @@ class CublasCaptureHandle:
             GemmCaptureUnavailable: the handle was destroyed, the stream is being
                 captured, or an operand is not a device array on this device.
             GemmMappingUnavailable: ``params`` do not describe the operands.
-            TypeError: ``params`` is not SgemmParams, or ``operands`` not a mapping.
+            TypeError: ``params`` is neither SgemmParams nor GemmParams, or
+                ``operands`` not a mapping.
         """
         self._check_alive()
-        first, second, out = self._bind(params, operands)
+        kind = GemmParams if isinstance(params, GemmParams) else SgemmParams
+        first, second, out = self._checked(params, operands, kind)
         key = _product_key(params, first, second, out)
         if key in self._warmed:
             return
@@ -166,11 +215,14 @@ class CublasCaptureHandle:
             )
         target = out.ptr
         if keep_out:  # the scratch lives until this returns, after the synchronize
-            scratch = default_pool(self.device).allocate(_span(params) + _ALIGNMENT, self._stream)
+            nbytes = _span(params, dtype_of(out.dtype).itemsize) + _ALIGNMENT
+            scratch = default_pool(self.device).allocate(nbytes, self._stream)
             target = scratch.ptr + (out.ptr - scratch.ptr) % _ALIGNMENT
-        self._enqueue(params, first.ptr, second.ptr, target, 1.0, 0.0, double=False)
+        self._call(params, first.ptr, second.ptr, target, key).run(1.0, 0.0)
         call("cudaStreamSynchronize", self.stream_ptr)
         self._warmed.add(key)
+        self._sgemm_calls.clear()  # prepared calls note whether they were warm: look again
+        self._gemm_calls.clear()
 
     def sgemm(
         self,
@@ -200,31 +252,113 @@ class CublasCaptureHandle:
             GemmMappingUnavailable: ``params`` do not describe the operands.
             TypeError: ``params`` is not SgemmParams, or ``operands`` not a mapping.
         """
+        if self._closed:
+            self._check_alive()
+        try:  # the prepared call for exactly these params and operands, if there is one
+            a, b, out = operands["a"], operands["b"], operands["out"]
+            prepared = self._sgemm_calls[
+                (params, params.__class__,
+                 a.ptr, a.shape, a.strides, a.dtype, a.device_index,
+                 b.ptr, b.shape, b.strides, b.dtype, b.device_index,
+                 out.ptr, out.shape, out.strides, out.dtype, out.device_index)
+            ]  # fmt: skip
+        except Exception:  # none: the checks say what is wrong, or prepare it
+            prepared = self._prepared(params, operands, SgemmParams, self._sgemm_calls)
+            a, b, out = operands["a"], operands["b"], operands["out"]
+        self._run(prepared, params, operands, alpha, beta)
+        record_use(self.stream_ptr, self, *((b, a) if prepared.swap else (a, b)), out)
+
+    def gemm(
+        self,
+        params: GemmParams,
+        operands: Mapping[str, Any],
+        *,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+    ) -> None:
+        """Enqueue ``out = alpha * op(a) @ op(b) + beta * out`` for any product dtype.
+
+        :meth:`sgemm` for every dtype of :mod:`eagle.gemm.dtypes`: bfloat16 and
+        float16 factors (cublasGemmEx, summed in float32, ``out`` bfloat16/
+        float16 or float32), float32 (Sgemm, or TF32 tensor cores for params
+        made with ``math="tf32"``) and float64 (Dgemm). The same rules: legal
+        inside a capture once warmed, ``alpha`` and ``beta`` baked into the
+        recorded node, in the arithmetic the sums are done in (float64 for
+        float64 factors, float32 otherwise).
+
+        Args:
+            params: from :func:`~eagle.gemm.gemm_params_for_arrays`.
+            operands: ``{"a": ..., "b": ..., "out": ...}``, device arrays on
+                this handle's device, laid out and typed as ``params`` describe.
+            alpha: scales the product.
+            beta: scales what ``out`` held (1.0 adds into it).
+
+        Raises:
+            GemmCaptureUnavailable: the handle was destroyed, an operand is not
+                a device array on this device, or the stream is being captured
+                and this product was never warmed.
+            GemmMappingUnavailable: ``params`` do not describe the operands
+                (their layout or dtypes), or exact float32 params on a handle
+                made with ``math="tf32"``.
+            TypeError: ``params`` is not GemmParams, or ``operands`` not a mapping.
+        """
+        if self._closed:
+            self._check_alive()
+        try:
+            a, b, out = operands["a"], operands["b"], operands["out"]
+            prepared = self._gemm_calls[
+                (params, params.__class__,
+                 a.ptr, a.shape, a.strides, a.dtype, a.device_index,
+                 b.ptr, b.shape, b.strides, b.dtype, b.device_index,
+                 out.ptr, out.shape, out.strides, out.dtype, out.device_index)
+            ]  # fmt: skip
+        except Exception:
+            prepared = self._prepared(params, operands, GemmParams, self._gemm_calls)
+            a, b, out = operands["a"], operands["b"], operands["out"]
+        self._run(prepared, params, operands, alpha, beta)
+        record_use(self.stream_ptr, self, *((b, a) if prepared.swap else (a, b)), out)
+
+    def bind(
+        self,
+        params: Params,
+        operands: Mapping[str, Any],
+        *,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+    ) -> BoundGemm:
+        """One product checked now and kept with its operands: calling it only enqueues.
+
+        Everything :meth:`sgemm` or :meth:`gemm` checks is checked here, once;
+        the returned :class:`BoundGemm` holds the operands (so their memory
+        stays theirs) and enqueues the product with ``alpha`` and ``beta`` each
+        time it is called, legal inside a capture once warmed.
+
+        Raises:
+            As :meth:`sgemm` (SgemmParams) or :meth:`gemm` (GemmParams).
+        """
         self._check_alive()
-        first, second, out = self._bind(params, operands)
-        warmed = _product_key(params, first, second, out) in self._warmed
-        if not warmed and is_capturing(self.stream_ptr):
-            offsets = ", ".join(f"{name} +{operands[name].ptr % _ALIGNMENT}" for name in _ROLES)
-            raise GemmCaptureUnavailable(
-                f"this product was never warmed ({params}; operand bytes past {_ALIGNMENT}-byte "
-                f"alignment: {offsets}); call handle.warm(params, operands) with these operands "
-                f"before the capture begins"
-            )
-        self._enqueue(params, first.ptr, second.ptr, out.ptr, alpha, beta, double=False)
-        record_use(self.stream_ptr, self, first, second, out)
+        kind = GemmParams if isinstance(params, GemmParams) else SgemmParams
+        first, second, out = self._checked(params, operands, kind)
+        key = _product_key(params, first, second, out)
+        prepared = self._call(params, first.ptr, second.ptr, out.ptr, key)
+        prepared.scalars[0], prepared.scalars[1] = alpha, beta
+        prepared.values = (alpha, beta)
+        return BoundGemm(self, params, prepared, (first, second, out))
 
     def destroy(self) -> None:
         """Close the handle to new work and free cuBLAS's handle and workspace (idempotent).
 
-        Afterwards :meth:`warm` and :meth:`sgemm` raise
-        :class:`~eagle.gemm.GemmCaptureUnavailable`. While a live graph (captured
-        or instantiated, not yet destroyed) holds work recorded against the
-        handle, its replays still use the workspace, so the cuBLAS handle and
-        the workspace are freed only when the last such graph is destroyed.
-        Until then the memory pool refuses to be destroyed, naming the buffers
-        still held.
+        Afterwards :meth:`warm`, :meth:`sgemm`, :meth:`gemm` and bound products
+        raise :class:`~eagle.gemm.GemmCaptureUnavailable`. While a live graph
+        (captured or instantiated, not yet destroyed) holds work recorded
+        against the handle, its replays still use the workspace, so the cuBLAS
+        handle and the workspace are freed only when the last such graph is
+        destroyed. Until then the memory pool refuses to be destroyed, naming
+        the buffers still held.
         """
         self._closed = True
+        self._sgemm_calls.clear()
+        self._gemm_calls.clear()
         if not self._live_graphs:
             self._release()  # the first call frees; later ones do nothing
 
@@ -237,11 +371,58 @@ class CublasCaptureHandle:
         if self._closed:
             raise GemmCaptureUnavailable(f"{self!r} was destroyed; make a new CublasCaptureHandle")
 
-    def _bind(self, params: SgemmParams, operands: Mapping[str, Any]) -> tuple[Any, Any, Any]:
-        if not isinstance(params, SgemmParams):
+    def _run(
+        self,
+        prepared: _Call,
+        params: Params,
+        operands: Mapping[str, Any],
+        alpha: float,
+        beta: float,
+    ) -> None:
+        if not prepared.warm and is_capturing(self.stream_ptr):
+            self._refuse_unwarmed(params, operands)
+        prepared.run(alpha, beta)
+
+    def _refuse_unwarmed(self, params: Params, operands: Mapping[str, Any]) -> None:
+        offsets = ", ".join(f"{name} +{operands[name].ptr % _ALIGNMENT}" for name in _ROLES)
+        raise GemmCaptureUnavailable(
+            f"this product was never warmed ({params}; operand bytes past {_ALIGNMENT}-byte "
+            f"alignment: {offsets}); call handle.warm(params, operands) with these operands "
+            f"before the capture begins"
+        )
+
+    def _prepared(
+        self,
+        params: Params,
+        operands: Mapping[str, Any],
+        kind: type,
+        calls: dict[tuple[Any, ...], _Call],
+    ) -> _Call:
+        """Check a product in full and keep its prepared call under its operands' values."""
+        first, second, out = self._checked(params, operands, kind)
+        key = _product_key(params, first, second, out)
+        prepared = self._call(params, first.ptr, second.ptr, out.ptr, key)
+        if len(calls) >= _CACHED_CALLS:
+            calls.clear()
+        a, b = operands["a"], operands["b"]
+        calls[
+            (params, params.__class__,
+             a.ptr, a.shape, a.strides, a.dtype, a.device_index,
+             b.ptr, b.shape, b.strides, b.dtype, b.device_index,
+             out.ptr, out.shape, out.strides, out.dtype, out.device_index)
+        ] = prepared  # fmt: skip
+        return prepared
+
+    def _checked(
+        self, params: Params, operands: Mapping[str, Any], kind: type
+    ) -> tuple[Any, Any, Any]:
+        """Every check of a product: its params' type, the operands (device arrays on this
+        device), their layout and dtypes against ``params``, ``out`` apart from ``a`` and
+        ``b``; and the handle's math. Returns cuBLAS's first and second operand, and out."""
+        if not isinstance(params, kind):
+            maker = "sgemm_params_for_arrays" if kind is SgemmParams else "gemm_params_for_arrays"
             raise TypeError(
-                f"params must be SgemmParams (from sgemm_params_for_arrays), "
-                f"not {type(params).__name__}"
+                f"params must be {kind.__name__} (from {maker}), not {type(params).__name__}"
             )
         if not isinstance(operands, Mapping):
             raise TypeError(
@@ -256,14 +437,33 @@ class CublasCaptureHandle:
         for name in _ROLES:
             self._check_device_array(name, operands[name])
         transpose_a, transpose_b, transpose_out = params.transposes
-        actual = sgemm_params_for_arrays(
-            operands["a"], operands["b"], operands["out"],
-            transpose_a=transpose_a, transpose_b=transpose_b, transpose_out=transpose_out,
-        )  # fmt: skip
+        a, b, out = operands["a"], operands["b"], operands["out"]
+        actual: Params
+        if isinstance(params, GemmParams):
+            general = gemm_params_for_arrays(
+                a, b, out,
+                transpose_a=transpose_a, transpose_b=transpose_b, transpose_out=transpose_out,
+            )  # fmt: skip
+            tf32 = params.math == "tf32" and general.dtype == "float32"
+            actual = general._replace(math="tf32") if tf32 else general
+            maker = "gemm_params_for_arrays"
+        else:
+            actual = sgemm_params_for_arrays(
+                a, b, out,
+                transpose_a=transpose_a, transpose_b=transpose_b, transpose_out=transpose_out,
+            )  # fmt: skip
+            maker = "sgemm_params_for_arrays"
         if actual != params:
             raise GemmMappingUnavailable(
                 f"params {params} do not describe these operands (their layout gives "
-                f"{actual}); compute params with sgemm_params_for_arrays(a, b, out, ...)"
+                f"{actual}); compute params with {maker}(a, b, out, ...)"
+            )
+        exact32 = isinstance(params, GemmParams) and params[9:] == ("float32", "float32", "fp32")
+        if exact32 and self.math != "fp32":
+            raise GemmMappingUnavailable(
+                f"params ask for exact float32 (math='fp32'), but this handle was made with "
+                f"math={self.math!r}, which rounds every float32 product to TF32; make the "
+                f"params with math='tf32', or use a handle made with math='fp32'"
             )
         first, second = (operands[name] for name in params.operands)
         return first, second, operands["out"]
@@ -280,28 +480,33 @@ class CublasCaptureHandle:
                 f"cuda:{self.device}"
             )
 
-    def _enqueue(
-        self,
-        params: SgemmParams,
-        first: int,
-        second: int,
-        out: int,
-        alpha: float,
-        beta: float,
-        *,
-        double: bool,
-    ) -> None:
-        scalars = self._scalars[double]
-        scalars[0] = alpha
-        scalars[1] = beta
-        address = self._scalar_addresses[double]
-        gemm = self._cublas.dgemm if double else self._cublas.sgemm
-        gemm(
-            self._handle,
-            self._ops[params.op_a], self._ops[params.op_b],
-            params.m, params.n, params.k,
-            address, first, params.lda, second, params.ldb,
-            address + scalars.itemsize, out, params.ldc,
+    def _call(
+        self, params: Params, first: int, second: int, out: int, key: tuple[Any, ...]
+    ) -> _Call:
+        """The prepared cuBLAS call of checked ``params`` over these pointers, with its own
+        alpha/beta in the compute type (float64 for float64 factors, float32 otherwise)."""
+        dtype = params.dtype if isinstance(params, GemmParams) else "float32"
+        math = params.math if isinstance(params, GemmParams) else self.math
+        scalars = np.zeros(2, np.float64 if dtype == "float64" else np.float32)
+        alpha = scalars.ctypes.data
+        beta = alpha + scalars.itemsize
+        head = (self._handle, self._ops[params.op_a], self._ops[params.op_b],
+                params.m, params.n, params.k, alpha)  # fmt: skip
+        cublas = self._cublas
+        if dtype == "float64" or (dtype == "float32" and math == self.math):
+            function = cublas.dgemm if dtype == "float64" else cublas.sgemm
+            args: tuple[Any, ...] = (
+                *head, first, params.lda, second, params.ldb, beta, out, params.ldc,
+            )  # fmt: skip
+        else:
+            assert isinstance(params, GemmParams)
+            kind, out_kind = _DATA_TYPES[dtype], _DATA_TYPES[params.out_dtype]
+            function = cublas.gemm_ex
+            args = (*head, first, kind, params.lda, second, kind, params.ldb, beta,
+                    out, out_kind, params.ldc, self._compute[math], self._algo)  # fmt: skip
+        return _Call(
+            function, args, scalars, key,
+            swap=params.operands == ("b", "a"), warm=key in self._warmed,
         )  # fmt: skip
 
     def __repr__(self) -> str:
@@ -310,18 +515,65 @@ class CublasCaptureHandle:
         return f"CublasCaptureHandle(stream={stream:#x}, math={self.math!r}{state})"
 
 
+class BoundGemm:
+    """One product bound to its operands by :meth:`CublasCaptureHandle.bind`.
+
+    Calling it enqueues the product on the handle's stream with the ``alpha``
+    and ``beta`` it was bound with: legal inside a capture once the handle has
+    warmed it; everything else was checked when it was bound. It holds its
+    operands, so their memory outlives it.
+
+    Attributes:
+        handle: the :class:`CublasCaptureHandle`.
+        params: the product's params.
+    """
+
+    __slots__ = ("_call", "_used", "handle", "params")
+
+    def __init__(
+        self,
+        handle: CublasCaptureHandle,
+        params: Params,
+        prepared: _Call,
+        used: tuple[Any, Any, Any],
+    ) -> None:
+        self.handle, self.params, self._call, self._used = handle, params, prepared, used
+
+    def __call__(self) -> None:
+        """Enqueue the product (no allocation, no synchronisation).
+
+        Raises:
+            GemmCaptureUnavailable: the handle was destroyed, or the stream is
+                being captured and the handle never warmed this product.
+        """
+        handle, prepared = self.handle, self._call
+        if handle._closed:
+            handle._check_alive()
+        if not prepared.warm:
+            prepared.warm = prepared.key in handle._warmed
+            if not prepared.warm and is_capturing(handle.stream_ptr):
+                first, second, out = self._used
+                a, b = (second, first) if prepared.swap else (first, second)
+                handle._refuse_unwarmed(self.params, {"a": a, "b": b, "out": out})
+        prepared.function(*prepared.args)
+        record_use(handle.stream_ptr, handle, *self._used)
+
+    def __repr__(self) -> str:
+        return f"BoundGemm({self.params}, {self.handle!r})"
+
+
 def _release(cublas: ModuleType, handle: int, workspace: Any) -> None:
     """Destroy a cuBLAS handle; ``workspace`` is held until then, and freed after it."""
     cublas.destroy(handle)
 
 
-def _span(params: SgemmParams) -> int:
-    """Bytes a float32 product writes from its destination's address: (n - 1) * ldc + m."""
-    return ((params.n - 1) * params.ldc + params.m) * 4 if params.m and params.n else 0
+def _span(params: Params, itemsize: int) -> int:
+    """Bytes a product writes from its destination's address: ((n - 1) * ldc + m) elements."""
+    return ((params.n - 1) * params.ldc + params.m) * itemsize if params.m and params.n else 0
 
 
-def _product_key(params: SgemmParams, *arrays: Any) -> tuple[SgemmParams, int, int, int]:
-    return (params, *(array.ptr % _ALIGNMENT for array in arrays))  # type: ignore[return-value]
+def _product_key(params: Params, first: Any, second: Any, out: Any) -> tuple[Params, int, int, int]:
+    return (params, first.ptr % _ALIGNMENT, second.ptr % _ALIGNMENT, out.ptr % _ALIGNMENT)
 
 
 _stream_handles: dict[tuple[int, int], CublasCaptureHandle] = {}

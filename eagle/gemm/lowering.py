@@ -3,8 +3,10 @@
 :func:`lower_dense_gemm` turns a
 :class:`~eagle.gemm.contraction.RecognizedContraction` into a
 :class:`~eagle.gemm.steps.LoweredPlan` of matmul steps, forward or adjoint;
-:func:`captured_gemm_calls` binds such a plan's products to your buffers for
-:meth:`~eagle.gemm.CublasCaptureHandle.sgemm`.
+:func:`captured_gemm_calls` binds such a plan's float32 products to your
+buffers for :meth:`~eagle.gemm.CublasCaptureHandle.sgemm`, and
+:func:`captured_calls` binds a plan of any product dtype for
+:meth:`~eagle.gemm.CublasCaptureHandle.gemm`.
 """
 
 from __future__ import annotations
@@ -12,15 +14,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from eagle.gemm.contraction import ContractionOperand, RecognizedContraction
+from eagle.gemm.dtypes import PRODUCT_DTYPES, dtype_of, product_dtypes
 from eagle.gemm.errors import GemmCaptureUnavailable, GemmMappingUnavailable, PlanUnavailable
 from eagle.gemm.matmul import matmul_step
-from eagle.gemm.params import SgemmParams, sgemm_params_for_arrays
-from eagle.gemm.steps import _FLOATS, LoweredPlan, PlanStep, WorkspaceSpec, _bind_buffers
+from eagle.gemm.params import (
+    GemmParams,
+    SgemmParams,
+    gemm_params_for_arrays,
+    sgemm_params_for_arrays,
+)
+from eagle.gemm.steps import LoweredPlan, PlanStep, WorkspaceSpec, _bind_buffers, _roles
 
-__all__ = ["CapturedGemmCall", "captured_gemm_calls", "check_plan_capturable", "lower_dense_gemm"]
+__all__ = [
+    "CapturedCall",
+    "CapturedGemmCall",
+    "captured_calls",
+    "captured_gemm_calls",
+    "check_plan_capturable",
+    "lower_dense_gemm",
+]
 
 
 class CapturedGemmCall(NamedTuple):
@@ -37,6 +50,20 @@ class CapturedGemmCall(NamedTuple):
     operands: dict[str, Any]
 
 
+class CapturedCall(NamedTuple):
+    """One product of a plan, of any dtype, bound to your buffers, ready for ``handle.gemm``.
+
+    Attributes:
+        name: the plan step's name.
+        params: the :class:`~eagle.gemm.GemmParams` of the call.
+        operands: ``{"a": ..., "b": ..., "out": ...}``, your own device arrays.
+    """
+
+    name: str
+    params: GemmParams
+    operands: dict[str, Any]
+
+
 def check_plan_capturable(plan: LoweredPlan) -> None:
     """Refuse a plan whose products cannot all be captured as float32 Sgemm calls.
 
@@ -46,6 +73,17 @@ def check_plan_capturable(plan: LoweredPlan) -> None:
         GemmMappingUnavailable: a buffer the plan declares is not float32.
         TypeError: ``plan`` is not a LoweredPlan.
     """
+    _check_products(plan)
+    for spec in plan.required.values():
+        if spec.dtype != "float32":
+            raise GemmMappingUnavailable(
+                f"buffer {spec.name!r} is {spec.dtype}; a captured product is float32 only "
+                f"(lower with dtype='float32')"
+            )
+
+
+def _check_products(plan: LoweredPlan) -> None:
+    """Refuse a plan that is not products alone (not a LoweredPlan, "gemv", another step)."""
     if not isinstance(plan, LoweredPlan):
         raise TypeError(
             f"plan must be a LoweredPlan (from lower_dense_gemm), not {type(plan).__name__}"
@@ -59,13 +97,7 @@ def check_plan_capturable(plan: LoweredPlan) -> None:
         if step.kind != "matmul":
             raise GemmCaptureUnavailable(
                 f"step {step.name!r} is a {step.kind!r} step, not a matmul; only products "
-                f"are captured through captured_gemm_calls"
-            )
-    for spec in plan.required.values():
-        if spec.dtype != "float32":
-            raise GemmMappingUnavailable(
-                f"buffer {spec.name!r} is {spec.dtype}; a captured product is float32 only "
-                f"(lower with dtype='float32')"
+                f"are captured"
             )
 
 
@@ -101,6 +133,58 @@ def captured_gemm_calls(
     check_plan_capturable(plan)
     bound = _bind_buffers(plan, buffers, "device", GemmCaptureUnavailable)
     return tuple(_captured_call(step, bound) for step in plan.steps)
+
+
+def captured_calls(
+    plan: LoweredPlan, buffers: Mapping[str, Any], *, math: str | None = None
+) -> tuple[CapturedCall, ...]:
+    """One :class:`CapturedCall` per step of ``plan``, of any product dtype, over your buffers.
+
+    :func:`captured_gemm_calls` for every dtype of :mod:`eagle.gemm.dtypes`
+    (bfloat16, float16, float32, float64; no copies). Warm each call's params on
+    the handle before the capture, then record them with
+    ``handle.gemm(call.params, call.operands, ...)``.
+
+    Args:
+        plan: a plan of matmul steps, e.g. from ``lower_dense_gemm(record, dtype=...)``.
+        buffers: device eagle Arrays by name, as for ``plan("device", buffers)``.
+        math: None (exact) or ``"tf32"`` for a plan of float32 buffers whose
+            products accept TF32 rounding.
+
+    Raises:
+        TypeError: ``plan`` is not a LoweredPlan, or ``buffers`` not a mapping.
+        GemmCaptureUnavailable: a ``"gemv"`` plan, a step that is not a matmul,
+            an unbound buffer, one that is not a device array of its spec's
+            dtype and shape.
+        GemmMappingUnavailable: a step's dtypes or ``math`` no product has, or
+            a buffer's layout cuBLAS cannot address.
+    """
+    _check_products(plan)
+    for step in plan.steps:
+        spec = step.matmul
+        assert spec is not None  # _check_products passed
+        declared = plan.required
+        try:
+            product_dtypes(
+                declared[spec.a].dtype, declared[spec.b].dtype, declared[spec.out].dtype, math
+            )
+        except GemmMappingUnavailable as exc:
+            raise GemmMappingUnavailable(f"step {step.name!r} ({_roles(spec)}): {exc}") from None
+    bound = _bind_buffers(plan, buffers, "device", GemmCaptureUnavailable)
+    calls = []
+    for step in plan.steps:
+        spec = step.matmul
+        assert spec is not None
+        operands = {"a": bound[spec.a], "b": bound[spec.b], "out": bound[spec.out]}
+        params = gemm_params_for_arrays(
+            *operands.values(),
+            transpose_a=spec.transpose_a,
+            transpose_b=spec.transpose_b,
+            transpose_out=spec.transpose_out,
+            math=math,
+        )
+        calls.append(CapturedCall(step.name, params, operands))
+    return tuple(calls)
 
 
 def _captured_call(step: PlanStep, bound: Mapping[str, Any]) -> CapturedGemmCall:
@@ -141,7 +225,8 @@ def lower_dense_gemm(
     Args:
         record: the contraction.
         direction: ``"forward"`` or ``"adjoint"``.
-        dtype: the buffers' dtype, ``"float32"`` or ``"float64"``.
+        dtype: the buffers' dtype: ``"bfloat16"``, ``"float16"``,
+            ``"float32"`` or ``"float64"``.
 
     Raises:
         PlanUnavailable: no record, not dense, a transformed term, a reduce that
@@ -299,10 +384,11 @@ def _free_extent(operand: ContractionOperand) -> int:
 
 
 def _float_dtype(dtype: Any) -> str:
+    names = ", ".join(repr(name) for name in PRODUCT_DTYPES)
     try:
-        resolved = np.dtype(dtype)
+        resolved = dtype_of(dtype)
     except TypeError as exc:
-        raise ValueError(f"dtype must be 'float32' or 'float64', not {dtype!r}") from exc
-    if dtype is None or resolved not in _FLOATS:
-        raise ValueError(f"dtype must be 'float32' or 'float64', not {dtype!r}")
+        raise ValueError(f"dtype must be one of {names}, not {dtype!r}") from exc
+    if dtype is None or resolved.name not in PRODUCT_DTYPES:
+        raise ValueError(f"dtype must be one of {names}, not {dtype!r}")
     return resolved.name

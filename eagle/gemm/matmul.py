@@ -1,8 +1,12 @@
 """The matmul step: ``out = op(a) @ op(b)`` over named buffers, on the host or the device.
 
-On the host it is numpy's matmul through transposed views; on the device one
-cuBLAS Sgemm or Dgemm on eagle's current stream, through the stream's cached
+On the host it is numpy's matmul through transposed views (16-bit factors are
+multiplied in float32 and rounded once into ``out``); on the device one cuBLAS
+call on eagle's current stream, through the stream's cached
 :class:`~eagle.gemm.CublasCaptureHandle` (no allocation, no synchronisation).
+The device step checks a product the first time it sees its buffers' pointers,
+shapes, strides, dtypes and device, and keeps the prepared call under exactly
+those values.
 """
 
 from __future__ import annotations
@@ -15,12 +19,15 @@ import numpy as np
 
 from eagle.cuda.graph import record_use
 from eagle.cuda.stream import current_stream
-from eagle.gemm.capture import stream_handle
+from eagle.gemm.capture import CublasCaptureHandle, _Call, stream_handle
+from eagle.gemm.dtypes import HALVES, dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable, MatmulUnavailable, PlanUnavailable
-from eagle.gemm.params import SgemmParams, _check_out_apart, product_shape, sgemm_params
-from eagle.gemm.steps import _FLOATS, MatmulSpec, PlanStep, _host_view, _roles, _where
+from eagle.gemm.params import GemmParams, _check_out_apart, _mapped, product_shape
+from eagle.gemm.steps import MatmulSpec, PlanStep, _host_view, _roles, _where
 
 __all__ = ["matmul_step"]
+
+_CACHED_PRODUCTS = 256  # checked products a device step keeps before starting afresh
 
 
 def matmul_step(
@@ -35,11 +42,14 @@ def matmul_step(
 ) -> PlanStep:
     """A step computing ``out = op(a) @ op(b)`` over the buffers named ``a``, ``b``, ``out``.
 
-    On the host it is numpy's matmul through transposed views (float32 or
-    float64), written into ``out`` in place. On the device it is one cuBLAS
-    Sgemm (float32) or Dgemm (float64) on eagle's current stream, through a
-    handle cached per device and stream: no allocation and no synchronisation
-    per call. A contracted extent of 0 is a product: ``out`` is set to zeros.
+    The buffers' dtypes follow :mod:`eagle.gemm.dtypes` (bfloat16, float16,
+    float32 or float64 factors; a 16-bit product may write float32). On the
+    host it is numpy's matmul through transposed views, written into ``out``
+    in place; 16-bit factors are multiplied in float32 and rounded once into
+    ``out``. On the device it is one cuBLAS call (Sgemm, Dgemm, or GemmEx
+    summing in float32) on eagle's current stream, through a handle cached
+    per device and stream: no allocation and no synchronisation per call. A
+    contracted extent of 0 is a product: ``out`` is set to zeros.
     Running the step refuses (:class:`~eagle.gemm.MatmulUnavailable`, naming
     the buffer) a read-only ``out`` on the host, and on the device an ``out``
     that shares memory with ``a`` or ``b``, which cuBLAS does not allow.
@@ -65,7 +75,7 @@ def matmul_step(
         "matmul",
         tuple(dict.fromkeys((a, b))),
         (out,),
-        functools.partial(_device_matmul, name, spec),
+        _DeviceMatmul(name, spec),
         functools.partial(_host_matmul, name, spec),
         matmul=spec,
     )
@@ -80,15 +90,17 @@ def _lookup(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> tuple[Any, 
         ) from None
 
 
-def _common_dtype(step: str, spec: MatmulSpec, arrays: Sequence[Any]) -> np.dtype:
+def _dtypes(step: str, spec: MatmulSpec, arrays: Sequence[Any]) -> tuple[str, str]:
+    """The product's (factor dtype, out dtype), or MatmulUnavailable naming the buffers."""
     dtypes = [np.dtype(array.dtype) for array in arrays]
-    if len(set(dtypes)) != 1 or dtypes[0] not in _FLOATS:
+    try:
+        dtype, out_dtype, _ = product_dtypes(*dtypes)
+    except GemmMappingUnavailable as exc:
         raise MatmulUnavailable(
             f"matmul step {step!r}: a={spec.a!r} is {dtypes[0]}, b={spec.b!r} is {dtypes[1]}, "
-            f"out={spec.out!r} is {dtypes[2]}; a product takes float32 or float64, the same "
-            f"for all three"
-        )
-    return dtypes[0]
+            f"out={spec.out!r} is {dtypes[2]}; {exc}"
+        ) from None
+    return dtype, out_dtype
 
 
 def _host_matmul(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> None:
@@ -102,7 +114,7 @@ def _host_matmul(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> None:
             )
         arrays.append(array)
     a, b, out = arrays
-    _common_dtype(step, spec, arrays)
+    dtype, _ = _dtypes(step, spec, arrays)
     try:
         want = product_shape(
             a.shape, b.shape,
@@ -121,53 +133,102 @@ def _host_matmul(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> None:
             f"matmul step {step!r}: out {spec.out!r} is read-only; pass a writable array "
             f"(e.g. a copy: np.array(out))"
         )
+    if dtype in HALVES:  # sum in float32, round once into out
+        a, b = a.astype(np.float32), b.astype(np.float32)
     left = a.T if spec.transpose_a else a
     right = b.T if spec.transpose_b else b
     if spec.transpose_out:
-        np.matmul(right.T, left.T, out=out)  # out = (left @ right).T, written C-ordered
-    else:
+        left, right = right.T, left.T  # out = (left @ right).T, written C-ordered
+    if a.dtype == out.dtype:
         np.matmul(left, right, out=out)
+    else:
+        out[...] = np.matmul(left, right)
 
 
-@functools.lru_cache(maxsize=1024)
-def _layout_params(
-    shapes: tuple[tuple[int, ...], ...],
-    strides: tuple[tuple[int, ...], ...],
-    itemsize: int,
-    spec: MatmulSpec,
-) -> SgemmParams:
-    return sgemm_params(
-        shapes[0], strides[0], shapes[1], strides[1], shapes[2], strides[2], itemsize,
-        transpose_a=spec.transpose_a, transpose_b=spec.transpose_b,
-        transpose_out=spec.transpose_out,
-    )  # fmt: skip
+class _DeviceMatmul:
+    """A matmul step's device function: its products checked once per buffer layout."""
 
+    def __init__(self, step: str, spec: MatmulSpec) -> None:
+        self.step, self.spec = step, spec
+        # (each buffer's pointer, shape, strides, dtype, device) -> the checked product and
+        # its prepared call on each stream's handle
+        self._products: dict[tuple[Any, ...], _Product] = {}
 
-def _device_matmul(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> None:
-    arrays = _lookup(step, spec, bufs)
-    for name, array in zip((spec.a, spec.b, spec.out), arrays, strict=True):
-        if getattr(array, "is_host", True):
+    def __call__(self, bufs: Mapping[str, Any]) -> None:
+        spec = self.spec
+        try:
+            a, b, out = bufs[spec.a], bufs[spec.b], bufs[spec.out]
+            product = self._products[
+                (a.ptr, a.shape, a.strides, a.dtype, a.device_index,
+                 b.ptr, b.shape, b.strides, b.dtype, b.device_index,
+                 out.ptr, out.shape, out.strides, out.dtype, out.device_index)
+            ]  # fmt: skip
+        except Exception:  # not seen: the checks say what is wrong, or prepare it
+            a, b, out = _lookup(self.step, spec, bufs)
+            product = self._checked(a, b, out)
+        stream_ptr = current_stream(product.device).ptr()
+        handle = stream_handle(stream_ptr, product.device)
+        prepared = product.calls.get(handle)
+        if prepared is None:
+            prepared = product.calls[handle] = product.prepare(handle)
+        prepared.run(1.0, 0.0)
+        record_use(stream_ptr, handle, a, b, out)
+
+    def _checked(self, a: Any, b: Any, out: Any) -> _Product:
+        step, spec = self.step, self.spec
+        for name, array in zip((spec.a, spec.b, spec.out), (a, b, out), strict=True):
+            if getattr(array, "is_host", True):
+                raise MatmulUnavailable(
+                    f"matmul step {step!r}: buffer {name!r} is {_where(array)}; the device "
+                    f"backend takes device eagle Arrays"
+                )
+        device = a.device_index
+        if b.device_index != device or out.device_index != device:
             raise MatmulUnavailable(
-                f"matmul step {step!r}: buffer {name!r} is {_where(array)}; the device backend "
-                f"takes device eagle Arrays"
+                f"matmul step {step!r}: a={spec.a!r} is on {a.device}, b={spec.b!r} on "
+                f"{b.device}, out={spec.out!r} on {out.device}; put them on one device"
             )
-    a, b, out = arrays
-    device = a.device_index
-    if b.device_index != device or out.device_index != device:
-        raise MatmulUnavailable(
-            f"matmul step {step!r}: a={spec.a!r} is on {a.device}, b={spec.b!r} on {b.device}, "
-            f"out={spec.out!r} on {out.device}; put them on one device"
-        )
-    dtype = _common_dtype(step, spec, arrays)
-    try:
-        params = _layout_params(
-            (a.shape, b.shape, out.shape), (a.strides, b.strides, out.strides), dtype.itemsize, spec
-        )
-        _check_out_apart({"a": a, "b": b, "out": out}, dtype.itemsize)
-    except GemmMappingUnavailable as exc:
-        raise MatmulUnavailable(f"matmul step {step!r} ({_roles(spec)}): {exc}") from exc
-    stream_ptr = current_stream(device).ptr()
-    handle = stream_handle(stream_ptr, device)
-    first, second = (a, b) if params.operands == ("a", "b") else (b, a)
-    handle._enqueue(params, first.ptr, second.ptr, out.ptr, 1.0, 0.0, double=dtype.itemsize == 8)
-    record_use(stream_ptr, handle, a, b, out)
+        dtype, out_dtype = _dtypes(step, spec, (a, b, out))
+        flags = (spec.transpose_a, spec.transpose_b, spec.transpose_out)
+        try:
+            layout = _mapped(
+                {"a": a.shape, "b": b.shape, "out": out.shape},
+                {"a": a.strides, "b": b.strides, "out": out.strides},
+                {"a": _itemsize(a), "b": _itemsize(b), "out": _itemsize(out)},
+                flags,
+            )
+            _check_out_apart({"a": a, "b": b, "out": out})
+        except GemmMappingUnavailable as exc:
+            raise MatmulUnavailable(f"matmul step {step!r} ({_roles(spec)}): {exc}") from exc
+        params = GemmParams(*layout, dtype, out_dtype, "fp64" if dtype == "float64" else "fp32")
+        first, second = (a, b) if params.operands == ("a", "b") else (b, a)
+        product = _Product(params, device, first.ptr, second.ptr, out.ptr)
+        if len(self._products) >= _CACHED_PRODUCTS:
+            self._products.clear()
+        self._products[
+            (a.ptr, a.shape, a.strides, a.dtype, a.device_index,
+             b.ptr, b.shape, b.strides, b.dtype, b.device_index,
+             out.ptr, out.shape, out.strides, out.dtype, out.device_index)
+        ] = product  # fmt: skip
+        return product
+
+
+def _itemsize(array: Any) -> int:
+    return dtype_of(array.dtype).itemsize
+
+
+class _Product:
+    """A checked product of a device step: its params, device and pointers, and its
+    prepared call on each handle that ran it."""
+
+    __slots__ = ("calls", "device", "params", "pointers")
+
+    def __init__(self, params: GemmParams, device: int, first: int, second: int, out: int) -> None:
+        self.params, self.device, self.pointers = params, device, (first, second, out)
+        self.calls: dict[CublasCaptureHandle, _Call] = {}
+
+    def prepare(self, handle: CublasCaptureHandle) -> _Call:
+        """The product's call on ``handle`` (a stream's exact-FP32 handle)."""
+        handle._check_alive()
+        first, second, out = self.pointers
+        return handle._call(self.params, first, second, out, (self.params, *self.pointers))

@@ -19,9 +19,17 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from eagle.gemm.dtypes import dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable
 
-__all__ = ["SgemmParams", "product_shape", "sgemm_params", "sgemm_params_for_arrays"]
+__all__ = [
+    "GemmParams",
+    "SgemmParams",
+    "gemm_params_for_arrays",
+    "product_shape",
+    "sgemm_params",
+    "sgemm_params_for_arrays",
+]
 
 _INT_MAX = 2**31 - 1  # cuBLAS's m, n, k and leading dimensions are 32-bit ints
 
@@ -79,38 +87,133 @@ class SgemmParams(_SgemmFields):
         ldc: int,
         operands: tuple[str, str],
     ) -> SgemmParams:
-        for name, op in (("op_a", op_a), ("op_b", op_b)):
-            if op not in ("N", "T"):
-                raise ValueError(f"SgemmParams: {name} must be 'N' or 'T', not {op!r}")
-        for name, extent in (("m", m), ("n", n), ("k", k)):
-            if not isinstance(extent, int | np.integer) or not 0 <= extent <= _INT_MAX:
-                raise ValueError(
-                    f"SgemmParams: {name} = {extent!r}; extents are ints from 0 to {_INT_MAX}"
-                )
-        rows = {"lda": m if op_a == "N" else k, "ldb": k if op_b == "N" else n, "ldc": m}
-        for name, ld in (("lda", lda), ("ldb", ldb), ("ldc", ldc)):
-            least = max(1, rows[name])
-            if not isinstance(ld, int | np.integer) or not least <= ld <= _INT_MAX:
-                raise ValueError(
-                    f"SgemmParams: {name} = {ld!r}; it must be an int from max(1, rows) = "
-                    f"{least} to {_INT_MAX}"
-                )
-        if tuple(operands) not in (("b", "a"), ("a", "b")):
-            raise ValueError(
-                f"SgemmParams: operands must be ('b', 'a') or ('a', 'b'), not {operands!r}"
-            )
-        return super().__new__(
-            cls, op_a, op_b, int(m), int(n), int(k), int(lda), int(ldb), int(ldc),
-            (operands[0], operands[1]),
-        )  # fmt: skip
+        layout = _checked_layout("SgemmParams", op_a, op_b, m, n, k, lda, ldb, ldc, operands)
+        return super().__new__(cls, *layout)
 
     @property
     def transposes(self) -> tuple[bool, bool, bool]:
         """The ``(transpose_a, transpose_b, transpose_out)`` flags these params compute."""
-        first, second = self.op_a == "T", self.op_b == "T"
-        if self.operands == ("a", "b"):
-            return not first, not second, True
-        return second, first, False
+        return _transposes(self)
+
+
+def _checked_layout(
+    owner: str,
+    op_a: str,
+    op_b: str,
+    m: int,
+    n: int,
+    k: int,
+    lda: int,
+    ldb: int,
+    ldc: int,
+    operands: tuple[str, str],
+) -> tuple[str, str, int, int, int, int, int, int, tuple[str, str]]:
+    """The column-major layout fields, checked (ValueError naming the field) and normalised."""
+    for name, op in (("op_a", op_a), ("op_b", op_b)):
+        if op not in ("N", "T"):
+            raise ValueError(f"{owner}: {name} must be 'N' or 'T', not {op!r}")
+    for name, extent in (("m", m), ("n", n), ("k", k)):
+        if not isinstance(extent, int | np.integer) or not 0 <= extent <= _INT_MAX:
+            raise ValueError(f"{owner}: {name} = {extent!r}; extents are ints from 0 to {_INT_MAX}")
+    rows = {"lda": m if op_a == "N" else k, "ldb": k if op_b == "N" else n, "ldc": m}
+    for name, ld in (("lda", lda), ("ldb", ldb), ("ldc", ldc)):
+        least = max(1, rows[name])
+        if not isinstance(ld, int | np.integer) or not least <= ld <= _INT_MAX:
+            raise ValueError(
+                f"{owner}: {name} = {ld!r}; it must be an int from max(1, rows) = "
+                f"{least} to {_INT_MAX}"
+            )
+    if tuple(operands) not in (("b", "a"), ("a", "b")):
+        raise ValueError(f"{owner}: operands must be ('b', 'a') or ('a', 'b'), not {operands!r}")
+    return (
+        op_a, op_b, int(m), int(n), int(k), int(lda), int(ldb), int(ldc),
+        (operands[0], operands[1]),
+    )  # fmt: skip
+
+
+def _transposes(params: SgemmParams | GemmParams) -> tuple[bool, bool, bool]:
+    first, second = params.op_a == "T", params.op_b == "T"
+    if params.operands == ("a", "b"):
+        return not first, not second, True
+    return second, first, False
+
+
+class _GemmFields(NamedTuple):
+    op_a: str
+    op_b: str
+    m: int
+    n: int
+    k: int
+    lda: int
+    ldb: int
+    ldc: int
+    operands: tuple[str, str]
+    dtype: str
+    out_dtype: str
+    math: str
+
+
+class GemmParams(_GemmFields):
+    """One cuBLAS product of any dtype :mod:`eagle.gemm.dtypes` allows: layout and dtypes.
+
+    The layout fields are those of :class:`SgemmParams` (the column-major
+    call computing the row-major ``out = op(a) @ op(b)``), checked the same
+    way when made; the rest say what the call computes in. Made by
+    :func:`gemm_params_for_arrays`, run by
+    :meth:`~eagle.gemm.CublasCaptureHandle.gemm`. A hashable named tuple.
+
+    Attributes:
+        op_a, op_b, m, n, k, lda, ldb, ldc, operands: as :class:`SgemmParams`.
+        dtype: the factors' dtype name: ``"bfloat16"``, ``"float16"``,
+            ``"float32"`` or ``"float64"``.
+        out_dtype: ``out``'s dtype name (``dtype``, or ``"float32"`` for a
+            half-precision product).
+        math: what the sums are done in: ``"fp32"`` (float32; exact for
+            float32 factors), ``"tf32"`` (float32 factors rounded to TF32 on
+            tensor cores) or ``"fp64"``.
+
+    Raises:
+        ValueError: a layout field as :class:`SgemmParams` refuses it, or
+            dtypes and math no product has (the message says which).
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        op_a: str,
+        op_b: str,
+        m: int,
+        n: int,
+        k: int,
+        lda: int,
+        ldb: int,
+        ldc: int,
+        operands: tuple[str, str],
+        dtype: str,
+        out_dtype: str,
+        math: str,
+    ) -> GemmParams:
+        layout = _checked_layout("GemmParams", op_a, op_b, m, n, k, lda, ldb, ldc, operands)
+        try:
+            dtypes = product_dtypes(dtype, dtype, out_dtype, math)
+        except (GemmMappingUnavailable, TypeError) as exc:
+            raise ValueError(f"GemmParams: {exc}") from None
+        if dtypes[2] != math:
+            raise ValueError(
+                f"GemmParams: math is {math!r}; name it: {dtypes[2]!r} for {dtypes[0]} factors"
+            )
+        return super().__new__(cls, *layout, *dtypes)
+
+    @property
+    def layout(self) -> SgemmParams:
+        """The column-major layout alone, as :class:`SgemmParams`."""
+        return SgemmParams(*self[:9])
+
+    @property
+    def transposes(self) -> tuple[bool, bool, bool]:
+        """The ``(transpose_a, transpose_b, transpose_out)`` flags these params compute."""
+        return _transposes(self)
 
 
 def sgemm_params(
@@ -151,8 +254,21 @@ def sgemm_params(
             (broadcast), when the contracted extents disagree, or when ``out``
             has the wrong shape (the message gives the shape it must have).
     """
-    shapes = {"a": a_shape, "b": b_shape, "out": out_shape}
-    strides = {"a": a_strides, "b": b_strides, "out": out_strides}
+    return _mapped(
+        {"a": a_shape, "b": b_shape, "out": out_shape},
+        {"a": a_strides, "b": b_strides, "out": out_strides},
+        {"a": itemsize, "b": itemsize, "out": itemsize},
+        (transpose_a, transpose_b, transpose_out),
+    )
+
+
+def _mapped(
+    shapes: Mapping[str, Sequence[int]],
+    strides: Mapping[str, Sequence[int]],
+    itemsizes: Mapping[str, int],
+    flags: tuple[bool, bool, bool],
+) -> SgemmParams:
+    """:func:`sgemm_params` with an itemsize per operand."""
     for name in shapes:
         _require_matrix(name, shapes[name])
         if len(strides[name]) != 2:
@@ -160,10 +276,12 @@ def sgemm_params(
                 f"operand {name!r} has strides {tuple(strides[name])} for its 2-D shape "
                 f"{tuple(shapes[name])}; give one stride per axis, in bytes"
             )
-    ld = {name: _leading_dim(name, shapes[name], strides[name], itemsize) for name in shapes}
+    ld = {name: _leading_dim(name, shapes[name], strides[name], itemsizes[name]) for name in shapes}
+    transpose_a, transpose_b, transpose_out = flags
     m, n, k = _product_dims(
-        tuple(a_shape), tuple(b_shape), tuple(out_shape), transpose_a, transpose_b, transpose_out
-    )
+        tuple(shapes["a"]), tuple(shapes["b"]), tuple(shapes["out"]),
+        transpose_a, transpose_b, transpose_out,
+    )  # fmt: skip
     if transpose_out:
         return SgemmParams(
             "N" if transpose_a else "T",
@@ -209,16 +327,65 @@ def sgemm_params_for_arrays(
                 f"operand {name!r} is {dtype}; a captured product is float32 only "
                 f"(convert it with .astype('float32'))"
             )
-    params = sgemm_params(
-        tuple(a.shape), tuple(a.strides),
-        tuple(b.shape), tuple(b.strides),
-        tuple(out.shape), tuple(out.strides),
-        4,
-        transpose_a=transpose_a,
-        transpose_b=transpose_b,
-        transpose_out=transpose_out,
-    )  # fmt: skip
-    _check_out_apart(arrays, 4)
+    return _layout_for_arrays(arrays, 4, transpose_a, transpose_b, transpose_out)
+
+
+def gemm_params_for_arrays(
+    a: Any,
+    b: Any,
+    out: Any,
+    *,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    transpose_out: bool = False,
+    math: str | None = None,
+) -> GemmParams:
+    """The :class:`GemmParams` of ``out = op(a) @ op(b)`` over these three arrays, any dtype.
+
+    The dtypes follow :mod:`eagle.gemm.dtypes`: bfloat16 x bfloat16 writes
+    bfloat16 or float32, float16 x float16 writes float16 or float32 (both sum
+    in float32), float32 x float32 writes float32, float64 x float64 writes
+    float64.
+
+    Args:
+        a, b, out: eagle Arrays, numpy arrays, or anything with ``shape``,
+            ``strides`` (bytes) and ``dtype``.
+        transpose_a, transpose_b, transpose_out: the flags of the product.
+        math: None (exact: float32 sums, float64 for float64 factors) or
+            ``"tf32"`` for float32 factors rounded to TF32 on tensor cores.
+
+    Raises:
+        GemmMappingUnavailable: naming the operand, dtypes outside those rules
+            (with what to pass), a ``math`` the dtype has not, an ``out`` that
+            shares memory with ``a`` or ``b``, or any refusal of
+            :func:`sgemm_params`.
+        TypeError: an operand has no shape, strides or dtype.
+    """
+    arrays = {"a": a, "b": b, "out": out}
+    dtypes = [_dtype_of(name, array) for name, array in arrays.items()]
+    dtype, out_dtype, resolved = product_dtypes(dtypes[0], dtypes[1], dtypes[2], math)
+    layout = _layout_for_arrays(
+        arrays, dtypes[0].itemsize, transpose_a, transpose_b, transpose_out, dtypes[2].itemsize
+    )
+    return GemmParams(*layout, dtype, out_dtype, resolved)
+
+
+def _layout_for_arrays(
+    arrays: Mapping[str, Any],
+    itemsize: int,
+    transpose_a: bool,
+    transpose_b: bool,
+    transpose_out: bool,
+    out_itemsize: int | None = None,
+) -> SgemmParams:
+    a, b, out = arrays["a"], arrays["b"], arrays["out"]
+    params = _mapped(
+        {"a": tuple(a.shape), "b": tuple(b.shape), "out": tuple(out.shape)},
+        {"a": tuple(a.strides), "b": tuple(b.strides), "out": tuple(out.strides)},
+        {"a": itemsize, "b": itemsize, "out": out_itemsize or itemsize},
+        (transpose_a, transpose_b, transpose_out),
+    )
+    _check_out_apart(arrays)
     return params
 
 
@@ -261,23 +428,23 @@ def _address(array: Any) -> int | None:
     return None
 
 
-def _check_out_apart(arrays: Mapping[str, Any], itemsize: int) -> None:
-    """Refuse an ``out`` that shares an element with ``a`` or ``b`` (an Sgemm may not alias).
+def _check_out_apart(arrays: Mapping[str, Any]) -> None:
+    """Refuse an ``out`` that shares an element with ``a`` or ``b`` (a product may not alias).
 
-    ``arrays`` maps "a", "b", "out" to 2-D arrays of ``itemsize`` bytes per element; one
-    that does not give its address (:func:`_address`) is not checked.
+    ``arrays`` maps "a", "b", "out" to 2-D arrays; one that does not give its address
+    (:func:`_address`) is not checked.
     """
     out = arrays["out"]
     out_at = _address(out)
     if out_at is None:
         return
-    out_span = _span(out, out_at, itemsize)
+    out_span = _span(out, out_at)
     for name in ("a", "b"):
         operand = arrays[name]
         at = _address(operand)
         if at is None:
             continue
-        span = _span(operand, at, itemsize)
+        span = _span(operand, at)
         if (
             out_span[0] < span[1]
             and span[0] < out_span[1]
@@ -289,8 +456,9 @@ def _check_out_apart(arrays: Mapping[str, Any], itemsize: int) -> None:
             )
 
 
-def _span(array: Any, at: int, itemsize: int) -> tuple[int, int]:
+def _span(array: Any, at: int) -> tuple[int, int]:
     """The bytes ``[lo, hi)`` a 2-D strided array touches (empty for no elements)."""
+    itemsize = dtype_of(array.dtype).itemsize
     (rows, cols), (row_stride, col_stride) = array.shape, array.strides
     if not rows or not cols:
         return at, at
@@ -316,7 +484,7 @@ def _stand_in(array: Any, at: int) -> np.ndarray:
         "data": (at, True),
         "shape": tuple(array.shape),
         "strides": tuple(array.strides),
-        "typestr": np.dtype(array.dtype).str,
+        "typestr": dtype_of(array.dtype).str,
         "version": 3,
     }
     return np.asarray(type("_Layout", (), {"__array_interface__": interface})())
@@ -328,7 +496,7 @@ def _dtype_of(name: str, array: Any) -> np.dtype:
             f"operand {name!r} must be an array with shape, strides and dtype "
             f"(an eagle Array or a numpy array), not {type(array).__name__}"
         )
-    return np.dtype(array.dtype)
+    return dtype_of(array.dtype)
 
 
 def _require_matrix(name: str, shape: Sequence[int]) -> None:

@@ -6,7 +6,8 @@ buffers, each declared by a :class:`WorkspaceSpec`. A matmul step
 or on the device with cuBLAS on eagle's current stream. :func:`lower_dense_gemm`
 turns a :class:`~eagle.gemm.contraction.RecognizedContraction` into such a
 plan, forward or adjoint; :func:`captured_gemm_calls` binds a plan's products
-to your buffers for :meth:`~eagle.gemm.CublasCaptureHandle.sgemm`.
+to your buffers for :meth:`~eagle.gemm.CublasCaptureHandle.sgemm`
+(:func:`captured_calls` for :meth:`~eagle.gemm.CublasCaptureHandle.gemm`).
 
 This module is the public face of three that each do one job:
 :mod:`eagle.gemm.steps` (the plan records, validation and binding),
@@ -17,7 +18,9 @@ This module is the public face of three that each do one job:
 from __future__ import annotations
 
 from eagle.gemm.lowering import (
+    CapturedCall,
     CapturedGemmCall,
+    captured_calls,
     captured_gemm_calls,
     check_plan_capturable,
     lower_dense_gemm,
@@ -39,12 +42,14 @@ from eagle.gemm.steps import (
 __all__ = [
     "BACKENDS",
     "STEP_KINDS",
+    "CapturedCall",
     "CapturedGemmCall",
     "LoweredPlan",
     "MatmulSpec",
     "PlanStep",
     "WorkspaceSpec",
     "assembly_step",
+    "captured_calls",
     "captured_gemm_calls",
     "check_plan_capturable",
     "lower_dense_gemm",

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from eagle.gemm.dtypes import dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable, MatmulUnavailable, PlanUnavailable
 from eagle.gemm.params import product_shape
 
@@ -37,8 +38,6 @@ BACKENDS = ("host", "device")
 STEP_KINDS = ("generated", "matmul", "assembly")
 """A kernel emitted for the plan, a matrix product, or a step that arranges buffers."""
 
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-
 StepFn = Callable[[Mapping[str, Any]], None]
 """A step's host or device function: it takes the bound buffers by name."""
 
@@ -50,8 +49,8 @@ class WorkspaceSpec:
     Attributes:
         name: the buffer's name in the plan.
         shape: its shape, a tuple of non-negative ints.
-        dtype: its dtype name, e.g. ``"float32"`` (anything ``numpy.dtype``
-            takes is accepted and stored by name).
+        dtype: its dtype name, e.g. ``"float32"`` or ``"bfloat16"`` (anything
+            ``numpy.dtype`` takes is accepted and stored by name).
 
     Raises:
         PlanUnavailable: a negative or non-integer extent, or an unknown dtype.
@@ -64,7 +63,7 @@ class WorkspaceSpec:
     def __post_init__(self) -> None:
         try:
             shape = tuple(int(extent) for extent in self.shape)
-            dtype = np.dtype(self.dtype).name if self.dtype is not None else None
+            dtype = dtype_of(self.dtype).name if self.dtype is not None else None
         except (TypeError, ValueError) as exc:
             raise PlanUnavailable(
                 f"buffer {self.name!r}: shape must be a tuple of ints and dtype a numpy dtype "
@@ -160,7 +159,7 @@ class PlanStep:
             ValueError: an unknown backend.
             TypeError: ``bufs`` is not a mapping.
             MatmulUnavailable: (a matmul step) a buffer is missing, on the wrong
-                side, of a dtype other than float32/float64 or mixed, of the
+                side, of dtypes no product takes (:mod:`eagle.gemm.dtypes`), of the
                 wrong shape, (host) a read-only ``out``, or (device) laid out
                 so cuBLAS cannot address it or an ``out`` sharing memory with
                 an operand.
@@ -366,12 +365,13 @@ def _validate(plan: LoweredPlan) -> None:
 
 def _check_matmul_specs(step: str, spec: MatmulSpec, declared: Mapping[str, WorkspaceSpec]) -> None:
     a, b, out = declared[spec.a], declared[spec.b], declared[spec.out]
-    dtypes = {a.dtype, b.dtype, out.dtype}
-    if len(dtypes) != 1 or np.dtype(a.dtype) not in _FLOATS:
+    try:
+        product_dtypes(a.dtype, b.dtype, out.dtype)
+    except GemmMappingUnavailable as exc:
         raise PlanUnavailable(
             f"matmul step {step!r}: buffers {a.name!r}, {b.name!r}, {out.name!r} are declared "
-            f"{a.dtype}, {b.dtype}, {out.dtype}; a product takes one of float32 or float64"
-        )
+            f"{a.dtype}, {b.dtype}, {out.dtype}; {exc}"
+        ) from None
     try:
         want = product_shape(
             a.shape, b.shape,
@@ -427,7 +427,7 @@ def _bind_one(spec: WorkspaceSpec, buffer: Any, backend: str, error: type[Except
             )
         array = buffer
     dtype = np.dtype(array.dtype)
-    if dtype != np.dtype(spec.dtype):
+    if dtype != dtype_of(spec.dtype):
         raise error(f"buffer {spec.name!r} is {dtype}; the plan declares it {spec.dtype}")
     shape = tuple(array.shape)
     if shape == spec.shape:

@@ -2,17 +2,27 @@
 
 The emitted function takes, in order: one pointer per plane in declaration
 order (a param is a pointer to its one element, so a captured graph reads
-its current value), then the lane count ``n`` as ``long long``. Lanes are
-64-bit. Thread ``blockIdx.x * blockDim.x + threadIdx.x`` runs that lane and
-then every ``gridDim.x * blockDim.x``-th lane after it (a grid-stride loop,
-unrolled :data:`UNROLL` times): launch ``ceil(n / block)`` blocks for one
-lane per thread, or fewer so that each thread keeps several independent
-loads in flight, which a memory-bound kernel over many lanes needs. Every
-pointer is ``__restrict__``: eagle.plan refuses a written plane that shares
-memory with another. ``Mutable[Table]`` adds are ``atomicAdd``; an add whose
-address is the same on every lane (a param's gradient) is summed across a
-full warp with shuffles first, so it costs one atomic per warp. Table
-addresses are not bounds-checked.
+its current value), then the lane count ``n`` as ``long long``, then the
+length of each flat table (:attr:`CudaSource.lengths`) as ``long long``, then
+a pointer to the kernel's error record (``unsigned long long[8]``, zeroed,
+see :mod:`hawk.emit.checks`). Lanes are 64-bit. Thread
+``blockIdx.x * blockDim.x + threadIdx.x`` runs that lane and then every
+``gridDim.x * blockDim.x``-th lane after it (a grid-stride loop, unrolled
+:data:`UNROLL` times): launch ``ceil(n / block)`` blocks for one lane per
+thread, or fewer so that each thread keeps several independent loads in
+flight, which a memory-bound kernel over many lanes needs. Every pointer is
+``__restrict__``: eagle.plan refuses a written plane that shares memory with
+another. ``Mutable[Table]`` adds are ``atomicAdd``; an add whose address is
+the same on every lane (a param's gradient) is summed across a
+full warp with shuffles first, so it costs one atomic per warp.
+
+Every check of :mod:`hawk.emit.checks` is one unsigned compare per index
+axis (or one compare of a divisor with zero); a failure calls a helper kept
+out of line, which records the first failure (an ``atomicMax`` on a word
+of device memory picks it), and the access is skipped (a read gives 0, an add is
+dropped) or the division made by 1. A checked read is an immediately invoked
+lambda, so ``x if c else y``, ``and`` and ``or`` evaluate (and check) only
+the side a lane takes.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import numpy as np
 
 from hawk import ir
 from hawk.emit import Names, compute_dtype, plane_dtypes
+from hawk.emit.checks import INT_INVALID, CheckSite, Ranges, division_site, index_site
 from hawk.functions import FUNCTIONS
 from hawk.kinds import PlaneKind, Type
 
@@ -43,11 +54,17 @@ class CudaSource:
         name: the ``extern "C"`` function's name.
         source: the CUDA C source.
         arguments: the plane names in argument order (``n`` follows them).
+        lengths: the flat tables whose lengths follow ``n``, in order (the
+            error record's pointer comes last).
+        checks: its check sites (:mod:`hawk.emit.checks`); a record's site
+            number indexes them.
     """
 
     name: str
     source: str
     arguments: tuple[str, ...]
+    lengths: tuple[str, ...] = ()
+    checks: tuple[CheckSite, ...] = ()
 
 
 _C_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -105,6 +122,43 @@ __device__ __forceinline__ $R hawk_mod($R a, $R b)
 }""",
 }
 
+_CHECK_HELPERS = f"""\
+__device__ __noinline__ void hawk_fail(
+    unsigned long long* rec, long long site, long long lane, long long value, long long extent)
+{{
+    // the first failing thread of the record's epoch (rec[5]) raises the device word at
+    // rec[6] to it, fills the record and sets rec[0] last
+    volatile unsigned long long* out = rec;
+    const unsigned long long epoch = out[5];
+    if (atomicMax((unsigned long long*)out[6], epoch) < epoch) {{
+        out[1] = site;
+        out[2] = lane;
+        out[3] = value;
+        out[4] = extent;
+        __threadfence_system();
+        out[0] = 1ULL;
+    }}
+}}
+__device__ __forceinline__ bool hawk_in(
+    long long index, long long extent, unsigned long long* rec, long long site, long long lane)
+{{
+    if ((unsigned long long)index < (unsigned long long)extent) return true;
+    hawk_fail(rec, site, lane, index, extent);
+    return false;
+}}
+__device__ __forceinline__ long long hawk_divisor(
+    long long b, unsigned long long* rec, long long site, long long lane)
+{{
+    if (b != 0) return b;
+    hawk_fail(rec, site, lane, 0, 0);
+    return 1;
+}}
+__device__ __forceinline__ long long hawk_to_int($R x)
+{{
+    // int(): toward zero; NaN, +-inf and reals beyond int64 give {INT_INVALID}
+    return fabs$f(x) < ($R)9.223372036854775808e18 ? (long long)x : ({INT_INVALID + 1}LL - 1);
+}}"""
+
 _BLOCK_SIZE_NOTE = "a grid-stride loop over lanes"
 
 
@@ -114,32 +168,40 @@ def _helper(name: str, type_: str) -> str:
     return _HELPERS[(name, type_)]
 
 
-def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any]) -> CudaSource:
+def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any], *, checks: bool = True) -> CudaSource:
     """The CUDA C of ``kernel`` for the given plane dtypes.
 
     Args:
         kernel: the kernel's IR.
         dtypes: a dtype (float32 or float64) for every plane, by name.
+        checks: False leaves out the checks of :mod:`hawk.emit.checks` (and
+            ``int()`` of NaN is whatever the hardware gives): unsafe, as a bad
+            index then reads or writes outside its table; for measuring their cost.
 
     Raises:
         HawkError: a plane without a dtype, an unknown plane or another dtype.
     """
     planes = plane_dtypes(kernel, dtypes)
-    return _Emitter(kernel, planes).source()
+    return _Emitter(kernel, planes, checks).source()
 
 
 class _Emitter:
-    def __init__(self, kernel: ir.KernelIR, dtypes: dict[str, np.dtype]) -> None:
+    def __init__(self, kernel: ir.KernelIR, dtypes: dict[str, np.dtype], checks: bool) -> None:
         self.kernel = kernel
         self.dtypes = dtypes
         self.real = _C_TYPES[compute_dtype(dtypes)]
         self.names = Names()
         self.helpers: set[tuple[str, str]] = set()
         self.lines: list[str] = []
+        self.ranges = Ranges(kernel, enabled=checks)
+        self.sites: list[CheckSite] = []
+        self.lengths = tuple(p.name for p in kernel.planes if p.is_table and p.axes is None)
 
     def source(self) -> CudaSource:
         symbol = "hawk_" + (self.kernel.name if self.kernel.name.isascii() else "kernel")
         params = [self.parameter(p) for p in self.kernel.planes] + ["long long n"]
+        params += [f"long long {_length(name)}" for name in self.lengths]
+        params.append("unsigned long long* __restrict__ hawk_rec")
         self.lines = []
         self.loads(1)
         for stmt in self.kernel.body:
@@ -150,11 +212,14 @@ class _Emitter:
             _helper(name, type_).replace("$R", self.real).replace("$f", suffix)
             for name, type_ in sorted(self.helpers)
         ]
+        if self.sites or "hawk_to_int(" in "\n".join(body):
+            helpers.insert(0, _CHECK_HELPERS.replace("$R", self.real).replace("$f", suffix))
         names = ", ".join(p.name for p in self.kernel.planes)
         header = [
             f"// hawk kernel {self.kernel.name!r}, computing in {self.real} (generated).",
             f"// Arguments: {names} (one pointer each, declaration order), then the lane count",
-            f"// n (long long); one thread per lane, {_BLOCK_SIZE_NOTE}.",
+            "// n (long long), each flat table's length (long long), then the error record;",
+            f"// one thread per lane, {_BLOCK_SIZE_NOTE}.",
         ]
         text = "\n".join(
             [
@@ -172,7 +237,8 @@ class _Emitter:
                 "",
             ]
         )
-        return CudaSource(symbol, text, tuple(p.name for p in self.kernel.planes))
+        arguments = tuple(p.name for p in self.kernel.planes)
+        return CudaSource(symbol, text, arguments, self.lengths, tuple(self.sites))
 
     def parameter(self, plane: ir.Plane) -> str:
         ctype = _C_TYPES[self.dtypes[plane.name]]
@@ -219,15 +285,46 @@ class _Emitter:
                 f"{target} = {self.convert(self.expr(stmt.value), stmt.plane, to_real=False)};",
             )
         elif isinstance(stmt, ir.Accumulate):
-            target = f"&{Names.plane(stmt.plane.name)}[{self.offset(stmt.plane, stmt.index)}]"
-            value = self.convert(self.expr(stmt.value), stmt.plane, to_real=False)
-            if any(item.varying for item in stmt.index):
-                self.emit(depth, f"atomicAdd({target}, {value});")
-            else:  # the same address on every lane
-                self.helpers.add(("add", "uniform"))
-                self.emit(depth, f"hawk_add_uniform({target}, {value});")
+            self.accumulate(stmt, depth)
         else:
             raise TypeError(f"not a hawk statement: {stmt!r}")
+
+    def accumulate(self, stmt: ir.Accumulate, depth: int) -> None:
+        declarations, indices, checks = self.indices(stmt)
+        target = f"&{Names.plane(stmt.plane.name)}[{self.offset(stmt.plane, indices)}]"
+        value = self.convert(self.expr(stmt.value), stmt.plane, to_real=False)
+        if any(item.varying for item in stmt.index):
+            add = f"atomicAdd({target}, {value});"
+        else:  # the same address on every lane
+            self.helpers.add(("add", "uniform"))
+            add = f"hawk_add_uniform({target}, {value});"
+        if not checks:
+            self.emit(depth, add)
+            return
+        self.emit(depth, "{")
+        for line in declarations:
+            self.emit(depth + 1, line)
+        self.emit(depth + 1, f"if ({checks}) {add}")
+        self.emit(depth, "}")
+
+    def indices(self, node: ir.Read | ir.Accumulate) -> tuple[list[str], list[str], str]:
+        """A table access's index declarations, index texts and check (empty: none)."""
+        declarations, texts, checks = [], [], []
+        for position, item in enumerate(node.index):
+            text = self.expr(item)
+            if self.ranges.axis_checked(node.plane, position, item):
+                name = self.names.fresh("ix")
+                declarations.append(f"const long long {name} = {text};")
+                text = name
+                site = len(self.sites)
+                self.sites.append(index_site(node, position))
+                extent = (
+                    _length(node.plane.name) if node.plane.axes is None
+                    else f"{node.plane.axes[position][1]}LL"
+                )  # fmt: skip
+                checks.append(f"hawk_in({name}, {extent}, hawk_rec, {site}LL, lane)")
+            texts.append(text)
+        return declarations, texts, " && ".join(checks)
 
     def loop(self, loop: ir.Loop, depth: int) -> None:
         for carry in loop.carries:
@@ -273,13 +370,13 @@ class _Emitter:
 
     # -- expressions ---------------------------------------------------------------------
 
-    def offset(self, plane: ir.Plane, index: tuple[ir.Expr, ...]) -> str:
+    def offset(self, plane: ir.Plane, texts: list[str]) -> str:
         if plane.strides is None:
-            return self.expr(index[0])
-        terms = []
-        for item, stride in zip(index, plane.strides, strict=True):
-            text = self.expr(item)
-            terms.append(text if stride == 1 else f"{text} * {stride}LL")
+            return texts[0]
+        terms = [
+            text if stride == 1 else f"{text} * {stride}LL"
+            for text, stride in zip(texts, plane.strides, strict=True)
+        ]
         return " + ".join(terms)
 
     def expr(self, node: ir.Expr) -> str:
@@ -292,8 +389,7 @@ class _Emitter:
         if isinstance(node, ir.Load):
             return Names.load(node.plane.name)
         if isinstance(node, ir.Read):
-            element = f"{Names.plane(node.plane.name)}[{self.offset(node.plane, node.index)}]"
-            return self.convert(element, node.plane, to_real=True)
+            return self.read(node)
         if isinstance(node, ir.Unary):
             return f"({node.op}{self.expr(node.operand)})"
         if isinstance(node, ir.Binary):
@@ -301,6 +397,10 @@ class _Emitter:
             if node.op in ("//", "%"):
                 name = "floordiv" if node.op == "//" else "mod"
                 self.helpers.add((name, node.type))
+                if self.ranges.divides(node):
+                    site = len(self.sites)
+                    self.sites.append(division_site(node))
+                    right = f"hawk_divisor({right}, hawk_rec, {site}LL, lane)"
                 return f"hawk_{name}({left}, {right})"
             return f"({left} {node.op} {right})"
         if isinstance(node, ir.Compare):
@@ -313,11 +413,23 @@ class _Emitter:
         if isinstance(node, ir.Call):
             return self.call(node)
         if isinstance(node, ir.Cast):
+            if node.to == Type.INT and node.operand.type == Type.REAL and self.ranges.enabled:
+                return f"hawk_to_int({self.expr(node.operand)})"
             return f"(({self.ctype(node.to)})({self.expr(node.operand)}))"
         if isinstance(node, ir.Select):
             cond, a, b = (self.expr(c) for c in node.children())
             return f"({cond} ? {a} : {b})"
         raise TypeError(f"not a hawk expression: {node!r}")
+
+    def read(self, node: ir.Read) -> str:
+        declarations, indices, checks = self.indices(node)
+        element = f"{Names.plane(node.plane.name)}[{self.offset(node.plane, indices)}]"
+        value = self.convert(element, node.plane, to_real=True)
+        if not checks:
+            return value
+        # a lambda: the indices are computed once, and only where the read is evaluated
+        body = " ".join(declarations)
+        return f"[&]() -> {self.real} {{ {body} return ({checks}) ? {value} : ({self.real})0; }}()"
 
     def call(self, node: ir.Call) -> str:
         function = FUNCTIONS[node.fn]
@@ -346,3 +458,8 @@ class _Emitter:
             ("double", "nan"): "__longlong_as_double(0x7ff8000000000000LL)",
         }
         return bits[(self.real, repr(float(value)))]
+
+
+def _length(name: str) -> str:
+    """The identifier of a flat table's length parameter."""
+    return Names.plane(name).replace("p", "n", 1)

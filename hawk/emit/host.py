@@ -3,10 +3,17 @@
 A varying value is a 1-D array with one element per lane; a uniform value a
 numpy scalar (or a Python int). Loops iterate their range in Python, each
 iteration whole-array work. An ``if`` on a varying condition runs both blocks
-for every lane and selects with ``np.where``; table reads are clamped to the
-table (``take(..., mode="clip")``) so the untaken side of an ``if`` cannot
-fail, and ``Mutable[Table]`` adds apply only where their block was taken.
-An ``if`` on a uniform condition is a Python ``if``.
+for every lane and selects with ``np.where``; each block runs under the mask
+of the lanes that take it, so ``Mutable[Table]`` adds apply and checks fail
+only where their block was taken (and only on the side of ``x if c else y``,
+``a and b``, ``a or b`` that a lane evaluates). An ``if`` on a uniform
+condition is a Python ``if``.
+
+The checks of :mod:`hawk.emit.checks` are vectorised: one comparison per
+checked axis and one ``any`` per access site, the details computed only on
+failure. A failed check raises :class:`~hawk.errors.PlaneIndexError` or
+``ZeroDivisionError`` naming the first lane that failed (adds made before it
+stay made: ``eagle.plan`` restores the planes of a run that raises).
 
 The emitted function takes one flat numpy array per plane in declaration
 order (a param as a one-element array), then the lane count ``n``; it writes
@@ -15,7 +22,7 @@ outputs and accumulators in place and returns None.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +30,7 @@ import numpy as np
 
 from hawk import ir
 from hawk.emit import Names, compute_dtype, plane_dtypes
+from hawk.emit.checks import INT_INVALID, CheckSite, Ranges, division_site, index_site
 from hawk.functions import FUNCTIONS
 from hawk.kinds import PlaneKind, Type
 
@@ -38,36 +46,134 @@ class HostProgram:
         source: its Python source.
         function: the function, ``function(*planes, n)``.
         arguments: the plane names in argument order (``n`` follows them).
+        checks: its check sites (:mod:`hawk.emit.checks`), in program order.
     """
 
     name: str
     source: str
     function: Callable[..., None]
     arguments: tuple[str, ...]
+    checks: tuple[CheckSite, ...] = ()
 
 
-def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any]) -> HostProgram:
+def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any], *, checks: bool = True) -> HostProgram:
     """The numpy program of ``kernel`` for the given plane dtypes.
 
     Args:
         kernel: the kernel's IR.
         dtypes: a dtype (float32 or float64) for every plane, by name.
+        checks: False leaves out the checks of :mod:`hawk.emit.checks` (and
+            ``int()`` of NaN is whatever the hardware gives): unsafe, as a bad
+            index then reads or writes outside its table; for measuring their cost.
 
     Raises:
         HawkError: a plane without a dtype, an unknown plane or another dtype.
     """
     planes = plane_dtypes(kernel, dtypes)
-    return _Emitter(kernel, planes).program()
+    return _Emitter(kernel, planes, checks).program()
+
+
+# -- what the emitted code calls ---------------------------------------------------------
+
+
+def _check_index(
+    sites: Sequence[CheckSite],
+    indices: Sequence[Any],
+    extents: Sequence[int],
+    mask: np.ndarray | None,
+    n: int,
+    last: list[Any],
+    slot: int,
+) -> None:
+    """Raise for the first lane (under ``mask``) whose index on some axis is out of range.
+
+    ``last[slot]`` remembers the arrays this call site passed last: a loop that
+    checks the same index arrays on every iteration checks them once.
+    """
+    seen = last[slot]
+    if (
+        seen is not None
+        and seen[1] is mask
+        and all(a is b for a, b in zip(seen[0], indices, strict=True))
+    ):
+        return
+    bad: Any = False
+    for index, extent in zip(indices, extents, strict=True):
+        out: Any = (
+            np.asarray(index, np.int64).view(np.uint64) >= extent
+            if isinstance(index, np.ndarray)
+            else not 0 <= index < extent
+        )
+        bad = out if bad is False else bad | out
+    if mask is not None:
+        bad = mask & bad
+    if isinstance(bad, np.ndarray):
+        failed = bool(bad.any())
+        lane = int(bad.argmax()) if failed else 0
+    else:
+        failed, lane = bool(bad) and n > 0, 0
+    if failed:
+        for site, index, extent in zip(sites, indices, extents, strict=True):
+            value = int(index[lane] if isinstance(index, np.ndarray) else index)
+            if not 0 <= value < extent:
+                raise site.error(lane, value, extent)
+    last[slot] = (indices, mask)  # kept alive, so the identities stay theirs
+
+
+def _check_divisor(site: CheckSite, divisor: Any, mask: np.ndarray | None, n: int) -> Any:
+    """``divisor``, raising for the first lane (under ``mask``) where it is zero; a
+    uniform zero divisor that no lane uses is given back as 1, so nothing divides by it."""
+    if isinstance(divisor, np.ndarray):
+        zero = divisor == 0
+        if mask is not None:
+            zero &= mask
+        if zero.any():
+            raise site.error(int(zero.argmax()), 0)
+        return divisor
+    if divisor != 0:
+        return divisor
+    if mask is None and n > 0:
+        raise site.error(0, 0)
+    if mask is not None and mask.any():
+        raise site.error(int(mask.argmax()), 0)
+    return 1
+
+
+def _to_int(value: np.ndarray) -> np.ndarray:
+    """``int()`` of every lane: toward zero, :data:`INT_INVALID` for NaN, inf or beyond int64."""
+    result = value.astype(np.int64)
+    valid = np.abs(value) < 2.0**63
+    if not valid.all():
+        result[~valid] = INT_INVALID
+    return result
+
+
+def _to_int1(value: Any) -> int:
+    """``int()`` of a uniform real, as :func:`_to_int`."""
+    return int(value) if abs(value) < 2.0**63 else INT_INVALID
+
+
+_RUNTIME = {
+    "_check_index": _check_index,
+    "_check_divisor": _check_divisor,
+    "_to_int": _to_int,
+    "_to_int1": _to_int1,
+}
 
 
 class _Emitter:
-    def __init__(self, kernel: ir.KernelIR, dtypes: dict[str, np.dtype]) -> None:
+    def __init__(self, kernel: ir.KernelIR, dtypes: dict[str, np.dtype], checks: bool) -> None:
         self.kernel = kernel
         self.dtypes = dtypes
         self.real = compute_dtype(dtypes)
         self.names = Names()
         self.constants: dict[str, Any] = {}
         self.lines: list[str] = []
+        self.ranges = Ranges(kernel, enabled=checks)
+        self.sites: list[CheckSite] = []
+        self.index_checks = 0  # calls of _check_index emitted
+        self.depth = 0  # where an expression's own statements go
+        self.mask: str | None = None  # the lanes that evaluate it (None: every lane)
 
     def program(self) -> HostProgram:
         name = "hawk_" + (self.kernel.name if self.kernel.name.isascii() else "kernel")
@@ -78,13 +184,24 @@ class _Emitter:
             self.emit(2, "lane = _np.arange(n, dtype=_np.int64)")
         self.loads(2)
         self.block(self.kernel.body, 2, None)
+        if self.index_checks:
+            self.lines.insert(1, "    " * 2 + f"_last = [None] * {self.index_checks}")
         source = "\n".join([f"def {name}({params}):", *self.lines, ""])
-        namespace: dict[str, Any] = {"_np": np, "_real": self.real.type, **self.constants}
+        namespace: dict[str, Any] = {
+            "_np": np,
+            "_real": self.real.type,
+            **_RUNTIME,
+            **self.constants,
+        }
         exec(compile(source, f"<hawk host kernel {self.kernel.name}>", "exec"), namespace)
-        return HostProgram(name, source, namespace[name], arguments)
+        return HostProgram(name, source, namespace[name], arguments, tuple(self.sites))
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("    " * depth + text)
+
+    def at(self, depth: int, mask: str | None) -> None:
+        """Expressions emitted next evaluate at ``depth``, for the lanes of ``mask``."""
+        self.depth, self.mask = depth, mask
 
     def loads(self, depth: int) -> None:
         used = {node.plane for node in ir.walk(self.kernel) if isinstance(node, ir.Load)}
@@ -109,22 +226,27 @@ class _Emitter:
             self.emit(depth, "pass")
 
     def statement(self, stmt: ir.Stmt, depth: int, mask: str | None) -> None:
+        self.at(depth, mask)
         if isinstance(stmt, ir.Let):
-            self.emit(depth, f"{self.names.var(stmt.var)} = {self.expr(stmt.value)}")
+            value = self.expr(stmt.value)
+            self.emit(depth, f"{self.names.var(stmt.var)} = {value}")
         elif isinstance(stmt, ir.Loop):
             for carry in stmt.carries:
-                self.emit(depth, f"{self.names.var(carry.var)} = {self.expr(carry.init)}")
+                value = self.expr(carry.init)
+                self.emit(depth, f"{self.names.var(carry.var)} = {value}")
             index = self.names.var(stmt.index)
             self.emit(depth, f"for {index} in range({stmt.start}, {stmt.stop}, {stmt.step}):")
             self.block(stmt.body, depth + 1, mask)
             if stmt.carries:
+                self.at(depth + 1, mask)
                 targets = ", ".join(self.names.var(c.var) for c in stmt.carries)
                 updates = ", ".join(self.expr(c.update) for c in stmt.carries)
                 self.emit(depth + 1, f"{targets} = {updates}")
         elif isinstance(stmt, ir.If):
             self.branch(stmt, depth, mask)
         elif isinstance(stmt, ir.Store):
-            self.emit(depth, f"{Names.plane(stmt.plane.name)}[...] = {self.expr(stmt.value)}")
+            value = self.expr(stmt.value)
+            self.emit(depth, f"{Names.plane(stmt.plane.name)}[...] = {value}")
         elif isinstance(stmt, ir.Accumulate):
             self.accumulate(stmt, depth, mask)
         else:
@@ -132,35 +254,54 @@ class _Emitter:
 
     def branch(self, stmt: ir.If, depth: int, mask: str | None) -> None:
         if not stmt.cond.varying:
-            self.emit(depth, f"if {self.expr(stmt.cond)}:")
+            cond = self.expr(stmt.cond)
+            self.emit(depth, f"if {cond}:")
             self.block(stmt.then, depth + 1, mask)
-            for merge in stmt.merges:
-                self.emit(depth + 1, f"{self.names.var(merge.var)} = {self.expr(merge.then_value)}")
+            self.merge_values(stmt, "then_value", depth + 1, mask)
             self.emit(depth, "else:")
             self.block(stmt.orelse, depth + 1, mask)
-            for merge in stmt.merges:
-                self.emit(depth + 1, f"{self.names.var(merge.var)} = {self.expr(merge.else_value)}")
+            self.merge_values(stmt, "else_value", depth + 1, mask)
             return
         cond = self.names.fresh("cond")
         self.emit(depth, f"{cond} = {self.expr(stmt.cond)}")
-        then_mask = else_mask = mask
-        if _has_accumulate(stmt.then):
-            then_mask = self.names.fresh("mask")
-            outer = f"{mask} & " if mask else ""
-            self.emit(depth, f"{then_mask} = {outer}{cond}")
-        if _has_accumulate(stmt.orelse):
-            else_mask = self.names.fresh("mask")
-            outer = f"{mask} & " if mask else ""
-            self.emit(depth, f"{else_mask} = {outer}~{cond}")
+        then_values = [m.then_value for m in stmt.merges]
+        else_values = [m.else_value for m in stmt.merges]
+        then_mask = self.sub_mask(mask, cond, self.effects(stmt.then, then_values), depth)
+        else_mask = self.sub_mask(mask, f"~{cond}", self.effects(stmt.orelse, else_values), depth)
         self.block_inline(stmt.then, depth, then_mask)
-        then_values = [self.expr(m.then_value) for m in stmt.merges]
+        self.at(depth, then_mask)
+        then_texts = [self.expr(value) for value in then_values]
         self.block_inline(stmt.orelse, depth, else_mask)
-        for merge, then_value in zip(stmt.merges, then_values, strict=True):
-            else_value = self.expr(merge.else_value)
+        self.at(depth, else_mask)
+        for merge, then_text in zip(stmt.merges, then_texts, strict=True):
+            else_text = self.expr(merge.else_value)
             self.emit(
-                depth,
-                f"{self.names.var(merge.var)} = _np.where({cond}, {then_value}, {else_value})",
+                depth, f"{self.names.var(merge.var)} = _np.where({cond}, {then_text}, {else_text})"
             )
+
+    def merge_values(self, stmt: ir.If, side: str, depth: int, mask: str | None) -> None:
+        self.at(depth, mask)
+        for merge in stmt.merges:
+            value = self.expr(getattr(merge, side))
+            self.emit(depth, f"{self.names.var(merge.var)} = {value}")
+
+    def effects(self, stmts: tuple[ir.Stmt, ...], values: list[ir.Expr]) -> bool:
+        """True when a block (and its merge values) adds into a table or makes a check."""
+        for stmt in stmts:
+            for node in ir.walk(stmt):
+                if isinstance(node, ir.Accumulate) or (
+                    isinstance(node, ir.Expr) and self.ranges.sites(node)
+                ):
+                    return True
+        return any(self.ranges.sites(value) for value in values)
+
+    def sub_mask(self, mask: str | None, cond: str, needed: bool, depth: int) -> str | None:
+        """A mask for the lanes of ``mask`` where ``cond`` holds, made when ``needed``."""
+        if not needed:
+            return mask
+        name = self.names.fresh("mask")
+        self.emit(depth, f"{name} = {mask} & {cond}" if mask else f"{name} = {cond}")
+        return name
 
     def block_inline(self, stmts: tuple[ir.Stmt, ...], depth: int, mask: str | None) -> None:
         for stmt in stmts:
@@ -168,7 +309,8 @@ class _Emitter:
 
     def accumulate(self, stmt: ir.Accumulate, depth: int, mask: str | None) -> None:
         target = Names.plane(stmt.plane.name)
-        offset = self.offset(stmt.plane, stmt.index)
+        checked = self.ranges.read_checked(stmt)
+        offset = self.offset(stmt.plane, self.indices(stmt))
         value = self.expr(stmt.value)
         index_varying = any(i.varying for i in stmt.index)
         if not index_varying:
@@ -177,6 +319,9 @@ class _Emitter:
             else:
                 count = f"_np.count_nonzero({mask})" if mask else "n"
                 total = f"{value} * {count}"
+            if checked:  # no lane may add: then the index was not checked
+                self.emit(depth, f"if {mask}.any():" if mask else "if n:")
+                depth += 1
             self.emit(depth, f"{target}[{offset}] += {total}")
             return
         if mask:
@@ -187,13 +332,51 @@ class _Emitter:
 
     # -- expressions ---------------------------------------------------------------------
 
-    def offset(self, plane: ir.Plane, index: tuple[ir.Expr, ...]) -> str:
-        if plane.strides is None:
-            return self.expr(index[0])
-        terms = []
-        for item, stride in zip(index, plane.strides, strict=True):
+    def temp(self, prefix: str, text: str) -> str:
+        """``text`` evaluated once, into a new name."""
+        name = self.names.fresh(prefix)
+        self.emit(self.depth, f"{name} = {text}")
+        return name
+
+    def site(self, site: CheckSite) -> str:
+        """The name of ``site`` in the emitted code."""
+        self.sites.append(site)
+        name = f"_site{len(self.sites) - 1}"
+        self.constants[name] = site
+        return name
+
+    def indices(self, node: ir.Read | ir.Accumulate) -> list[str]:
+        """The index texts of a table access, each computed once and checked."""
+        plane = node.plane
+        texts, sites, checked, extents = [], [], [], []
+        for position, item in enumerate(node.index):
             text = self.expr(item)
-            terms.append(text if stride == 1 else f"{text} * {stride}")
+            if self.ranges.axis_checked(plane, position, item):
+                if not text.isidentifier():
+                    text = self.temp("ix", text)
+                sites.append(self.site(index_site(node, position)))
+                checked.append(text)
+                extents.append(
+                    f"len({Names.plane(plane.name)})" if plane.axes is None
+                    else str(plane.axes[position][1])
+                )  # fmt: skip
+            texts.append(text)
+        if sites:
+            self.emit(
+                self.depth,
+                f"_check_index(({', '.join(sites)},), ({', '.join(checked)},), "
+                f"({', '.join(extents)},), {self.mask}, n, _last, {self.index_checks})",
+            )
+            self.index_checks += 1
+        return texts
+
+    def offset(self, plane: ir.Plane, texts: list[str]) -> str:
+        if plane.strides is None:
+            return texts[0]
+        terms = [
+            text if stride == 1 else f"{text} * {stride}"
+            for text, stride in zip(texts, plane.strides, strict=True)
+        ]
         return "(" + " + ".join(terms) + ")"
 
     def expr(self, node: ir.Expr) -> str:
@@ -206,18 +389,22 @@ class _Emitter:
         if isinstance(node, ir.Load):
             return Names.load(node.plane.name)
         if isinstance(node, ir.Read):
-            offset = self.offset(node.plane, node.index)
+            offset = self.offset(node.plane, self.indices(node))
+            # every index a lane uses is checked; the others' offsets are clipped
             text = f"{Names.plane(node.plane.name)}.take({offset}, mode='clip')"
             return text if self.dtypes[node.plane.name] == self.real else f"{text}.astype(_real)"
         if isinstance(node, ir.Unary):
             return f"({node.op}{self.expr(node.operand)})"
-        if isinstance(node, ir.Binary | ir.Compare):
+        if isinstance(node, ir.Binary):
+            left, right = self.expr(node.left), self.expr(node.right)
+            if self.ranges.divides(node):
+                site = self.site(division_site(node))
+                right = self.temp("d", f"_check_divisor({site}, {right}, {self.mask}, n)")
+            return f"({left} {node.op} {right})"
+        if isinstance(node, ir.Compare):
             return f"({self.expr(node.left)} {node.op} {self.expr(node.right)})"
         if isinstance(node, ir.Logic):
-            left, right = self.expr(node.left), self.expr(node.right)
-            if node.varying:
-                return f"_np.logical_{node.op}({left}, {right})"
-            return f"({left} {node.op} {right})"
+            return self.logic(node)
         if isinstance(node, ir.Not):
             operand = self.expr(node.operand)
             return f"_np.logical_not({operand})" if node.varying else f"(not {operand})"
@@ -225,15 +412,71 @@ class _Emitter:
             return f"_np.{FUNCTIONS[node.fn].numpy}({', '.join(self.expr(a) for a in node.args)})"
         if isinstance(node, ir.Cast):
             operand = self.expr(node.operand)
-            if node.varying:
-                return f"{operand}.astype({'_real' if node.to == Type.REAL else '_np.int64'})"
-            return f"{'_real' if node.to == Type.REAL else 'int'}({operand})"
+            if node.to == Type.REAL:
+                return f"{operand}.astype(_real)" if node.varying else f"_real({operand})"
+            if node.operand.type == Type.INT:
+                return operand
+            if not self.ranges.enabled:
+                return f"{operand}.astype(_np.int64)" if node.varying else f"int({operand})"
+            return f"_to_int({operand})" if node.varying else f"_to_int1({operand})"
         if isinstance(node, ir.Select):
+            return self.select(node)
+        raise TypeError(f"not a hawk expression: {node!r}")
+
+    def select(self, node: ir.Select) -> str:
+        if not (self.ranges.sites(node.if_true) or self.ranges.sites(node.if_false)):
             cond, a, b = (self.expr(c) for c in node.children())
             if node.cond.varying:
                 return f"_np.where({cond}, {a}, {b})"
             return f"({a} if {cond} else {b})"
-        raise TypeError(f"not a hawk expression: {node!r}")
+        cond = self.temp("cond", self.expr(node.cond))
+        if node.cond.varying:  # each side checked only on the lanes that take it
+            depth, mask = self.depth, self.mask
+            a = self.masked(node.if_true, self.sub_mask(mask, cond, True, depth))
+            b = self.masked(node.if_false, self.sub_mask(mask, f"~{cond}", True, depth))
+            return f"_np.where({cond}, {a}, {b})"
+        result = self.names.fresh("sel")
+        self.emit(self.depth, f"if {cond}:")
+        self.nested(node.if_true, result)
+        self.emit(self.depth, "else:")
+        self.nested(node.if_false, result)
+        return result
+
+    def logic(self, node: ir.Logic) -> str:
+        if not self.ranges.sites(node.right):
+            left, right = self.expr(node.left), self.expr(node.right)
+            if node.varying:
+                return f"_np.logical_{node.op}({left}, {right})"
+            return f"({left} {node.op} {right})"
+        left = self.expr(node.left)
+        if node.varying:  # the right side is checked only where it decides the result
+            if not node.left.varying:
+                left = f"_np.full(n, {left})"
+            left = self.temp("lhs", left)
+            taken = left if node.op == "and" else f"~{left}"
+            right = self.masked(node.right, self.sub_mask(self.mask, taken, True, self.depth))
+            return f"_np.logical_{node.op}({left}, {right})"
+        left = self.temp("lhs", left)
+        self.emit(self.depth, f"if {left}:" if node.op == "and" else f"if not {left}:")
+        self.nested(node.right, left)
+        return left
+
+    def masked(self, node: ir.Expr, mask: str | None) -> str:
+        """``node`` evaluated for the lanes of ``mask`` (its text)."""
+        saved = self.mask
+        self.mask = mask
+        try:
+            return self.expr(node)
+        finally:
+            self.mask = saved
+
+    def nested(self, node: ir.Expr, target: str) -> None:
+        """``target = node`` one level deeper (inside an ``if`` just emitted)."""
+        self.depth += 1
+        try:
+            self.emit(self.depth, f"{target} = {self.expr(node)}")
+        finally:
+            self.depth -= 1
 
     def const(self, node: ir.Const) -> str:
         if node.type != Type.REAL:
@@ -241,7 +484,3 @@ class _Emitter:
         name = f"_k{len(self.constants)}"
         self.constants[name] = self.real.type(node.value)
         return name
-
-
-def _has_accumulate(stmts: tuple[ir.Stmt, ...]) -> bool:
-    return any(isinstance(node, ir.Accumulate) for stmt in stmts for node in ir.walk(stmt))

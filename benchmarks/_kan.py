@@ -1,0 +1,205 @@
+"""One KAN layer in hawk: the kernels bench_kan.py, tests/test_kan*.py and docs/kan.md share.
+
+A KAN layer maps inputs ``x[s, i]`` to outputs ``y[s, o] = sum_{i,k} c[i*NB + k, o] *
+B_k(x[s, i])``, where ``B_k`` are the ``NB = G + 3`` uniform cubic B-splines of a grid of
+``G`` intervals on ``[lo, hi)``. It is two launches:
+
+* :func:`KanKernels.basis` evaluates every basis function of every input into a table
+  ``phi[r, s]``, ``r = i*NB + k`` (rows = input x basis, columns = samples), one lane per
+  element in row-major order, so consecutive lanes write consecutive samples of one row;
+* :func:`KanKernels.contract`, the seed's contraction ``y[s, o] = sum_r c[r, o] phi[r, s]``,
+  which takes the GEMM route under ``policy.using(contraction="gemm")``.
+
+The inputs are stored input-major, ``x[i, s]`` (the transpose of a torch batch), so the
+basis kernel reads them, and its adjoint writes ``x_bar``, with consecutive lanes on
+consecutive addresses. :func:`KanKernels.basis_adjoint` is that adjoint written by hand:
+one lane per ``(i, s)`` that sums the 11 slopes times ``phi_bar`` and adds the result into
+``x_bar`` with no atomics (``eagle.diff.reverse`` of the basis plan adds every lane's term
+atomically instead).
+
+:func:`cardinal`, :func:`cardinal_slope` and :func:`reference` are the same math on
+numpy (float64) or torch arrays.
+"""
+
+# ruff: noqa: F821, F841 - hawk's axis annotations and output planes confuse these checks
+# No ``from __future__ import annotations`` here: the table extents come from the factory's
+# arguments, and hawk evaluates annotations in the kernel's module, where those are not.
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+import hawk
+from hawk import math as hm
+
+
+class KanKernels(NamedTuple):
+    """The kernels of one KAN layer and its extents (see the module docstring)."""
+
+    basis: hawk.Kernel
+    contract: hawk.Kernel
+    basis_adjoint: hawk.Kernel
+    samples: int
+    inputs: int
+    outputs: int
+    intervals: int
+    lo: float
+    hi: float
+
+    @property
+    def functions(self) -> int:
+        """Basis functions per input: ``intervals + 3``."""
+        return self.intervals + 3
+
+    @property
+    def rows(self) -> int:
+        """Contracted rows: ``inputs * functions``."""
+        return self.inputs * self.functions
+
+
+def kan_kernels(
+    samples: int, inputs: int, outputs: int, intervals: int, lo: float = -1.0, hi: float = 1.0
+) -> KanKernels:
+    """The basis, contraction and hand-written basis adjoint for these extents.
+
+    Args:
+        samples, inputs, outputs: the batch size S, the layer's widths I and O.
+        intervals: G, the grid's intervals on ``[lo, hi)``; each input has G + 3 functions.
+        lo, hi: the grid's ends; inputs outside them get the basis functions' tails (zero
+            beyond three intervals).
+    """
+    S, NI, NO, NB = samples, inputs, outputs, intervals + 3
+    R = NI * NB
+    INV_H = intervals / (hi - lo)
+    G0 = lo - 3.0 / INV_H  # the first knot: B_k is supported on [G0 + k h, G0 + (k + 4) h)
+
+    @hawk.kernel
+    def basis(x: hawk.Table["input":NI, "sample":S], phi: hawk.Mutable[hawk.Scalar]):
+        row, s = hm.split_index(S)  # lane = row * S + s: phi[row, s], row = i * NB + k
+        i = row // NB
+        u = (x.at(input=i, sample=s) - G0) * INV_H - (row - i * NB)
+        if u < 1.0:
+            b = u * u * u
+        elif u < 2.0:
+            t = u - 1.0
+            b = ((-3.0 * t + 3.0) * t + 3.0) * t + 1.0
+        elif u < 3.0:
+            t = u - 2.0
+            b = (3.0 * t - 6.0) * t * t + 4.0
+        else:
+            t = 4.0 - u
+            b = t * t * t
+        phi = b * (1.0 / 6.0) if u >= 0.0 and u < 4.0 else 0.0
+
+    @hawk.kernel
+    def contract(
+        c: hawk.Table["row":R, "out":NO],
+        phi: hawk.Table["row":R, "sample":S],
+        y: hawk.Mutable[hawk.Scalar],
+    ):
+        sample, out = hm.split_index(NO)  # lane = sample * O + out: y[s, o]
+        acc = 0.0
+        for r in range(R):
+            acc = acc + c.at(row=r, out=out) * phi.at(row=r, sample=sample)
+        y = acc
+
+    @hawk.kernel
+    def basis_adjoint(
+        x: hawk.Table["input":NI, "sample":S],
+        phi_bar: hawk.Table["row":R, "sample":S],
+        x_bar: hawk.Mutable[hawk.Scalar],
+    ):
+        i, s = hm.split_index(S)  # lane = i * S + s: x_bar[i, s]
+        t0 = (x.at(input=i, sample=s) - G0) * INV_H
+        acc = 0.0
+        for k in range(NB):  # every row, read coalesced: the slope is 0 off the support
+            u = t0 - k
+            if u < 1.0:
+                d = 0.5 * u * u
+            elif u < 2.0:
+                t = u - 1.0
+                d = (-1.5 * t + 1.0) * t + 0.5
+            elif u < 3.0:
+                t = u - 2.0
+                d = (1.5 * t - 2.0) * t
+            else:
+                t = 4.0 - u
+                d = -0.5 * t * t
+            slope = d if u >= 0.0 and u < 4.0 else 0.0
+            acc = acc + slope * phi_bar.at(row=i * NB + k, sample=s)
+        x_bar = x_bar + acc * INV_H
+
+    return KanKernels(basis, contract, basis_adjoint, S, NI, NO, intervals, lo, hi)
+
+
+Where = Callable[[Any, Any, Any], Any]
+
+
+def cardinal(u: Any, where: Where) -> Any:
+    """The uniform cubic B-spline ``N(u)`` on ``[0, 4)``, zero outside, for an array ``u``
+    (numpy with ``where=np.where``, torch with ``torch.where``)."""
+    t1, t2, t3 = u - 1.0, u - 2.0, 4.0 - u
+    inner = where(
+        u < 1.0,
+        u * u * u,
+        where(
+            u < 2.0,
+            ((-3.0 * t1 + 3.0) * t1 + 3.0) * t1 + 1.0,
+            where(u < 3.0, (3.0 * t2 - 6.0) * t2 * t2 + 4.0, t3 * t3 * t3),
+        ),
+    )
+    return where((u >= 0.0) & (u < 4.0), inner / 6.0, 0.0 * u)
+
+
+def cardinal_slope(u: Any, where: Where) -> Any:
+    """``dN/du``, zero outside ``[0, 4)``; arguments as :func:`cardinal`."""
+    t1, t2, t3 = u - 1.0, u - 2.0, 4.0 - u
+    inner = where(
+        u < 1.0,
+        0.5 * u * u,
+        where(
+            u < 2.0,
+            (-1.5 * t1 + 1.0) * t1 + 0.5,
+            where(u < 3.0, (1.5 * t2 - 2.0) * t2, -0.5 * t3 * t3),
+        ),
+    )
+    return where((u >= 0.0) & (u < 4.0), inner, 0.0 * u)
+
+
+def basis_arguments(layer: KanKernels, x: Any, functions: Any) -> Any:
+    """``u[s, i, k] = (x[s, i] - g0) / h - k`` for a sample-major batch ``x`` (S, I) and
+    ``functions = [0, 1, ..., NB - 1]`` (both numpy or both torch); ``cardinal(u)``
+    reshaped to (S, I * NB) is ``phi`` transposed."""
+    inv_h = layer.intervals / (layer.hi - layer.lo)
+    g0 = layer.lo - 3.0 / inv_h
+    return (x[:, :, None] - g0) * inv_h - functions
+
+
+def reference(
+    layer: KanKernels, x: np.ndarray, c: np.ndarray, y_bar: np.ndarray
+) -> dict[str, np.ndarray]:
+    """The layer in float64 numpy, in the kernels' layouts.
+
+    Args:
+        x: inputs, input-major (I, S). c: coefficients (R, O). y_bar: the cotangent of y,
+            (S * O,) or (S, O).
+
+    Returns:
+        Contiguous arrays ``phi`` (R, S), ``y`` (S * O,), ``c_bar`` (R, O), ``phi_bar`` (R, S) and
+        ``x_bar`` (I, S): the layer's values and the gradients of ``sum(y * y_bar)``.
+    """
+    x64, c64 = np.asarray(x, np.float64), np.asarray(c, np.float64)
+    g = np.asarray(y_bar, np.float64).reshape(layer.samples, layer.outputs)
+    u = basis_arguments(layer, x64.T, np.arange(layer.functions))  # (S, I, NB)
+    phi = np.ascontiguousarray(cardinal(u, np.where).reshape(layer.samples, layer.rows).T)
+    phi_bar = c64 @ g.T
+    slope = cardinal_slope(u, np.where) * (layer.intervals / (layer.hi - layer.lo))
+    per_function = phi_bar.T.reshape(layer.samples, layer.inputs, layer.functions)
+    return {
+        "phi": phi,
+        "y": (phi.T @ c64).reshape(-1),
+        "c_bar": phi @ g,
+        "phi_bar": phi_bar,
+        "x_bar": np.ascontiguousarray((slope * per_function).sum(axis=2).T),
+    }

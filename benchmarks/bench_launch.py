@@ -1,0 +1,126 @@
+"""Host cost of one kernel launch: raw cuLaunchKernel vs cuda.core.launch vs eagle.
+
+    python benchmarks/bench_launch.py [results.json]    (eagle installed, or PYTHONPATH=.)
+
+One trivial kernel (one thread adds ``a`` to ``x[0]``), one non-blocking stream, one
+block of 32 threads, the same loaded function for every side:
+
+* raw: ``cuda.bindings.driver.cuLaunchKernel`` with a parameter array packed once;
+* cuda.core: ``cuda.core.launch(stream, config, kernel, *args)`` on the same cubin;
+* eagle packed: ``Kernel.launch(grid, block, PackedArgs(args), stream)``;
+* eagle list: ``Kernel.launch(grid, block, [x, a, n], stream)`` (packed per call).
+
+Each side runs 1,000 launches to warm up, then 20,000 launches back to back per trial;
+the host figure is the wall-clock time of a trial's launch loop divided by 20,000 (the
+stream is synchronized outside the loop), the device figure the CUDA-event time of the
+same trial divided likewise. Both are medians of five trials. Every side's ``x[0]`` is
+checked against the number of launches it made. The table is printed; with a path, the
+figures are also written there as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from eagle import arrays, cuda
+from eagle.cuda.module import PackedArgs, device_arch
+
+LAUNCHES = 20_000
+WARMUP = 1_000
+TRIALS = 5
+BLOCK = 32
+NAME = "eagle_bench_tick"
+SOURCE = f"""
+extern "C" __global__ void {NAME}(float* x, float a, long long n) {{
+    if (threadIdx.x == 0 && blockIdx.x == 0 && n > 0) x[0] += a;
+}}
+"""
+
+
+def measure(launch: Callable[[], Any], stream: cuda.Stream) -> tuple[float, float]:
+    """Median host and device microseconds per ``launch()`` on ``stream``."""
+    start, end = cuda.Event(), cuda.Event()
+    for _ in range(WARMUP):
+        launch()
+    stream.synchronize()
+    host, device = [], []
+    for _ in range(TRIALS):
+        start.record(stream)
+        began = time.perf_counter()
+        for _ in range(LAUNCHES):
+            launch()
+        host.append(time.perf_counter() - began)
+        end.record(stream)
+        end.synchronize()
+        device.append(start.elapsed_ms(end) / 1e3)
+    return (statistics.median(host) / LAUNCHES * 1e6, statistics.median(device) / LAUNCHES * 1e6)
+
+
+def sides(stream: cuda.Stream) -> dict[str, tuple[Callable[[], Any], Any]]:
+    """Each side's launch function and the device array its launches add into."""
+    from cuda.bindings import driver
+    from cuda.core import Device, LaunchConfig, ObjectCode, launch
+
+    kernel = cuda.load_kernel(SOURCE, NAME)
+    a, n = np.float32(1.0), np.int64(1)
+    out = {name: arrays.zeros((1,), "float32", "cuda:0") for name in ("raw", "core", "pk", "ls")}
+
+    raw_args = PackedArgs([out["raw"], a, n])
+    function, stream_ptr = kernel._function, stream.ptr()
+
+    def raw() -> None:
+        driver.cuLaunchKernel(function, 1, 1, 1, BLOCK, 1, 1, 0, stream_ptr, raw_args.address, 0)
+
+    Device(0).set_current()
+    image = cuda.compile_cuda(SOURCE, name=NAME, arch=device_arch(0))
+    core_kernel = ObjectCode.from_cubin(image).get_kernel(NAME)
+    core_stream = Device(0).create_stream(stream)
+    config = LaunchConfig(grid=1, block=BLOCK)
+    core_ptr = np.uint64(out["core"].ptr)
+
+    def core() -> None:
+        launch(core_stream, config, core_kernel, core_ptr, a, n)
+
+    packed = PackedArgs([out["pk"], a, n])
+    listed = [out["ls"], a, n]
+    return {
+        "raw cuLaunchKernel": (raw, out["raw"]),
+        "cuda.core.launch": (core, out["core"]),
+        "eagle Kernel.launch, PackedArgs": (
+            lambda: kernel.launch(1, BLOCK, packed, stream),
+            out["pk"],
+        ),
+        "eagle Kernel.launch, argument list": (
+            lambda: kernel.launch(1, BLOCK, listed, stream),
+            out["ls"],
+        ),
+    }
+
+
+def main(out_path: str | None) -> None:
+    stream = cuda.Stream(non_blocking=True)
+    rows = []
+    for label, (launch, x) in sides(stream).items():
+        host_us, device_us = measure(launch, stream)
+        stream.synchronize()
+        expected = WARMUP + TRIALS * LAUNCHES
+        assert float(x.numpy()[0]) == expected, f"{label}: x[0] = {x.numpy()[0]}, not {expected}"
+        rows.append({"side": label, "host_us": host_us, "device_us": device_us})
+    print(f"one launch of a trivial kernel, median of {TRIALS} x {LAUNCHES} launches")
+    print(f"  {'side':36s} {'host µs':>9s} {'device µs':>10s}")
+    for row in rows:
+        print(f"  {row['side']:36s} {row['host_us']:9.2f} {row['device_us']:10.2f}")
+    if out_path:
+        with open(out_path, "w") as handle:
+            json.dump({"launches": LAUNCHES, "trials": TRIALS, "rows": rows}, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else None)

@@ -1,0 +1,50 @@
+"""Filling device memory: the exact-fit rule for fill values, and memset nodes for
+contiguous fills (capture-legal)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import numpy as np
+
+from eagle.cuda._runtime import dcall
+
+__all__ = ["exact_scalar", "memset"]
+
+
+def exact_scalar(value: Any, dtype: np.dtype) -> np.generic:
+    """``value`` as a scalar of ``dtype``, refused unless it fits: integers and bools
+    exactly, floats without overflow, complex values only into complex dtypes."""
+    given = np.asarray(value)
+    if isinstance(value, int) and given.dtype.kind == "O":
+        raise ValueError(f"value {value!r} does not fit {dtype} exactly")
+    if given.ndim or given.dtype.kind not in "biufcV":
+        raise ValueError(f"value {value!r} is not a number to store as {dtype}")
+    if given.dtype.kind == "c" and dtype.kind != "c":
+        raise ValueError(f"value {value!r} is complex; {dtype} is real")
+    with np.errstate(all="ignore"):
+        try:
+            scalar = cast(np.generic, given.astype(dtype)[()])
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ValueError(f"value {value!r} cannot be stored as {dtype}") from exc
+    if dtype.kind in "biu":
+        if not np.isfinite(given) or scalar != given:
+            raise ValueError(f"value {value!r} does not fit {dtype} exactly")
+    elif np.isfinite(given) and not np.isfinite(scalar):
+        raise ValueError(f"value {value!r} overflows {dtype}")
+    return scalar
+
+
+def memset(ptr: int, scalar: np.generic, count: int, stream_ptr: int) -> None:
+    """Fill ``count`` contiguous elements with memset nodes (capture-legal)."""
+    raw = np.asarray(scalar).tobytes()
+    if len(raw) == 1:
+        dcall("cuMemsetD8Async", ptr, raw[0], count, stream_ptr)
+    elif len(raw) == 2:
+        dcall("cuMemsetD16Async", ptr, int.from_bytes(raw, "little"), count, stream_ptr)
+    elif len(raw) == 4:
+        dcall("cuMemsetD32Async", ptr, int.from_bytes(raw, "little"), count, stream_ptr)
+    else:
+        for word in range(len(raw) // 4):
+            bits = int.from_bytes(raw[4 * word : 4 * word + 4], "little")
+            dcall("cuMemsetD2D32Async", ptr + 4 * word, len(raw), bits, 1, count, stream_ptr)

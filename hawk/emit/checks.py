@@ -1,0 +1,221 @@
+"""The run-time checks of emitted kernels: where they are and what they raise.
+
+Every table access (``t.at(...)`` and ``t.add(...)``) checks each index against
+its axis's extent (a flat table: against its length), and every integer ``//``
+and ``%`` checks its divisor, on the host and the device alike; an access or a
+division that fails its check is not made. ``int()`` of NaN, of +-inf or of a
+real beyond the int64 range is :data:`INT_INVALID`, which no table accepts.
+
+An emitter lists its *check sites* (:class:`CheckSite`), one per checked axis
+of an access and one per checked divisor; a check that holds for every lane
+(a constant, a loop index whose range fits the axis, ``x % K``) is proved when
+the kernel is emitted and not made. The host program raises at once; the
+device kernel writes the first failure it meets into its error record and
+skips the access (a read gives 0, an add is dropped); :func:`record_error`
+turns a record into the same error.
+
+A device error record is :data:`RECORD_WORDS` int64 words, ``[failed, site,
+lane, value, extent, epoch, claim, -]``, provided by the runtime (eagle maps
+it from pinned host memory): ``failed`` is 0 until a check fails, ``epoch`` is
+at least 1 and ``claim`` the address of a word of device memory that starts
+below it. The first failing thread of an epoch raises that word to ``epoch``
+with ``atomicMax``, writes ``site`` (an index into the kernel's check sites),
+``lane``, ``value`` (the index) and ``extent``, then sets ``failed`` to 1. The
+runtime clears a failure it has read by zeroing ``failed`` and increasing
+``epoch``, without a device call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hawk import ir
+from hawk.errors import PlaneIndexError
+from hawk.kinds import PlaneKind, Type
+
+__all__ = [
+    "INT_INVALID",
+    "RECORD_WORDS",
+    "CheckSite",
+    "Ranges",
+    "division_site",
+    "index_site",
+    "record_error",
+]
+
+#: what ``int()`` gives for NaN, +-inf or a real beyond the int64 range
+INT_INVALID = -(2**63)
+
+#: int64 words in a device error record
+RECORD_WORDS = 8
+
+
+@dataclass(frozen=True)
+class CheckSite:
+    """One checked index axis of a table access, or one checked integer divisor.
+
+    Attributes:
+        kind: ``"index"`` or ``"zero-division"``.
+        plane: the table's name (None for a division).
+        axis: the axis label, ``"index"`` for a flat table, or the operator
+            (``"//"`` or ``"%"``) of a division.
+        extent: the axis's declared extent; None for a flat table (its length
+            is known at run time) and for a division.
+        access: the access or division as hawk source, e.g. ``t.at(row=r, col=1)``.
+    """
+
+    kind: str
+    plane: str | None
+    axis: str
+    extent: int | None
+    access: str
+
+    def error(self, lane: int, value: int, extent: int | None = None) -> Exception:
+        """The error for ``lane`` failing this check with ``value``.
+
+        Args:
+            lane: the lane that failed.
+            value: the offending index (unused for a division).
+            extent: a flat table's length (declared extents are known).
+        """
+        if self.kind == "zero-division":
+            return ZeroDivisionError(
+                f"integer {self.axis} by zero at lane {lane}, in {self.access}; guard the "
+                "divisor, e.g. `b if b != 0 else 1`"
+            )
+        size = self.extent if self.extent is not None else extent
+        assert self.plane is not None and size is not None
+        shown = "int() of NaN, +-inf or a real beyond int64" if value == INT_INVALID else value
+        where = (
+            f"(length {size})" if self.axis == "index" else f"axis {self.axis!r} (extent {size})"
+        )
+        return PlaneIndexError(
+            f"table {self.plane!r}, {where}: index {shown} is out of range at lane {lane}, "
+            f"in {self.access}",
+            plane=self.plane,
+            axis=self.axis,
+            index=value,
+            extent=size,
+            lane=lane,
+        )
+
+
+def record_error(sites: Sequence[CheckSite], record: Sequence[int]) -> Exception | None:
+    """The error a device error record holds, or None when no check failed.
+
+    Args:
+        sites: the kernel's check sites, as its emitter listed them.
+        record: the record's words (at least the first five).
+    """
+    if not record[0]:
+        return None
+    return sites[int(record[1])].error(int(record[2]), int(record[3]), int(record[4]))
+
+
+class Ranges:
+    """What an emitter can prove about a kernel's int values, to skip checks.
+
+    A value's range is known for constants, loop indices, ``x % K`` for a
+    constant ``K > 0``, sums, differences and products of known ranges, and
+    variables bound to such values. Made with ``enabled=False`` it proves
+    every check (an emitter then makes none).
+    """
+
+    def __init__(self, kernel: ir.KernelIR, *, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._lets: dict[ir.Var, ir.Expr] = {}
+        self._loops: dict[ir.Var, range] = {}
+        for node in ir.walk(kernel):
+            if isinstance(node, ir.Let):
+                self._lets[node.var] = node.value
+            elif isinstance(node, ir.Loop):
+                self._loops[node.index] = range(node.start, node.stop, node.step)
+
+    def within(self, node: ir.Expr, extent: int | None) -> bool:
+        """True when ``node`` is in ``0 .. extent - 1`` on every lane (False when unknown)."""
+        if extent is None:
+            return False
+        bounds = self.bounds(node)
+        return bounds is not None and bounds[0] >= 0 and bounds[1] < extent
+
+    def nonzero(self, node: ir.Expr) -> bool:
+        """True when ``node`` is never zero."""
+        bounds = self.bounds(node)
+        return bounds is not None and (bounds[0] > 0 or bounds[1] < 0)
+
+    def bounds(self, node: ir.Expr) -> tuple[int, int] | None:
+        """The smallest and largest value of an int ``node``, or None when unknown."""
+        if isinstance(node, ir.Const) and node.type == Type.INT:
+            return int(node.value), int(node.value)
+        if isinstance(node, ir.Ref):
+            if node.var in self._loops:
+                steps = self._loops[node.var]
+                return (min(steps), max(steps)) if steps else None
+            value = self._lets.get(node.var)
+            return None if value is None else self.bounds(value)
+        if isinstance(node, ir.Binary) and node.type == Type.INT:
+            return self._binary(node)
+        return None
+
+    def _binary(self, node: ir.Binary) -> tuple[int, int] | None:
+        right = self.bounds(node.right)
+        if node.op == "%" and right is not None and right[0] == right[1] and right[0] > 0:
+            return 0, right[0] - 1
+        left = self.bounds(node.left)
+        if left is None or right is None:
+            return None
+        if node.op == "+":
+            return left[0] + right[0], left[1] + right[1]
+        if node.op == "-":
+            return left[0] - right[1], left[1] - right[0]
+        if node.op == "*":
+            products = [a * b for a in left for b in right]
+            return min(products), max(products)
+        return None
+
+    def sites(self, node: ir.Expr) -> bool:
+        """True when evaluating ``node`` makes a check (a read or a division to check)."""
+        for item in ir.walk(node):
+            if isinstance(item, ir.Read) and self.read_checked(item):
+                return True
+            if self.divides(item):
+                return True
+        return False
+
+    def read_checked(self, node: ir.Read | ir.Accumulate) -> bool:
+        """True when some axis of a table access needs a check."""
+        return any(self.axis_checked(node.plane, k, i) for k, i in enumerate(node.index))
+
+    def axis_checked(self, plane: ir.Plane, position: int, index: ir.Expr) -> bool:
+        """True when axis ``position`` of an access of ``plane`` by ``index`` needs a check."""
+        extent = None if plane.axes is None else plane.axes[position][1]
+        return self.enabled and not self.within(index, extent)
+
+    def divides(self, node: ir.Expr | ir.Stmt) -> bool:
+        """True when ``node`` is an integer ``//`` or ``%`` whose divisor needs a check."""
+        return (
+            self.enabled
+            and isinstance(node, ir.Binary)
+            and node.op in ("//", "%")
+            and node.type == Type.INT
+            and not self.nonzero(node.right)
+        )
+
+
+def index_site(node: ir.Read | ir.Accumulate, position: int) -> CheckSite:
+    """The check site of axis ``position`` of a table access."""
+    plane = node.plane
+    access = str(node)
+    if isinstance(node, ir.Accumulate):
+        address = str(ir.Read(ir.Plane(plane.name, PlaneKind.TABLE, plane.axes), node.index))
+        access = f"{address[:-1].replace('.at(', '.add(', 1)}, value={node.value})"
+    if plane.axes is None:
+        return CheckSite("index", plane.name, "index", None, access)
+    label, extent = plane.axes[position]
+    return CheckSite("index", plane.name, label, extent, access)
+
+
+def division_site(node: ir.Binary) -> CheckSite:
+    """The check site of an integer ``//`` or ``%``."""
+    return CheckSite("zero-division", None, node.op, None, str(node))
