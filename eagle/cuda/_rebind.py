@@ -471,6 +471,7 @@ class _State:
         self.by_ptr: dict[int, list[tuple[Site, str]]] = {}
         self.ranges: list[tuple[int, int]] = []
         self.counts: dict[tuple[int, int], int] = {}
+        self.names: dict[str, dict[tuple[int, int], int]] = {}  # name -> its spans, counted
         self.nested = False  # two planes overlap without being the same memory
         for site in self.sites:
             for name, span in site.spans.items():
@@ -478,6 +479,8 @@ class _State:
 
     def _add(self, site: Site, name: str, span: tuple[int, int]) -> None:
         self.by_ptr.setdefault(span[0], []).append((site, name))
+        spans = self.names.setdefault(name, {})
+        spans[span] = spans.get(span, 0) + 1
         count = self.counts.get(span, 0)
         self.counts[span] = count + 1
         if count or self.nested:  # once planes nest, lookups scan them all
@@ -493,6 +496,10 @@ class _State:
         self.by_ptr[span[0]].remove((site, name))
         if not self.by_ptr[span[0]]:
             del self.by_ptr[span[0]]
+        spans = self.names[name]
+        spans[span] -= 1
+        if not spans[span]:
+            del spans[span]
         self.counts[span] -= 1
         if not self.counts[span]:
             del self.counts[span]
@@ -501,22 +508,20 @@ class _State:
 
     def named(self, name: str) -> Any:
         """The array the graph's plane ``name`` is, when all its launches agree on one."""
-        found = {}
-        for site in self.sites:
-            array = site.planes.get(name)
-            if array is not None:
-                found[site.spans[name]] = array
-        if not found:
-            names = sorted({n for site in self.sites for n in site.planes})
+        spans = self.names.get(name)
+        if not spans:
+            names = sorted(n for n, found in self.names.items() if found)
             raise TypeError(
                 f"this graph has no plane {name!r}; its planes are {', '.join(names) or 'none'}"
             )
-        if len(found) > 1:
+        if len(spans) > 1:
             raise TypeError(
                 f"plane {name!r} is a different array in different launches of this graph; name "
                 "the arrays to replace instead: launcher.rebind({old_array: new_array})"
             )
-        return next(iter(found.values()))
+        span = next(iter(spans))
+        site = next(s for s, n in self.by_ptr[span[0]] if n == name and s.spans[n] == span)
+        return site.planes[name]
 
     def uses(self, old: Any, start: int, end: int) -> list[tuple[Site, str]]:
         """The (site, plane name) pairs whose plane is ``old``'s memory, ``start:end``.
