@@ -10,9 +10,11 @@ graph node by node, the cheapest way each node allows:
 * a :class:`KernelSite` (a hawk kernel): its kernel node's arguments, one
   ``cuGraphExecKernelNodeSetParams``;
 * a :class:`ProductSite` (cuBLAS products, whose node parameters are cuBLAS's own):
-  the products are captured again, alone, on the same stream with the same warmed
-  handle (nothing allocates), and each of their nodes' parameters is copied onto the
-  matching node of the instantiated graph; nothing is instantiated;
+  the products are captured again over the new planes, alone, on the same stream with
+  the same warmed handle (nothing allocates; every changed product of a stream in one
+  small capture), and each of their nodes' parameters is copied onto the matching
+  node of the instantiated graph (``cuGraphExecKernelNodeSetParams``,
+  ``cudaGraphExecMemsetNodeSetParams``); nothing is instantiated;
 * a memset node (an ``Array.fill``) whose destination lies in a rebound array: its
   destination, ``cudaGraphExecMemsetNodeSetParams``.
 """
