@@ -19,7 +19,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from eagle.cuda.graph import Graph, Launcher, StreamCapturer
+from eagle.cuda._rebind import Site, record
+from eagle.cuda.graph import Graph, Launcher, StreamCapturer, any_capture_active
 from eagle.cuda.stream import as_stream_ptr
 
 __all__ = ["Bound", "Route", "Step"]
@@ -49,11 +50,15 @@ class Step:
         prepare: makes what a launch on a stream (a raw pointer) needs that a
             capture may not make, or None when there is nothing to make.
         written: the host arrays the work writes (saved for an all-or-nothing run).
+        site: makes the record a capture keeps of this work, so that the graph
+            can be pointed at other planes (:meth:`~eagle.cuda.Launcher.rebind`),
+            or None when the work enqueues nothing.
     """
 
     enqueue: Callable[[Any], None]
     prepare: Callable[[int], Any] | None = None
     written: tuple[np.ndarray, ...] = ()
+    site: Callable[[], Site] | None = None
 
 
 class Bound:
@@ -86,6 +91,11 @@ class Bound:
                     f"this {self._what} is bound to host arrays; it runs now and takes no stream"
                 )
             _run_all_or_nothing(self._steps)
+            return
+        if any_capture_active():  # each step recorded, so that the graph can be rebound
+            stream_ptr = as_stream_ptr(stream, self.device or 0)
+            for step in self._steps:
+                record(stream_ptr, step.site, step.enqueue)
             return
         for step in self._steps:
             step.enqueue(stream)

@@ -48,6 +48,7 @@ import hawk.diff
 from eagle._bound import Bound, Route, Step
 from eagle._planes import check_planes
 from eagle._route import ROUTE_DTYPE, GemmLaunch
+from eagle._sites import product_site
 from eagle.plan import AutoPlan, BoundPlan
 
 __all__ = ["AdjointPlan", "AdjointSequence", "BoundAdjoint", "reverse"]
@@ -187,7 +188,10 @@ class AdjointPlan:
         launch = GemmLaunch(
             self.primal, self.primal.record, checked.values, checked.device, direction="adjoint"
         )
-        return BoundPlan(self.primal, checked, Step(launch, launch.prepare), Route("gemm", ()))
+        label = f"the adjoint of {self.primal.kernel.name!r}"
+        site = product_site(label, kernel.ir, checked.values, launch)
+        step = Step(launch, launch.prepare, site=site)
+        return BoundPlan(self.primal, checked, step, Route("gemm", ()))
 
     def _kernel_for(self, planes: Mapping[str, Any]) -> hawk.diff.AdjointKernel:
         wrt = [name for name, gradient in self.gradients.items() if gradient in planes]

@@ -45,6 +45,7 @@ from eagle import _route as gemm_route
 from eagle import arrays
 from eagle._bound import Bound, Route, Step
 from eagle._planes import WRITTEN, Planes, check_planes, layout_key, param_value
+from eagle._sites import kernel_site, product_site
 from eagle.cuda.stream import as_stream_ptr
 from hawk import ir
 from hawk.contraction import lane_layout, recognize
@@ -274,7 +275,8 @@ class AutoPlan:
         if route.name == "gemm":
             assert self.record is not None and checked.device is not None
             launch = gemm_route.GemmLaunch(self, self.record, checked.values, checked.device)
-            return BoundPlan(self, checked, Step(launch, launch.prepare), route)
+            site = product_site(self._label, self.kernel.ir, checked.values, launch)
+            return BoundPlan(self, checked, Step(launch, launch.prepare, site=site), route)
         return self._bind_device(checked, route, reusable)
 
     def _host_program(self, signature: tuple[str, ...]) -> host.HostProgram:
@@ -366,7 +368,12 @@ class AutoPlan:
                 uniform.fill(numbers[name], stream)
             kernel.launch(grid, BLOCK_SIZE, packed, stream)
 
-        return BoundPlan(self, checked, Step(enqueue), route)
+        site = kernel_site(self._label, self.kernel.ir, checked.values, packed) if grid else None
+        return BoundPlan(self, checked, Step(enqueue, site=site), route)
+
+    @property
+    def _label(self) -> str:
+        return f"plan {self.kernel.name!r}"
 
 
 def _grid(lanes: int) -> int:

@@ -392,3 +392,37 @@ class Launcher:
         """
         call("cudaStreamSynchronize", self._ptr())
         raise_recorded()
+
+    def rebind(self, planes: Any = None, /, **named: Any) -> Launcher:
+        """Point the graph at other arrays, without capturing again; return the launcher.
+
+        Name each array the graph works on now and the array to use instead:
+        ``launcher.rebind({old: new, ...})`` works for any graph; keywords
+        ``launcher.rebind(x=new_x)`` name a plane of the bound launches, when
+        every launch in the graph that has a plane of that name has it on the
+        same array. Each new array has the old one's shape, dtype, strides and
+        device. Later replays (from every launcher of the graph) read and write
+        the new arrays; replays already enqueued are not affected. The bound
+        plans keep their own planes: the rebind belongs to the graph.
+
+        A graph can be rebound when it holds bound launches (a plan's or an
+        adjoint's ``launch``, ``capture``) and fills. What it costs, per node:
+        a hawk kernel, one kernel-node update (a few microseconds); cuBLAS
+        products, captured again alone on their stream with their warmed
+        handle, and their nodes updated (tens of microseconds per product); a
+        fill, one memset-node update. Nothing is instantiated; nodes that use
+        none of the rebound arrays are left alone.
+
+        Raises:
+            TypeError: a key or value that is not a device eagle Array, an
+                unknown or ambiguous plane name, or another dtype.
+            ValueError: another shape, strides or device, an array the graph
+                does not work on, arrays that would share memory with a plane
+                the kernel writes, or a graph that cannot be rebound (a kernel
+                not launched by a bound plan, a device-side loop, a copy).
+                Nothing is changed when it raises.
+        """
+        from eagle.cuda import _rebind
+
+        _rebind.rebind(self._graph, planes, named)
+        return self

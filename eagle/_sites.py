@@ -1,0 +1,101 @@
+"""What a bound step leaves in a capture, so that the graph can be rebound.
+
+A device step of a bound plan or adjoint (:class:`eagle._bound.Step`) carries a
+``site`` maker: while eagle captures the step's stream, each launch records one
+:class:`~eagle.cuda._rebind.Site`, which :meth:`eagle.cuda.Launcher.rebind`
+later points at other planes. :func:`kernel_site` is for a hawk kernel (its
+node's arguments are rewritten), :func:`product_site` for the routed cuBLAS
+products of :class:`eagle._route.GemmLaunch` (bound again over the new planes
+on the same warmed handle, and captured alone).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from eagle.cuda._rebind import KernelSite, ProductSite
+from hawk import ir
+
+__all__ = ["kernel_site", "product_site", "written_planes"]
+
+_WRITTEN = ("output", "accumulator")
+
+#: operands whose addresses agree modulo this many bytes are aligned alike for cuBLAS, so a
+#: product the handle warmed for the old planes needs no warming for the new ones
+_ALIGNED = 256
+
+
+def written_planes(kernel: ir.KernelIR) -> frozenset[str]:
+    """The names of the planes ``kernel`` writes."""
+    return frozenset(p.name for p in kernel.planes if p.kind in _WRITTEN)
+
+
+def _arrays(planes: Mapping[str, Any]) -> dict[str, Any]:
+    """The planes given as arrays (a Param given as a number is none)."""
+    return {name: value for name, value in planes.items() if hasattr(value, "ptr")}
+
+
+def kernel_site(
+    label: str, kernel: ir.KernelIR, planes: Mapping[str, Any], packed: Any
+) -> Callable[[], KernelSite]:
+    """The site maker of a launch of ``kernel`` whose arguments are ``packed``: one
+    pointer per plane, in the kernel's plane order, then the lane count."""
+    arrays = _arrays(planes)
+    positions = {p.name: index for index, p in enumerate(kernel.planes) if p.name in arrays}
+    return functools.partial(KernelSite, label, arrays, written_planes(kernel), packed, positions)
+
+
+def product_site(
+    label: str, kernel: ir.KernelIR, planes: Mapping[str, Any], launch: Any
+) -> Callable[[], ProductSite]:
+    """The site maker of a :class:`~eagle._route.GemmLaunch` over ``planes``.
+
+    Each product's operands are views of the planes (the same memory, seen as
+    matrices); captured again, each is the same view of the new plane.
+    """
+    arrays = _arrays(planes)
+    roles = [
+        {role: _plane_of(view, arrays) for role, view in call.operands.items()}
+        for call in launch.calls
+    ]
+
+    def reissue(stream_ptr: int, new: Mapping[str, Any]) -> Callable[[], None]:
+        bound = launch.prepare(stream_ptr)  # the products as bound on the stream's handle
+        products = []
+        for call, names, first in zip(launch.calls, roles, bound, strict=True):
+            operands = {
+                role: _moved(view, names[role], new) for role, view in call.operands.items()
+            }
+            handle = first.handle
+            if any(
+                operands[r].ptr % _ALIGNED != v.ptr % _ALIGNED for r, v in call.operands.items()
+            ):
+                handle.warm(call.params, operands, keep_out=True)  # aligned otherwise: warm it
+            products.append(handle.bind(call.params, operands, beta=launch.beta))
+
+        def enqueue() -> None:
+            for product in products:
+                product()
+
+        return enqueue
+
+    return functools.partial(ProductSite, label, arrays, written_planes(kernel), reissue)
+
+
+def _plane_of(view: Any, planes: Mapping[str, Any]) -> str | None:
+    """The plane whose memory ``view`` is, or None for an operand of eagle's own."""
+    for name, array in planes.items():
+        if array.ptr == view.ptr and array.nbytes == view.nbytes:
+            return name
+    return None
+
+
+def _moved(view: Any, name: str | None, planes: Mapping[str, Any]) -> Any:
+    """The operand ``view`` of plane ``name``, seen the same way in that plane's array in
+    ``planes`` (the same view of the new memory); an operand of eagle's own stays."""
+    if name is None:
+        return view
+    plane = planes[name]
+    return plane if tuple(plane.shape) == tuple(view.shape) else plane.reshape(view.shape)

@@ -1,0 +1,744 @@
+"""Rebinding: pointing an instantiated graph at other arrays without capturing again.
+
+While eagle captures a stream, each step of a bound launch records itself as a
+:class:`Site` (:func:`record`): the planes it works on, by name, and the capture's
+dependencies around it, from which the graph nodes it produced are found when the
+graph is first rebound. :func:`rebind` (behind :meth:`eagle.cuda.Launcher.rebind`)
+checks every new array before it changes anything, then updates the instantiated
+graph node by node, the cheapest way each node allows:
+
+* a :class:`KernelSite` (a hawk kernel): its kernel node's arguments, one
+  ``cuGraphExecKernelNodeSetParams``;
+* a :class:`ProductSite` (cuBLAS products, whose node parameters are cuBLAS's own):
+  the products are captured again over the new planes, alone, on the same stream with
+  the same warmed handle (nothing allocates; every changed product of a stream in one
+  small capture), and each of their nodes' parameters is copied onto the matching
+  node of the instantiated graph (``cuGraphExecKernelNodeSetParams``,
+  ``cudaGraphExecMemsetNodeSetParams``); nothing is instantiated;
+* a memset node (an ``Array.fill``) whose destination lies in a rebound array: its
+  destination, ``cudaGraphExecMemsetNodeSetParams``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import itertools
+import threading
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from eagle.cuda._runtime import call, dcall, driver
+from eagle.cuda.graph import Graph, StreamCapturer, _active, _release, record_use
+
+__all__ = ["KernelSite", "ProductSite", "Site", "rebind", "record"]
+
+
+class Site(ABC):
+    """One step of a bound launch, recorded by a capture, that a rebind can point elsewhere.
+
+    Args:
+        label: what it is, for messages (``"plan 'seed'"``).
+        planes: plane name -> the device array the step works on.
+        written: the names of the planes it writes.
+    """
+
+    def __init__(self, label: str, planes: Mapping[str, Any], written: Iterable[str]) -> None:
+        self.label = label
+        self.planes = dict(planes)
+        self.spans = {name: _span_of(array) for name, array in self.planes.items()}
+        self.written = frozenset(written)
+        self.stream_ptr = 0
+        self.before: list[Any] = []  # the capture's dependencies before the step
+        self.after: list[Any] = []  # and after it
+        self.exec_handle: Any = None  # the instantiated graph, once it is rebound
+
+    def take(self, planes: Mapping[str, Any]) -> None:
+        """Work on ``planes`` (name -> array) from now on."""
+        self.planes.update(planes)
+        self.spans.update((name, _span_of(array)) for name, array in planes.items())
+
+    @abstractmethod
+    def resolve(self) -> list[Any]:
+        """Find the step's nodes in the graph (once); return the nodes it claims.
+
+        Raises:
+            ValueError: they cannot be found or paired later.
+        """
+
+
+class _Change:
+    """One site's part of a rebind: :meth:`apply` it, :meth:`undo` it if a later part
+    fails, then :meth:`commit` it once every part applied."""
+
+    def __init__(
+        self, apply: Callable[[], None], undo: Callable[[], None], commit: Callable[[], None]
+    ) -> None:
+        self.apply, self.undo, self.commit = apply, undo, commit
+
+
+def record(
+    stream_ptr: int, make_site: Callable[[], Site] | None, enqueue: Callable[[int], None]
+) -> None:
+    """Run ``enqueue(stream_ptr)`` and, when eagle is capturing that stream, keep a
+    site (from ``make_site()``) in the capture with the dependencies around the work
+    it enqueued."""
+    if make_site is None or stream_ptr not in _active:
+        enqueue(stream_ptr)
+        return
+    site = make_site()
+    site.stream_ptr = stream_ptr
+    if isinstance(site, ProductSite):
+        site.before = _capture_deps(stream_ptr)
+    enqueue(stream_ptr)
+    site.after = _capture_deps(stream_ptr)
+    record_use(stream_ptr, site)
+
+
+def _capture_deps(stream_ptr: int) -> list[Any]:
+    _, _, _, deps, _, count = call("cudaStreamGetCaptureInfo", stream_ptr)
+    return list(deps or [])[:count]
+
+
+# -- graph walking -------------------------------------------------------------------------
+
+
+def _nodes(graph: Any) -> list[Any]:
+    _, count = call("cudaGraphGetNodes", graph, 0)
+    if not count:
+        return []
+    nodes, _ = call("cudaGraphGetNodes", graph, count)
+    return list(nodes)[:count]
+
+
+def _deps(node: Any) -> list[Any]:
+    *_, count = call("cudaGraphNodeGetDependencies", node, 0)
+    if not count:
+        return []
+    deps, *_ = call("cudaGraphNodeGetDependencies", node, count)
+    return list(deps)[:count]
+
+
+def _kind(node: Any) -> str:
+    kind = call("cudaGraphNodeGetType", node)
+    return str(kind.name).removeprefix("cudaGraphNodeType").lower()
+
+
+def _chain(nodes: Mapping[int, Any], deps: Mapping[int, list[Any]]) -> list[Any] | None:
+    """``nodes`` in dependency order, or None when that order is not unique."""
+    waiting = {key: 0 for key in nodes}
+    after: dict[int, list[int]] = {key: [] for key in nodes}
+    for key in nodes:
+        for dep in deps[key]:
+            if int(dep) in nodes:
+                waiting[key] += 1
+                after[int(dep)].append(key)
+    ready = [key for key, count in waiting.items() if not count]
+    order: list[Any] = []
+    while len(ready) == 1:
+        key = ready.pop()
+        order.append(nodes[key])
+        for later in after[key]:
+            waiting[later] -= 1
+            if not waiting[later]:
+                ready.append(later)
+    return order if len(order) == len(nodes) else None
+
+
+def _span(after: list[Any], before: list[Any]) -> tuple[dict[int, Any], dict[int, list[Any]]]:
+    """The nodes reached from ``after`` back to (not including) ``before``, with their
+    dependencies."""
+    stop = {int(node) for node in before}
+    found: dict[int, Any] = {}
+    deps: dict[int, list[Any]] = {}
+    frontier = list(after)
+    while frontier:
+        node = frontier.pop()
+        key = int(node)
+        if key in stop or key in found:
+            continue
+        found[key] = node
+        deps[key] = _deps(node)
+        frontier.extend(deps[key])
+    return found, deps
+
+
+def _kernel_params(node: Any) -> Any:
+    return dcall("cuGraphKernelNodeGetParams", driver().CUgraphNode(int(node)))
+
+
+def _set_kernel(exec_handle: Any, node: Any, params: Any) -> None:
+    """Give kernel ``node`` of the instantiated graph ``params`` (both handles as the
+    driver's types, made once by the caller)."""
+    dcall("cuGraphExecKernelNodeSetParams", exec_handle, node, params)
+
+
+def _driver_handles(exec_handle: Any, node: Any) -> tuple[Any, Any]:
+    d = driver()
+    return d.CUgraphExec(int(exec_handle)), d.CUgraphNode(int(node))
+
+
+def _memset_params(node: Any) -> Any:
+    return call("cudaGraphMemsetNodeGetParams", node)
+
+
+def _set_memset(exec_handle: Any, node: Any, params: Any) -> None:
+    call("cudaGraphExecMemsetNodeSetParams", exec_handle, node, params)
+
+
+# -- sites ---------------------------------------------------------------------------------
+
+
+class KernelSite(Site):
+    """A kernel launch: rebinding rewrites the pointer arguments of its one kernel node.
+
+    Args:
+        label, planes, written: as for :class:`Site`.
+        packed: the launch's :class:`~eagle.cuda.module.PackedArgs`.
+        arguments: plane name -> the position of its pointer among the arguments.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        planes: Mapping[str, Any],
+        written: Iterable[str],
+        packed: Any,
+        arguments: Mapping[str, int],
+    ) -> None:
+        super().__init__(label, planes, written)
+        self._packed = packed
+        self._arguments = dict(arguments)
+        self._handles: tuple[Any, Any] = (None, None)
+        self._params: Any = None
+        self._slots: dict[str, Any] = {}  # plane name -> its pointer in our copy
+
+    def resolve(self) -> list[Any]:
+        if len(self.after) != 1 or _kind(self.after[0]) != "kernel":
+            raise ValueError(f"eagle could not find the kernel node of {self.label}")
+        node = self.after[0]
+        self._handles = _driver_handles(self.exec_handle, node)
+        self._params = _kernel_params(node)
+        # our own copy of the packed arguments: the bound plan's stay as they are
+        packed = self._packed._data
+        base = ctypes.addressof(packed)
+        offsets = [int(pointer or base) - base for pointer in self._packed._pointers]
+        self._data = ctypes.create_string_buffer(packed.raw, len(packed))
+        mine = ctypes.addressof(self._data)
+        self._array = (ctypes.c_void_p * len(offsets))(*[mine + at for at in offsets])
+        self._params.kernelParams = ctypes.addressof(self._array)
+        self._slots = {
+            name: ctypes.c_uint64.from_buffer(self._data, offsets[index])
+            for name, index in self._arguments.items()
+        }
+        return [node]
+
+    def change(self, planes: Mapping[str, Any]) -> _Change:
+        """What pointing the kernel at ``planes`` (name -> new array) does, not done yet."""
+        slots = [(self._slots[name], array) for name, array in planes.items()]
+        before = [slot.value for slot, _ in slots]
+        exec_handle, node = self._handles
+
+        def apply() -> None:
+            for slot, array in slots:
+                slot.value = array.ptr
+            _set_kernel(exec_handle, node, self._params)
+
+        def undo() -> None:
+            for (slot, _), value in zip(slots, before, strict=True):
+                slot.value = value
+            _set_kernel(exec_handle, node, self._params)
+
+        return _Change(apply, undo, lambda: self.take(planes))
+
+
+class ProductSite(Site):
+    """Work whose nodes are another library's (cuBLAS products): rebinding captures it
+    again, alone, on the same stream, and copies its nodes' parameters over.
+
+    Args:
+        label, planes, written: as for :class:`Site`.
+        reissue: ``reissue(stream_ptr, planes)`` prepares the work over ``planes`` (all
+            of the step's planes, by name) outside any capture and returns a function
+            that enqueues it on ``stream_ptr``, legal inside a capture.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        planes: Mapping[str, Any],
+        written: Iterable[str],
+        reissue: Callable[[int, Mapping[str, Any]], Callable[[], None]],
+    ) -> None:
+        super().__init__(label, planes, written)
+        self.reissue = reissue
+        self.nodes: list[Any] = []
+        self.signature: list[tuple[str, int, int]] = []
+        self._current: list[Any] = []  # the parameters the instantiated graph's nodes have
+        self._owner: Any = None  # keeps the graph holding those parameters
+
+    def resolve(self) -> list[Any]:
+        found, deps = _span(self.after, self.before)
+        order = _chain(found, deps)
+        if order is None:
+            raise ValueError(
+                f"the nodes of {self.label} do not form one chain, so eagle cannot pair them "
+                "with the nodes of a new capture"
+            )
+        self.nodes = order
+        self.signature, self._current = _node_params(order, self.label)
+        return order
+
+    def changed(self, params: list[Any], owner: Any, planes: Mapping[str, Any]) -> _Change:
+        """The change that gives the nodes ``params`` (from ``owner``'s graph)."""
+        exec_handle, previous = self.exec_handle, self._current
+
+        def commit() -> None:
+            self._current, self._owner = params, owner
+            self.take(planes)
+
+        return _Change(
+            lambda: _copy(exec_handle, self.nodes, params),
+            lambda: _copy(exec_handle, self.nodes, previous),
+            commit,
+        )
+
+
+class _Captured:
+    """A graph eagle captured to take node parameters from; destroyed when unreferenced."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        weakref.finalize(self, call, "cudaGraphDestroy", handle).atexit = False
+
+
+def recapture(
+    stream_ptr: int, work: Sequence[tuple[ProductSite, Mapping[str, Any]]]
+) -> list[_Change]:
+    """Capture the products of ``work`` (site, new planes) again over their new planes, in
+    one small graph on ``stream_ptr``, and pair its nodes with the sites' nodes.
+
+    Raises:
+        ValueError: the new capture records other nodes than the graph holds.
+    """
+    enqueues = [site.reissue(stream_ptr, {**site.planes, **planes}) for site, planes in work]
+    with StreamCapturer(stream_ptr) as capturer:
+        for enqueue in enqueues:
+            enqueue()
+    assert capturer.captured is not None
+    handle, held = capturer.captured._take()
+    held.handles = []  # the raw graph is the owner's; the capture needs to keep nothing else
+    _release(held)
+    owner = _Captured(handle)
+    found = {int(node): node for node in _nodes(handle)}
+    order = _chain(found, {key: _deps(node) for key, node in found.items()})
+    if order is None or len(order) != sum(len(site.nodes) for site, _ in work):
+        raise ValueError(_OTHER_NODES.format(label=work[0][0].label))
+    changes = []
+    at = 0
+    for site, planes in work:
+        nodes = order[at : at + len(site.nodes)]
+        at += len(site.nodes)
+        signature, params = _node_params(nodes, site.label)
+        if signature != site.signature:
+            raise ValueError(_OTHER_NODES.format(label=site.label))
+        changes.append(site.changed(params, owner, planes))
+    return changes
+
+
+_OTHER_NODES = (
+    "{label} captured again over the new planes records other nodes (cuBLAS chose other "
+    "kernels: the new arrays may align differently in memory); capture the graph again instead"
+)
+
+
+def _node_params(nodes: list[Any], label: str) -> tuple[list[tuple[str, int, int]], list[Any]]:
+    """Each node's kind and, for a kernel, its function (what a new capture must repeat),
+    and each node's parameters."""
+    signature, params = [], []
+    for node in nodes:
+        kind = _kind(node)
+        if kind == "kernel":
+            kernel = _kernel_params(node)
+            signature.append((kind, int(kernel.func), int(kernel.kern)))
+            params.append(kernel)
+        elif kind == "memset":
+            signature.append((kind, 0, 0))
+            params.append(_memset_params(node))
+        else:
+            raise ValueError(
+                f"{label} recorded a {kind} node; eagle rebinds only kernel and memset nodes"
+            )
+    return signature, params
+
+
+def _copy(exec_handle: Any, targets: list[Any], params: list[Any]) -> None:
+    """Give each node of ``targets`` in the instantiated graph its parameters in ``params``."""
+    for target, values in zip(targets, params, strict=True):
+        if hasattr(values, "kernelParams"):
+            _set_kernel(*_driver_handles(exec_handle, target), values)
+        else:
+            _set_memset(exec_handle, target, values)
+
+
+class _Memset:
+    """A memset node that no site claims (an ``Array.fill``): its destination moves with
+    the array it lies in."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+        self.params = _memset_params(node)
+        self.start = int(self.params.dst)
+        rows = self.params.height
+        span = (rows - 1) * self.params.pitch + self.params.width * self.params.elementSize
+        self.end = self.start + span
+        self.owner: Any = None  # the array it now writes into, kept alive
+
+    def change(self, exec_handle: Any, old: Any, new: Any) -> _Change:
+        if self.params.height != 1:
+            raise ValueError(
+                f"the graph fills {_describe(old)} with a 2-D memset (a fill of 8-byte "
+                "elements), which CUDA cannot point elsewhere; capture the graph again"
+            )
+        start = self.start
+        moved = start - old.ptr + new.ptr
+
+        def put(address: int) -> None:
+            self.params.dst = address
+            _set_memset(exec_handle, self.node, self.params)
+
+        def commit() -> None:
+            self.start, self.end = moved, moved + (self.end - start)
+            self.owner = new
+
+        return _Change(lambda: put(moved), lambda: put(start), commit)
+
+
+# -- the graph's rebind state --------------------------------------------------------------
+
+#: node kinds (besides the sites' own) that a rebind leaves as they are: they touch no plane
+_UNTOUCHED = frozenset({"empty", "eventrecord", "waitevent"})
+
+_WHAT = {
+    "memcpy": "a memory copy",
+    "host": "a host callback",
+    "graph": "a child graph",
+    "conditional": "a device-side loop or branch",
+    "memalloc": "a memory allocation",
+    "memfree": "a memory free",
+}
+
+
+class _State:
+    """What a graph needs to be rebound: its sites, its fills, and where its planes are."""
+
+    def __init__(self, graph: Graph) -> None:
+        sites = [obj for obj in graph._kept if isinstance(obj, Site)]
+        claimed: dict[int, Site] = {}
+        for site in sites:
+            site.exec_handle = graph._exec
+            for node in site.resolve():
+                if claimed.setdefault(int(node), site) is not site:
+                    raise ValueError(f"eagle found one node claimed by two launches ({site.label})")
+        memsets = []
+        for node in _nodes(graph._graph):
+            if int(node) in claimed:
+                continue
+            kind = _kind(node)
+            if kind == "memset":
+                memsets.append(_Memset(node))
+            elif kind == "kernel":
+                raise ValueError(
+                    "the graph holds a kernel that no bound plan or adjoint launched (a "
+                    "kernel.launch, handle.sgemm, a strided fill or another library's work), so "
+                    "eagle cannot tell which arrays it uses; capture only bound launches and "
+                    "fills to rebind, or capture the graph again"
+                )
+            elif kind not in _UNTOUCHED:
+                raise ValueError(
+                    f"the graph holds {_WHAT.get(kind, 'a ' + kind + ' node')}, which eagle "
+                    "cannot point at other arrays; capture the graph again instead"
+                )
+        self.sites = sites
+        self.memsets = memsets
+        self.exec = graph._exec
+        self.device = _graph_device(sites)
+        self.lock = threading.Lock()
+        self._index()
+
+    def _index(self) -> None:
+        """Planes by address, and the distinct memory ranges they cover, in order."""
+        self.by_ptr: dict[int, list[tuple[Site, str]]] = {}
+        self.ranges: list[tuple[int, int]] = []
+        self.counts: dict[tuple[int, int], int] = {}
+        self.names: dict[str, dict[tuple[int, int], int]] = {}  # name -> its spans, counted
+        self.nested = False  # two planes overlap without being the same memory
+        for site in self.sites:
+            for name, span in site.spans.items():
+                self._add(site, name, span)
+
+    def _add(self, site: Site, name: str, span: tuple[int, int]) -> None:
+        self.by_ptr.setdefault(span[0], []).append((site, name))
+        spans = self.names.setdefault(name, {})
+        spans[span] = spans.get(span, 0) + 1
+        count = self.counts.get(span, 0)
+        self.counts[span] = count + 1
+        if count or self.nested:  # once planes nest, lookups scan them all
+            return
+        at = bisect.bisect(self.ranges, span)
+        self.ranges.insert(at, span)
+        before = self.ranges[at - 1] if at else None
+        after = self.ranges[at + 1] if at + 1 < len(self.ranges) else None
+        if (before and before[1] > span[0]) or (after and after[0] < span[1]):
+            self.nested = True
+
+    def _remove(self, site: Site, name: str, span: tuple[int, int]) -> None:
+        self.by_ptr[span[0]].remove((site, name))
+        if not self.by_ptr[span[0]]:
+            del self.by_ptr[span[0]]
+        spans = self.names[name]
+        spans[span] -= 1
+        if not spans[span]:
+            del spans[span]
+        self.counts[span] -= 1
+        if not self.counts[span]:
+            del self.counts[span]
+            if not self.nested:
+                self.ranges.pop(bisect.bisect_left(self.ranges, span))
+
+    def named(self, name: str) -> Any:
+        """The array the graph's plane ``name`` is, when all its launches agree on one."""
+        spans = self.names.get(name)
+        if not spans:
+            names = sorted(n for n, found in self.names.items() if found)
+            raise TypeError(
+                f"this graph has no plane {name!r}; its planes are {', '.join(names) or 'none'}"
+            )
+        if len(spans) > 1:
+            raise TypeError(
+                f"plane {name!r} is a different array in different launches of this graph; name "
+                "the arrays to replace instead: launcher.rebind({old_array: new_array})"
+            )
+        span = next(iter(spans))
+        site = next(s for s, n in self.by_ptr[span[0]] if n == name and s.spans[n] == span)
+        return site.planes[name]
+
+    def uses(self, old: Any, start: int, end: int) -> list[tuple[Site, str]]:
+        """The (site, plane name) pairs whose plane is ``old``'s memory, ``start:end``.
+
+        Raises:
+            ValueError: a plane overlaps ``old`` without being the same memory.
+        """
+        if not self.nested and (start, end) in self.counts:  # disjoint: nothing else overlaps
+            return [(s, n) for s, n in self.by_ptr[start] if s.spans[n][1] == end]
+        if self.nested:
+            spans = [span for site in self.sites for span in site.spans.values()]
+        else:  # the ranges are disjoint: only neighbours in address order can overlap
+            at = bisect.bisect_left(self.ranges, (start, start))
+            stop = bisect.bisect_left(self.ranges, (end, end))
+            spans = self.ranges[max(at - 1, 0) : stop]
+        for lo, hi in spans:
+            if lo < end and start < hi and (lo, hi) != (start, end):
+                site, name = self.by_ptr[lo][0]
+                raise ValueError(
+                    f"plane {name!r} of {site.label} overlaps {_describe(old)} without being "
+                    "the same memory; rebind the plane's own array"
+                )
+        hits = self.by_ptr.get(start, ())
+        return [(s, n) for s, n in hits if s.spans[n][1] == end]
+
+    def rebind(self, pairs: list[tuple[Any, Any]]) -> None:
+        """Check every pair (old array, new array), then update the graph, all or nothing."""
+        per_site: dict[Site, dict[str, Any]] = {}
+        replaced: list[tuple[Site, str, tuple[int, int]]] = []
+        fills: list[tuple[_Memset, Any, Any]] = []
+        for old, new in pairs:
+            start, end = _span_of(old)
+            uses = self.uses(old, start, end)
+            filled = self._fills(old, new, start, end) if self.memsets else []
+            if not uses and not filled:
+                raise ValueError(
+                    f"{_describe(old)} is not a plane this graph works on; pass the arrays "
+                    "the graph reads and writes now as the keys"
+                )
+            for site, name in uses:
+                _check_pair(old, new, self.device, site, name)
+                per_site.setdefault(site, {})[name] = new
+                replaced.append((site, name, site.spans[name]))
+            if not uses:
+                _check_pair(old, new, self.device)
+            fills += filled
+        changes: list[_Change] = []
+        products: dict[int, list[tuple[ProductSite, dict[str, Any]]]] = {}
+        for site, planes in per_site.items():
+            _check_written(site, planes)
+            if isinstance(site, KernelSite):
+                changes.append(site.change(planes))
+            elif isinstance(site, ProductSite) and site.nodes:
+                products.setdefault(site.stream_ptr, []).append((site, planes))
+            elif isinstance(site, ProductSite):
+                changes.append(site.changed([], None, planes))
+        for stream_ptr, work in products.items():
+            changes.extend(recapture(stream_ptr, work))
+        changes.extend(fill.change(self.exec, old, new) for fill, old, new in fills)
+        _apply(changes)
+        for site, name, span in replaced:
+            self._remove(site, name, span)
+            self._add(site, name, site.spans[name])
+
+    def _fills(self, old: Any, new: Any, start: int, end: int) -> list[tuple[_Memset, Any, Any]]:
+        """The fills inside ``old``'s memory, ``start:end``, each with ``old`` and ``new``.
+
+        Raises:
+            ValueError: a fill covers that memory only in part.
+        """
+        found = []
+        for fill in self.memsets:
+            if fill.start < end and start < fill.end:
+                if not (start <= fill.start and fill.end <= end):
+                    raise ValueError(
+                        f"the graph fills memory that {_describe(old)} covers only in part; "
+                        "rebind the filled array"
+                    )
+                found.append((fill, old, new))
+        return found
+
+
+def _apply(changes: list[_Change]) -> None:
+    """Apply every change, or none: undo the applied ones if one fails."""
+    done: list[_Change] = []
+    try:
+        for change in changes:
+            change.apply()
+            done.append(change)
+    except BaseException:
+        for change in reversed(done):
+            change.undo()
+        raise
+    for change in changes:
+        change.commit()
+
+
+def _span_of(array: Any) -> tuple[int, int]:
+    """The bytes ``array`` covers, ``(start, end)``."""
+    ptr = array.ptr
+    return ptr, ptr + array.nbytes
+
+
+def _graph_device(sites: list[Site]) -> int | None:
+    for site in sites:
+        for array in site.planes.values():
+            return int(array.device_index)
+    return None
+
+
+def _describe(array: Any) -> str:
+    return f"the array of shape {tuple(array.shape)}, {array.dtype}, at {array.ptr:#x}"
+
+
+def _check_key(array: Any) -> None:
+    if not (hasattr(array, "ptr") and hasattr(array, "nbytes") and hasattr(array, "shape")):
+        raise TypeError(
+            f"a key of the mapping is a {type(array).__name__}: name each plane by the eagle "
+            "Array the graph works on now (or by its name, as a keyword)"
+        )
+
+
+def _check_pair(
+    old: Any, new: Any, device: int | None, site: Site | None = None, name: str = ""
+) -> None:
+    """Refuse a ``new`` array that cannot take ``old``'s place (plane ``name`` of ``site``)."""
+    problem = _mismatch(old, new, device)
+    if problem is not None:
+        error, text = problem
+        what = _describe(old) if site is None else f"plane {name!r} of {site.label}"
+        raise error(f"{what}: {text}")
+
+
+def _mismatch(old: Any, new: Any, device: int | None) -> tuple[type[Exception], str] | None:
+    """What keeps ``new`` from taking ``old``'s place, or None."""
+    if not (
+        hasattr(new, "ptr")
+        and hasattr(new, "shape")
+        and hasattr(new, "dtype")
+        and hasattr(new, "device_index")
+    ):
+        return TypeError, (
+            f"the new array is a {type(new).__name__}, not an eagle Array; wrap other arrays "
+            "with eagle.arrays.asarray (no copy)"
+        )
+    where = old.device_index if device is None else device
+    if getattr(new, "is_host", False):
+        return ValueError, f"the new array is a host array; the graph runs on cuda:{where}"
+    if new.device_index != where:
+        return ValueError, (
+            f"the new array is on cuda:{new.device_index}, but the graph runs on cuda:{where}"
+        )
+    if new.shape != old.shape and tuple(new.shape) != tuple(old.shape):
+        return ValueError, (
+            f"the new array has shape {tuple(new.shape)}, the graph's has {tuple(old.shape)}; "
+            f"pass an array of shape {tuple(old.shape)}"
+        )
+    if new.dtype != old.dtype:
+        return TypeError, (
+            f"the new array is {new.dtype}, the graph's is {old.dtype}; pass a {old.dtype} array"
+        )
+    if new.strides != old.strides and tuple(new.strides) != tuple(old.strides):
+        return ValueError, (
+            f"the new array has strides {tuple(new.strides)}, the graph's has "
+            f"{tuple(old.strides)}; pass a contiguous array"
+        )
+    return None
+
+
+def _check_written(site: Site, planes: Mapping[str, Any]) -> None:
+    """Refuse new planes that share memory with another plane of the step it writes."""
+    moved = {name: _span_of(array) for name, array in planes.items()}
+    for name, (lo, hi) in moved.items():
+        for other, span in site.spans.items():
+            if other == name or (name not in site.written and other not in site.written):
+                continue
+            start, end = moved.get(other, span)
+            if start < hi and lo < end:
+                raise ValueError(
+                    f"planes {name!r} and {other!r} of {site.label} would share memory and it "
+                    "writes one of them; pass separate arrays"
+                )
+
+
+def rebind(graph: Graph, planes: Mapping[Any, Any] | None, named: Mapping[str, Any]) -> None:
+    """Point ``graph``'s replays at other arrays; see :meth:`eagle.cuda.Launcher.rebind`."""
+    graph._check()
+    if planes is not None and type(planes) is not dict and not isinstance(planes, Mapping):
+        raise TypeError(
+            f"rebind takes a mapping {{old_array: new_array}} and/or plane=new_array keywords, "
+            f"not {type(planes).__name__}"
+        )
+    state = getattr(graph, "_rebind_state", None)
+    if state is None:
+        state = _State(graph)
+        graph._rebind_state = state  # type: ignore[attr-defined]
+    with state.lock:
+        pairs = []
+        for old, new in (planes or {}).items():
+            _check_key(old)
+            pairs.append((old, new))
+        pairs.extend((state.named(name), new) for name, new in named.items())
+        _check_disjoint(pairs)
+        state.rebind(pairs)
+
+
+def _check_disjoint(pairs: list[tuple[Any, Any]]) -> None:
+    if len(pairs) < 2:
+        return
+    spans = sorted(
+        (old.ptr, old.ptr + old.nbytes, position) for position, (old, _) in enumerate(pairs)
+    )
+    for (_, end, first), (start, _, second) in itertools.pairwise(spans):
+        if start < end:
+            raise ValueError(
+                f"{_describe(pairs[first][0])} and {_describe(pairs[second][0])} share memory; "
+                "name each plane once"
+            )

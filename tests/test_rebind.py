@@ -1,0 +1,461 @@
+"""Launcher.rebind without a device: the argument checks, the refusals (which change
+nothing), the bookkeeping of planes and fills, all or nothing, and the sites a bound launch
+records while eagle captures. CUDA's graph calls are replaced by fakes that record what
+would be set; tests/test_rebind_gpu.py runs the real thing."""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import math
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from eagle._bound import Bound, Step
+from eagle._sites import kernel_site, product_site
+from eagle.cuda import _rebind, graph
+from eagle.cuda.graph import Launcher
+from eagle.cuda.module import PackedArgs
+from tests import _route_kernels as k
+
+
+class FakeArray:
+    """What rebind reads of a device eagle Array."""
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], dtype: str = "float32", device=0):
+        self.ptr = ptr
+        self.shape = shape
+        self.dtype = np.dtype(dtype)
+        self.device_index = device
+        self.is_host = False
+        self.strides = tuple(
+            int(np.prod(shape[i + 1 :])) * self.dtype.itemsize for i in range(len(shape))
+        )
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+    def reshape(self, shape: tuple[int, ...]) -> FakeArray:
+        return FakeArray(self.ptr, tuple(shape), self.dtype.name, self.device_index)
+
+
+class FakeGraph:
+    def __init__(self, kept: list[Any]) -> None:
+        self._kept = kept
+        self._exec = "exec"
+        self._graph = "graph"
+
+    def _check(self) -> None:
+        pass
+
+
+class FakeCuda:
+    """The graph calls rebind makes, over nodes that are ints with a kind each."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.kinds: dict[int, str] = {}
+        self.deps: dict[int, list[int]] = {}
+        self.memsets: dict[int, SimpleNamespace] = {}
+        self.funcs: dict[int, int] = {}
+        self.sets: list[tuple[Any, ...]] = []
+        self.fail_after: int | None = None
+        self.graphs: dict[str, list[int]] = {"graph": []}
+        self.destroyed: list[Any] = []
+        monkeypatch.setattr(_rebind, "_deps", lambda node: self.deps[node])
+        for name in ("_nodes", "_kind", "_kernel_params", "_set_kernel", "_driver_handles"):
+            monkeypatch.setattr(_rebind, name, getattr(self, name.lstrip("_")))
+        for name in ("_memset_params", "_set_memset"):
+            monkeypatch.setattr(_rebind, name, getattr(self, name.lstrip("_")))
+        monkeypatch.setattr(_rebind, "call", self.call)
+
+    def node(self, kind: str, graph_name: str = "graph", deps=(), func: int = 7) -> int:
+        node = 100 + len(self.kinds)
+        self.kinds[node] = kind
+        self.deps[node] = list(deps)
+        self.funcs[node] = func
+        self.graphs.setdefault(graph_name, []).append(node)
+        return node
+
+    def memset(self, dst: int, width: int, height: int = 1) -> int:
+        node = self.node("memset")
+        self.memsets[node] = SimpleNamespace(dst=dst, width=width, height=height, pitch=4 * width,
+                                             elementSize=4)  # fmt: skip
+        return node
+
+    def nodes(self, graph_name: Any) -> list[int]:
+        return list(self.graphs[graph_name])
+
+    def kind(self, node: int) -> str:
+        return self.kinds[node]
+
+    def kernel_params(self, node: int) -> SimpleNamespace:
+        return SimpleNamespace(kernelParams=0, func=self.funcs[node], kern=0, node=node)
+
+    def driver_handles(self, exec_handle: Any, node: int) -> tuple[Any, int]:
+        return exec_handle, node
+
+    def memset_params(self, node: int) -> SimpleNamespace:
+        return self.memsets[node]
+
+    def _count(self) -> None:
+        if self.fail_after is not None and len(self.sets) >= self.fail_after:
+            raise RuntimeError("the driver refused")
+
+    def set_kernel(self, exec_handle: Any, node: int, params: Any) -> None:
+        self._count()
+        if params.kernelParams:
+            self.sets.append(("kernel", node, _pointer_args(params.kernelParams, 3)))
+        else:
+            self.sets.append(("copy", node, params.node))
+
+    def set_memset(self, exec_handle: Any, node: int, params: Any) -> None:
+        self._count()
+        self.sets.append(("memset", node, params.dst))
+
+    def call(self, name: str, *args: Any) -> Any:
+        assert name == "cudaGraphDestroy", name
+        self.destroyed.append(args[0])
+
+
+def _pointer_args(address: int, count: int) -> tuple[int, ...]:
+    slots = (ctypes.c_void_p * count).from_address(address)
+    return tuple(ctypes.c_void_p.from_address(slot).value for slot in slots)
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeCuda:
+    return FakeCuda(monkeypatch)
+
+
+def _kernel_site(fake: FakeCuda, planes: dict[str, FakeArray], label: str = "plan 'k'"):
+    packed = PackedArgs([*planes.values(), np.int64(5)])
+    site = kernel_site(label, _ir(planes), planes, packed)()
+    site.after = [fake.node("kernel")]
+    return site
+
+
+def _ir(planes: dict[str, FakeArray]) -> Any:
+    """A stand-in for a kernel's IR: the planes in order, the last one written."""
+    names = list(planes)
+    kinds = ["table"] * (len(names) - 1) + ["output"]
+    return SimpleNamespace(
+        planes=[SimpleNamespace(name=n, kind=t) for n, t in zip(names, kinds, strict=True)]
+    )
+
+
+def _planes(base: int = 0x10000) -> dict[str, FakeArray]:
+    return {
+        "w": FakeArray(base, (4, 3)),
+        "f": FakeArray(base + 0x1000, (4, 5)),
+        "y": FakeArray(base + 0x2000, (15,)),
+    }
+
+
+def _launcher(*kept: Any) -> Launcher:
+    return Launcher(FakeGraph(list(kept)))  # type: ignore[arg-type]
+
+
+# -- rebinding a kernel node -----------------------------------------------------------------
+
+
+def test_keywords_rewrite_the_pointer_arguments_of_the_kernel_node(fake):
+    planes = _planes()
+    site = _kernel_site(fake, planes)
+    launcher = _launcher(site)
+    new_f = FakeArray(0x90000, (4, 5))
+    assert launcher.rebind(f=new_f) is launcher
+    node = site.after[0]
+    assert fake.sets == [("kernel", node, (0x10000, 0x90000, 0x12000))]
+    assert site.planes["f"] is new_f
+    newer = FakeArray(0xA0000, (4, 5))
+    launcher.rebind(f=newer)  # the name now means the array the graph works on now
+    assert fake.sets[-1] == ("kernel", node, (0x10000, 0xA0000, 0x12000))
+
+
+def test_a_mapping_names_the_arrays_the_graph_works_on_now(fake):
+    planes = _planes()
+    site = _kernel_site(fake, planes)
+    launcher = _launcher(site)
+    new_w, new_y = FakeArray(0x50000, (4, 3)), FakeArray(0x60000, (15,))
+    launcher.rebind({planes["w"]: new_w, planes["y"]: new_y})
+    assert fake.sets == [("kernel", site.after[0], (0x50000, 0x11000, 0x60000))]
+    with pytest.raises(ValueError, match="not a plane this graph works on"):
+        launcher.rebind({planes["w"]: FakeArray(0x70000, (4, 3))})  # w is new_w now
+
+
+def test_a_plane_the_graph_shares_between_launches_moves_in_every_one(fake):
+    planes = _planes()
+    first = _kernel_site(fake, planes)
+    second = _kernel_site(fake, {"w": planes["w"], "g": FakeArray(0x30000, (4, 5)),
+                                 "z": FakeArray(0x40000, (15,))})  # fmt: skip
+    launcher = _launcher(first, second)
+    launcher.rebind(w=FakeArray(0x80000, (4, 3)))
+    assert [s[2][0] for s in fake.sets] == [0x80000, 0x80000]
+    assert {s[1] for s in fake.sets} == {first.after[0], second.after[0]}
+
+
+def test_a_name_that_is_different_arrays_in_different_launches_is_refused(fake):
+    first = _kernel_site(fake, _planes())
+    second = _kernel_site(fake, _planes(0x40000))
+    with pytest.raises(TypeError, match=r"plane 'w' is a different array.*old_array: new_array"):
+        _launcher(first, second).rebind(w=FakeArray(0x80000, (4, 3)))
+    assert fake.sets == []
+
+
+# -- refusals change nothing -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("new", "error", "message"),
+    [
+        (FakeArray(0x90000, (5, 4)), ValueError, r"plane 'f' of plan 'k'.*shape \(5, 4\)"),
+        (FakeArray(0x90000, (4, 5), "float64"), TypeError, "plane 'f' of plan 'k'.*float64"),
+        (FakeArray(0x90000, (4, 5), device=1), ValueError, "plane 'f'.*cuda:1.*cuda:0"),
+        (np.zeros((4, 5), np.float32), TypeError, "ndarray, not an eagle Array"),
+    ],
+    ids=["shape", "dtype", "device", "not-an-array"],
+)
+def test_another_shape_dtype_or_device_is_refused_by_name(fake, new, error, message):
+    planes = _planes()
+    site = _kernel_site(fake, planes)
+    with pytest.raises(error, match=message):
+        _launcher(site).rebind(f=new)
+    assert fake.sets == []
+    assert site.planes == planes
+
+
+def test_a_host_array_and_other_strides_are_refused(fake):
+    planes = _planes()
+    site = _kernel_site(fake, planes)
+    host = FakeArray(0x90000, (4, 5))
+    host.is_host = True
+    with pytest.raises(ValueError, match="host array"):
+        _launcher(site).rebind(f=host)
+    strided = FakeArray(0x90000, (4, 5))
+    strided.strides = (40, 4)
+    with pytest.raises(ValueError, match=r"strides \(40, 4\).*contiguous"):
+        _launcher(site).rebind(f=strided)
+    assert fake.sets == []
+
+
+def test_unknown_names_and_bad_arguments_are_refused(fake):
+    site = _kernel_site(fake, _planes())
+    launcher = _launcher(site)
+    with pytest.raises(TypeError, match="no plane 'x'; its planes are f, w, y"):
+        launcher.rebind(x=FakeArray(0x90000, (4, 5)))
+    with pytest.raises(TypeError, match="takes a mapping"):
+        launcher.rebind([FakeArray(0x90000, (4, 5))])
+    with pytest.raises(TypeError, match="a key of the mapping is a str"):
+        launcher.rebind({"f": FakeArray(0x90000, (4, 5))})
+    assert fake.sets == []
+
+
+def test_keys_that_share_memory_and_new_planes_over_a_written_one_are_refused(fake):
+    planes = _planes()
+    site = _kernel_site(fake, planes)
+    launcher = _launcher(site)
+    with pytest.raises(ValueError, match="share memory; name each plane once"):
+        launcher.rebind({planes["f"]: FakeArray(0x90000, (4, 5))}, f=FakeArray(0xA0000, (4, 5)))
+    with pytest.raises(ValueError, match="planes 'f' and 'y' of plan 'k' would share memory"):
+        launcher.rebind(f=FakeArray(planes["y"].ptr, (4, 5)))
+    assert fake.sets == []
+
+
+def test_an_array_that_covers_a_plane_in_part_is_refused(fake):
+    planes = _planes()
+    site = _kernel_site(fake, planes)
+    bigger = FakeArray(planes["f"].ptr - 16, (4, 6))
+    with pytest.raises(ValueError, match="plane 'f' of plan 'k' overlaps"):
+        _launcher(site).rebind({bigger: FakeArray(0x90000, (4, 6))})
+    assert fake.sets == []
+
+
+def test_a_failure_part_way_undoes_what_was_applied(fake):
+    planes = _planes()
+    first = _kernel_site(fake, planes)
+    second = _kernel_site(fake, {"w": planes["w"], "g": FakeArray(0x30000, (4, 5)),
+                                 "z": FakeArray(0x40000, (15,))})  # fmt: skip
+    launcher = _launcher(first, second)
+    fake.fail_after = 1
+    with pytest.raises(RuntimeError, match="the driver refused"):
+        launcher.rebind(w=FakeArray(0x80000, (4, 3)))
+    assert first.planes["w"] is planes["w"] and second.planes["w"] is planes["w"]
+    fake.fail_after = None
+    launcher.rebind(w=FakeArray(0x80000, (4, 3)))  # the graph still takes a rebind
+    assert [s[2][0] for s in fake.sets[-2:]] == [0x80000, 0x80000]
+
+
+# -- fills -----------------------------------------------------------------------------------
+
+
+def test_a_fill_of_a_rebound_array_moves_with_it(fake):
+    planes = _planes()
+    site = _kernel_site(fake, planes)
+    fill = fake.memset(planes["y"].ptr, 15)
+    new_y = FakeArray(0x70000, (15,))
+    launcher = _launcher(site)
+    launcher.rebind(y=new_y)
+    assert ("memset", fill, 0x70000) in fake.sets
+    launcher.rebind(y=FakeArray(0x78000, (15,)))
+    assert fake.sets[-1] == ("memset", fill, 0x78000)
+
+
+def test_a_fill_alone_can_be_rebound_and_a_2d_fill_cannot(fake):
+    site = _kernel_site(fake, _planes())
+    other = FakeArray(0x50000, (8,))
+    fill = fake.memset(other.ptr, 8)
+    _launcher(site).rebind({other: FakeArray(0x58000, (8,))})
+    assert fake.sets == [("memset", fill, 0x58000)]
+    wide = FakeArray(0x60000, (8,), "float64")
+    fake.memset(wide.ptr, 1, height=8)
+    with pytest.raises(ValueError, match="2-D memset"):
+        _launcher(site).rebind({wide: FakeArray(0x68000, (8,), "float64")})
+
+
+# -- graphs that cannot be rebound ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("kernel", "a kernel that no bound plan or adjoint launched"),
+        ("conditional", "a device-side loop or branch"),
+        ("memcpy", "a memory copy"),
+    ],
+)
+def test_a_graph_with_work_eagle_did_not_record_is_refused(fake, kind, message):
+    site = _kernel_site(fake, _planes())
+    fake.node(kind)
+    with pytest.raises(ValueError, match=message):
+        _launcher(site).rebind(f=FakeArray(0x90000, (4, 5)))
+    assert fake.sets == []
+
+
+# -- cuBLAS products: captured again, nodes copied -------------------------------------------------
+
+
+class FakeCapturer:
+    """Stands in for StreamCapturer: 'captures' the nodes the fake's next graph holds."""
+
+    graphs = 0
+
+    def __init__(self, fake: FakeCuda, funcs: list[int]) -> None:
+        self.fake, self.funcs = fake, funcs
+
+    def __call__(self, stream_ptr: int) -> FakeCapturer:
+        return self
+
+    def __enter__(self) -> FakeCapturer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        FakeCapturer.graphs += 1
+        name = f"mini{FakeCapturer.graphs}"
+        previous: list[int] = []
+        for func in self.funcs:
+            previous = [self.fake.node("kernel", name, previous, func)]
+        held = SimpleNamespace(handles=[("cudaGraphDestroy", name)], kept=[])
+        self.captured = SimpleNamespace(_take=lambda: (name, held))
+
+
+def _product_site(fake: FakeCuda, funcs=(7, 8)):
+    planes = _planes()
+    launch = FakeLaunch(planes)
+    site = product_site("plan 'k'", _ir(planes), planes, launch)()
+    site.stream_ptr = 0x5
+    before = fake.node("memset")  # what ran before the product
+    fake.memsets[before] = SimpleNamespace(dst=0xFF000, width=1, height=1, pitch=4, elementSize=4)
+    previous = [before]
+    for func in funcs:
+        previous = [fake.node("kernel", deps=previous, func=func)]
+    site.before, site.after = [before], previous
+    return site, launch
+
+
+class FakeLaunch:
+    """A GemmLaunch's surface: calls over matrix views of the planes, prepare, beta."""
+
+    beta = 0.0
+
+    def __init__(self, planes: dict[str, FakeArray]) -> None:
+        view = planes["y"].reshape((5, 3))
+        self.calls = [SimpleNamespace(params="p", operands={"a": planes["w"], "b": planes["f"],
+                                                            "out": view})]  # fmt: skip
+        self.warmed: list[dict[str, Any]] = []
+        self.issued: list[dict[str, Any]] = []
+        handle = SimpleNamespace()
+        handle.warm = lambda params, operands, keep_out: self.warmed.append(operands)
+        handle.bind = lambda params, operands, beta: lambda: self.issued.append(operands)
+        self.bound = (SimpleNamespace(handle=handle),)
+
+    def prepare(self, stream_ptr: int) -> Any:
+        return self.bound
+
+
+def test_a_product_is_captured_again_over_the_new_planes_and_its_nodes_copied(fake, monkeypatch):
+    site, launch = _product_site(fake)
+    monkeypatch.setattr(_rebind, "StreamCapturer", FakeCapturer(fake, [7, 8]))
+    new_y = FakeArray(0x70000, (15,))
+    _launcher(site).rebind(y=new_y)
+    (issued,) = launch.issued
+    assert issued["out"].ptr == 0x70000 and issued["out"].shape == (5, 3)  # the same view
+    assert issued["a"] is site.planes["w"]
+    assert launch.warmed == []  # aligned as before: the handle is warm already
+    mini = fake.graphs[f"mini{FakeCapturer.graphs}"]
+    assert fake.sets == [("copy", site.after[0] - 1, mini[0]), ("copy", site.after[0], mini[1])]
+    assert site.planes["y"] is new_y
+    _launcher(site).rebind(y=FakeArray(0x78004, (15,)))  # 4 bytes past: warmed first
+    assert [w["out"].ptr for w in launch.warmed] == [0x78004]
+
+
+def test_a_product_that_records_other_kernels_is_refused_and_its_capture_freed(fake, monkeypatch):
+    site, _ = _product_site(fake)
+    monkeypatch.setattr(_rebind, "StreamCapturer", FakeCapturer(fake, [7, 9]))
+    with pytest.raises(ValueError, match="cuBLAS chose other kernels") as refused:
+        _launcher(site).rebind(y=FakeArray(0x70000, (15,)))
+    assert fake.sets == []
+    del refused
+    gc.collect()
+    assert fake.destroyed == [f"mini{FakeCapturer.graphs}"]
+
+
+def test_chain_orders_nodes_and_refuses_parallel_ones():
+    nodes = {1: 1, 2: 2, 3: 3}
+    assert _rebind._chain(nodes, {1: [], 2: [1], 3: [2]}) == [1, 2, 3]
+    assert _rebind._chain(nodes, {3: [], 2: [3], 1: [2]}) == [3, 2, 1]
+    assert _rebind._chain(nodes, {1: [], 2: [1], 3: [1]}) is None
+
+
+# -- what a bound launch records ---------------------------------------------------------------
+
+
+def test_a_bound_launch_records_a_site_per_step_only_while_eagle_captures(monkeypatch):
+    stream = 0x1234
+    ran: list[int] = []
+    made: list[Any] = []
+
+    def make() -> Any:
+        site = _rebind.KernelSite("plan 'k'", {}, (), PackedArgs([np.int64(1)]), {})
+        made.append(site)
+        return site
+
+    bound = Bound("device", 0, [Step(ran.append, site=make), Step(ran.append)])
+    bound.launch(stream)
+    assert ran == [stream, stream] and made == []
+    monkeypatch.setitem(graph._active, stream, [])
+    monkeypatch.setattr(_rebind, "_capture_deps", lambda ptr: ["node"])
+    bound.launch(stream)
+    assert ran == [stream] * 4
+    assert graph._active[stream] == made and made[0].after == ["node"]
+
+
+def test_kernel_site_puts_each_array_plane_at_its_argument_position():
+    planes = {"w": FakeArray(0x1000, (12, 5)), "f": FakeArray(0x2000, (12, 7)),
+              "y": FakeArray(0x3000, (35,))}  # fmt: skip
+    site = kernel_site("plan 'contract'", k.contract.ir, planes, PackedArgs([np.int64(1)]))()
+    assert site._arguments == {"w": 0, "f": 1, "y": 2}
+    assert site.written == {"y"}
