@@ -5,7 +5,10 @@ For each shape (the seed's, a large one and a square one) the gradients ``w_bar`
 
 * the loop adjoint (``eagle.diff.reverse(plan)``: the vjp kernel, one thread
   per lane, atomic scatter-adds), with both gradient planes and with
-  ``w_bar`` only (the adjoint specialised to the gradients asked for);
+  ``w_bar`` only (the adjoint specialised to the gradients asked for); and the
+  same kernel emitted with ``warp_adds=False`` (every ``f_bar`` add a per-lane
+  ``atomicAdd``, as before warp sums), launched directly, with each side's
+  ``f_bar`` error against a float64 reference;
 * the routed adjoint: the adjoint of the plan built under
   ``policy.using(contraction="gemm")`` (two cuBLAS products added into the
   gradient planes), timed through the same API when its ``route("device")``
@@ -36,6 +39,10 @@ import eagle.cuda
 import eagle.diff
 import eagle.plan
 import hawk
+import hawk.diff
+from eagle.cuda.module import PackedArgs
+from eagle.plan import BLOCK_SIZE, _grid
+from hawk.emit import cuda as emit_cuda
 from hawk.emit import policy
 
 REPEAT = 20
@@ -119,6 +126,11 @@ def _device_row(name: str, kernel: hawk.Kernel, shape, rng: np.random.Generator)
     only_w = adjoint.bind(**on, w_bar=w_bar)
     row["loop_adjoint_ms"] = device_ms(lambda: both.launch(ptr), ptr, REPEAT)
     row["loop_adjoint_w_bar_only_ms"] = device_ms(lambda: only_w.launch(ptr), ptr, REPEAT)
+    reference = p["w"].astype(np.float64) @ p["y_bar"].reshape(samples, units).T.astype(np.float64)
+    for warp_adds in (True, False):
+        ms, error = _emitted_adjoint(kernel, on, shape, warp_adds, reference, ptr)
+        side = "warp_sums" if warp_adds else "per_lane_atomics"
+        row[f"loop_adjoint_{side}_ms"], row[f"loop_adjoint_{side}_f_bar_error"] = ms, error
 
     # -- the adjoint of the GEMM-routed plan, through the same API ------------------------------
     with policy.using(contraction="gemm"):
@@ -142,6 +154,40 @@ def _device_row(name: str, kernel: hawk.Kernel, shape, rng: np.random.Generator)
     flops = 2 * 2 * rows * units * samples  # two products of R x U x B multiply-adds
     row["loop_adjoint_gflops"] = flops / row["loop_adjoint_ms"] / 1e6
     return row
+
+
+def _emitted_adjoint(
+    kernel: hawk.Kernel,
+    on: dict[str, Any],
+    shape: tuple[int, int, int],
+    warp_adds: bool,
+    reference: np.ndarray,
+    stream: Any,
+) -> tuple[float, float]:
+    """The loop adjoint (both gradients) emitted with or without warp sums, launched
+    directly: its median ms, and ``||f_bar - ref|| / ||ref||`` of one launch from zero."""
+    from eagle import arrays
+
+    rows, units, samples = shape
+    adjoint = hawk.diff.vjp(kernel)
+    emitted = emit_cuda.emit(
+        adjoint.ir, {p.name: "float32" for p in adjoint.planes}, warp_adds=warp_adds
+    )
+    loaded = eagle.cuda.load_kernel(emitted.source, emitted.name)
+    planes = {
+        **on,
+        "w_bar": arrays.zeros((rows, units), "float32", "cuda:0"),
+        "f_bar": arrays.zeros((rows, samples), "float32", "cuda:0"),
+    }
+    record = arrays.zeros((8,), "int64", "cuda:0")  # indices in range: never written
+    lanes = samples * units
+    args = PackedArgs([*(planes[p.name] for p in adjoint.planes), np.int64(lanes), record])
+    grid = _grid(lanes)
+    loaded.launch(grid, BLOCK_SIZE, args, stream)
+    f_bar = planes["f_bar"].numpy().astype(np.float64)
+    error = float(np.linalg.norm(f_bar - reference) / np.linalg.norm(reference))
+    ms = device_ms(lambda: loaded.launch(grid, BLOCK_SIZE, args, stream), stream, REPEAT)
+    return ms, error
 
 
 def _format_ms(value: float | None) -> str:
@@ -183,6 +229,17 @@ def main(argv: list[str]) -> int:
                 print(f"  routed adjoint not timed: {'; '.join(row['routed_adjoint_reasons'])}")
             if row["torch_note"]:
                 print(f"  torch not timed: {row['torch_note']}")
+        print(
+            f"{'loop adjoint':<7}{'R,U,B':>16}{'warp sums':>11}{'per lane':>10}{'speed-up':>10}"
+            f"{'f_bar err (warp)':>18}{'(per lane)':>12}"
+        )
+        for row in report["device"]:
+            warp, plain = row["loop_adjoint_warp_sums_ms"], row["loop_adjoint_per_lane_atomics_ms"]
+            print(
+                f"{row['shape']:<7}{tuple(row['R_U_B'])!s:>16}{warp:>11.3f}{plain:>10.3f}"
+                f"{plain / warp:>9.1f}x{row['loop_adjoint_warp_sums_f_bar_error']:>18.1e}"
+                f"{row['loop_adjoint_per_lane_atomics_f_bar_error']:>12.1e}"
+            )
         print("times in ms (medians of CUDA events); float32; torch with TF32 off")
     with open(argv[1], "w") as out:
         json.dump(report, out, indent=2)

@@ -4,8 +4,11 @@ Host: each kernel's numpy program (through ``eagle.plan``) vs the same
 computation hand-written in numpy (target: within 2x) vs a per-lane Python
 loop, on the same inputs. Device (skipped without one): a memory-bound
 kernel's bandwidth at 1e8 lanes vs the H200's ~4.8 TB/s (target >= 70%), the
-host time of ``BoundPlan.launch`` (target <= 10 us), and a graph replay's
-time per kernel node.
+host time of ``BoundPlan.launch`` (target <= 10 us), a graph replay's
+time per kernel node, and ``y = a*x + y`` at 1e8 lanes in float32 and float64:
+hawk (vectorised lane loop, as plans emit it), hawk's scalar lane loop
+(``emit(vector=False)``) and torch's ``y.add_(x, alpha=a)`` (skipped without
+torch), target hawk >= 1.0x torch.
 
     python benchmarks/bench_hawk.py results.json    (eagle installed, or PYTHONPATH=.)
 
@@ -21,6 +24,7 @@ import json
 import statistics
 import sys
 import time
+from typing import Any
 
 import numpy as np
 from _kernels import contract
@@ -29,7 +33,10 @@ from _timing import device_ms, host_ms
 import eagle.cuda
 import eagle.plan
 import hawk
+from eagle.cuda.module import PackedArgs
+from eagle.plan import BLOCK_SIZE, _grid
 from hawk import math as hm
+from hawk.emit import cuda as emit_cuda
 
 H200_BANDWIDTH = 4.8e12  # bytes per second
 HOST_LANES = 1_000_000
@@ -49,6 +56,11 @@ def softclip(x: hawk.Scalar, lo: hawk.Param, y: hawk.Mutable[hawk.Scalar]):
         y = hm.log(x) + 1.0
     else:
         y = x
+
+
+@hawk.kernel
+def axpy(a: hawk.Param, x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = a * x + y
 
 
 K = 8
@@ -182,6 +194,7 @@ def _device(rng: np.random.Generator) -> dict:
         )
         del x, y, bound
     results["bandwidth"] = bandwidth
+    results["axpy"] = [_axpy_row(rng, dtype, stream) for dtype in ("float32", "float64")]
 
     small = 1024
     x = arrays.asarray(rng.standard_normal(small).astype("float32"), device="cuda:0")
@@ -216,6 +229,51 @@ def _device(rng: np.random.Generator) -> dict:
     return results
 
 
+def _axpy_row(rng: np.random.Generator, dtype: str, stream: Any) -> dict:
+    """``y = a*x + y`` at DEVICE_LANES: hawk's plan, hawk's scalar lane loop, torch."""
+    from eagle import arrays
+
+    host_x = rng.standard_normal(DEVICE_LANES).astype(dtype)
+    x = arrays.asarray(host_x, device="cuda:0")
+    y = arrays.full((DEVICE_LANES,), 0.5, dtype, device="cuda:0")
+    moved = 3 * DEVICE_LANES * np.dtype(dtype).itemsize  # read x and y, write y
+    row: dict[str, Any] = {"kernel": "axpy (y = a*x + y)", "dtype": dtype, "lanes": DEVICE_LANES}
+    bound = eagle.plan.auto(axpy).bind(a=1e-3, x=x, y=y)
+    row["hawk_ms"] = device_ms(lambda: bound.launch(stream), stream, 20)
+    scalar = emit_cuda.emit(axpy.ir, dict.fromkeys("axy", dtype), vector=False)
+    kernel = eagle.cuda.load_kernel(scalar.source, scalar.name)
+    a = arrays.full((1,), 1e-3, dtype, device="cuda:0")
+    record = arrays.zeros((8,), "int64", "cuda:0")  # no checks in this kernel: never written
+    args = PackedArgs([a, x, y, np.int64(DEVICE_LANES), record])
+    grid = _grid(DEVICE_LANES)
+    row["hawk_scalar_ms"] = device_ms(
+        lambda: kernel.launch(grid, BLOCK_SIZE, args, stream), stream, 20
+    )
+    row["torch_ms"] = _torch_axpy_ms(host_x)
+    for side in ("hawk", "hawk_scalar", "torch"):
+        ms = row[f"{side}_ms"]
+        row[f"{side}_tb_per_s"] = None if ms is None else moved / ms / 1e9
+    row["torch_over_hawk"] = None if row["torch_ms"] is None else row["torch_ms"] / row["hawk_ms"]
+    return row
+
+
+def _torch_axpy_ms(host_x: np.ndarray) -> float | None:
+    """torch's ``y.add_(x, alpha=a)`` on the same data, or None without torch (or its GPU)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    x = torch.from_numpy(host_x).cuda()
+    y = torch.full_like(x, 0.5)
+    return device_ms(lambda: y.add_(x, alpha=1e-3), torch.cuda.current_stream().cuda_stream, 20)
+
+
+def _ms(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__)
@@ -239,6 +297,18 @@ def main(argv: list[str]) -> int:
                 f"device {row['kernel']} {row['dtype']} at {row['lanes']:.0e} lanes: "
                 f"{row['ms']:.3f} ms, {row['tb_per_s']:.2f} TB/s "
                 f"({100 * row['fraction_of_4_8_tb_s']:.0f}% of 4.8 TB/s)"
+            )
+        print(
+            f"{'y = a*x + y':<14}{'dtype':>8}{'hawk ms':>9}{'TB/s':>6}{'scalar ms':>11}"
+            f"{'TB/s':>6}{'torch ms':>10}{'TB/s':>6}{'torch/hawk':>12}"
+        )
+        for row in device["axpy"]:
+            ratio = row["torch_over_hawk"]
+            print(
+                f"{'1e8 lanes':<14}{row['dtype']:>8}{_ms(row['hawk_ms']):>9}"
+                f"{_ms(row['hawk_tb_per_s'], 2):>6}{_ms(row['hawk_scalar_ms']):>11}"
+                f"{_ms(row['hawk_scalar_tb_per_s'], 2):>6}{_ms(row['torch_ms']):>10}"
+                f"{_ms(row['torch_tb_per_s'], 2):>6}{_ms(ratio, 2):>12}"
             )
         print(f"BoundPlan.launch host time: {device['bound_launch_host_us']:.2f} us per launch")
         replay = device["graph_replay"]

@@ -48,10 +48,10 @@ def test_argument_order_is_planes_then_lane_count_then_error_record() -> None:
         "unsigned long long* __restrict__ hawk_rec",
     ]
     assert "const float l_a = p_a[0];" in emitted.source  # a param is read through a pointer
-    assert (
-        "for (long long lane = (long long)blockIdx.x * blockDim.x + threadIdx.x; lane < n; "
-        "lane += stride)" in emitted.source
+    assert "const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;" in (
+        emitted.source
     )
+    assert "for (long long lane = start + first; lane < n; lane += stride)" in emitted.source
     assert f"#pragma unroll {cuda.UNROLL}" in emitted.source
 
 

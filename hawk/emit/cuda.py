@@ -12,9 +12,22 @@ see :mod:`hawk.emit.checks`). Lanes are 64-bit. Thread
 thread, or fewer so that each thread keeps several independent loads in
 flight, which a memory-bound kernel over many lanes needs. Every pointer is
 ``__restrict__``: eagle.plan refuses a written plane that shares memory with
-another. ``Mutable[Table]`` adds are ``atomicAdd``; an add whose address is
-the same on every lane (a param's gradient) is summed across a
-full warp with shuffles first, so it costs one atomic per warp.
+another.
+
+A kernel that reads no table and adds to no table at a lane-dependent
+address (an elementwise kernel) first runs a vectorised loop when every lane
+plane it loads or stores is aligned to a group of lanes (checked in the
+kernel, from the pointers): each thread takes groups of consecutive lanes
+(4 in float32, 2 when a plane is float64) and loads and stores each plane's
+group as one 16-byte (or narrower) access; the lanes after the last whole group,
+and every lane of planes that are not aligned, run the scalar loop.
+
+``Mutable[Table]`` adds are ``atomicAdd``; an add whose address is the same
+on every lane (a param's gradient) is summed across a full warp with
+shuffles first, so it costs one atomic per warp, and so is one whose address
+depends on the lane only through ``lane // K`` for a multiple ``K`` of 32 (the
+32 lanes of a warp share it, e.g. a contraction adjoint's ``f_bar`` at
+``sample``), after a run-time check that the warp's addresses agree.
 
 Every check of :mod:`hawk.emit.checks` is one unsigned compare per index
 axis (or one compare of a divisor with zero); a failure calls a helper kept
@@ -80,6 +93,23 @@ __device__ __forceinline__ void hawk_add_uniform(T* target, T value)
     // its values with shuffles and adds once; a partial warp adds lane by lane.
     const unsigned mask = __activemask();
     if (mask != 0xffffffffu) {
+        atomicAdd(target, value);
+        return;
+    }
+    for (int offset = 16; offset > 0; offset >>= 1)
+        value += __shfl_xor_sync(mask, value, offset);
+    if ((threadIdx.x & 31) == 0) atomicAdd(target, value);
+}""",
+    ("add", "warp"): """\
+template <typename T>
+__device__ __forceinline__ void hawk_add_warp(T* target, T value)
+{
+    // The emitter proved that the 32 lanes of a warp add into one address (it depends on
+    // the lane only through lane // K, K a multiple of 32): a full warp whose lanes agree
+    // sums its values with shuffles and adds once; any other warp adds lane by lane.
+    const unsigned mask = __activemask();
+    const unsigned long long address = (unsigned long long)target;
+    if (mask != 0xffffffffu || !__all_sync(mask, __shfl_sync(mask, address, 0) == address)) {
         atomicAdd(target, value);
         return;
     }
@@ -161,6 +191,16 @@ __device__ __forceinline__ long long hawk_to_int($R x)
 
 _BLOCK_SIZE_NOTE = "a grid-stride loop over lanes"
 
+# V lanes of one plane, loaded or stored as one (16-byte at most) vector access
+_PACK = """\
+template <typename T, int V>
+struct alignas(sizeof(T) * V) hawk_pack {
+    T v[V];
+};"""
+
+#: bytes a vectorised lane plane access moves at once
+VECTOR_BYTES = 16
+
 
 def _helper(name: str, type_: str) -> str:
     if name in FUNCTIONS:
@@ -168,7 +208,14 @@ def _helper(name: str, type_: str) -> str:
     return _HELPERS[(name, type_)]
 
 
-def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any], *, checks: bool = True) -> CudaSource:
+def emit(
+    kernel: ir.KernelIR,
+    dtypes: Mapping[str, Any],
+    *,
+    checks: bool = True,
+    vector: bool = True,
+    warp_adds: bool = True,
+) -> CudaSource:
     """The CUDA C of ``kernel`` for the given plane dtypes.
 
     Args:
@@ -177,16 +224,28 @@ def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any], *, checks: bool = True)
         checks: False leaves out the checks of :mod:`hawk.emit.checks` (and
             ``int()`` of NaN is whatever the hardware gives): unsafe, as a bad
             index then reads or writes outside its table; for measuring their cost.
+        vector: False leaves out the vectorised lane loop; for measuring it.
+        warp_adds: False makes every table add at a lane-dependent address a
+            per-lane ``atomicAdd``, even where a warp's lanes share it; for
+            measuring the warp sums.
 
     Raises:
         HawkError: a plane without a dtype, an unknown plane or another dtype.
     """
     planes = plane_dtypes(kernel, dtypes)
-    return _Emitter(kernel, planes, checks).source()
+    return _Emitter(kernel, planes, checks, vector=vector, warp_adds=warp_adds).source()
 
 
 class _Emitter:
-    def __init__(self, kernel: ir.KernelIR, dtypes: dict[str, np.dtype], checks: bool) -> None:
+    def __init__(
+        self,
+        kernel: ir.KernelIR,
+        dtypes: dict[str, np.dtype],
+        checks: bool,
+        *,
+        vector: bool,
+        warp_adds: bool,
+    ) -> None:
         self.kernel = kernel
         self.dtypes = dtypes
         self.real = _C_TYPES[compute_dtype(dtypes)]
@@ -196,6 +255,10 @@ class _Emitter:
         self.ranges = Ranges(kernel, enabled=checks)
         self.sites: list[CheckSite] = []
         self.lengths = tuple(p.name for p in kernel.planes if p.is_table and p.axes is None)
+        self.lets = {s.var: s.value for s in ir.walk(kernel) if isinstance(s, ir.Let)}
+        self.warp_adds = warp_adds
+        self.stores: list[tuple[ir.Plane, str]] = []  # each stored plane and its value's name
+        self.width = _vector_width(kernel, dtypes) if vector else 1
 
     def source(self) -> CudaSource:
         symbol = "hawk_" + (self.kernel.name if self.kernel.name.isascii() else "kernel")
@@ -203,9 +266,8 @@ class _Emitter:
         params += [f"long long {_length(name)}" for name in self.lengths]
         params.append("unsigned long long* __restrict__ hawk_rec")
         self.lines = []
-        self.loads(1)
         for stmt in self.kernel.body:
-            self.statement(stmt, 1)
+            self.statement(stmt, 0)
         body = self.lines
         suffix = "f" if self.real == "float" else ""
         helpers = [
@@ -221,18 +283,34 @@ class _Emitter:
             "// n (long long), each flat table's length (long long), then the error record;",
             f"// one thread per lane, {_BLOCK_SIZE_NOTE}.",
         ]
+        first = "(long long)blockIdx.x * blockDim.x + threadIdx.x"
+        lanes = [
+            "    const long long stride = (long long)gridDim.x * blockDim.x;",
+            f"    const long long first = {first};",
+        ]
+        start = "first"
+        if self.width > 1:
+            helpers.append(_PACK)
+            lanes += [
+                "    long long start = 0;  // the first lane the scalar loop runs",
+                *self.packed(body),
+            ]
+            start = "start + first"
+        lanes += [
+            f"#pragma unroll {UNROLL}",
+            f"    for (long long lane = {start}; lane < n; lane += stride) {{",
+            *self.lane_loads(2, packed=False),
+            *("        " + line for line in body),
+            *self.lane_stores(2, packed=False),
+            "    }",
+        ]
         text = "\n".join(
             [
                 *header,
                 *helpers,
                 f'extern "C" __global__ void {symbol}({", ".join(params)})',
                 "{",
-                "    const long long stride = (long long)gridDim.x * blockDim.x;",
-                f"#pragma unroll {UNROLL}",
-                "    for (long long lane = (long long)blockIdx.x * blockDim.x + threadIdx.x;"
-                " lane < n; lane += stride) {",
-                *("    " + line for line in body),
-                "    }",
+                *lanes,
                 "}",
                 "",
             ]
@@ -240,19 +318,90 @@ class _Emitter:
         arguments = tuple(p.name for p in self.kernel.planes)
         return CudaSource(symbol, text, arguments, self.lengths, tuple(self.sites))
 
+    def packed(self, body: list[str]) -> list[str]:
+        """The vectorised lane loop: when every lane plane it loads or stores is aligned to
+        :attr:`width` elements, each thread runs groups of that many consecutive lanes,
+        loading and storing each plane's group as one vector; the lanes after the last whole
+        group are left to the scalar loop, from ``start``."""
+        width = self.width
+        planes = self.lane_planes()
+        aligned = " | ".join(f"(unsigned long long){Names.plane(p.name)}" for p in planes)
+        mask = width * max(self.dtypes[p.name].itemsize for p in planes) - 1
+        lines = [
+            f"    if ((({aligned}) & {mask}ULL) == 0) {{",
+            f"        const long long groups = n / {width};",
+            f"#pragma unroll {UNROLL}",
+            "        for (long long group = first; group < groups; group += stride) {",
+            f"            const long long base = group * {width};",
+        ]
+        stored = {plane for plane, _ in self.stores}
+        for plane in planes:
+            pack = self.pack(plane)
+            if plane in self.loaded():
+                lines.append(
+                    f"            const {pack} {_group('i', plane)} = "
+                    f"*reinterpret_cast<const {pack}*>({Names.plane(plane.name)} + base);"
+                )
+            if plane in stored:
+                lines.append(f"            {pack} {_group('o', plane)};")
+        lines += [
+            "#pragma unroll",
+            f"            for (int k = 0; k < {width}; ++k) {{",
+            "                const long long lane = base + k;",
+            *self.lane_loads(4, packed=True),
+            *("                " + line for line in body),
+            *self.lane_stores(4, packed=True),
+            "            }",
+        ]
+        for plane in planes:
+            if plane in stored:
+                pack = self.pack(plane)
+                lines.append(
+                    f"            *reinterpret_cast<{pack}*>({Names.plane(plane.name)} + base) = "
+                    f"{_group('o', plane)};"
+                )
+        lines += ["        }", f"        start = groups * {width};", "    }"]
+        return lines
+
+    def pack(self, plane: ir.Plane) -> str:
+        return f"hawk_pack<{_C_TYPES[self.dtypes[plane.name]]}, {self.width}>"
+
+    def loaded(self) -> list[ir.Plane]:
+        """The planes the kernel loads (lane planes and params), in declaration order."""
+        used = {node.plane for node in ir.walk(self.kernel) if isinstance(node, ir.Load)}
+        return [plane for plane in self.kernel.planes if plane in used]
+
+    def lane_planes(self) -> list[ir.Plane]:
+        """The lane planes the kernel loads or stores, in declaration order."""
+        used = set(self.loaded()) | {plane for plane, _ in self.stores}
+        return [p for p in self.kernel.planes if p in used and p.is_lane]
+
+    def lane_loads(self, depth: int, *, packed: bool) -> list[str]:
+        lines = []
+        for plane in self.loaded():
+            if plane.kind == PlaneKind.PARAM:
+                element = f"{Names.plane(plane.name)}[0]"
+            elif packed:
+                element = f"{_group('i', plane)}.v[k]"
+            else:
+                element = f"{Names.plane(plane.name)}[lane]"
+            value = self.convert(element, plane, to_real=True)
+            lines.append("    " * depth + f"const {self.real} {Names.load(plane.name)} = {value};")
+        return lines
+
+    def lane_stores(self, depth: int, *, packed: bool) -> list[str]:
+        lines = []
+        for plane, name in self.stores:
+            target = f"{_group('o', plane)}.v[k]" if packed else f"{Names.plane(plane.name)}[lane]"
+            value = self.convert(name, plane, to_real=False)
+            lines.append("    " * depth + f"{target} = {value};")
+        return lines
+
     def parameter(self, plane: ir.Plane) -> str:
         ctype = _C_TYPES[self.dtypes[plane.name]]
         if plane.kind in (PlaneKind.INPUT, PlaneKind.PARAM, PlaneKind.TABLE):
             return f"const {ctype}* __restrict__ {Names.plane(plane.name)}"
         return f"{ctype}* __restrict__ {Names.plane(plane.name)}"
-
-    def loads(self, depth: int) -> None:
-        used = {node.plane for node in ir.walk(self.kernel) if isinstance(node, ir.Load)}
-        for plane in self.kernel.planes:
-            if plane in used:
-                element = "0" if plane.kind == PlaneKind.PARAM else "lane"
-                value = self.convert(f"{Names.plane(plane.name)}[{element}]", plane, to_real=True)
-                self.emit(depth, f"const {self.real} {Names.load(plane.name)} = {value};")
 
     def convert(self, text: str, plane: ir.Plane, *, to_real: bool) -> str:
         ctype = _C_TYPES[self.dtypes[plane.name]]
@@ -278,12 +427,10 @@ class _Emitter:
             self.loop(stmt, depth)
         elif isinstance(stmt, ir.If):
             self.branch(stmt, depth)
-        elif isinstance(stmt, ir.Store):
-            target = f"{Names.plane(stmt.plane.name)}[lane]"
-            self.emit(
-                depth,
-                f"{target} = {self.convert(self.expr(stmt.value), stmt.plane, to_real=False)};",
-            )
+        elif isinstance(stmt, ir.Store):  # every store comes last, at the top level
+            name = self.names.fresh("store")
+            self.emit(depth, f"const {self.real} {name} = {self.expr(stmt.value)};")
+            self.stores.append((stmt.plane, name))
         elif isinstance(stmt, ir.Accumulate):
             self.accumulate(stmt, depth)
         else:
@@ -293,7 +440,11 @@ class _Emitter:
         declarations, indices, checks = self.indices(stmt)
         target = f"&{Names.plane(stmt.plane.name)}[{self.offset(stmt.plane, indices)}]"
         value = self.convert(self.expr(stmt.value), stmt.plane, to_real=False)
-        if any(item.varying for item in stmt.index):
+        varying = any(item.varying for item in stmt.index)
+        if varying and self.warp_adds and all(self.warp_same(item) for item in stmt.index):
+            self.helpers.add(("add", "warp"))
+            add = f"hawk_add_warp({target}, {value});"
+        elif varying:
             add = f"atomicAdd({target}, {value});"
         else:  # the same address on every lane
             self.helpers.add(("add", "uniform"))
@@ -306,6 +457,32 @@ class _Emitter:
             self.emit(depth + 1, line)
         self.emit(depth + 1, f"if ({checks}) {add}")
         self.emit(depth, "}")
+
+    def warp_same(self, node: ir.Expr) -> bool:
+        """True when ``node`` is the same on the 32 consecutive lanes ``32q .. 32q + 31``
+        that one warp of the scalar lane loop runs: it depends on the lane only through
+        ``lane // K`` for a constant ``K`` that is a multiple of 32."""
+        if not node.varying:
+            return True
+        if isinstance(node, ir.Ref):
+            value = self.lets.get(node.var)
+            return value is not None and self.warp_same(value)
+        if isinstance(node, ir.Binary) and node.op == "//" and node.type == Type.INT:
+            right = node.right
+            lane = node.left
+            while isinstance(lane, ir.Ref) and lane.var in self.lets:
+                lane = self.lets[lane.var]
+            if (
+                isinstance(lane, ir.Lane)
+                and isinstance(right, ir.Const)
+                and right.value > 0
+                and right.value % 32 == 0
+            ):
+                return True
+        if isinstance(node, ir.Lane | ir.Load):
+            return False
+        children = node.children()
+        return bool(children) and all(self.warp_same(child) for child in children)
 
     def indices(self, node: ir.Read | ir.Accumulate) -> tuple[list[str], list[str], str]:
         """A table access's index declarations, index texts and check (empty: none)."""
@@ -458,6 +635,30 @@ class _Emitter:
             ("double", "nan"): "__longlong_as_double(0x7ff8000000000000LL)",
         }
         return bits[(self.real, repr(float(value)))]
+
+
+def _vector_width(kernel: ir.KernelIR, dtypes: Mapping[str, np.dtype]) -> int:
+    """Lanes per vector access of the vectorised lane loop (1: the kernel has none).
+
+    A kernel gets one when it loads or stores a lane plane and reads no table and adds to
+    no table at a lane-dependent address (a gather or scatter gains nothing from running
+    consecutive lanes on one thread, and a warp's adds must keep their lanes, see
+    ``hawk_add_warp``); the widest lane plane then moves :data:`VECTOR_BYTES` at once.
+    """
+    planes = set()
+    for node in ir.walk(kernel):
+        if isinstance(node, ir.Read | ir.Accumulate) and any(i.varying for i in node.index):
+            return 1
+        if isinstance(node, ir.Load | ir.Store) and node.plane.is_lane:
+            planes.add(node.plane.name)
+    if not planes:
+        return 1
+    return max(1, VECTOR_BYTES // max(np.dtype(dtypes[name]).itemsize for name in planes))
+
+
+def _group(prefix: str, plane: ir.Plane) -> str:
+    """The identifier of a plane's loaded (``i``) or stored (``o``) group of lanes."""
+    return Names.plane(plane.name).replace("p", prefix, 1)
 
 
 def _length(name: str) -> str:

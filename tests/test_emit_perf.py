@@ -1,0 +1,80 @@
+"""The CUDA emitter's fast paths, on the host: the vectorised lane loop and warp-summed
+table adds are emitted where they apply, left out where they do not, and compile for sm_90."""
+
+from __future__ import annotations
+
+import pytest
+
+from eagle.cuda import compile_cuda
+from hawk.diff import vjp
+from hawk.emit import cuda
+from tests._emitperf_kernels import axpy, by_odd_sample, by_sample, contract32, two_out
+from tests._hawk_kernels import contract, histogram
+
+
+def _emit(kernel, dtype: str = "float32", **options) -> cuda.CudaSource:
+    emitted = cuda.emit(kernel.ir, {p.name: dtype for p in kernel.planes}, **options)
+    assert compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
+    return emitted
+
+
+@pytest.mark.parametrize(("dtype", "width"), [("float32", 4), ("float64", 2)])
+def test_lane_planes_move_16_bytes_at_once_when_aligned(dtype: str, width: int) -> None:
+    source = _emit(axpy, dtype).source
+    ctype = "float" if dtype == "float32" else "double"
+    pack = f"hawk_pack<{ctype}, {width}>"
+    assert "if ((((unsigned long long)p_x | (unsigned long long)p_y) & 15ULL) == 0) {" in source
+    assert f"const long long groups = n / {width};" in source
+    assert f"const {pack} i_x = *reinterpret_cast<const {pack}*>(p_x + base);" in source
+    assert f"const {pack} i_y = *reinterpret_cast<const {pack}*>(p_y + base);" in source
+    assert f"*reinterpret_cast<{pack}*>(p_y + base) = o_y;" in source
+    assert "p_a[0]" in source and "i_a" not in source  # a param is not a lane plane
+    # the lanes after the last whole group, and every lane of unaligned planes, run scalar
+    assert f"start = groups * {width};" in source
+    assert "for (long long lane = start + first; lane < n; lane += stride)" in source
+
+
+def test_mixed_planes_group_by_the_widest() -> None:
+    emitted = cuda.emit(
+        two_out.ir, {"x": "float32", "z": "float64", "y": "float32", "w": "float64"}
+    )
+    source = emitted.source
+    assert "const long long groups = n / 2;" in source
+    assert "hawk_pack<float, 2> i_x" in source and "hawk_pack<double, 2> i_z" in source
+    assert "hawk_pack<float, 2> o_y;" in source and "hawk_pack<double, 2> o_w;" in source
+    assert "o_y.v[k] = (float)(" in source  # stored through the plane's conversion
+    assert compile_cuda(source, name=emitted.name, arch="sm_90")
+
+
+@pytest.mark.parametrize("kernel", [contract, histogram], ids=["gather", "scatter"])
+def test_gathers_and_scatters_keep_one_lane_per_thread(kernel) -> None:
+    assert "hawk_pack" not in _emit(kernel).source
+
+
+def test_the_vectorised_loop_can_be_left_out() -> None:
+    source = _emit(axpy, vector=False).source
+    assert "hawk_pack" not in source and "groups" not in source
+    assert "for (long long lane = first; lane < n; lane += stride)" in source
+
+
+def test_adds_a_warp_shares_are_summed_per_warp() -> None:
+    source = _emit(by_sample).source
+    assert "hawk_add_warp(&p_g[" in source and "atomicAdd(&p_g[" not in source
+    assert "__all_sync(" in source  # checked at run time too: any other warp adds per lane
+    plain = _emit(by_sample, warp_adds=False).source
+    assert "hawk_add_warp" not in plain and "atomicAdd(&p_g[" in plain
+
+
+def test_adds_whose_address_may_change_inside_a_warp_stay_per_lane() -> None:
+    source = _emit(by_odd_sample).source  # lane // 48: a warp may straddle two samples
+    assert "hawk_add_warp" not in source and "atomicAdd(&p_g[" in source
+
+
+def test_the_contraction_adjoint_sums_f_bar_per_warp_and_not_w_bar() -> None:
+    source = _emit(vjp(contract32)).source
+    f_bar = [line for line in source.splitlines() if "p_f_bar[" in line]
+    w_bar = [line for line in source.splitlines() if "p_w_bar[" in line]
+    assert f_bar and all("hawk_add_warp(&p_f_bar[" in line for line in f_bar)
+    assert w_bar and all(
+        "atomicAdd(&p_w_bar[" in line for line in w_bar
+    )  # lane % U: every lane differs
