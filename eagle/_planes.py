@@ -205,8 +205,7 @@ def _check_array(item: _Given) -> None:
     dtype = np.dtype(array.dtype)
     if dtype not in DTYPES:
         raise TypeError(
-            f"plane {item.name!r} is {dtype}; hawk planes are "
-            f"{', '.join(d.name for d in DTYPES)}"
+            f"plane {item.name!r} is {dtype}; hawk planes are {', '.join(d.name for d in DTYPES)}"
         )
     shape = tuple(array.shape)
     if plane.is_lane and len(shape) != 1:

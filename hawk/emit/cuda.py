@@ -167,6 +167,7 @@ def _half_type(ctype: str) -> str:
         .replace("$t", short)
     )
 
+
 # Device helpers for operators, emitted when used; $R is the compute type and $f its math
 # suffix. Those of functions are in their registry entries (hawk.functions).
 _HELPERS = {
