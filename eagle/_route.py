@@ -41,8 +41,7 @@ from eagle.gemm.contraction import RecognizedContraction
 from eagle.gemm.dtypes import HALVES, PRODUCT_DTYPES, dtype_of
 from eagle.gemm.errors import GemmCaptureUnavailable, PlanUnavailable
 from eagle.gemm.lowering import captured_calls, lower_dense_gemm
-from eagle.gemm.steps import LoweredPlan
-from eagle.gemm.steps import MatmulSpec
+from eagle.gemm.steps import LoweredPlan, MatmulSpec
 from hawk.contraction import LaneLayout
 from hawk.emit import policy
 
