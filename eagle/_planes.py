@@ -1,7 +1,7 @@
 """Checking the planes a plan (or an adjoint) runs over, by name, before anything runs.
 
 :func:`check_planes` refuses unknown or missing planes, mixed residency,
-dtypes other than float32/float64, wrong shapes, lane planes of different
+dtypes hawk planes do not take, wrong shapes, lane planes of different
 lengths, non-contiguous arrays, read-only outputs, an output overlapping
 another plane, and a Param that does not fit the kernel's compute dtype.
 
@@ -31,7 +31,7 @@ __all__ = ["WRITTEN", "Planes", "check_planes", "layout_key", "param_value"]
 WRITTEN = ("output", "accumulator")
 
 _NUMBER_TYPES = (int, float, np.integer, np.floating)
-_LARGEST = {dtype: float(np.finfo(dtype).max) for dtype in DTYPES}
+_LARGEST = {np.dtype(t): float(np.finfo(t).max) for t in (np.float32, np.float64)}  # compute
 
 
 @dataclass
@@ -74,7 +74,7 @@ def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
 
     Raises:
         TypeError: an unknown or missing plane, a value that is not an array
-            (or, for a Param, a number), or a dtype other than float32/float64.
+            (or, for a Param, a number), or a dtype hawk planes do not take.
         ValueError: mixed residency, a wrong shape or lane count, a
             non-contiguous or read-only array, or overlapping outputs.
         OverflowError: a Param number too large for the compute dtype.
@@ -204,7 +204,9 @@ def _check_array(item: _Given) -> None:
     plane, array = item.plane, item.value
     dtype = np.dtype(array.dtype)
     if dtype not in DTYPES:
-        raise TypeError(f"plane {item.name!r} is {dtype}; hawk planes are float32 or float64")
+        raise TypeError(
+            f"plane {item.name!r} is {dtype}; hawk planes are {', '.join(d.name for d in DTYPES)}"
+        )
     shape = tuple(array.shape)
     if plane.is_lane and len(shape) != 1:
         raise ValueError(

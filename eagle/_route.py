@@ -18,6 +18,10 @@ per gradient plane the caller passes, issued with beta = 1 so it adds into it
 Everything a launch needs is checked when it is bound (:class:`GemmLaunch`):
 the planes' layout, dtypes and overlap, and, per stream, the warmed cuBLAS
 call; a launch only enqueues.
+
+A plan built with ``host_route="gemm"`` takes the route on the host too
+(:class:`HostGemm`): the same products over numpy views of your planes, 16-bit
+planes summed in float32 and rounded once when stored.
 """
 
 from __future__ import annotations
@@ -34,11 +38,12 @@ from eagle.cuda.graph import is_capturing
 from eagle.cuda.stream import as_stream_ptr, current_stream
 from eagle.gemm.capture import BoundGemm, stream_handle
 from eagle.gemm.contraction import RecognizedContraction
-from eagle.gemm.dtypes import PRODUCT_DTYPES, dtype_of
+from eagle.gemm.dtypes import HALVES, PRODUCT_DTYPES, dtype_of
 from eagle.gemm.errors import GemmCaptureUnavailable, PlanUnavailable
 from eagle.gemm.lowering import captured_calls, lower_dense_gemm
-from eagle.gemm.steps import LoweredPlan
+from eagle.gemm.steps import LoweredPlan, MatmulSpec
 from hawk.contraction import LaneLayout
+from hawk.emit import policy
 
 __all__ = [
     "MATH",
@@ -46,6 +51,7 @@ __all__ = [
     "ROUTE_DTYPES",
     "GemmLaunch",
     "GemmOperands",
+    "HostGemm",
     "bind_reasons",
     "dtype_reasons",
     "gemm_operands",
@@ -58,7 +64,7 @@ ROUTE_DTYPE = np.dtype(np.float32)
 ROUTE_DTYPES = PRODUCT_DTYPES
 """The plane dtypes the route takes (by name): bfloat16, float16, float32, float64."""
 
-MATH = ("fp32", "tf32")
+MATH = policy.MATH
 """The route's float32 policies: exact FP32, or TF32 tensor cores (float32 planes only)."""
 
 
@@ -325,3 +331,67 @@ class GemmLaunch:
         launches = self._launches.get(stream_ptr) or self.prepare(stream_ptr)
         for launch in launches:
             launch()
+
+
+class HostGemm:
+    """The routed products of a plan (or of its adjoint) over the caller's host planes.
+
+    The host twin of :class:`GemmLaunch`, made by a plan built with
+    ``host_route="gemm"``: the products of ``lower_dense_gemm(record,
+    direction)`` as numpy products over views of the planes (no copies of
+    them), the forward written over the output, each adjoint product added
+    into its gradient plane. 16-bit planes are summed in float32 and rounded
+    once, when stored.
+
+    Args:
+        plan: the routed plan.
+        record: ``plan.record``.
+        planes: the caller's host planes by name (numpy arrays or host eagle
+            Arrays), of one dtype of :data:`ROUTE_DTYPES`.
+        direction: ``"forward"`` or ``"adjoint"``.
+
+    Attributes:
+        written: the gradient planes an adjoint adds into (empty for the forward,
+            which only writes its output, whole).
+    """
+
+    def __init__(
+        self,
+        plan: Any,
+        record: RecognizedContraction,
+        planes: Mapping[str, Any],
+        *,
+        direction: str = "forward",
+    ) -> None:
+        views = gemm_operands(plan, record, planes).views
+        dtype = dtype_of(views[record.operands[0].name].dtype).name
+        lowered = _lowered(record, direction, dtype)
+        outputs = [spec.name for spec in lowered.outputs if spec.name in views]
+        self._add = direction == "adjoint"
+        self._half = dtype in HALVES
+        self._products = [
+            (step.matmul, views) for step in lowered.subplan(outputs).steps if step.matmul
+        ]
+        self.written = tuple(views[name] for name in outputs) if self._add else ()
+
+    def __call__(self, _stream: None) -> None:
+        """Run the products now."""
+        for spec, views in self._products:
+            _host_product(spec, views, add=self._add, half=self._half)
+
+
+def _host_product(spec: MatmulSpec, views: Mapping[str, Any], *, add: bool, half: bool) -> None:
+    """``out = op(a) @ op(b)`` (``out += ...`` when ``add``) over host matrices."""
+    a, b, out = views[spec.a], views[spec.b], views[spec.out]
+    if half:
+        a, b = a.astype(np.float32), b.astype(np.float32)
+    left = a.T if spec.transpose_a else a
+    right = b.T if spec.transpose_b else b
+    if spec.transpose_out:
+        left, right = right.T, left.T  # out = (left @ right).T, written in out's order
+    if add:
+        out += np.matmul(left, right)
+    elif half:
+        out[...] = np.matmul(left, right)
+    else:
+        np.matmul(left, right, out=out)

@@ -28,13 +28,18 @@ earlier launch's cotangent to chain them, and the same gradient plane to
 several launches to sum their gradients.
 
 **Routes.** :meth:`AdjointPlan.route` is the one routing decision. When the
-primal plan takes the GEMM route on the device (float32 planes, lanes that
-are the product), so does its adjoint: the gradient products of
+primal plan takes the GEMM route (planes of one dtype, lanes that are the
+product), so does its adjoint: the gradient products of
 ``lower_dense_gemm(record, direction="adjoint")`` over your own planes, one
 per gradient plane you pass, issued with beta = 1 so they add into it (a
-table read by several launches gets the sum of their gradients). Everything
-else — the host, float64, a primal that runs its loop — runs the adjoint
-kernel's own loop, and :attr:`AdjointPlan.reasons` says why.
+table read by several launches gets the sum of their gradients). They take
+the primal's dtype and policy: bfloat16 and float16 gradient planes are
+summed in float32 (the old gradient included) and rounded once, float64 ones
+by Dgemm, float32 ones in FP32 or, for a plan built with ``math="tf32"``,
+TF32. On the host the adjoint routes only when the primal was built with
+``host_route="gemm"`` (numpy products). Everything else — a primal that runs
+its loop, planes of mixed dtypes — runs the adjoint kernel's own loop, and
+:attr:`AdjointPlan.reasons` says why.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ import numpy as np
 import hawk.diff
 from eagle._bound import Bound, Route, Step
 from eagle._planes import check_planes
-from eagle._route import ROUTE_DTYPE, GemmLaunch
+from eagle._route import GemmLaunch, HostGemm, dtype_reasons
 from eagle._sites import product_site
 from eagle.plan import AutoPlan, BoundPlan
 
@@ -112,28 +117,26 @@ class AdjointPlan:
 
         Args:
             side: ``"host"`` or ``"device"``.
-            dtype: the planes' dtype, float32 or float64.
+            dtype: the planes' dtype, one of :data:`hawk.emit.DTYPES` (or its name).
 
         Raises:
             ValueError: ``side`` is not ``"host"`` or ``"device"``, or ``dtype``
-                is not float32 or float64.
+                is not a dtype hawk planes take.
         """
         return self._route(side, dtype).name
 
     @property
     def reasons(self) -> tuple[str, ...]:
-        """Why the device adjoint does not take the GEMM route for float32 planes."""
+        """Why the device adjoint does not take the GEMM route (the same for planes of
+        any one dtype)."""
         return self._route("device", "float32").reasons
 
     def _route(self, side: str, dtype: Any) -> Route:
         """The routing decision: the routed adjoint is its ``"gemm"`` outcome
         (see the module docstring)."""
         primal = self.primal.route(side, dtype)  # checks side and dtype
-        if side == "host":
-            return Route("loop", ("the host always runs the adjoint kernel's own loop",))
         if primal != "gemm":
-            # empty when float32 planes would route, so it is the dtype that keeps the loop
-            reasons = self.primal.reasons or (f"the GEMM route takes float32 planes, not {dtype}",)
+            reasons = self.primal._decide(side, {p: dtype for p in self.primal._names}).reasons
             return Route("loop", tuple(f"the primal runs its own loop: {r}" for r in reasons))
         return Route("gemm", ())
 
@@ -148,7 +151,7 @@ class AdjointPlan:
         Raises:
             TypeError: no gradient plane passed; an unknown, missing or
                 misplaced plane (an output instead of its cotangent); a plane
-                that is not an array or has another dtype than float32/float64.
+                that is not an array or has a dtype hawk planes do not take.
             ValueError: as :meth:`eagle.plan.AutoPlan.run` (residency, shapes,
                 lane counts, overlapping planes).
             hawk.HawkError: a requested gradient passes through an address
@@ -177,20 +180,31 @@ class AdjointPlan:
         if self.route("device") != "gemm":
             return None  # decided by the kernel and policy alone: no need to look at planes
         checked = check_planes(kernel.ir, planes)
-        if checked.side != "device":
+        if checked.side == "host" and self.primal.policy.host_route != "gemm":
             return None
-        if any(np.dtype(dtype) != ROUTE_DTYPE for dtype in checked.signature):
+        names = [p.name for p in kernel.planes]
+        dtypes = dict(zip(names, (np.dtype(d) for d in checked.signature), strict=True))
+        math = self.primal.policy.math
+        if dtype_reasons(dtypes, math=math):
+            return None  # planes of mixed dtypes: the loop
+        dtype = next(iter(dtypes.values()))
+        primal_dtypes = {p.name: dtype for p in self.primal.kernel.planes}
+        if self.primal._decide(checked.side, primal_dtypes, checked.lanes).name != "gemm":
             return None
-        primal_dtypes = {p.name: ROUTE_DTYPE for p in self.primal.kernel.planes}
-        if self.primal._decide("device", primal_dtypes, checked.lanes).name != "gemm":
-            return None
-        assert self.primal.record is not None and checked.device is not None
-        launch = GemmLaunch(
-            self.primal, self.primal.record, checked.values, checked.device, direction="adjoint"
-        )
-        label = f"the adjoint of {self.primal.kernel.name!r}"
-        site = product_site(label, kernel.ir, checked.values, launch)
-        step = Step(launch, launch.prepare, site=site)
+        record = self.primal.record
+        assert record is not None
+        if checked.side == "host":
+            product = HostGemm(self.primal, record, checked.values, direction="adjoint")
+            step = Step(product, written=product.written)
+        else:
+            assert checked.device is not None
+            launch = GemmLaunch(
+                self.primal, record, checked.values, checked.device,
+                direction="adjoint", math=math,
+            )  # fmt: skip
+            label = f"the adjoint of {self.primal.kernel.name!r}"
+            site = product_site(label, kernel.ir, checked.values, launch)
+            step = Step(launch, launch.prepare, site=site)
         return BoundPlan(self.primal, checked, step, Route("gemm", ()))
 
     def _kernel_for(self, planes: Mapping[str, Any]) -> hawk.diff.AdjointKernel:
@@ -263,7 +277,7 @@ class AdjointSequence:
 
         Raises:
             ValueError: ``side`` is not ``"host"`` or ``"device"``, or ``dtype``
-                is not float32 or float64.
+                is not a dtype hawk planes take.
         """
         return tuple(step.route(side, dtype) for step in self.steps)
 

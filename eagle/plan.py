@@ -11,7 +11,7 @@ addresses, shapes, strides, dtypes and device and the stream is the same.
 
 Planes are checked by name before anything runs (``eagle._planes``):
 unknown or missing planes, mixed residency, dtypes other than
-float32/float64, wrong shapes, lane planes of different lengths,
+float16/bfloat16/float32/float64, wrong shapes, lane planes of different lengths,
 non-contiguous arrays, read-only outputs, an output overlapping another
 plane, and a Param too large for the kernel's dtype. A host run is all or
 nothing: if it raises, every plane is as it was before.
@@ -21,9 +21,16 @@ A plan keeps the contraction policy it was built under:
 :func:`hawk.emit.policy.current`. Under ``"gemm"``, a kernel that is one
 dense two-operand contraction (``plan.record``, from
 :func:`hawk.contraction.recognize`) runs on the device as one cuBLAS product
-written straight into its output's lane plane, when its planes are float32
-and its lanes are the product in row-major order; everything else runs the
-kernel's own loop. ``route(side, dtype)`` says which, ``reasons`` why the
+written straight into its output's lane plane, when its planes share one
+dtype and its lanes are the product in row-major order; everything else runs
+the kernel's own loop. The product by dtype: bfloat16 and float16 planes on
+tensor cores, summed in float32 and rounded once into the output; float64
+planes by Dgemm; float32 planes in exact FP32, or in TF32 only for a plan
+built with ``math="tf32"`` (or inside ``hawk.emit.policy.using(math="tf32")``),
+never silently. The host runs the kernel's own loop unless the plan is built
+with ``host_route="gemm"``: then a routed contraction runs on the host as one
+numpy product into the output (its adjoint as numpy products added into the
+gradient planes). ``route(side, dtype)`` says which, ``reasons`` why the
 device does not take the GEMM route, and a bound plan's ``route`` and
 ``reasons`` what it does with its own planes.
 """
@@ -64,7 +71,11 @@ WIDE_LANES = 1 << 20
 _REUSED_BINDINGS = 4
 
 _SIDES = ("host", "device")
-_HOST_REASON = "the host always runs the kernel's own loop"
+_HOST_REASON = (
+    "the host runs the kernel's own loop; build the plan with "
+    "eagle.plan.auto(kernel, contraction='gemm', host_route='gemm') to run a recognised "
+    "contraction on the host as one numpy product"
+)
 
 # Emitted programs, per kernel and dtype signature, shared by every plan of a kernel.
 _host_programs: weakref.WeakKeyDictionary[hawk.Kernel, dict[tuple[str, ...], Any]] = (
@@ -75,7 +86,13 @@ _cuda_sources: weakref.WeakKeyDictionary[hawk.Kernel, dict[tuple[str, ...], Any]
 )
 
 
-def auto(kernel: hawk.Kernel, *, contraction: str | None = None) -> AutoPlan:
+def auto(
+    kernel: hawk.Kernel,
+    *,
+    contraction: str | None = None,
+    math: str | None = None,
+    host_route: str | None = None,
+) -> AutoPlan:
     """A plan that runs ``kernel`` on the host or the device, by where its planes are.
 
     Args:
@@ -85,12 +102,21 @@ def auto(kernel: hawk.Kernel, *, contraction: str | None = None) -> AutoPlan:
             always runs the kernel's own loop. None (the default) takes the
             policy current when the plan is built, :func:`hawk.emit.policy.current`
             (``"loop"`` unless inside ``hawk.emit.policy.using(...)``).
+        math: how a routed product over float32 planes sums: ``"fp32"``
+            (exact) or ``"tf32"`` (TF32 tensor cores); other dtypes ignore it.
+            None takes the current policy's (``"fp32"`` unless inside
+            ``hawk.emit.policy.using(math=...)``).
+        host_route: ``"gemm"`` runs a routed contraction on the host as one
+            numpy product (with ``contraction="gemm"``); ``"loop"`` or None
+            (the default) keeps the host on the kernel's own loop.
 
     Raises:
         TypeError: ``kernel`` is not a ``@hawk.kernel``.
-        ValueError: ``contraction`` is not ``"loop"``, ``"gemm"`` or None.
+        ValueError: ``contraction`` is not ``"loop"``, ``"gemm"`` or None;
+            ``math`` not ``"fp32"``, ``"tf32"`` or None; ``host_route`` not
+            ``"loop"``, ``"gemm"`` or None.
     """
-    return AutoPlan(kernel, contraction=contraction)
+    return AutoPlan(kernel, contraction=contraction, math=math, host_route=host_route)
 
 
 class AutoPlan:
@@ -103,14 +129,29 @@ class AutoPlan:
             kernel computes (:func:`hawk.contraction.recognize`), or None.
     """
 
-    def __init__(self, kernel: hawk.Kernel, *, contraction: str | None = None) -> None:
+    def __init__(
+        self,
+        kernel: hawk.Kernel,
+        *,
+        contraction: str | None = None,
+        math: str | None = None,
+        host_route: str | None = None,
+    ) -> None:
         if not isinstance(kernel, hawk.Kernel):
             raise TypeError(
                 f"eagle.plan.auto takes a @hawk.kernel function, not {type(kernel).__name__}"
             )
-        current = policy.current()
+        chosen = {
+            key: value
+            for key, value in (
+                ("contraction", contraction),
+                ("math", math),
+                ("host_route", host_route),
+            )
+            if value is not None
+        }
         self.kernel = kernel
-        self.policy = current if contraction is None else replace(current, contraction=contraction)
+        self.policy = replace(policy.current(), **chosen)
         self.record = recognize(kernel)
         self._layout = lane_layout(kernel)
         self._names = tuple(p.name for p in kernel.planes)
@@ -119,25 +160,31 @@ class AutoPlan:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"AutoPlan({self.kernel.name}, contraction={self.policy.contraction!r})"
+        extra = "".join(
+            f", {key}={getattr(self.policy, key)!r}"
+            for key, default in (("math", "fp32"), ("host_route", "loop"))
+            if getattr(self.policy, key) != default
+        )
+        return f"AutoPlan({self.kernel.name}, contraction={self.policy.contraction!r}{extra})"
 
     # -- routing -------------------------------------------------------------------------
 
     def route(self, side: str, dtype: Any = "float32") -> str:
         """``"gemm"`` or ``"loop"``: how ``side`` runs the kernel over planes of ``dtype``.
 
-        dtypes come from the arrays at run time, so name the one you mean:
-        the device takes the GEMM route only for float32 planes (the default),
-        and the host always runs the kernel's loop. A bound plan's
-        ``route`` (:class:`BoundPlan`) says what it does with its own planes.
+        dtypes come from the arrays at run time, so name the one you mean
+        (float32 by default): the device routes planes of any one of
+        bfloat16, float16, float32 and float64; the host runs the kernel's
+        loop unless the plan was built with ``host_route="gemm"``. A bound
+        plan's ``route`` (:class:`BoundPlan`) says what it does with its own planes.
 
         Args:
             side: ``"host"`` or ``"device"``.
-            dtype: the planes' dtype, float32 or float64.
+            dtype: the planes' dtype, one of :data:`hawk.emit.DTYPES` (or its name).
 
         Raises:
             ValueError: ``side`` is not ``"host"`` or ``"device"``, or ``dtype``
-                is not float32 or float64.
+                is not a dtype hawk planes take.
         """
         if side not in _SIDES:
             raise ValueError(f"side must be 'host' or 'device', not {side!r}")
@@ -146,19 +193,22 @@ class AutoPlan:
         except TypeError:
             resolved = None
         if resolved is None or resolved not in DTYPES:
-            raise ValueError(f"dtype must be float32 or float64 (a plane's dtype), not {dtype!r}")
+            names = ", ".join(d.name for d in DTYPES)
+            raise ValueError(f"dtype must be one of {names} (a plane's dtype), not {dtype!r}")
         return self._decide(side, {name: resolved for name in self._names}).name
 
     @property
     def reasons(self) -> tuple[str, ...]:
-        """Why the device does not take the GEMM route for float32 planes (empty when it does)."""
+        """Why the device does not take the GEMM route (empty when it does): planes
+        of any one dtype of :data:`hawk.emit.DTYPES` route alike, so these hold for
+        each; planes of mixed dtypes keep the loop (a bound plan's ``reasons`` say so)."""
         return self._decide(
             "device", {name: gemm_route.ROUTE_DTYPE for name in self._names}
         ).reasons
 
     def _decide(self, side: str, dtypes: Mapping[str, np.dtype], lanes: int | None = None) -> Route:
         """The route of ``side`` for planes of these dtypes (and, when bound, this lane count)."""
-        if side == "host":
+        if side == "host" and self.policy.host_route != "gemm":
             return Route("loop", (_HOST_REASON,))
         if self.policy.contraction != "gemm":
             return Route(
@@ -170,11 +220,12 @@ class AutoPlan:
                 ),
             )
         reasons = self._kernel_reasons
+        math = self.policy.math
         if not reasons and lanes is None:
-            reasons = gemm_route.dtype_reasons(dtypes)
+            reasons = gemm_route.dtype_reasons(dtypes, math=math)
         elif not reasons and lanes is not None:
             assert self._layout is not None
-            reasons = gemm_route.bind_reasons(dtypes, lanes, self._layout)
+            reasons = gemm_route.bind_reasons(dtypes, lanes, self._layout, math=math)
         return Route("loop" if reasons else "gemm", reasons)
 
     @functools.cached_property
@@ -199,7 +250,7 @@ class AutoPlan:
 
         Raises:
             TypeError: an unknown or missing plane, not an array, or a dtype
-                other than float32/float64.
+                hawk planes do not take.
             ValueError: mixed residency, a wrong shape or lane count, a
                 non-contiguous or read-only array, or overlapping outputs.
             OverflowError: a Param number too large for the kernel's dtype.
@@ -270,11 +321,17 @@ class AutoPlan:
         checked = check_planes(self.kernel.ir, planes)
         dtypes = {name: np.dtype(d) for name, d in zip(self._names, checked.signature, strict=True)}
         route = self._decide(checked.side, dtypes, checked.lanes)
+        if checked.side == "host" and route.name == "gemm":
+            assert self.record is not None
+            product = gemm_route.HostGemm(self, self.record, checked.values)
+            return BoundPlan(self, checked, Step(product, written=product.written), route)
         if checked.side == "host":
             return self._bind_host(checked, route)
         if route.name == "gemm":
             assert self.record is not None and checked.device is not None
-            launch = gemm_route.GemmLaunch(self, self.record, checked.values, checked.device)
+            launch = gemm_route.GemmLaunch(
+                self, self.record, checked.values, checked.device, math=self.policy.math
+            )
             site = product_site(self._label, self.kernel.ir, checked.values, launch)
             return BoundPlan(self, checked, Step(launch, launch.prepare, site=site), route)
         return self._bind_device(checked, route, reusable)

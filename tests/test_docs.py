@@ -470,7 +470,11 @@ def test_api_directives_read_options(tmp_path):
         "\n.. autodata:: eagle.plan.BLOCK_SIZE\n.. automodule:: hawk.diff\n   :no-members:\n```\n"
     )
     policy, block, diff = api_directives([page])
-    assert policy.names() == ["hawk.emit.policy.CONTRACTIONS", "hawk.emit.policy.Policy"]
+    assert policy.names() == [
+        "hawk.emit.policy.CONTRACTIONS",
+        "hawk.emit.policy.MATH",
+        "hawk.emit.policy.Policy",
+    ]
     assert block.names() == ["eagle.plan.BLOCK_SIZE"]
     assert diff.names() == []
 

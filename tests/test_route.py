@@ -72,7 +72,8 @@ def test_the_route_takes_float32_and_float64_planes():
     assert plan.route("device", np.dtype("float32")) == "gemm"
     assert plan.route("device", "float64") == "gemm"
     for dtype in ("int32", "fp32", None):
-        with pytest.raises(ValueError, match=rf"dtype must be float32 or float64 .*not {dtype!r}"):
+        expected = rf"dtype must be one of float16, bfloat16, float32, float64 .*not {dtype!r}"
+        with pytest.raises(ValueError, match=expected):
             plan.route("device", dtype)
     with pytest.raises(ValueError, match=r"side must be 'host' or 'device', not 'gpu'"):
         plan.route("gpu")
@@ -92,7 +93,8 @@ def test_the_host_runs_the_kernel_itself_under_either_policy(rng):
     planes = k.planes(k.contract, rng)
     routed, looped = dict(planes), {name: value.copy() for name, value in planes.items()}
     bound = _plan(k.contract).bind(**routed)
-    assert (bound.route, bound.reasons) == ("loop", ("the host always runs the kernel's own loop",))
+    assert bound.route == "loop"
+    assert bound.reasons[0].startswith("the host runs the kernel's own loop; build the plan")
     bound.launch()
     _plan(k.contract, "loop").run(**looped)
     np.testing.assert_array_equal(routed["y"], looped["y"])

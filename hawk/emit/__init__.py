@@ -1,9 +1,14 @@
 """Emitters: hawk IR -> numpy code (:mod:`hawk.emit.host`) and CUDA C
 (:mod:`hawk.emit.cuda`), and the routing policy (:mod:`hawk.emit.policy`).
 
-Both emitters specialise a kernel for concrete plane dtypes (float32 or
-float64, per plane); arithmetic runs in the kernel's *compute dtype*,
-float64 when any plane is float64 and float32 otherwise.
+Both emitters specialise a kernel for concrete plane dtypes, per plane:
+float16, bfloat16 (``ml_dtypes.bfloat16`` on the host), float32 or float64.
+The 16-bit dtypes are storage only. Arithmetic runs in the kernel's
+*compute dtype* (:func:`compute_dtype`): float64 when any plane is float64,
+else float32. Every load converts a plane's value to the compute dtype and
+every store (and every ``Mutable[Table]`` add) rounds the result to nearest
+in the plane's own dtype, so planes of several dtypes mix freely in one
+kernel, each rounded where it is written.
 """
 
 from __future__ import annotations
@@ -11,18 +16,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import ml_dtypes  # registers bfloat16 with numpy, so np.dtype("bfloat16") works
 import numpy as np
 
 from hawk.ir import HawkError, KernelIR, Var
 
-__all__ = ["DTYPES", "Names", "compute_dtype", "plane_dtypes"]
+__all__ = ["DTYPES", "HALVES", "Names", "compute_dtype", "plane_dtypes"]
+
+#: the 16-bit dtypes a plane may have: storage only, computed in float32
+HALVES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
 #: the dtypes a plane may have
-DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+DTYPES = (*HALVES, np.dtype(np.float32), np.dtype(np.float64))
+
+_NAMES = ", ".join(d.name for d in DTYPES)
 
 
 def plane_dtypes(kernel: KernelIR, dtypes: Mapping[str, Any]) -> dict[str, np.dtype]:
-    """``dtypes`` checked against ``kernel``: one float32/float64 dtype per plane.
+    """``dtypes`` checked against ``kernel``: one of :data:`DTYPES` per plane (a dtype
+    or its name; ``"bfloat16"`` is ``ml_dtypes.bfloat16``).
 
     Raises:
         HawkError: a plane without a dtype, an unknown plane, or another dtype.
@@ -37,13 +49,14 @@ def plane_dtypes(kernel: KernelIR, dtypes: Mapping[str, Any]) -> dict[str, np.dt
             raise HawkError(f"no dtype given for plane {name!r} of kernel {kernel.name!r}")
         dtype = np.dtype(dtypes[name])
         if dtype not in DTYPES:
-            raise HawkError(f"plane {name!r} is {dtype}; hawk planes are float32 or float64")
+            raise HawkError(f"plane {name!r} is {dtype}; hawk planes are {_NAMES}")
         result[name] = dtype
     return result
 
 
 def compute_dtype(dtypes: Mapping[str, np.dtype]) -> np.dtype:
-    """float64 when any plane is float64, else float32."""
+    """The dtype a kernel over planes of these dtypes computes in: float64 when any
+    plane is float64, else float32 (16-bit planes compute in float32)."""
     if any(np.dtype(d) == np.float64 for d in dtypes.values()):
         return np.dtype(np.float64)
     return np.dtype(np.float32)

@@ -29,6 +29,15 @@ depends on the lane only through ``lane // K`` for a multiple ``K`` of 32 (the
 32 lanes of a warp share it, e.g. a contraction adjoint's ``f_bar`` at
 ``sample``), after a run-time check that the warp's addresses agree.
 
+Planes of 16-bit dtypes are ``hawk_f16`` / ``hawk_bf16`` (two-byte structs
+the emitted code defines, laid out as IEEE binary16 and bfloat16) and need
+no header: a load widens with ``cvt.f32.f16`` (bfloat16: a shift), a store
+rounds to nearest even (``cvt.rn.f16``; bfloat16 rounds in integer
+arithmetic, from float32, as ``ml_dtypes`` does on the host), and an add is
+the hardware's 16-bit atomic (``red.add.noftz.f16`` from sm_70,
+``.bf16`` from sm_90; a compare-and-swap loop before), which rounds the
+value and then the sum to the plane's dtype.
+
 Every check of :mod:`hawk.emit.checks` is one unsigned compare per index
 axis (or one compare of a divisor with zero); a failure calls a helper kept
 out of line, which records the first failure (an ``atomicMax`` on a word
@@ -80,7 +89,97 @@ class CudaSource:
     checks: tuple[CheckSite, ...] = ()
 
 
-_C_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_C_TYPES = {
+    np.dtype(np.float16): "hawk_f16",
+    np.dtype("bfloat16"): "hawk_bf16",
+    np.dtype(np.float32): "float",
+    np.dtype(np.float64): "double",
+}
+
+_HALF_C_TYPES = ("hawk_bf16", "hawk_f16")
+
+# The 16-bit storage types, emitted when a plane has one: a two-byte struct, ``hawk_widen``
+# (a load), ``hawk_round_<t>`` (a store, from float or double) and ``hawk_atomic_add`` (an
+# add of a compute-type value).
+_HALF_CONVERSIONS = {
+    "f16": """\
+__device__ __forceinline__ float hawk_widen(hawk_f16 x)
+{
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
+    return f;
+}
+__device__ __forceinline__ hawk_f16 hawk_round_f16(float v)
+{
+    hawk_f16 r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.bits) : "f"(v));
+    return r;
+}
+__device__ __forceinline__ hawk_f16 hawk_round_f16(double v)
+{
+    hawk_f16 r;
+    asm("cvt.rn.f16.f64 %0, %1;" : "=h"(r.bits) : "d"(v));
+    return r;
+}""",
+    "bf16": """\
+__device__ __forceinline__ float hawk_widen(hawk_bf16 x)
+{
+    return __uint_as_float(((unsigned)x.bits) << 16);
+}
+__device__ __forceinline__ hawk_bf16 hawk_round_bf16(float v)
+{
+    // to nearest even; a NaN stays a (quiet) NaN
+    const unsigned u = __float_as_uint(v);
+    hawk_bf16 r;
+    r.bits = (u & 0x7fffffffu) > 0x7f800000u
+        ? (unsigned short)((u >> 16) | 0x40u)
+        : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    return r;
+}
+__device__ __forceinline__ hawk_bf16 hawk_round_bf16(double v)
+{
+    return hawk_round_bf16((float)v);  // through float32, as ml_dtypes rounds on the host
+}""",
+}
+
+# the first architecture with a 16-bit atomic add of each type
+_HALF_ATOMIC_ARCH = {"f16": 700, "bf16": 900}
+
+_HALF_TYPE = """\
+struct __align__(2) hawk_$t { unsigned short bits; };
+$conversions
+template <typename V>
+__device__ __forceinline__ void hawk_atomic_add(hawk_$t* target, V value)
+{
+    const hawk_$t v = hawk_round_$t(value);
+#if __CUDA_ARCH__ >= $arch
+    asm volatile("red.add.noftz.$t [%0], %1;" :: "l"(target), "h"(v.bits) : "memory");
+#else
+    // no 16-bit atomic add: compare-and-swap the aligned word that holds the element
+    unsigned* word = (unsigned*)((unsigned long long)target & ~3ULL);
+    const unsigned shift = ((unsigned long long)target & 2ULL) ? 16u : 0u;
+    unsigned old = *word, assumed;
+    do {
+        assumed = old;
+        hawk_$t current;
+        current.bits = (unsigned short)(assumed >> shift);
+        const hawk_$t sum = hawk_round_$t(hawk_widen(current) + hawk_widen(v));
+        const unsigned next = (assumed & ~(0xffffu << shift)) | ((unsigned)sum.bits << shift);
+        old = atomicCAS(word, assumed, next);
+    } while (old != assumed);
+#endif
+}"""
+
+
+def _half_type(ctype: str) -> str:
+    """The definitions of 16-bit storage type ``ctype`` (``hawk_f16`` or ``hawk_bf16``)."""
+    short = ctype.removeprefix("hawk_")
+    return (
+        _HALF_TYPE.replace("$conversions", _HALF_CONVERSIONS[short])
+        .replace("$arch", str(_HALF_ATOMIC_ARCH[short]))
+        .replace("$t", short)
+    )
+
 
 # Device helpers for operators, emitted when used; $R is the compute type and $f its math
 # suffix. Those of functions are in their registry entries (hawk.functions).
@@ -116,6 +215,21 @@ __device__ __forceinline__ void hawk_add_warp(T* target, T value)
     for (int offset = 16; offset > 0; offset >>= 1)
         value += __shfl_xor_sync(mask, value, offset);
     if ((threadIdx.x & 31) == 0) atomicAdd(target, value);
+}""",
+    ("add", "uniform16"): """\
+template <typename T, typename V>
+__device__ __forceinline__ void hawk_add_uniform16(T* target, V value)
+{
+    // as hawk_add_uniform, into a 16-bit plane: the warp sums in the compute type and
+    // rounds once, when it adds
+    const unsigned mask = __activemask();
+    if (mask != 0xffffffffu) {
+        hawk_atomic_add(target, value);
+        return;
+    }
+    for (int offset = 16; offset > 0; offset >>= 1)
+        value += __shfl_xor_sync(mask, value, offset);
+    if ((threadIdx.x & 31) == 0) hawk_atomic_add(target, value);
 }""",
     ("floordiv", Type.INT): """\
 __device__ __forceinline__ long long hawk_floordiv(long long a, long long b)
@@ -220,7 +334,7 @@ def emit(
 
     Args:
         kernel: the kernel's IR.
-        dtypes: a dtype (float32 or float64) for every plane, by name.
+        dtypes: a dtype of :data:`hawk.emit.DTYPES` for every plane, by name.
         checks: False leaves out the checks of :mod:`hawk.emit.checks` (and
             ``int()`` of NaN is whatever the hardware gives): unsafe, as a bad
             index then reads or writes outside its table; for measuring their cost.
@@ -276,6 +390,8 @@ class _Emitter:
         ]
         if self.sites or "hawk_to_int(" in "\n".join(body):
             helpers.insert(0, _CHECK_HELPERS.replace("$R", self.real).replace("$f", suffix))
+        halves = sorted({_C_TYPES[d] for d in self.dtypes.values()} & set(_HALF_C_TYPES))
+        helpers[:0] = [_half_type(ctype) for ctype in halves]
         names = ", ".join(p.name for p in self.kernel.planes)
         header = [
             f"// hawk kernel {self.kernel.name!r}, computing in {self.real} (generated).",
@@ -404,9 +520,16 @@ class _Emitter:
         return f"{ctype}* __restrict__ {Names.plane(plane.name)}"
 
     def convert(self, text: str, plane: ir.Plane, *, to_real: bool) -> str:
+        """``text`` (an element of ``plane``) in the compute type, or ``text`` (a
+        compute-type value) rounded to ``plane``'s type."""
         ctype = _C_TYPES[self.dtypes[plane.name]]
         if ctype == self.real:
             return text
+        if ctype in _HALF_C_TYPES:
+            if not to_real:
+                return f"hawk_round_{ctype.removeprefix('hawk_')}({text})"
+            widened = f"hawk_widen({text})"
+            return widened if self.real == "float" else f"(double){widened}"
         return f"({self.real}){text}" if to_real else f"({ctype})({text})"
 
     def emit(self, depth: int, text: str) -> None:
@@ -439,14 +562,24 @@ class _Emitter:
     def accumulate(self, stmt: ir.Accumulate, depth: int) -> None:
         declarations, indices, checks = self.indices(stmt)
         target = f"&{Names.plane(stmt.plane.name)}[{self.offset(stmt.plane, indices)}]"
-        value = self.convert(self.expr(stmt.value), stmt.plane, to_real=False)
         varying = any(item.varying for item in stmt.index)
-        if varying and self.warp_adds and all(self.warp_same(item) for item in stmt.index):
+        if _C_TYPES[self.dtypes[stmt.plane.name]] in _HALF_C_TYPES:
+            # summed in the compute type, rounded to the plane's type by the add itself
+            value = self.expr(stmt.value)
+            if varying:
+                add = f"hawk_atomic_add({target}, {value});"
+            else:
+                self.helpers.add(("add", "uniform16"))
+                add = f"hawk_add_uniform16({target}, {value});"
+        elif varying and self.warp_adds and all(self.warp_same(item) for item in stmt.index):
+            value = self.convert(self.expr(stmt.value), stmt.plane, to_real=False)
             self.helpers.add(("add", "warp"))
             add = f"hawk_add_warp({target}, {value});"
         elif varying:
+            value = self.convert(self.expr(stmt.value), stmt.plane, to_real=False)
             add = f"atomicAdd({target}, {value});"
         else:  # the same address on every lane
+            value = self.convert(self.expr(stmt.value), stmt.plane, to_real=False)
             self.helpers.add(("add", "uniform"))
             add = f"hawk_add_uniform({target}, {value});"
         if not checks:

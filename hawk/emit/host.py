@@ -61,7 +61,9 @@ def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any], *, checks: bool = True)
 
     Args:
         kernel: the kernel's IR.
-        dtypes: a dtype (float32 or float64) for every plane, by name.
+        dtypes: a dtype of :data:`hawk.emit.DTYPES` for every plane, by name (a
+            16-bit plane is loaded as float32 and each store or add into it
+            rounds to its dtype, as on the device).
         checks: False leaves out the checks of :mod:`hawk.emit.checks` (and
             ``int()`` of NaN is whatever the hardware gives): unsafe, as a bad
             index then reads or writes outside its table; for measuring their cost.
