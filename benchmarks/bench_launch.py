@@ -11,14 +11,18 @@ block of 32 threads, the same loaded function for every side but cuda.core's:
   configuration and parameter array made once (the driver call cuda.core makes);
 * cuda.core: ``cuda.core.launch(stream, config, kernel, *args)`` on the same cubin;
 * eagle packed: ``Kernel.launch(grid, block, PackedArgs(args), stream)``;
-* eagle list: ``Kernel.launch(grid, block, [x, a, n], stream)`` (packed per call).
+* eagle list: ``Kernel.launch(grid, block, [x, a, n], stream)`` (packed per call);
+* a hawk plan (``y = a*x + y`` over 1,000 lanes): ``BoundPlan.launch(stream)``, and
+  ``plan.run(a=a, x=x, y=y)`` on the same planes, with ``a`` a one-element Array and
+  with ``a`` a number (written into the reused binding before each launch).
 
 Each side runs 1,000 launches to warm up; then each trial runs 20,000 launches back to
 back of every side in turn (so a drift of the host's clock speed reaches every side
 alike). The host figure is the wall-clock time of a side's launch loop divided by 20,000
 (the stream is synchronized outside the loop), the device figure the CUDA-event time of
-the same loop divided likewise. Both are medians of five trials. Every side's ``x[0]`` is
-checked against the number of launches it made. The table is printed; with a path, the
+the same loop divided likewise. Both are medians of five trials; every side runs with
+the benchmark's stream as eagle's current stream. Every side's ``x[0]`` (``y[0]`` for the
+plans) is checked against the number of launches it made. The table is printed; with a path, the
 figures are also written there as JSON.
 """
 
@@ -33,10 +37,13 @@ from typing import Any
 
 import numpy as np
 
+import eagle.plan
+import hawk
 from eagle import arrays, cuda
 from eagle.cuda.module import PackedArgs, device_arch
 
 LAUNCHES = 20_000
+LANES = 1_000
 WARMUP = 1_000
 TRIALS = 5
 BLOCK = 32
@@ -46,6 +53,11 @@ extern "C" __global__ void {NAME}(float* x, float a, long long n) {{
     if (threadIdx.x == 0 && blockIdx.x == 0 && n > 0) x[0] += a;
 }}
 """
+
+
+@hawk.kernel
+def axpy(a: hawk.Param, x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = a * x + y
 
 
 def measure(
@@ -117,6 +129,10 @@ def sides(stream: cuda.Stream) -> dict[str, tuple[Callable[[], Any], Any]]:
 
     packed = PackedArgs([out["pk"], a, n])
     listed = [out["ls"], a, n]
+    plan = eagle.plan.auto(axpy)
+    x, one = arrays.ones((LANES,), "float32", "cuda:0"), arrays.ones((1,), "float32", "cuda:0")
+    ys = {name: arrays.zeros((LANES,), "float32", "cuda:0") for name in ("bound", "run", "num")}
+    bound = plan.bind(a=one, x=x, y=ys["bound"])
     return {
         "raw cuLaunchKernel": (raw, out["raw"]),
         "raw cuLaunchKernelEx": (ex, out["ex"]),
@@ -129,13 +145,23 @@ def sides(stream: cuda.Stream) -> dict[str, tuple[Callable[[], Any], Any]]:
             lambda: kernel.launch(1, BLOCK, listed, stream),
             out["ls"],
         ),
+        "eagle BoundPlan.launch": (lambda: bound.launch(stream), ys["bound"]),
+        "eagle plan.run, Param an Array": (
+            lambda: plan.run(a=one, x=x, y=ys["run"]),
+            ys["run"],
+        ),
+        "eagle plan.run, Param a number": (
+            lambda: plan.run(a=1.0, x=x, y=ys["num"]),
+            ys["num"],
+        ),
     }
 
 
 def main(out_path: str | None) -> None:
     stream = cuda.Stream(non_blocking=True)
-    made = sides(stream)
-    figures = measure({label: launch for label, (launch, _) in made.items()}, stream)
+    with stream:  # plan.run launches on eagle's current stream
+        made = sides(stream)
+        figures = measure({label: launch for label, (launch, _) in made.items()}, stream)
     stream.synchronize()
     rows = []
     for label, (_, x) in made.items():
