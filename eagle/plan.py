@@ -270,6 +270,9 @@ class AutoPlan:
                 self._bindings[key] = bound
                 if len(self._bindings) > _REUSED_BINDINGS:
                     self._bindings.popitem(last=False)
+        if not bound._numbers and bound.side == "device":  # an enqueue of fixed arguments
+            bound.launch(key[0])
+            return
         with bound._lock:  # another thread may be giving the binding its numbers
             if reused:
                 bound._set_numbers(planes)
@@ -388,6 +391,7 @@ class AutoPlan:
         return last.plane.name if writes == [last] else None
 
     def _bind_device(self, checked: Planes, route: Route, reusable: bool) -> BoundPlan:
+        from eagle.cuda._fill import memset
         from eagle.cuda._records import record_for
         from eagle.cuda.module import PackedArgs, load_kernel
 
@@ -407,8 +411,10 @@ class AutoPlan:
         # A Param given as a number lives in a one-element array of its own. A binding
         # that keeps its number has it written once, here; a reusable one has it written
         # by a memset before each launch: stream-ordered, legal in a capture (which
-        # records the value), and neither allocating nor synchronising.
-        where = f"cuda:{checked.device}"
+        # records the value), and neither allocating nor synchronising. The numbers are
+        # scalars of the array's dtype already (param_value), so they go in as they are.
+        device = checked.device
+        where = f"cuda:{device}"
         numbers = checked.numbers
         uniforms = {name: arrays.full((1,), n, checked.real, where) for name, n in numbers.items()}
         args = [uniforms.get(name, checked.values[name]) for name in self._names]
@@ -421,9 +427,10 @@ class AutoPlan:
             record.check()  # an earlier launch's failure, once it is recorded
             if not grid:
                 return
-            for name, uniform in writes:
-                uniform.fill(numbers[name], stream)
-            kernel.launch(grid, BLOCK_SIZE, packed, stream)
+            stream_ptr = stream if type(stream) is int else as_stream_ptr(stream, device)
+            for name, uniform in writes:  # the launch keeps the arrays alive in a capture
+                memset(uniform.ptr, numbers[name], 1, stream_ptr)
+            kernel.launch(grid, BLOCK_SIZE, packed, stream_ptr)
 
         site = kernel_site(self._label, self.kernel.ir, checked.values, packed) if grid else None
         return BoundPlan(self, checked, Step(enqueue, site=site), route)

@@ -395,7 +395,7 @@ class _FakeLaunch:
     def __call__(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         pointers = (ctypes.c_void_p * len(self.sizes)).from_address(params)
         values = [ctypes.string_at(p, n) for p, n in zip(pointers, self.sizes, strict=True)]
-        self.calls.append(((gx, gy, gz), (bx, by, bz), shared, stream, values))
+        self.calls.append(((gx, gy, gz), (bx, by, bz), shared, int(stream), values))
         return (0,)
 
 
@@ -456,6 +456,38 @@ def test_launch_checks_devices_dimensions_and_keeps_arrays_only_in_a_capture(
     capturer.begin()
     kernel.launch(1, 1, [array], 0x99)
     assert capturer.end()._kept == [kernel, array]
+
+
+def test_a_launch_never_reuses_the_last_signature_or_stream_for_others(monkeypatch):
+    monkeypatch.setattr(module, "call", lambda name, *args: None)
+    kernel = module.Kernel("k", None, 0x1234, 0)
+    kernel._launch = fake = _FakeLaunch([8, 4])
+    array = _device_array(0x1000)
+    kernel.launch(1, 32, [array, np.float32(1.5)], 0x99)
+    kernel._launch.sizes = [8, 8]  # the same arity, another type: packed afresh
+    kernel.launch(1, 32, [array, np.float64(2.5)], 0x98)
+    kernel._launch.sizes = [4, 8]
+    kernel.launch(1, 32, [np.int32(7), array], 0x99)
+    kernel._launch.sizes = [8, 4]
+    kernel.launch((3, 2), 32, [array, np.float32(0.5)], 0x97)  # back to the first signature
+    assert [(call[0], call[3], call[4]) for call in fake.calls] == [
+        ((1, 1, 1), 0x99, [(0x1000).to_bytes(8, "little"), np.float32(1.5).tobytes()]),
+        ((1, 1, 1), 0x98, [(0x1000).to_bytes(8, "little"), np.float64(2.5).tobytes()]),
+        ((1, 1, 1), 0x99, [np.int32(7).tobytes(), (0x1000).to_bytes(8, "little")]),
+        ((3, 2, 1), 0x97, [(0x1000).to_bytes(8, "little"), np.float32(0.5).tobytes()]),
+    ]
+    assert len(kernel._packers) == 3
+    with pytest.raises(TypeError, match="kernel argument 1: expected a numpy scalar"):
+        kernel.launch(1, 32, [array, 1.5], 0x99)  # a bare float has no C type, even after a fit
+
+
+def test_stream_handles_are_made_once_per_pointer_and_bounded(monkeypatch):
+    monkeypatch.setattr(module, "_stream_handles", {})
+    first = module._stream_handle(0x99)
+    assert module._stream_handle(0x99) is first and int(first) == 0x99
+    for ptr in range(module._STREAM_HANDLES + 1):
+        assert int(module._stream_handle(0x1000 + ptr)) == 0x1000 + ptr
+    assert len(module._stream_handles) <= module._STREAM_HANDLES
 
 
 def test_a_refused_launch_raises_cuda_error_naming_it():

@@ -180,11 +180,13 @@ class _Layout:
     parameter buffer, and a ``pack(data, args, device)`` function written for it.
 
     ``pack`` is generated once per signature, so a launch with an argument list
-    spends no time deciding how to convert each argument.
+    spends no time deciding how to convert each argument; ``fits(args)`` says
+    whether ``args`` has this signature (each argument's exact type).
     """
 
     def __init__(self, args: Sequence[Any]) -> None:
         fmt, offsets, values, checks, self.arrays, offset = ["="], [], [], [], [], 0
+        types = {f"t{index}": type(arg) for index, arg in enumerate(args)}
         for index, arg in enumerate(args):
             code, size, value = _slot(arg, index)
             if value.endswith(".ptr"):
@@ -204,8 +206,11 @@ class _Layout:
         self.struct = struct.Struct("".join(fmt))
         self.offsets = offsets
         names = "".join(f"a{index}, " for index in range(len(args)))
+        same = "".join(f" and type(args[{index}]) is t{index}" for index in range(len(args)))
         source = "\n".join(
             [
+                "def fits(args):",
+                f"    return len(args) == {len(args)}{same}",
                 "def pack(data, args, device):",
                 f"    {names}= args" if names else "    pass",
                 *checks,
@@ -219,8 +224,10 @@ class _Layout:
             "pack_into": self.struct.pack_into,
             "struct_error": struct.error,
             "check": _check_device,
+            **types,
         }
         exec(source, namespace)  # one specialised packer per signature
+        self.fits: Callable[[Sequence[Any]], bool] = namespace["fits"]
         self.pack: Callable[[Any, Sequence[Any], int | None], None] = namespace["pack"]
 
     def allocate(self) -> tuple[Any, Any, int]:
@@ -298,6 +305,21 @@ class _Packer:
 
 # -- launching ----------------------------------------------------------------------------
 
+#: the driver's stream handle per raw pointer, made once: a handle holds only the
+#: pointer's value, so one made for a stream that is gone is right for the next
+#: stream given that address
+_stream_handles: dict[int, Any] = {}
+_STREAM_HANDLES = 256
+
+
+def _stream_handle(stream_ptr: int) -> Any:
+    handle = _stream_handles.get(stream_ptr)
+    if handle is None:
+        if len(_stream_handles) >= _STREAM_HANDLES:
+            _stream_handles.clear()
+        handle = _stream_handles[stream_ptr] = driver().CUstream(stream_ptr)
+    return handle
+
 
 class Kernel:
     """One loaded ``__global__`` function (a library kernel, valid on every device)."""
@@ -309,6 +331,7 @@ class Kernel:
         self._function = driver().CUfunction(int(handle))
         self._launch = driver().cuLaunchKernel
         self._packers: dict[tuple[type, ...], _Packer] = {}
+        self._last: _Packer | None = None  # the packer of the last argument list launched
 
     def launch(
         self,
@@ -343,9 +366,10 @@ class Kernel:
         bx, by, bz = (block, 1, 1) if type(block) is int and block > 0 else _dim3(block)
         if stream_ptr <= 2:  # the null and default streams run in the current context
             call("cudaSetDevice", self.device)
+        handle = _stream_handles.get(stream_ptr) or _stream_handle(stream_ptr)
         if type(args) is PackedArgs:
             status = self._launch(
-                self._function, gx, gy, gz, bx, by, bz, shared_mem, stream_ptr, args.address, 0
+                self._function, gx, gy, gz, bx, by, bz, shared_mem, handle, args.address, 0
             )[0]
             if status:
                 raise_status("driver", "cuLaunchKernel", status)
@@ -353,19 +377,27 @@ class Kernel:
                 record_use(stream_ptr, self, *args.keep)
             return
         args = cast(Sequence[Any], args)
-        signature = tuple(map(type, args))
-        packer = self._packers.get(signature)
-        if packer is None:
-            packer = self._packers.setdefault(signature, _Packer(args))
+        packer = self._last
+        if packer is None or not packer.layout.fits(args):
+            packer = self._packer(args)
         with packer.lock:  # the driver copies the parameters during the call
             packer.layout.pack(packer.data, args, self.device)
             status = self._launch(
-                self._function, gx, gy, gz, bx, by, bz, shared_mem, stream_ptr, packer.address, 0
+                self._function, gx, gy, gz, bx, by, bz, shared_mem, handle, packer.address, 0
             )[0]
         if status:
             raise_status("driver", "cuLaunchKernel", status)
         if packer.layout.arrays and any_capture_active():
             record_use(stream_ptr, self, *[args[index] for index in packer.layout.arrays])
+
+    def _packer(self, args: Sequence[Any]) -> _Packer:
+        """The packer of ``args``'s signature (made on first use), now the last one."""
+        signature = tuple(map(type, args))
+        packer = self._packers.get(signature)
+        if packer is None:
+            packer = self._packers.setdefault(signature, _Packer(args))
+        self._last = packer
+        return packer
 
 
 def _dim3(value: int | tuple[int, ...]) -> tuple[int, int, int]:
