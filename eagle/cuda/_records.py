@@ -85,7 +85,7 @@ class ErrorRecord:
         with _lock:
             if not self._words[0]:
                 return
-            words = [int(w) for w in self._words]
+            words = [int(w) for w in self._words.view(np.int64)]  # the kernel writes int64
             self._words[:5] = 0
             self._words[_EPOCH] += 1
         error = self._translate(words)
