@@ -83,6 +83,7 @@ class PlaneSpec:
     axes: tuple[str, ...] | None = None
 
     def annotation(self) -> str:
+        """The parameter's annotation in kernel source."""
         if self.kind == "param":
             return "hawk.Param"
         if self.kind == "input":
@@ -121,9 +122,7 @@ class GeneratedKernel:
         rng = np.random.default_rng(self.seed)
         planes = {}
         for plane in self.planes:
-            shape = plane.shape if plane.kind == "table" else (1,)
-            if plane.kind in ("input", "output"):
-                shape = (self.lanes,)
+            shape = {"table": plane.shape, "param": (1,)}.get(plane.kind, (self.lanes,))
             values = rng.uniform(-INPUT_BOUND, INPUT_BOUND, shape)
             planes[plane.name] = values.astype(dtype)
         return planes
@@ -358,7 +357,7 @@ class _Builder:
                 text, var = self.value(type_, 2)
                 self.emit(depth + 1, f"{name} = {text}")
                 self.scope.env[name] = var
-            if len(outer.lines) and outer.lines[-1] == "    " * depth + head:
+            if outer.lines[-1] == "    " * depth + head:  # an empty branch
                 self.emit(depth + 1, "pass")
             scopes.append(scope)
             self.scope = outer
