@@ -1,0 +1,822 @@
+"""Random hawk kernels from the language's grammar, for the differential tests.
+
+:func:`kernels` is a hypothesis strategy of :class:`GeneratedKernel`: Python
+source for one module holding a ``@hawk.kernel`` function ``kernel`` and a
+plain function ``per_lane`` with the same body followed by ``return`` of the
+outputs. The grammar covers, in typed and bounded form:
+
+* real arithmetic ``+ - * /`` (a divisor is a nonzero constant or a positive
+  expression such as ``0.5 + e*e``), real ``//`` and ``%`` by a nonzero
+  constant, unary minus, int/real mixing;
+* int arithmetic ``+ - *``, ``//`` and ``%`` by a nonzero divisor of either
+  sign (constant or ``abs(e) + 1``), ``int()`` of reals of either sign,
+  ``float()``, ``hm.sample_index()`` and ``hm.split_index(n)``;
+* every ``hawk.math`` function with its argument in its domain (``log`` and
+  ``sqrt`` of ``c + e*e`` or ``c + abs(e)``, ``pow``/``**`` of a positive base);
+* comparisons (chains too), ``and``/``or``/``not``, conditional expressions,
+  ``if``/``elif``/``else`` statements (uniform and varying conditions);
+* ``for i in range(...)`` with constant bounds and a step of either sign,
+  zero-trip loops, nested loops, one or more carries (locals and outputs);
+* params, several scalar inputs, one or two ``Mutable[Scalar]`` outputs that
+  may be read before they are written, ``+=``-style updates and tuple
+  assignments;
+* flat tables read with ``t.at(i)`` and named tables read with every axis by
+  keyword in a random order, always at an index inside the table: a clamped
+  ``int(...)``, an ``i % extent`` (floor modulo keeps it in range) or a clamped
+  int expression.
+
+Every real expression carries a bound on its magnitude; one that could grow
+past :data:`REAL_LIMIT` is wrapped in ``hm.tanh`` or a ``minimum``/``maximum``
+clamp, so no value overflows and carries keep a loop-invariant bound.
+
+:func:`evaluate_per_lane` runs ``per_lane`` once per lane with Python and
+numpy scalars, a per-lane stand-in for ``hawk.math`` and table objects whose
+``.at`` indexes numpy arrays; it is the reference of the host program.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import hashlib
+import importlib.util
+import math
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+import eagle.plan
+
+#: a real expression whose bound passes this is wrapped (tanh or a clamp)
+REAL_LIMIT = 64.0
+#: an int expression whose bound passes this is wrapped (clamp or modulo)
+INT_LIMIT = 1000
+#: the bound of the values in input planes, params and tables
+INPUT_BOUND = 3.0
+
+_AXIS_LABELS = ("row", "col", "bin", "unit")
+_REAL_CONSTANTS = (0.5, 1.0, 2.0, 3.0, -1.0, -2.5, 0.25, 1.5, -0.75, 0.1)
+_POSITIVE = (0.5, 1.0, 2.0)
+_CLAMPS = (1.0, 4.0, 8.0, 16.0)
+
+
+@dataclass(frozen=True)
+class PlaneSpec:
+    """One plane of a generated kernel.
+
+    Attributes:
+        name: the parameter's name.
+        kind: ``"table"``, ``"param"``, ``"input"`` (Scalar) or ``"output"``
+            (Mutable[Scalar]).
+        shape: a table's shape (``()`` for the other kinds).
+        axes: a named table's axis labels; None for a flat table and the rest.
+    """
+
+    name: str
+    kind: str
+    shape: tuple[int, ...] = ()
+    axes: tuple[str, ...] | None = None
+
+    def annotation(self) -> str:
+        """The parameter's annotation in kernel source."""
+        if self.kind == "param":
+            return "hawk.Param"
+        if self.kind == "input":
+            return "hawk.Scalar"
+        if self.kind == "output":
+            return "hawk.Mutable[hawk.Scalar]"
+        if self.axes is None:
+            return "hawk.Table"
+        axes = ", ".join(f'"{a}":{n}' for a, n in zip(self.axes, self.shape, strict=True))
+        return f"hawk.Table[{axes}]"
+
+
+@dataclass(frozen=True)
+class GeneratedKernel:
+    """A generated kernel and what it needs to run.
+
+    Attributes:
+        source: the module text (``kernel`` and ``per_lane``).
+        planes: the planes in declaration order.
+        lanes: the lane count to run it over.
+        seed: the seed of its input data.
+    """
+
+    source: str
+    planes: tuple[PlaneSpec, ...]
+    lanes: int
+    seed: int
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.planes if p.kind == "output")
+
+    def make_planes(self, dtype: Any = np.float64) -> dict[str, np.ndarray]:
+        """Fresh arrays for every plane (outputs hold their initial values),
+        uniform in ``[-INPUT_BOUND, INPUT_BOUND]`` from this kernel's seed."""
+        rng = np.random.default_rng(self.seed)
+        planes = {}
+        for plane in self.planes:
+            shape = {"table": plane.shape, "param": (1,)}.get(plane.kind, (self.lanes,))
+            values = rng.uniform(-INPUT_BOUND, INPUT_BOUND, shape)
+            planes[plane.name] = values.astype(dtype)
+        return planes
+
+
+# -- the grammar -----------------------------------------------------------------------
+
+
+_BOOLEANS = st.booleans()
+
+
+@functools.cache
+def _below(n: int) -> st.SearchStrategy[int]:
+    """Strategies are cheap to draw from but not to build: one per range, reused."""
+    return st.integers(0, n - 1)
+
+
+@dataclass
+class _Var:
+    type: str  # "real" or "int"
+    bound: float  # |value| <= bound
+    cap: float | None = None  # a carry's loop-invariant bound: assignments are clamped to it
+
+
+@dataclass
+class _Scope:
+    env: dict[str, _Var]
+    assignable: set[str]
+    loops: int = 0
+    ifs: int = 0
+    lines: list[str] = field(default_factory=list)
+
+
+class _Builder:
+    """Draws one kernel body, tracking each name's type and bound."""
+
+    def __init__(
+        self,
+        draw: Callable[[st.SearchStrategy[Any]], Any],
+        planes: tuple[PlaneSpec, ...],
+        lanes: int,
+    ) -> None:
+        self.draw = draw
+        self.lanes = lanes
+        self.tables = [p for p in planes if p.kind == "table"]
+        self.counter = 0
+        env = {}
+        for plane in planes:
+            if plane.kind in ("param", "input", "output"):
+                env[plane.name] = _Var("real", INPUT_BOUND)
+        outputs = {p.name for p in planes if p.kind == "output"}
+        self.outputs = sorted(outputs)
+        self.scope = _Scope(env, set(outputs))
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def choice(self, options: list[Any]) -> Any:
+        return options[self.integer(0, len(options) - 1)]
+
+    def integer(self, low: int, high: int) -> int:
+        return low + self.draw(_below(high - low + 1))
+
+    def flip(self) -> bool:
+        return self.draw(_BOOLEANS)
+
+    def emit(self, depth: int, text: str) -> None:
+        self.scope.lines.append("    " * depth + text)
+
+    # -- bodies --------------------------------------------------------------------------
+
+    def body(self) -> list[str]:
+        if self.flip():
+            n = self.integer(1, 5)
+            s, u = self.fresh("s"), self.fresh("u")
+            self.emit(1, f"{s}, {u} = hm.split_index({n})")
+            self.scope.env[s] = _Var("int", (self.lanes - 1) // n)
+            self.scope.env[u] = _Var("int", n - 1)
+        self.statements(1, self.integer(1, 5))
+        for name in self.outputs:  # hawk refuses an output that is never assigned
+            self.assign_to(1, name)
+        return self.scope.lines
+
+    def statements(self, depth: int, count: int) -> None:
+        for _ in range(count):
+            self.statement(depth)
+
+    def statement(self, depth: int) -> None:
+        kinds = ["let", "let", "assign", "tuple"]
+        if self.scope.loops < 2:
+            kinds += ["loop", "loop"]
+        if self.scope.ifs < 2:
+            kinds += ["if", "if"]
+        kind = self.choice(kinds)
+        if kind == "let":
+            name = self.fresh("v")
+            text, var = self.value(self.choice(["real", "int"]), 3)
+            self.emit(depth, f"{name} = {text}")
+            self.bind(name, var)
+        elif kind == "assign":
+            targets = sorted(self.scope.assignable)
+            if targets:
+                self.assign_to(depth, self.choice(targets))
+        elif kind == "tuple":
+            self.tuple_assign(depth)
+        elif kind == "loop":
+            self.loop(depth)
+        else:
+            self.branch(depth)
+
+    def bind(self, name: str, var: _Var) -> None:
+        self.scope.env[name] = var
+        self.scope.assignable.add(name)
+
+    def value(self, type_: str, depth: int) -> tuple[str, _Var]:
+        if type_ == "int":
+            text, bound = self.int_expr(depth)
+        else:
+            text, bound = self.real_expr(depth)
+        return text, _Var(type_, bound)
+
+    def assign_to(self, depth: int, name: str) -> None:
+        """``name = ...`` or ``name op= ...``, keeping its type (and a carry's cap)."""
+        var = self.scope.env[name]
+        augmented = self.flip()
+        if var.type == "int":
+            text, bound = self.int_expr(3)
+        else:
+            text, bound = self.real_expr(3) if self.integer(0, 3) else self.int_expr(2)
+        limit = var.cap if var.cap is not None else (INT_LIMIT if var.type == "int" else REAL_LIMIT)
+        if augmented and var.bound + bound <= limit:
+            op = self.choice(["+=", "-="])
+            self.emit(depth, f"{name} {op} {text}")
+            new = var.bound + bound
+        else:
+            how = self.integer(0, 2)
+            if how == 1:  # read-modify-write
+                text, bound = f"({name} + {text})", var.bound + bound
+            elif how == 2 and var.type == "real":  # a contracting update
+                text, bound = f"({name} * 0.5 + {text})", var.bound * 0.5 + bound
+            if bound > limit:
+                text, bound = self.clamp(text, var.type, limit)
+            self.emit(depth, f"{name} = {text}")
+            new = bound
+        self.scope.env[name] = replace(var, bound=var.cap if var.cap is not None else new)
+
+    def tuple_assign(self, depth: int) -> None:
+        a, b = self.fresh("v"), self.fresh("v")
+        text_a, var_a = self.value(self.choice(["real", "int"]), 2)
+        text_b, var_b = self.value(self.choice(["real", "int"]), 2)
+        self.emit(depth, f"{a}, {b} = {text_a}, {text_b}")
+        self.bind(a, var_a)
+        self.bind(b, var_b)
+
+    def clamp(self, text: str, type_: str, limit: float) -> tuple[str, float]:
+        if type_ == "int":
+            k = int(limit)
+            if self.flip():
+                return f"hm.minimum(hm.maximum({text}, {-k}), {k})", k
+            return f"({text} % {k})", k
+        return f"hm.minimum(hm.maximum({text}, {-limit!r}), {limit!r})", limit
+
+    def loop(self, depth: int) -> None:
+        step = self.choice(["1", "1", "2", "-1", "-2", "3"])
+        step_n = int(step)
+        trips = self.integer(0, 5)
+        start = self.integer(-3, 3) if step_n > 0 else self.integer(0, 6)
+        short = self.integer(0, abs(step_n) - 1) if abs(step_n) > 1 else 0  # a partial last step
+        stop = start + step_n * trips - (short if step_n > 0 else -short)
+        if step_n == 1 and start == 0:
+            bounds = f"{stop}"
+        elif step_n == 1:
+            bounds = f"{start}, {stop}"
+        else:
+            bounds = f"{start}, {stop}, {step}"
+        # carries: a new accumulator, or variables assigned before the loop
+        outer = self.scope
+        candidates = sorted(outer.assignable)
+        carries = (
+            set(self.draw(st.lists(st.sampled_from(candidates), max_size=3, unique=True)))
+            if candidates
+            else set()
+        )
+        if not carries or self.flip():
+            name = self.fresh("acc")
+            type_ = self.choice(["real", "real", "int"])
+            text, var = self.value(type_, 1)
+            self.emit(depth, f"{name} = {text}")
+            self.bind(name, var)
+            carries.add(name)
+        index = self.fresh("i")
+        self.emit(depth, f"for {index} in range({bounds}):")
+        env = dict(outer.env)
+        for name in carries:
+            var = env[name]
+            cap = var.cap
+            if cap is None:
+                cap = max(var.bound, 16.0 if var.type == "real" else 100.0)
+            env[name] = _Var(var.type, cap, cap)
+        env[index] = _Var("int", max(abs(start), abs(stop)))
+        inner = _Scope(env, set(carries), outer.loops + 1, outer.ifs, outer.lines)
+        self.scope = inner
+        self.statements(depth + 1, self.integer(0, 2))
+        for name in sorted(carries):
+            self.assign_to(depth + 1, name)
+        self.scope = outer
+        for name in carries:  # a carry keeps its cap as its bound after the loop
+            outer.env[name] = _Var(env[name].type, inner.env[name].bound, outer.env[name].cap)
+
+    def branch(self, depth: int) -> None:
+        """``if``/``elif``/``else``: new targets are assigned in every branch."""
+        outer = self.scope
+        targets = [
+            (self.fresh("b"), self.choice(["real", "int"])) for _ in range(self.integer(0, 2))
+        ]
+        arms = self.integer(1, 3)  # if, if/else, if/elif/else
+        heads = [f"if {self.condition(2)}:"]
+        if arms == 3:
+            heads.append(f"elif {self.condition(2)}:")
+        if arms >= 2:
+            heads.append("else:")
+        scopes = []
+        for head in heads:
+            self.emit(depth, head)
+            scope = _Scope(
+                dict(outer.env), set(outer.assignable), outer.loops, outer.ifs + 1, outer.lines
+            )
+            self.scope = scope
+            self.statements(depth + 1, self.integer(0, 2))
+            for name, type_ in targets:
+                text, var = self.value(type_, 2)
+                self.emit(depth + 1, f"{name} = {text}")
+                self.scope.env[name] = var
+            if outer.lines[-1] == "    " * depth + head:  # an empty branch
+                self.emit(depth + 1, "pass")
+            scopes.append(scope)
+            self.scope = outer
+        if arms == 1:
+            scopes.append(_Scope(dict(outer.env), set(), 0, 0))
+            targets = []  # assigned in the one branch only: unusable after the if
+        for name, var in list(outer.env.items()):
+            outer.env[name] = replace(var, bound=max(s.env[name].bound for s in scopes))
+        for name, type_ in targets:
+            self.bind(name, _Var(type_, max(s.env[name].bound for s in scopes)))
+
+    # -- expressions -----------------------------------------------------------------------
+
+    def names(self, type_: str) -> list[str]:
+        return sorted(n for n, v in self.scope.env.items() if v.type == type_)
+
+    def real_expr(self, depth: int) -> tuple[str, float]:
+        """A real expression and a bound on its magnitude."""
+        if depth <= 0:
+            return self.real_leaf()
+        kind = self.choice(
+            [
+                "leaf",
+                "arith",
+                "arith",
+                "mixed",
+                "divide",
+                "fmod",
+                "call",
+                "domain",
+                "select",
+                "neg",
+                "float",
+            ]
+        )
+        if kind == "leaf":
+            return self.real_leaf()
+        if kind == "arith":
+            (a, ba), (b, bb) = self.real_expr(depth - 1), self.real_expr(depth - 1)
+            return self.limit(*self.combine(a, ba, b, bb))
+        if kind == "mixed":  # an int meeting a real
+            (a, ba), (b, bb) = self.real_expr(depth - 1), self.int_expr(depth - 1)
+            if self.flip():
+                a, ba, b, bb = b, bb, a, ba
+            return self.limit(*self.combine(a, ba, b, bb))
+        if kind == "divide":
+            a, ba = self.real_expr(depth - 1)
+            how = self.choice(["const", "square", "abs", "int"])
+            if how == "const":
+                c = self.choice(["0.5", "2.0", "-4.0", "3", "-0.25", "-3"])
+                return self.limit(f"({a} / {c})", ba / abs(float(c)))
+            c = self.choice([repr(x) for x in _POSITIVE])
+            d, _ = self.real_expr(depth - 1) if how != "int" else self.int_expr(depth - 1)
+            if how == "square":
+                return self.limit(f"({a} / ({c} + {d} * {d}))", ba / float(c))
+            return self.limit(f"({a} / ({c} + hm.abs({d})))", ba / float(c))
+        if kind == "fmod":
+            a, ba = self.real_expr(depth - 1)
+            c = self.choice(["1.5", "-2.0", "0.75", "3", "-2"])
+            if self.flip():
+                return f"({a} % {c})", abs(float(c))
+            return self.limit(f"({a} // {c})", ba / abs(float(c)) + 1.0)
+        if kind == "call":
+            fn = self.choice(["sin", "cos", "tanh", "abs", "minimum", "maximum", "exp"])
+            a, ba = self.real_expr(depth - 1)
+            if fn in ("sin", "cos", "tanh"):
+                return f"hm.{fn}({a})", 1.0
+            if fn == "abs":
+                return f"hm.abs({a})", ba
+            if fn == "exp":
+                if ba > 4.0:
+                    a, ba = self.squash(a, 4.0)
+                return self.limit(f"hm.exp({a})", math.exp(ba))
+            b, bb = self.real_expr(depth - 1) if self.integer(0, 2) else self.int_expr(depth - 1)
+            return f"hm.{fn}({a}, {b})", max(ba, bb)
+        if kind == "domain":
+            return self.domain_call(depth)
+        if kind == "select":
+            cond = self.condition(depth - 1)
+            (a, ba), (b, bb) = self.real_expr(depth - 1), self.real_expr(depth - 1)
+            if self.integer(0, 3) == 0:
+                b, bb = self.int_expr(depth - 1)
+            return f"({a} if {cond} else {b})", max(ba, bb)
+        if kind == "neg":
+            a, ba = self.real_expr(depth - 1)
+            return f"(-{a})", ba
+        a, ba = self.int_expr(depth - 1)
+        return f"float({a})", ba
+
+    def domain_call(self, depth: int) -> tuple[str, float]:
+        """log, sqrt and pow with arguments inside their domains."""
+        fn = self.choice(["log", "sqrt", "pow", "pow_op"])
+        a, ba = self.real_expr(depth - 1)
+        c = self.choice([repr(x) for x in _POSITIVE])
+        if self.flip():
+            arg, top = f"({c} + {a} * {a})", float(c) + ba * ba
+        else:
+            arg, top = f"({c} + hm.abs({a}))", float(c) + ba
+        if fn == "log":
+            return f"hm.log({arg})", max(abs(math.log(float(c))), math.log(top))
+        if fn == "sqrt":
+            return f"hm.sqrt({arg})", math.sqrt(top)
+        e, be = self.real_expr(depth - 1)
+        if be > 2.0:
+            e, be = self.squash(e, 2.0)
+        bound = max(top**be, float(c) ** -be)
+        if fn == "pow":
+            return self.limit(f"hm.pow({arg}, {e})", bound)
+        return self.limit(f"({arg} ** {e})", bound)
+
+    def combine(self, a: str, ba: float, b: str, bb: float) -> tuple[str, float]:
+        op = self.choice(["+", "-", "*"])
+        return f"({a} {op} {b})", (ba * bb if op == "*" else ba + bb)
+
+    def squash(self, text: str, limit: float) -> tuple[str, float]:
+        """``text`` brought inside ``[-limit, limit]``."""
+        if self.flip():
+            return f"(hm.tanh({text}) * {limit!r})", limit
+        return f"hm.minimum(hm.maximum({text}, {-limit!r}), {limit!r})", limit
+
+    def limit(self, text: str, bound: float) -> tuple[str, float]:
+        if bound <= REAL_LIMIT:
+            return text, bound
+        if self.flip():
+            return f"hm.tanh({text})", 1.0
+        return self.squash(text, self.choice(list(_CLAMPS)))
+
+    def real_leaf(self) -> tuple[str, float]:
+        kinds = ["name", "name", "const"]
+        if self.tables:
+            kinds.append("table")
+        kind = self.choice(kinds)
+        names = self.names("real")
+        if kind == "name" and names:
+            name = self.choice(names)
+            return name, self.scope.env[name].bound
+        if kind == "table":
+            return self.table_read(), INPUT_BOUND
+        c = self.choice(list(_REAL_CONSTANTS))
+        return (repr(c) if c >= 0 else f"({c!r})"), abs(c)
+
+    def table_read(self) -> str:
+        table = self.choice([t.name for t in self.tables])
+        plane = next(t for t in self.tables if t.name == table)
+        if plane.axes is None:
+            return f"{table}.at({self.index(plane.shape[0])})"
+        order = self.draw(st.permutations(list(zip(plane.axes, plane.shape, strict=True))))
+        items = ", ".join(f"{label}={self.index(extent)}" for label, extent in order)
+        return f"{table}.at({items})"
+
+    def index(self, extent: int) -> str:
+        """An int expression inside ``[0, extent)``."""
+        kind = self.choice(["const", "real", "mod", "clamp", "abs"])
+        if kind == "const":
+            return str(self.integer(0, extent - 1))
+        if kind == "real":
+            a, _ = self.real_expr(1)
+            return f"int(hm.minimum(hm.maximum({a}, 0.0), {float(extent - 1)!r}))"
+        a, _ = self.int_expr(1)
+        if kind == "mod":
+            return f"({a} % {extent})"
+        if kind == "abs":
+            return f"(hm.abs({a}) % {extent})"
+        return f"hm.minimum(hm.maximum({a}, 0), {extent - 1})"
+
+    def int_expr(self, depth: int) -> tuple[str, float]:
+        """An int expression and a bound on its magnitude."""
+        if depth <= 0:
+            return self.int_leaf()
+        kind = self.choice(["leaf", "arith", "arith", "div", "trunc", "call", "select", "neg"])
+        if kind == "leaf":
+            return self.int_leaf()
+        if kind == "arith":
+            (a, ba), (b, bb) = self.int_expr(depth - 1), self.int_expr(depth - 1)
+            return self.int_limit(*self.combine(a, ba, b, bb))
+        if kind == "div":
+            a, ba = self.int_expr(depth - 1)
+            how = self.choice(["const", "positive", "negative"])
+            op = self.choice(["//", "%"])
+            if how == "const":
+                d = self.choice([-5, -3, -2, -1, 1, 2, 3, 7])
+                divisor, bd = (str(d) if d > 0 else f"({d})"), abs(d)
+            else:
+                b, bb = self.int_expr(depth - 1)
+                sign = "" if how == "positive" else "-"
+                divisor, bd = f"({sign}hm.abs({b}) {'+' if sign == '' else '-'} 1)", bb + 1
+            return f"({a} {op} {divisor})", (ba if op == "//" else bd)
+        if kind == "trunc":  # int() truncates toward zero, negative values included
+            a, ba = self.real_expr(depth - 1)
+            return f"int({a})", math.floor(ba)
+        if kind == "call":
+            fn = self.choice(["abs", "minimum", "maximum"])
+            a, ba = self.int_expr(depth - 1)
+            if fn == "abs":
+                return f"hm.abs({a})", ba
+            b, bb = self.int_expr(depth - 1)
+            return f"hm.{fn}({a}, {b})", max(ba, bb)
+        if kind == "select":
+            cond = self.condition(depth - 1)
+            (a, ba), (b, bb) = self.int_expr(depth - 1), self.int_expr(depth - 1)
+            return f"({a} if {cond} else {b})", max(ba, bb)
+        a, ba = self.int_expr(depth - 1)
+        return f"(-{a})", ba
+
+    def int_limit(self, text: str, bound: float) -> tuple[str, float]:
+        if bound <= INT_LIMIT:
+            return text, bound
+        return self.clamp(text, "int", self.choice([7, 50, 100]))
+
+    def int_leaf(self) -> tuple[str, float]:
+        names = self.names("int")
+        if names and self.integer(0, 2):
+            name = self.choice(names)
+            return name, self.scope.env[name].bound
+        if self.integer(0, 4) == 0:
+            return "hm.sample_index()", self.lanes - 1
+        c = self.integer(-7, 7)
+        return (str(c) if c >= 0 else f"({c})"), abs(c)
+
+    def condition(self, depth: int) -> str:
+        kind = self.choice(["compare", "compare", "compare", "chain", "and", "or", "not"])
+        if kind in ("and", "or") and depth > 0:
+            return f"({self.condition(depth - 1)} {kind} {self.condition(depth - 1)})"
+        if kind == "not" and depth > 0:
+            return f"(not {self.condition(depth - 1)})"
+        ops = ["<", "<=", ">", ">=", "==", "!="]
+        terms = [self.number(max(depth, 0)) for _ in range(3 if kind == "chain" else 2)]
+        text = terms[0]
+        for term in terms[1:]:
+            text += f" {self.choice(ops)} {term}"
+        return f"({text})"
+
+    def number(self, depth: int) -> str:
+        return (self.int_expr(depth) if self.integer(0, 2) == 0 else self.real_expr(depth))[0]
+
+
+@st.composite
+def kernels(draw: Callable[[st.SearchStrategy[Any]], Any]) -> GeneratedKernel:
+    """A random kernel of the hawk grammar (see the module's docstring)."""
+    planes: list[PlaneSpec] = []
+    for k in range(draw(st.integers(0, 2))):
+        if draw(st.booleans()):
+            planes.append(PlaneSpec(f"t{k}", "table", (draw(st.integers(1, 6)),)))
+        else:
+            count = draw(st.integers(1, 2))
+            labels = tuple(draw(st.permutations(_AXIS_LABELS))[:count])
+            shape = tuple(draw(st.integers(1, 5)) for _ in labels)
+            planes.append(PlaneSpec(f"t{k}", "table", shape, labels))
+    planes += [PlaneSpec(f"p{k}", "param") for k in range(draw(st.integers(0, 2)))]
+    planes += [PlaneSpec(f"x{k}", "input") for k in range(draw(st.integers(1, 3)))]
+    planes += [PlaneSpec(f"y{k}", "output") for k in range(draw(st.integers(1, 2)))]
+    planes = draw(st.permutations(planes))
+    lanes = draw(st.integers(1, 24))
+    builder = _Builder(draw, tuple(planes), lanes)
+    body = builder.body()
+    signature = ",\n".join(f"    {p.name}: {p.annotation()}" for p in planes)
+    names = ", ".join(p.name for p in planes)
+    outputs = ", ".join(p.name for p in planes if p.kind == "output")
+    source = "\n".join(
+        [
+            "import hawk",
+            "from hawk import math as hm",
+            "",
+            "",
+            "@hawk.kernel",
+            f"def kernel(\n{signature},\n):",
+            *body,
+            "",
+            "",
+            f"def per_lane({names}):",
+            *body,
+            f"    return ({outputs},)",
+            "",
+        ]
+    )
+    seed = draw(st.integers(0, 2**32 - 1))
+    return GeneratedKernel(source, tuple(planes), lanes, seed)
+
+
+# -- loading and evaluating --------------------------------------------------------------
+
+
+class KernelLoader:
+    """Writes generated sources into ``directory`` and imports them, and makes their
+    plans, once per source."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.modules: dict[str, types.ModuleType] = {}
+        self.plans: dict[str, eagle.plan.AutoPlan] = {}
+
+    def load(self, source: str) -> types.ModuleType:
+        """The module of ``source`` (hawk reads the kernel's source from its file)."""
+        module = self.modules.get(source)
+        if module is None:
+            name = "hawk_generated_" + hashlib.sha256(source.encode()).hexdigest()[:16]
+            path = self.directory / f"{name}.py"
+            path.write_text(source)
+            spec = importlib.util.spec_from_file_location(name, path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            self.modules[source] = module
+        return module
+
+    def plan(self, source: str) -> eagle.plan.AutoPlan:
+        """``eagle.plan.auto`` of the kernel of ``source`` (it compiles once per dtype)."""
+        plan = self.plans.get(source)
+        if plan is None:
+            plan = self.plans[source] = eagle.plan.auto(self.load(source).kernel)
+        return plan
+
+
+def known_host_bug(error: BaseException) -> bool:
+    """Whether ``error`` is the host bug that ``tests/test_differential.py``'s strict
+    xfail regression tests record: an int chosen by a uniform condition between a
+    uniform and a per-lane value, then converted to real, is a Python int where the
+    host program calls ``.astype`` (AttributeError). The device is not affected."""
+    return isinstance(error, AttributeError) and "astype" in str(error)
+
+
+class _LaneTable:
+    def __init__(self, values: np.ndarray, plane: PlaneSpec) -> None:
+        self.values = values.reshape(plane.shape)
+        self.plane = plane
+
+    def at(self, *flat: int, **named: int) -> np.float64:
+        index = flat if self.plane.axes is None else tuple(named[a] for a in self.plane.axes)
+        for i, extent in zip(index, self.plane.shape, strict=True):
+            if not (isinstance(i, int) and 0 <= i < extent):
+                raise AssertionError(f"generator bug: index {i!r} of {self.plane.name}")
+        return self.values[index]
+
+
+_ROUNDED = frozenset({"exp", "log", "sqrt", "sin", "cos", "tanh", "pow"})
+
+
+class _LaneMath:
+    """``hawk.math`` for one lane: ints stay Python ints, reals are numpy float64.
+
+    With ``noise``, each result of a rounded function (:data:`_ROUNDED`) is
+    multiplied by ``1 + noise()``, as another math library might round it.
+    """
+
+    def __init__(self, lane: int, noise: Callable[[], float] | None = None) -> None:
+        self.lane = lane
+        self.noise = noise
+
+    def sample_index(self) -> int:
+        return self.lane
+
+    def split_index(self, n: int) -> tuple[int, int]:
+        return divmod(self.lane, n)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        function = getattr(np, {"pow": "power"}.get(name, name))
+        noise = self.noise if name in _ROUNDED else None
+
+        def real(*args: Any) -> np.float64:
+            value = function(*(np.float64(a) for a in args))
+            return value * (1.0 + noise()) if noise else value
+
+        if name == "abs":
+            return lambda a: builtins.abs(a) if isinstance(a, int) else real(a)
+        if name in ("minimum", "maximum"):
+            pick = builtins.min if name == "minimum" else builtins.max
+            return lambda a, b: (
+                pick(a, b) if isinstance(a, int) and isinstance(b, int) else real(a, b)
+            )
+        return real
+
+
+def evaluate_per_lane(
+    module: types.ModuleType,
+    kernel: GeneratedKernel,
+    planes: dict[str, np.ndarray],
+    noise: Callable[[], float] | None = None,
+) -> dict[str, np.ndarray]:
+    """The outputs of ``kernel`` computed lane by lane in Python (float64).
+
+    ``noise`` (a relative error per call) perturbs the rounded math functions.
+    """
+    code = module.per_lane.__code__
+    arrays = {name: values.astype(np.float64) for name, values in planes.items()}
+    results = {name: arrays[name].copy() for name in kernel.outputs}
+    with np.errstate(all="ignore"):
+        for lane in range(kernel.lanes):
+            args: dict[str, Any] = {}
+            for plane in kernel.planes:
+                values = arrays[plane.name]
+                if plane.kind == "table":
+                    args[plane.name] = _LaneTable(values, plane)
+                elif plane.kind == "param":
+                    args[plane.name] = np.float64(values[0])
+                else:
+                    args[plane.name] = np.float64(values[lane])
+            globals_ = {"hm": _LaneMath(lane, noise), "__builtins__": builtins}
+            outputs = types.FunctionType(code, globals_)(**args)
+            for name, value in zip(kernel.outputs, outputs, strict=True):
+                results[name][lane] = float(value)
+    return results
+
+
+def _constant(value: float) -> Callable[[], float]:
+    return lambda: value
+
+
+def _uniform(rng: np.random.Generator, delta: float) -> Callable[[], float]:
+    return lambda: delta * rng.uniform(-1.0, 1.0)
+
+
+def stable_lanes(
+    module: types.ModuleType,
+    kernel: GeneratedKernel,
+    planes: dict[str, np.ndarray],
+    delta: float,
+    rtol: float,
+    atol: float,
+    trials: int = 6,
+) -> np.ndarray:
+    """The lanes whose outputs stay within ``rtol``/``atol`` when every input value and
+    every rounded math result is perturbed by a relative error of up to ``delta``.
+
+    Two correct programs that round differently (a device's math library and fused
+    multiply-adds against numpy, or float32 against float64) can land on two sides of a
+    discontinuity (``int()``, ``//``, ``%``, a comparison, ``tanh`` rounding to exactly
+    1.0) or amplify rounding by cancellation; such a lane is not stable, and its values
+    are not compared across implementations. The first two trials push every value up
+    by ``delta``, then down; the others perturb at random.
+    """
+    reference = evaluate_per_lane(module, kernel, planes)
+    rng = np.random.default_rng(kernel.seed)
+    stable = np.ones(kernel.lanes, dtype=bool)
+    for trial in range(trials):
+        if trial < 2:
+            shift = delta if trial == 0 else -delta
+            perturbed = {name: values * (1.0 + shift) for name, values in planes.items()}
+            noise = _constant(shift)
+        else:
+            perturbed = {
+                name: values * (1.0 + delta * rng.uniform(-1.0, 1.0, values.shape))
+                for name, values in planes.items()
+            }
+            noise = _uniform(rng, delta)
+        noisy = evaluate_per_lane(module, kernel, perturbed, noise)
+        for name in kernel.outputs:
+            stable[disagreements(noisy[name], reference[name], rtol, atol)] = False
+    return stable
+
+
+def disagreements(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> np.ndarray:
+    """The lanes where ``actual`` differs from ``expected``: NaN and inf must sit in
+    the same places, finite values within ``atol + rtol * |expected|``."""
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    finite = np.isfinite(actual) & np.isfinite(expected)
+    with np.errstate(invalid="ignore"):
+        close = np.abs(actual - expected) <= atol + rtol * np.abs(expected)
+        same_special = (np.isnan(actual) & np.isnan(expected)) | (
+            np.isinf(actual) & (actual == expected)
+        )
+    return np.flatnonzero(~np.where(finite, close, same_special))

@@ -1,0 +1,177 @@
+# ruff: noqa: F841, SIM108
+# The regression kernels assign to their output planes (F841) and keep the if statement
+# the generator found (SIM108).
+"""Differential test: random hawk kernels, the host program against a per-lane Python run.
+
+:func:`tests._kernel_grammar.kernels` draws kernels from the whole language (its module
+docstring lists the grammar). Each one runs through ``eagle.plan.auto(k).run`` on float64
+numpy planes and, separately, lane by lane as plain Python over the same body with a
+per-lane ``hawk.math``. Both compute the same IEEE double operations in the same order, so
+they agree to 1e-12 (relative, or absolute near zero), NaN and inf in the same lanes.
+
+The float32 tolerance of the device test (``tests/test_differential_gpu.py``) is checked
+here on the host: the float32 program against the float64 program.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, reject, settings
+
+import eagle.plan
+import hawk
+from hawk import math as hm
+from tests._kernel_grammar import (
+    GeneratedKernel,
+    KernelLoader,
+    disagreements,
+    evaluate_per_lane,
+    kernels,
+    known_host_bug,
+    stable_lanes,
+)
+
+RTOL = ATOL = 1e-12
+#: float32 against float64: |f32 - f64| <= F32_TOL * |f64| + F32_TOL (see the GPU test)
+F32_TOL = 1e-4
+#: the relative perturbation that decides which lanes are stable, per tolerance
+DELTA = {RTOL: 1e-13, F32_TOL: 1e-5}
+
+SETTINGS = settings(
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@pytest.fixture(scope="module")
+def loader(tmp_path_factory: pytest.TempPathFactory) -> KernelLoader:
+    return KernelLoader(Path(tmp_path_factory.mktemp("generated_kernels")))
+
+
+def run_host(
+    loader: KernelLoader, generated: GeneratedKernel, planes: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The planes after a host run of ``generated`` over copies of ``planes``
+    (rejects the example on the known host bug, see :func:`known_host_bug`)."""
+    out = {name: values.copy() for name, values in planes.items()}
+    try:
+        loader.plan(generated.source).run(**out)
+    except AttributeError as error:
+        if known_host_bug(error):
+            reject()
+        raise
+    return out
+
+
+def _explain(name: str, bad: np.ndarray, got: np.ndarray, want: np.ndarray, source: str) -> str:
+    return f"{name} differs in lanes {bad.tolist()}: {got[bad]} != {want[bad]}\n{source}"
+
+
+@settings(SETTINGS, max_examples=300)
+@given(generated=kernels())
+def test_host_matches_per_lane(loader: KernelLoader, generated: GeneratedKernel) -> None:
+    planes = generated.make_planes(np.float64)
+    host = run_host(loader, generated, planes)
+    reference = evaluate_per_lane(loader.load(generated.source), generated, planes)
+    for name in generated.outputs:
+        bad = disagreements(host[name], reference[name], RTOL, ATOL)
+        assert bad.size == 0, _explain(name, bad, host[name], reference[name], generated.source)
+
+
+@settings(SETTINGS, max_examples=60)
+@given(generated=kernels())
+def test_float32_host_within_tolerance_of_float64(
+    loader: KernelLoader, generated: GeneratedKernel
+) -> None:
+    """The float32 program stays within F32_TOL of the float64 program on stable lanes
+    (the same float32-rounded inputs on both)."""
+    planes = generated.make_planes(np.float32)
+    wide = {name: values.astype(np.float64) for name, values in planes.items()}
+    single, double = run_host(loader, generated, planes), run_host(loader, generated, wide)
+    module = loader.load(generated.source)
+    stable = stable_lanes(module, generated, wide, DELTA[F32_TOL], F32_TOL, F32_TOL)
+    for name in generated.outputs:
+        bad = disagreements(single[name], double[name], F32_TOL, F32_TOL)
+        bad = bad[stable[bad]]
+        assert bad.size == 0, _explain(name, bad, single[name], double[name], generated.source)
+
+
+@pytest.mark.parametrize("tolerance", [RTOL, F32_TOL])
+def test_most_lanes_are_stable(loader: KernelLoader, tolerance: float) -> None:
+    """The stability filter of the device comparison keeps almost every lane, so it cannot
+    hide a disagreement that is more than a rounding accident."""
+    examples: list[GeneratedKernel] = []
+
+    @settings(SETTINGS, max_examples=40)
+    @given(generated=kernels())
+    def collect(generated: GeneratedKernel) -> None:
+        examples.append(generated)
+
+    collect()
+    total = kept = 0
+    for generated in examples:
+        planes = generated.make_planes(np.float64)
+        module = loader.load(generated.source)
+        stable = stable_lanes(module, generated, planes, DELTA[tolerance], tolerance, tolerance)
+        total, kept = total + stable.size, kept + int(stable.sum())
+    assert kept >= 0.95 * total
+
+
+def test_generated_kernels_cover_the_grammar(loader: KernelLoader) -> None:
+    """The generator reaches every construct it is meant to (over a fixed sample)."""
+    sources: list[str] = []
+
+    @settings(SETTINGS, max_examples=200)
+    @given(generated=kernels())
+    def collect(generated: GeneratedKernel) -> None:
+        sources.append(generated.source.split("def per_lane")[0])
+
+    collect()
+    text = "\n".join(sources)
+    constructs = [
+        "hawk.Param", "hawk.Table,", 'hawk.Table["', "y1:", "hm.split_index(",
+        "hm.sample_index()", "int(", "float(", " // ", " % ", " / ", " ** ", "+=", "-=",
+        "hm.exp(", "hm.log(", "hm.sqrt(", "hm.sin(", "hm.cos(", "hm.tanh(", "hm.abs(",
+        "hm.minimum(", "hm.maximum(", "hm.pow(", " if (", "elif ", "else:", " and ", " or ",
+        "(not ", "for ", ", -1):", ", -2):", "        for ",
+    ]  # fmt: skip
+    missing = [c for c in constructs if c not in text]
+    assert not missing
+
+
+# -- regressions found by the generator ---------------------------------------------------
+
+
+@hawk.kernel
+def uniform_select_then_cast(p: hawk.Param, x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    k = 0 if p > 0.0 else hm.sample_index()
+    y = float(k)
+
+
+@hawk.kernel
+def uniform_if_then_cast(p: hawk.Param, x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    if p > 0.0:
+        k = 0
+    else:
+        k = hm.sample_index()
+    y = k + 0.5
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AttributeError,
+    reason="host bug: an int chosen by a uniform condition between a constant and a "
+    "per-lane value is a Python int at run time, and its conversion to real calls "
+    "'.astype' on it (hawk/emit/host.py, Cast of a varying Select or If merge)",
+)
+@pytest.mark.parametrize(
+    ("kernel", "expected"), [(uniform_select_then_cast, 0.0), (uniform_if_then_cast, 0.5)]
+)
+def test_uniform_choice_of_an_int_then_cast(kernel: hawk.Kernel, expected: float) -> None:
+    y = np.full(3, np.nan)
+    eagle.plan.auto(kernel).run(p=np.array([1.0]), x=np.zeros(3), y=y)
+    assert np.array_equal(y, np.full(3, expected))
