@@ -2,12 +2,15 @@
 
 A plan runs on the host when its planes are host arrays (numpy or host
 eagle Arrays: the kernel's numpy program, results written into your arrays)
-and on the device when they are device Arrays (the kernel's CUDA C, launched
-on eagle's current stream). ``plan.bind(**planes)`` prepares everything, so
-``bound.launch()`` only enqueues work and is legal inside a capture;
-``bound.capture(stream)`` records it into a graph. ``plan.run(**planes)``
-keeps its last few bindings and reuses one when the planes have the same
-addresses, shapes, strides, dtypes and device and the stream is the same.
+and on the device when they are device arrays (eagle's, torch's, CuPy's...:
+the kernel's CUDA C, launched on eagle's stream inside ``with stream:``, else
+on the current stream of the framework the planes come from, else on the CUDA
+default stream: :func:`eagle.cuda.stream.launch_stream`).
+``plan.bind(**planes)`` prepares everything, so ``bound.launch()`` only
+enqueues work and is legal inside a capture; ``bound.capture(stream)``
+records it into a graph. ``plan.run(**planes)`` keeps its last few bindings
+and reuses one, on any stream, when the planes have the same addresses,
+shapes, strides, dtypes and device.
 
 Planes are checked by name before anything runs (:mod:`eagle._planes`):
 unknown or missing planes, mixed residency, dtypes other than
@@ -45,7 +48,6 @@ from eagle import _route as gemm_route
 from eagle import arrays
 from eagle._bound import Bound, Route, Step
 from eagle._planes import WRITTEN, Planes, check_planes, layout_key, param_value
-from eagle.cuda.stream import as_stream_ptr
 from hawk import ir
 from hawk.contraction import lane_layout, recognize
 from hawk.emit import DTYPES, cuda, host, policy
@@ -186,12 +188,12 @@ class AutoPlan:
         """Run the kernel once over ``planes`` (one keyword per kernel plane).
 
         On the host it returns when the results are in your arrays; if it
-        raises, every plane is as it was. On the device it enqueues on
-        eagle's current stream and returns.
+        raises, every plane is as it was. On the device it enqueues (on the
+        stream :meth:`BoundPlan.stream` names) and returns.
 
         The plan keeps its last four bindings (and so their arrays) and
         reuses one when every plane has the same address, shape, strides,
-        dtype and device as then, on the same stream: a repeated run skips
+        dtype and device as then, on any stream: a repeated run skips
         the checks and the preparation, and a Param given as a number is
         written into the bound launch (no allocation, no synchronisation,
         legal inside a capture).
@@ -221,11 +223,11 @@ class AutoPlan:
         with bound._lock:  # another thread may be giving the binding its numbers
             if reused:
                 bound._set_numbers(planes)
-            bound.launch(key[0])
+            bound.launch()
 
     def _run_key(self, planes: Mapping[str, Any]) -> tuple[Any, ...] | None:
-        """``(stream, plane keys...)``: what a binding over ``planes`` depends on (the
-        stream is None on the host), or None when they cannot be reused safely."""
+        """The plane keys a binding over ``planes`` depends on (not the stream: a
+        binding launches on any), or None when they cannot be reused safely."""
         if len(planes) != len(self._names):
             return None
         keys = []
@@ -240,25 +242,25 @@ class AutoPlan:
                     return None
                 device = key[1]
             keys.append(key)
-        if device is None:
-            return (None, *keys)
-        if any(key[0] == "host" for key in keys):
+        if device is not None and any(key[0] == "host" for key in keys):
             return None
-        return (as_stream_ptr(None, device), *keys)
+        return tuple(keys)
 
     def bind(self, **planes: Any) -> BoundPlan:
         """Prepare a launch over ``planes``: check them, compile, pack arguments.
 
         A plan that takes the GEMM route binds your planes to one cuBLAS
-        product (no copies) and prepares cuBLAS for eagle's current stream
-        (bind inside ``with stream:`` to launch on ``stream`` inside a capture).
+        product (no copies) and prepares cuBLAS for the stream its launches go
+        to (:meth:`BoundPlan.stream`); a launch on a stream that is being
+        captured needs cuBLAS prepared for it before the capture (a run or bind
+        on that stream; see docs/torch.md).
         A Param given as a number is fixed here (on the device, in a
         one-element array of its own).
 
         Raises:
             TypeError, ValueError, OverflowError: as :meth:`run`.
-            GemmCaptureUnavailable: (GEMM route) no cuBLAS, or eagle's current
-                stream is being captured.
+            GemmCaptureUnavailable: (GEMM route) no cuBLAS, or the stream is
+                being captured and cuBLAS was never prepared for it.
         """
         return self._bind(planes, reusable=False)
 
@@ -394,7 +396,8 @@ class BoundPlan(Bound):
     _what = "plan"
 
     def __init__(self, plan: AutoPlan, checked: Planes, step: Step, route: Route) -> None:
-        super().__init__(checked.side, checked.device, (step,))
+        planes = tuple(checked.values.values()) if checked.side == "device" else ()
+        super().__init__(checked.side, checked.device, (replace(step, planes=planes),))
         self.plan = plan
         self.lanes = checked.lanes
         self.route = route.name
