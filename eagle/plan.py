@@ -140,15 +140,27 @@ class AutoPlan:
             ValueError: ``side`` is not ``"host"`` or ``"device"``, or ``dtype``
                 is not float32 or float64.
         """
-        if side not in _SIDES:
-            raise ValueError(f"side must be 'host' or 'device', not {side!r}")
-        try:
-            resolved = np.dtype(dtype) if dtype is not None else None  # np.dtype(None) is float64
-        except TypeError:
-            resolved = None
-        if resolved is None or resolved not in DTYPES:
-            raise ValueError(f"dtype must be float32 or float64 (a plane's dtype), not {dtype!r}")
+        resolved = _side_dtype(side, dtype)
         return self._decide(side, {name: resolved for name in self._names}).name
+
+    def source(self, side: str, dtype: Any = "float32") -> str:
+        """The program ``side`` runs for the kernel over planes of ``dtype``.
+
+        ``"host"`` gives the generated numpy program (Python source),
+        ``"device"`` the generated CUDA C (what NVRTC compiles; a plan on the
+        GEMM route runs a cuBLAS product instead, see :meth:`route`).
+
+        Args:
+            side: ``"host"`` or ``"device"``.
+            dtype: the planes' dtype, float32 (the default) or float64.
+
+        Raises:
+            ValueError: as :meth:`route`.
+        """
+        signature = tuple(_side_dtype(side, dtype).name for _ in self._names)
+        if side == "host":
+            return self._host_program(signature).source
+        return self._cuda_source(signature).source
 
     @property
     def reasons(self) -> tuple[str, ...]:
@@ -369,6 +381,19 @@ class AutoPlan:
             kernel.launch(grid, BLOCK_SIZE, packed, stream)
 
         return BoundPlan(self, checked, Step(enqueue), route)
+
+
+def _side_dtype(side: str, dtype: Any) -> np.dtype:
+    """Check ``side`` and ``dtype`` (a plane's: float32 or float64) and resolve ``dtype``."""
+    if side not in _SIDES:
+        raise ValueError(f"side must be 'host' or 'device', not {side!r}")
+    try:
+        resolved = np.dtype(dtype) if dtype is not None else None  # np.dtype(None) is float64
+    except TypeError:
+        resolved = None
+    if resolved is None or resolved not in DTYPES:
+        raise ValueError(f"dtype must be float32 or float64 (a plane's dtype), not {dtype!r}")
+    return resolved
 
 
 def _grid(lanes: int) -> int:
