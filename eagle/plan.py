@@ -48,6 +48,7 @@ from eagle import _route as gemm_route
 from eagle import arrays
 from eagle._bound import Bound, Route, Step
 from eagle._planes import WRITTEN, Planes, check_planes, layout_key, param_value
+from eagle.cuda.stream import launch_stream
 from hawk import ir
 from hawk.contraction import lane_layout, recognize
 from hawk.emit import DTYPES, cuda, host, policy
@@ -117,6 +118,7 @@ class AutoPlan:
         self._names = tuple(p.name for p in kernel.planes)
         self._device_kernels: dict[tuple[tuple[str, ...], int], Any] = {}
         self._bindings: OrderedDict[tuple[Any, ...], BoundPlan] = OrderedDict()
+        self._shared_uniforms: dict[tuple[Any, ...], arrays.Array] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -363,9 +365,8 @@ class AutoPlan:
         # that keeps its number has it written once, here; a reusable one has it written
         # by a memset before each launch: stream-ordered, legal in a capture (which
         # records the value), and neither allocating nor synchronising.
-        where = f"cuda:{checked.device}"
         numbers = checked.numbers
-        uniforms = {name: arrays.full((1,), n, checked.real, where) for name, n in numbers.items()}
+        uniforms = self._uniforms(checked, reusable)
         args = [uniforms.get(name, checked.values[name]) for name in self._names]
         lengths = [np.int64(checked.values[name].shape[0]) for name in source.lengths]
         packed = PackedArgs([*args, np.int64(checked.lanes), *lengths, record])
@@ -381,6 +382,24 @@ class AutoPlan:
             kernel.launch(grid, BLOCK_SIZE, packed, stream)
 
         return BoundPlan(self, checked, Step(enqueue), route)
+
+    def _uniforms(self, checked: Planes, reusable: bool) -> dict[str, arrays.Array]:
+        """The one-element arrays of the Params given as numbers. A reusable binding
+        shares those of its plan, dtype and launch stream (made on first use; it writes
+        its numbers before each launch, in stream order), so binding again, as for
+        planes a torch capture allocated, allocates nothing."""
+        where, real = f"cuda:{checked.device}", checked.real
+        if not reusable:
+            return {name: arrays.full((1,), n, real, where) for name, n in checked.numbers.items()}
+        stream = launch_stream(checked.values.values(), checked.device or 0)
+        uniforms = {}
+        for name, number in checked.numbers.items():
+            key = (name, real, checked.device, stream)
+            uniform = self._shared_uniforms.get(key)
+            if uniform is None:
+                uniform = self._shared_uniforms[key] = arrays.full((1,), number, real, where)
+            uniforms[name] = uniform
+        return uniforms
 
 
 def _side_dtype(side: str, dtype: Any) -> np.dtype:

@@ -46,13 +46,11 @@ def test_the_default_stream_is_cudas_legacy_stream_and_with_stream_overrides(mon
     assert streams.launch_stream([2.0, _foreign_array("torch")]) == 0x70
     assert streams.launch_stream([_foreign_array("torch")], device=1) == 0x71
     assert streams.launch_stream([_foreign_array(None)]) == 0
-    mine = streams.Stream._default(0)  # stands in for a Stream on the stack
-    mine._ptr = 0x99
-    streams._stack(0).append(mine)
-    try:
+    with streams.Stream.external(0x99):
         assert streams.launch_stream([_foreign_array("torch")]) == 0x99
-    finally:
-        streams._stack(0).pop()
+        assert cuda.current_stream().ptr() == 0x99
+    with pytest.raises(TypeError, match="not None"):
+        streams.Stream.external(None)
 
 
 def test_a_framework_stream_is_found_without_importing_the_framework(monkeypatch):
@@ -152,8 +150,8 @@ def test_release_handles_destroys_the_stream_handles_and_new_ones_follow(monkeyp
 
 def test_a_stream_handle_goes_just_before_its_eagle_stream(monkeypatch):
     hooks = []
-    fake = streams.Stream._default(0)
-    fake._ptr, fake._hooks = 0x5EA, hooks
+    fake = streams.Stream.external(0x5EA)
+    fake._hooks = hooks
     monkeypatch.setattr(handles, "stream_object", lambda ptr: fake if ptr == 0x5EA else None)
     monkeypatch.setattr(streams, "stream_object", lambda ptr: fake if ptr == 0x5EA else None)
     FakeDevice(monkeypatch)

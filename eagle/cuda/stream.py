@@ -56,14 +56,22 @@ class Stream:
         _by_ptr[self._ptr] = self
 
     @classmethod
-    def _default(cls, device: int) -> Stream:
-        """The CUDA default stream of ``device``, which eagle never destroys."""
-        stream = cls.__new__(cls)
-        stream.device, stream.non_blocking = device, False
-        stream._ptr, stream._hooks = DEFAULT_STREAM, []
-        stream._finalizer = weakref.finalize(stream, lambda: None)
-        stream._finalizer.atexit = False
-        return stream
+    def external(cls, stream: Any, device: int = 0) -> Stream:
+        """A Stream over a stream eagle does not own (torch's, CuPy's, a raw pointer:
+        anything :func:`as_stream_ptr` takes but None), for ``with``; never destroyed
+        by eagle, so keep the owner's stream alive while you use it.
+
+        Raises:
+            TypeError: ``stream`` is not a stream (as :func:`as_stream_ptr`).
+        """
+        if stream is None:
+            raise TypeError("Stream.external takes a stream or a raw pointer, not None")
+        made = cls.__new__(cls)
+        made.device, made.non_blocking = device, False
+        made._ptr, made._hooks = as_stream_ptr(stream, device), []
+        made._finalizer = weakref.finalize(made, lambda: None)
+        made._finalizer.atexit = False
+        return made
 
     def ptr(self) -> int:
         """The raw ``cudaStream_t`` as an int."""
@@ -91,7 +99,8 @@ class Stream:
         raise_recorded()
 
     def destroy(self) -> None:
-        """Destroy the stream (idempotent); pending work still completes.
+        """Destroy the stream (idempotent); pending work still completes. An external
+        stream (:meth:`external`) is only closed to eagle: its owner destroys it.
 
         Raises:
             ValueError: this is the CUDA default stream, which is not eagle's to destroy.
@@ -213,7 +222,7 @@ def current_stream(device: int = 0) -> Stream:
         return stack[-1]
     stream = _defaults.get(device)
     if stream is None:
-        stream = _defaults.setdefault(device, Stream._default(device))
+        stream = _defaults.setdefault(device, Stream.external(DEFAULT_STREAM, device))
     return stream
 
 
