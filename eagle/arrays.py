@@ -372,8 +372,9 @@ class Array:
         """Set every element to ``value``.
 
         On a device it is stream-ordered on ``stream`` (a :class:`Stream`, a raw
-        stream pointer, or None for eagle's current stream), does not wait,
-        and is legal inside a capture.
+        stream pointer, or None for the stream eagle's work over this array goes
+        to: :func:`~eagle.cuda.stream.launch_stream`), does not wait, and is
+        legal inside a capture.
 
         Raises:
             ValueError: ``value`` does not fit the dtype exactly (``1.5`` or NaN

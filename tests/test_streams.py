@@ -162,3 +162,20 @@ def test_a_stream_handle_goes_just_before_its_eagle_stream(monkeypatch):
     hooks.pop()()  # what the stream's finalizer runs before cudaStreamDestroy
     assert not made.alive and not handles._stream_handles
     assert waited == [("cudaStreamSynchronize", 0x5EA)]  # its work ended before the handle
+
+
+def test_the_default_stream_counts_as_captured_while_a_blocking_stream_is(monkeypatch):
+    from eagle.cuda import graph
+
+    def refuse(name, stream):
+        raise cuda.CudaError(name, "cudaErrorStreamCaptureImplicit")
+
+    monkeypatch.setattr(graph, "call", refuse)
+    assert graph.is_capturing(0)
+
+    def other(name, stream):
+        raise cuda.CudaError(name, "cudaErrorInvalidValue")
+
+    monkeypatch.setattr(graph, "call", other)
+    with pytest.raises(cuda.CudaError, match="cudaErrorInvalidValue"):
+        graph.is_capturing(0)

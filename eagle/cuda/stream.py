@@ -51,7 +51,9 @@ class Stream:
         handle = call("cudaStreamCreateWithFlags", flags)
         self._ptr = int(handle)
         self._hooks: list[Callable[[], None]] = []
-        self._finalizer = weakref.finalize(self, _destroy_stream, handle, self._hooks)
+        self._finalizer: weakref.finalize[..., Any] = weakref.finalize(
+            self, _destroy_stream, handle, self._hooks
+        )
         self._finalizer.atexit = False
         _by_ptr[self._ptr] = self
 
@@ -69,7 +71,7 @@ class Stream:
         made = cls.__new__(cls)
         made.device, made.non_blocking = device, False
         made._ptr, made._hooks = as_stream_ptr(stream, device), []
-        made._finalizer = weakref.finalize(made, lambda: None)
+        made._finalizer = weakref.finalize(made, _leave_to_owner, made._ptr)
         made._finalizer.atexit = False
         return made
 
@@ -118,6 +120,10 @@ class Stream:
 
     def __repr__(self) -> str:
         return f"Stream(ptr={self._ptr:#x}, device={self.device}, non_blocking={self.non_blocking})"
+
+
+def _leave_to_owner(stream_ptr: int) -> None:
+    """An external stream's finalizer: its owner destroys it, not eagle."""
 
 
 def _destroy_stream(handle: Any, hooks: list[Callable[[], None]]) -> None:
