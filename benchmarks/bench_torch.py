@@ -6,7 +6,10 @@ For ``y = 0.5 * x + z`` over 1,000 float32 lanes on the device:
   ``0.5 * x + z`` vs the same eager expression wrapped as a bare
   ``torch.library.custom_op``;
 * forward + backward: ``f(x=x, z=z).sum().backward()`` vs torch's
-  ``(0.5 * x + z).sum().backward()``.
+  ``(0.5 * x + z).sum().backward()``;
+* a ``torch.cuda.graph`` replay of a mixed step (a torch op, the hawk kernel through
+  ``plan.run``, the same through the torch op, another torch op) vs the same step in
+  eager torch, as host microseconds per replay or call.
 
 Times are host wall-clock medians per call (after a warm-up), every side on the same
 tensors; the calls only enqueue work, and the device is synchronised between batches.
@@ -25,6 +28,7 @@ import sys
 import torch
 from _timing import host_ms
 
+import eagle.plan
 import eagle.torch
 import hawk
 
@@ -55,6 +59,30 @@ def _us(fn) -> float:
     return figure
 
 
+def _mixed_graph(f, v, z) -> torch.cuda.CUDAGraph:
+    """A torch op, the kernel through plan.run, the kernel through the torch op, a torch op:
+    warmed up and captured on one side stream, as torch asks; checked once replayed."""
+    plan = eagle.plan.auto(scale_add)
+
+    def step():
+        h = torch.empty_like(v)
+        plan.run(x=v * 2.0, z=z, y=h)
+        return torch.relu(f(x=h, z=z))
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        out = step()
+    graph.replay()
+    torch.testing.assert_close(out, torch.relu(0.5 * (0.5 * (v * 2.0) + z) + z))
+    return graph
+
+
 def main() -> None:
     f = eagle.torch.function(scale_add)
     x = torch.randn(LANES, device="cuda", requires_grad=True)
@@ -70,6 +98,10 @@ def main() -> None:
         "forward+backward": {
             "eagle.torch": _us(lambda: f(x=x, z=z).sum().backward()),
             "torch eager": _us(lambda: (0.5 * x + z).sum().backward()),
+        },
+        "mixed step": {
+            "eagle graph replay": _us(_mixed_graph(f, v, z).replay),
+            "torch eager": _us(lambda: torch.relu(0.5 * (0.5 * (v * 2.0) + z) + z)),
         },
     }
     print(f"host cost per call, {LANES} float32 CUDA lanes, median of {REPEAT} (µs)")

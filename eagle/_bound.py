@@ -21,7 +21,7 @@ import numpy as np
 
 from eagle.cuda._rebind import Site, record
 from eagle.cuda.graph import Graph, Launcher, StreamCapturer, any_capture_active
-from eagle.cuda.stream import as_stream_ptr
+from eagle.cuda.stream import as_stream_ptr, launch_stream
 
 __all__ = ["Bound", "Route", "Step"]
 
@@ -53,12 +53,15 @@ class Step:
         site: makes the record a capture keeps of this work, so that the graph
             can be pointed at other planes (:meth:`~eagle.cuda.Launcher.rebind`),
             or None when the work enqueues nothing.
+        planes: the arrays the work reads and writes; they choose the stream a
+            launch with no stream goes to (:func:`~eagle.cuda.stream.launch_stream`).
     """
 
     enqueue: Callable[[Any], None]
     prepare: Callable[[int], Any] | None = None
     written: tuple[np.ndarray, ...] = ()
     site: Callable[[], Site] | None = None
+    planes: tuple[Any, ...] = ()
 
 
 class Bound:
@@ -75,11 +78,18 @@ class Bound:
         self.side = side
         self.device = device
         self._steps = tuple(steps)
+        self._planes = tuple(plane for step in self._steps for plane in step.planes)
+
+    def stream(self) -> int:
+        """The raw stream a launch with no stream goes to: eagle's inside ``with
+        stream:``, else the current stream of the framework the planes come from
+        (torch, CuPy), else the CUDA default stream."""
+        return launch_stream(self._planes, self.device or 0)
 
     def launch(self, stream: Any = None) -> None:
         """Run once: on the device, enqueue on ``stream`` (a Stream, a raw
-        pointer, or None for eagle's current stream) and return; legal inside
-        a capture. On the host, run now (``stream`` must be None); if it
+        pointer, or None for :meth:`stream`) and return; legal inside a
+        capture. On the host, run now (``stream`` must be None); if it
         raises, every plane it writes is as it was before.
 
         Raises:
@@ -92,6 +102,8 @@ class Bound:
                 )
             _run_all_or_nothing(self._steps)
             return
+        if stream is None:
+            stream = launch_stream(self._planes, self.device or 0)
         if any_capture_active():  # each step recorded, so that the graph can be rebound
             stream_ptr = as_stream_ptr(stream, self.device or 0)
             for step in self._steps:
@@ -113,12 +125,13 @@ class Bound:
         for step in self._steps:
             if step.prepare is not None:
                 if stream_ptr is None:
-                    stream_ptr = as_stream_ptr(stream, self.device or 0)
+                    stream_ptr = self._stream_ptr(stream)
                 step.prepare(stream_ptr)
 
     def capture(self, stream: Any = None) -> Launcher:
         """Record one launch into a CUDA graph and return its :class:`~eagle.cuda.Launcher`
-        (replaying on ``stream``, eagle's current stream by default).
+        (replaying on ``stream``, :meth:`stream` by default, which must not be the
+        CUDA default stream: CUDA captures no work there).
 
         Raises:
             ValueError: the work is bound to host arrays.
@@ -128,12 +141,15 @@ class Bound:
                 f"this {self._what} is bound to host arrays and cannot be captured; bind device "
                 "Arrays"
             )
-        stream_ptr = as_stream_ptr(stream, self.device or 0)
+        stream_ptr = self._stream_ptr(stream)
         self.prepare(stream_ptr)  # outside the capture: may make and warm a cuBLAS handle
         with StreamCapturer(stream_ptr) as capturer:
             self.launch(stream_ptr)
         assert capturer.captured is not None
         return Graph.from_captured(capturer.captured).launcher().stream(stream_ptr)
+
+    def _stream_ptr(self, stream: Any) -> int:
+        return self.stream() if stream is None else as_stream_ptr(stream, self.device or 0)
 
 
 def _run_all_or_nothing(steps: Sequence[Step]) -> None:

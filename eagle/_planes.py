@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from eagle.arrays import Array
+from eagle.arrays import Array, asarray
 from hawk import ir
 from hawk.emit import DTYPES, compute_dtype
 
@@ -138,9 +138,11 @@ def layout_key(value: Any) -> tuple[Any, ...] | None:
 
     A numpy array or eagle Array gives ``("host", address, shape, strides,
     dtype, writable)`` or ``("device", device, address, shape, strides,
-    dtype)``; a number gives ``("number",)``, as its value goes into the
-    binding at each run. Anything else (another array type, a bool, a wrong
-    type) gives None: such planes are bound afresh each time.
+    dtype)``; a torch tensor its own such key (its work goes to torch's
+    current stream, which orders it); a number gives ``("number",)``, as its
+    value goes into the binding at each run. Anything else (another array
+    type, a bool, a wrong type) gives None: such planes are bound afresh each
+    time.
     """
     if type(value) is np.ndarray:
         return _host_key(value)
@@ -150,7 +152,23 @@ def layout_key(value: Any) -> tuple[Any, ...] | None:
         if value.is_host:
             return _host_key(value.numpy())
         return ("device", value.device_index, value.ptr, value.shape, value.strides, value.dtype)
+    if type(value).__module__ == "torch" and type(value).__name__ in ("Tensor", "Parameter"):
+        return _tensor_key(value)
     return None
+
+
+def _tensor_key(tensor: Any) -> tuple[Any, ...]:
+    """A torch tensor's key: it runs on torch's current stream, so a reused binding
+    needs no new ordering; its device key matches an eagle Array's over it."""
+    size = tensor.element_size()
+    strides = tuple(stride * size for stride in tensor.stride())
+    index = tensor.get_device()
+    side = "host" if index < 0 else "device"
+    return (side, index, tensor.data_ptr(), tuple(tensor.shape), strides, tensor.dtype)
+
+
+def _is_foreign(value: Any) -> bool:
+    return hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__")
 
 
 def _host_key(array: np.ndarray) -> tuple[Any, ...]:
@@ -165,6 +183,8 @@ def _is_eagle_array(value: Any) -> bool:
 def _classify(plane: ir.Plane, value: Any) -> _Given:
     if isinstance(value, np.ndarray):
         return _Given(plane.name, plane, value, "host")
+    if not _is_eagle_array(value) and _is_foreign(value):
+        value = asarray(value)  # torch, CuPy...: the same memory, no copy
     if _is_eagle_array(value):
         if value.is_host:
             return _Given(plane.name, plane, value.numpy(), "host")
@@ -174,8 +194,8 @@ def _classify(plane: ir.Plane, value: Any) -> _Given:
         return _Given(plane.name, plane, value, "number")
     what = "a number, " if plane.kind == "param" else ""
     raise TypeError(
-        f"plane {plane.name!r} is a {type(value).__name__}; pass {what}a numpy array or an "
-        "eagle Array (eagle.arrays.asarray wraps other arrays without a copy)"
+        f"plane {plane.name!r} is a {type(value).__name__}; pass {what}a numpy array, an "
+        "eagle Array, or an array with __dlpack__ or __cuda_array_interface__ (torch, CuPy)"
     )
 
 

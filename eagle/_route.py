@@ -35,11 +35,12 @@ from typing import Any
 import numpy as np
 
 from eagle.cuda.graph import is_capturing
-from eagle.cuda.stream import as_stream_ptr, current_stream
-from eagle.gemm.capture import BoundGemm, stream_handle
+from eagle.cuda.stream import as_stream_ptr, launch_stream
+from eagle.gemm.capture import BoundGemm, CublasCaptureHandle
 from eagle.gemm.contraction import RecognizedContraction
 from eagle.gemm.dtypes import HALVES, PRODUCT_DTYPES, dtype_of
 from eagle.gemm.errors import GemmCaptureUnavailable, PlanUnavailable
+from eagle.gemm.handles import stream_handle
 from eagle.gemm.lowering import captured_calls, lower_dense_gemm
 from eagle.gemm.steps import LoweredPlan, MatmulSpec
 from hawk.contraction import LaneLayout
@@ -249,7 +250,7 @@ class GemmLaunch:
     one product per gradient plane in ``planes``, added into it with beta =
     1). It lowers the record over the planes' dtype, binds the planes (no
     copies) through :func:`~eagle.gemm.captured_calls` as any caller would,
-    and prepares cuBLAS for eagle's current stream: every check of the
+    and prepares cuBLAS for the stream its launches go to: every check of the
     products runs here, once. Calling it enqueues the products, legal inside
     a capture of a prepared stream.
 
@@ -266,8 +267,8 @@ class GemmLaunch:
     Raises:
         PlanUnavailable: the record does not lower to products.
         ValueError: ``math`` is not one of :data:`MATH`.
-        GemmCaptureUnavailable: no cuBLAS, or eagle's current stream is being
-            captured (bind before the capture begins).
+        GemmCaptureUnavailable: no cuBLAS, or the launch stream is being
+            captured and was not prepared before the capture (:meth:`prepare`).
         GemmMappingUnavailable: planes of dtypes no product takes.
     """
 
@@ -291,8 +292,9 @@ class GemmLaunch:
         # an adjoint computes only the gradients passed
         wanted = lowered.subplan(spec.name for spec in lowered.outputs if spec.name in views)
         self.calls = captured_calls(wanted, views, math=self.math)
-        self._launches: dict[int, tuple[BoundGemm, ...]] = {}
-        self.prepare(current_stream(device).ptr())
+        # per stream, its handle and the products bound on it
+        self._launches: dict[int, tuple[CublasCaptureHandle, tuple[BoundGemm, ...]]] = {}
+        self.prepare(launch_stream(planes.values(), device))
 
     def prepare(self, stream_ptr: int) -> tuple[BoundGemm, ...]:
         """The products bound on ``stream_ptr``'s cuBLAS handle, made and warmed on first use.
@@ -301,34 +303,45 @@ class GemmLaunch:
         params and their operands' alignment) is run once into a scratch
         matrix aligned as the output plane is (so your planes are not
         written), waiting for the stream; later ones find the handle warm and
-        enqueue nothing.
+        enqueue nothing. Inside a capture of ``stream_ptr`` it binds the
+        products to the handle made and warmed before the capture (pointers
+        only: nothing allocates or waits), as when torch captures planes it
+        allocated during the capture.
 
         Raises:
-            GemmCaptureUnavailable: ``stream_ptr`` is being captured and was
-                never prepared, or no cuBLAS.
+            GemmCaptureUnavailable: ``stream_ptr`` is being captured and its
+                handle was never made or never warmed these products, or no cuBLAS.
         """
-        launches = self._launches.get(stream_ptr)
-        if launches is not None:
-            return launches
-        if is_capturing(stream_ptr):
+        prepared = self._launches.get(stream_ptr)
+        if prepared is not None and prepared[0].alive:  # a handle dies with its stream
+            return prepared[1]
+        try:
+            handle = stream_handle(stream_ptr, self.device)
+            for call in self.calls:
+                handle.warm(call.params, call.operands, keep_out=True)
+        except GemmCaptureUnavailable as exc:
+            if not is_capturing(stream_ptr):
+                raise
             raise GemmCaptureUnavailable(
                 f"this routed plan was not prepared for stream {stream_ptr:#x}, which is being "
-                "captured; bind the plan inside `with stream:` (or launch it once on that "
-                "stream) before the capture begins"
-            )
-        handle = stream_handle(stream_ptr, self.device)
-        for call in self.calls:
-            handle.warm(call.params, call.operands, keep_out=True)
+                "captured; run or bind it on that stream (inside `with stream:`, or for torch "
+                "on the stream given to torch.cuda.graph(..., stream=...)) before the capture "
+                "begins"
+            ) from exc
         launches = tuple(
             handle.bind(call.params, call.operands, beta=self.beta) for call in self.calls
         )
-        self._launches[stream_ptr] = launches
+        self._launches[stream_ptr] = (handle, launches)
         return launches
 
     def __call__(self, stream: Any) -> None:
         """Enqueue the products on ``stream`` (a Stream, a raw pointer, or None)."""
         stream_ptr = as_stream_ptr(stream, self.device)
-        launches = self._launches.get(stream_ptr) or self.prepare(stream_ptr)
+        prepared = self._launches.get(stream_ptr)
+        if prepared is not None and prepared[0].alive:
+            launches = prepared[1]
+        else:
+            launches = self.prepare(stream_ptr)
         for launch in launches:
             launch()
 

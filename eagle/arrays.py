@@ -22,7 +22,7 @@ from eagle.cuda._records import raise_recorded
 from eagle.cuda._runtime import call, ensure_device, runtime
 from eagle.cuda.graph import any_capture_active, is_capturing, record_use
 from eagle.cuda.memory import default_pool
-from eagle.cuda.stream import Stream, as_stream_ptr, current_stream
+from eagle.cuda.stream import Stream, as_stream_ptr, current_stream, launch_stream
 
 __all__ = ["Array", "asarray", "empty", "full", "ones", "zeros"]
 
@@ -318,7 +318,7 @@ class Array:
         source = self if self.is_contiguous else self.copy()
         out = np.empty(self.shape, dtype=self.dtype)
         if out.nbytes:
-            stream_ptr = current_stream(self._device_index).ptr()
+            stream_ptr = launch_stream((self,), self._device_index)
             call(
                 "cudaMemcpyAsync",
                 out.ctypes.data,
@@ -353,7 +353,7 @@ class Array:
         out = empty(self.shape, self.dtype, self.device)
         if not self.size:
             return out
-        stream_ptr = current_stream(self._device_index).ptr()
+        stream_ptr = launch_stream((self,), self._device_index)
         if self.is_contiguous:
             call(
                 "cudaMemcpyAsync",
@@ -372,8 +372,9 @@ class Array:
         """Set every element to ``value``.
 
         On a device it is stream-ordered on ``stream`` (a :class:`~eagle.cuda.Stream`, a raw
-        stream pointer, or None for eagle's current stream), does not wait,
-        and is legal inside a capture.
+        stream pointer, or None for the stream eagle's work over this array goes
+        to: :func:`~eagle.cuda.stream.launch_stream`), does not wait, and is
+        legal inside a capture.
 
         Raises:
             ValueError: ``value`` does not fit the dtype exactly (``1.5`` or NaN
@@ -388,7 +389,10 @@ class Array:
             return
         if not self.size:
             return
-        stream_ptr = as_stream_ptr(stream, self._device_index)
+        if stream is None:
+            stream_ptr = launch_stream((self,), self._device_index)
+        else:
+            stream_ptr = as_stream_ptr(stream, self._device_index)
         if self.is_contiguous:
             _fill.memset(self.ptr, scalar, self.size, stream_ptr)
         else:
@@ -459,7 +463,7 @@ class Array:
                     "2 (per-thread default stream), a stream pointer, or -1"
                 )
             if stream != -1:
-                producer = current_stream(self._device_index).ptr()
+                producer = launch_stream((self,), self._device_index)
                 _foreign.order(producer, 1 if stream is None else stream)
         return _dlpack.export(self, device=own, versioned=versioned, readonly=self._readonly)
 

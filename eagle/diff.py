@@ -117,7 +117,8 @@ class AdjointPlan:
 
         Args:
             side: ``"host"`` or ``"device"``.
-            dtype: the planes' dtype, one of :data:`hawk.emit.DTYPES` (or its name).
+            dtype: the planes' dtype (or its name): float16, bfloat16, float32 or
+                float64.
 
         Raises:
             ValueError: ``side`` is not ``"host"`` or ``"device"``, or ``dtype``

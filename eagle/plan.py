@@ -2,12 +2,15 @@
 
 A plan runs on the host when its planes are host arrays (numpy or host
 eagle Arrays: the kernel's numpy program, results written into your arrays)
-and on the device when they are device Arrays (the kernel's CUDA C, launched
-on eagle's current stream). ``plan.bind(**planes)`` prepares everything, so
-``bound.launch()`` only enqueues work and is legal inside a capture;
-``bound.capture(stream)`` records it into a graph. ``plan.run(**planes)``
-keeps its last few bindings and reuses one when the planes have the same
-addresses, shapes, strides, dtypes and device and the stream is the same.
+and on the device when they are device arrays (eagle's, torch's, CuPy's...:
+the kernel's CUDA C, launched on eagle's stream inside ``with stream:``, else
+on the current stream of the framework the planes come from, else on the CUDA
+default stream: :func:`eagle.cuda.stream.launch_stream`).
+``plan.bind(**planes)`` prepares everything, so ``bound.launch()`` only
+enqueues work and is legal inside a capture; ``bound.capture(stream)``
+records it into a graph. ``plan.run(**planes)`` keeps its last few bindings
+and reuses one, on any stream, when the planes have the same addresses,
+shapes, strides, dtypes and device.
 
 Planes are checked by name before anything runs (``eagle._planes``):
 unknown or missing planes, mixed residency, dtypes other than
@@ -53,7 +56,7 @@ from eagle import arrays
 from eagle._bound import Bound, Route, Step
 from eagle._planes import WRITTEN, Planes, check_planes, layout_key, param_value
 from eagle._sites import kernel_site, product_site
-from eagle.cuda.stream import as_stream_ptr
+from eagle.cuda.stream import as_stream_ptr, launch_stream
 from hawk import ir
 from hawk.contraction import lane_layout, recognize
 from hawk.emit import DTYPES, cuda, host, policy
@@ -157,6 +160,7 @@ class AutoPlan:
         self._names = tuple(p.name for p in kernel.planes)
         self._device_kernels: dict[tuple[tuple[str, ...], int], Any] = {}
         self._bindings: OrderedDict[tuple[Any, ...], BoundPlan] = OrderedDict()
+        self._shared_uniforms: dict[tuple[Any, ...], arrays.Array] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -180,28 +184,42 @@ class AutoPlan:
 
         Args:
             side: ``"host"`` or ``"device"``.
-            dtype: the planes' dtype, one of :data:`hawk.emit.DTYPES` (or its name).
+            dtype: the planes' dtype (or its name): float16, bfloat16, float32 or
+                float64.
 
         Raises:
             ValueError: ``side`` is not ``"host"`` or ``"device"``, or ``dtype``
                 is not a dtype hawk planes take.
         """
-        if side not in _SIDES:
-            raise ValueError(f"side must be 'host' or 'device', not {side!r}")
-        try:
-            resolved = np.dtype(dtype) if dtype is not None else None  # np.dtype(None) is float64
-        except TypeError:
-            resolved = None
-        if resolved is None or resolved not in DTYPES:
-            names = ", ".join(d.name for d in DTYPES)
-            raise ValueError(f"dtype must be one of {names} (a plane's dtype), not {dtype!r}")
+        resolved = _side_dtype(side, dtype)
         return self._decide(side, {name: resolved for name in self._names}).name
+
+    def source(self, side: str, dtype: Any = "float32") -> str:
+        """The program ``side`` runs for the kernel over planes of ``dtype``.
+
+        ``"host"`` gives the generated numpy program (Python source),
+        ``"device"`` the generated CUDA C (what NVRTC compiles; a plan on the
+        GEMM route runs a cuBLAS product instead, see :meth:`route`).
+
+        Args:
+            side: ``"host"`` or ``"device"``.
+            dtype: the planes' dtype, float32 (the default) or float64.
+
+        Raises:
+            ValueError: as :meth:`route`.
+        """
+        signature = tuple(_side_dtype(side, dtype).name for _ in self._names)
+        if side == "host":
+            return self._host_program(signature).source
+        return self._cuda_source(signature).source
 
     @property
     def reasons(self) -> tuple[str, ...]:
-        """Why the device does not take the GEMM route (empty when it does): planes
-        of any one dtype of :data:`hawk.emit.DTYPES` route alike, so these hold for
-        each; planes of mixed dtypes keep the loop (a bound plan's ``reasons`` say so)."""
+        """Why the device does not take the GEMM route, or an empty tuple when it does.
+
+        Planes of any one of the dtypes hawk takes route alike, so these hold for
+        each; planes of mixed dtypes keep the loop (a bound plan's ``reasons`` say so).
+        """
         return self._decide(
             "device", {name: gemm_route.ROUTE_DTYPE for name in self._names}
         ).reasons
@@ -238,12 +256,12 @@ class AutoPlan:
         """Run the kernel once over ``planes`` (one keyword per kernel plane).
 
         On the host it returns when the results are in your arrays; if it
-        raises, every plane is as it was. On the device it enqueues on
-        eagle's current stream and returns.
+        raises, every plane is as it was. On the device it enqueues (on the
+        stream :meth:`BoundPlan.stream` names) and returns.
 
         The plan keeps its last four bindings (and so their arrays) and
         reuses one when every plane has the same address, shape, strides,
-        dtype and device as then, on the same stream: a repeated run skips
+        dtype and device as then, on any stream: a repeated run skips
         the checks and the preparation, and a Param given as a number is
         written into the bound launch (no allocation, no synchronisation,
         legal inside a capture).
@@ -271,16 +289,16 @@ class AutoPlan:
                 if len(self._bindings) > _REUSED_BINDINGS:
                     self._bindings.popitem(last=False)
         if not bound._numbers and bound.side == "device":  # an enqueue of fixed arguments
-            bound.launch(key[0])
+            bound.launch()
             return
         with bound._lock:  # another thread may be giving the binding its numbers
             if reused:
                 bound._set_numbers(planes)
-            bound.launch(key[0])
+            bound.launch()
 
     def _run_key(self, planes: Mapping[str, Any]) -> tuple[Any, ...] | None:
-        """``(stream, plane keys...)``: what a binding over ``planes`` depends on (the
-        stream is None on the host), or None when they cannot be reused safely."""
+        """The plane keys a binding over ``planes`` depends on (not the stream: a
+        binding launches on any), or None when they cannot be reused safely."""
         if len(planes) != len(self._names):
             return None
         keys = []
@@ -295,25 +313,25 @@ class AutoPlan:
                     return None
                 device = key[1]
             keys.append(key)
-        if device is None:
-            return (None, *keys)
-        if any(key[0] == "host" for key in keys):
+        if device is not None and any(key[0] == "host" for key in keys):
             return None
-        return (as_stream_ptr(None, device), *keys)
+        return tuple(keys)
 
     def bind(self, **planes: Any) -> BoundPlan:
         """Prepare a launch over ``planes``: check them, compile, pack arguments.
 
         A plan that takes the GEMM route binds your planes to one cuBLAS
-        product (no copies) and prepares cuBLAS for eagle's current stream
-        (bind inside ``with stream:`` to launch on ``stream`` inside a capture).
+        product (no copies) and prepares cuBLAS for the stream its launches go
+        to (:meth:`BoundPlan.stream`); a launch on a stream that is being
+        captured needs cuBLAS prepared for it before the capture (a run or bind
+        on that stream; see docs/torch.md).
         A Param given as a number is fixed here (on the device, in a
         one-element array of its own).
 
         Raises:
             TypeError, ValueError, OverflowError: as :meth:`run`.
-            GemmCaptureUnavailable: (GEMM route) no cuBLAS, or eagle's current
-                stream is being captured.
+            GemmCaptureUnavailable: (GEMM route) no cuBLAS, or the stream is
+                being captured and cuBLAS was never prepared for it.
         """
         return self._bind(planes, reusable=False)
 
@@ -414,9 +432,8 @@ class AutoPlan:
         # records the value), and neither allocating nor synchronising. The numbers are
         # scalars of the array's dtype already (param_value), so they go in as they are.
         device = checked.device
-        where = f"cuda:{device}"
         numbers = checked.numbers
-        uniforms = {name: arrays.full((1,), n, checked.real, where) for name, n in numbers.items()}
+        uniforms = self._uniforms(checked, reusable)
         args = [uniforms.get(name, checked.values[name]) for name in self._names]
         lengths = [np.int64(checked.values[name].shape[0]) for name in source.lengths]
         packed = PackedArgs([*args, np.int64(checked.lanes), *lengths, record])
@@ -438,6 +455,38 @@ class AutoPlan:
     @property
     def _label(self) -> str:
         return f"plan {self.kernel.name!r}"
+
+    def _uniforms(self, checked: Planes, reusable: bool) -> dict[str, arrays.Array]:
+        """The one-element arrays of the Params given as numbers. A reusable binding
+        shares those of its plan, dtype and launch stream (made on first use; it writes
+        its numbers before each launch, in stream order), so binding again, as for
+        planes a torch capture allocated, allocates nothing."""
+        where, real = f"cuda:{checked.device}", checked.real
+        if not reusable:
+            return {name: arrays.full((1,), n, real, where) for name, n in checked.numbers.items()}
+        stream = launch_stream(checked.values.values(), checked.device or 0)
+        uniforms = {}
+        for name, number in checked.numbers.items():
+            key = (name, real, checked.device, stream)
+            uniform = self._shared_uniforms.get(key)
+            if uniform is None:
+                uniform = self._shared_uniforms[key] = arrays.full((1,), number, real, where)
+            uniforms[name] = uniform
+        return uniforms
+
+
+def _side_dtype(side: str, dtype: Any) -> np.dtype:
+    """Check ``side`` and ``dtype`` (a plane's) and resolve ``dtype``."""
+    if side not in _SIDES:
+        raise ValueError(f"side must be 'host' or 'device', not {side!r}")
+    try:
+        resolved = np.dtype(dtype) if dtype is not None else None  # np.dtype(None) is float64
+    except TypeError:
+        resolved = None
+    if resolved is None or resolved not in DTYPES:
+        names = ", ".join(d.name for d in DTYPES)
+        raise ValueError(f"dtype must be one of {names} (a plane's dtype), not {dtype!r}")
+    return resolved
 
 
 def _grid(lanes: int) -> int:
@@ -465,7 +514,8 @@ class BoundPlan(Bound):
     _what = "plan"
 
     def __init__(self, plan: AutoPlan, checked: Planes, step: Step, route: Route) -> None:
-        super().__init__(checked.side, checked.device, (step,))
+        planes = tuple(checked.values.values()) if checked.side == "device" else ()
+        super().__init__(checked.side, checked.device, (replace(step, planes=planes),))
         self.plan = plan
         self.lanes = checked.lanes
         self.route = route.name

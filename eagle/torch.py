@@ -41,6 +41,7 @@ import eagle.plan
 import hawk
 import hawk.diff
 from eagle import arrays
+from eagle.cuda.stream import Stream
 from hawk.contraction import lane_layout
 from hawk.emit import policy
 
@@ -184,6 +185,8 @@ class Function:
             self._numbers_to_tensors(values, initials)
         if lanes is None:
             lanes = -1 if self._default_lanes is None else self._default_lanes
+        if _eager(values, initials):
+            return _EagerOp.apply(self, *values, *initials, lanes)
         return self.op(*values, *initials, lanes)
 
     # -- the call's checks -------------------------------------------------------------
@@ -308,12 +311,7 @@ class Function:
 
     def _backward(self, ctx: Any, *cotangents: Any) -> tuple[Any, ...]:
         slots = len(self._gradient_names)
-        needs = [
-            bool(need) and gradient is not None
-            for need, gradient in zip(
-                ctx.needs_input_grad[:slots], self._gradient_names, strict=True
-            )
-        ]
+        needs = self._needed(ctx.needs_input_grad)
         grads: list[Any] = [None] * (slots + 1)  # the last argument is the lane count
         if not any(needs):
             return tuple(grads)
@@ -322,6 +320,15 @@ class Function:
             if need:
                 grads[slot] = computed[slot]
         return tuple(grads)
+
+    def _needed(self, needs_input_grad: Sequence[bool]) -> list[bool]:
+        """Which differentiable slots need a gradient (and have a gradient plane)."""
+        return [
+            bool(need) and gradient is not None
+            for need, gradient in zip(
+                needs_input_grad[: len(self._gradient_names)], self._gradient_names, strict=True
+            )
+        ]
 
     def _gradients_fake(self, *args: Any) -> tuple[Any, ...]:
         values, initials, rest = self._split(args)
@@ -382,6 +389,46 @@ class Function:
         return tuple(results)
 
 
+def _eager(values: Sequence[Any], initials: Sequence[Any]) -> bool:
+    """True when a call may skip torch's op dispatch: eager mode, plain tensors, and
+    no torch function or dispatch mode, fake tensors or functorch transform active."""
+    if (
+        torch.compiler.is_compiling()
+        or torch._C._is_torch_function_mode_enabled()
+        or torch._C._len_torch_dispatch_stack()
+        or torch._C._are_functorch_transforms_active()
+    ):
+        return False
+    return all(type(t) in _PLAIN for t in (*values, *initials) if t is not None)
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+class _EagerOp(torch.autograd.Function):
+    """The op's eager path: the same forward and gradients as the registered op,
+    without torch's custom-op dispatch (which costs more than the launch)."""
+
+    @staticmethod
+    def forward(ctx: Any, function: Function, *args: Any) -> Any:
+        ctx.function = function
+        values, initials, _ = function._split(args)
+        ctx.save_for_backward(*values, *initials)
+        return function._forward(*args)
+
+    @staticmethod
+    def backward(ctx: Any, *cotangents: Any) -> tuple[Any, ...]:
+        function = ctx.function
+        needs = function._needed(ctx.needs_input_grad[1:])
+        grads: list[Any] = [None] * (len(ctx.needs_input_grad))
+        if any(needs):
+            computed = function._gradients(*ctx.saved_tensors, *cotangents, needs)
+            for slot, need in enumerate(needs):
+                if need:
+                    grads[slot + 1] = computed[slot]
+        return tuple(grads)
+
+
 def _constant(value: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A one-element tensor holding ``value``, made once per value, dtype and device
     in eager mode (made afresh while compiling or capturing a graph)."""
@@ -411,10 +458,19 @@ class _CudaView:
         }
 
 
+def _raw_stream(device: torch.device) -> int:
+    """torch's current stream on ``device``, as a raw pointer."""
+    return int(torch.cuda.current_stream(device).cuda_stream)
+
+
+_current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # torch's own
+
+
 class _Runner:
     """Runs a plan (or an adjoint plan) over tensors: host tensors through numpy
     views; CUDA tensors through a binding cached by the tensors' addresses and
-    sizes, launched on torch's current stream."""
+    sizes, prepared for and launched on torch's current stream (a routed plan's
+    cuBLAS handle for a capturing stream is the one made during the warm-up on it)."""
 
     def __init__(self, plan: Any) -> None:
         self._plan = plan
@@ -426,15 +482,20 @@ class _Runner:
                 **{n: t.detach().numpy().reshape(-1) for n, t in zip(names, tensors, strict=True)}
             )
             return
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        stream = _current_raw_stream(index) if _current_raw_stream else _raw_stream(device)
         key = (names, *((t.data_ptr(), t.numel(), t.dtype) for t in tensors))
         bound = self._bound.get(key)
         if bound is None:
-            bound = self._bind(names, tensors, key)
-        bound.launch(torch.cuda.current_stream(device).cuda_stream)
+            bound = self._bind(names, tensors, key, stream, index)
+        bound.launch(stream)
 
-    def _bind(self, names: tuple[str, ...], tensors: list[Any], key: tuple) -> Any:
+    def _bind(
+        self, names: tuple[str, ...], tensors: list[Any], key: tuple, stream: int, index: int
+    ) -> Any:
         planes = {n: arrays.asarray(_CudaView(t)) for n, t in zip(names, tensors, strict=True)}
-        bound = self._plan.bind(**planes)
+        with Stream.external(stream, index):  # prepared for torch's stream
+            bound = self._plan.bind(**planes)
         if len(self._bound) >= _CACHED_BINDINGS:
             del self._bound[next(iter(self._bound))]
         self._bound[key] = bound

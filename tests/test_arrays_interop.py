@@ -135,7 +135,7 @@ def no_driver_ordering(monkeypatch):
     """Stand-ins for eagle's current stream and the event wait, recording the waits."""
     waits: list[tuple[int, int]] = []
     for module in (arrays, _foreign):
-        monkeypatch.setattr(module, "current_stream", lambda device=0: _Stream())
+        monkeypatch.setattr(module, "launch_stream", lambda values, device=0: _Stream().ptr())
     monkeypatch.setattr(
         _foreign, "order", lambda producer, consumer: waits.append((producer, consumer))
     )

@@ -294,7 +294,7 @@ INTERNAL_MODULES = (
 UNDOCUMENTED_NAMES = (
     "eagle.cuda.loops.conditional",
     "eagle.cuda.module.device_arch",
-    "eagle.gemm.capture.stream_handle",
+    "eagle.gemm.handles.stream_handle",
     "hawk.decl.plane_of",
 )
 

@@ -223,7 +223,7 @@ class FakeDevice:
     STREAM = 0x5EA
 
     def __init__(self, monkeypatch):
-        from eagle.gemm import capture, matmul
+        from eagle.gemm import capture, handles, matmul
 
         self.cublas = FakeCublas()
         self.capturing = False
@@ -243,8 +243,8 @@ class FakeDevice:
         monkeypatch.setattr(capture, "is_capturing", lambda stream: self.capturing)
         monkeypatch.setattr(capture, "default_pool", lambda device: pool())
         monkeypatch.setattr(capture, "record_use", lambda *objs: self.used.append(objs))
-        monkeypatch.setattr(capture, "_stream_handles", {})
-        monkeypatch.setattr(matmul, "current_stream", lambda device: stream)
+        monkeypatch.setattr(handles, "_stream_handles", {})
+        monkeypatch.setattr(matmul, "launch_stream", lambda values, device: stream.ptr())
         monkeypatch.setattr(matmul, "record_use", lambda *objs: self.used.append(objs))
 
     def _workspace(self, nbytes):

@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from eagle import _route
+from eagle import _bound, _route
 from eagle.gemm import (
     BoundGemm,
     CapturedCall,
@@ -401,7 +401,8 @@ def test_the_route_takes_planes_of_one_product_dtype():
 def test_a_routed_launch_binds_its_dtype_and_math_once(monkeypatch, rng, dtype, math, compute):
     device = FakeDevice(monkeypatch)
     stream = type("Stream", (), {"ptr": staticmethod(lambda: FakeDevice.STREAM)})
-    monkeypatch.setattr(_route, "current_stream", lambda index: stream)
+    monkeypatch.setattr(_route, "launch_stream", lambda values, index: stream.ptr())
+    monkeypatch.setattr(_bound, "launch_stream", lambda values, index: stream.ptr())
     monkeypatch.setattr(_route, "is_capturing", lambda stream_ptr: device.capturing)
     monkeypatch.setattr(_route, "as_stream_ptr", lambda s, index: s or FakeDevice.STREAM)
     w = rng.standard_normal((k.R, k.U)).astype(dtype)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import eagle._bound
 import eagle.plan
 from eagle import arrays
 from eagle.cuda import _fill, _records, module
@@ -39,13 +40,13 @@ def _device(n: int, ptr: int, dtype: str = "float32") -> arrays.Array:
 
 @pytest.fixture
 def events(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
-    """Launches and Param writes, in order; eagle's current stream is 0x11."""
+    """Launches and Param writes, in order; the stream work on these arrays goes to is 0x11."""
     made: list[tuple] = []
     kernel = _Kernel(made)
     monkeypatch.setattr(module, "load_kernel", lambda source, name, device=0: kernel)
     monkeypatch.setattr(_records, "record_for", lambda key, device, translate: _Record())
     monkeypatch.setattr(arrays, "full", lambda shape, value, dtype, device: _device(1, 0x9000))
-    monkeypatch.setattr(eagle.plan, "as_stream_ptr", lambda stream, device: 0x11)
+    monkeypatch.setattr(eagle._bound, "launch_stream", lambda planes, device: 0x11)
     monkeypatch.setattr(
         _fill,
         "memset",

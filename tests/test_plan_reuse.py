@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import eagle.plan
-from eagle import arrays
+from eagle import _bound, _route, arrays
 from eagle._planes import layout_key
 from tests import _route_kernels as k
 from tests._hawk_kernels import saxpy
@@ -114,7 +114,8 @@ def test_a_routed_run_reuses_its_product_per_stream_and_planes(
 ) -> None:
     handles, _ = fake_cublas
     current = [0x11]
-    monkeypatch.setattr(eagle.plan, "as_stream_ptr", lambda stream, device: current[0])
+    for module in (_bound, _route):
+        monkeypatch.setattr(module, "launch_stream", lambda values, device: current[0])
     plan = eagle.plan.auto(k.contract, contraction="gemm")
     planes = {
         "w": _FakeDeviceArray((R, U), 0x10000),
@@ -129,9 +130,9 @@ def test_a_routed_run_reuses_its_product_per_stream_and_planes(
     plan.run(**{**planes, "y": _FakeDeviceArray((B * U,), 0x38000)})  # another output
     assert checks == ["contract"] * 2 and handles[0x11].calls[-1][1]["out"] == 0x38000
 
-    current[0] = 0x22  # another current stream: a binding of its own
+    current[0] = 0x22  # another stream: the same binding, with the stream's own handle
     plan.run(**planes)
-    assert checks == ["contract"] * 3
+    assert checks == ["contract"] * 2
     assert [ops["out"] for _, ops in handles[0x22].calls] == [0x30000]
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import eagle.plan
-from eagle import _route, arrays
+from eagle import _bound, _route, arrays
 from eagle.cuda import compile_cuda
 from eagle.gemm import (
     GemmCaptureUnavailable,
@@ -241,9 +241,13 @@ class _FakeHandle:
     def __init__(self, stream_ptr):
         self.stream_ptr, self.warmed, self.calls, self.betas = stream_ptr, [], [], []
         self.keys = set()
+        self.alive = True
+        self.capturing = set()
 
     def warm(self, params, operands, *, keep_out=False):
         key = (params, *(operands[role].ptr % 16 for role in ("a", "b", "out")))
+        if key not in self.keys and self.stream_ptr in self.capturing:
+            raise GemmCaptureUnavailable("warm() runs the product: before the capture")
         if key not in self.keys:
             self.keys.add(key)
             self.warmed.append((params, 0x9000 if keep_out else operands["out"].ptr))
@@ -263,7 +267,11 @@ def fake_cublas(monkeypatch):
     handles, capturing = {}, set()
 
     def stream_handle(stream_ptr, device):
-        return handles.setdefault(stream_ptr, _FakeHandle(stream_ptr))
+        if stream_ptr not in handles and stream_ptr in capturing:
+            raise GemmCaptureUnavailable("the real one refuses to make a handle in a capture")
+        handle = handles.setdefault(stream_ptr, _FakeHandle(stream_ptr))
+        handle.capturing = capturing
+        return handle
 
     class _Current:
         @staticmethod
@@ -272,7 +280,8 @@ def fake_cublas(monkeypatch):
 
     monkeypatch.setattr(_route, "stream_handle", stream_handle)
     monkeypatch.setattr(_route, "is_capturing", lambda stream_ptr: stream_ptr in capturing)
-    monkeypatch.setattr(_route, "current_stream", lambda device: _Current)
+    monkeypatch.setattr(_route, "launch_stream", lambda values, device: _Current.ptr())
+    monkeypatch.setattr(_bound, "launch_stream", lambda values, device: _Current.ptr())
     monkeypatch.setattr(_route, "as_stream_ptr", lambda s, device: 0x11 if s is None else s)
     return handles, capturing
 
@@ -304,6 +313,29 @@ def test_a_routed_bind_prepares_its_stream_once_and_launches_one_product(fake_cu
     assert len(handles[0x22].warmed) == 1 and len(handles[0x22].calls) == 1
 
 
+def test_a_routed_bind_inside_a_capture_uses_the_handle_warmed_before_it(fake_cublas):
+    """As under torch.cuda.graph: planes allocated during the capture are bound to the
+    handle made and warmed for that stream before it, by pointers only."""
+    handles, capturing = fake_cublas
+    planes = {
+        "w": _FakeDeviceArray((R, U), 0x10000),
+        "f": _FakeDeviceArray((R, B), 0x20000),
+        "y": _FakeDeviceArray((B * U,), 0x30000),
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        for module in (_route, _bound):
+            patch.setattr(module, "launch_stream", lambda values, device: 0x22)
+        _plan(k.contract).bind(**planes).launch()  # the warm-up, on the stream
+        capturing.add(0x22)
+        fresh = {**planes, "y": _FakeDeviceArray((B * U,), 0x50000)}  # same alignment
+        _plan(k.contract).bind(**fresh).launch()
+        assert len(handles[0x22].warmed) == 1
+        assert [ops["out"] for _, ops in handles[0x22].calls] == [0x30000, 0x50000]
+        skewed = {**planes, "y": _FakeDeviceArray((B * U,), 0x50004)}  # never warmed
+        with pytest.raises(GemmCaptureUnavailable, match="not prepared for stream 0x22"):
+            _plan(k.contract).bind(**skewed)
+
+
 def _host_backed(values):
     """A device eagle Array over host memory the fake cuBLAS of test_gemm_capture reads."""
     return arrays.Array(
@@ -317,7 +349,8 @@ def test_a_routed_output_4_bytes_into_its_buffer_is_warmed_for_capture(monkeypat
     operands' alignment: the route warms the output plane's product, not an aligned twin."""
     device = FakeDevice(monkeypatch)
     stream = type("Stream", (), {"ptr": staticmethod(lambda: FakeDevice.STREAM)})
-    monkeypatch.setattr(_route, "current_stream", lambda index: stream)
+    monkeypatch.setattr(_route, "launch_stream", lambda values, index: stream.ptr())
+    monkeypatch.setattr(_bound, "launch_stream", lambda values, index: stream.ptr())
     monkeypatch.setattr(_route, "is_capturing", lambda stream_ptr: device.capturing)
     monkeypatch.setattr(_route, "as_stream_ptr", lambda s, index: s or FakeDevice.STREAM)
     w = rng.standard_normal((R, U)).astype(np.float32)

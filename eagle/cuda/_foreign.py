@@ -2,10 +2,12 @@
 capsules, host or device) and the CUDA array interface (v3).
 
 :func:`describe` says where an object's elements are, in what layout and
-dtype, whether they are read-only, and what keeps them alive; it orders eagle's
-current stream after the producer's queued work (through DLPack's ``stream=``
-argument or the interface's ``stream`` field; the legacy default stream for a
-version 2 interface, which has none), without a host wait.
+dtype, whether they are read-only, and what keeps them alive; it orders the
+stream eagle's work over the object goes to (:func:`~eagle.cuda.stream.launch_stream`:
+eagle's ``with stream:``, else the producer framework's current stream, else
+the default stream) after the producer's queued work, through DLPack's
+``stream=`` argument or the interface's ``stream`` field (the legacy default
+stream for a version 2 interface, which has none), without a host wait.
 """
 
 from __future__ import annotations
@@ -17,9 +19,19 @@ import numpy as np
 
 from eagle.cuda import _dlpack
 from eagle.cuda._runtime import call, runtime
-from eagle.cuda.stream import current_stream
+from eagle.cuda.stream import launch_stream
 
-__all__ = ["Foreign", "describe", "order"]
+__all__ = ["Foreign", "Source", "describe", "order"]
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """What keeps foreign device memory alive (``keep``), and the framework it came
+    from (``"torch"``, ``"cupy"``, or None), whose current stream eagle's work over it
+    uses (:func:`~eagle.cuda.stream.framework_stream` reads ``framework``)."""
+
+    keep: Any
+    framework: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,12 +59,13 @@ def describe(obj: Any) -> Foreign | None:
         TypeError: a masked CUDA array interface.
         ValueError: an interface stream of 0 (which v3 forbids).
     """
+    framework = type(obj).__module__.partition(".")[0]
     if getattr(obj, "requires_grad", False) is True and callable(getattr(obj, "detach", None)):
         obj = obj.detach()  # a torch tensor: the same memory, without the autograd graph
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
-        return _from_dlpack(obj)
+        return _from_dlpack(obj, framework)
     if hasattr(obj, "__cuda_array_interface__"):
-        return _from_cuda_interface(obj)
+        return _from_cuda_interface(obj, framework)
     return None
 
 
@@ -68,7 +81,7 @@ def order(producer: int, consumer: int) -> None:
         call("cudaEventDestroy", event)
 
 
-def _from_dlpack(obj: Any) -> Foreign:
+def _from_dlpack(obj: Any, framework: str) -> Foreign:
     kind, device_id = (int(v) for v in obj.__dlpack_device__())
     on_host = kind in (_dlpack.CPU, _dlpack.CUDA_HOST)
     if not on_host and kind not in (_dlpack.CUDA, _dlpack.CUDA_MANAGED):
@@ -76,7 +89,8 @@ def _from_dlpack(obj: Any) -> Foreign:
             f"obj lives on DLPack device type {kind}, which eagle cannot use; "
             "copy it to the CPU or a CUDA device first"
         )
-    stream = None if on_host else (current_stream(device_id).ptr() or 1)  # 0 is ambiguous
+    # DLPack's stream 0 is ambiguous: the legacy default stream is 1
+    stream = None if on_host else (launch_stream((obj,), device_id) or 1)
     imported = _dlpack.take(obj, stream)
     return Foreign(
         host=_host_view(imported) if on_host else None,
@@ -86,7 +100,7 @@ def _from_dlpack(obj: Any) -> Foreign:
         dtype=imported.dtype,
         device_index=None if on_host else device_id,
         readonly=imported.readonly,
-        owner=imported,
+        owner=imported if on_host else Source(imported, _known(framework)),
     )
 
 
@@ -109,7 +123,11 @@ def _host_view(imported: _dlpack.Imported) -> np.ndarray:
     return np.asarray(_HostMemory(imported, interface)).view(imported.dtype)
 
 
-def _from_cuda_interface(obj: Any) -> Foreign:
+def _known(framework: str) -> str | None:
+    return framework if framework in ("torch", "cupy") else None
+
+
+def _from_cuda_interface(obj: Any, framework: str) -> Foreign:
     info = obj.__cuda_array_interface__
     if info.get("mask") is not None:
         raise TypeError("obj's __cuda_array_interface__ has a mask; eagle takes unmasked arrays")
@@ -125,7 +143,7 @@ def _from_cuda_interface(obj: Any) -> Foreign:
     if producer is not None:
         if producer == 0:
             raise ValueError("obj's __cuda_array_interface__ stream is 0, which v3 forbids")
-        order(int(producer), current_stream(device_index).ptr())
+        order(int(producer), launch_stream((obj,), device_index))
     return Foreign(
         host=None,
         ptr=ptr,
@@ -134,5 +152,5 @@ def _from_cuda_interface(obj: Any) -> Foreign:
         dtype=dtype,
         device_index=device_index,
         readonly=readonly,
-        owner=obj,
+        owner=Source(obj, _known(framework)),
     )

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from eagle.cuda._records import raise_recorded
-from eagle.cuda._runtime import call, runtime
+from eagle.cuda._runtime import CudaError, call, runtime
 from eagle.cuda.stream import Stream, as_stream_ptr
 
 __all__ = [
@@ -60,8 +60,14 @@ def record_use(stream_ptr: int, *objs: Any) -> None:
 
 
 def is_capturing(stream: Stream | int | None = None) -> bool:
-    """True while ``stream`` is being captured (by eagle or anyone else)."""
-    status = call("cudaStreamIsCapturing", as_stream_ptr(stream))
+    """True while ``stream`` is being captured (by eagle or anyone else); for the CUDA
+    default stream, also while a blocking stream is (work there would join the capture)."""
+    try:
+        status = call("cudaStreamIsCapturing", as_stream_ptr(stream))
+    except CudaError as exc:
+        if exc.status == "cudaErrorStreamCaptureImplicit":
+            return True
+        raise
     return status != runtime().cudaStreamCaptureStatus.cudaStreamCaptureStatusNone
 
 

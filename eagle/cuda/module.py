@@ -4,7 +4,9 @@
 and needs only NVRTC (no GPU), so CI can compile every kernel for ``sm_90``.
 Compiled images are cached in the process and on disk (``$EAGLE_CACHE_DIR``,
 else ``$XDG_CACHE_HOME/eagle``, else ``~/.cache/eagle``), keyed by source,
-architecture, options and NVRTC version.
+architecture, options and NVRTC version. Compiles are logged under the
+``eagle`` logger (``eagle.cuda.module``): INFO for a compile with NVRTC (with
+the time it took), DEBUG for a hit in the disk cache.
 
 Kernels are loaded as context-independent library kernels, so a launch runs on
 the device of its stream, whatever device is current; only the null and
@@ -15,10 +17,12 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import logging
 import os
 import re
 import struct
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -49,6 +53,9 @@ class CompileError(CudaError):
 _images: dict[str, bytes] = {}
 _kernels: dict[tuple[str, str, int], Kernel] = {}
 _lock = threading.Lock()
+
+
+_log = logging.getLogger(__name__)
 
 
 def device_arch(device: int = 0) -> str:
@@ -97,11 +104,15 @@ def compile_cuda(
     if image is not None:
         return image
     path = _cache_dir() / f"{key}.cubin"
+    began = time.perf_counter()
     if path.is_file():
         image = path.read_bytes()
+        _log.debug("%s for %s: disk cache hit %s", name, arch, path)
     else:
         image = _nvrtc_compile(source, name, fields)
         _store(path, image)
+        milliseconds = (time.perf_counter() - began) * 1e3
+        _log.info("compiled %s for %s with NVRTC in %.1f ms", name, arch, milliseconds)
     _images[key] = image
     return image
 

@@ -1,15 +1,28 @@
-"""Streams, events, and eagle's current stream."""
+"""Streams, events, and which stream eagle's work goes to.
+
+Inside ``with stream:`` eagle's work goes to ``stream``. Otherwise it goes to
+the CUDA default stream (the legacy stream, which torch and CuPy use by
+default too), except work over another framework's arrays, which goes to
+that framework's current stream (:func:`~eagle.cuda.stream.launch_stream`): torch's for torch
+tensors, CuPy's for CuPy arrays, found without importing either unless the
+array comes from it.
+"""
 
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from eagle.cuda._records import raise_recorded
 from eagle.cuda._runtime import CudaError, call, ensure_device, finalizer, runtime
 
-__all__ = ["Event", "Stream", "as_stream_ptr", "current_stream"]
+__all__ = ["DEFAULT_STREAM", "Event", "Stream", "as_stream_ptr", "current_stream", "launch_stream"]
+
+#: the raw pointer of the CUDA default (legacy) stream, as torch and CuPy give it
+DEFAULT_STREAM = 0
 
 
 class Stream:
@@ -23,7 +36,8 @@ class Stream:
     ``with stream:`` makes it eagle's current stream on this thread. It
     implements ``__cuda_stream__``, so cuda.core and other libraries take it
     as a stream. The stream is destroyed by :meth:`destroy` or when it is
-    garbage-collected (never at interpreter exit, when the driver may be gone).
+    garbage-collected (never at interpreter exit, when the driver may be gone);
+    what eagle made for it (a cuBLAS handle) goes just before.
 
     Raises:
         CudaUnavailable: no driver, or no such device.
@@ -36,8 +50,30 @@ class Stream:
         flags = runtime().cudaStreamNonBlocking if non_blocking else runtime().cudaStreamDefault
         handle = call("cudaStreamCreateWithFlags", flags)
         self._ptr = int(handle)
-        self._finalizer = finalizer(self, "cudaStreamDestroy", handle)
+        self._hooks: list[Callable[[], None]] = []
+        self._finalizer: weakref.finalize[..., Any] = weakref.finalize(
+            self, _destroy_stream, handle, self._hooks
+        )
+        self._finalizer.atexit = False
         _by_ptr[self._ptr] = self
+
+    @classmethod
+    def external(cls, stream: Any, device: int = 0) -> Stream:
+        """A Stream over a stream eagle does not own (torch's, CuPy's, a raw pointer:
+        anything :func:`as_stream_ptr` takes but None), for ``with``; never destroyed
+        by eagle, so keep the owner's stream alive while you use it.
+
+        Raises:
+            TypeError: ``stream`` is not a stream (as :func:`as_stream_ptr`).
+        """
+        if stream is None:
+            raise TypeError("Stream.external takes a stream or a raw pointer, not None")
+        made = cls.__new__(cls)
+        made.device, made.non_blocking = device, False
+        made._ptr, made._hooks = as_stream_ptr(stream, device), []
+        made._finalizer = weakref.finalize(made, _leave_to_owner, made._ptr)
+        made._finalizer.atexit = False
+        return made
 
     def ptr(self) -> int:
         """The raw ``cudaStream_t`` as an int."""
@@ -65,7 +101,14 @@ class Stream:
         raise_recorded()
 
     def destroy(self) -> None:
-        """Destroy the stream (idempotent); pending work still completes."""
+        """Destroy the stream (idempotent); pending work still completes. An external
+        stream (:meth:`external`) is only closed to eagle: its owner destroys it.
+
+        Raises:
+            ValueError: this is the CUDA default stream, which is not eagle's to destroy.
+        """
+        if self._ptr == DEFAULT_STREAM:
+            raise ValueError("the CUDA default stream cannot be destroyed")
         self._finalizer()
 
     def __enter__(self) -> Stream:
@@ -77,6 +120,28 @@ class Stream:
 
     def __repr__(self) -> str:
         return f"Stream(ptr={self._ptr:#x}, device={self.device}, non_blocking={self.non_blocking})"
+
+
+def _leave_to_owner(stream_ptr: int) -> None:
+    """An external stream's finalizer: its owner destroys it, not eagle."""
+
+
+def _destroy_stream(handle: Any, hooks: list[Callable[[], None]]) -> None:
+    """Run what must go before the stream (:func:`on_destroy`), then destroy it."""
+    while hooks:
+        hooks.pop()()
+    call("cudaStreamDestroy", handle)
+
+
+def on_destroy(stream_ptr: int, hook: Callable[[], None]) -> bool:
+    """Run ``hook`` just before the eagle :class:`Stream` ``stream_ptr`` is destroyed
+    (by :meth:`Stream.destroy` or collection). False, and nothing registered, when
+    ``stream_ptr`` is no live eagle Stream (another library's, or the default stream)."""
+    stream = stream_object(stream_ptr)
+    if stream is None:
+        return False
+    stream._hooks.append(hook)
+    return True
 
 
 class Event:
@@ -141,7 +206,6 @@ def stream_object(ptr: int) -> Stream | None:
 
 _local = threading.local()
 _defaults: dict[int, Stream] = {}
-_defaults_lock = threading.Lock()
 
 
 def _stack(device: int) -> list[Stream]:
@@ -154,19 +218,64 @@ def _stack(device: int) -> list[Stream]:
 def current_stream(device: int = 0) -> Stream:
     """eagle's current stream on this thread for ``device``.
 
-    Inside ``with stream:`` it is that stream; otherwise a non-blocking stream
-    eagle creates once per device on first use.
+    Inside ``with stream:`` it is that stream; otherwise the CUDA default
+    (legacy) stream, where torch and CuPy queue their work by default. Work
+    over another framework's arrays goes to that framework's current stream
+    instead (:func:`~eagle.cuda.stream.launch_stream`).
     """
     stack = _stack(device)
     if stack:
         return stack[-1]
     stream = _defaults.get(device)
     if stream is None:
-        with _defaults_lock:
-            stream = _defaults.get(device)
-            if stream is None:
-                stream = _defaults[device] = Stream(non_blocking=True, device=device)
+        stream = _defaults.setdefault(device, Stream.external(DEFAULT_STREAM, device))
     return stream
+
+
+def launch_stream(values: Iterable[Any], device: int = 0) -> int:
+    """The raw stream that work over ``values`` (arrays, numbers) on ``device`` goes to.
+
+    eagle's stream inside ``with stream:``; otherwise the current stream of the
+    framework the first foreign array among ``values`` comes from (torch or
+    CuPy, also through an eagle Array wrapping theirs); otherwise the CUDA
+    default stream.
+    """
+    stack = _stack(device)
+    if stack:
+        return stack[-1].ptr()
+    for value in values:
+        found = framework_stream(value, device)
+        if found is not None:
+            return found
+    return DEFAULT_STREAM
+
+
+def framework_stream(value: Any, device: int = 0) -> int | None:
+    """The current stream on ``device`` of the framework ``value`` comes from (torch or
+    CuPy), or None for anything else; never imports either."""
+    # an eagle Array over another framework's memory names it (eagle.cuda._foreign)
+    framework = getattr(getattr(value, "_owner", None), "framework", None)
+    if framework is None:
+        framework = type(value).__module__.partition(".")[0]
+    finder = _FINDERS.get(framework)
+    return None if finder is None or framework not in sys.modules else finder(device)
+
+
+def _torch_stream(device: int) -> int:
+    torch = sys.modules["torch"]
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what torch's own code uses
+    if raw is not None:
+        return int(raw(device))
+    return int(torch.cuda.current_stream(device).cuda_stream)
+
+
+def _cupy_stream(device: int) -> int:
+    cupy = sys.modules["cupy"]
+    with cupy.cuda.Device(device):
+        return int(cupy.cuda.get_current_stream().ptr)
+
+
+_FINDERS: dict[str, Callable[[int], int]] = {"torch": _torch_stream, "cupy": _cupy_stream}
 
 
 def as_stream_ptr(stream: Any, device: int = 0, *, argument: str = "stream") -> int:

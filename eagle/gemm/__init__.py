@@ -57,6 +57,7 @@ _LAZY = {
     "check_plan_capturable": "eagle.gemm.lowering",
     "lower_dense_gemm": "eagle.gemm.lowering",
     "matmul_step": "eagle.gemm.matmul",
+    "release_handles": "eagle.gemm.handles",
 }
 
 
@@ -99,6 +100,7 @@ __all__ = [
     "lower_dense_gemm",
     "matmul_step",
     "product_shape",
+    "release_handles",
     "sgemm_params",
     "sgemm_params_for_arrays",
 ]

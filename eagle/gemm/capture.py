@@ -20,7 +20,6 @@ loads neither a driver nor cuBLAS.
 
 from __future__ import annotations
 
-import threading
 import weakref
 from collections.abc import Callable, Mapping
 from types import ModuleType
@@ -41,7 +40,7 @@ from eagle.gemm.params import (
     sgemm_params_for_arrays,
 )
 
-__all__ = ["WORKSPACE_BYTES", "BoundGemm", "CublasCaptureHandle", "stream_handle"]
+__all__ = ["WORKSPACE_BYTES", "BoundGemm", "CublasCaptureHandle"]
 
 WORKSPACE_BYTES = 32 * 1024 * 1024
 """The bytes of cuBLAS workspace each handle owns (32 MiB, NVIDIA's recommendation for Hopper)."""
@@ -130,8 +129,9 @@ class CublasCaptureHandle:
         try:
             call("cudaGetDeviceCount")  # no driver or no device: CudaUnavailable
             self.stream_ptr = as_stream_ptr(stream_ptr)
-            # a Stream object is kept alive with the handle, which is bound to it
-            self._stream = stream_ptr if isinstance(stream_ptr, Stream) else self.stream_ptr
+            # a stream object is kept alive with the handle, which is bound to it (a raw
+            # pointer to an eagle Stream keeps it too, through the workspace's buffer)
+            self._stream = self.stream_ptr if isinstance(stream_ptr, int) else stream_ptr
             capturing = is_capturing(self.stream_ptr)
             if capturing:
                 raise GemmCaptureUnavailable(
@@ -574,27 +574,3 @@ def _span(params: Params, itemsize: int) -> int:
 
 def _product_key(params: Params, first: Any, second: Any, out: Any) -> tuple[Params, int, int, int]:
     return (params, first.ptr % _ALIGNMENT, second.ptr % _ALIGNMENT, out.ptr % _ALIGNMENT)
-
-
-_stream_handles: dict[tuple[int, int], CublasCaptureHandle] = {}
-_stream_handles_lock = threading.Lock()
-
-
-def stream_handle(stream_ptr: int, device: int = 0) -> CublasCaptureHandle:
-    """The FP32 handle eagle's own products use on ``stream_ptr`` (made once, then cached).
-
-    Args:
-        stream_ptr: a raw stream pointer on ``device``.
-        device: the stream's device.
-
-    Raises:
-        GemmCaptureUnavailable: as :class:`CublasCaptureHandle`.
-    """
-    key = (device, stream_ptr)
-    handle = _stream_handles.get(key)
-    if handle is None:
-        with _stream_handles_lock:
-            handle = _stream_handles.get(key)
-            if handle is None:
-                handle = _stream_handles[key] = CublasCaptureHandle(stream_ptr)
-    return handle

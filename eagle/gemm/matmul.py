@@ -12,16 +12,18 @@ those values.
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from eagle.cuda.graph import record_use
-from eagle.cuda.stream import current_stream
-from eagle.gemm.capture import CublasCaptureHandle, _Call, stream_handle
+from eagle.cuda.stream import launch_stream
+from eagle.gemm.capture import CublasCaptureHandle, _Call
 from eagle.gemm.dtypes import HALVES, dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable, MatmulUnavailable, PlanUnavailable
+from eagle.gemm.handles import stream_handle
 from eagle.gemm.params import GemmParams, _check_out_apart, _mapped, product_shape
 from eagle.gemm.steps import MatmulSpec, PlanStep, _host_view, _roles, _where
 
@@ -166,7 +168,7 @@ class _DeviceMatmul:
         except Exception:  # not seen: the checks say what is wrong, or prepare it
             a, b, out = _lookup(self.step, spec, bufs)
             product = self._checked(a, b, out)
-        stream_ptr = current_stream(product.device).ptr()
+        stream_ptr = launch_stream((a, b, out), product.device)
         handle = stream_handle(stream_ptr, product.device)
         prepared = product.calls.get(handle)
         if prepared is None:
@@ -225,7 +227,10 @@ class _Product:
 
     def __init__(self, params: GemmParams, device: int, first: int, second: int, out: int) -> None:
         self.params, self.device, self.pointers = params, device, (first, second, out)
-        self.calls: dict[CublasCaptureHandle, _Call] = {}
+        # weakly keyed: a stream's handle goes with its stream
+        self.calls: weakref.WeakKeyDictionary[CublasCaptureHandle, _Call] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def prepare(self, handle: CublasCaptureHandle) -> _Call:
         """The product's call on ``handle`` (a stream's exact-FP32 handle)."""

@@ -1,0 +1,92 @@
+"""The cuBLAS handles eagle's own products use, one per stream, and their lifetimes.
+
+:func:`stream_handle` makes a stream's handle on first use (outside any
+capture) and keeps it: a handle goes just before its stream when that is an
+eagle :class:`~eagle.cuda.Stream`, and :func:`release_handles` releases the
+rest (the default stream's, torch's, CuPy's), so the teardown order — graphs,
+handles, pool — can be completed.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+
+from eagle.cuda._runtime import call
+from eagle.cuda.stream import DEFAULT_STREAM, on_destroy, stream_object
+from eagle.gemm.capture import CublasCaptureHandle
+
+__all__ = ["release_handles", "stream_handle"]
+
+_stream_handles: dict[tuple[int, int], CublasCaptureHandle] = {}
+_stream_handles_lock = threading.Lock()
+
+
+def stream_handle(stream_ptr: int, device: int = 0) -> CublasCaptureHandle:
+    """The FP32 handle eagle's own products use on ``stream_ptr`` (made once, then cached).
+
+    The handle goes (:meth:`CublasCaptureHandle.destroy`) just before its
+    stream, when that is an eagle :class:`~eagle.cuda.Stream`; handles for
+    other streams (the default stream, torch's, CuPy's) stay until
+    :func:`release_handles`. Inside a capture of ``stream_ptr`` it returns the
+    handle made before the capture, and refuses to make one.
+
+    Args:
+        stream_ptr: a raw stream pointer on ``device``.
+        device: the stream's device.
+
+    Raises:
+        GemmCaptureUnavailable: as :class:`CublasCaptureHandle`.
+    """
+    key = (device, stream_ptr)
+    handle = _stream_handles.get(key)
+    if handle is None or handle._closed:
+        with _stream_handles_lock:
+            handle = _stream_handles.get(key)
+            if handle is None or handle._closed:
+                # the token lets the handle's workspace free without keeping the stream alive
+                handle = CublasCaptureHandle(_StreamToken(stream_ptr))  # type: ignore[arg-type]
+                _stream_handles[key] = handle
+                on_destroy(stream_ptr, functools.partial(_forget, key, handle))
+    return handle
+
+
+def release_handles() -> None:
+    """Destroy every handle eagle made for its own products on a stream.
+
+    Their workspaces go back to the pool once the last live graph that
+    recorded work against them is destroyed.
+
+    Call it after destroying the graphs and before destroying the memory pool;
+    eagle makes new handles when it next needs them.
+    """
+    with _stream_handles_lock:
+        handles = list(_stream_handles.values())
+        _stream_handles.clear()
+    for handle in handles:
+        handle.destroy()
+
+
+class _StreamToken:
+    """A stream by its pointer, without keeping an eagle Stream alive: once that Stream
+    is gone it stands for the default stream (where a late free still runs)."""
+
+    def __init__(self, stream_ptr: int) -> None:
+        stream = stream_object(stream_ptr)
+        self._ptr = stream_ptr
+        self._stream = None if stream is None else weakref.ref(stream)
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        gone = self._stream is not None and self._stream() is None
+        return (0, DEFAULT_STREAM if gone else self._ptr)
+
+
+def _forget(key: tuple[int, int], handle: CublasCaptureHandle) -> None:
+    """The stream of ``handle`` is going: wait for its work, then destroy the handle."""
+    with _stream_handles_lock:
+        if _stream_handles.get(key) is handle:
+            del _stream_handles[key]
+    if not handle._closed:
+        call("cudaStreamSynchronize", handle.stream_ptr)  # its products use the workspace
+    handle.destroy()

@@ -1,0 +1,199 @@
+"""Where eagle's work goes on the device, and the cuBLAS handles that follow streams:
+torch's and CuPy's current streams without a synchronize, the CUDA default stream for
+eagle's own arrays, ``plan.run`` and the torch op inside ``torch.cuda.graph`` (a mixed
+graph with a routed product included), and per-stream handles that go with their
+streams (run with ``nox -s gpu`` or ``python -m pytest -m gpu``)."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import eagle.plan
+from eagle import arrays, cuda
+from eagle.cuda._runtime import call
+from eagle.cuda.stream import launch_stream
+from eagle.gemm import handles, matmul_step, release_handles
+from tests import _torch_kernels as k
+
+pytestmark = pytest.mark.gpu
+
+
+def _relative_error(got, want) -> float:
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def _busy_then_ones(torch, n: int):
+    """A tensor torch sets to 1 behind a long kernel on its current stream."""
+    x = torch.zeros(n, device="cuda")
+    torch.cuda._sleep(200_000_000)  # keep the stream busy, so a race would read zeros
+    x.fill_(1.0)
+    return x
+
+
+def test_plan_run_on_torch_tensors_is_ordered_on_torch_stream_both_ways():
+    torch = pytest.importorskip("torch")
+    plan = eagle.plan.auto(k.affine)
+    side = torch.cuda.Stream()
+    for stream in (torch.cuda.current_stream(), side):
+        for wrap in (lambda t: t, arrays.asarray):
+            with torch.cuda.stream(stream):
+                x = _busy_then_ones(torch, 1 << 20)
+                y = torch.full_like(x, float("nan"))
+                plan.run(x=wrap(x), a=2.0, b=1.0, y=wrap(y))
+                y.mul_(2.0)  # torch's later work runs after eagle's
+            stream.synchronize()
+            assert torch.all(y == 6.0), "eagle ran out of order with torch's stream"
+
+
+def test_eagle_arrays_use_the_default_stream_and_with_stream_overrides(rng):
+    plan = eagle.plan.auto(k.affine)
+    values = rng.standard_normal(4096).astype(np.float32)
+    x = arrays.asarray(values, device="cuda:0")
+    y = arrays.full(4096, np.nan, "float32", "cuda:0")
+    assert cuda.current_stream().ptr() == 0 and launch_stream([x, y]) == 0
+    plan.run(x=x, a=2.0, b=1.0, y=y)
+    assert _relative_error(y.numpy(), 2.0 * values.astype(np.float64) + 1.0) < 1e-6
+    stream = cuda.Stream(non_blocking=True)
+    with stream:
+        assert launch_stream([x, y]) == stream.ptr()
+        y.fill(np.nan)
+        plan.run(x=x, a=3.0, b=0.0, y=y)
+        stream.synchronize()
+        assert _relative_error(y.numpy(), 3.0 * values.astype(np.float64)) < 1e-6
+
+
+def test_plan_run_on_cupy_arrays_goes_to_cupys_stream(rng):
+    cp = pytest.importorskip("cupy")
+    values = rng.standard_normal(4096).astype(np.float32)
+    x, y = cp.asarray(values), cp.full(4096, np.nan, np.float32)
+    with cp.cuda.Stream(non_blocking=True) as stream:
+        assert launch_stream([x]) == stream.ptr
+        plan = eagle.plan.auto(k.affine)
+        plan.run(x=x, a=2.0, b=1.0, y=y)
+        y *= 2.0
+        stream.synchronize()
+    assert _relative_error(cp.asnumpy(y), 4.0 * values.astype(np.float64) + 2.0) < 1e-6
+
+
+def _warm_then_capture(torch, step, warmups: int = 3):
+    """torch's recipe: warm up on a side stream, capture on that same stream."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmups):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    used = cuda.default_pool().used_bytes()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        result = step()
+    assert cuda.default_pool().used_bytes() == used  # nothing eagle allocated in the capture
+    return graph, result
+
+
+def test_plan_run_with_numeric_params_is_recorded_into_a_torch_graph():
+    torch = pytest.importorskip("torch")
+    plan = eagle.plan.auto(k.affine)
+    x = torch.randn(1 << 16, device="cuda")
+    y = torch.full_like(x, float("nan"))
+    graph, _ = _warm_then_capture(torch, lambda: plan.run(x=x, a=2.0, b=-1.0, y=y))
+    fresh = torch.randn_like(x)
+    x.copy_(fresh)
+    y.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    want = 2.0 * fresh.double().cpu().numpy() - 1.0
+    assert _relative_error(y.cpu().numpy(), want) < 1e-6
+
+
+def test_a_mixed_graph_of_torch_hawk_a_routed_product_and_torch_replays():
+    torch = pytest.importorskip("torch")
+    shift = eagle.plan.auto(k.affine)
+    product = eagle.plan.auto(k.contract, contraction="gemm")
+    x = torch.randn(k.R * k.B, device="cuda")
+    w = torch.randn(k.R, k.U, device="cuda")
+
+    def step():
+        h = x * 2.0  # torch
+        u = torch.empty_like(h)
+        shift.run(x=h, a=0.5, b=1.0, y=u)  # a hawk kernel, its Params as numbers
+        y = torch.empty(k.B * k.U, device="cuda")
+        product.run(w=w, f=u.view(k.R, k.B), y=y)  # one cuBLAS product
+        return torch.tanh(y)  # torch again
+
+    probe = torch.empty(k.B * k.U, device="cuda")
+    assert product.bind(w=w, f=x.view(k.R, k.B), y=probe).route == "gemm"
+    graph, out = _warm_then_capture(torch, step)
+    fresh = torch.randn_like(x)
+    x.copy_(fresh)
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    features = fresh.double().cpu().numpy().reshape(k.R, k.B) + 1.0
+    want = np.tanh(features.T @ w.double().cpu().numpy()).reshape(-1)
+    assert _relative_error(out.cpu().numpy(), want) < 1e-5
+
+
+def test_the_routed_torch_op_forward_and_backward_are_recorded_into_a_torch_graph():
+    torch = pytest.importorskip("torch")
+    import eagle.torch
+
+    layer = eagle.torch.function(k.contract, contraction="gemm")
+    w = torch.randn(k.R, k.U, device="cuda", requires_grad=True)
+    f = torch.randn(k.R, k.B, device="cuda")
+
+    def step():
+        y = layer(w=w, f=f)
+        torch.tanh(y).sum().backward()
+        return y
+
+    graph, y = _warm_then_capture(torch, step)
+    w.grad = None
+    with torch.no_grad():
+        w.copy_(torch.randn_like(w))
+        f.copy_(torch.randn_like(f))
+    graph.replay()
+    torch.cuda.synchronize()
+    ref_w = w.detach().double().requires_grad_()
+    ref_y = (f.double().T @ ref_w).reshape(-1)
+    (ref_grad,) = torch.autograd.grad(torch.tanh(ref_y).sum(), ref_w)
+    assert _relative_error(y.detach().cpu(), ref_y.detach().cpu()) < 1e-5
+    assert _relative_error(w.grad.cpu(), ref_grad.cpu()) < 1e-5
+
+
+def test_short_lived_streams_take_their_cublas_handles_with_them(rng):
+    a, b = (arrays.asarray(rng.standard_normal((256, 256)), "float32", "cuda:0") for _ in "ab")
+    out = arrays.full((256, 256), np.nan, "float32", "cuda:0")
+    bufs = {"a": a, "b": b, "out": out}
+    step = matmul_step("out", a="a", b="b", out="out")
+    want = a.numpy().astype(np.float64) @ b.numpy().astype(np.float64)
+    release_handles()
+    gc.collect()
+    pool = cuda.default_pool()
+    used = pool.used_bytes()
+    pool.trim()
+    free_before, _ = call("cudaMemGetInfo")
+    for _ in range(100):
+        stream = cuda.Stream(non_blocking=True)
+        with stream:
+            out.fill(np.nan)
+            step.run(bufs, "device")
+            stream.synchronize()
+        assert _relative_error(out.numpy(), want) < 1e-5
+        del stream
+        gc.collect()
+        assert pool.used_bytes() == used  # the stream's handle and workspace went with it
+    assert not handles._stream_handles
+    step.run(bufs, "device")  # the default stream's handle stays until released
+    assert pool.used_bytes() > used
+    release_handles()
+    gc.collect()
+    assert pool.used_bytes() == used
+    pool.trim()
+    free_after, _ = call("cudaMemGetInfo")
+    assert free_after >= free_before - (4 << 20), (free_before, free_after)

@@ -1,0 +1,62 @@
+"""eagle.torch's two ways in: plain eager calls skip torch's custom-op dispatch (an
+``autograd.Function`` over the same forward and gradients); compiled code, fake
+tensors and torch modes go through the registered op."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import eagle.torch  # noqa: E402
+from eagle import torch as eagle_torch  # noqa: E402
+from tests import _torch_kernels as k  # noqa: E402
+
+
+@pytest.fixture
+def paths(monkeypatch):
+    """Counts the calls that take the eager path and those that take the op."""
+    taken = {"eager": 0, "op": 0}
+    eager_apply = eagle_torch._EagerOp.apply
+
+    def counted(*args):
+        taken["eager"] += 1
+        return eager_apply(*args)
+
+    monkeypatch.setattr(eagle_torch._EagerOp, "apply", counted)
+    return taken
+
+
+def test_a_plain_eager_call_skips_the_dispatch_with_the_same_values_and_gradients(paths):
+    f = eagle.torch.function(k.affine)
+    x = torch.randn(9, dtype=torch.float64, requires_grad=True)
+    a = torch.tensor([1.5], dtype=torch.float64, requires_grad=True)
+    eager = f(x=x, a=a, b=0.25)
+    (eager_x, eager_a) = torch.autograd.grad(eager.square().sum(), (x, a))
+    assert paths["eager"] == 1
+    through_op = f.op(x, a, torch.tensor([0.25], dtype=torch.float64), None, -1)
+    (op_x, op_a) = torch.autograd.grad(through_op.square().sum(), (x, a))
+    torch.testing.assert_close(eager, through_op)
+    torch.testing.assert_close((eager_x, eager_a), (op_x, op_a))
+    torch.testing.assert_close(eager_x, 2 * (1.5 * x.detach() + 0.25) * 1.5)
+
+
+def test_fake_tensors_and_torch_modes_take_the_registered_op(paths):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    f = eagle.torch.function(k.scale_add)
+    with FakeTensorMode() as mode:
+        x = mode.from_tensor(torch.randn(5))
+        y = f(x=x, z=x)
+    assert paths["eager"] == 0 and y.shape == (5,) and type(y) is not torch.Tensor
+
+    class Passing(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    x, z = torch.randn(5), torch.randn(5)
+    with Passing():
+        torch.testing.assert_close(f(x=x, z=z), 0.5 * x + z)
+    assert paths["eager"] == 0
+    f(x=x, z=z)
+    assert paths["eager"] == 1
