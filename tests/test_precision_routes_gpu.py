@@ -141,7 +141,12 @@ def test_a_half_store_rounds_as_the_host_does_within_one_unit(rng, dtype):
     host_y, device_y = y0.copy(), _device(y0)
     eagle.plan.auto(saxpy).run(a=np.float32(1.2345678), x=x, y=host_y)
     eagle.plan.auto(saxpy).run(a=np.float32(1.2345678), x=_device(x), y=device_y)
-    # the device may fuse a*x + y into one FMA, so a float32 result near a rounding
-    # boundary of the storage type can round one unit apart, and no further
-    steps = np.abs(_host(device_y).view(np.int16).astype(np.int32) - host_y.view(np.int16))
-    assert steps.max() <= 1 and np.count_nonzero(steps) < 1e-2 * steps.size
+    # The device may fuse a*x + y into one FMA: its float32 sum differs from the host's by
+    # at most a float32 rounding of the terms, and the store then rounds once more, so
+    # the two agree to one unit of the storage type plus that (which only shows where
+    # a*x and y cancel). Most elements are equal.
+    got, want = _host(device_y).astype(np.float64), host_y.astype(np.float64)
+    terms = np.abs(1.2345678 * x.astype(np.float64)) + np.abs(y0.astype(np.float64))
+    unit = np.spacing(np.abs(want).astype(dtype)).astype(np.float64)
+    assert (np.abs(got - want) <= unit + 2.0**-23 * terms).all()
+    assert np.count_nonzero(got != want) < 1e-2 * got.size
