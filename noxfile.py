@@ -73,12 +73,18 @@ def lint(session: nox.Session) -> None:
     session.run("mypy")
 
 
+BENCHMARKS = (
+    "launch", "gemm", "precision", "hawk", "route", "diff", "param_grad",
+    "checks", "rebind", "loops", "torch", "kan",
+)  # fmt: skip
+
+
 @nox.session(python=False)
 def bench(session: nox.Session) -> None:
     """The benchmark scripts, on the current interpreter (needs a GPU); each writes its
     figures to benchmarks/out/<script>.json."""
     Path("benchmarks/out").mkdir(exist_ok=True)
     env = {"PYTHONPATH": str(Path.cwd())}  # the checkout's eagle and hawk, installed or not
-    for script in ("gemm", "hawk", "route", "diff", "param_grad", "launch", "checks"):
+    for script in BENCHMARKS:
         out = f"benchmarks/out/{script}.json"
         session.run("python", f"benchmarks/bench_{script}.py", out, env=env)

@@ -128,7 +128,7 @@ def _device_row(name: str, kernel: hawk.Kernel, shape, rng: np.random.Generator)
     row["loop_adjoint_w_bar_only_ms"] = device_ms(lambda: only_w.launch(ptr), ptr, REPEAT)
     reference = p["w"].astype(np.float64) @ p["y_bar"].reshape(samples, units).T.astype(np.float64)
     for warp_adds in (True, False):
-        ms, error = _emitted_adjoint(kernel, on, shape, warp_adds, reference, ptr)
+        ms, error = _emitted_adjoint(kernel, on, shape, warp_adds, reference, stream)
         side = "warp_sums" if warp_adds else "per_lane_atomics"
         row[f"loop_adjoint_{side}_ms"], row[f"loop_adjoint_{side}_f_bar_error"] = ms, error
 
@@ -162,12 +162,13 @@ def _emitted_adjoint(
     shape: tuple[int, int, int],
     warp_adds: bool,
     reference: np.ndarray,
-    stream: Any,
+    on_stream: eagle.cuda.Stream,
 ) -> tuple[float, float]:
     """The loop adjoint (both gradients) emitted with or without warp sums, launched
     directly: its median ms, and ``||f_bar - ref|| / ||ref||`` of one launch from zero."""
     from eagle import arrays
 
+    stream = on_stream.ptr()
     rows, units, samples = shape
     adjoint = hawk.diff.vjp(kernel)
     emitted = emit_cuda.emit(
@@ -184,6 +185,7 @@ def _emitted_adjoint(
     args = PackedArgs([*(planes[p.name] for p in adjoint.planes), np.int64(lanes), record])
     grid = _grid(lanes)
     loaded.launch(grid, BLOCK_SIZE, args, stream)
+    on_stream.synchronize()  # numpy() waits for the stream eagle would use, not this one
     f_bar = planes["f_bar"].numpy().astype(np.float64)
     error = float(np.linalg.norm(f_bar - reference) / np.linalg.norm(reference))
     ms = device_ms(lambda: loaded.launch(grid, BLOCK_SIZE, args, stream), stream, REPEAT)

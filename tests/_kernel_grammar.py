@@ -671,14 +671,6 @@ class KernelLoader:
         return plan
 
 
-def known_host_bug(error: BaseException) -> bool:
-    """Whether ``error`` is the host bug that ``tests/test_differential.py``'s strict
-    xfail regression tests record: an int chosen by a uniform condition between a
-    uniform and a per-lane value, then converted to real, is a Python int where the
-    host program calls ``.astype`` (AttributeError). The device is not affected."""
-    return isinstance(error, AttributeError) and "astype" in str(error)
-
-
 class _LaneTable:
     def __init__(self, values: np.ndarray, plane: PlaneSpec) -> None:
         self.values = values.reshape(plane.shape)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import HealthCheck, given, settings
 
 import eagle.plan
 import hawk
@@ -30,7 +30,6 @@ from tests._kernel_grammar import (
     disagreements,
     evaluate_per_lane,
     kernels,
-    known_host_bug,
     stable_lanes,
 )
 
@@ -55,15 +54,9 @@ def loader(tmp_path_factory: pytest.TempPathFactory) -> KernelLoader:
 def run_host(
     loader: KernelLoader, generated: GeneratedKernel, planes: dict[str, np.ndarray]
 ) -> dict[str, np.ndarray]:
-    """The planes after a host run of ``generated`` over copies of ``planes``
-    (rejects the example on the known host bug, see :func:`known_host_bug`)."""
+    """The planes after a host run of ``generated`` over copies of ``planes``."""
     out = {name: values.copy() for name, values in planes.items()}
-    try:
-        loader.plan(generated.source).run(**out)
-    except AttributeError as error:
-        if known_host_bug(error):
-            reject()
-        raise
+    loader.plan(generated.source).run(**out)
     return out
 
 
@@ -161,13 +154,6 @@ def uniform_if_then_cast(p: hawk.Param, x: hawk.Scalar, y: hawk.Mutable[hawk.Sca
     y = k + 0.5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="host bug: an int chosen by a uniform condition between a constant and a "
-    "per-lane value is a Python int at run time, and its conversion to real calls "
-    "'.astype' on it (hawk/emit/host.py, Cast of a varying Select or If merge)",
-)
 @pytest.mark.parametrize(
     ("kernel", "expected"), [(uniform_select_then_cast, 0.0), (uniform_if_then_cast, 0.5)]
 )

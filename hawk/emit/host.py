@@ -415,7 +415,9 @@ class _Emitter:
         if isinstance(node, ir.Cast):
             operand = self.expr(node.operand)
             if node.to == Type.REAL:
-                return f"{operand}.astype(_real)" if node.varying else f"_real({operand})"
+                # a varying value chosen by a uniform condition may be a Python scalar
+                # at run time (the side it took was uniform): asarray takes both
+                return f"_np.asarray({operand}, _real)" if node.varying else f"_real({operand})"
             if node.operand.type == Type.INT:
                 return operand
             if not self.ranges.enabled:
