@@ -275,6 +275,7 @@ INTERNAL_MODULES = (
     "hawk.emit",
     "hawk.emit.checks",
     "hawk.emit.cuda",
+    "hawk.emit.cuda_helpers",
     "hawk.emit.host",
     "hawk.expressions",
     "hawk.fold",

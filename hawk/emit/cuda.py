@@ -58,7 +58,15 @@ import numpy as np
 
 from hawk import ir
 from hawk.emit import Names, compute_dtype, plane_dtypes
-from hawk.emit.checks import INT_INVALID, CheckSite, Ranges, division_site, index_site
+from hawk.emit.checks import CheckSite, Ranges, division_site, index_site
+from hawk.emit.cuda_helpers import (
+    C_TYPES,
+    CHECK_HELPERS,
+    HALF_C_TYPES,
+    PACK,
+    half_type,
+    helper,
+)
 from hawk.functions import FUNCTIONS
 from hawk.kinds import PlaneKind, Type
 
@@ -89,237 +97,10 @@ class CudaSource:
     checks: tuple[CheckSite, ...] = ()
 
 
-_C_TYPES = {
-    np.dtype(np.float16): "hawk_f16",
-    np.dtype("bfloat16"): "hawk_bf16",
-    np.dtype(np.float32): "float",
-    np.dtype(np.float64): "double",
-}
-
-_HALF_C_TYPES = ("hawk_bf16", "hawk_f16")
-
-# The 16-bit storage types, emitted when a plane has one: a two-byte struct, ``hawk_widen``
-# (a load), ``hawk_round_<t>`` (a store, from float or double) and ``hawk_atomic_add`` (an
-# add of a compute-type value).
-_HALF_CONVERSIONS = {
-    "f16": """\
-__device__ __forceinline__ float hawk_widen(hawk_f16 x)
-{
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
-    return f;
-}
-__device__ __forceinline__ hawk_f16 hawk_round_f16(float v)
-{
-    hawk_f16 r;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.bits) : "f"(v));
-    return r;
-}
-__device__ __forceinline__ hawk_f16 hawk_round_f16(double v)
-{
-    hawk_f16 r;
-    asm("cvt.rn.f16.f64 %0, %1;" : "=h"(r.bits) : "d"(v));
-    return r;
-}""",
-    "bf16": """\
-__device__ __forceinline__ float hawk_widen(hawk_bf16 x)
-{
-    return __uint_as_float(((unsigned)x.bits) << 16);
-}
-__device__ __forceinline__ hawk_bf16 hawk_round_bf16(float v)
-{
-    // to nearest even; a NaN stays a (quiet) NaN
-    const unsigned u = __float_as_uint(v);
-    hawk_bf16 r;
-    r.bits = (u & 0x7fffffffu) > 0x7f800000u
-        ? (unsigned short)((u >> 16) | 0x40u)
-        : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-    return r;
-}
-__device__ __forceinline__ hawk_bf16 hawk_round_bf16(double v)
-{
-    return hawk_round_bf16((float)v);  // through float32, as ml_dtypes rounds on the host
-}""",
-}
-
-# the first architecture with a 16-bit atomic add of each type
-_HALF_ATOMIC_ARCH = {"f16": 700, "bf16": 900}
-
-_HALF_TYPE = """\
-struct __align__(2) hawk_$t { unsigned short bits; };
-$conversions
-template <typename V>
-__device__ __forceinline__ void hawk_atomic_add(hawk_$t* target, V value)
-{
-    const hawk_$t v = hawk_round_$t(value);
-#if __CUDA_ARCH__ >= $arch
-    asm volatile("red.add.noftz.$t [%0], %1;" :: "l"(target), "h"(v.bits) : "memory");
-#else
-    // no 16-bit atomic add: compare-and-swap the aligned word that holds the element
-    unsigned* word = (unsigned*)((unsigned long long)target & ~3ULL);
-    const unsigned shift = ((unsigned long long)target & 2ULL) ? 16u : 0u;
-    unsigned old = *word, assumed;
-    do {
-        assumed = old;
-        hawk_$t current;
-        current.bits = (unsigned short)(assumed >> shift);
-        const hawk_$t sum = hawk_round_$t(hawk_widen(current) + hawk_widen(v));
-        const unsigned next = (assumed & ~(0xffffu << shift)) | ((unsigned)sum.bits << shift);
-        old = atomicCAS(word, assumed, next);
-    } while (old != assumed);
-#endif
-}"""
-
-
-def _half_type(ctype: str) -> str:
-    """The definitions of 16-bit storage type ``ctype`` (``hawk_f16`` or ``hawk_bf16``)."""
-    short = ctype.removeprefix("hawk_")
-    return (
-        _HALF_TYPE.replace("$conversions", _HALF_CONVERSIONS[short])
-        .replace("$arch", str(_HALF_ATOMIC_ARCH[short]))
-        .replace("$t", short)
-    )
-
-
-# Device helpers for operators, emitted when used; $R is the compute type and $f its math
-# suffix. Those of functions are in their registry entries (hawk.functions).
-_HELPERS = {
-    ("add", "uniform"): """\
-template <typename T>
-__device__ __forceinline__ void hawk_add_uniform(T* target, T value)
-{
-    // Every lane adds into this one address (a param's gradient, say): a full warp sums
-    // its values with shuffles and adds once; a partial warp adds lane by lane.
-    const unsigned mask = __activemask();
-    if (mask != 0xffffffffu) {
-        atomicAdd(target, value);
-        return;
-    }
-    for (int offset = 16; offset > 0; offset >>= 1)
-        value += __shfl_xor_sync(mask, value, offset);
-    if ((threadIdx.x & 31) == 0) atomicAdd(target, value);
-}""",
-    ("add", "warp"): """\
-template <typename T>
-__device__ __forceinline__ void hawk_add_warp(T* target, T value)
-{
-    // The emitter proved that the 32 lanes of a warp add into one address (it depends on
-    // the lane only through lane // K, K a multiple of 32): a full warp whose lanes agree
-    // sums its values with shuffles and adds once; any other warp adds lane by lane.
-    const unsigned mask = __activemask();
-    const unsigned long long address = (unsigned long long)target;
-    if (mask != 0xffffffffu || !__all_sync(mask, __shfl_sync(mask, address, 0) == address)) {
-        atomicAdd(target, value);
-        return;
-    }
-    for (int offset = 16; offset > 0; offset >>= 1)
-        value += __shfl_xor_sync(mask, value, offset);
-    if ((threadIdx.x & 31) == 0) atomicAdd(target, value);
-}""",
-    ("add", "uniform16"): """\
-template <typename T, typename V>
-__device__ __forceinline__ void hawk_add_uniform16(T* target, V value)
-{
-    // as hawk_add_uniform, into a 16-bit plane: the warp sums in the compute type and
-    // rounds once, when it adds
-    const unsigned mask = __activemask();
-    if (mask != 0xffffffffu) {
-        hawk_atomic_add(target, value);
-        return;
-    }
-    for (int offset = 16; offset > 0; offset >>= 1)
-        value += __shfl_xor_sync(mask, value, offset);
-    if ((threadIdx.x & 31) == 0) hawk_atomic_add(target, value);
-}""",
-    ("floordiv", Type.INT): """\
-__device__ __forceinline__ long long hawk_floordiv(long long a, long long b)
-{
-    const long long q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}""",
-    ("mod", Type.INT): """\
-__device__ __forceinline__ long long hawk_mod(long long a, long long b)
-{
-    const long long r = a % b;
-    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}""",
-    ("floordiv", Type.REAL): """\
-__device__ __forceinline__ $R hawk_floordiv($R a, $R b)
-{
-    if (b == 0) return a / b;
-    const $R m = fmod$f(a, b);
-    $R d = (a - m) / b;
-    if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
-    if (d == 0) return copysign$f(($R)0, a / b);
-    $R q = floor$f(d);
-    if (d - q > ($R)0.5) q += 1;
-    return q;
-}""",
-    ("mod", Type.REAL): """\
-__device__ __forceinline__ $R hawk_mod($R a, $R b)
-{
-    $R m = fmod$f(a, b);
-    if (b == 0) return m;
-    if (m != 0) { if ((b < 0) != (m < 0)) m += b; }
-    else m = copysign$f(($R)0, b);
-    return m;
-}""",
-}
-
-_CHECK_HELPERS = f"""\
-__device__ __noinline__ void hawk_fail(
-    unsigned long long* rec, long long site, long long lane, long long value, long long extent)
-{{
-    // the first failing thread of the record's epoch (rec[5]) raises the device word at
-    // rec[6] to it, fills the record and sets rec[0] last
-    volatile unsigned long long* out = rec;
-    const unsigned long long epoch = out[5];
-    if (atomicMax((unsigned long long*)out[6], epoch) < epoch) {{
-        out[1] = site;
-        out[2] = lane;
-        out[3] = value;
-        out[4] = extent;
-        __threadfence_system();
-        out[0] = 1ULL;
-    }}
-}}
-__device__ __forceinline__ bool hawk_in(
-    long long index, long long extent, unsigned long long* rec, long long site, long long lane)
-{{
-    if ((unsigned long long)index < (unsigned long long)extent) return true;
-    hawk_fail(rec, site, lane, index, extent);
-    return false;
-}}
-__device__ __forceinline__ long long hawk_divisor(
-    long long b, unsigned long long* rec, long long site, long long lane)
-{{
-    if (b != 0) return b;
-    hawk_fail(rec, site, lane, 0, 0);
-    return 1;
-}}
-__device__ __forceinline__ long long hawk_to_int($R x)
-{{
-    // int(): toward zero; NaN, +-inf and reals beyond int64 give {INT_INVALID}
-    return fabs$f(x) < ($R)9.223372036854775808e18 ? (long long)x : ({INT_INVALID + 1}LL - 1);
-}}"""
-
 _BLOCK_SIZE_NOTE = "a grid-stride loop over lanes"
-
-# V lanes of one plane, loaded or stored as one (16-byte at most) vector access
-_PACK = """\
-template <typename T, int V>
-struct alignas(sizeof(T) * V) hawk_pack {
-    T v[V];
-};"""
 
 #: bytes a vectorised lane plane access moves at once
 VECTOR_BYTES = 16
-
-
-def _helper(name: str, type_: str) -> str:
-    if name in FUNCTIONS:
-        return FUNCTIONS[name].device[Type(type_)]
-    return _HELPERS[(name, type_)]
 
 
 def emit(
@@ -362,7 +143,7 @@ class _Emitter:
     ) -> None:
         self.kernel = kernel
         self.dtypes = dtypes
-        self.real = _C_TYPES[compute_dtype(dtypes)]
+        self.real = C_TYPES[compute_dtype(dtypes)]
         self.names = Names()
         self.helpers: set[tuple[str, str]] = set()
         self.lines: list[str] = []
@@ -385,13 +166,13 @@ class _Emitter:
         body = self.lines
         suffix = "f" if self.real == "float" else ""
         helpers = [
-            _helper(name, type_).replace("$R", self.real).replace("$f", suffix)
+            helper(name, type_).replace("$R", self.real).replace("$f", suffix)
             for name, type_ in sorted(self.helpers)
         ]
         if self.sites or "hawk_to_int(" in "\n".join(body):
-            helpers.insert(0, _CHECK_HELPERS.replace("$R", self.real).replace("$f", suffix))
-        halves = sorted({_C_TYPES[d] for d in self.dtypes.values()} & set(_HALF_C_TYPES))
-        helpers[:0] = [_half_type(ctype) for ctype in halves]
+            helpers.insert(0, CHECK_HELPERS.replace("$R", self.real).replace("$f", suffix))
+        halves = sorted({C_TYPES[d] for d in self.dtypes.values()} & set(HALF_C_TYPES))
+        helpers[:0] = [half_type(ctype) for ctype in halves]
         names = ", ".join(p.name for p in self.kernel.planes)
         header = [
             f"// hawk kernel {self.kernel.name!r}, computing in {self.real} (generated).",
@@ -406,7 +187,7 @@ class _Emitter:
         ]
         start = "first"
         if self.width > 1:
-            helpers.append(_PACK)
+            helpers.append(PACK)
             lanes += [
                 "    long long start = 0;  // the first lane the scalar loop runs",
                 *self.packed(body),
@@ -480,7 +261,7 @@ class _Emitter:
         return lines
 
     def pack(self, plane: ir.Plane) -> str:
-        return f"hawk_pack<{_C_TYPES[self.dtypes[plane.name]]}, {self.width}>"
+        return f"hawk_pack<{C_TYPES[self.dtypes[plane.name]]}, {self.width}>"
 
     def loaded(self) -> list[ir.Plane]:
         """The planes the kernel loads (lane planes and params), in declaration order."""
@@ -514,7 +295,7 @@ class _Emitter:
         return lines
 
     def parameter(self, plane: ir.Plane) -> str:
-        ctype = _C_TYPES[self.dtypes[plane.name]]
+        ctype = C_TYPES[self.dtypes[plane.name]]
         if plane.kind in (PlaneKind.INPUT, PlaneKind.PARAM, PlaneKind.TABLE):
             return f"const {ctype}* __restrict__ {Names.plane(plane.name)}"
         return f"{ctype}* __restrict__ {Names.plane(plane.name)}"
@@ -522,10 +303,10 @@ class _Emitter:
     def convert(self, text: str, plane: ir.Plane, *, to_real: bool) -> str:
         """``text`` (an element of ``plane``) in the compute type, or ``text`` (a
         compute-type value) rounded to ``plane``'s type."""
-        ctype = _C_TYPES[self.dtypes[plane.name]]
+        ctype = C_TYPES[self.dtypes[plane.name]]
         if ctype == self.real:
             return text
-        if ctype in _HALF_C_TYPES:
+        if ctype in HALF_C_TYPES:
             if not to_real:
                 return f"hawk_round_{ctype.removeprefix('hawk_')}({text})"
             widened = f"hawk_widen({text})"
@@ -563,7 +344,7 @@ class _Emitter:
         declarations, indices, checks = self.indices(stmt)
         target = f"&{Names.plane(stmt.plane.name)}[{self.offset(stmt.plane, indices)}]"
         varying = any(item.varying for item in stmt.index)
-        if _C_TYPES[self.dtypes[stmt.plane.name]] in _HALF_C_TYPES:
+        if C_TYPES[self.dtypes[stmt.plane.name]] in HALF_C_TYPES:
             # summed in the compute type, rounded to the plane's type by the add itself
             value = self.expr(stmt.value)
             if varying:

@@ -1,0 +1,245 @@
+"""The device helpers the CUDA emitter pastes into a kernel, and the C types of planes.
+
+Text only: C types per plane dtype (16-bit storage types are hawk's own two-byte
+structs, so no CUDA header is needed), the helper functions operators and
+checks call (emitted once each, when used), and the vector type lane planes
+are moved with. :mod:`hawk.emit.cuda` reads them; the helpers of the math
+functions live in their registry entries (:mod:`hawk.functions`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hawk.emit.checks import INT_INVALID
+from hawk.functions import FUNCTIONS
+from hawk.kinds import Type
+
+__all__ = ["CHECK_HELPERS", "C_TYPES", "HALF_C_TYPES", "HELPERS", "PACK", "half_type", "helper"]
+
+C_TYPES = {
+    np.dtype(np.float16): "hawk_f16",
+    np.dtype("bfloat16"): "hawk_bf16",
+    np.dtype(np.float32): "float",
+    np.dtype(np.float64): "double",
+}
+
+HALF_C_TYPES = ("hawk_bf16", "hawk_f16")
+
+# The 16-bit storage types, emitted when a plane has one: a two-byte struct, ``hawk_widen``
+# (a load), ``hawk_round_<t>`` (a store, from float or double) and ``hawk_atomic_add`` (an
+# add of a compute-type value).
+_HALF_CONVERSIONS = {
+    "f16": """\
+__device__ __forceinline__ float hawk_widen(hawk_f16 x)
+{
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
+    return f;
+}
+__device__ __forceinline__ hawk_f16 hawk_round_f16(float v)
+{
+    hawk_f16 r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.bits) : "f"(v));
+    return r;
+}
+__device__ __forceinline__ hawk_f16 hawk_round_f16(double v)
+{
+    hawk_f16 r;
+    asm("cvt.rn.f16.f64 %0, %1;" : "=h"(r.bits) : "d"(v));
+    return r;
+}""",
+    "bf16": """\
+__device__ __forceinline__ float hawk_widen(hawk_bf16 x)
+{
+    return __uint_as_float(((unsigned)x.bits) << 16);
+}
+__device__ __forceinline__ hawk_bf16 hawk_round_bf16(float v)
+{
+    // to nearest even; a NaN stays a (quiet) NaN
+    const unsigned u = __float_as_uint(v);
+    hawk_bf16 r;
+    r.bits = (u & 0x7fffffffu) > 0x7f800000u
+        ? (unsigned short)((u >> 16) | 0x40u)
+        : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    return r;
+}
+__device__ __forceinline__ hawk_bf16 hawk_round_bf16(double v)
+{
+    return hawk_round_bf16((float)v);  // through float32, as ml_dtypes rounds on the host
+}""",
+}
+
+# the first architecture with a 16-bit atomic add of each type
+_HALF_ATOMIC_ARCH = {"f16": 700, "bf16": 900}
+
+_HALF_TYPE = """\
+struct __align__(2) hawk_$t { unsigned short bits; };
+$conversions
+template <typename V>
+__device__ __forceinline__ void hawk_atomic_add(hawk_$t* target, V value)
+{
+    const hawk_$t v = hawk_round_$t(value);
+#if __CUDA_ARCH__ >= $arch
+    asm volatile("red.add.noftz.$t [%0], %1;" :: "l"(target), "h"(v.bits) : "memory");
+#else
+    // no 16-bit atomic add: compare-and-swap the aligned word that holds the element
+    unsigned* word = (unsigned*)((unsigned long long)target & ~3ULL);
+    const unsigned shift = ((unsigned long long)target & 2ULL) ? 16u : 0u;
+    unsigned old = *word, assumed;
+    do {
+        assumed = old;
+        hawk_$t current;
+        current.bits = (unsigned short)(assumed >> shift);
+        const hawk_$t sum = hawk_round_$t(hawk_widen(current) + hawk_widen(v));
+        const unsigned next = (assumed & ~(0xffffu << shift)) | ((unsigned)sum.bits << shift);
+        old = atomicCAS(word, assumed, next);
+    } while (old != assumed);
+#endif
+}"""
+
+
+def half_type(ctype: str) -> str:
+    """The definitions of 16-bit storage type ``ctype`` (``hawk_f16`` or ``hawk_bf16``)."""
+    short = ctype.removeprefix("hawk_")
+    return (
+        _HALF_TYPE.replace("$conversions", _HALF_CONVERSIONS[short])
+        .replace("$arch", str(_HALF_ATOMIC_ARCH[short]))
+        .replace("$t", short)
+    )
+
+
+# Device helpers for operators, emitted when used; $R is the compute type and $f its math
+# suffix. Those of functions are in their registry entries (hawk.functions).
+HELPERS = {
+    ("add", "uniform"): """\
+template <typename T>
+__device__ __forceinline__ void hawk_add_uniform(T* target, T value)
+{
+    // Every lane adds into this one address (a param's gradient, say): a full warp sums
+    // its values with shuffles and adds once; a partial warp adds lane by lane.
+    const unsigned mask = __activemask();
+    if (mask != 0xffffffffu) {
+        atomicAdd(target, value);
+        return;
+    }
+    for (int offset = 16; offset > 0; offset >>= 1)
+        value += __shfl_xor_sync(mask, value, offset);
+    if ((threadIdx.x & 31) == 0) atomicAdd(target, value);
+}""",
+    ("add", "warp"): """\
+template <typename T>
+__device__ __forceinline__ void hawk_add_warp(T* target, T value)
+{
+    // The emitter proved that the 32 lanes of a warp add into one address (it depends on
+    // the lane only through lane // K, K a multiple of 32): a full warp whose lanes agree
+    // sums its values with shuffles and adds once; any other warp adds lane by lane.
+    const unsigned mask = __activemask();
+    const unsigned long long address = (unsigned long long)target;
+    if (mask != 0xffffffffu || !__all_sync(mask, __shfl_sync(mask, address, 0) == address)) {
+        atomicAdd(target, value);
+        return;
+    }
+    for (int offset = 16; offset > 0; offset >>= 1)
+        value += __shfl_xor_sync(mask, value, offset);
+    if ((threadIdx.x & 31) == 0) atomicAdd(target, value);
+}""",
+    ("add", "uniform16"): """\
+template <typename T, typename V>
+__device__ __forceinline__ void hawk_add_uniform16(T* target, V value)
+{
+    // as hawk_add_uniform, into a 16-bit plane: the warp sums in the compute type and
+    // rounds once, when it adds
+    const unsigned mask = __activemask();
+    if (mask != 0xffffffffu) {
+        hawk_atomic_add(target, value);
+        return;
+    }
+    for (int offset = 16; offset > 0; offset >>= 1)
+        value += __shfl_xor_sync(mask, value, offset);
+    if ((threadIdx.x & 31) == 0) hawk_atomic_add(target, value);
+}""",
+    ("floordiv", Type.INT): """\
+__device__ __forceinline__ long long hawk_floordiv(long long a, long long b)
+{
+    const long long q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}""",
+    ("mod", Type.INT): """\
+__device__ __forceinline__ long long hawk_mod(long long a, long long b)
+{
+    const long long r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}""",
+    ("floordiv", Type.REAL): """\
+__device__ __forceinline__ $R hawk_floordiv($R a, $R b)
+{
+    if (b == 0) return a / b;
+    const $R m = fmod$f(a, b);
+    $R d = (a - m) / b;
+    if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
+    if (d == 0) return copysign$f(($R)0, a / b);
+    $R q = floor$f(d);
+    if (d - q > ($R)0.5) q += 1;
+    return q;
+}""",
+    ("mod", Type.REAL): """\
+__device__ __forceinline__ $R hawk_mod($R a, $R b)
+{
+    $R m = fmod$f(a, b);
+    if (b == 0) return m;
+    if (m != 0) { if ((b < 0) != (m < 0)) m += b; }
+    else m = copysign$f(($R)0, b);
+    return m;
+}""",
+}
+
+CHECK_HELPERS = f"""\
+__device__ __noinline__ void hawk_fail(
+    unsigned long long* rec, long long site, long long lane, long long value, long long extent)
+{{
+    // the first failing thread of the record's epoch (rec[5]) raises the device word at
+    // rec[6] to it, fills the record and sets rec[0] last
+    volatile unsigned long long* out = rec;
+    const unsigned long long epoch = out[5];
+    if (atomicMax((unsigned long long*)out[6], epoch) < epoch) {{
+        out[1] = site;
+        out[2] = lane;
+        out[3] = value;
+        out[4] = extent;
+        __threadfence_system();
+        out[0] = 1ULL;
+    }}
+}}
+__device__ __forceinline__ bool hawk_in(
+    long long index, long long extent, unsigned long long* rec, long long site, long long lane)
+{{
+    if ((unsigned long long)index < (unsigned long long)extent) return true;
+    hawk_fail(rec, site, lane, index, extent);
+    return false;
+}}
+__device__ __forceinline__ long long hawk_divisor(
+    long long b, unsigned long long* rec, long long site, long long lane)
+{{
+    if (b != 0) return b;
+    hawk_fail(rec, site, lane, 0, 0);
+    return 1;
+}}
+__device__ __forceinline__ long long hawk_to_int($R x)
+{{
+    // int(): toward zero; NaN, +-inf and reals beyond int64 give {INT_INVALID}
+    return fabs$f(x) < ($R)9.223372036854775808e18 ? (long long)x : ({INT_INVALID + 1}LL - 1);
+}}"""
+
+# V lanes of one plane, loaded or stored as one (16-byte at most) vector access
+PACK = """\
+template <typename T, int V>
+struct alignas(sizeof(T) * V) hawk_pack {
+    T v[V];
+};"""
+
+
+def helper(name: str, type_: str) -> str:
+    if name in FUNCTIONS:
+        return FUNCTIONS[name].device[Type(type_)]
+    return HELPERS[(name, type_)]
