@@ -16,7 +16,7 @@ import pytest
 
 from eagle._bound import Bound, Step
 from eagle._sites import kernel_site, product_site
-from eagle.cuda import _rebind, graph
+from eagle.cuda import _graph_nodes, _rebind, graph
 from eagle.cuda.graph import Launcher
 from eagle.cuda.module import PackedArgs
 from tests import _route_kernels as k
@@ -65,11 +65,11 @@ class FakeCuda:
         self.fail_after: int | None = None
         self.graphs: dict[str, list[int]] = {"graph": []}
         self.destroyed: list[Any] = []
-        monkeypatch.setattr(_rebind, "_deps", lambda node: self.deps[node])
-        for name in ("_nodes", "_kind", "_kernel_params", "_set_kernel", "_driver_handles"):
-            monkeypatch.setattr(_rebind, name, getattr(self, name.lstrip("_")))
-        for name in ("_memset_params", "_set_memset"):
-            monkeypatch.setattr(_rebind, name, getattr(self, name.lstrip("_")))
+        monkeypatch.setattr(_graph_nodes, "deps", lambda node: self.deps[node])
+        for name in ("nodes", "kind", "kernel_params", "set_kernel", "driver_handles"):
+            monkeypatch.setattr(_graph_nodes, name, getattr(self, name))
+        for name in ("memset_params", "set_memset"):
+            monkeypatch.setattr(_graph_nodes, name, getattr(self, name))
         monkeypatch.setattr(_rebind, "call", self.call)
 
     def node(self, kind: str, graph_name: str = "graph", deps=(), func: int = 7) -> int:
@@ -425,9 +425,9 @@ def test_a_product_that_records_other_kernels_is_refused_and_its_capture_freed(f
 
 def test_chain_orders_nodes_and_refuses_parallel_ones():
     nodes = {1: 1, 2: 2, 3: 3}
-    assert _rebind._chain(nodes, {1: [], 2: [1], 3: [2]}) == [1, 2, 3]
-    assert _rebind._chain(nodes, {3: [], 2: [3], 1: [2]}) == [3, 2, 1]
-    assert _rebind._chain(nodes, {1: [], 2: [1], 3: [1]}) is None
+    assert _graph_nodes.chain(nodes, {1: [], 2: [1], 3: [2]}) == [1, 2, 3]
+    assert _graph_nodes.chain(nodes, {3: [], 2: [3], 1: [2]}) == [3, 2, 1]
+    assert _graph_nodes.chain(nodes, {1: [], 2: [1], 3: [1]}) is None
 
 
 # -- what a bound launch records ---------------------------------------------------------------

@@ -23,14 +23,23 @@ from __future__ import annotations
 
 import bisect
 import ctypes
-import itertools
 import threading
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from eagle.cuda._runtime import call, dcall, driver
+from eagle.cuda import _graph_nodes as graph_nodes
+from eagle.cuda._rebind_checks import (
+    check_disjoint,
+    check_key,
+    check_pair,
+    check_written,
+    describe,
+    graph_device,
+    span_of,
+)
+from eagle.cuda._runtime import call
 from eagle.cuda.graph import Graph, StreamCapturer, _active, _release, record_use
 
 __all__ = ["KernelSite", "ProductSite", "Site", "rebind", "record"]
@@ -48,7 +57,7 @@ class Site(ABC):
     def __init__(self, label: str, planes: Mapping[str, Any], written: Iterable[str]) -> None:
         self.label = label
         self.planes = dict(planes)
-        self.spans = {name: _span_of(array) for name, array in self.planes.items()}
+        self.spans = {name: span_of(array) for name, array in self.planes.items()}
         self.written = frozenset(written)
         self.stream_ptr = 0
         self.before: list[Any] = []  # the capture's dependencies before the step
@@ -58,7 +67,7 @@ class Site(ABC):
     def take(self, planes: Mapping[str, Any]) -> None:
         """Work on ``planes`` (name -> array) from now on."""
         self.planes.update(planes)
-        self.spans.update((name, _span_of(array)) for name, array in planes.items())
+        self.spans.update((name, span_of(array)) for name, array in planes.items())
 
     @abstractmethod
     def resolve(self) -> list[Any]:
@@ -102,92 +111,6 @@ def _capture_deps(stream_ptr: int) -> list[Any]:
     return list(deps or [])[:count]
 
 
-# -- graph walking -------------------------------------------------------------------------
-
-
-def _nodes(graph: Any) -> list[Any]:
-    _, count = call("cudaGraphGetNodes", graph, 0)
-    if not count:
-        return []
-    nodes, _ = call("cudaGraphGetNodes", graph, count)
-    return list(nodes)[:count]
-
-
-def _deps(node: Any) -> list[Any]:
-    *_, count = call("cudaGraphNodeGetDependencies", node, 0)
-    if not count:
-        return []
-    deps, *_ = call("cudaGraphNodeGetDependencies", node, count)
-    return list(deps)[:count]
-
-
-def _kind(node: Any) -> str:
-    kind = call("cudaGraphNodeGetType", node)
-    return str(kind.name).removeprefix("cudaGraphNodeType").lower()
-
-
-def _chain(nodes: Mapping[int, Any], deps: Mapping[int, list[Any]]) -> list[Any] | None:
-    """``nodes`` in dependency order, or None when that order is not unique."""
-    waiting = {key: 0 for key in nodes}
-    after: dict[int, list[int]] = {key: [] for key in nodes}
-    for key in nodes:
-        for dep in deps[key]:
-            if int(dep) in nodes:
-                waiting[key] += 1
-                after[int(dep)].append(key)
-    ready = [key for key, count in waiting.items() if not count]
-    order: list[Any] = []
-    while len(ready) == 1:
-        key = ready.pop()
-        order.append(nodes[key])
-        for later in after[key]:
-            waiting[later] -= 1
-            if not waiting[later]:
-                ready.append(later)
-    return order if len(order) == len(nodes) else None
-
-
-def _span(after: list[Any], before: list[Any]) -> tuple[dict[int, Any], dict[int, list[Any]]]:
-    """The nodes reached from ``after`` back to (not including) ``before``, with their
-    dependencies."""
-    stop = {int(node) for node in before}
-    found: dict[int, Any] = {}
-    deps: dict[int, list[Any]] = {}
-    frontier = list(after)
-    while frontier:
-        node = frontier.pop()
-        key = int(node)
-        if key in stop or key in found:
-            continue
-        found[key] = node
-        deps[key] = _deps(node)
-        frontier.extend(deps[key])
-    return found, deps
-
-
-def _kernel_params(node: Any) -> Any:
-    return dcall("cuGraphKernelNodeGetParams", driver().CUgraphNode(int(node)))
-
-
-def _set_kernel(exec_handle: Any, node: Any, params: Any) -> None:
-    """Give kernel ``node`` of the instantiated graph ``params`` (both handles as the
-    driver's types, made once by the caller)."""
-    dcall("cuGraphExecKernelNodeSetParams", exec_handle, node, params)
-
-
-def _driver_handles(exec_handle: Any, node: Any) -> tuple[Any, Any]:
-    d = driver()
-    return d.CUgraphExec(int(exec_handle)), d.CUgraphNode(int(node))
-
-
-def _memset_params(node: Any) -> Any:
-    return call("cudaGraphMemsetNodeGetParams", node)
-
-
-def _set_memset(exec_handle: Any, node: Any, params: Any) -> None:
-    call("cudaGraphExecMemsetNodeSetParams", exec_handle, node, params)
-
-
 # -- sites ---------------------------------------------------------------------------------
 
 
@@ -216,11 +139,11 @@ class KernelSite(Site):
         self._slots: dict[str, Any] = {}  # plane name -> its pointer in our copy
 
     def resolve(self) -> list[Any]:
-        if len(self.after) != 1 or _kind(self.after[0]) != "kernel":
+        if len(self.after) != 1 or graph_nodes.kind(self.after[0]) != "kernel":
             raise ValueError(f"eagle could not find the kernel node of {self.label}")
         node = self.after[0]
-        self._handles = _driver_handles(self.exec_handle, node)
-        self._params = _kernel_params(node)
+        self._handles = graph_nodes.driver_handles(self.exec_handle, node)
+        self._params = graph_nodes.kernel_params(node)
         # our own copy of the packed arguments: the bound plan's stay as they are
         packed = self._packed._data
         base = ctypes.addressof(packed)
@@ -244,12 +167,12 @@ class KernelSite(Site):
         def apply() -> None:
             for slot, array in slots:
                 slot.value = array.ptr
-            _set_kernel(exec_handle, node, self._params)
+            graph_nodes.set_kernel(exec_handle, node, self._params)
 
         def undo() -> None:
             for (slot, _), value in zip(slots, before, strict=True):
                 slot.value = value
-            _set_kernel(exec_handle, node, self._params)
+            graph_nodes.set_kernel(exec_handle, node, self._params)
 
         return _Change(apply, undo, lambda: self.take(planes))
 
@@ -280,15 +203,15 @@ class ProductSite(Site):
         self._owner: Any = None  # keeps the graph holding those parameters
 
     def resolve(self) -> list[Any]:
-        found, deps = _span(self.after, self.before)
-        order = _chain(found, deps)
+        found, deps = graph_nodes.span(self.after, self.before)
+        order = graph_nodes.chain(found, deps)
         if order is None:
             raise ValueError(
                 f"the nodes of {self.label} do not form one chain, so eagle cannot pair them "
                 "with the nodes of a new capture"
             )
         self.nodes = order
-        self.signature, self._current = _node_params(order, self.label)
+        self.signature, self._current = graph_nodes.node_params(order, self.label)
         return order
 
     def changed(self, params: list[Any], owner: Any, planes: Mapping[str, Any]) -> _Change:
@@ -300,8 +223,8 @@ class ProductSite(Site):
             self.take(planes)
 
         return _Change(
-            lambda: _copy(exec_handle, self.nodes, params),
-            lambda: _copy(exec_handle, self.nodes, previous),
+            lambda: graph_nodes.copy_params(exec_handle, self.nodes, params),
+            lambda: graph_nodes.copy_params(exec_handle, self.nodes, previous),
             commit,
         )
 
@@ -332,8 +255,8 @@ def recapture(
     held.handles = []  # the raw graph is the owner's; the capture needs to keep nothing else
     _release(held)
     owner = _Captured(handle)
-    found = {int(node): node for node in _nodes(handle)}
-    order = _chain(found, {key: _deps(node) for key, node in found.items()})
+    found = {int(node): node for node in graph_nodes.nodes(handle)}
+    order = graph_nodes.chain(found, {key: graph_nodes.deps(node) for key, node in found.items()})
     if order is None or len(order) != sum(len(site.nodes) for site, _ in work):
         raise ValueError(_OTHER_NODES.format(label=work[0][0].label))
     changes = []
@@ -341,7 +264,7 @@ def recapture(
     for site, planes in work:
         nodes = order[at : at + len(site.nodes)]
         at += len(site.nodes)
-        signature, params = _node_params(nodes, site.label)
+        signature, params = graph_nodes.node_params(nodes, site.label)
         if signature != site.signature:
             raise ValueError(_OTHER_NODES.format(label=site.label))
         changes.append(site.changed(params, owner, planes))
@@ -354,42 +277,13 @@ _OTHER_NODES = (
 )
 
 
-def _node_params(nodes: list[Any], label: str) -> tuple[list[tuple[str, int, int]], list[Any]]:
-    """Each node's kind and, for a kernel, its function (what a new capture must repeat),
-    and each node's parameters."""
-    signature, params = [], []
-    for node in nodes:
-        kind = _kind(node)
-        if kind == "kernel":
-            kernel = _kernel_params(node)
-            signature.append((kind, int(kernel.func), int(kernel.kern)))
-            params.append(kernel)
-        elif kind == "memset":
-            signature.append((kind, 0, 0))
-            params.append(_memset_params(node))
-        else:
-            raise ValueError(
-                f"{label} recorded a {kind} node; eagle rebinds only kernel and memset nodes"
-            )
-    return signature, params
-
-
-def _copy(exec_handle: Any, targets: list[Any], params: list[Any]) -> None:
-    """Give each node of ``targets`` in the instantiated graph its parameters in ``params``."""
-    for target, values in zip(targets, params, strict=True):
-        if hasattr(values, "kernelParams"):
-            _set_kernel(*_driver_handles(exec_handle, target), values)
-        else:
-            _set_memset(exec_handle, target, values)
-
-
 class _Memset:
     """A memset node that no site claims (an ``Array.fill``): its destination moves with
     the array it lies in."""
 
     def __init__(self, node: Any) -> None:
         self.node = node
-        self.params = _memset_params(node)
+        self.params = graph_nodes.memset_params(node)
         self.start = int(self.params.dst)
         rows = self.params.height
         span = (rows - 1) * self.params.pitch + self.params.width * self.params.elementSize
@@ -399,7 +293,7 @@ class _Memset:
     def change(self, exec_handle: Any, old: Any, new: Any) -> _Change:
         if self.params.height != 1:
             raise ValueError(
-                f"the graph fills {_describe(old)} with a 2-D memset (a fill of 8-byte "
+                f"the graph fills {describe(old)} with a 2-D memset (a fill of 8-byte "
                 "elements), which CUDA cannot point elsewhere; capture the graph again"
             )
         start = self.start
@@ -407,7 +301,7 @@ class _Memset:
 
         def put(address: int) -> None:
             self.params.dst = address
-            _set_memset(exec_handle, self.node, self.params)
+            graph_nodes.set_memset(exec_handle, self.node, self.params)
 
         def commit() -> None:
             self.start, self.end = moved, moved + (self.end - start)
@@ -443,10 +337,10 @@ class _State:
                 if claimed.setdefault(int(node), site) is not site:
                     raise ValueError(f"eagle found one node claimed by two launches ({site.label})")
         memsets = []
-        for node in _nodes(graph._graph):
+        for node in graph_nodes.nodes(graph._graph):
             if int(node) in claimed:
                 continue
-            kind = _kind(node)
+            kind = graph_nodes.kind(node)
             if kind == "memset":
                 memsets.append(_Memset(node))
             elif kind == "kernel":
@@ -464,7 +358,7 @@ class _State:
         self.sites = sites
         self.memsets = memsets
         self.exec = graph._exec
-        self.device = _graph_device(sites)
+        self.device = graph_device(sites)
         self.lock = threading.Lock()
         self._index()
 
@@ -543,7 +437,7 @@ class _State:
             if lo < end and start < hi and (lo, hi) != (start, end):
                 site, name = self.by_ptr[lo][0]
                 raise ValueError(
-                    f"plane {name!r} of {site.label} overlaps {_describe(old)} without being "
+                    f"plane {name!r} of {site.label} overlaps {describe(old)} without being "
                     "the same memory; rebind the plane's own array"
                 )
         hits = self.by_ptr.get(start, ())
@@ -555,25 +449,25 @@ class _State:
         replaced: list[tuple[Site, str, tuple[int, int]]] = []
         fills: list[tuple[_Memset, Any, Any]] = []
         for old, new in pairs:
-            start, end = _span_of(old)
+            start, end = span_of(old)
             uses = self.uses(old, start, end)
             filled = self._fills(old, new, start, end) if self.memsets else []
             if not uses and not filled:
                 raise ValueError(
-                    f"{_describe(old)} is not a plane this graph works on; pass the arrays "
+                    f"{describe(old)} is not a plane this graph works on; pass the arrays "
                     "the graph reads and writes now as the keys"
                 )
             for site, name in uses:
-                _check_pair(old, new, self.device, site, name)
+                check_pair(old, new, self.device, site, name)
                 per_site.setdefault(site, {})[name] = new
                 replaced.append((site, name, site.spans[name]))
             if not uses:
-                _check_pair(old, new, self.device)
+                check_pair(old, new, self.device)
             fills += filled
         changes: list[_Change] = []
         products: dict[int, list[tuple[ProductSite, dict[str, Any]]]] = {}
         for site, planes in per_site.items():
-            _check_written(site, planes)
+            check_written(site, planes)
             if isinstance(site, KernelSite):
                 changes.append(site.change(planes))
             elif isinstance(site, ProductSite) and site.nodes:
@@ -599,7 +493,7 @@ class _State:
             if fill.start < end and start < fill.end:
                 if not (start <= fill.start and fill.end <= end):
                     raise ValueError(
-                        f"the graph fills memory that {_describe(old)} covers only in part; "
+                        f"the graph fills memory that {describe(old)} covers only in part; "
                         "rebind the filled array"
                     )
                 found.append((fill, old, new))
@@ -621,93 +515,6 @@ def _apply(changes: list[_Change]) -> None:
         change.commit()
 
 
-def _span_of(array: Any) -> tuple[int, int]:
-    """The bytes ``array`` covers, ``(start, end)``."""
-    ptr = array.ptr
-    return ptr, ptr + array.nbytes
-
-
-def _graph_device(sites: list[Site]) -> int | None:
-    for site in sites:
-        for array in site.planes.values():
-            return int(array.device_index)
-    return None
-
-
-def _describe(array: Any) -> str:
-    return f"the array of shape {tuple(array.shape)}, {array.dtype}, at {array.ptr:#x}"
-
-
-def _check_key(array: Any) -> None:
-    if not (hasattr(array, "ptr") and hasattr(array, "nbytes") and hasattr(array, "shape")):
-        raise TypeError(
-            f"a key of the mapping is a {type(array).__name__}: name each plane by the eagle "
-            "Array the graph works on now (or by its name, as a keyword)"
-        )
-
-
-def _check_pair(
-    old: Any, new: Any, device: int | None, site: Site | None = None, name: str = ""
-) -> None:
-    """Refuse a ``new`` array that cannot take ``old``'s place (plane ``name`` of ``site``)."""
-    problem = _mismatch(old, new, device)
-    if problem is not None:
-        error, text = problem
-        what = _describe(old) if site is None else f"plane {name!r} of {site.label}"
-        raise error(f"{what}: {text}")
-
-
-def _mismatch(old: Any, new: Any, device: int | None) -> tuple[type[Exception], str] | None:
-    """What keeps ``new`` from taking ``old``'s place, or None."""
-    if not (
-        hasattr(new, "ptr")
-        and hasattr(new, "shape")
-        and hasattr(new, "dtype")
-        and hasattr(new, "device_index")
-    ):
-        return TypeError, (
-            f"the new array is a {type(new).__name__}, not an eagle Array; wrap other arrays "
-            "with eagle.arrays.asarray (no copy)"
-        )
-    where = old.device_index if device is None else device
-    if getattr(new, "is_host", False):
-        return ValueError, f"the new array is a host array; the graph runs on cuda:{where}"
-    if new.device_index != where:
-        return ValueError, (
-            f"the new array is on cuda:{new.device_index}, but the graph runs on cuda:{where}"
-        )
-    if new.shape != old.shape and tuple(new.shape) != tuple(old.shape):
-        return ValueError, (
-            f"the new array has shape {tuple(new.shape)}, the graph's has {tuple(old.shape)}; "
-            f"pass an array of shape {tuple(old.shape)}"
-        )
-    if new.dtype != old.dtype:
-        return TypeError, (
-            f"the new array is {new.dtype}, the graph's is {old.dtype}; pass a {old.dtype} array"
-        )
-    if new.strides != old.strides and tuple(new.strides) != tuple(old.strides):
-        return ValueError, (
-            f"the new array has strides {tuple(new.strides)}, the graph's has "
-            f"{tuple(old.strides)}; pass a contiguous array"
-        )
-    return None
-
-
-def _check_written(site: Site, planes: Mapping[str, Any]) -> None:
-    """Refuse new planes that share memory with another plane of the step it writes."""
-    moved = {name: _span_of(array) for name, array in planes.items()}
-    for name, (lo, hi) in moved.items():
-        for other, span in site.spans.items():
-            if other == name or (name not in site.written and other not in site.written):
-                continue
-            start, end = moved.get(other, span)
-            if start < hi and lo < end:
-                raise ValueError(
-                    f"planes {name!r} and {other!r} of {site.label} would share memory and it "
-                    "writes one of them; pass separate arrays"
-                )
-
-
 def rebind(graph: Graph, planes: Mapping[Any, Any] | None, named: Mapping[str, Any]) -> None:
     """Point ``graph``'s replays at other arrays; see :meth:`eagle.cuda.Launcher.rebind`."""
     graph._check()
@@ -723,22 +530,8 @@ def rebind(graph: Graph, planes: Mapping[Any, Any] | None, named: Mapping[str, A
     with state.lock:
         pairs = []
         for old, new in (planes or {}).items():
-            _check_key(old)
+            check_key(old)
             pairs.append((old, new))
         pairs.extend((state.named(name), new) for name, new in named.items())
-        _check_disjoint(pairs)
+        check_disjoint(pairs)
         state.rebind(pairs)
-
-
-def _check_disjoint(pairs: list[tuple[Any, Any]]) -> None:
-    if len(pairs) < 2:
-        return
-    spans = sorted(
-        (old.ptr, old.ptr + old.nbytes, position) for position, (old, _) in enumerate(pairs)
-    )
-    for (_, end, first), (start, _, second) in itertools.pairwise(spans):
-        if start < end:
-            raise ValueError(
-                f"{_describe(pairs[first][0])} and {_describe(pairs[second][0])} share memory; "
-                "name each plane once"
-            )

@@ -1,0 +1,139 @@
+"""The nodes of CUDA graphs, as a rebind reads and sets them: walk, order, get, set.
+
+Thin helpers over the runtime's and driver's graph-node calls, used by
+:mod:`eagle.cuda._rebind`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from eagle.cuda._runtime import call, dcall, driver
+
+__all__ = [
+    "chain",
+    "copy_params",
+    "deps",
+    "driver_handles",
+    "kernel_params",
+    "kind",
+    "memset_params",
+    "node_params",
+    "nodes",
+    "set_kernel",
+    "set_memset",
+    "span",
+]
+
+
+def nodes(graph: Any) -> list[Any]:
+    _, count = call("cudaGraphGetNodes", graph, 0)
+    if not count:
+        return []
+    nodes, _ = call("cudaGraphGetNodes", graph, count)
+    return list(nodes)[:count]
+
+
+def deps(node: Any) -> list[Any]:
+    *_, count = call("cudaGraphNodeGetDependencies", node, 0)
+    if not count:
+        return []
+    deps, *_ = call("cudaGraphNodeGetDependencies", node, count)
+    return list(deps)[:count]
+
+
+def kind(node: Any) -> str:
+    node_type = call("cudaGraphNodeGetType", node)
+    return str(node_type.name).removeprefix("cudaGraphNodeType").lower()
+
+
+def chain(nodes: Mapping[int, Any], before_of: Mapping[int, list[Any]]) -> list[Any] | None:
+    """``nodes`` in dependency order, or None when that order is not unique."""
+    waiting = {key: 0 for key in nodes}
+    after: dict[int, list[int]] = {key: [] for key in nodes}
+    for key in nodes:
+        for dep in before_of[key]:
+            if int(dep) in nodes:
+                waiting[key] += 1
+                after[int(dep)].append(key)
+    ready = [key for key, count in waiting.items() if not count]
+    order: list[Any] = []
+    while len(ready) == 1:
+        key = ready.pop()
+        order.append(nodes[key])
+        for later in after[key]:
+            waiting[later] -= 1
+            if not waiting[later]:
+                ready.append(later)
+    return order if len(order) == len(nodes) else None
+
+
+def span(after: list[Any], before: list[Any]) -> tuple[dict[int, Any], dict[int, list[Any]]]:
+    """The nodes reached from ``after`` back to (not including) ``before``, with their
+    dependencies."""
+    stop = {int(node) for node in before}
+    found: dict[int, Any] = {}
+    before_of: dict[int, list[Any]] = {}
+    frontier = list(after)
+    while frontier:
+        node = frontier.pop()
+        key = int(node)
+        if key in stop or key in found:
+            continue
+        found[key] = node
+        before_of[key] = deps(node)
+        frontier.extend(before_of[key])
+    return found, before_of
+
+
+def kernel_params(node: Any) -> Any:
+    return dcall("cuGraphKernelNodeGetParams", driver().CUgraphNode(int(node)))
+
+
+def set_kernel(exec_handle: Any, node: Any, params: Any) -> None:
+    """Give kernel ``node`` of the instantiated graph ``params`` (both handles as the
+    driver's types, made once by the caller)."""
+    dcall("cuGraphExecKernelNodeSetParams", exec_handle, node, params)
+
+
+def driver_handles(exec_handle: Any, node: Any) -> tuple[Any, Any]:
+    d = driver()
+    return d.CUgraphExec(int(exec_handle)), d.CUgraphNode(int(node))
+
+
+def memset_params(node: Any) -> Any:
+    return call("cudaGraphMemsetNodeGetParams", node)
+
+
+def set_memset(exec_handle: Any, node: Any, params: Any) -> None:
+    call("cudaGraphExecMemsetNodeSetParams", exec_handle, node, params)
+
+
+def node_params(graph_nodes: list[Any], label: str) -> tuple[list[tuple[str, int, int]], list[Any]]:
+    """Each node's kind and, for a kernel, its function (what a new capture must repeat),
+    and each node's parameters."""
+    signature, params = [], []
+    for node in graph_nodes:
+        node_kind = kind(node)
+        if node_kind == "kernel":
+            kernel = kernel_params(node)
+            signature.append((node_kind, int(kernel.func), int(kernel.kern)))
+            params.append(kernel)
+        elif node_kind == "memset":
+            signature.append((node_kind, 0, 0))
+            params.append(memset_params(node))
+        else:
+            raise ValueError(
+                f"{label} recorded a {node_kind} node; eagle rebinds only kernel and memset nodes"
+            )
+    return signature, params
+
+
+def copy_params(exec_handle: Any, targets: list[Any], params: list[Any]) -> None:
+    """Give each node of ``targets`` in the instantiated graph its parameters in ``params``."""
+    for target, values in zip(targets, params, strict=True):
+        if hasattr(values, "kernelParams"):
+            set_kernel(*driver_handles(exec_handle, target), values)
+        else:
+            set_memset(exec_handle, target, values)

@@ -1,0 +1,127 @@
+"""What a rebind refuses: checks of the arrays given to :meth:`eagle.cuda.Launcher.rebind`.
+
+Every check runs before the graph is changed, so a refused rebind leaves it as it
+was. Each error names the plane (and the launch it belongs to) or the array, and
+says what to pass instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from eagle.cuda._rebind import Site
+
+__all__ = [
+    "check_disjoint",
+    "check_key",
+    "check_pair",
+    "check_written",
+    "describe",
+    "graph_device",
+    "mismatch",
+    "span_of",
+]
+
+
+def span_of(array: Any) -> tuple[int, int]:
+    """The bytes ``array`` covers, ``(start, end)``."""
+    ptr = array.ptr
+    return ptr, ptr + array.nbytes
+
+
+def graph_device(sites: list[Site]) -> int | None:
+    for site in sites:
+        for array in site.planes.values():
+            return int(array.device_index)
+    return None
+
+
+def describe(array: Any) -> str:
+    return f"the array of shape {tuple(array.shape)}, {array.dtype}, at {array.ptr:#x}"
+
+
+def check_key(array: Any) -> None:
+    if not (hasattr(array, "ptr") and hasattr(array, "nbytes") and hasattr(array, "shape")):
+        raise TypeError(
+            f"a key of the mapping is a {type(array).__name__}: name each plane by the eagle "
+            "Array the graph works on now (or by its name, as a keyword)"
+        )
+
+
+def check_pair(
+    old: Any, new: Any, device: int | None, site: Site | None = None, name: str = ""
+) -> None:
+    """Refuse a ``new`` array that cannot take ``old``'s place (plane ``name`` of ``site``)."""
+    problem = mismatch(old, new, device)
+    if problem is not None:
+        error, text = problem
+        what = describe(old) if site is None else f"plane {name!r} of {site.label}"
+        raise error(f"{what}: {text}")
+
+
+def mismatch(old: Any, new: Any, device: int | None) -> tuple[type[Exception], str] | None:
+    """What keeps ``new`` from taking ``old``'s place, or None."""
+    if not (
+        hasattr(new, "ptr")
+        and hasattr(new, "shape")
+        and hasattr(new, "dtype")
+        and hasattr(new, "device_index")
+    ):
+        return TypeError, (
+            f"the new array is a {type(new).__name__}, not an eagle Array; wrap other arrays "
+            "with eagle.arrays.asarray (no copy)"
+        )
+    where = old.device_index if device is None else device
+    if getattr(new, "is_host", False):
+        return ValueError, f"the new array is a host array; the graph runs on cuda:{where}"
+    if new.device_index != where:
+        return ValueError, (
+            f"the new array is on cuda:{new.device_index}, but the graph runs on cuda:{where}"
+        )
+    if new.shape != old.shape and tuple(new.shape) != tuple(old.shape):
+        return ValueError, (
+            f"the new array has shape {tuple(new.shape)}, the graph's has {tuple(old.shape)}; "
+            f"pass an array of shape {tuple(old.shape)}"
+        )
+    if new.dtype != old.dtype:
+        return TypeError, (
+            f"the new array is {new.dtype}, the graph's is {old.dtype}; pass a {old.dtype} array"
+        )
+    if new.strides != old.strides and tuple(new.strides) != tuple(old.strides):
+        return ValueError, (
+            f"the new array has strides {tuple(new.strides)}, the graph's has "
+            f"{tuple(old.strides)}; pass a contiguous array"
+        )
+    return None
+
+
+def check_written(site: Site, planes: Mapping[str, Any]) -> None:
+    """Refuse new planes that share memory with another plane of the step it writes."""
+    moved = {name: span_of(array) for name, array in planes.items()}
+    for name, (lo, hi) in moved.items():
+        for other, span in site.spans.items():
+            if other == name or (name not in site.written and other not in site.written):
+                continue
+            start, end = moved.get(other, span)
+            if start < hi and lo < end:
+                raise ValueError(
+                    f"planes {name!r} and {other!r} of {site.label} would share memory and it "
+                    "writes one of them; pass separate arrays"
+                )
+
+
+def check_disjoint(pairs: list[tuple[Any, Any]]) -> None:
+    if len(pairs) < 2:
+        return
+    spans = sorted(
+        (old.ptr, old.ptr + old.nbytes, position) for position, (old, _) in enumerate(pairs)
+    )
+    for (_, end, first), (start, _, second) in itertools.pairwise(spans):
+        if start < end:
+            raise ValueError(
+                f"{describe(pairs[first][0])} and {describe(pairs[second][0])} share memory; "
+                "name each plane once"
+            )
