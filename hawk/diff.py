@@ -52,7 +52,6 @@ with respect to other planes (``wrt``), or interpolate between two reads.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterable
 
 from hawk import ir
@@ -140,11 +139,6 @@ def cotangent_planes(kernel: Kernel) -> dict[str, str]:
     }
 
 
-_adjoints: weakref.WeakKeyDictionary[Kernel, dict[tuple[str, ...], AdjointKernel]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
 def vjp(kernel: Kernel, wrt: Iterable[str] | None = None) -> AdjointKernel:
     """The reverse-mode (vector-Jacobian product) kernel of ``kernel``.
 
@@ -167,12 +161,11 @@ def vjp(kernel: Kernel, wrt: Iterable[str] | None = None) -> AdjointKernel:
     """
     candidates = gradient_planes(kernel)
     names = tuple(candidates) if wrt is None else _check_wrt(kernel, wrt, candidates)
-    cache = _adjoints.setdefault(kernel, {})
-    adjoint = cache.get(names)
-    if adjoint is None:
+    adjoint = kernel._adjoints.get(names)
+    if not isinstance(adjoint, AdjointKernel):
         cotangents = cotangent_planes(kernel)
         adjoint_ir = _build(kernel.ir, names, cotangents)
-        adjoint = cache[names] = AdjointKernel(kernel, names, cotangents, adjoint_ir)
+        adjoint = kernel._adjoints[names] = AdjointKernel(kernel, names, cotangents, adjoint_ir)
     return adjoint
 
 

@@ -45,6 +45,9 @@ class Kernel:
         self.planes = kernel_ir.planes
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
+        # what hawk.diff derived from this kernel, by the planes it differentiates: kept
+        # here (an adjoint refers to its primal) so that both go with the kernel
+        self._adjoints: dict[tuple[str, ...], Kernel] = {}
 
     def __repr__(self) -> str:
         return f"<hawk kernel {self.name}({', '.join(p.name for p in self.planes)})>"

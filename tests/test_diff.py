@@ -11,6 +11,10 @@ passed is neither computed nor required; every adjoint compiles for sm_90.
 
 from __future__ import annotations
 
+import gc
+import importlib
+import weakref
+
 import numpy as np
 import pytest
 
@@ -415,3 +419,26 @@ def test_table_gradients_are_atomic_adds() -> None:
     assert source.count("atomicAdd(&p_f_bar[") == 1
     loops = [node for node in ir.walk(adjoint.ir) if isinstance(node, ir.Loop)]
     assert len(loops) == 1  # the fold's adjoint reruns nothing
+
+
+def test_a_kernel_and_its_adjoint_go_when_the_kernel_goes(tmp_path, monkeypatch):
+    """The adjoint refers to its primal, so it is kept on the kernel (not in a global
+    cache keyed by it): both are collected once the caller drops the kernel."""
+    (tmp_path / "leak_kernels.py").write_text(
+        "import hawk\n\n\n"
+        "def make():\n"
+        "    @hawk.kernel\n"
+        "    def axpy(a: hawk.Param, x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):\n"
+        "        y = a * x + y\n\n"
+        "    return axpy\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    kernel = importlib.import_module("leak_kernels").make()
+    adjoint = hawk.diff.vjp(kernel)
+    assert hawk.diff.vjp(kernel) is adjoint  # still made once per request
+    reverse = eagle.diff.reverse(eagle.plan.auto(kernel))
+    reverse.run(a=2.0, x=np.ones(4), y_bar=np.ones(4), x_bar=np.zeros(4))
+    refs = weakref.ref(kernel), weakref.ref(adjoint)
+    del kernel, adjoint, reverse
+    gc.collect()
+    assert [ref() for ref in refs] == [None, None]
