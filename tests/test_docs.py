@@ -617,6 +617,8 @@ def test_docstring_examples_run():
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     report: list[str] = []
     for name in _package_modules():
+        if name == "eagle.torch" and importlib.util.find_spec("torch") is None:
+            continue  # torch is optional: CI has none
         for test in finder.find(importlib.import_module(name)):
             runner.run(test, out=report.append)
     assert runner.failures == 0, "".join(report)
