@@ -21,7 +21,7 @@ from hawk.errors import HawkError
 from hawk.ir import Plane
 from hawk.kinds import PlaneKind
 
-__all__ = ["Mutable", "Param", "Scalar", "Table", "plane_of"]
+__all__ = ["Mutable", "Param", "Scalar", "Table"]
 
 #: the keyword ``.add`` takes its value by, so no axis may use it
 VALUE_KEYWORD = "value"
@@ -111,7 +111,7 @@ class Mutable(_Declaration):
         )
 
 
-def plane_of(name: str, annotation: Any) -> Plane:
+def _declared_plane(name: str, annotation: Any) -> Plane:
     """The :class:`~hawk.ir.Plane` a parameter's annotation declares.
 
     Raises:

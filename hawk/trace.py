@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hawk import ir
-from hawk.decl import VALUE_KEYWORD, plane_of
+from hawk.decl import VALUE_KEYWORD, _declared_plane
 from hawk.errors import HawkError
 from hawk.expressions import BINOPS, ExpressionTracer, Gone, assigned_names, snippet
 from hawk.kinds import PlaneKind, Type
@@ -152,7 +152,7 @@ class _Tracer(ExpressionTracer):
                     "hawk.Mutable[hawk.Scalar], hawk.Param or hawk.Table",
                 )
             try:
-                planes.append(plane_of(arg.arg, annotations[arg.arg]))
+                planes.append(_declared_plane(arg.arg, annotations[arg.arg]))
             except HawkError as exc:
                 raise self.error(arg, exc.message) from exc
         return tuple(planes)

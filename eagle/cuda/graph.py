@@ -254,9 +254,9 @@ class StreamCapturer:
             CudaError: CUDA refused (a driver older than CUDA 12.4, an illegal
                 call inside the block).
         """
-        from eagle.cuda.loops import conditional
+        from eagle.cuda.loops import _record_conditional
 
-        return conditional(self, "while", flag, max_iterations)
+        return _record_conditional(self, "while", flag, max_iterations)
 
     def if_(self, flag: Any) -> contextlib.AbstractContextManager[None]:
         """``with cap.if_(flag):`` — the block runs only when ``flag`` is non-zero.
@@ -264,9 +264,9 @@ class StreamCapturer:
         ``flag`` is read on the device when the graph reaches the block, after
         the work captured before it. Rules as for :meth:`while_loop`.
         """
-        from eagle.cuda.loops import conditional
+        from eagle.cuda.loops import _record_conditional
 
-        return conditional(self, "if", flag)
+        return _record_conditional(self, "if", flag)
 
     def __enter__(self) -> StreamCapturer:
         self.begin()

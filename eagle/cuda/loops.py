@@ -39,7 +39,7 @@ from eagle.cuda.module import Kernel, load_kernel
 if TYPE_CHECKING:
     from eagle.cuda.graph import StreamCapturer
 
-__all__ = ["FLAG_DTYPES", "MAX_GUARDED_LOOPS", "conditional"]
+__all__ = ["FLAG_DTYPES", "MAX_GUARDED_LOOPS"]
 
 FLAG_DTYPES = ("int32", "float32", "float64")
 """The dtypes a loop or branch flag may have; any non-zero value (NaN too) is true."""
@@ -146,7 +146,7 @@ def _release_slot(device: int, slot: int) -> None:
 
 
 @contextmanager
-def conditional(
+def _record_conditional(
     capturer: StreamCapturer, kind: str, flag: Any, max_iterations: int | None = None
 ) -> Iterator[None]:
     """Record the block into a ``"while"`` or ``"if"`` node of ``capturer``'s capture.

@@ -26,7 +26,7 @@ _stream_handles_lock = threading.Lock()
 def stream_handle(stream_ptr: int, device: int = 0) -> CublasCaptureHandle:
     """The FP32 handle eagle's own products use on ``stream_ptr`` (made once, then cached).
 
-    The handle goes (:meth:`CublasCaptureHandle.destroy`) just before its
+    The handle goes (:meth:`~eagle.gemm.CublasCaptureHandle.destroy`) just before its
     stream, when that is an eagle :class:`~eagle.cuda.Stream`; handles for
     other streams (the default stream, torch's, CuPy's) stay until
     :func:`release_handles`. Inside a capture of ``stream_ptr`` it returns the
