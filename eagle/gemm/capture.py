@@ -252,21 +252,7 @@ class CublasCaptureHandle:
             GemmMappingUnavailable: ``params`` do not describe the operands.
             TypeError: ``params`` is not SgemmParams, or ``operands`` not a mapping.
         """
-        if self._closed:
-            self._check_alive()
-        try:  # the prepared call for exactly these params and operands, if there is one
-            a, b, out = operands["a"], operands["b"], operands["out"]
-            prepared = self._sgemm_calls[
-                (params, params.__class__,
-                 a.ptr, a.shape, a.strides, a.dtype, a.device_index,
-                 b.ptr, b.shape, b.strides, b.dtype, b.device_index,
-                 out.ptr, out.shape, out.strides, out.dtype, out.device_index)
-            ]  # fmt: skip
-        except Exception:  # none: the checks say what is wrong, or prepare it
-            prepared = self._prepared(params, operands, SgemmParams, self._sgemm_calls)
-            a, b, out = operands["a"], operands["b"], operands["out"]
-        self._run(prepared, params, operands, alpha, beta)
-        record_use(self.stream_ptr, self, *((b, a) if prepared.swap else (a, b)), out)
+        self._enqueue_product(params, operands, alpha, beta, SgemmParams, self._sgemm_calls)
 
     def gemm(
         self,
@@ -302,18 +288,30 @@ class CublasCaptureHandle:
                 made with ``math="tf32"``.
             TypeError: ``params`` is not GemmParams, or ``operands`` not a mapping.
         """
+        self._enqueue_product(params, operands, alpha, beta, GemmParams, self._gemm_calls)
+
+    def _enqueue_product(
+        self,
+        params: Params,
+        operands: Mapping[str, Any],
+        alpha: float,
+        beta: float,
+        kind: type,
+        calls: dict[tuple[Any, ...], _Call],
+    ) -> None:
+        """Enqueue one product through its prepared call (made on first sight)."""
         if self._closed:
             self._check_alive()
-        try:
+        try:  # the prepared call for exactly these params and operands, if there is one
             a, b, out = operands["a"], operands["b"], operands["out"]
-            prepared = self._gemm_calls[
+            prepared = calls[
                 (params, params.__class__,
                  a.ptr, a.shape, a.strides, a.dtype, a.device_index,
                  b.ptr, b.shape, b.strides, b.dtype, b.device_index,
                  out.ptr, out.shape, out.strides, out.dtype, out.device_index)
             ]  # fmt: skip
-        except Exception:
-            prepared = self._prepared(params, operands, GemmParams, self._gemm_calls)
+        except Exception:  # none: the checks say what is wrong, or prepare it
+            prepared = self._prepared(params, operands, kind, calls)
             a, b, out = operands["a"], operands["b"], operands["out"]
         self._run(prepared, params, operands, alpha, beta)
         record_use(self.stream_ptr, self, *((b, a) if prepared.swap else (a, b)), out)
