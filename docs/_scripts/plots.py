@@ -36,6 +36,8 @@ RECORDED = Path(__file__).resolve().parent / "recorded.json"
 
 #: the chip the recorded figures come from, and its limits
 FP32_TFLOPS = 67.0  # H200, no tensor cores
+DENSE16_TFLOPS = 989.0  # H200 tensor cores, dense bfloat16 and float16
+TF32_TFLOPS = 495.0  # H200 tensor cores, dense TF32
 HBM_TB_S = 4.8  # datasheet
 COPY_TB_S = 4.3  # a device-to-device copy on the benchmark machine
 
@@ -145,6 +147,28 @@ def gemm() -> Svg:
     )  # fmt: skip
 
 
+#: short dtype names for the chart's group labels
+SHORT = {"bfloat16": "bf16", "float16": "fp16", "float64": "fp64"}
+
+
+def precisions() -> Svg:
+    data, source = load("gemm")
+    rows = [row for row in data["rows"] if row["case"][:3] in ("(e)", "(f)", "(g)")]
+    groups = []
+    for row in rows:
+        size, dtype = row["shape"].split()[:2]
+        name = "TF32" if "TF32" in row["case"] else SHORT.get(dtype, dtype)
+        groups.append(f"{name} {size.split('^')[0]}³")
+    values = [[row.get(key) for row in rows] for key in ("eagle", "torch")]
+    return bars(
+        "Captured products in TF32, bfloat16, float16 and float64 against torch.mm",
+        groups, [EAGLE, TORCH], values, "TFLOP/s",
+        limits=((DENSE16_TFLOPS, f"dense 16-bit limit, {DENSE16_TFLOPS:g} TFLOP/s"),
+                (TF32_TFLOPS, f"dense TF32 limit, {TF32_TFLOPS:g} TFLOP/s")),
+        source=source,
+    )  # fmt: skip
+
+
 def route() -> Svg:
     data, source = load("route")
     sizes = [int(row["shape"].rsplit("=", 1)[1]) for row in data["rows"]]
@@ -192,6 +216,7 @@ def bandwidth() -> Svg:
 
 PLOTS = {
     "bench-gemm.svg": gemm,
+    "bench-precisions.svg": precisions,
     "bench-route.svg": route,
     "bench-diff.svg": diff,
     "bench-bandwidth.svg": bandwidth,

@@ -1,13 +1,13 @@
 """The dtypes a product takes, what it writes, and in what arithmetic it sums.
 
-=============================  ==================  ===========================
-operands ``a`` and ``b``       ``out``             sums (``math``)
-=============================  ==================  ===========================
-bfloat16 x bfloat16            bfloat16 or float32 float32 (``"fp32"``)
-float16 x float16              float16 or float32  float32 (``"fp32"``)
-float32 x float32              float32             ``"fp32"`` (exact) or ``"tf32"``
-float64 x float64              float64             float64 (``"fp64"``)
-=============================  ==================  ===========================
+=============================  ===================  ===========================
+operands ``a`` and ``b``       ``out``              sums (``math``)
+=============================  ===================  ===========================
+bfloat16 x bfloat16            bfloat16 or float32  float32 (``"fp32"``)
+float16 x float16              float16 or float32   float32 (``"fp32"``)
+float32 x float32              float32              ``"fp32"`` (exact) or ``"tf32"``
+float64 x float64              float64              float64 (``"fp64"``)
+=============================  ===================  ===========================
 
 Half-precision products round once, when they store ``out``. Anything else is
 refused by name. bfloat16 is ``ml_dtypes.bfloat16`` on the host; it is loaded
