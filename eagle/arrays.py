@@ -17,6 +17,16 @@ from typing import Any
 
 import numpy as np
 
+from eagle._array_args import (
+    ShapeLike,
+    check_basic,
+    check_dtype,
+    check_reshape,
+    check_shape,
+    contiguous_strides,
+    device_name,
+    parse_device,
+)
 from eagle.cuda import _dlpack, _fill, _foreign, _strided
 from eagle.cuda._records import raise_recorded
 from eagle.cuda._runtime import call, ensure_device, runtime
@@ -25,92 +35,6 @@ from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr, current_stream, launch_stream
 
 __all__ = ["Array", "asarray", "empty", "full", "ones", "zeros"]
-
-ShapeLike = int | Sequence[int]
-
-
-def _parse_device(device: Any, argument: str = "device") -> int | None:
-    """``None`` for the host, the device index for ``"cuda"`` / ``"cuda:N"``."""
-    if device is None or device == "cpu":
-        return None
-    if isinstance(device, str):
-        if device == "cuda":
-            return 0
-        prefix, _, index = device.partition(":")
-        if prefix == "cuda" and index.isdigit():
-            return int(index)
-    raise ValueError(f"{argument} must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
-
-
-def _device_name(index: int | None) -> str:
-    return "cpu" if index is None else f"cuda:{index}"
-
-
-def _check_dtype(dtype: Any, argument: str = "dtype") -> np.dtype:
-    try:
-        result = np.dtype(dtype)
-    except TypeError as exc:
-        if dtype != "bfloat16":
-            raise TypeError(f"{argument} {dtype!r} is not a numpy dtype") from exc
-        import ml_dtypes
-
-        result = np.dtype(ml_dtypes.bfloat16)
-    if result.name == "bfloat16":
-        return result
-    if result.kind not in "biufc" or result.itemsize not in (1, 2, 4, 8, 16):
-        raise TypeError(
-            f"{argument} must be a numeric or bool dtype, not {result} "
-            "(object, string and structured dtypes have no device layout)"
-        )
-    return result
-
-
-def _check_basic(key: Any) -> tuple[Any, ...]:
-    """``key`` as a tuple of basic indices (ints, slices, ``...``, None)."""
-    keys = key if isinstance(key, tuple) else (key,)
-    for item in keys:
-        if not (
-            item is None
-            or item is Ellipsis
-            or isinstance(item, slice)
-            or (isinstance(item, int | np.integer) and not isinstance(item, bool | np.bool_))
-        ):
-            raise TypeError(
-                f"Arrays take basic indices (ints, slices, ..., None), which give views, "
-                f"not {type(item).__name__}; a gather makes a copy, so do it in numpy "
-                "(a.numpy()[index]) and wrap the result with arrays.asarray"
-            )
-    return keys
-
-
-def _check_shape(shape: ShapeLike) -> tuple[int, ...]:
-    dims = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
-    if any(not isinstance(d, int | np.integer) or int(d) < 0 for d in dims):
-        raise ValueError(f"shape must be non-negative ints, not {shape!r}")
-    return tuple(int(d) for d in dims)
-
-
-def _check_reshape(shape: tuple[Any, ...], size: int) -> tuple[int, ...]:
-    single = len(shape) == 1 and not isinstance(shape[0], int | np.integer)
-    dims = [int(d) for d in (shape[0] if single else shape)]
-    if dims.count(-1) > 1 or any(d < -1 for d in dims):
-        raise ValueError(f"shape must be non-negative ints with at most one -1, not {tuple(dims)}")
-    if -1 in dims:
-        known = math.prod(d for d in dims if d != -1)
-        if known == 0 or size % known:
-            raise ValueError(f"cannot view {size} elements as shape {tuple(dims)}")
-        dims[dims.index(-1)] = size // known
-    if math.prod(dims) != size:
-        raise ValueError(f"cannot view {size} elements as shape {tuple(dims)}")
-    return tuple(dims)
-
-
-def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    strides, step = [], itemsize
-    for dim in reversed(shape):
-        strides.append(step)
-        step *= max(dim, 1)
-    return tuple(reversed(strides))
 
 
 class Array:
@@ -167,7 +91,7 @@ class Array:
     @property
     def device(self) -> str:
         """``"cpu"`` or ``"cuda:N"``."""
-        return _device_name(self._device_index)
+        return device_name(self._device_index)
 
     @property
     def device_index(self) -> int | None:
@@ -215,7 +139,7 @@ class Array:
         """True when the elements are laid out row-major without gaps."""
         if self.size <= 1:
             return True
-        expected = _contiguous_strides(self.shape, self.itemsize)
+        expected = contiguous_strides(self.shape, self.itemsize)
         return all(
             dim == 1 or stride == want
             for dim, stride, want in zip(self.shape, self.strides, expected, strict=True)
@@ -237,7 +161,7 @@ class Array:
         Raises:
             TypeError: a list, array or bool index (a gather: do it in numpy).
         """
-        keys = _check_basic(key)
+        keys = check_basic(key)
         if self._host is not None:
             return Array(host=np.asarray(self._host[keys]))
         if Ellipsis not in keys:
@@ -269,7 +193,7 @@ class Array:
             ValueError: the element count differs, or the array is strided
                 (a reshape would need a copy: ``copy()`` it first).
         """
-        dims = _check_reshape(shape, self.size)
+        dims = check_reshape(shape, self.size)
         if not self.is_contiguous:
             raise ValueError(
                 f"reshape views a contiguous array, and this one (strides {self.strides}) is "
@@ -281,7 +205,7 @@ class Array:
             ptr=self._ptr,
             shape=dims,
             dtype=self.dtype,
-            strides=_contiguous_strides(dims, self.itemsize),
+            strides=contiguous_strides(dims, self.itemsize),
             device_index=self._device_index,
             owner=self._owner,
             readonly=self._readonly,
@@ -339,12 +263,12 @@ class Array:
 
     def to(self, device: str) -> Array:
         """This array on ``device`` (itself when it is already there)."""
-        index = _parse_device(device)
+        index = parse_device(device)
         if index == self._device_index:
             return self
         if index is None:
             return Array(host=self.numpy())
-        return asarray(np.ascontiguousarray(self.numpy()), device=_device_name(index))
+        return asarray(np.ascontiguousarray(self.numpy()), device=device_name(index))
 
     def copy(self) -> Array:
         """A contiguous copy on the same device."""
@@ -485,7 +409,7 @@ def _allocate(shape: tuple[int, ...], dtype: np.dtype, device_index: int) -> Arr
         ptr=buffer.ptr,
         shape=shape,
         dtype=dtype,
-        strides=_contiguous_strides(shape, dtype.itemsize),
+        strides=contiguous_strides(shape, dtype.itemsize),
         device_index=device_index,
         owner=buffer,
     )
@@ -504,7 +428,7 @@ def empty(shape: ShapeLike, dtype: Any = "float64", device: str = "cpu") -> Arra
         TypeError: a non-numeric ``dtype``.
         CudaUnavailable: a device was asked for and none is usable.
     """
-    dims, kind, index = _check_shape(shape), _check_dtype(dtype), _parse_device(device)
+    dims, kind, index = check_shape(shape), check_dtype(dtype), parse_device(device)
     if index is None:
         return Array(host=np.empty(dims, dtype=kind))
     out = _allocate(dims, kind, index)
@@ -526,7 +450,7 @@ def full(shape: ShapeLike, value: Any, dtype: Any = "float64", device: str = "cp
         TypeError: a non-numeric ``dtype``.
         CudaUnavailable: a device was asked for and none is usable.
     """
-    dims, kind, index = _check_shape(shape), _check_dtype(dtype), _parse_device(device)
+    dims, kind, index = check_shape(shape), check_dtype(dtype), parse_device(device)
     if index is None:
         return Array(host=np.full(dims, _fill.exact_scalar(value, kind), dtype=kind))
     out = _allocate(dims, kind, index)
@@ -564,15 +488,15 @@ def asarray(obj: Any, dtype: Any = None, device: str | None = None) -> Array:
         TypeError: a non-numeric ``dtype``.
         BufferError: the producer's memory is on a device eagle cannot use.
     """
-    kind = None if dtype is None else _check_dtype(dtype)
-    index = _parse_device(device) if device is not None else None
+    kind = None if dtype is None else check_dtype(dtype)
+    index = parse_device(device) if device is not None else None
     source = _wrap(obj)
     target = source._device_index if device is None else index
     if kind is not None and kind != source.dtype:
         host = np.ascontiguousarray(source.numpy(), dtype=kind)
         source = Array(host=host)
     elif source.is_host:
-        _check_dtype(source.dtype, "obj's dtype")
+        check_dtype(source.dtype, "obj's dtype")
     if target == source._device_index:
         return source
     if target is None:
@@ -590,7 +514,7 @@ def _wrap(obj: Any) -> Array:
     found = _foreign.describe(obj)
     if found is None:
         return Array(host=np.asarray(obj))
-    _check_dtype(found.dtype, "obj's dtype")
+    check_dtype(found.dtype, "obj's dtype")
     if found.host is not None:
         return Array(host=found.host)
     return Array(

@@ -1,0 +1,109 @@
+"""The argument checks of :mod:`eagle.arrays`: devices, dtypes, shapes and indices.
+
+Each refusal names the argument and says what to pass instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "ShapeLike",
+    "check_basic",
+    "check_dtype",
+    "check_reshape",
+    "check_shape",
+    "contiguous_strides",
+    "device_name",
+    "parse_device",
+]
+
+ShapeLike = int | Sequence[int]
+
+
+def parse_device(device: Any, argument: str = "device") -> int | None:
+    """``None`` for the host, the device index for ``"cuda"`` / ``"cuda:N"``."""
+    if device is None or device == "cpu":
+        return None
+    if isinstance(device, str):
+        if device == "cuda":
+            return 0
+        prefix, _, index = device.partition(":")
+        if prefix == "cuda" and index.isdigit():
+            return int(index)
+    raise ValueError(f"{argument} must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
+
+
+def device_name(index: int | None) -> str:
+    return "cpu" if index is None else f"cuda:{index}"
+
+
+def check_dtype(dtype: Any, argument: str = "dtype") -> np.dtype:
+    try:
+        result = np.dtype(dtype)
+    except TypeError as exc:
+        if dtype != "bfloat16":
+            raise TypeError(f"{argument} {dtype!r} is not a numpy dtype") from exc
+        import ml_dtypes
+
+        result = np.dtype(ml_dtypes.bfloat16)
+    if result.name == "bfloat16":
+        return result
+    if result.kind not in "biufc" or result.itemsize not in (1, 2, 4, 8, 16):
+        raise TypeError(
+            f"{argument} must be a numeric or bool dtype, not {result} "
+            "(object, string and structured dtypes have no device layout)"
+        )
+    return result
+
+
+def check_basic(key: Any) -> tuple[Any, ...]:
+    """``key`` as a tuple of basic indices (ints, slices, ``...``, None)."""
+    keys = key if isinstance(key, tuple) else (key,)
+    for item in keys:
+        if not (
+            item is None
+            or item is Ellipsis
+            or isinstance(item, slice)
+            or (isinstance(item, int | np.integer) and not isinstance(item, bool | np.bool_))
+        ):
+            raise TypeError(
+                f"Arrays take basic indices (ints, slices, ..., None), which give views, "
+                f"not {type(item).__name__}; a gather makes a copy, so do it in numpy "
+                "(a.numpy()[index]) and wrap the result with arrays.asarray"
+            )
+    return keys
+
+
+def check_shape(shape: ShapeLike) -> tuple[int, ...]:
+    dims = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+    if any(not isinstance(d, int | np.integer) or int(d) < 0 for d in dims):
+        raise ValueError(f"shape must be non-negative ints, not {shape!r}")
+    return tuple(int(d) for d in dims)
+
+
+def check_reshape(shape: tuple[Any, ...], size: int) -> tuple[int, ...]:
+    single = len(shape) == 1 and not isinstance(shape[0], int | np.integer)
+    dims = [int(d) for d in (shape[0] if single else shape)]
+    if dims.count(-1) > 1 or any(d < -1 for d in dims):
+        raise ValueError(f"shape must be non-negative ints with at most one -1, not {tuple(dims)}")
+    if -1 in dims:
+        known = math.prod(d for d in dims if d != -1)
+        if known == 0 or size % known:
+            raise ValueError(f"cannot view {size} elements as shape {tuple(dims)}")
+        dims[dims.index(-1)] = size // known
+    if math.prod(dims) != size:
+        raise ValueError(f"cannot view {size} elements as shape {tuple(dims)}")
+    return tuple(dims)
+
+
+def contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides, step = [], itemsize
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= max(dim, 1)
+    return tuple(reversed(strides))
