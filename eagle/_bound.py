@@ -13,6 +13,7 @@ that fails part-way leaves every plane as it was.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -21,7 +22,7 @@ import numpy as np
 
 from eagle.cuda._rebind import Site, record
 from eagle.cuda.graph import Graph, Launcher, StreamCapturer, any_capture_active
-from eagle.cuda.stream import as_stream_ptr, launch_stream
+from eagle.cuda.stream import as_stream_ptr, framework_of, launch_stream
 
 __all__ = ["Bound", "Route", "Step"]
 
@@ -78,13 +79,16 @@ class Bound:
         self.side = side
         self.device = device
         self._steps = tuple(steps)
-        self._planes = tuple(plane for step in self._steps for plane in step.planes)
+        # the one plane that names the stream (a framework's array), found once: an
+        # array's framework does not change, only that framework's current stream
+        foreign = (p for step in self._steps for p in step.planes if framework_of(p))
+        self._stream_plane = tuple(itertools.islice(foreign, 1))
 
     def stream(self) -> int:
         """The raw stream a launch with no stream goes to: eagle's inside ``with
         stream:``, else the current stream of the framework the planes come from
         (torch, CuPy), else the CUDA default stream."""
-        return launch_stream(self._planes, self.device or 0)
+        return launch_stream(self._stream_plane, self.device or 0)
 
     def launch(self, stream: Any = None) -> None:
         """Run once: on the device, enqueue on ``stream`` (a Stream, a raw
@@ -103,7 +107,7 @@ class Bound:
             _run_all_or_nothing(self._steps)
             return
         if stream is None:
-            stream = launch_stream(self._planes, self.device or 0)
+            stream = launch_stream(self._stream_plane, self.device or 0)
         if any_capture_active():  # each step recorded, so that the graph can be rebound
             stream_ptr = as_stream_ptr(stream, self.device or 0)
             for step in self._steps:

@@ -18,8 +18,8 @@ with contextlib.suppress(ImportError):
 
 import hawk
 from hawk import math as hm
+from tests._route_kernels import B, R, U, contract  # extents differ: a swapped product fails
 
-R, U, B = 12, 5, 7  # extents that differ, so a swapped product cannot pass
 N = 6
 
 
@@ -52,19 +52,6 @@ def gather(
     lane = hm.sample_index()
     y = t.at(i=(lane * 5) % N) * x
     z = t.at(i=lane % N) + x * x
-
-
-@hawk.kernel
-def contract(
-    w: hawk.Table["row":R, "unit":U],
-    f: hawk.Table["row":R, "sample":B],
-    y: hawk.Mutable[hawk.Scalar],
-):
-    sample, unit = hm.split_index(U)  # lane = sample * U + unit
-    acc = 0.0
-    for r in range(R):
-        acc = acc + w.at(row=r, unit=unit) * f.at(row=r, sample=sample)
-    y = acc
 
 
 @hawk.kernel

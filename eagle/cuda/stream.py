@@ -253,12 +253,18 @@ def launch_stream(values: Iterable[Any], device: int = 0) -> int:
 def framework_stream(value: Any, device: int = 0) -> int | None:
     """The current stream on ``device`` of the framework ``value`` comes from (torch or
     CuPy), or None for anything else; never imports either."""
+    framework = framework_of(value)
+    return None if framework is None else _FINDERS[framework](device)
+
+
+def framework_of(value: Any) -> str | None:
+    """``"torch"`` or ``"cupy"`` when ``value`` comes from that framework (which is then
+    imported), else None; fixed for a given array, and never imports either."""
     # an eagle Array over another framework's memory names it (eagle.cuda._foreign)
     framework = getattr(getattr(value, "_owner", None), "framework", None)
     if framework is None:
         framework = type(value).__module__.partition(".")[0]
-    finder = _FINDERS.get(framework)
-    return None if finder is None or framework not in sys.modules else finder(device)
+    return framework if framework in _FINDERS and framework in sys.modules else None
 
 
 def _torch_stream(device: int) -> int:
