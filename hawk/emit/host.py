@@ -22,7 +22,7 @@ outputs and accumulators in place and returns None.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,11 +30,17 @@ import numpy as np
 
 from hawk import ir
 from hawk.emit import Names, compute_dtype, plane_dtypes
-from hawk.emit.checks import INT_INVALID, CheckSite, Ranges, division_site, index_site
+from hawk.emit._batch import Batch, batch
+from hawk.emit._host_runtime import RUNTIME
+from hawk.emit.checks import CheckSite, Ranges, division_site, index_site
 from hawk.functions import FUNCTIONS
 from hawk.kinds import PlaneKind, Type
 
 __all__ = ["HostProgram", "emit"]
+
+#: lanes x iterations a chunked loop (:mod:`hawk.emit._batch`) computes in one pass;
+#: small enough that its temporaries stay in a processor's cache
+_CHUNK_ELEMENTS = 1 << 14
 
 
 @dataclass(frozen=True)
@@ -75,94 +81,6 @@ def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any], *, checks: bool = True)
     return _Emitter(kernel, planes, checks).program()
 
 
-# -- what the emitted code calls ---------------------------------------------------------
-
-
-def _check_index(
-    sites: Sequence[CheckSite],
-    indices: Sequence[Any],
-    extents: Sequence[int],
-    mask: np.ndarray | None,
-    n: int,
-    last: list[Any],
-    slot: int,
-) -> None:
-    """Raise for the first lane (under ``mask``) whose index on some axis is out of range.
-
-    ``last[slot]`` remembers the arrays this call site passed last: a loop that
-    checks the same index arrays on every iteration checks them once.
-    """
-    seen = last[slot]
-    if (
-        seen is not None
-        and seen[1] is mask
-        and all(a is b for a, b in zip(seen[0], indices, strict=True))
-    ):
-        return
-    bad: Any = False
-    for index, extent in zip(indices, extents, strict=True):
-        out: Any = (
-            np.asarray(index, np.int64).view(np.uint64) >= extent
-            if isinstance(index, np.ndarray)
-            else not 0 <= index < extent
-        )
-        bad = out if bad is False else bad | out
-    if mask is not None:
-        bad = mask & bad
-    if isinstance(bad, np.ndarray):
-        failed = bool(bad.any())
-        lane = int(bad.argmax()) if failed else 0
-    else:
-        failed, lane = bool(bad) and n > 0, 0
-    if failed:
-        for site, index, extent in zip(sites, indices, extents, strict=True):
-            value = int(index[lane] if isinstance(index, np.ndarray) else index)
-            if not 0 <= value < extent:
-                raise site.error(lane, value, extent)
-    last[slot] = (indices, mask)  # kept alive, so the identities stay theirs
-
-
-def _check_divisor(site: CheckSite, divisor: Any, mask: np.ndarray | None, n: int) -> Any:
-    """``divisor``, raising for the first lane (under ``mask``) where it is zero; a
-    uniform zero divisor that no lane uses is given back as 1, so nothing divides by it."""
-    if isinstance(divisor, np.ndarray):
-        zero = divisor == 0
-        if mask is not None:
-            zero &= mask
-        if zero.any():
-            raise site.error(int(zero.argmax()), 0)
-        return divisor
-    if divisor != 0:
-        return divisor
-    if mask is None and n > 0:
-        raise site.error(0, 0)
-    if mask is not None and mask.any():
-        raise site.error(int(mask.argmax()), 0)
-    return 1
-
-
-def _to_int(value: np.ndarray) -> np.ndarray:
-    """``int()`` of every lane: toward zero, :data:`INT_INVALID` for NaN, inf or beyond int64."""
-    result = value.astype(np.int64)
-    valid = np.abs(value) < 2.0**63
-    if not valid.all():
-        result[~valid] = INT_INVALID
-    return result
-
-
-def _to_int1(value: Any) -> int:
-    """``int()`` of a uniform real, as :func:`_to_int`."""
-    return int(value) if abs(value) < 2.0**63 else INT_INVALID
-
-
-_RUNTIME = {
-    "_check_index": _check_index,
-    "_check_divisor": _check_divisor,
-    "_to_int": _to_int,
-    "_to_int1": _to_int1,
-}
-
-
 class _Emitter:
     def __init__(self, kernel: ir.KernelIR, dtypes: dict[str, np.dtype], checks: bool) -> None:
         self.kernel = kernel
@@ -176,6 +94,8 @@ class _Emitter:
         self.index_checks = 0  # calls of _check_index emitted
         self.depth = 0  # where an expression's own statements go
         self.mask: str | None = None  # the lanes that evaluate it (None: every lane)
+        # the loop whose chunk of iterations runs now, and the name of their count
+        self.chunk: tuple[Batch, str] | None = None
 
     def program(self) -> HostProgram:
         name = "hawk_" + (self.kernel.name if self.kernel.name.isascii() else "kernel")
@@ -192,7 +112,7 @@ class _Emitter:
         namespace: dict[str, Any] = {
             "_np": np,
             "_real": self.real.type,
-            **_RUNTIME,
+            **RUNTIME,
             **self.constants,
         }
         exec(compile(source, f"<hawk host kernel {self.kernel.name}>", "exec"), namespace)
@@ -233,6 +153,10 @@ class _Emitter:
             value = self.expr(stmt.value)
             self.emit(depth, f"{self.names.var(stmt.var)} = {value}")
         elif isinstance(stmt, ir.Loop):
+            chunked = batch(stmt) if mask is None else None
+            if chunked is not None:
+                self.batched(chunked, depth)
+                return
             for carry in stmt.carries:
                 value = self.expr(carry.init)
                 self.emit(depth, f"{self.names.var(carry.var)} = {value}")
@@ -253,6 +177,39 @@ class _Emitter:
             self.accumulate(stmt, depth, mask)
         else:
             raise TypeError(f"not a hawk statement: {stmt!r}")
+
+    def batched(self, plan: Batch, depth: int) -> None:
+        """A loop run a chunk of iterations per pass (:mod:`hawk.emit._batch`), about
+        :data:`_CHUNK_ELEMENTS` lanes times iterations."""
+        loop = plan.loop
+        for carry in loop.carries:
+            self.emit(depth, f"{self.names.var(carry.var)} = {self.expr(carry.init)}")
+        rows = f"_rows{len(self.constants)}"
+        self.constants[rows] = np.arange(loop.start, loop.stop, loop.step)
+        chunk, first = self.names.fresh("chunk"), self.names.fresh("first")
+        count, index = self.names.fresh("count"), self.names.var(loop.index)
+        total = len(self.constants[rows])
+        self.emit(depth, f"{chunk} = max(1, {_CHUNK_ELEMENTS} // max(n, 1))")
+        self.emit(depth, f"for {first} in range(0, {total}, {chunk}):")
+        # one iteration per pass (many lanes) keeps the index a number: 1-D lane arrays
+        self.emit(
+            depth + 1,
+            f"{index} = {rows}[{first}:{first} + {chunk}, None] if {chunk} > 1 "
+            f"else {loop.start} + {first} * {loop.step}",
+        )
+        self.emit(depth + 1, f"{count} = min({chunk}, {total} - {first})")
+        outer, self.chunk = self.chunk, (plan, count)
+        self.block_inline(plan.body, depth + 1, None)
+        self.at(depth + 1, None)
+        for carry, term in plan.sums:
+            text = self.expr(term)
+            if not plan.rows(term):
+                total_text = f"({text} * {count})"
+            else:
+                total_text = f"_sum_rows({text})" if term.varying else f"_np.sum({text})"
+            name = self.names.var(carry.var)
+            self.emit(depth + 1, f"{name} = {name} + {total_text}")
+        self.chunk = outer
 
     def branch(self, stmt: ir.If, depth: int, mask: str | None) -> None:
         if not stmt.cond.varying:
@@ -316,7 +273,9 @@ class _Emitter:
         value = self.expr(stmt.value)
         index_varying = any(i.varying for i in stmt.index)
         if not index_varying:
-            if stmt.value.varying:
+            if self.chunk is not None:  # added once per lane and iteration of the chunk
+                total = f"_np.sum(_np.broadcast_to({value}, ({self.chunk[1]}, n)))"
+            elif stmt.value.varying:
                 total = f"_np.sum({value}[{mask}])" if mask else f"_np.sum({value})"
             else:
                 count = f"_np.count_nonzero({mask})" if mask else "n"
@@ -325,6 +284,9 @@ class _Emitter:
                 self.emit(depth, f"if {mask}.any():" if mask else "if n:")
                 depth += 1
             self.emit(depth, f"{target}[{offset}] += {total}")
+            return
+        if self.chunk is not None:
+            self.emit(depth, f"_add_rows({target}, {offset}, {value})")
             return
         if mask:
             offset = f"({offset})[{mask}]"

@@ -1,0 +1,139 @@
+"""Which loops the numpy program runs a chunk of iterations at a time.
+
+A qualifying loop's index becomes a column of ``C`` consecutive index values
+(shape ``(C, 1)``), so every value computed from it gains a leading axis of
+``C`` rows (``(C, n)`` when it also varies by lane), and one pass of numpy
+work runs ``C`` iterations at once. A loop qualifies when:
+
+* its body only binds values (``Let``) and adds into tables (``Accumulate``):
+  no store, no ``if``, no inner loop;
+* each carry is either never changed by the loop or summed over it
+  (``acc = acc + term``, with ``term`` independent of every summed carry), so
+  the iterations do not depend on each other, and adds into a table commute;
+* a uniform value computed from the index is only used by operations that run
+  elementwise on arrays (arithmetic, comparisons, functions, conversion to a
+  real, a table read), never by one that takes a Python branch on it.
+
+The analysis is pure: :func:`batch` gives what the emitter needs, or None.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hawk import ir
+from hawk.kinds import Type
+
+__all__ = ["Batch", "batch"]
+
+# uniform nodes that run elementwise on an array of index values
+_ELEMENTWISE = (ir.Ref, ir.Const, ir.Unary, ir.Binary, ir.Compare, ir.Call, ir.Read)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """How one loop runs in chunks of iterations.
+
+    Attributes:
+        loop: the loop.
+        rowed: the variables whose value depends on the loop index (the index
+            included): each holds one row per iteration of the chunk.
+        sums: the carries summed over the loop, each with the term it adds.
+        body: the loop's body without the statements that only form those sums
+            (``acc2 = acc + term`` where the carry's update is ``acc2``).
+    """
+
+    loop: ir.Loop
+    rowed: frozenset[ir.Var]
+    sums: tuple[tuple[ir.Carry, ir.Expr], ...]
+    body: tuple[ir.Stmt, ...]
+
+    def rows(self, node: ir.Expr) -> bool:
+        """True when ``node`` has one row per iteration (it depends on the index)."""
+        return any(isinstance(n, ir.Ref) and n.var in self.rowed for n in ir.walk(node))
+
+
+def batch(loop: ir.Loop) -> Batch | None:
+    """The chunked form of ``loop``, or None when it must run one iteration at a time."""
+    if len(range(loop.start, loop.stop, loop.step)) < 2:
+        return None
+    if not all(isinstance(stmt, ir.Let | ir.Accumulate) for stmt in loop.body):
+        return None
+    lets = {stmt.var: stmt.value for stmt in loop.body if isinstance(stmt, ir.Let)}
+    sums, partial = [], set()
+    for carry in loop.carries:
+        update = carry.update
+        if update == ir.Ref(carry.var):
+            continue
+        if isinstance(update, ir.Ref) and update.var in lets:  # acc2 = acc + term; acc = acc2
+            partial.add(update.var)
+            update = lets[update.var]
+        term = _summed(carry.var, update)
+        if term is None:
+            return None
+        sums.append((carry, term))
+    body = tuple(s for s in loop.body if not (isinstance(s, ir.Let) and s.var in partial))
+    summed = {carry.var for carry, _ in sums} | partial
+    rowed = {loop.index}
+    for stmt in body:
+        if isinstance(stmt, ir.Let) and _mentions(stmt.value, rowed):
+            rowed.add(stmt.var)
+    result = Batch(loop, frozenset(rowed), tuple(sums), body)
+    values = [*_expressions(body), *(term for _, term in sums)]
+    if any(_mentions(value, summed) for value in values):
+        return None  # an iteration would read what an earlier one summed
+    for stmt in body:
+        if isinstance(stmt, ir.Accumulate) and _uniform_rows(result, stmt.index):
+            return None  # a uniform index per row: the emitter adds such indices unbatched
+    if all(_elementwise(result, value) for value in values):
+        return result
+    return None
+
+
+def _summed(var: ir.Var, update: ir.Expr) -> ir.Expr | None:
+    """``term`` when ``update`` is ``var + term`` or ``term + var``."""
+    own = ir.Ref(var)
+    if not isinstance(update, ir.Binary) or update.op != "+":
+        return None
+    if update.left == own:
+        return update.right
+    if update.right == own:
+        return update.left
+    return None
+
+
+def _expressions(stmts: tuple[ir.Stmt, ...]) -> list[ir.Expr]:
+    values: list[ir.Expr] = []
+    for stmt in stmts:
+        if isinstance(stmt, ir.Let):
+            values.append(stmt.value)
+        elif isinstance(stmt, ir.Accumulate):
+            values.extend([*stmt.index, stmt.value])
+    return values
+
+
+def _mentions(node: ir.Expr, names: set[ir.Var]) -> bool:
+    return any(isinstance(n, ir.Ref) and n.var in names for n in ir.walk(node))
+
+
+def _uniform_rows(plan: Batch, index: tuple[ir.Expr, ...]) -> bool:
+    return not any(i.varying for i in index) and any(plan.rows(i) for i in index)
+
+
+def _elementwise(plan: Batch, value: ir.Expr) -> bool:
+    """True when every uniform node of ``value`` that has rows runs elementwise, and no
+    node branches in Python on such a value."""
+    for node in ir.walk(value):
+        if not isinstance(node, ir.Expr):
+            continue
+        uniform_rows = [c for c in node.children() if not c.varying and plan.rows(c)]
+        if isinstance(node, ir.Select | ir.Logic | ir.Not) and uniform_rows:
+            return False
+        if node.varying or not plan.rows(node):
+            continue
+        if isinstance(node, ir.Cast):
+            if node.to == Type.INT and node.operand.type == Type.REAL:
+                return False
+        elif not isinstance(node, _ELEMENTWISE):
+            return False
+    return True

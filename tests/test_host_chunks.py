@@ -1,0 +1,178 @@
+# ruff: noqa: F821, F841
+# Kernels assign to their output planes (F841) and name table axes with string slices,
+# Table["row":3], which pyflakes reads as forward references (F821).
+"""Host loops that run a chunk of iterations at a time (hawk/emit/_batch.py): the same
+results, checks that report the first iteration then the first lane, and the loops that
+must keep running one iteration at a time."""
+
+import numpy as np
+import pytest
+
+import eagle.diff
+import eagle.plan
+import hawk
+from hawk import math as hm
+from hawk.emit import host
+from tests._util import rel_error
+
+
+def _contract(R: int, U: int, B: int) -> hawk.Kernel:
+    @hawk.kernel
+    def contract(
+        w: hawk.Table["row":R, "unit":U],
+        f: hawk.Table["row":R, "sample":B],
+        y: hawk.Mutable[hawk.Scalar],
+    ):
+        sample, unit = hm.split_index(U)
+        acc = 0.0
+        for r in range(R):
+            acc = acc + w.at(row=r, unit=unit) * f.at(row=r, sample=sample)
+        y = acc
+
+    return contract
+
+
+def _source(kernel: hawk.Kernel) -> str:
+    dtypes = {plane.name: "float64" for plane in kernel.ir.planes}
+    return host.emit(kernel.ir, dtypes).source
+
+
+# (R, U, B): many rows over few lanes (chunks of many iterations), the seed's shape, and
+# more lanes than a chunk holds (one iteration per pass)
+@pytest.mark.parametrize("shape", [(300, 2, 3), (64, 32, 128), (5, 64, 512)])
+def test_a_chunked_contraction_and_its_adjoint_match_numpy(
+    shape: tuple[int, int, int], rng: np.random.Generator
+) -> None:
+    R, U, B = shape
+    kernel = _contract(R, U, B)
+    assert "_sum_rows(" in _source(kernel)
+    w, f = rng.standard_normal((R, U)), rng.standard_normal((R, B))
+    y = np.full(B * U, np.nan)
+    eagle.plan.auto(kernel).run(w=w, f=f, y=y)
+    assert rel_error(y, (f.T @ w).reshape(-1)) < 1e-13
+    y_bar = rng.standard_normal(B * U)
+    w_bar, f_bar = np.zeros((R, U)), np.zeros((R, B))
+    eagle.diff.reverse(eagle.plan.auto(kernel)).run(w=w, f=f, y_bar=y_bar, w_bar=w_bar, f_bar=f_bar)
+    assert rel_error(w_bar, f @ y_bar.reshape(B, U)) < 1e-13
+    assert rel_error(f_bar, w @ y_bar.reshape(B, U).T) < 1e-13
+
+
+@hawk.kernel
+def _scaled_sum(
+    a: hawk.Param, t: hawk.Table["row":7], x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]
+):
+    acc = 0.0
+    for r in range(7):
+        acc = acc + a * t.at(row=r) * x
+    y = acc
+
+
+def test_a_params_gradient_added_in_a_chunked_loop_counts_every_iteration(
+    rng: np.random.Generator,
+) -> None:
+    t, x, y_bar = rng.standard_normal(7), rng.standard_normal(5), rng.standard_normal(5)
+    grads = {"a_bar": np.zeros(1), "t_bar": np.zeros(7), "x_bar": np.zeros(5)}
+    adjoint = eagle.diff.reverse(eagle.plan.auto(_scaled_sum))
+    adjoint.run(a=1.5, t=t, x=x, y_bar=y_bar, **grads)
+    assert rel_error(grads["a_bar"], [t.sum() * (x @ y_bar)]) < 1e-13
+    assert rel_error(grads["t_bar"], np.full(7, 1.5 * (x @ y_bar))) < 1e-13
+    assert rel_error(grads["x_bar"], 1.5 * t.sum() * y_bar) < 1e-13
+
+
+@hawk.kernel
+def _window(t: hawk.Table["row":4], i: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    k = int(i)
+    acc = 0.0
+    for r in range(4):
+        acc = acc + t.at(row=k + r)
+    y = acc
+
+
+def test_a_chunked_check_reports_the_first_iteration_then_the_first_lane() -> None:
+    assert "_sum_rows(" in _source(_window)
+    # lane 2 fails at r = 1 (index 4), lane 0 only at r = 3: an iteration at a time, r = 1
+    # comes first
+    with pytest.raises(IndexError) as caught:
+        eagle.plan.auto(_window).run(t=np.ones(4), i=np.array([1.0, 0.0, 3.0]), y=np.zeros(3))
+    error = caught.value
+    assert isinstance(error, hawk.PlaneIndexError)
+    assert (error.lane, error.index, error.extent) == (2, 4, 4)
+
+
+@hawk.kernel
+def _divide(i: hawk.Scalar, q: hawk.Mutable[hawk.Scalar]):
+    acc = 0
+    for r in range(4):
+        acc = acc + int(i) // (r - 2)
+    q = float(acc)
+
+
+def test_a_chunked_division_by_an_iterations_zero_raises() -> None:
+    assert "_sum_rows(" in _source(_divide)
+    with pytest.raises(ZeroDivisionError, match="integer // by zero at lane 0"):
+        eagle.plan.auto(_divide).run(i=np.array([3.0, 4.0]), q=np.zeros(2))
+
+
+def test_a_chunked_loop_over_no_lanes_raises_nothing() -> None:
+    eagle.plan.auto(_divide).run(i=np.zeros(0), q=np.zeros(0))
+
+
+@hawk.kernel
+def _product(t: hawk.Table["row":5], x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    acc = 1.0
+    for r in range(5):
+        acc = acc * (x + t.at(row=r))
+    y = acc
+
+
+@hawk.kernel
+def _branchy(t: hawk.Table["row":5], x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    acc = 0.0
+    for r in range(5):
+        v = t.at(row=r)
+        if x > v:
+            v = x
+        acc = acc + v
+    y = acc
+
+
+@hawk.kernel
+def _feedback(t: hawk.Table["row":5], x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    acc = x
+    for r in range(5):
+        acc = acc + acc * t.at(row=r)
+    y = acc
+
+
+@hawk.kernel
+def _int_of_row(t: hawk.Table["row":5], x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    acc = 0.0
+    for r in range(5):
+        acc = acc + x * t.at(row=int(r * 0.5))
+    y = acc
+
+
+def _per_iteration(kernel: hawk.Kernel, t: np.ndarray, x: np.ndarray) -> np.ndarray:
+    start = {"_product": np.ones_like(x), "_feedback": x.copy()}
+    acc = start.get(kernel.name, np.zeros_like(x))
+    for r in range(5):
+        if kernel.name == "_product":
+            acc = acc * (x + t[r])
+        elif kernel.name == "_branchy":
+            acc = acc + np.maximum(x, t[r])
+        elif kernel.name == "_feedback":
+            acc = acc + acc * t[r]
+        else:
+            acc = acc + x * t[int(r * 0.5)]
+    return acc
+
+
+@pytest.mark.parametrize("kernel", [_product, _branchy, _feedback, _int_of_row], ids=str)
+def test_loops_that_depend_on_earlier_iterations_or_branch_run_one_at_a_time(
+    kernel: hawk.Kernel, rng: np.random.Generator
+) -> None:
+    assert "_sum_rows(" not in _source(kernel)
+    t, x = rng.standard_normal(5), rng.standard_normal(6)
+    y = np.full(6, np.nan)
+    eagle.plan.auto(kernel).run(t=t, x=x, y=y)
+    assert rel_error(y, _per_iteration(kernel, t, x)) < 1e-13
