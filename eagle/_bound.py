@@ -83,6 +83,12 @@ class Bound:
         # array's framework does not change, only that framework's current stream
         foreign = (p for step in self._steps for p in step.planes if framework_of(p))
         self._stream_plane = tuple(itertools.islice(foreign, 1))
+        # the host arrays the steps write, each once (a run saves them to be all or nothing)
+        written = {}
+        for step in self._steps:
+            for array in step.written:
+                written.setdefault((array.__array_interface__["data"][0], array.nbytes), array)
+        self._written = tuple(written.values())
 
     def stream(self) -> int:
         """The raw stream a launch with no stream goes to: eagle's inside ``with
@@ -104,7 +110,7 @@ class Bound:
                 raise ValueError(
                     f"this {self._what} is bound to host arrays; it runs now and takes no stream"
                 )
-            _run_all_or_nothing(self._steps)
+            _run_all_or_nothing(self._steps, self._written)
             return
         if stream is None:
             stream = launch_stream(self._stream_plane, self.device or 0)
@@ -156,13 +162,13 @@ class Bound:
         return self.stream() if stream is None else as_stream_ptr(stream, self.device or 0)
 
 
-def _run_all_or_nothing(steps: Sequence[Step]) -> None:
+def _run_all_or_nothing(steps: Sequence[Step], written: Sequence[np.ndarray]) -> None:
     """Run host steps in order; if one raises, write back what they had written to."""
-    written: dict[tuple[int, int], np.ndarray] = {}
-    for step in steps:
-        for array in step.written:
-            written.setdefault((array.__array_interface__["data"][0], array.nbytes), array)
-    saved = [(array, array.copy()) for array in written.values()]
+    if not written:
+        for step in steps:
+            step.enqueue(None)
+        return
+    saved = [(array, array.copy()) for array in written]
     try:
         for step in steps:
             step.enqueue(None)

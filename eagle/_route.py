@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -380,31 +380,45 @@ class HostGemm:
         dtype = dtype_of(views[record.operands[0].name].dtype).name
         lowered = _lowered(record, direction, dtype)
         outputs = [spec.name for spec in lowered.outputs if spec.name in views]
-        self._add = direction == "adjoint"
-        self._half = dtype in HALVES
+        add, half = direction == "adjoint", dtype in HALVES
         self._products = [
-            (step.matmul, views) for step in lowered.subplan(outputs).steps if step.matmul
+            _host_product(step.matmul, views, add=add, half=half)
+            for step in lowered.subplan(outputs).steps
+            if step.matmul
         ]
-        self.written = tuple(views[name] for name in outputs) if self._add else ()
+        self.written = tuple(views[name] for name in outputs) if add else ()
 
     def __call__(self, _stream: None) -> None:
         """Run the products now."""
-        for spec, views in self._products:
-            _host_product(spec, views, add=self._add, half=self._half)
+        for product in self._products:
+            product()
 
 
-def _host_product(spec: MatmulSpec, views: Mapping[str, Any], *, add: bool, half: bool) -> None:
-    """``out = op(a) @ op(b)`` (``out += ...`` when ``add``) over host matrices."""
+def _host_product(
+    spec: MatmulSpec, views: Mapping[str, Any], *, add: bool, half: bool
+) -> Callable[[], None]:
+    """A call computing ``out = op(a) @ op(b)`` (``out += ...`` when ``add``) over host
+    matrices, its operand views made once."""
     a, b, out = views[spec.a], views[spec.b], views[spec.out]
-    if half:
-        a, b = a.astype(np.float32), b.astype(np.float32)
-    left = a.T if spec.transpose_a else a
-    right = b.T if spec.transpose_b else b
-    if spec.transpose_out:
-        left, right = right.T, left.T  # out = (left @ right).T, written in out's order
+    transpose_a, transpose_b = spec.transpose_a, spec.transpose_b
+    if spec.transpose_out:  # out = (op(a) @ op(b)).T = op(b).T @ op(a).T, in out's order
+        a, b, transpose_a, transpose_b = b, a, not transpose_b, not transpose_a
+    if half:  # summed in float32, rounded once when stored
+
+        def product() -> None:
+            left, right = a.astype(np.float32), b.astype(np.float32)
+            result = np.matmul(left.T if transpose_a else left, right.T if transpose_b else right)
+            if add:
+                out[...] += result
+            else:
+                out[...] = result
+
+        return product
+    left, right = (a.T if transpose_a else a), (b.T if transpose_b else b)
     if add:
-        out += np.matmul(left, right)
-    elif half:
-        out[...] = np.matmul(left, right)
-    else:
-        np.matmul(left, right, out=out)
+
+        def accumulate() -> None:
+            out[...] += np.matmul(left, right)
+
+        return accumulate
+    return functools.partial(np.matmul, left, right, out=out)
