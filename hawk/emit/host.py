@@ -30,7 +30,14 @@ import numpy as np
 
 from hawk import ir
 from hawk.emit import Names, compute_dtype, plane_dtypes
-from hawk.emit.checks import INT_INVALID, CheckSite, Ranges, division_site, index_site
+from hawk.emit.checks import (
+    INT_INVALID,
+    CheckSite,
+    LaneCheck,
+    Ranges,
+    division_site,
+    index_site,
+)
 from hawk.functions import FUNCTIONS
 from hawk.kinds import PlaneKind, Type
 
@@ -47,6 +54,10 @@ class HostProgram:
         function: the function, ``function(*planes, n)``.
         arguments: the plane names in argument order (``n`` follows them).
         checks: its check sites (:mod:`hawk.emit.checks`), in program order.
+        launch_checks: the checks the function leaves to its caller, of indices
+            that depend on the lane alone (:class:`~hawk.emit.checks.LaneCheck`),
+            in program order: make them first, with
+            :func:`~hawk.emit.checks.check_launch`.
     """
 
     name: str
@@ -54,6 +65,7 @@ class HostProgram:
     function: Callable[..., None]
     arguments: tuple[str, ...]
     checks: tuple[CheckSite, ...] = ()
+    launch_checks: tuple[LaneCheck, ...] = ()
 
 
 def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any], *, checks: bool = True) -> HostProgram:
@@ -196,7 +208,9 @@ class _Emitter:
             **self.constants,
         }
         exec(compile(source, f"<hawk host kernel {self.kernel.name}>", "exec"), namespace)
-        return HostProgram(name, source, namespace[name], arguments, tuple(self.sites))
+        return HostProgram(
+            name, source, namespace[name], arguments, tuple(self.sites), self.ranges.launch_checks
+        )
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("    " * depth + text)
