@@ -10,16 +10,18 @@ An emitter lists its *check sites* (``CheckSite``), one per checked axis
 of an access and one per checked divisor; a check that holds for every lane
 (a constant, a loop index whose range fits the axis, ``x % K``) is proved when
 the kernel is emitted and not made. An index every lane computes that depends
-on the lane alone and never decreases as the lane grows (``lane // U``, ``2 *
-lane + 1``: :class:`LaneCheck`) is checked once per launch instead, on the
-host, before the kernel runs: its lanes are all in range when the first and
-the last are, and the first that is not is found by bisection. The emitters
-list these as *launch checks* and make no check of their own for them; the
-runtime (``eagle.plan``) makes them with :func:`check_launch` when it binds a
-launch. Every other check is made in the kernel. The host program raises at once; the
-device kernel writes the first failure it meets into its error record and
-skips the access (a read gives 0, an add is dropped); ``record_error``
-turns a record into the same error.
+on the lane alone and never decreases as the lane grows (``lane // U``,
+``2 * lane + 1``: :class:`LaneCheck`) is checked once per launch instead, on
+the host, before the kernel runs: its lanes are all in range when the first
+and the last are, and the first that is not is found by bisection. The
+emitters list these as *launch checks* and make no check of their own for
+them; the runtime (``eagle.plan``) makes them with :func:`check_launch` when
+it binds a launch.
+
+Every other check is made as the kernel runs. The host program raises at
+once; the device kernel writes the first failure it meets into its error
+record and skips the access (a read gives 0, an add is dropped);
+``record_error`` turns a record into the same error.
 
 A device error record is ``RECORD_WORDS`` int64 words, ``[failed, site,
 lane, value, extent, epoch, claim, -]``, provided by the runtime (eagle maps
@@ -157,7 +159,7 @@ class LaneCheck:
         if extent is None:
             raise ValueError(
                 f"the check of {self.site.access} needs the length of flat table "
-                f"{self.site.plane!r}: pass length="
+                f"{self.site.plane!r}: pass the length of the array bound to it"
             )
 
         def fails(lane: int) -> bool:
