@@ -20,7 +20,7 @@ plane, and a Param too large for the kernel's dtype. A host run is all or
 nothing: if it raises, every plane is as it was before.
 
 A table index that depends on the lane alone, never decreasing (a
-contraction's ``sample`` of ``hm.split_index``: :class:`hawk.emit.checks.LaneCheck`),
+contraction's ``sample`` of ``hm.split_index``: ``hawk.emit.checks.LaneCheck``),
 is checked when the plan binds, for the bound lane count (and a flat table's
 length): an index out of range raises the :class:`hawk.PlaneIndexError` the
 kernel's own check would, naming its first lane out of range, from ``bind``

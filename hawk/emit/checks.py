@@ -11,11 +11,11 @@ of an access and one per checked divisor; a check that holds for every lane
 (a constant, a loop index whose range fits the axis, ``x % K``) is proved when
 the kernel is emitted and not made. An index every lane computes that depends
 on the lane alone and never decreases as the lane grows (``lane // U``,
-``2 * lane + 1``: :class:`LaneCheck`) is checked once per launch instead, on
+``2 * lane + 1``: ``LaneCheck``) is checked once per launch instead, on
 the host, before the kernel runs: its lanes are all in range when the first
 and the last are, and the first that is not is found by bisection. The
 emitters list these as *launch checks* and make no check of their own for
-them; the runtime (``eagle.plan``) makes them with :func:`check_launch` when
+them; the runtime (``eagle.plan``) makes them with ``check_launch`` when
 it binds a launch.
 
 Every other check is made as the kernel runs. The host program raises at
