@@ -19,6 +19,14 @@ non-contiguous arrays, read-only outputs, an output overlapping another
 plane, and a Param too large for the kernel's dtype. A host run is all or
 nothing: if it raises, every plane is as it was before.
 
+A table index that depends on the lane alone, never decreasing (a
+contraction's ``sample`` of ``hm.split_index``: ``hawk.emit.checks.LaneCheck``),
+is checked when the plan binds, for the bound lane count (and a flat table's
+length): an index out of range raises the :class:`hawk.PlaneIndexError` the
+kernel's own check would, naming its first lane out of range, from ``bind``
+or ``run``, before anything is compiled, written or launched (on the device
+too). Every other index is checked as the kernel runs.
+
 A plan keeps the contraction policy it was built under:
 ``auto(kernel, contraction="gemm")``, or by default
 :func:`hawk.emit.policy.current`. Under ``"gemm"``, a kernel that is one
@@ -60,7 +68,7 @@ from eagle.cuda.stream import as_stream_ptr, launch_stream
 from hawk import ir
 from hawk.contraction import lane_layout, recognize
 from hawk.emit import DTYPES, cuda, host, policy
-from hawk.emit.checks import record_error
+from hawk.emit.checks import LaneCheck, check_launch, record_error
 
 __all__ = ["BLOCK_SIZE", "AutoPlan", "BoundPlan", "auto"]
 
@@ -272,6 +280,10 @@ class AutoPlan:
             ValueError: mixed residency, a wrong shape or lane count, a
                 non-contiguous or read-only array, or overlapping outputs.
             OverflowError: a Param number too large for the kernel's dtype.
+            hawk.PlaneIndexError: (the kernel's loop) a table index that depends
+                on the lane alone is out of range for some lane (checked before
+                anything runs); on the host, any index out of range. On the device
+                other indices raise at a later synchronizing call (docs/hawk.md).
         """
         key = self._run_key(planes)
         if key is None:
@@ -326,10 +338,13 @@ class AutoPlan:
         captured needs cuBLAS prepared for it before the capture (a run or bind
         on that stream; see docs/torch.md).
         A Param given as a number is fixed here (on the device, in a
-        one-element array of its own).
+        one-element array of its own). The checks of table indices that depend
+        on the lane alone are made here, once, for these planes' lane count.
 
         Raises:
             TypeError, ValueError, OverflowError: as :meth:`run`.
+            hawk.PlaneIndexError: (the kernel's loop) a table index that depends
+                on the lane alone is out of range for some lane of this binding.
             GemmCaptureUnavailable: (GEMM route) no cuBLAS, or the stream is
                 being captured and cuBLAS was never prepared for it.
         """
@@ -375,6 +390,7 @@ class AutoPlan:
 
     def _bind_host(self, checked: Planes, route: Route) -> BoundPlan:
         program = self._host_program(checked.signature)
+        self._check_lanes(program.launch_checks, checked)
         args = [checked.values[name] for name in program.arguments]
         holders = [(checked.values[name], name) for name in checked.numbers]
         numbers, lanes = checked.numbers, checked.lanes
@@ -416,6 +432,7 @@ class AutoPlan:
         assert checked.device is not None
         key = (checked.signature, checked.device)
         source = self._cuda_source(checked.signature)
+        self._check_lanes(source.launch_checks, checked)
         kernel = self._device_kernels.get(key)
         if kernel is None:
             kernel = load_kernel(source.source, source.name, device=checked.device)
@@ -451,6 +468,18 @@ class AutoPlan:
 
         site = kernel_site(self._label, self.kernel.ir, checked.values, packed) if grid else None
         return BoundPlan(self, checked, Step(enqueue, site=site), route)
+
+    def _check_lanes(self, checks: tuple[LaneCheck, ...], checked: Planes) -> None:
+        """Make the checks the emitted kernel leaves to its launch, for the bound lane
+        count and flat-table lengths (raising the error the kernel's check would)."""
+        if not checks:
+            return
+        lengths = {
+            p.name: int(checked.values[p.name].shape[0])
+            for p in self.kernel.planes
+            if p.is_table and p.axes is None
+        }
+        check_launch(checks, checked.lanes, lengths)
 
     @property
     def _label(self) -> str:

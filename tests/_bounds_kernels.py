@@ -2,8 +2,9 @@
 # Kernels assign to their output planes (F841), keep an if block to test it (SIM108), and
 # name table axes with string slices, Table["row":3], which pyflakes reads as forward
 # references (F821, UP037).
-"""Kernels whose table indices and integer divisors come from the data, shared by the
-host and GPU tests of the run-time checks (:mod:`hawk.emit.checks`)."""
+"""Kernels whose table indices and integer divisors come from the data, or from the lane
+alone (checked once per launch: ``hawk.emit.checks.LaneCheck``), shared by the host and
+GPU tests of the run-time checks (:mod:`hawk.emit.checks`)."""
 
 from __future__ import annotations
 
@@ -118,3 +119,57 @@ def window(t: hawk.Table["row":6], i: hawk.Scalar, y: hawk.Mutable[hawk.Scalar])
 def add_twice(i: hawk.Scalar, x: hawk.Scalar, acc: hawk.Mutable[hawk.Table["bin":4]]):
     acc.add(bin=0, value=x)
     acc.add(bin=int(i), value=x)
+
+
+# -- indices from the lane alone ------------------------------------------------------
+
+
+@hawk.kernel
+def previous(f: hawk.Table["sample":B], y: hawk.Mutable[hawk.Scalar]):
+    y = f.at(sample=hm.sample_index() // U - 1)
+
+
+@hawk.kernel
+def odd(t: hawk.Table, y: hawk.Mutable[hawk.Scalar]):
+    y = t.at(2 * hm.sample_index() + 1)
+
+
+@hawk.kernel
+def wrapped(t: hawk.Table["row":2], y: hawk.Mutable[hawk.Scalar]):
+    y = t.at(row=hm.sample_index() % 3)
+
+
+@hawk.kernel
+def cycle(t: hawk.Table["row":3], y: hawk.Mutable[hawk.Scalar]):
+    y = t.at(row=hm.sample_index() % 3)
+
+
+@hawk.kernel
+def backwards(t: hawk.Table["row":6], y: hawk.Mutable[hawk.Scalar]):
+    y = t.at(row=5 - hm.sample_index())
+
+
+@hawk.kernel
+def pairs(x: hawk.Scalar, acc: hawk.Mutable[hawk.Table["bin":3]]):
+    acc.add(bin=hm.sample_index() // 2, value=x)
+
+
+@hawk.kernel
+def chosen(t: hawk.Table["row":3], y: hawk.Mutable[hawk.Scalar]):
+    lane = hm.sample_index()
+    y = t.at(row=lane) if lane < 3 else -1.0
+
+
+@hawk.kernel
+def branch(t: hawk.Table["row":3], y: hawk.Mutable[hawk.Scalar]):
+    lane = hm.sample_index()
+    if lane < 3:
+        y = t.at(row=lane)
+    else:
+        y = -1.0
+
+
+@hawk.kernel
+def both(t: hawk.Table["row":3], y: hawk.Mutable[hawk.Scalar]):
+    lane = hm.sample_index()
+    y = t.at(row=lane) + (t.at(row=lane) if lane > 0 else 0.0)

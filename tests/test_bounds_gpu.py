@@ -1,6 +1,7 @@
 """The run-time checks on the device (run with ``nox -s gpu``): a failed check is
 recorded, the access is not made, and eagle raises the host's error at the next
-synchronizing call (or the next launch of the same kernel)."""
+synchronizing call (or the next launch of the same kernel); an index that depends on
+the lane alone raises at bind, before anything is launched."""
 
 from __future__ import annotations
 
@@ -210,14 +211,13 @@ def test_a_contraction_over_more_lanes_than_its_product_raises(
     y = _dev(np.full(k.B * k.U, np.nan), np.float32)
     plan.run(w=_dev(w, np.float32), f=_dev(f, np.float32), y=y)
     assert rel_error(y.numpy().reshape(k.B, k.U), f.T.astype(np.float64) @ w) < 1e-5
-    _, y_long, _ = _guarded(((k.B + 1) * k.U,), np.float32)
-    bound = plan.bind(w=_dev(w, np.float32), f=_dev(f, np.float32), y=y_long)
-    assert bound.route == "loop"
-    bound.launch()
-    with pytest.raises(hawk.PlaneIndexError) as caught:
-        y_long.numpy()
-    assert (caught.value.plane, caught.value.axis, caught.value.index) == ("f", "sample", k.B)
-    assert caught.value.lane >= k.B * k.U
+    buffer, y_long, initial = _guarded(((k.B + 1) * k.U,), np.float32)
+    with pytest.raises(hawk.PlaneIndexError) as caught:  # lane // U is checked at bind
+        plan.bind(w=_dev(w, np.float32), f=_dev(f, np.float32), y=y_long)
+    expected = (caught.value.plane, caught.value.axis, caught.value.index, caught.value.extent)
+    assert expected == ("f", "sample", k.B, k.B)
+    assert caught.value.lane == k.B * k.U  # the first lane out of range, exactly
+    assert np.array_equal(buffer.numpy(), initial)  # nothing was launched or written
 
 
 def test_records_hold_the_documented_layout() -> None:

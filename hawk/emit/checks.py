@@ -9,10 +9,19 @@ real beyond the int64 range is ``INT_INVALID``, which no table accepts.
 An emitter lists its *check sites* (``CheckSite``), one per checked axis
 of an access and one per checked divisor; a check that holds for every lane
 (a constant, a loop index whose range fits the axis, ``x % K``) is proved when
-the kernel is emitted and not made. The host program raises at once; the
-device kernel writes the first failure it meets into its error record and
-skips the access (a read gives 0, an add is dropped); ``record_error``
-turns a record into the same error.
+the kernel is emitted and not made. An index every lane computes that depends
+on the lane alone and never decreases as the lane grows (``lane // U``,
+``2 * lane + 1``: ``LaneCheck``) is checked once per launch instead, on
+the host, before the kernel runs: its lanes are all in range when the first
+and the last are, and the first that is not is found by bisection. The
+emitters list these as *launch checks* and make no check of their own for
+them; the runtime (``eagle.plan``) makes them with ``check_launch`` when
+it binds a launch.
+
+Every other check is made as the kernel runs. The host program raises at
+once; the device kernel writes the first failure it meets into its error
+record and skips the access (a read gives 0, an add is dropped);
+``record_error`` turns a record into the same error.
 
 A device error record is ``RECORD_WORDS`` int64 words, ``[failed, site,
 lane, value, extent, epoch, claim, -]``, provided by the runtime (eagle maps
@@ -27,18 +36,21 @@ runtime clears a failure it has read by zeroing ``failed`` and increasing
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hawk import ir
 from hawk.errors import PlaneIndexError
+from hawk.ir.expr import INT_MAX, INT_MIN
 from hawk.kinds import PlaneKind, Type
 
 __all__ = [
     "INT_INVALID",
     "RECORD_WORDS",
     "CheckSite",
+    "LaneCheck",
     "Ranges",
+    "check_launch",
     "division_site",
     "index_site",
     "record_error",
@@ -113,13 +125,155 @@ def record_error(sites: Sequence[CheckSite], record: Sequence[int]) -> Exception
     return sites[int(record[1])].error(int(record[2]), int(record[3]), int(record[4]))
 
 
+@dataclass(frozen=True)
+class LaneCheck:
+    """A checked index axis whose index depends on the lane alone, checked once per launch.
+
+    Its index is built from the lane, int constants, ``+``, ``-`` a constant,
+    ``*`` a constant >= 0 and ``//`` a constant > 0, so it never decreases as
+    the lane grows (nor does any value computed on the way): lanes ``0 .. n -
+    1`` are all in range when lane 0 and lane ``n - 1`` are. A lane whose index
+    arithmetic overflows int64 fails too, naming the index the kernel would
+    compute (wrapped).
+
+    Attributes:
+        site: the access's check site; its error is the one the kernel's check
+            would raise.
+        index: the index, with every variable replaced by its value.
+    """
+
+    site: CheckSite
+    index: ir.Expr
+
+    def first_failure(self, lanes: int, length: int | None = None) -> tuple[int, int] | None:
+        """The first of lanes ``0 .. lanes - 1`` out of range and its index, or None.
+
+        Args:
+            lanes: the launch's lane count.
+            length: the table's length, for a flat table (declared extents are known).
+
+        Raises:
+            ValueError: a flat table's check without ``length``.
+        """
+        extent = self.site.extent if self.site.extent is not None else length
+        if extent is None:
+            raise ValueError(
+                f"the check of {self.site.access} needs the length of flat table "
+                f"{self.site.plane!r}: pass the length of the array bound to it"
+            )
+
+        def fails(lane: int) -> bool:
+            value, fits = _evaluate(self.index, lane)
+            return not (fits and 0 <= value < extent)
+
+        if lanes <= 0:
+            return None
+        if fails(0):
+            return 0, _evaluate(self.index, 0)[0]
+        if not fails(lanes - 1):
+            return None
+        good, bad = 0, lanes - 1  # fails(good) is False and fails(bad) True
+        while bad - good > 1:
+            middle = (good + bad) // 2
+            if fails(middle):
+                bad = middle
+            else:
+                good = middle
+        return bad, _evaluate(self.index, bad)[0]
+
+    def error(self, lanes: int, length: int | None = None) -> Exception | None:
+        """The error of the first lane out of range (as :meth:`first_failure`), or None."""
+        failure = self.first_failure(lanes, length)
+        return None if failure is None else self.site.error(*failure, length)
+
+
+def check_launch(checks: Sequence[LaneCheck], lanes: int, lengths: Mapping[str, int]) -> None:
+    """Make a launch's :class:`LaneCheck` checks, in order, before it runs.
+
+    Args:
+        checks: the launch checks of the emitted kernel.
+        lanes: the launch's lane count.
+        lengths: the length of each flat table, by plane name.
+
+    Raises:
+        PlaneIndexError: the first check that fails, naming its first lane out of range.
+    """
+    for check in checks:
+        plane = check.site.plane
+        length = lengths.get(plane) if plane is not None and check.site.extent is None else None
+        error = check.error(lanes, length)
+        if error is not None:
+            raise error
+
+
+def _evaluate(node: ir.Expr, lane: int) -> tuple[int, bool]:
+    """A :class:`LaneCheck` index at ``lane`` as the kernel computes it (in int64, floor
+    division), and whether every value on the way fits int64 (then it is exact)."""
+    if isinstance(node, ir.Lane):
+        return lane, True
+    if isinstance(node, ir.Const):
+        return int(node.value), True
+    assert isinstance(node, ir.Binary)
+    left, left_fits = _evaluate(node.left, lane)
+    right, right_fits = _evaluate(node.right, lane)
+    if node.op == "+":
+        value = left + right
+    elif node.op == "-":
+        value = left - right
+    elif node.op == "*":
+        value = left * right
+    else:
+        value = left // right
+    fits = INT_MIN <= value <= INT_MAX
+    if not fits:
+        value = (value - INT_MIN) % 2**64 + INT_MIN
+    return value, fits and left_fits and right_fits
+
+
+def _lane_monotone(node: ir.Expr, lets: Mapping[ir.Var, ir.Expr]) -> ir.Expr | None:
+    """``node`` with its variables replaced by their values when it is built only from
+    the lane, int constants, ``+``, ``-`` a constant, ``*`` a constant >= 0 and ``//`` a
+    constant > 0 (so it never decreases as the lane grows); else None."""
+    if isinstance(node, ir.Lane):
+        return node
+    if isinstance(node, ir.Const):
+        return node if node.type == Type.INT else None
+    if isinstance(node, ir.Ref):
+        value = lets.get(node.var)
+        return None if value is None else _lane_monotone(value, lets)
+    if not (isinstance(node, ir.Binary) and node.type == Type.INT):
+        return None
+    left, right = _lane_monotone(node.left, lets), _lane_monotone(node.right, lets)
+    if left is None or right is None:
+        return None
+    if node.op == "+":
+        return ir.Binary("+", left, right)
+    if isinstance(left, ir.Const) and node.op == "*" and left.value >= 0:
+        return ir.Binary("*", left, right)
+    if not isinstance(right, ir.Const):
+        return None
+    if node.op == "-" or (node.op == "*" and right.value >= 0):
+        return ir.Binary(node.op, left, right)
+    if node.op == "//" and right.value > 0:
+        return ir.Binary("//", left, right)
+    return None
+
+
 class Ranges:
     """What an emitter can prove about a kernel's int values, to skip checks.
 
     A value's range is known for constants, loop indices, ``x % K`` for a
     constant ``K > 0``, sums, differences and products of known ranges, and
-    variables bound to such values. Made with ``enabled=False`` it proves
-    every check (an emitter then makes none).
+    variables bound to such values. An index that depends on the lane alone,
+    never decreasing, on an access every lane makes (not inside an ``if``, a
+    side of ``x if c else y`` or the right of ``and`` / ``or``, nor a loop that
+    never runs) is left to a :class:`LaneCheck` (:attr:`launch_checks`), and
+    so is the same index on the same axis anywhere else. Made with
+    ``enabled=False`` it proves every check (an emitter then makes none).
+
+    Attributes:
+        launch_checks: the kernel's launch checks, one per table, axis and
+            index, in program order.
     """
 
     def __init__(self, kernel: ir.KernelIR, *, enabled: bool = True) -> None:
@@ -131,6 +285,53 @@ class Ranges:
                 self._lets[node.var] = node.value
             elif isinstance(node, ir.Loop):
                 self._loops[node.index] = range(node.start, node.stop, node.step)
+        self._launch: dict[tuple[ir.Plane, int, ir.Expr], LaneCheck] = {}
+        if enabled:
+            self._every_lane(kernel.body)
+        self.launch_checks = tuple(self._launch.values())
+
+    def _every_lane(self, stmts: Sequence[ir.Stmt]) -> None:
+        """Note the launch checks of the accesses every lane makes in ``stmts``."""
+        for stmt in stmts:
+            if isinstance(stmt, ir.Let | ir.Store):
+                self._evaluated(stmt.value)
+            elif isinstance(stmt, ir.Accumulate):
+                for item in stmt.index:
+                    self._evaluated(item)
+                self._access(stmt)
+                self._evaluated(stmt.value)
+            elif isinstance(stmt, ir.Loop):
+                for carry in stmt.carries:
+                    self._evaluated(carry.init)
+                if stmt.trip_count:
+                    self._every_lane(stmt.body)
+                    for carry in stmt.carries:
+                        self._evaluated(carry.update)
+            elif isinstance(stmt, ir.If):
+                self._evaluated(stmt.cond)  # each block runs on some lanes only
+
+    def _evaluated(self, node: ir.Expr) -> None:
+        """Note the launch checks of the accesses every lane that evaluates ``node`` makes."""
+        if isinstance(node, ir.Select):
+            self._evaluated(node.cond)
+        elif isinstance(node, ir.Logic):
+            self._evaluated(node.left)
+        else:
+            for child in node.children():
+                self._evaluated(child)
+            if isinstance(node, ir.Read):
+                self._access(node)
+
+    def _access(self, node: ir.Read | ir.Accumulate) -> None:
+        plane = node.plane
+        for position, item in enumerate(node.index):
+            extent = None if plane.axes is None else plane.axes[position][1]
+            key = (plane, position, item)
+            if key in self._launch or self.within(item, extent):
+                continue
+            index = _lane_monotone(item, self._lets)
+            if index is not None and index.varying:
+                self._launch[key] = LaneCheck(index_site(node, position), index)
 
     def within(self, node: ir.Expr, extent: int | None) -> bool:
         """True when ``node`` is in ``0 .. extent - 1`` on every lane (False when unknown)."""
@@ -188,9 +389,14 @@ class Ranges:
         return any(self.axis_checked(node.plane, k, i) for k, i in enumerate(node.index))
 
     def axis_checked(self, plane: ir.Plane, position: int, index: ir.Expr) -> bool:
-        """True when axis ``position`` of an access of ``plane`` by ``index`` needs a check."""
+        """True when axis ``position`` of an access of ``plane`` by ``index`` needs a check
+        in the kernel (False when it is proved, or left to a launch check)."""
         extent = None if plane.axes is None else plane.axes[position][1]
-        return self.enabled and not self.within(index, extent)
+        return (
+            self.enabled
+            and not self.within(index, extent)
+            and (plane, position, index) not in self._launch
+        )
 
     def divides(self, node: ir.Expr | ir.Stmt) -> bool:
         """True when ``node`` is an integer ``//`` or ``%`` whose divisor needs a check."""

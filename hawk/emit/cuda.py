@@ -58,7 +58,7 @@ import numpy as np
 
 from hawk import ir
 from hawk.emit import Names, compute_dtype, plane_dtypes
-from hawk.emit.checks import CheckSite, Ranges, division_site, index_site
+from hawk.emit.checks import CheckSite, LaneCheck, Ranges, division_site, index_site
 from hawk.emit.cuda_helpers import (
     C_TYPES,
     CHECK_HELPERS,
@@ -88,6 +88,10 @@ class CudaSource:
             error record's pointer comes last).
         checks: its check sites (:mod:`hawk.emit.checks`); a record's site
             number indexes them.
+        launch_checks: the checks the kernel leaves to its launch, of indices
+            that depend on the lane alone (:class:`~hawk.emit.checks.LaneCheck`),
+            in program order: whoever launches it makes them first, with
+            :func:`~hawk.emit.checks.check_launch`.
     """
 
     name: str
@@ -95,6 +99,7 @@ class CudaSource:
     arguments: tuple[str, ...]
     lengths: tuple[str, ...] = ()
     checks: tuple[CheckSite, ...] = ()
+    launch_checks: tuple[LaneCheck, ...] = ()
 
 
 _BLOCK_SIZE_NOTE = "a grid-stride loop over lanes"
@@ -213,7 +218,9 @@ class _Emitter:
             ]
         )
         arguments = tuple(p.name for p in self.kernel.planes)
-        return CudaSource(symbol, text, arguments, self.lengths, tuple(self.sites))
+        return CudaSource(
+            symbol, text, arguments, self.lengths, tuple(self.sites), self.ranges.launch_checks
+        )
 
     def packed(self, body: list[str]) -> list[str]:
         """The vectorised lane loop: when every lane plane it loads or stores is aligned to

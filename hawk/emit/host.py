@@ -32,7 +32,7 @@ from hawk import ir
 from hawk.emit import Names, compute_dtype, plane_dtypes
 from hawk.emit._batch import Batch, batch
 from hawk.emit._host_runtime import RUNTIME
-from hawk.emit.checks import CheckSite, Ranges, division_site, index_site
+from hawk.emit.checks import CheckSite, LaneCheck, Ranges, division_site, index_site
 from hawk.functions import FUNCTIONS
 from hawk.kinds import PlaneKind, Type
 
@@ -53,6 +53,10 @@ class HostProgram:
         function: the function, ``function(*planes, n)``.
         arguments: the plane names in argument order (``n`` follows them).
         checks: its check sites (:mod:`hawk.emit.checks`), in program order.
+        launch_checks: the checks the function leaves to its caller, of indices
+            that depend on the lane alone (:class:`~hawk.emit.checks.LaneCheck`),
+            in program order: make them first, with
+            :func:`~hawk.emit.checks.check_launch`.
     """
 
     name: str
@@ -60,6 +64,7 @@ class HostProgram:
     function: Callable[..., None]
     arguments: tuple[str, ...]
     checks: tuple[CheckSite, ...] = ()
+    launch_checks: tuple[LaneCheck, ...] = ()
 
 
 def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any], *, checks: bool = True) -> HostProgram:
@@ -116,7 +121,9 @@ class _Emitter:
             **self.constants,
         }
         exec(compile(source, f"<hawk host kernel {self.kernel.name}>", "exec"), namespace)
-        return HostProgram(name, source, namespace[name], arguments, tuple(self.sites))
+        return HostProgram(
+            name, source, namespace[name], arguments, tuple(self.sites), self.ranges.launch_checks
+        )
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("    " * depth + text)
