@@ -176,3 +176,20 @@ def test_loops_that_depend_on_earlier_iterations_or_branch_run_one_at_a_time(
     y = np.full(6, np.nan)
     eagle.plan.auto(kernel).run(t=t, x=x, y=y)
     assert rel_error(y, _per_iteration(kernel, t, x)) < 1e-13
+
+
+@hawk.kernel
+def _repeat(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    acc = 0.0
+    for _r in range(9):
+        acc = acc + x * 2.0
+    y = acc
+
+
+def test_a_term_the_index_does_not_change_is_summed_once_per_iteration(
+    rng: np.random.Generator,
+) -> None:
+    assert "_sum_rows(" not in _source(_repeat) and "count" in _source(_repeat)
+    x, y = rng.standard_normal(5), np.full(5, np.nan)
+    eagle.plan.auto(_repeat).run(x=x, y=y)
+    assert rel_error(y, 18.0 * x) < 1e-13

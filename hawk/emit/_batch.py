@@ -48,6 +48,16 @@ class Batch:
     sums: tuple[tuple[ir.Carry, ir.Expr], ...]
     body: tuple[ir.Stmt, ...]
 
+    @property
+    def counted(self) -> bool:
+        """True when some sum or add repeats one value per iteration, so that the
+        emitter needs the number of iterations in a chunk."""
+        uniform_adds = any(
+            isinstance(stmt, ir.Accumulate) and not any(i.varying for i in stmt.index)
+            for stmt in self.body
+        )
+        return uniform_adds or any(not self.rows(term) for _, term in self.sums)
+
     def rows(self, node: ir.Expr) -> bool:
         """True when ``node`` has one row per iteration (it depends on the index)."""
         return any(isinstance(n, ir.Ref) and n.var in self.rowed for n in ir.walk(node))

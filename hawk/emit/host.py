@@ -204,7 +204,8 @@ class _Emitter:
             f"{index} = {rows}[{first}:{first} + {chunk}, None] if {chunk} > 1 "
             f"else {loop.start} + {first} * {loop.step}",
         )
-        self.emit(depth + 1, f"{count} = min({chunk}, {total} - {first})")
+        if plan.counted:
+            self.emit(depth + 1, f"{count} = min({chunk}, {total} - {first})")
         outer, self.chunk = self.chunk, (plan, count)
         self.block_inline(plan.body, depth + 1, None)
         self.at(depth + 1, None)
