@@ -11,6 +11,7 @@ import pytest
 import eagle.diff
 import eagle.plan
 import hawk
+import hawk.diff
 from hawk import math as hm
 from hawk.emit import host
 from tests._util import rel_error
@@ -193,3 +194,44 @@ def test_a_term_the_index_does_not_change_is_summed_once_per_iteration(
     x, y = rng.standard_normal(5), np.full(5, np.nan)
     eagle.plan.auto(_repeat).run(x=x, y=y)
     assert rel_error(y, 18.0 * x) < 1e-13
+
+
+@hawk.kernel
+def _bins(x: hawk.Scalar, runs: hawk.Mutable[hawk.Table], cycles: hawk.Mutable[hawk.Table]):
+    i = hm.sample_index()
+    runs.add(i // 16, value=x)
+    cycles.add(i % 32 + 1, value=2.0)
+
+
+@pytest.mark.parametrize("lanes", [32 * 16, 32 * 16 + 5, 7])
+def test_adds_shared_by_groups_of_lanes_are_summed_per_group_first(
+    lanes: int, rng: np.random.Generator
+) -> None:
+    assert "_add_groups(" in _source(_bins)
+    x = rng.standard_normal(lanes)
+    runs, cycles = rng.standard_normal(lanes // 16 + 1), rng.standard_normal(33)
+    want_runs, want_cycles = runs.copy(), cycles.copy()
+    np.add.at(want_runs, np.arange(lanes) // 16, x)
+    np.add.at(want_cycles, np.arange(lanes) % 32 + 1, 2.0)
+    eagle.plan.auto(_bins).run(x=x, runs=runs, cycles=cycles)
+    assert rel_error(runs, want_runs) < 1e-13 and rel_error(cycles, want_cycles) < 1e-13
+
+
+@pytest.mark.parametrize("lanes", [128 * 32, 128 * 32 - 3])
+def test_a_contractions_adjoint_sums_its_groups_over_every_lane_count(
+    lanes: int, rng: np.random.Generator
+) -> None:
+    R, U, B = 8, 32, 128
+    kernel = _contract(R, U, B)
+    dtypes = {plane: "float64" for plane in ("w", "f", "y_bar", "w_bar", "f_bar")}
+    source = host.emit(hawk.diff.vjp(kernel).ir, dtypes).source
+    assert source.count("_add_groups(") == 2
+    w, f = rng.standard_normal((R, U)), rng.standard_normal((R, B))
+    y_bar = np.zeros(B * U)
+    y_bar[:lanes] = rng.standard_normal(lanes)
+    w_bar, f_bar = np.zeros((R, U)), np.zeros((R, B))
+    eagle.diff.reverse(eagle.plan.auto(kernel)).run(
+        w=w, f=f, y_bar=y_bar[:lanes], w_bar=w_bar, f_bar=f_bar
+    )
+    assert rel_error(w_bar, f @ y_bar.reshape(B, U)) < 1e-13
+    assert rel_error(f_bar, w @ y_bar.reshape(B, U).T) < 1e-13

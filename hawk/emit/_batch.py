@@ -15,16 +15,21 @@ work runs ``C`` iterations at once. A loop qualifies when:
   real, a table read), never by one that takes a Python branch on it.
 
 The analysis is pure: :func:`batch` gives what the emitter needs, or None.
+:func:`lane_group` finds the adds whose address is shared by whole groups of
+lanes (``lane // U`` or ``lane % U``), which the program sums per group before
+it adds: a ``Mutable[Table]`` gradient of a ``split_index`` kernel adds ``U``
+times fewer values.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hawk import ir
 from hawk.kinds import Type
 
-__all__ = ["Batch", "batch"]
+__all__ = ["Batch", "batch", "lane_group"]
 
 # uniform nodes that run elementwise on an array of index values
 _ELEMENTWISE = (ir.Ref, ir.Const, ir.Unary, ir.Binary, ir.Compare, ir.Call, ir.Read)
@@ -147,3 +152,55 @@ def _elementwise(plan: Batch, value: ir.Expr) -> bool:
         elif not isinstance(node, _ELEMENTWISE):
             return False
     return True
+
+
+def lane_group(
+    nodes: tuple[ir.Expr, ...], lets: Mapping[ir.Var, ir.Expr]
+) -> tuple[int, bool] | None:
+    """``(U, runs)`` when ``nodes`` depend on the lane only through ``lane // U``
+    (``runs``: each run of ``U`` consecutive lanes has one value) or only through
+    ``lane % U`` (each lane has the value of the lane ``U`` before it), for one
+    constant ``U > 1``; None otherwise. ``lets`` are the kernel's bound values.
+
+    An add at such an index sums each group of lanes that shares an address first,
+    then adds those sums (``_add_groups`` of :mod:`hawk.emit._host_runtime`).
+    """
+    uses: set[tuple[str, int]] = set()
+    for node in nodes:
+        found = _lane_uses(node, lets)
+        if found is None:
+            return None
+        uses |= found
+    if len(uses) != 1:
+        return None
+    ((op, size),) = uses
+    return size, op == "//"
+
+
+def _lane_uses(node: ir.Expr, lets: Mapping[ir.Var, ir.Expr]) -> set[tuple[str, int]] | None:
+    """The ``(op, U)`` of every ``lane // U`` and ``lane % U`` in ``node``; None when the
+    lane reaches it in any other way."""
+    if isinstance(node, ir.Binary) and node.op in ("//", "%") and _is_lane(node.left, lets):
+        right = node.right
+        if isinstance(right, ir.Const) and right.type == Type.INT and right.value > 1:
+            return {(node.op, int(right.value))}
+        return None
+    if isinstance(node, ir.Ref):
+        if node.var in lets:
+            return _lane_uses(lets[node.var], lets)
+        return None if node.var.varying else set()
+    if isinstance(node, ir.Lane | ir.Load | ir.Read) and node.varying:
+        return None
+    uses: set[tuple[str, int]] = set()
+    for child in node.children():
+        found = _lane_uses(child, lets)
+        if found is None:
+            return None
+        uses |= found
+    return uses
+
+
+def _is_lane(node: ir.Expr, lets: Mapping[ir.Var, ir.Expr]) -> bool:
+    while isinstance(node, ir.Ref) and node.var in lets:
+        node = lets[node.var]
+    return isinstance(node, ir.Lane)

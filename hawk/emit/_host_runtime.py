@@ -113,6 +113,33 @@ def _add_rows(table: np.ndarray, offset: Any, value: Any) -> None:
     np.add.at(table, offset.ravel(), value.ravel())
 
 
+#: the smallest groups :func:`_add_groups` sums first: runs of one address, and
+#: addresses repeating every ``size`` lanes
+_SMALLEST_RUN, _SMALLEST_STRIDE = 16, 32
+
+
+def _add_groups(table: np.ndarray, offset: Any, value: Any, n: int, size: int, runs: bool) -> None:
+    """:func:`_add_rows` where ``offset`` is the same for each run of ``size``
+    consecutive lanes (``runs``) or for lanes ``size`` apart: each such group's
+    values are summed first, then the sums added, ``size`` times fewer.
+
+    Summing pays once the groups are large enough: ``numpy.add.at`` is slowest on
+    runs of one address, and summing short groups costs more than it saves (the
+    sizes below are where it paid on a 2-core x86 host, benchmarks/RESULTS.md)."""
+    if n % size or size < (_SMALLEST_RUN if runs else _SMALLEST_STRIDE):
+        _add_rows(table, offset, value)
+        return
+    offset, value = np.broadcast_arrays(offset, value)
+    rows, groups = offset.shape[:-1], n // size
+    value = value.reshape(*rows, groups, size)
+    offset = offset.reshape(*rows, groups, size)
+    if runs:
+        sums, at = value.sum(axis=-1), offset[..., 0]
+    else:
+        sums, at = value.sum(axis=-2), offset[..., 0, :]
+    np.add.at(table, at.ravel(), sums.ravel())
+
+
 def _sum_rows(term: np.ndarray) -> Any:
     """The sum over a chunk's iterations (axis 0) of a lane term with one row per
     iteration; a 1-D term is one iteration's."""
@@ -126,5 +153,6 @@ RUNTIME = {
     "_to_int": _to_int,
     "_to_int1": _to_int1,
     "_add_rows": _add_rows,
+    "_add_groups": _add_groups,
     "_sum_rows": _sum_rows,
 }

@@ -30,7 +30,7 @@ import numpy as np
 
 from hawk import ir
 from hawk.emit import Names, compute_dtype, plane_dtypes
-from hawk.emit._batch import Batch, batch
+from hawk.emit._batch import Batch, batch, lane_group
 from hawk.emit._host_runtime import RUNTIME
 from hawk.emit.checks import CheckSite, LaneCheck, Ranges, division_site, index_site
 from hawk.functions import FUNCTIONS
@@ -95,6 +95,7 @@ class _Emitter:
         self.constants: dict[str, Any] = {}
         self.lines: list[str] = []
         self.ranges = Ranges(kernel, enabled=checks)
+        self.lets = {s.var: s.value for s in ir.walk(kernel) if isinstance(s, ir.Let)}
         self.sites: list[CheckSite] = []
         self.index_checks = 0  # calls of _check_index emitted
         self.depth = 0  # where an expression's own statements go
@@ -292,6 +293,11 @@ class _Emitter:
                 self.emit(depth, f"if {mask}.any():" if mask else "if n:")
                 depth += 1
             self.emit(depth, f"{target}[{offset}] += {total}")
+            return
+        group = lane_group(stmt.index, self.lets) if mask is None else None
+        if group is not None:
+            size, runs = group
+            self.emit(depth, f"_add_groups({target}, {offset}, {value}, n, {size}, {runs})")
             return
         if self.chunk is not None:
             self.emit(depth, f"_add_rows({target}, {offset}, {value})")
