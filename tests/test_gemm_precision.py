@@ -27,6 +27,7 @@ from eagle.gemm import (
 )
 from eagle.gemm.dtypes import product_dtypes
 from tests import _route_kernels as k
+from tests._util import rel_error
 from tests.test_gemm_capture import FLAGS, FakeDevice, HostBackedDeviceArray, _kwargs
 from tests.test_gemm_lowering import _gemm_record, _operand, _record
 from tests.test_route import _host_backed, _plan
@@ -149,11 +150,8 @@ def test_gemm_computes_every_dtype_and_triple_on_views(device, rng, flags, dtype
     inside = np.zeros(out_base.shape, bool)
     inside[1 : 1 + rows, 2 : 2 + cols] = True
     twice = (2 * expected.astype(np.float64)).astype(out_dtype)
-    np.testing.assert_allclose(
-        out_base[inside].reshape(rows, cols).astype(np.float64),
-        twice.astype(np.float64),
-        rtol=1e-2 if out_dtype in (BF16, F16) else 1e-6,
-    )
+    error = rel_error(out_base[inside].reshape(rows, cols), twice)
+    assert error < (1e-2 if out_dtype in (BF16, F16) else 1e-6)
     assert np.isnan(out_base[~inside].astype(np.float64)).all()
     binding = {F32: "gemm", F64: "gemm"}.get(dtype)
     entry = device.cublas.log[-1]
@@ -253,9 +251,9 @@ def test_a_prepared_call_rereads_alpha_and_beta_and_the_warm_record(device, rng)
     device.capturing = True
     handle.gemm(params, operands, alpha=2.0, beta=0.0)
     expected = _rounded_once(a, b, (False, False, False), np.float32)
-    np.testing.assert_allclose(operands["out"].values, 2 * expected, rtol=1e-6)
+    assert rel_error(operands["out"].values, 2 * expected) < 1e-6
     handle.gemm(params, operands, alpha=1.0, beta=-2.0)
-    np.testing.assert_allclose(operands["out"].values, -3 * expected, rtol=1e-6)
+    assert rel_error(operands["out"].values, -3 * expected) < 1e-6
 
 
 def test_bind_checks_once_and_enqueues_with_its_scalars(device, rng):
@@ -277,7 +275,7 @@ def test_bind_checks_once_and_enqueues_with_its_scalars(device, rng):
     device.capturing = True
     bound()
     expected = _rounded_once(a, b, (True, False, False), np.float32) / 2
-    np.testing.assert_allclose(operands["out"].values, expected.astype(F16), rtol=1e-3)
+    assert rel_error(operands["out"].values, expected.astype(F16)) < 1e-3
     first, second = (operands[name] for name in params.operands)
     assert device.used[-1] == (FakeDevice.STREAM, handle, first, second, operands["out"])
     device.capturing = False
@@ -319,8 +317,7 @@ def test_device_step_runs_every_dtype_and_rechecks_new_buffers(device, rng, dtyp
     for out in (*outs, outs[0]):
         step.run({"a": device.array(a), "b": device.array(b), "c": out}, "device")
     for out in outs:
-        np.testing.assert_allclose(out.values.astype(np.float64),
-                                   expected.astype(np.float64), rtol=1e-2)  # fmt: skip
+        assert rel_error(out.values, expected) < 1e-2
     assert [entry[1] for entry in device.cublas.log if entry[0] == "gemm"] == 3 * [dtype.name]
     short = device.array(np.zeros((expected.shape[0] - 1, expected.shape[1]), out_dtype))
     with pytest.raises(MatmulUnavailable, match="operand 'out' has shape"):
@@ -419,7 +416,7 @@ def test_a_routed_launch_binds_its_dtype_and_math_once(monkeypatch, rng, dtype, 
     launch(None)
     launch(None)
     expected = k.reference({"w": w.astype(np.float64), "f": f.astype(np.float64)})
-    np.testing.assert_allclose(y, expected, rtol=2e-3 if dtype == np.float16 else 1e-5)
+    assert rel_error(y, expected) < (2e-3 if dtype == np.float16 else 1e-5)
     gemms = [entry for entry in device.cublas.log if entry[0] == "gemm"]
     assert len(gemms) == 3  # warmed once (into scratch), launched twice
     assert (gemms[-1][-1] if compute else len(gemms[-1])) == (compute or 7)
