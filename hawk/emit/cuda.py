@@ -40,11 +40,19 @@ value and then the sum to the plane's dtype.
 
 Every check of :mod:`hawk.emit.checks` is one unsigned compare per index
 axis (or one compare of a divisor with zero); a failure calls a helper kept
-out of line, which records the first failure (an ``atomicMax`` on a word
-of device memory picks it), and the access is skipped (a read gives 0, an add is
-dropped) or the division made by 1. A checked read is an immediately invoked
-lambda, so ``x if c else y``, ``and`` and ``or`` evaluate (and check) only
-the side a lane takes.
+out of line, ``hawk_fail``, which records the first failure (an ``atomicMax``
+on a word of device memory picks it). A failing add is dropped and a division
+by zero made by 1. A checked read never waits on that call: ``hawk_clamp``
+gives each checked index, or 0 for a failing one, and the read loads at the
+clamped offset unconditionally (always inside a named table, whose declared
+extents are positive; a flat table, whose length may be 0, is loaded only when
+it is not empty), then selects 0 for a failing lane. Each thread keeps its
+first failing read in registers and calls ``hawk_fail`` once, after its
+lanes, so no call and no branch sits in the lane loop around the load. A
+read's index, clamp and load are declared before the statement that uses
+them; a read on a side of ``x if c else y`` or on the right of ``and`` or
+``or`` makes that expression an ``if`` block, so a lane checks (and reads)
+only the side it takes.
 """
 
 from __future__ import annotations
