@@ -364,7 +364,7 @@ class _Emitter:
             raise TypeError(f"not a hawk statement: {stmt!r}")
 
     def accumulate(self, stmt: ir.Accumulate, depth: int) -> None:
-        self.depth = depth
+        self.depth = depth  # where reads in the indices declare their loads
         declarations, indices, checks = self.indices(stmt)
         target = f"&{Names.plane(stmt.plane.name)}[{self.offset(stmt.plane, indices)}]"
         varying = any(item.varying for item in stmt.index)
