@@ -183,8 +183,9 @@ def test_checked_kernels_compile_with_a_record_and_flat_lengths(
     assert emitted.lengths == flat
     assert "unsigned long long* __restrict__ hawk_rec)" in emitted.source
     copies = 2 if "hawk_pack" in emitted.source else 1  # a vectorised loop repeats the body
-    assert emitted.source.count("hawk_in(ix") == copies * sum(
-        s.kind == "index" for s in emitted.checks
+    calls = emitted.source.count("hawk_in(ix") + emitted.source.count("hawk_clamp(")
+    assert calls == copies * sum(s.kind == "index" for s in emitted.checks) + (
+        "__forceinline__ long long hawk_clamp(" in emitted.source
     )
     compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
 

@@ -40,11 +40,19 @@ value and then the sum to the plane's dtype.
 
 Every check of :mod:`hawk.emit.checks` is one unsigned compare per index
 axis (or one compare of a divisor with zero); a failure calls a helper kept
-out of line, which records the first failure (an ``atomicMax`` on a word
-of device memory picks it), and the access is skipped (a read gives 0, an add is
-dropped) or the division made by 1. A checked read is an immediately invoked
-lambda, so ``x if c else y``, ``and`` and ``or`` evaluate (and check) only
-the side a lane takes.
+out of line, ``hawk_fail``, which records the first failure (an ``atomicMax``
+on a word of device memory picks it). A failing add is dropped and a division
+by zero made by 1. A checked read never waits on that call: ``hawk_clamp``
+gives each checked index, or 0 for a failing one, and the read loads at the
+clamped offset unconditionally (always inside a named table, whose declared
+extents are positive; a flat table, whose length may be 0, is loaded only when
+it is not empty), then selects 0 for a failing lane. Each thread keeps its
+first failing read in registers and calls ``hawk_fail`` once, after its
+lanes, so no call and no branch sits in the lane loop around the load. A
+read's index, clamp and load are declared before the statement that uses
+them; a read on a side of ``x if c else y`` or on the right of ``and`` or
+``or`` makes that expression an ``if`` block, so a lane checks (and reads)
+only the side it takes.
 """
 
 from __future__ import annotations
@@ -62,6 +70,7 @@ from hawk.emit.checks import CheckSite, LaneCheck, Ranges, division_site, index_
 from hawk.emit.cuda_helpers import (
     C_TYPES,
     CHECK_HELPERS,
+    CLAMP_HELPER,
     HALF_C_TYPES,
     PACK,
     half_type,
@@ -103,6 +112,9 @@ class CudaSource:
 
 
 _BLOCK_SIZE_NOTE = "a grid-stride loop over lanes"
+
+#: a thread's first failing read (``hawk_failure``, see ``CLAMP_HELPER``)
+_FAILURE = "hawk_read_failure"
 
 #: bytes a vectorised lane plane access moves at once
 VECTOR_BYTES = 16
@@ -152,6 +164,8 @@ class _Emitter:
         self.names = Names()
         self.helpers: set[tuple[str, str]] = set()
         self.lines: list[str] = []
+        self.depth = 0  # of the statement being emitted: a read declares its load there
+        self.clamps = False  # whether a read calls hawk_clamp
         self.ranges = Ranges(kernel, enabled=checks)
         self.sites: list[CheckSite] = []
         self.lengths = tuple(p.name for p in kernel.planes if p.is_table and p.axes is None)
@@ -174,6 +188,8 @@ class _Emitter:
             helper(name, type_).replace("$R", self.real).replace("$f", suffix)
             for name, type_ in sorted(self.helpers)
         ]
+        if self.clamps:
+            helpers.insert(0, CLAMP_HELPER)
         if self.sites or "hawk_to_int(" in "\n".join(body):
             helpers.insert(0, CHECK_HELPERS.replace("$R", self.real).replace("$f", suffix))
         halves = sorted({C_TYPES[d] for d in self.dtypes.values()} & set(HALF_C_TYPES))
@@ -190,6 +206,8 @@ class _Emitter:
             "    const long long stride = (long long)gridDim.x * blockDim.x;",
             f"    const long long first = {first};",
         ]
+        if self.clamps:
+            lanes.append(f"    hawk_failure {_FAILURE} = {{-1LL, 0LL, 0LL, 0LL}};")
         start = "first"
         if self.width > 1:
             helpers.append(PACK)
@@ -206,6 +224,11 @@ class _Emitter:
             *self.lane_stores(2, packed=False),
             "    }",
         ]
+        if self.clamps:
+            fields = ", ".join(
+                f"{_FAILURE}.{field}" for field in ("site", "lane", "value", "extent")
+            )
+            lanes.append(f"    if ({_FAILURE}.site >= 0) hawk_fail(hawk_rec, {fields});")
         text = "\n".join(
             [
                 *header,
@@ -330,7 +353,7 @@ class _Emitter:
 
     def statement(self, stmt: ir.Stmt, depth: int) -> None:
         if isinstance(stmt, ir.Let):
-            value = self.expr(stmt.value)
+            value = self.value(stmt.value, depth)
             self.emit(
                 depth, f"const {self.ctype(stmt.var.type)} {self.names.var(stmt.var)} = {value};"
             )
@@ -340,7 +363,7 @@ class _Emitter:
             self.branch(stmt, depth)
         elif isinstance(stmt, ir.Store):  # every store comes last, at the top level
             name = self.names.fresh("store")
-            self.emit(depth, f"const {self.real} {name} = {self.expr(stmt.value)};")
+            self.emit(depth, f"const {self.real} {name} = {self.value(stmt.value, depth)};")
             self.stores.append((stmt.plane, name))
         elif isinstance(stmt, ir.Accumulate):
             self.accumulate(stmt, depth)
@@ -348,26 +371,27 @@ class _Emitter:
             raise TypeError(f"not a hawk statement: {stmt!r}")
 
     def accumulate(self, stmt: ir.Accumulate, depth: int) -> None:
+        self.depth = depth  # where reads in the indices declare their loads
         declarations, indices, checks = self.indices(stmt)
         target = f"&{Names.plane(stmt.plane.name)}[{self.offset(stmt.plane, indices)}]"
         varying = any(item.varying for item in stmt.index)
         if C_TYPES[self.dtypes[stmt.plane.name]] in HALF_C_TYPES:
             # summed in the compute type, rounded to the plane's type by the add itself
-            value = self.expr(stmt.value)
+            value = self.value(stmt.value, depth)
             if varying:
                 add = f"hawk_atomic_add({target}, {value});"
             else:
                 self.helpers.add(("add", "uniform16"))
                 add = f"hawk_add_uniform16({target}, {value});"
         elif varying and self.warp_adds and all(self.warp_same(item) for item in stmt.index):
-            value = self.convert(self.expr(stmt.value), stmt.plane, to_real=False)
+            value = self.convert(self.value(stmt.value, depth), stmt.plane, to_real=False)
             self.helpers.add(("add", "warp"))
             add = f"hawk_add_warp({target}, {value});"
         elif varying:
-            value = self.convert(self.expr(stmt.value), stmt.plane, to_real=False)
+            value = self.convert(self.value(stmt.value, depth), stmt.plane, to_real=False)
             add = f"atomicAdd({target}, {value});"
         else:  # the same address on every lane
-            value = self.convert(self.expr(stmt.value), stmt.plane, to_real=False)
+            value = self.convert(self.value(stmt.value, depth), stmt.plane, to_real=False)
             self.helpers.add(("add", "uniform"))
             add = f"hawk_add_uniform({target}, {value});"
         if not checks:
@@ -405,8 +429,8 @@ class _Emitter:
         children = node.children()
         return bool(children) and all(self.warp_same(child) for child in children)
 
-    def indices(self, node: ir.Read | ir.Accumulate) -> tuple[list[str], list[str], str]:
-        """A table access's index declarations, index texts and check (empty: none)."""
+    def indices(self, node: ir.Accumulate) -> tuple[list[str], list[str], str]:
+        """An add's index declarations, index texts and check (empty: none)."""
         declarations, texts, checks = [], [], []
         for position, item in enumerate(node.index):
             text = self.expr(item)
@@ -414,20 +438,23 @@ class _Emitter:
                 name = self.names.fresh("ix")
                 declarations.append(f"const long long {name} = {text};")
                 text = name
-                site = len(self.sites)
-                self.sites.append(index_site(node, position))
-                extent = (
-                    _length(node.plane.name) if node.plane.axes is None
-                    else f"{node.plane.axes[position][1]}LL"
-                )  # fmt: skip
+                site, extent = self.index_check(node, position)
                 checks.append(f"hawk_in({name}, {extent}, hawk_rec, {site}LL, lane)")
             texts.append(text)
         return declarations, texts, " && ".join(checks)
 
+    def index_check(self, node: ir.Read | ir.Accumulate, position: int) -> tuple[int, str]:
+        """A new check site for axis ``position`` of a table access, and its extent's text."""
+        self.sites.append(index_site(node, position))
+        plane = node.plane
+        extent = _length(plane.name) if plane.axes is None else f"{plane.axes[position][1]}LL"
+        return len(self.sites) - 1, extent
+
     def loop(self, loop: ir.Loop, depth: int) -> None:
         for carry in loop.carries:
             name = self.names.var(carry.var)
-            self.emit(depth, f"{self.ctype(carry.var.type)} {name} = {self.expr(carry.init)};")
+            init = self.value(carry.init, depth)
+            self.emit(depth, f"{self.ctype(carry.var.type)} {name} = {init};")
         index = self.names.var(loop.index)
         cmp = "<" if loop.step > 0 else ">"
         self.emit(
@@ -439,14 +466,17 @@ class _Emitter:
             self.statement(stmt, depth + 1)
         if len(loop.carries) == 1:
             (carry,) = loop.carries
-            self.emit(depth + 1, f"{self.names.var(carry.var)} = {self.expr(carry.update)};")
+            update = self.value(carry.update, depth + 1)
+            self.emit(depth + 1, f"{self.names.var(carry.var)} = {update};")
         else:
             temps = []
             for carry in loop.carries:
                 temp = self.names.fresh("next")
                 temps.append(temp)
                 type_ = self.ctype(carry.var.type)
-                self.emit(depth + 1, f"const {type_} {temp} = {self.expr(carry.update)};")
+                self.emit(
+                    depth + 1, f"const {type_} {temp} = {self.value(carry.update, depth + 1)};"
+                )
             for carry, temp in zip(loop.carries, temps, strict=True):
                 self.emit(depth + 1, f"{self.names.var(carry.var)} = {temp};")
         self.emit(depth, "}")
@@ -454,16 +484,18 @@ class _Emitter:
     def branch(self, stmt: ir.If, depth: int) -> None:
         for merge in stmt.merges:
             self.emit(depth, f"{self.ctype(merge.var.type)} {self.names.var(merge.var)};")
-        self.emit(depth, f"if ({self.expr(stmt.cond)}) {{")
+        self.emit(depth, f"if ({self.value(stmt.cond, depth)}) {{")
         for inner in stmt.then:
             self.statement(inner, depth + 1)
         for merge in stmt.merges:
-            self.emit(depth + 1, f"{self.names.var(merge.var)} = {self.expr(merge.then_value)};")
+            value = self.value(merge.then_value, depth + 1)
+            self.emit(depth + 1, f"{self.names.var(merge.var)} = {value};")
         self.emit(depth, "} else {")
         for inner in stmt.orelse:
             self.statement(inner, depth + 1)
         for merge in stmt.merges:
-            self.emit(depth + 1, f"{self.names.var(merge.var)} = {self.expr(merge.else_value)};")
+            value = self.value(merge.else_value, depth + 1)
+            self.emit(depth + 1, f"{self.names.var(merge.var)} = {value};")
         self.emit(depth, "}")
 
     # -- expressions ---------------------------------------------------------------------
@@ -476,6 +508,12 @@ class _Emitter:
             for text, stride in zip(texts, plane.strides, strict=True)
         ]
         return " + ".join(terms)
+
+    def value(self, node: ir.Expr, depth: int) -> str:
+        """The text of ``node`` in a statement at ``depth``, where its reads declare their
+        loads."""
+        self.depth = depth
+        return self.expr(node)
 
     def expr(self, node: ir.Expr) -> str:
         if isinstance(node, ir.Const):
@@ -504,6 +542,8 @@ class _Emitter:
         if isinstance(node, ir.Compare):
             return f"({self.expr(node.left)} {node.op} {self.expr(node.right)})"
         if isinstance(node, ir.Logic):
+            if self.reads_checked(node.right):
+                return self.lazy_logic(node)
             op = "&&" if node.op == "and" else "||"
             return f"({self.expr(node.left)} {op} {self.expr(node.right)})"
         if isinstance(node, ir.Not):
@@ -515,19 +555,81 @@ class _Emitter:
                 return f"hawk_to_int({self.expr(node.operand)})"
             return f"(({self.ctype(node.to)})({self.expr(node.operand)}))"
         if isinstance(node, ir.Select):
+            if self.reads_checked(node.if_true) or self.reads_checked(node.if_false):
+                return self.lazy_select(node)
             cond, a, b = (self.expr(c) for c in node.children())
             return f"({cond} ? {a} : {b})"
         raise TypeError(f"not a hawk expression: {node!r}")
 
+    def reads_checked(self, node: ir.Expr) -> bool:
+        """True when ``node`` makes a checked read."""
+        return any(
+            isinstance(item, ir.Read) and self.ranges.read_checked(item) for item in ir.walk(node)
+        )
+
+    def lazy_select(self, node: ir.Select) -> str:
+        """``x if c else y`` with a checked read on a side, as an ``if`` block: only the
+        lanes that take a side check its reads."""
+        cond = self.expr(node.cond)
+        name = self.names.fresh("sel")
+        self.emit(self.depth, f"{self.ctype(node.type)} {name};")
+        self.emit(self.depth, f"if ({cond}) {{")
+        self.nested(name, node.if_true)
+        self.emit(self.depth, "} else {")
+        self.nested(name, node.if_false)
+        self.emit(self.depth, "}")
+        return name
+
+    def lazy_logic(self, node: ir.Logic) -> str:
+        """``a and b`` or ``a or b`` with a checked read in ``b``, as an ``if`` block: only
+        the lanes where ``b`` decides the result check its reads."""
+        name = self.names.fresh("lhs")
+        self.emit(self.depth, f"bool {name} = {self.expr(node.left)};")
+        self.emit(self.depth, f"if ({name}) {{" if node.op == "and" else f"if (!{name}) {{")
+        self.nested(name, node.right)
+        self.emit(self.depth, "}")
+        return name
+
+    def nested(self, target: str, node: ir.Expr) -> None:
+        """``target = node;`` one level deeper (inside a block just opened)."""
+        depth = self.depth
+        self.emit(depth + 1, f"{target} = {self.value(node, depth + 1)};")
+        self.depth = depth
+
     def read(self, node: ir.Read) -> str:
-        declarations, indices, checks = self.indices(node)
-        element = f"{Names.plane(node.plane.name)}[{self.offset(node.plane, indices)}]"
-        value = self.convert(element, node.plane, to_real=True)
-        if not checks:
+        """A table read; a checked one declares, in the current statement's place, each
+        checked index clamped into its axis and the load at the clamped offset (always
+        made, so no branch guards it), and gives that load's value, or 0 for a lane whose
+        index failed its check."""
+        plane = node.plane
+        texts = [self.expr(item) for item in node.index]
+        zero = f"({self.real})0"
+        valid = []
+        for position, item in enumerate(node.index):
+            if not self.ranges.axis_checked(plane, position, item):
+                continue
+            text = texts[position]
+            if not text.isidentifier():
+                text = self.names.fresh("ix")
+                self.emit(self.depth, f"const long long {text} = {texts[position]};")
+            site, extent = self.index_check(node, position)
+            texts[position] = self.names.fresh("cx")
+            self.emit(
+                self.depth,
+                f"const long long {texts[position]} = "
+                f"hawk_clamp({text}, {extent}, {site}LL, lane, {_FAILURE});",
+            )
+            valid.append(f"{texts[position]} == {text}")
+        element = f"{Names.plane(plane.name)}[{self.offset(plane, texts)}]"
+        value = self.convert(element, plane, to_real=True)
+        if not valid:
             return value
-        # a lambda: the indices are computed once, and only where the read is evaluated
-        body = " ".join(declarations)
-        return f"[&]() -> {self.real} {{ {body} return ({checks}) ? {value} : ({self.real})0; }}()"
+        self.clamps = True
+        if plane.axes is None:  # a flat table may be empty: index 0 is then no element
+            value = f"{_length(plane.name)} > 0LL ? {value} : {zero}"
+        loaded = self.names.fresh("rd")
+        self.emit(self.depth, f"const {self.real} {loaded} = {value};")
+        return f"(({' && '.join(valid)}) ? {loaded} : {zero})"
 
     def call(self, node: ir.Call) -> str:
         function = FUNCTIONS[node.fn]

@@ -15,7 +15,16 @@ from hawk.emit.checks import INT_INVALID
 from hawk.functions import FUNCTIONS
 from hawk.kinds import Type
 
-__all__ = ["CHECK_HELPERS", "C_TYPES", "HALF_C_TYPES", "HELPERS", "PACK", "half_type", "helper"]
+__all__ = [
+    "CHECK_HELPERS",
+    "CLAMP_HELPER",
+    "C_TYPES",
+    "HALF_C_TYPES",
+    "HELPERS",
+    "PACK",
+    "half_type",
+    "helper",
+]
 
 C_TYPES = {
     np.dtype(np.float16): "hawk_f16",
@@ -230,6 +239,21 @@ __device__ __forceinline__ long long hawk_to_int($R x)
     // int(): toward zero; NaN, +-inf and reals beyond int64 give {INT_INVALID}
     return fabs$f(x) < ($R)9.223372036854775808e18 ? (long long)x : ({INT_INVALID + 1}LL - 1);
 }}"""
+
+# A checked read's index: emitted after CHECK_HELPERS when a kernel has a checked read. A
+# thread keeps its first failing read in registers (a hawk_failure, site -1 until one fails)
+# and records it with hawk_fail when it has run its lanes: no call sits in the lane loop, so
+# no branch guards the load at the clamped index, and a thread's loads overlap.
+CLAMP_HELPER = """\
+struct hawk_failure { long long site, lane, value, extent; };
+__device__ __forceinline__ long long hawk_clamp(
+    long long index, long long extent, long long site, long long lane, hawk_failure& first)
+{
+    // index when it is in 0 .. extent - 1, else 0 (kept in first if it is the first failure)
+    const bool in = (unsigned long long)index < (unsigned long long)extent;
+    if (__builtin_expect(!in && first.site < 0, 0)) first = {site, lane, index, extent};
+    return in ? index : 0LL;
+}"""
 
 # V lanes of one plane, loaded or stored as one (16-byte at most) vector access
 PACK = """\
