@@ -114,6 +114,14 @@ def test_lanes_that_do_not_take_the_read_do_not_raise(kernel: hawk.Kernel) -> No
     assert np.array_equal(y, expected)
 
 
+def test_an_empty_flat_table_that_no_lane_reads_is_no_error() -> None:
+    y = np.zeros(3)
+    _run(k.guarded, t=np.zeros(0), i=np.array([-1.0, 5.0, -3.0]), y=y)
+    assert np.array_equal(y, [-1.0, -1.0, -1.0])
+    error = _index_error(k.guarded, t=np.zeros(0), i=np.array([-1.0, 2.0, -3.0]), y=y)
+    assert (error.index, error.lane, error.extent) == (2, 1, 0)
+
+
 def test_lanes_that_do_not_take_the_add_do_not_raise() -> None:
     acc = np.zeros(4)
     _run(k.guarded_add, i=np.array([0.0, 9.0, -3.0, 3.0, 3.0]), acc=acc)

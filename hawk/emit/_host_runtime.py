@@ -140,6 +140,14 @@ def _add_groups(table: np.ndarray, offset: Any, value: Any, n: int, size: int, r
     np.add.at(table, at.ravel(), sums.ravel())
 
 
+def _take_flat(table: np.ndarray, offset: Any) -> Any:
+    """``table.take(offset, mode='clip')``; zeros when the table is empty (the checks
+    raise for a lane that reads it, so no lane uses them)."""
+    if table.size:
+        return table.take(offset, mode="clip")
+    return np.zeros(np.shape(offset), table.dtype)
+
+
 def _sum_rows(term: np.ndarray) -> Any:
     """The sum over a chunk's iterations (axis 0) of a lane term with one row per
     iteration; a 1-D term is one iteration's."""
@@ -155,4 +163,5 @@ RUNTIME = {
     "_add_rows": _add_rows,
     "_add_groups": _add_groups,
     "_sum_rows": _sum_rows,
+    "_take_flat": _take_flat,
 }

@@ -369,7 +369,11 @@ class _Emitter:
         if isinstance(node, ir.Read):
             offset = self.offset(node.plane, self.indices(node))
             # every index a lane uses is checked; the others' offsets are clipped
-            text = f"{Names.plane(node.plane.name)}.take({offset}, mode='clip')"
+            table = Names.plane(node.plane.name)
+            if node.plane.axes is None:  # a flat table may be empty
+                text = f"_take_flat({table}, {offset})"
+            else:
+                text = f"{table}.take({offset}, mode='clip')"
             return text if self.dtypes[node.plane.name] == self.real else f"{text}.astype(_real)"
         if isinstance(node, ir.Unary):
             return f"({node.op}{self.expr(node.operand)})"
