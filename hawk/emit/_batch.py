@@ -163,7 +163,7 @@ def lane_group(
     constant ``U > 1``; None otherwise. ``lets`` are the kernel's bound values.
 
     An add at such an index sums each group of lanes that shares an address first,
-    then adds those sums (``_add_groups`` of :mod:`hawk.emit._host_runtime`).
+    then adds those sums (``_add_groups`` of ``hawk/emit/_host_runtime.py``).
     """
     uses: set[tuple[str, int]] = set()
     for node in nodes:

@@ -1,7 +1,7 @@
 """What the numpy programs of :mod:`hawk.emit.host` call at run time.
 
 A value the checks see is a Python number, a lane array (shape ``(n,)``) or,
-inside a loop run a chunk of iterations at a time (:mod:`hawk.emit._batch`), an
+inside a loop run a chunk of iterations at a time (``hawk/emit/_batch.py``), an
 array of one row per iteration (``(C, 1)`` or ``(C, n)``). A failure is reported
 for the first iteration, then the first lane, that failed.
 """

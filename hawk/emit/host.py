@@ -2,12 +2,17 @@
 
 A varying value is a 1-D array with one element per lane; a uniform value a
 numpy scalar (or a Python int). Loops iterate their range in Python, each
-iteration whole-array work. An ``if`` on a varying condition runs both blocks
-for every lane and selects with ``np.where``; each block runs under the mask
-of the lanes that take it, so ``Mutable[Table]`` adds apply and checks fail
-only where their block was taken (and only on the side of ``x if c else y``,
-``a and b``, ``a or b`` that a lane evaluates). An ``if`` on a uniform
-condition is a Python ``if``.
+iteration whole-array work; a loop whose iterations do not depend on each other
+(its carries are sums, its body has no store, ``if`` or inner loop) runs a chunk
+of iterations per pass instead, its index a column of index values
+(``hawk/emit/_batch.py``). An add whose address is shared by whole groups of
+lanes (``lane // U``, ``lane % U``) sums each group before it adds.
+
+An ``if`` on a varying condition runs both blocks for every lane and selects
+with ``np.where``; each block runs under the mask of the lanes that take it, so
+``Mutable[Table]`` adds apply and checks fail only where their block was taken
+(and only on the side of ``x if c else y``, ``a and b``, ``a or b`` that a lane
+evaluates). An ``if`` on a uniform condition is a Python ``if``.
 
 The checks of :mod:`hawk.emit.checks` are vectorised: one comparison per
 checked axis and one ``any`` per access site, the details computed only on
@@ -38,7 +43,7 @@ from hawk.kinds import PlaneKind, Type
 
 __all__ = ["HostProgram", "emit"]
 
-#: lanes x iterations a chunked loop (:mod:`hawk.emit._batch`) computes in one pass;
+#: lanes x iterations a chunked loop (``hawk/emit/_batch.py``) computes in one pass;
 #: small enough that its temporaries stay in a processor's cache
 _CHUNK_ELEMENTS = 1 << 14
 
@@ -187,7 +192,7 @@ class _Emitter:
             raise TypeError(f"not a hawk statement: {stmt!r}")
 
     def batched(self, plan: Batch, depth: int) -> None:
-        """A loop run a chunk of iterations per pass (:mod:`hawk.emit._batch`), about
+        """A loop run a chunk of iterations per pass (``hawk/emit/_batch.py``), about
         :data:`_CHUNK_ELEMENTS` lanes times iterations."""
         loop = plan.loop
         for carry in loop.carries:
