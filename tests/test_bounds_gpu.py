@@ -10,25 +10,14 @@ import pytest
 
 import eagle.plan
 import hawk
-from eagle import arrays, cuda
+from eagle import cuda
 from eagle.cuda._runtime import call
 from hawk.emit import checks, policy
 from tests import _bounds_kernels as k
+from tests._device_checks import DTYPES, GUARD, dev, guarded, host_error
 from tests._util import rel_error
 
 pytestmark = pytest.mark.gpu
-
-DTYPES = [np.float32, np.float64]
-
-
-def _dev(values: np.ndarray, dtype: type) -> arrays.Array:
-    return arrays.asarray(np.asarray(values, dtype), device="cuda:0")
-
-
-def _host_error(kernel: hawk.Kernel, **planes: np.ndarray) -> Exception:
-    with pytest.raises((IndexError, ZeroDivisionError)) as caught:
-        eagle.plan.auto(kernel).run(**{name: value.copy() for name, value in planes.items()})
-    return caught.value
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -36,8 +25,8 @@ def test_in_range_lookups_agree_with_the_reference(dtype: type, rng: np.random.G
     n = 100_003
     t = rng.standard_normal((3, 4))
     i = rng.integers(0, 3, n) + rng.uniform(0.0, 0.99, n)
-    y = _dev(np.full(n, np.nan), dtype)
-    eagle.plan.auto(k.lookup).run(t=_dev(t, dtype), i=_dev(i, dtype), y=y)
+    y = dev(np.full(n, np.nan), dtype)
+    eagle.plan.auto(k.lookup).run(t=dev(t, dtype), i=dev(i, dtype), y=y)
     expected = t.astype(dtype)[np.trunc(i.astype(dtype)).astype(int), 1]
     tolerance = 1e-6 if dtype == np.float32 else 1e-12
     assert rel_error(y.numpy(), expected) < tolerance
@@ -48,9 +37,9 @@ def test_in_range_lookups_agree_with_the_reference(dtype: type, rng: np.random.G
 def test_a_bad_lookup_raises_the_host_error_at_numpy(dtype: type, bad: float) -> None:
     t = np.arange(12.0).reshape(3, 4)
     i = np.array([1.0, 2.0, bad, 0.0])
-    expected = _host_error(k.lookup, t=t, i=i, y=np.zeros(4))
-    y = _dev(np.full(4, np.nan), dtype)
-    eagle.plan.auto(k.lookup).run(t=_dev(t, dtype), i=_dev(i, dtype), y=y)
+    expected = host_error(k.lookup, t=t, i=i, y=np.zeros(4))
+    y = dev(np.full(4, np.nan), dtype)
+    eagle.plan.auto(k.lookup).run(t=dev(t, dtype), i=dev(i, dtype), y=y)
     with pytest.raises(hawk.PlaneIndexError) as caught:
         y.numpy()
     assert str(caught.value) == str(expected)
@@ -61,11 +50,11 @@ def test_a_bad_lookup_raises_the_host_error_at_numpy(dtype: type, bad: float) ->
 
 
 def test_the_issue_lookup_raises_on_the_device() -> None:
-    y = _dev(np.zeros(3), np.float64)
+    y = dev(np.zeros(3), np.float64)
     plan = eagle.plan.auto(k.lookup)
     plan.run(
-        t=_dev(np.arange(12.0).reshape(3, 4), np.float64),
-        i=_dev([5.0, -2.0, np.nan], np.float64),
+        t=dev(np.arange(12.0).reshape(3, 4), np.float64),
+        i=dev([5.0, -2.0, np.nan], np.float64),
         y=y,
     )
     with pytest.raises(IndexError, match=r"table 't', axis 'row' \(extent 3\)"):
@@ -73,8 +62,8 @@ def test_the_issue_lookup_raises_on_the_device() -> None:
 
 
 def test_it_surfaces_at_stream_synchronize_and_at_the_next_launch() -> None:
-    t, y = _dev(np.ones((3, 4)), np.float32), _dev(np.zeros(2), np.float32)
-    bad, good = _dev([0.0, 3.0], np.float32), _dev([0.0, 1.0], np.float32)
+    t, y = dev(np.ones((3, 4)), np.float32), dev(np.zeros(2), np.float32)
+    bad, good = dev([0.0, 3.0], np.float32), dev([0.0, 1.0], np.float32)
     stream = cuda.Stream(non_blocking=True)
     plan = eagle.plan.auto(k.lookup)
     with stream:
@@ -93,8 +82,8 @@ def test_it_surfaces_at_stream_synchronize_and_at_the_next_launch() -> None:
 
 
 def test_it_surfaces_at_a_launchers_synchronize() -> None:
-    t, y = _dev(np.ones((3, 4)), np.float64), _dev(np.zeros(2), np.float64)
-    i = _dev([0.0, 1.0], np.float64)
+    t, y = dev(np.ones((3, 4)), np.float64), dev(np.zeros(2), np.float64)
+    i = dev([0.0, 1.0], np.float64)
     stream = cuda.Stream(non_blocking=True)
     launcher = eagle.plan.auto(k.lookup).bind(t=t, i=i, y=y).capture(stream)
     launcher.launch()
@@ -110,33 +99,20 @@ def test_it_surfaces_at_a_launchers_synchronize() -> None:
 def test_flat_tables_are_checked_against_their_length(dtype: type) -> None:
     t = np.arange(6.0)
     i = np.array([0.0, 5.0, 6.0])
-    expected = _host_error(k.flat, t=t, i=i, y=np.zeros(3))
-    y = _dev(np.zeros(3), dtype)
-    eagle.plan.auto(k.flat).run(t=_dev(t, dtype), i=_dev(i, dtype), y=y)
+    expected = host_error(k.flat, t=t, i=i, y=np.zeros(3))
+    y = dev(np.zeros(3), dtype)
+    eagle.plan.auto(k.flat).run(t=dev(t, dtype), i=dev(i, dtype), y=y)
     with pytest.raises(hawk.PlaneIndexError) as caught:
         y.numpy()
     assert str(caught.value) == str(expected) and "length 6" in str(expected)
 
 
-GUARD = 64
-
-
-def _guarded(shape: tuple[int, ...], dtype: type) -> tuple[arrays.Array, arrays.Array, np.ndarray]:
-    """A zeroed plane of ``shape`` inside a device buffer with GUARD poisoned values
-    on each side: (buffer, plane view, the buffer's initial values)."""
-    size = int(np.prod(shape))
-    initial = np.full(size + 2 * GUARD, -777.0, dtype)
-    initial[GUARD : GUARD + size] = 0.0
-    buffer = _dev(initial, dtype)
-    return buffer, buffer[GUARD : GUARD + size], initial
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_bad_adds_are_not_made_and_nothing_outside_the_plane_changes(dtype: type) -> None:
-    buffer, acc, initial = _guarded((5 * 2,), dtype)
+    buffer, acc, initial = guarded(5 * 2, dtype, 0.0)
     i = np.array([0.0, 4.0, -1.0, 5.0, 1e9, np.nan, -1e9, 2.0])
-    expected = _host_error(k.add_named, i=i, x=np.ones(8), acc=np.zeros((5, 2)))
-    eagle.plan.auto(k.add_named).run(i=_dev(i, dtype), x=_dev(np.ones(8), dtype), acc=acc)
+    expected = host_error(k.add_named, i=i, x=np.ones(8), acc=np.zeros((5, 2)))
+    eagle.plan.auto(k.add_named).run(i=dev(i, dtype), x=dev(np.ones(8), dtype), acc=acc)
     with pytest.raises(hawk.PlaneIndexError) as caught:
         acc.numpy()
     assert caught.value.plane == "acc" and caught.value.axis == "bin"
@@ -151,9 +127,9 @@ def test_bad_adds_are_not_made_and_nothing_outside_the_plane_changes(dtype: type
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_flat_adds_past_the_end_leave_the_guard_intact(dtype: type) -> None:
-    buffer, acc, initial = _guarded((4,), dtype)
+    buffer, acc, initial = guarded(4, dtype, 0.0)
     i = np.arange(-3.0, 9.0)
-    eagle.plan.auto(k.add_flat).run(i=_dev(i, dtype), x=_dev(np.ones(12), dtype), acc=acc)
+    eagle.plan.auto(k.add_flat).run(i=dev(i, dtype), x=dev(np.ones(12), dtype), acc=acc)
     with pytest.raises(hawk.PlaneIndexError):
         acc.numpy()
     after = buffer.numpy()
@@ -167,14 +143,14 @@ def test_lanes_that_do_not_take_the_read_do_not_raise(kernel: hawk.Kernel) -> No
     t, i = np.array([1.0, 2.0, 3.0, 4.0]), np.array([0.0, 9.0, -3.0, 3.0, np.nan])
     host_y = np.zeros(5)
     eagle.plan.auto(kernel).run(t=t, i=i, y=host_y)
-    y = _dev(np.full(5, np.nan), np.float64)
-    eagle.plan.auto(kernel).run(t=_dev(t, np.float64), i=_dev(i, np.float64), y=y)
+    y = dev(np.full(5, np.nan), np.float64)
+    eagle.plan.auto(kernel).run(t=dev(t, np.float64), i=dev(i, np.float64), y=y)
     assert np.array_equal(y.numpy(), host_y)
 
 
 def test_lanes_that_do_not_take_the_add_do_not_raise() -> None:
-    acc = _dev(np.zeros(4), np.float64)
-    i = _dev([0.0, 9.0, -3.0, 3.0, 3.0, np.nan], np.float64)
+    acc = dev(np.zeros(4), np.float64)
+    i = dev([0.0, 9.0, -3.0, 3.0, 3.0, np.nan], np.float64)
     eagle.plan.auto(k.guarded_add).run(i=i, acc=acc)
     assert np.array_equal(acc.numpy(), [1.0, 0.0, 0.0, 2.0])
 
@@ -182,20 +158,20 @@ def test_lanes_that_do_not_take_the_add_do_not_raise() -> None:
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_integer_division_by_a_lane_zero_raises(dtype: type) -> None:
     a, b = np.array([7.0, -7.0, 3.0, 4.0]), np.array([2.0, 2.0, 0.0, 3.0])
-    expected = _host_error(k.divide, a=a, b=b, q=np.zeros(4), r=np.zeros(4))
-    q, r = _dev(np.zeros(4), dtype), _dev(np.zeros(4), dtype)
-    eagle.plan.auto(k.divide).run(a=_dev(a, dtype), b=_dev(b, dtype), q=q, r=r)
+    expected = host_error(k.divide, a=a, b=b, q=np.zeros(4), r=np.zeros(4))
+    q, r = dev(np.zeros(4), dtype), dev(np.zeros(4), dtype)
+    eagle.plan.auto(k.divide).run(a=dev(a, dtype), b=dev(b, dtype), q=q, r=r)
     with pytest.raises(ZeroDivisionError) as caught:
         q.numpy()
     assert "at lane 2" in str(caught.value) and type(expected) is ZeroDivisionError
-    guarded = _dev(np.full(4, np.nan), dtype)
-    eagle.plan.auto(k.guarded_divide).run(a=_dev(a, dtype), b=_dev(b, dtype), q=guarded)
+    guarded = dev(np.full(4, np.nan), dtype)
+    eagle.plan.auto(k.guarded_divide).run(a=dev(a, dtype), b=dev(b, dtype), q=guarded)
     assert np.array_equal(guarded.numpy(), [3.0, -4.0, 0.0, 1.0])
 
 
 def test_mod_by_a_zero_param_raises() -> None:
-    q = _dev(np.zeros(3), np.float32)
-    eagle.plan.auto(k.divide_by_param).run(a=_dev(np.ones(3), np.float32), k=0.0, q=q)
+    q = dev(np.zeros(3), np.float32)
+    eagle.plan.auto(k.divide_by_param).run(a=dev(np.ones(3), np.float32), k=0.0, q=q)
     with pytest.raises(ZeroDivisionError, match="integer % by zero"):
         q.numpy()
 
@@ -208,12 +184,12 @@ def test_a_contraction_over_more_lanes_than_its_product_raises(
     f = rng.standard_normal((k.R, k.B)).astype(np.float32)
     with policy.using(contraction="gemm" if routed else "loop"):
         plan = eagle.plan.auto(k.contract)
-    y = _dev(np.full(k.B * k.U, np.nan), np.float32)
-    plan.run(w=_dev(w, np.float32), f=_dev(f, np.float32), y=y)
+    y = dev(np.full(k.B * k.U, np.nan), np.float32)
+    plan.run(w=dev(w, np.float32), f=dev(f, np.float32), y=y)
     assert rel_error(y.numpy().reshape(k.B, k.U), f.T.astype(np.float64) @ w) < 1e-5
-    buffer, y_long, initial = _guarded(((k.B + 1) * k.U,), np.float32)
+    buffer, y_long, initial = guarded((k.B + 1) * k.U, np.float32, 0.0)
     with pytest.raises(hawk.PlaneIndexError) as caught:  # lane // U is checked at bind
-        plan.bind(w=_dev(w, np.float32), f=_dev(f, np.float32), y=y_long)
+        plan.bind(w=dev(w, np.float32), f=dev(f, np.float32), y=y_long)
     expected = (caught.value.plane, caught.value.axis, caught.value.index, caught.value.extent)
     assert expected == ("f", "sample", k.B, k.B)
     assert caught.value.lane == k.B * k.U  # the first lane out of range, exactly
@@ -222,8 +198,8 @@ def test_a_contraction_over_more_lanes_than_its_product_raises(
 
 def test_records_hold_the_documented_layout() -> None:
     assert checks.RECORD_WORDS == 8
-    t, y = _dev(np.ones((3, 4)), np.float64), _dev(np.zeros(1), np.float64)
+    t, y = dev(np.ones((3, 4)), np.float64), dev(np.zeros(1), np.float64)
     for _ in range(3):  # a record raises once per failure, then takes the next one
-        eagle.plan.auto(k.lookup).run(t=t, i=_dev([4.0], np.float64), y=y)
+        eagle.plan.auto(k.lookup).run(t=t, i=dev([4.0], np.float64), y=y)
         with pytest.raises(hawk.PlaneIndexError, match="index 4 "):
             y.numpy()

@@ -9,25 +9,13 @@ import pytest
 
 import eagle.plan
 import hawk
-from eagle import arrays
 from hawk.emit.checks import INT_INVALID
 from tests import _bounds_kernels as bk
 from tests import _clamped_kernels as ck
+from tests._device_checks import DTYPES, dev, host_error
 from tests._util import rel_error
 
 pytestmark = pytest.mark.gpu
-
-DTYPES = [np.float32, np.float64]
-
-
-def _dev(values: np.ndarray, dtype: type) -> arrays.Array:
-    return arrays.asarray(np.asarray(values, dtype), device="cuda:0")
-
-
-def _host_error(kernel: hawk.Kernel, **planes: np.ndarray) -> Exception:
-    with pytest.raises(IndexError) as caught:
-        eagle.plan.auto(kernel).run(**{name: value.copy() for name, value in planes.items()})
-    return caught.value
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -39,8 +27,8 @@ def test_scattered_bad_lanes_read_0_and_one_of_them_is_recorded(
     i = rng.integers(0, 3, n) + rng.uniform(0.0, 0.99, n)
     bad = np.sort(rng.choice(n, 40, replace=False))
     i[bad] = rng.choice([3.0, 7.5, -1.0, np.nan, 1e30], bad.size)
-    y = _dev(np.full(n, np.nan), dtype)
-    eagle.plan.auto(bk.lookup).run(t=_dev(t, dtype), i=_dev(i, dtype), y=y)
+    y = dev(np.full(n, np.nan), dtype)
+    eagle.plan.auto(bk.lookup).run(t=dev(t, dtype), i=dev(i, dtype), y=y)
     with pytest.raises(hawk.PlaneIndexError) as caught:
         y.numpy()
     error = caught.value
@@ -59,9 +47,9 @@ def test_scattered_bad_lanes_read_0_and_one_of_them_is_recorded(
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_an_empty_flat_table_is_never_loaded(dtype: type) -> None:
     i = np.array([0.0, 1.0, -1.0])
-    expected = _host_error(bk.flat, t=np.zeros(0), i=i, y=np.zeros(3))
-    y = _dev(np.full(3, np.nan), dtype)
-    eagle.plan.auto(bk.flat).run(t=_dev(np.zeros(0), dtype), i=_dev(i, dtype), y=y)
+    expected = host_error(bk.flat, t=np.zeros(0), i=i, y=np.zeros(3))
+    y = dev(np.full(3, np.nan), dtype)
+    eagle.plan.auto(bk.flat).run(t=dev(np.zeros(0), dtype), i=dev(i, dtype), y=y)
     with pytest.raises(hawk.PlaneIndexError) as caught:
         y.numpy()
     assert "(length 0)" in str(caught.value) and caught.value.extent == 0
@@ -73,9 +61,9 @@ def test_an_empty_flat_table_is_never_loaded(dtype: type) -> None:
 def test_two_failing_axes_report_the_first(dtype: type) -> None:
     t = np.arange(12.0).reshape(3, 4)
     i, j = np.array([1.0, 9.0, 2.0]), np.array([2.0, -3.0, 3.0])
-    expected = _host_error(bk.lookup2, t=t, i=i, j=j, y=np.zeros(3))
-    y = _dev(np.full(3, np.nan), dtype)
-    eagle.plan.auto(bk.lookup2).run(t=_dev(t, dtype), i=_dev(i, dtype), j=_dev(j, dtype), y=y)
+    expected = host_error(bk.lookup2, t=t, i=i, j=j, y=np.zeros(3))
+    y = dev(np.full(3, np.nan), dtype)
+    eagle.plan.auto(bk.lookup2).run(t=dev(t, dtype), i=dev(i, dtype), j=dev(j, dtype), y=y)
     with pytest.raises(hawk.PlaneIndexError) as caught:
         y.numpy()
     assert str(caught.value) == str(expected) and caught.value.axis == "row"
@@ -87,12 +75,12 @@ def test_a_uniform_read_fails_in_the_vectorised_loop(dtype: type) -> None:
     n = 4099  # whole groups, then the scalar loop's tail
     t, x = np.array([1.0, 2.0, 3.0, 4.0]), np.arange(float(n))
     plan = eagle.plan.auto(ck.scaled)
-    y = _dev(np.full(n, np.nan), dtype)
-    plan.run(t=_dev(t, dtype), k=2.0, x=_dev(x, dtype), y=y)
+    y = dev(np.full(n, np.nan), dtype)
+    plan.run(t=dev(t, dtype), k=2.0, x=dev(x, dtype), y=y)
     assert np.array_equal(y.numpy(), 3.0 * x.astype(dtype))
-    expected = _host_error(ck.scaled, t=t, k=np.array([7.0]), x=x, y=np.zeros(n))
-    y = _dev(np.full(n, np.nan), dtype)
-    plan.run(t=_dev(t, dtype), k=7.0, x=_dev(x, dtype), y=y)
+    expected = host_error(ck.scaled, t=t, k=np.array([7.0]), x=x, y=np.zeros(n))
+    y = dev(np.full(n, np.nan), dtype)
+    plan.run(t=dev(t, dtype), k=7.0, x=dev(x, dtype), y=y)
     with pytest.raises(hawk.PlaneIndexError) as caught:
         y.numpy()
     assert (caught.value.index, caught.value.extent) == (7, 4)
@@ -106,6 +94,6 @@ def test_nested_lazy_reads_match_the_host(dtype: type) -> None:
     i = np.array([0.0, 3.0, 4.0, 5.0, 6.0, -1.0, 9.0, np.nan, -1e30])
     host_y = np.zeros(i.size)
     eagle.plan.auto(ck.nested).run(t=t, u=u, i=i, y=host_y)
-    y = _dev(np.full(i.size, np.nan), dtype)
-    eagle.plan.auto(ck.nested).run(t=_dev(t, dtype), u=_dev(u, dtype), i=_dev(i, dtype), y=y)
+    y = dev(np.full(i.size, np.nan), dtype)
+    eagle.plan.auto(ck.nested).run(t=dev(t, dtype), u=dev(u, dtype), i=dev(i, dtype), y=y)
     assert np.array_equal(y.numpy(), host_y.astype(dtype))
