@@ -14,23 +14,9 @@ import hawk
 import hawk.diff
 from hawk import math as hm
 from hawk.emit import host
+from tests import _bounds_kernels as bk
+from tests._route_kernels import make_contract
 from tests._util import rel_error
-
-
-def _contract(R: int, U: int, B: int) -> hawk.Kernel:
-    @hawk.kernel
-    def contract(
-        w: hawk.Table["row":R, "unit":U],
-        f: hawk.Table["row":R, "sample":B],
-        y: hawk.Mutable[hawk.Scalar],
-    ):
-        sample, unit = hm.split_index(U)
-        acc = 0.0
-        for r in range(R):
-            acc = acc + w.at(row=r, unit=unit) * f.at(row=r, sample=sample)
-        y = acc
-
-    return contract
 
 
 def _source(kernel: hawk.Kernel) -> str:
@@ -45,7 +31,7 @@ def test_a_chunked_contraction_and_its_adjoint_match_numpy(
     shape: tuple[int, int, int], rng: np.random.Generator
 ) -> None:
     R, U, B = shape
-    kernel = _contract(R, U, B)
+    kernel = make_contract(R, U, B)
     assert "_sum_rows(" in _source(kernel)
     w, f = rng.standard_normal((R, U)), rng.standard_normal((R, B))
     y = np.full(B * U, np.nan)
@@ -80,24 +66,15 @@ def test_a_params_gradient_added_in_a_chunked_loop_counts_every_iteration(
     assert rel_error(grads["x_bar"], 1.5 * t.sum() * y_bar) < 1e-13
 
 
-@hawk.kernel
-def _window(t: hawk.Table["row":4], i: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
-    k = int(i)
-    acc = 0.0
-    for r in range(4):
-        acc = acc + t.at(row=k + r)
-    y = acc
-
-
 def test_a_chunked_check_reports_the_first_iteration_then_the_first_lane() -> None:
-    assert "_sum_rows(" in _source(_window)
-    # lane 2 fails at r = 1 (index 4), lane 0 only at r = 3: an iteration at a time, r = 1
+    assert "_sum_rows(" in _source(bk.window)  # y = sum of t.at(row=int(i) + r), r < 3
+    # lane 1 fails at r = 1 (index 6), lane 0 only at r = 2: an iteration at a time, r = 1
     # comes first
     with pytest.raises(IndexError) as caught:
-        eagle.plan.auto(_window).run(t=np.ones(4), i=np.array([1.0, 0.0, 3.0]), y=np.zeros(3))
+        eagle.plan.auto(bk.window).run(t=np.ones(6), i=np.array([4.0, 5.0, 0.0]), y=np.zeros(3))
     error = caught.value
     assert isinstance(error, hawk.PlaneIndexError)
-    assert (error.lane, error.index, error.extent) == (2, 4, 4)
+    assert (error.lane, error.index, error.extent) == (1, 6, 6)
 
 
 @hawk.kernel
@@ -222,7 +199,7 @@ def test_a_contractions_adjoint_sums_its_groups_over_every_lane_count(
     lanes: int, rng: np.random.Generator
 ) -> None:
     R, U, B = 8, 32, 128
-    kernel = _contract(R, U, B)
+    kernel = make_contract(R, U, B)
     dtypes = {plane: "float64" for plane in ("w", "f", "y_bar", "w_bar", "f_bar")}
     source = host.emit(hawk.diff.vjp(kernel).ir, dtypes).source
     assert source.count("_add_groups(") == 2
