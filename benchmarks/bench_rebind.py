@@ -17,7 +17,9 @@ Each figure is the host wall-clock of one operation, the median of many after a 
   between two arrays (one node changes);
 * rebind every plane: all N + 1 chain planes at once, alternating between two sets;
 * capture + instantiate: capturing the same bound launches again, instantiating the graph
-  (and destroying the one it replaces), which is what a rebind saves.
+  (and destroying the one it replaces), which is what a rebind saves;
+* node update (hawk only): the one ``cuGraphExecKernelNodeSetParams`` a one-plane rebind
+  makes, alone, which splits "rebind one" into the driver's part and eagle's.
 
 Targets: a hawk-only rebind of one plane takes at most 10 µs; at 200 nodes, a rebind of a
 graph with cuBLAS nodes is at least 3x faster than capture + instantiate. Each graph is
@@ -138,6 +140,9 @@ def measure(kind: str, n: int, rng: np.random.Generator) -> dict[str, Any]:
     row: dict[str, Any] = {"kind": kind, "launches": n, "nodes": chain.nodes, "us": {}}
     errors = [chain.check()]
     row["us"]["rebind_one"] = host_ms(chain.rebind_one, REPEAT["rebind"]) * 1e3
+    if kind == "hawk":
+        first = chain.graph._rebind_state.sites[0]  # the launch whose input was rebound
+        row["us"]["node_update"] = host_ms(first.update, REPEAT["rebind"]) * 1e3
     errors.append(chain.check())
     if chain.firsts[0] is not chain.sets[0][0]:
         chain.rebind_one()  # back to sets[0] whole, for the swaps of every plane
@@ -170,6 +175,13 @@ def report(rows: list[dict[str, Any]]) -> None:
     hawk_one = max(r["us"]["rebind_one"] for r in rows if r["kind"] == "hawk")
     cublas = [r for r in rows if r["kind"] == "cublas" and r["launches"] == max(SIZES)]
     print(f"target: hawk-only rebind of one plane <= 10 us: {hawk_one:.1f} us")
+    for r in rows:
+        if r["kind"] == "hawk":
+            us = r["us"]
+            print(
+                f"hawk, {r['launches']} launches: rebind one {us['rebind_one']:.1f} us, of which "
+                f"the node update {us['node_update']:.1f} us"
+            )
     for r in cublas:
         print(
             f"target: with cuBLAS nodes at {r['launches']} launches, >= 3x faster than capture "

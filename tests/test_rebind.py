@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import math
+import weakref
 from types import SimpleNamespace
 from typing import Any
 
@@ -287,6 +288,68 @@ def test_a_failure_part_way_undoes_what_was_applied(fake):
     fake.fail_after = None
     launcher.rebind(w=FakeArray(0x80000, (4, 3)))  # the graph still takes a rebind
     assert [s[2][0] for s in fake.sets[-2:]] == [0x80000, 0x80000]
+
+
+def test_an_undone_kernel_change_gives_the_node_its_old_pointers_again(fake):
+    planes = _planes()
+    first = _kernel_site(fake, planes)
+    second = _kernel_site(fake, {"w": planes["w"], "g": FakeArray(0x30000, (4, 5)),
+                                 "z": FakeArray(0x40000, (15,))})  # fmt: skip
+    fake.fail_after = 1
+    with pytest.raises(RuntimeError):
+        _launcher(first, second).rebind(w=FakeArray(0x80000, (4, 3)))
+    node = first.after[0]
+    assert fake.sets == [
+        ("kernel", node, (0x80000, 0x11000, 0x12000))
+    ]  # the undo's update failed too
+    fake.fail_after = None
+    first.update()  # what the undo left in the site's arguments
+    assert fake.sets[-1] == ("kernel", node, (0x10000, 0x11000, 0x12000))
+
+
+def test_planes_swapped_in_one_rebind_keep_their_names_and_keys(fake):
+    planes = _planes()
+    first = _kernel_site(fake, planes)
+    second = _kernel_site(fake, {"g": FakeArray(0x30000, (4, 5)), "z": FakeArray(0x40000, (15,))})
+    launcher = _launcher(first, second)
+    f, g = first.planes["f"], second.planes["g"]
+    launcher.rebind({f: g, g: f})
+    assert first.planes["f"] is g and second.planes["g"] is f
+    newer = FakeArray(0x90000, (4, 5))
+    launcher.rebind(f=newer)  # the name means g's old array now, which moves alone
+    assert first.planes["f"] is newer and second.planes["g"] is f
+    with pytest.raises(ValueError, match="not a plane this graph works on"):
+        launcher.rebind({g: FakeArray(0xA0000, (4, 5))})
+
+
+def test_a_plane_moved_onto_another_launchs_memory_then_moves_with_it(fake):
+    planes = _planes()
+    first = _kernel_site(fake, planes)
+    other = FakeArray(0x30000, (4, 3))
+    second = _kernel_site(fake, {"v": other, "g": FakeArray(0x40000, (4, 5)),
+                                 "z": FakeArray(0x50000, (15,))})  # fmt: skip
+    launcher = _launcher(first, second)
+    launcher.rebind(w=other)  # both launches read one array now
+    moved = FakeArray(0x60000, (4, 3))
+    launcher.rebind({other: moved})
+    assert first.planes["w"] is moved and second.planes["v"] is moved
+
+
+def test_the_graph_keeps_no_array_it_no_longer_works_on(fake):
+    planes = _planes()
+    site = _kernel_site(fake, planes)
+    launcher = _launcher(site)
+    for turn in range(50):
+        new = FakeArray(0x100000 + 0x1000 * turn, (4, 5))
+        view = FakeArray(site.planes["f"].ptr, (4, 5))  # a key the graph does not hold
+        launcher.rebind({view: new} if turn % 2 else {site.planes["f"]: new})
+    held = {id(array) for array, _ in launcher._graph._rebind_state.held.values()}
+    assert held == {id(array) for array in site.planes.values()}
+    old = weakref.ref(site.planes["f"])
+    del new, view
+    launcher.rebind(f=FakeArray(0x900000, (4, 5)))
+    gc.collect()
+    assert old() is None
 
 
 # -- fills -----------------------------------------------------------------------------------

@@ -27,16 +27,17 @@ import threading
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from eagle.cuda import _graph_nodes as graph_nodes
 from eagle.cuda._rebind_checks import (
     check_disjoint,
     check_key,
-    check_pair,
     check_written,
+    conflicts,
     describe,
     graph_device,
+    mismatch,
     span_of,
 )
 from eagle.cuda._runtime import call
@@ -59,15 +60,20 @@ class Site(ABC):
         self.planes = dict(planes)
         self.spans = {name: span_of(array) for name, array in self.planes.items()}
         self.written = frozenset(written)
+        self.conflicts = conflicts(self.planes, self.written)
         self.stream_ptr = 0
         self.before: list[Any] = []  # the capture's dependencies before the step
         self.after: list[Any] = []  # and after it
         self.exec_handle: Any = None  # the instantiated graph, once it is rebound
 
     def take(self, planes: Mapping[str, Any]) -> None:
-        """Work on ``planes`` (name -> array) from now on."""
+        """Work on ``planes`` (name -> array, each as many bytes as the plane it replaces)
+        from now on."""
+        spans = self.spans
+        for name, array in planes.items():
+            start, end = spans[name]
+            spans[name] = (array.ptr, array.ptr + end - start)
         self.planes.update(planes)
-        self.spans.update((name, span_of(array)) for name, array in planes.items())
 
     @abstractmethod
     def resolve(self) -> list[Any]:
@@ -78,9 +84,21 @@ class Site(ABC):
         """
 
 
-class _Change:
+class _Part(Protocol):
     """One site's part of a rebind: :meth:`apply` it, :meth:`undo` it if a later part
     fails, then :meth:`commit` it once every part applied."""
+
+    def apply(self) -> None: ...
+
+    def undo(self) -> None: ...
+
+    def commit(self) -> None: ...
+
+
+class _Change:
+    """A :class:`_Part` made of three functions."""
+
+    __slots__ = ("apply", "commit", "undo")
 
     def __init__(
         self, apply: Callable[[], None], undo: Callable[[], None], commit: Callable[[], None]
@@ -158,23 +176,36 @@ class KernelSite(Site):
         }
         return [node]
 
-    def change(self, planes: Mapping[str, Any]) -> _Change:
-        """What pointing the kernel at ``planes`` (name -> new array) does, not done yet."""
-        slots = [(self._slots[name], array) for name, array in planes.items()]
-        before = [slot.value for slot, _ in slots]
+    def update(self) -> None:
+        """Give the kernel node the arguments in our copy, as they are now."""
         exec_handle, node = self._handles
+        graph_nodes.set_kernel(exec_handle, node, self._params)
 
-        def apply() -> None:
-            for slot, array in slots:
-                slot.value = array.ptr
-            graph_nodes.set_kernel(exec_handle, node, self._params)
 
-        def undo() -> None:
-            for (slot, _), value in zip(slots, before, strict=True):
-                slot.value = value
-            graph_nodes.set_kernel(exec_handle, node, self._params)
+class _KernelChange:
+    """Pointing a :class:`KernelSite` at new planes (name -> array): their pointers written
+    into the site's copy of the arguments, then one kernel-node update. Until it commits,
+    the site still holds the old planes, which undo writes back."""
 
-        return _Change(apply, undo, lambda: self.take(planes))
+    __slots__ = ("_planes", "_site")
+
+    def __init__(self, site: KernelSite, planes: Mapping[str, Any]) -> None:
+        self._site, self._planes = site, planes
+
+    def apply(self) -> None:
+        slots = self._site._slots
+        for name, array in self._planes.items():
+            slots[name].value = array.ptr
+        self._site.update()
+
+    def undo(self) -> None:
+        site = self._site
+        for name in self._planes:
+            site._slots[name].value = site.planes[name].ptr
+        site.update()
+
+    def commit(self) -> None:
+        self._site.take(self._planes)
 
 
 class ProductSite(Site):
@@ -326,7 +357,8 @@ _WHAT = {
 
 
 class _State:
-    """What a graph needs to be rebound: its sites, its fills, and where its planes are."""
+    """What a graph needs to be rebound, worked out at its first rebind: its sites, its
+    fills, and which (site, plane name) pairs work on each span of memory."""
 
     def __init__(self, graph: Graph) -> None:
         sites = [obj for obj in graph._kept if isinstance(obj, Site)]
@@ -360,26 +392,37 @@ class _State:
         self.exec = graph._exec
         self.device = graph_device(sites)
         self.lock = threading.Lock()
-        self._index()
-
-    def _index(self) -> None:
-        """Planes by address, and the distinct memory ranges they cover, in order."""
-        self.by_ptr: dict[int, list[tuple[Site, str]]] = {}
-        self.ranges: list[tuple[int, int]] = []
-        self.counts: dict[tuple[int, int], int] = {}
+        self.at: dict[tuple[int, int], list[tuple[Site, str]]] = {}  # span -> its planes
+        self.ranges: list[tuple[int, int]] = []  # the spans in order, while disjoint
         self.names: dict[str, dict[tuple[int, int], int]] = {}  # name -> its spans, counted
         self.nested = False  # two planes overlap without being the same memory
-        for site in self.sites:
+        # id -> (array, its span) for each array a site holds now: a key that is one of
+        # them (or a plane's name) is known to be an Array, and its span is known
+        self.held: dict[int, tuple[Any, tuple[int, int]]] = {}
+        for site in sites:
             for name, span in site.spans.items():
-                self._add(site, name, span)
+                self._add(span, [(site, name)])
+                self.held[id(site.planes[name])] = (site.planes[name], span)
 
-    def _add(self, site: Site, name: str, span: tuple[int, int]) -> None:
-        self.by_ptr.setdefault(span[0], []).append((site, name))
-        spans = self.names.setdefault(name, {})
-        spans[span] = spans.get(span, 0) + 1
-        count = self.counts.get(span, 0)
-        self.counts[span] = count + 1
-        if count or self.nested:  # once planes nest, lookups scan them all
+    def pair(self, old: Any, new: Any) -> tuple[Any, Any, tuple[int, int]]:
+        """``(old, new, old's span)``; ``old`` is checked to be an Array unless the graph
+        holds it."""
+        known = self.held.get(id(old))
+        if known is not None and known[0] is old:
+            return old, new, known[1]
+        check_key(old)
+        return old, new, span_of(old)
+
+    def _add(self, span: tuple[int, int], uses: list[tuple[Site, str]]) -> None:
+        for _, name in uses:
+            spans = self.names.setdefault(name, {})
+            spans[span] = spans.get(span, 0) + 1
+        here = self.at.get(span)
+        if here is not None:
+            here.extend(uses)
+            return
+        self.at[span] = list(uses)
+        if self.nested:  # once planes nest, lookups scan them all
             return
         at = bisect.bisect(self.ranges, span)
         self.ranges.insert(at, span)
@@ -388,19 +431,16 @@ class _State:
         if (before and before[1] > span[0]) or (after and after[0] < span[1]):
             self.nested = True
 
-    def _remove(self, site: Site, name: str, span: tuple[int, int]) -> None:
-        self.by_ptr[span[0]].remove((site, name))
-        if not self.by_ptr[span[0]]:
-            del self.by_ptr[span[0]]
-        spans = self.names[name]
-        spans[span] -= 1
-        if not spans[span]:
-            del spans[span]
-        self.counts[span] -= 1
-        if not self.counts[span]:
-            del self.counts[span]
-            if not self.nested:
-                self.ranges.pop(bisect.bisect_left(self.ranges, span))
+    def _remove(self, span: tuple[int, int]) -> list[tuple[Site, str]]:
+        uses = self.at.pop(span)
+        for _, name in uses:
+            spans = self.names[name]
+            spans[span] -= 1
+            if not spans[span]:
+                del spans[span]
+        if not self.nested:
+            self.ranges.pop(bisect.bisect_left(self.ranges, span))
+        return uses
 
     def named(self, name: str) -> Any:
         """The array the graph's plane ``name`` is, when all its launches agree on one."""
@@ -416,7 +456,7 @@ class _State:
                 "the arrays to replace instead: launcher.rebind({old_array: new_array})"
             )
         span = next(iter(spans))
-        site = next(s for s, n in self.by_ptr[span[0]] if n == name and s.spans[n] == span)
+        site = next(s for s, n in self.at[span] if n == name)
         return site.planes[name]
 
     def uses(self, old: Any, start: int, end: int) -> list[tuple[Site, str]]:
@@ -425,31 +465,32 @@ class _State:
         Raises:
             ValueError: a plane overlaps ``old`` without being the same memory.
         """
-        if not self.nested and (start, end) in self.counts:  # disjoint: nothing else overlaps
-            return [(s, n) for s, n in self.by_ptr[start] if s.spans[n][1] == end]
-        if self.nested:
-            spans = [span for site in self.sites for span in site.spans.values()]
-        else:  # the ranges are disjoint: only neighbours in address order can overlap
+        if not self.nested:
+            found = self.at.get((start, end))
+            if found is not None:  # the spans are disjoint: nothing else overlaps
+                return found
+            # only neighbours in address order can overlap
             at = bisect.bisect_left(self.ranges, (start, start))
             stop = bisect.bisect_left(self.ranges, (end, end))
-            spans = self.ranges[max(at - 1, 0) : stop]
+            spans: Iterable[tuple[int, int]] = self.ranges[max(at - 1, 0) : stop]
+        else:
+            spans = self.at
         for lo, hi in spans:
             if lo < end and start < hi and (lo, hi) != (start, end):
-                site, name = self.by_ptr[lo][0]
+                site, name = self.at[lo, hi][0]
                 raise ValueError(
                     f"plane {name!r} of {site.label} overlaps {describe(old)} without being "
                     "the same memory; rebind the plane's own array"
                 )
-        hits = self.by_ptr.get(start, ())
-        return [(s, n) for s, n in hits if s.spans[n][1] == end]
+        return self.at.get((start, end), [])
 
-    def rebind(self, pairs: list[tuple[Any, Any]]) -> None:
-        """Check every pair (old array, new array), then update the graph, all or nothing."""
+    def rebind(self, pairs: list[tuple[Any, Any, tuple[int, int]]]) -> None:
+        """Check every pair (old array, new array, old's span), then update the graph, all
+        or nothing."""
         per_site: dict[Site, dict[str, Any]] = {}
-        replaced: list[tuple[Site, str, tuple[int, int]]] = []
+        moved: list[tuple[tuple[int, int], Any]] = []  # (old span, new array) per plane
         fills: list[tuple[_Memset, Any, Any]] = []
-        for old, new in pairs:
-            start, end = span_of(old)
+        for old, new, (start, end) in pairs:
             uses = self.uses(old, start, end)
             filled = self._fills(old, new, start, end) if self.memsets else []
             if not uses and not filled:
@@ -457,19 +498,25 @@ class _State:
                     f"{describe(old)} is not a plane this graph works on; pass the arrays "
                     "the graph reads and writes now as the keys"
                 )
+            problem = mismatch(old, new, self.device)
+            if problem is not None:
+                error, text = problem
+                site, name = uses[0] if uses else (None, "")
+                raise error(f"{describe(old) if site is None else _plane(site, name)}: {text}")
             for site, name in uses:
-                check_pair(old, new, self.device, site, name)
-                per_site.setdefault(site, {})[name] = new
-                replaced.append((site, name, site.spans[name]))
-            if not uses:
-                check_pair(old, new, self.device)
+                planes = per_site.get(site)
+                if planes is None:
+                    planes = per_site[site] = {}
+                planes[name] = new
+            if uses:
+                moved.append(((start, end), new))
             fills += filled
-        changes: list[_Change] = []
+        changes: list[_Part] = []
         products: dict[int, list[tuple[ProductSite, dict[str, Any]]]] = {}
         for site, planes in per_site.items():
             check_written(site, planes)
             if isinstance(site, KernelSite):
-                changes.append(site.change(planes))
+                changes.append(_KernelChange(site, planes))
             elif isinstance(site, ProductSite) and site.nodes:
                 products.setdefault(site.stream_ptr, []).append((site, planes))
             elif isinstance(site, ProductSite):
@@ -477,10 +524,17 @@ class _State:
         for stream_ptr, work in products.items():
             changes.extend(recapture(stream_ptr, work))
         changes.extend(fill.change(self.exec, old, new) for fill, old, new in fills)
+        held = self.held
+        for span, _ in moved:  # the arrays replaced: no site holds them once this applies
+            for site, name in self.at[span]:
+                held.pop(id(site.planes[name]), None)
         _apply(changes)
-        for site, name, span in replaced:
-            self._remove(site, name, span)
-            self._add(site, name, site.spans[name])
+        # every plane moved takes its span's place, as its array covers as many bytes
+        moves = [(self._remove(span), span, new) for span, new in moved]
+        for uses, (start, end), new in moves:
+            span = (new.ptr, new.ptr + end - start)
+            self._add(span, uses)
+            held[id(new)] = (new, span)
 
     def _fills(self, old: Any, new: Any, start: int, end: int) -> list[tuple[_Memset, Any, Any]]:
         """The fills inside ``old``'s memory, ``start:end``, each with ``old`` and ``new``.
@@ -500,9 +554,13 @@ class _State:
         return found
 
 
-def _apply(changes: list[_Change]) -> None:
+def _plane(site: Site, name: str) -> str:
+    return f"plane {name!r} of {site.label}"
+
+
+def _apply(changes: list[_Part]) -> None:
     """Apply every change, or none: undo the applied ones if one fails."""
-    done: list[_Change] = []
+    done: list[_Part] = []
     try:
         for change in changes:
             change.apply()
@@ -528,10 +586,8 @@ def rebind(graph: Graph, planes: Mapping[Any, Any] | None, named: Mapping[str, A
         state = _State(graph)
         graph._rebind_state = state  # type: ignore[attr-defined]
     with state.lock:
-        pairs = []
-        for old, new in (planes or {}).items():
-            check_key(old)
-            pairs.append((old, new))
-        pairs.extend((state.named(name), new) for name, new in named.items())
+        pairs = [state.pair(old, new) for old, new in planes.items()] if planes else []
+        for name, new in named.items():
+            pairs.append(state.pair(state.named(name), new))
         check_disjoint(pairs)
         state.rebind(pairs)

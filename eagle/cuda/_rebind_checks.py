@@ -8,7 +8,7 @@ says what to pass instead.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 __all__ = [
     "check_disjoint",
     "check_key",
-    "check_pair",
     "check_written",
+    "conflicts",
     "describe",
     "graph_device",
     "mismatch",
@@ -51,25 +51,11 @@ def check_key(array: Any) -> None:
         )
 
 
-def check_pair(
-    old: Any, new: Any, device: int | None, site: Site | None = None, name: str = ""
-) -> None:
-    """Refuse a ``new`` array that cannot take ``old``'s place (plane ``name`` of ``site``)."""
-    problem = mismatch(old, new, device)
-    if problem is not None:
-        error, text = problem
-        what = describe(old) if site is None else f"plane {name!r} of {site.label}"
-        raise error(f"{what}: {text}")
-
-
 def mismatch(old: Any, new: Any, device: int | None) -> tuple[type[Exception], str] | None:
     """What keeps ``new`` from taking ``old``'s place, or None."""
-    if not (
-        hasattr(new, "ptr")
-        and hasattr(new, "shape")
-        and hasattr(new, "dtype")
-        and hasattr(new, "device_index")
-    ):
+    try:
+        _, shape, dtype, index = new.ptr, new.shape, new.dtype, new.device_index
+    except AttributeError:
         return TypeError, (
             f"the new array is a {type(new).__name__}, not an eagle Array; wrap other arrays "
             "with eagle.arrays.asarray (no copy)"
@@ -77,18 +63,16 @@ def mismatch(old: Any, new: Any, device: int | None) -> tuple[type[Exception], s
     where = old.device_index if device is None else device
     if getattr(new, "is_host", False):
         return ValueError, f"the new array is a host array; the graph runs on cuda:{where}"
-    if new.device_index != where:
+    if index != where:
+        return ValueError, f"the new array is on cuda:{index}, but the graph runs on cuda:{where}"
+    if shape != old.shape and tuple(shape) != tuple(old.shape):
         return ValueError, (
-            f"the new array is on cuda:{new.device_index}, but the graph runs on cuda:{where}"
-        )
-    if new.shape != old.shape and tuple(new.shape) != tuple(old.shape):
-        return ValueError, (
-            f"the new array has shape {tuple(new.shape)}, the graph's has {tuple(old.shape)}; "
+            f"the new array has shape {tuple(shape)}, the graph's has {tuple(old.shape)}; "
             f"pass an array of shape {tuple(old.shape)}"
         )
-    if new.dtype != old.dtype:
+    if dtype != old.dtype:
         return TypeError, (
-            f"the new array is {new.dtype}, the graph's is {old.dtype}; pass a {old.dtype} array"
+            f"the new array is {dtype}, the graph's is {old.dtype}; pass a {old.dtype} array"
         )
     if new.strides != old.strides and tuple(new.strides) != tuple(old.strides):
         return ValueError, (
@@ -98,14 +82,31 @@ def mismatch(old: Any, new: Any, device: int | None) -> tuple[type[Exception], s
     return None
 
 
+def conflicts(planes: Iterable[str], written: frozenset[str]) -> dict[str, tuple[str, ...]]:
+    """For each plane, the other planes it must not share memory with: one of the two is
+    written."""
+    names = list(planes)
+    return {
+        name: tuple(o for o in names if o != name and (name in written or o in written))
+        for name in names
+    }
+
+
 def check_written(site: Site, planes: Mapping[str, Any]) -> None:
-    """Refuse new planes that share memory with another plane of the step it writes."""
-    moved = {name: span_of(array) for name, array in planes.items()}
-    for name, (lo, hi) in moved.items():
-        for other, span in site.spans.items():
-            if other == name or (name not in site.written and other not in site.written):
-                continue
-            start, end = moved.get(other, span)
+    """Refuse new planes that share memory with another plane of the step it writes.
+
+    Each new array covers as many bytes as the plane it replaces (same shape and dtype).
+    """
+    spans = site.spans
+    for name, array in planes.items():
+        start, end = spans[name]
+        lo = array.ptr
+        hi = lo + end - start
+        for other in site.conflicts[name]:
+            moved = planes.get(other)
+            start, end = spans[other]
+            if moved is not None:
+                start, end = moved.ptr, moved.ptr + end - start
             if start < hi and lo < end:
                 raise ValueError(
                     f"planes {name!r} and {other!r} of {site.label} would share memory and it "
@@ -113,12 +114,11 @@ def check_written(site: Site, planes: Mapping[str, Any]) -> None:
                 )
 
 
-def check_disjoint(pairs: list[tuple[Any, Any]]) -> None:
+def check_disjoint(pairs: list[tuple[Any, Any, tuple[int, int]]]) -> None:
+    """Refuse old arrays (each with its span, ``(old, new, span)``) that share memory."""
     if len(pairs) < 2:
         return
-    spans = sorted(
-        (old.ptr, old.ptr + old.nbytes, position) for position, (old, _) in enumerate(pairs)
-    )
+    spans = sorted((*span, position) for position, (_, _, span) in enumerate(pairs))
     for (_, end, first), (start, _, second) in itertools.pairwise(spans):
         if start < end:
             raise ValueError(

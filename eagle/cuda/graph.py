@@ -14,6 +14,7 @@ import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import ModuleType
 from typing import Any
 
 from eagle.cuda._records import raise_recorded
@@ -428,7 +429,17 @@ class Launcher:
                 not launched by a bound plan, a device-side loop, a copy).
                 Nothing is changed when it raises.
         """
-        from eagle.cuda import _rebind
-
-        _rebind.rebind(self._graph, planes, named)
+        (_rebind or _import_rebind()).rebind(self._graph, planes, named)
         return self
+
+
+#: :mod:`eagle.cuda._rebind`, imported by the first rebind (it imports this module)
+_rebind: ModuleType | None = None
+
+
+def _import_rebind() -> ModuleType:
+    global _rebind
+    from eagle.cuda import _rebind as module
+
+    _rebind = module
+    return module
