@@ -269,10 +269,13 @@ class AutoPlan:
 
         The plan keeps its last four bindings (and so their arrays) and
         reuses one when every plane has the same address, shape, strides,
-        dtype and device as then, on any stream: a repeated run skips
-        the checks and the preparation, and a Param given as a number is
-        written into the bound launch (no allocation, no synchronisation,
-        legal inside a capture).
+        dtype and device as then: a repeated run skips the checks and the
+        preparation, and a Param given as a number is written into the bound
+        launch (no allocation, no synchronisation, legal inside a capture).
+        A binding without such numbers runs on any stream; one with them
+        writes them in the order of the stream it was bound for, so a run on
+        another stream binds again for that stream (allocating nothing once
+        it has run there before).
 
         Raises:
             TypeError: an unknown or missing plane, not an array, or a dtype
@@ -303,10 +306,19 @@ class AutoPlan:
         if not bound._numbers and bound.side == "device":  # an enqueue of fixed arguments
             bound.launch()
             return
+        stream = None
+        if bound._numbers_stream is not None:
+            stream = bound.stream()
+            if stream != bound._numbers_stream:
+                # its numbers' arrays are written in another stream's order, where an
+                # earlier launch may not have read them yet: bind for this stream
+                bound, reused = self._bind(planes, reusable=True), False
+                with self._lock:
+                    self._bindings[key] = bound
         with bound._lock:  # another thread may be giving the binding its numbers
             if reused:
                 bound._set_numbers(planes)
-            bound.launch()
+            bound.launch(stream)
 
     def _run_key(self, planes: Mapping[str, Any]) -> tuple[Any, ...] | None:
         """The plane keys a binding over ``planes`` depends on (not the stream: a
@@ -450,7 +462,7 @@ class AutoPlan:
         # scalars of the array's dtype already (param_value), so they go in as they are.
         device = checked.device
         numbers = checked.numbers
-        uniforms = self._uniforms(checked, reusable)
+        uniforms, numbers_stream = self._uniforms(checked, reusable)
         args = [uniforms.get(name, checked.values[name]) for name in self._names]
         lengths = [np.int64(checked.values[name].shape[0]) for name in source.lengths]
         packed = PackedArgs([*args, np.int64(checked.lanes), *lengths, record])
@@ -467,7 +479,10 @@ class AutoPlan:
             kernel.launch(grid, BLOCK_SIZE, packed, stream_ptr)
 
         site = kernel_site(self._label, self.kernel.ir, checked.values, packed) if grid else None
-        return BoundPlan(self, checked, Step(enqueue, site=site), route)
+        bound = BoundPlan(self, checked, Step(enqueue, site=site), route)
+        if writes:
+            bound._numbers_stream = numbers_stream
+        return bound
 
     def _check_lanes(self, checks: tuple[LaneCheck, ...], checked: Planes) -> None:
         """Make the checks the emitted kernel leaves to its launch, for the bound lane
@@ -485,14 +500,18 @@ class AutoPlan:
     def _label(self) -> str:
         return f"plan {self.kernel.name!r}"
 
-    def _uniforms(self, checked: Planes, reusable: bool) -> dict[str, arrays.Array]:
-        """The one-element arrays of the Params given as numbers. A reusable binding
-        shares those of its plan, dtype and launch stream (made on first use; it writes
-        its numbers before each launch, in stream order), so binding again, as for
-        planes a torch capture allocated, allocates nothing."""
+    def _uniforms(
+        self, checked: Planes, reusable: bool
+    ) -> tuple[dict[str, arrays.Array], int | None]:
+        """The one-element arrays of the Params given as numbers, and the stream they
+        belong to (None: written once, at bind). A reusable binding shares those of its
+        plan, dtype and launch stream (made on first use; it writes its numbers before
+        each launch, in that stream's order), so binding again, as for planes a torch
+        capture allocated, allocates nothing."""
         where, real = f"cuda:{checked.device}", checked.real
         if not reusable:
-            return {name: arrays.full((1,), n, real, where) for name, n in checked.numbers.items()}
+            numbers = checked.numbers.items()
+            return {name: arrays.full((1,), n, real, where) for name, n in numbers}, None
         stream = launch_stream(checked.values.values(), checked.device or 0)
         uniforms = {}
         for name, number in checked.numbers.items():
@@ -501,7 +520,7 @@ class AutoPlan:
             if uniform is None:
                 uniform = self._shared_uniforms[key] = arrays.full((1,), number, real, where)
             uniforms[name] = uniform
-        return uniforms
+        return uniforms, stream
 
 
 def _side_dtype(side: str, dtype: Any) -> np.dtype:
@@ -550,6 +569,9 @@ class BoundPlan(Bound):
         self.route = route.name
         self.reasons = route.reasons
         self._numbers = checked.numbers  # the dict the step reads at each launch
+        # the stream whose order the launches' writes of those numbers keep (a reusable
+        # device binding's), or None
+        self._numbers_stream: int | None = None
         self._lock = threading.Lock()
         self._real = checked.real
 

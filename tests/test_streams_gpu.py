@@ -111,6 +111,24 @@ def test_plan_run_with_numeric_params_is_recorded_into_a_torch_graph():
     assert _relative_error(y.cpu().numpy(), want) < 1e-6
 
 
+def test_a_run_on_another_stream_leaves_an_earlier_runs_numbers_alone():
+    torch = pytest.importorskip("torch")
+    plan = eagle.plan.auto(k.affine)
+    x = torch.randn(1 << 16, device="cuda")
+    y = torch.full_like(x, float("nan"))
+    first, second = torch.cuda.Stream(), torch.cuda.Stream()
+    with torch.cuda.stream(first):
+        plan.run(x=x, a=1.0, b=0.0, y=y)  # the binding, its numbers written on `first`
+        torch.cuda.synchronize()
+        torch.cuda._sleep(200_000_000)  # the next run waits on `first` behind this
+        plan.run(x=x, a=3.0, b=0.0, y=y)
+    with torch.cuda.stream(second):
+        plan.run(x=x, a=-5.0, b=0.0, y=y)  # the same planes: runs at once, on `second`
+    torch.cuda.synchronize()
+    # the run queued on `first` ran last, and with its own number
+    assert _relative_error(y.cpu().numpy(), 3.0 * x.double().cpu().numpy()) < 1e-6
+
+
 def test_a_mixed_graph_of_torch_hawk_a_routed_product_and_torch_replays():
     torch = pytest.importorskip("torch")
     shift = eagle.plan.auto(k.affine)
