@@ -9,14 +9,17 @@ real beyond the int64 range is ``INT_INVALID``, which no table accepts.
 An emitter lists its *check sites* (``CheckSite``), one per checked axis
 of an access and one per checked divisor; a check that holds for every lane
 (a constant, a loop index whose range fits the axis, ``x % K``) is proved when
-the kernel is emitted and not made. An index every lane computes that depends
-on the lane alone and never decreases as the lane grows (``lane // U``,
-``2 * lane + 1``: ``LaneCheck``) is checked once per launch instead, on
-the host, before the kernel runs: its lanes are all in range when the first
-and the last are, and the first that is not is found by bisection. The
-emitters list these as *launch checks* and make no check of their own for
-them; the runtime (``eagle.plan``) makes them with ``check_launch`` when
-it binds a launch.
+the kernel is emitted and not made. An index every lane computes that is a
+part depending on the lane alone, never decreasing as the lane grows
+(``lane // U``, ``2 * lane + 1``), plus a part depending on the indices of
+the loops around it alone (``i * NB + k`` with ``k`` a loop index:
+``LaneCheck``) is checked once per launch instead, on the host, before the
+kernel runs: every lane runs every iteration of those loops, so its lanes are
+all in range when the first at the smallest loop part and the last at the
+largest are, and the first that is not is found by bisection. The emitters
+list these as *launch checks* and make no check of their own for them; the
+runtime (``eagle.plan``) makes them with ``check_launch`` when it binds a
+launch.
 
 Every other check is made as the kernel runs. The host program raises at
 once; the device kernel writes the first failure it meets into its error
@@ -36,8 +39,12 @@ runtime clears a failure it has read by zeroing ``failed`` and increasing
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
 
 from hawk import ir
 from hawk.errors import PlaneIndexError
@@ -46,6 +53,7 @@ from hawk.kinds import PlaneKind, Type
 
 __all__ = [
     "INT_INVALID",
+    "MAX_ITERATIONS",
     "RECORD_WORDS",
     "CheckSite",
     "LaneCheck",
@@ -125,28 +133,46 @@ def record_error(sites: Sequence[CheckSite], record: Sequence[int]) -> Exception
     return sites[int(record[1])].error(int(record[2]), int(record[3]), int(record[4]))
 
 
+#: the most iterations of the loops around an access whose index a launch check covers
+MAX_ITERATIONS = 2**20
+
+#: a loop index and its range
+_LoopRange = tuple[ir.Var, range]
+
+
 @dataclass(frozen=True)
 class LaneCheck:
-    """A checked index axis whose index depends on the lane alone, checked once per launch.
+    """A checked index axis whose index depends on the lane and loop indices only, checked
+    once per launch.
 
-    Its index is built from the lane, int constants, ``+``, ``-`` a constant,
-    ``*`` a constant >= 0 and ``//`` a constant > 0, so it never decreases as
-    the lane grows (nor does any value computed on the way): lanes ``0 .. n -
-    1`` are all in range when lane 0 and lane ``n - 1`` are. A lane whose index
-    arithmetic overflows int64 fails too, naming the index the kernel would
-    compute (wrapped).
+    Its index is a sum, through ``+`` and ``-`` of a term free of the lane, of
+    *lane parts* and of terms free of the lane. A lane part is built from the
+    lane, int constants, ``+``, ``-`` a constant, ``*`` a constant >= 0 and
+    ``//`` a constant > 0, so it never decreases as the lane grows (nor does
+    any value computed on the way). A term free of the lane is built from the
+    indices of ``loops`` and int constants with ``+``, ``-``, ``*`` and ``%`` a
+    constant > 0, and fits int64 on every iteration. Every lane runs every
+    iteration of ``loops``, so lanes ``0 .. n - 1`` are all in range when lane
+    0 at the smallest sum of the terms free of the lane and lane ``n - 1`` at
+    the largest are. A lane at which a value on the way overflows int64 fails
+    too, naming the index the kernel would compute (wrapped).
 
     Attributes:
         site: the access's check site; its error is the one the kernel's check
             would raise.
-        index: the index, with every variable replaced by its value.
+        index: the index, with every variable but the loop indices replaced by
+            its value.
+        loops: the loops whose indices ``index`` uses, outermost first, each
+            index with its range (at most ``MAX_ITERATIONS`` iterations in all).
     """
 
     site: CheckSite
     index: ir.Expr
+    loops: tuple[_LoopRange, ...] = ()
 
     def first_failure(self, lanes: int, length: int | None = None) -> tuple[int, int] | None:
-        """The first of lanes ``0 .. lanes - 1`` out of range and its index, or None.
+        """The first of lanes ``0 .. lanes - 1`` out of range, and its index at the first
+        iteration (in loop order) out of range, or None.
 
         Args:
             lanes: the launch's lane count.
@@ -161,30 +187,62 @@ class LaneCheck:
                 f"the check of {self.site.access} needs the length of flat table "
                 f"{self.site.plane!r}: pass the length of the array bound to it"
             )
-
-        def fails(lane: int) -> bool:
-            value, fits = _evaluate(self.index, lane)
-            return not (fits and 0 <= value < extent)
-
         if lanes <= 0:
             return None
-        if fails(0):
-            return 0, _evaluate(self.index, 0)[0]
-        if not fails(lanes - 1):
+        if self._fails(0, extent):
+            return 0, self._first_index(0, extent)
+        if not self._fails(lanes - 1, extent):
             return None
-        good, bad = 0, lanes - 1  # fails(good) is False and fails(bad) True
+        good, bad = 0, lanes - 1  # _fails(good) is False and _fails(bad) True
         while bad - good > 1:
             middle = (good + bad) // 2
-            if fails(middle):
+            if self._fails(middle, extent):
                 bad = middle
             else:
                 good = middle
-        return bad, _evaluate(self.index, bad)[0]
+        return bad, self._first_index(bad, extent)
 
     def error(self, lanes: int, length: int | None = None) -> Exception | None:
         """The error of the first lane out of range (as :meth:`first_failure`), or None."""
         failure = self.first_failure(lanes, length)
         return None if failure is None else self.site.error(*failure, length)
+
+    @cached_property
+    def _spans(self) -> tuple[tuple[_Sum, int, int, bool], ...]:
+        """Each sum of :func:`_sums` with the smallest and largest value of its loop part,
+        and whether it is the index."""
+        grid, size = _grid(self.loops)
+        sums = _sums(self.index)
+        assert sums, f"{self.index} is not a sum of lane and loop parts"
+        spans = []
+        for total in sums:
+            values = _values(total.loop, grid, size)
+            spans.append((total, int(values.min()), int(values.max()), total is sums[-1]))
+        return tuple(spans)
+
+    def _fails(self, lane: int, extent: int) -> bool:
+        """True when some iteration of ``lane`` is out of range or overflows (once this
+        does not hold for lane 0, it never holds for a lane but not for the next)."""
+        for total, low, high, is_index in self._spans:
+            shift, fits = total.shift(lane)
+            least, most = (0, extent - 1) if is_index else (INT_MIN, INT_MAX)
+            if not fits or shift + low < least or shift + high > most:
+                return True
+        return False
+
+    def _first_index(self, lane: int, extent: int) -> int:
+        """The index (wrapped to int64) at the first iteration, in loop order, at which a
+        failing ``lane`` is out of range or overflows."""
+        grid, size = _grid(self.loops)
+        bad = np.zeros(size, bool)
+        for total, _, _, is_index in self._spans:
+            shift, fits = total.shift(lane)
+            least, most = (0, extent - 1) if is_index else (INT_MIN, INT_MAX)
+            values = _values(total.loop, grid, size)
+            bad |= _below(values, least - shift) | _above(values, most - shift) | (not fits)
+        first = int(bad.argmax())
+        loops = {var: int(grid[var][first]) for var, _ in self.loops}
+        return _evaluate(self.index, lane, loops)[0]
 
 
 def check_launch(checks: Sequence[LaneCheck], lanes: int, lengths: Mapping[str, int]) -> None:
@@ -206,57 +264,171 @@ def check_launch(checks: Sequence[LaneCheck], lanes: int, lengths: Mapping[str, 
             raise error
 
 
-def _evaluate(node: ir.Expr, lane: int) -> tuple[int, bool]:
-    """A :class:`LaneCheck` index at ``lane`` as the kernel computes it (in int64, floor
-    division), and whether every value on the way fits int64 (then it is exact)."""
+def _evaluate(
+    node: ir.Expr, lane: int, loops: Mapping[ir.Var, int] | None = None
+) -> tuple[int, bool]:
+    """A :class:`LaneCheck` index at ``lane`` and loop indices ``loops`` as the kernel
+    computes it (in int64, floor division), and whether every value on the way fits int64
+    (then it is exact)."""
     if isinstance(node, ir.Lane):
         return lane, True
     if isinstance(node, ir.Const):
         return int(node.value), True
+    if isinstance(node, ir.Ref):
+        assert loops is not None
+        return loops[node.var], True
     assert isinstance(node, ir.Binary)
-    left, left_fits = _evaluate(node.left, lane)
-    right, right_fits = _evaluate(node.right, lane)
+    left, left_fits = _evaluate(node.left, lane, loops)
+    right, right_fits = _evaluate(node.right, lane, loops)
     if node.op == "+":
         value = left + right
     elif node.op == "-":
         value = left - right
     elif node.op == "*":
         value = left * right
-    else:
+    elif node.op == "//":
         value = left // right
+    else:
+        value = left % right
     fits = INT_MIN <= value <= INT_MAX
     if not fits:
         value = (value - INT_MIN) % 2**64 + INT_MIN
     return value, fits and left_fits and right_fits
 
 
-def _lane_monotone(node: ir.Expr, lets: Mapping[ir.Var, ir.Expr]) -> ir.Expr | None:
-    """``node`` with its variables replaced by their values when it is built only from
-    the lane, int constants, ``+``, ``-`` a constant, ``*`` a constant >= 0 and ``//`` a
-    constant > 0 (so it never decreases as the lane grows); else None."""
+_ZERO = ir.Const(0)
+
+
+@dataclass(frozen=True)
+class _Sum:
+    """A value of a :class:`LaneCheck` index, the sum of lane parts and of one loop part
+    (``_ZERO`` when there is none)."""
+
+    lanes: tuple[ir.Expr, ...]
+    loop: ir.Expr
+
+    def shift(self, lane: int) -> tuple[int, bool]:
+        """The lane parts' sum at ``lane``, exactly, and whether each part fits int64."""
+        total, fits = 0, True
+        for part in self.lanes:
+            value, part_fits = _evaluate(part, lane)
+            total, fits = total + value, fits and part_fits
+        return total, fits
+
+
+def _sums(index: ir.Expr) -> list[_Sum]:
+    """``index`` and every ``+`` and ``-`` the kernel computes on the way to it that depends
+    on the lane, as sums of lane and loop parts, ``index`` last; empty when ``index`` is
+    not such a sum.
+
+    The lane parts are the largest terms that depend on the lane and are not a ``+`` or a
+    ``-``, each never decreasing as the lane grows; the loop part is the sum of the terms
+    that do not depend on the lane (loop indices and constants)."""
+    sums: list[_Sum] = []
+    total = _split(index, sums)
+    return [] if total is None else sums or [total]  # a +/- index is the last of sums
+
+
+def _split(node: ir.Expr, sums: list[_Sum]) -> _Sum | None:
+    """``node`` as a :class:`_Sum` (noting in ``sums`` each sum inside it that depends on the
+    lane), or None when it is not one."""
+    if not node.varying:
+        return _Sum((), node)
+    if not (isinstance(node, ir.Binary) and node.op in ("+", "-")):
+        refs = any(isinstance(item, ir.Ref) for item in ir.walk(node))
+        return _Sum((node,), _ZERO) if not refs and _never_decreasing(node) else None
+    if node.op == "-" and node.right.varying:
+        return None
+    left, right = _split(node.left, sums), _split(node.right, sums)
+    if left is None or right is None:
+        return None
+    if right.loop == _ZERO:
+        loop = left.loop
+    elif left.loop == _ZERO and node.op == "+":
+        loop = right.loop
+    else:
+        loop = ir.Binary(node.op, left.loop, right.loop)
+    sums.append(_Sum(left.lanes + right.lanes, loop))
+    return sums[-1]
+
+
+def _grid(loops: Sequence[_LoopRange]) -> tuple[dict[ir.Var, np.ndarray], int]:
+    """Each loop index at every iteration of the nest ``loops`` (outermost first), in loop
+    order, and the number of iterations."""
+    steps = [np.arange(r.start, r.stop, r.step, dtype=np.int64) for _, r in loops]
+    axes = np.meshgrid(*steps, indexing="ij")
+    return {var: axis.ravel() for (var, _), axis in zip(loops, axes, strict=True)}, math.prod(
+        len(r) for _, r in loops
+    )
+
+
+_NUMPY = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod}
+
+
+def _values(node: ir.Expr, grid: Mapping[ir.Var, np.ndarray], size: int) -> np.ndarray:
+    """A loop part at every iteration of ``grid`` (int64, exact: its values fit)."""
+    if isinstance(node, ir.Const):
+        return np.full(size, int(node.value), np.int64)
+    if isinstance(node, ir.Ref):
+        return grid[node.var]
+    assert isinstance(node, ir.Binary)
+    return _NUMPY[node.op](_values(node.left, grid, size), _values(node.right, grid, size))
+
+
+def _below(values: np.ndarray, bound: int) -> np.ndarray:
+    """``values < bound`` for a ``bound`` of any size."""
+    if bound > INT_MAX or bound <= INT_MIN:
+        return np.full(values.shape, bound > INT_MAX)
+    return values < bound
+
+
+def _above(values: np.ndarray, bound: int) -> np.ndarray:
+    """``values > bound`` for a ``bound`` of any size."""
+    if bound < INT_MIN or bound >= INT_MAX:
+        return np.full(values.shape, bound < INT_MIN)
+    return values > bound
+
+
+def _substitute(
+    node: ir.Expr, lets: Mapping[ir.Var, ir.Expr], loops: Mapping[ir.Var, range]
+) -> ir.Expr | None:
+    """``node`` with every variable but the indices of ``loops`` replaced by its value, when
+    it is built from the lane, those indices and int constants with int arithmetic; else
+    None."""
     if isinstance(node, ir.Lane):
         return node
     if isinstance(node, ir.Const):
         return node if node.type == Type.INT else None
     if isinstance(node, ir.Ref):
+        if node.var in loops:
+            return node
         value = lets.get(node.var)
-        return None if value is None else _lane_monotone(value, lets)
+        return None if value is None else _substitute(value, lets, loops)
     if not (isinstance(node, ir.Binary) and node.type == Type.INT):
         return None
-    left, right = _lane_monotone(node.left, lets), _lane_monotone(node.right, lets)
+    left, right = _substitute(node.left, lets, loops), _substitute(node.right, lets, loops)
     if left is None or right is None:
         return None
-    if node.op == "+":
-        return ir.Binary("+", left, right)
-    if isinstance(left, ir.Const) and node.op == "*" and left.value >= 0:
-        return ir.Binary("*", left, right)
-    if not isinstance(right, ir.Const):
-        return None
-    if node.op == "-" or (node.op == "*" and right.value >= 0):
-        return ir.Binary(node.op, left, right)
-    if node.op == "//" and right.value > 0:
-        return ir.Binary("//", left, right)
-    return None
+    return ir.Binary(node.op, left, right)
+
+
+def _never_decreasing(node: ir.Expr) -> bool:
+    """True when ``node`` (with no variables) is built only from the lane, int constants,
+    ``+``, ``-`` a constant, ``*`` a constant >= 0 and ``//`` a constant > 0, so it never
+    decreases as the lane grows."""
+    if isinstance(node, ir.Lane | ir.Const):
+        return True
+    if not (isinstance(node, ir.Binary) and _never_decreasing(node.left)):
+        return False
+    if not _never_decreasing(node.right):
+        return False
+    left = node.left.value if isinstance(node.left, ir.Const) else None
+    right = node.right.value if isinstance(node.right, ir.Const) else None
+    if node.op == "+" or (node.op == "-" and right is not None):
+        return True
+    if node.op == "*":
+        return (left is not None and left >= 0) or (right is not None and right >= 0)
+    return node.op == "//" and right is not None and right > 0
 
 
 class Ranges:
@@ -264,12 +436,13 @@ class Ranges:
 
     A value's range is known for constants, loop indices, ``x % K`` for a
     constant ``K > 0``, sums, differences and products of known ranges, and
-    variables bound to such values. An index that depends on the lane alone,
-    never decreasing, on an access every lane makes (not inside an ``if``, a
-    side of ``x if c else y`` or the right of ``and`` / ``or``, nor a loop that
-    never runs) is left to a :class:`LaneCheck` (:attr:`launch_checks`), and
-    so is the same index on the same axis anywhere else. Made with
-    ``enabled=False`` it proves every check (an emitter then makes none).
+    variables bound to such values. An index on an access every lane makes
+    (not inside an ``if``, a side of ``x if c else y`` or the right of ``and``
+    / ``or``, nor a loop that never runs) that depends on the lane (never
+    decreasing) and the indices of the loops around it, as a :class:`LaneCheck`
+    describes, is left to a launch check (:attr:`launch_checks`), and so is the
+    same index on the same axis anywhere else. Made with ``enabled=False`` it
+    proves every check (an emitter then makes none).
 
     Attributes:
         launch_checks: the kernel's launch checks, one per table, axis and
@@ -290,48 +463,75 @@ class Ranges:
             self._every_lane(kernel.body)
         self.launch_checks = tuple(self._launch.values())
 
-    def _every_lane(self, stmts: Sequence[ir.Stmt]) -> None:
-        """Note the launch checks of the accesses every lane makes in ``stmts``."""
+    def _every_lane(self, stmts: Sequence[ir.Stmt], loops: tuple[_LoopRange, ...] = ()) -> None:
+        """Note the launch checks of the accesses every lane makes in ``stmts``, inside
+        ``loops`` (outermost first)."""
         for stmt in stmts:
             if isinstance(stmt, ir.Let | ir.Store):
-                self._evaluated(stmt.value)
+                self._evaluated(stmt.value, loops)
             elif isinstance(stmt, ir.Accumulate):
                 for item in stmt.index:
-                    self._evaluated(item)
-                self._access(stmt)
-                self._evaluated(stmt.value)
+                    self._evaluated(item, loops)
+                self._access(stmt, loops)
+                self._evaluated(stmt.value, loops)
             elif isinstance(stmt, ir.Loop):
                 for carry in stmt.carries:
-                    self._evaluated(carry.init)
+                    self._evaluated(carry.init, loops)
                 if stmt.trip_count:
-                    self._every_lane(stmt.body)
+                    inner = (*loops, (stmt.index, range(stmt.start, stmt.stop, stmt.step)))
+                    self._every_lane(stmt.body, inner)
                     for carry in stmt.carries:
-                        self._evaluated(carry.update)
+                        self._evaluated(carry.update, inner)
             elif isinstance(stmt, ir.If):
-                self._evaluated(stmt.cond)  # each block runs on some lanes only
+                self._evaluated(stmt.cond, loops)  # each block runs on some lanes only
 
-    def _evaluated(self, node: ir.Expr) -> None:
+    def _evaluated(self, node: ir.Expr, loops: tuple[_LoopRange, ...]) -> None:
         """Note the launch checks of the accesses every lane that evaluates ``node`` makes."""
         if isinstance(node, ir.Select):
-            self._evaluated(node.cond)
+            self._evaluated(node.cond, loops)
         elif isinstance(node, ir.Logic):
-            self._evaluated(node.left)
+            self._evaluated(node.left, loops)
         else:
             for child in node.children():
-                self._evaluated(child)
+                self._evaluated(child, loops)
             if isinstance(node, ir.Read):
-                self._access(node)
+                self._access(node, loops)
 
-    def _access(self, node: ir.Read | ir.Accumulate) -> None:
+    def _access(self, node: ir.Read | ir.Accumulate, loops: tuple[_LoopRange, ...]) -> None:
         plane = node.plane
         for position, item in enumerate(node.index):
             extent = None if plane.axes is None else plane.axes[position][1]
             key = (plane, position, item)
             if key in self._launch or self.within(item, extent):
                 continue
-            index = _lane_monotone(item, self._lets)
-            if index is not None and index.varying:
-                self._launch[key] = LaneCheck(index_site(node, position), index)
+            check = self._launch_check(item, loops)
+            if check is not None:
+                self._launch[key] = LaneCheck(index_site(node, position), *check)
+
+    def _launch_check(
+        self, item: ir.Expr, loops: tuple[_LoopRange, ...]
+    ) -> tuple[ir.Expr, tuple[_LoopRange, ...]] | None:
+        """The index and loops of a :class:`LaneCheck` of ``item`` inside ``loops``, or None
+        when ``item`` cannot have one (or depends on neither the lane nor a loop index)."""
+        index = _substitute(item, self._lets, dict(loops))
+        if index is None:
+            return None
+        used = {node.var for node in ir.walk(index) if isinstance(node, ir.Ref)}
+        nest = tuple((var, steps) for var, steps in loops if var in used)
+        if not (index.varying or nest) or math.prod(len(s) for _, s in nest) > MAX_ITERATIONS:
+            return None
+        sums = _sums(index)
+        if not sums or not all(self._fits(total.loop) for total in sums):
+            return None
+        return index, nest
+
+    def _fits(self, node: ir.Expr) -> bool:
+        """True when every value computed on the way to ``node`` is known to fit int64."""
+        for item in ir.walk(node):
+            bounds = self.bounds(item) if isinstance(item, ir.Expr) else None
+            if bounds is None or bounds[0] < INT_MIN or bounds[1] > INT_MAX:
+                return False
+        return True
 
     def within(self, node: ir.Expr, extent: int | None) -> bool:
         """True when ``node`` is in ``0 .. extent - 1`` on every lane (False when unknown)."""
