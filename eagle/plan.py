@@ -20,8 +20,8 @@ plane, and a Param too large for the kernel's dtype. A host run is all or
 nothing: if it raises, every plane is as it was before.
 
 A table index that depends on the lane alone, never decreasing (a
-contraction's ``sample`` of ``hm.split_index``: ``hawk.emit.checks.LaneCheck``),
-is checked when the plan binds, for the bound lane count (and a flat table's
+contraction's ``sample`` of ``hm.split_index``), plus maybe a term of loop indices
+(``hawk.emit.checks.LaneCheck``), is checked when the plan binds, for the bound lane count (and a flat table's
 length): an index out of range raises the :class:`hawk.PlaneIndexError` the
 kernel's own check would, naming its first lane out of range, from ``bind``
 or ``run``, before anything is compiled, written or launched (on the device
@@ -283,8 +283,8 @@ class AutoPlan:
             ValueError: mixed residency, a wrong shape or lane count, a
                 non-contiguous or read-only array, or overlapping outputs.
             OverflowError: a Param number too large for the kernel's dtype.
-            hawk.PlaneIndexError: (the kernel's loop) a table index that depends
-                on the lane alone is out of range for some lane (checked before
+            hawk.PlaneIndexError: (the kernel's loop) a table index of the lane
+                and loop indices is out of range for some lane (checked before
                 anything runs); on the host, any index out of range. On the device
                 other indices raise at a later synchronizing call (docs/hawk.md).
         """
@@ -350,13 +350,13 @@ class AutoPlan:
         captured needs cuBLAS prepared for it before the capture (a run or bind
         on that stream; see docs/torch.md).
         A Param given as a number is fixed here (on the device, in a
-        one-element array of its own). The checks of table indices that depend
-        on the lane alone are made here, once, for these planes' lane count.
+        one-element array of its own). The checks of table indices of the lane
+        and loop indices are made here, once, for these planes' lane count.
 
         Raises:
             TypeError, ValueError, OverflowError: as :meth:`run`.
-            hawk.PlaneIndexError: (the kernel's loop) a table index that depends
-                on the lane alone is out of range for some lane of this binding.
+            hawk.PlaneIndexError: (the kernel's loop) a table index of the lane
+                and loop indices is out of range for some lane of this binding.
             GemmCaptureUnavailable: (GEMM route) no cuBLAS, or the stream is
                 being captured and cuBLAS was never prepared for it.
         """

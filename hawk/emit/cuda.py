@@ -98,7 +98,7 @@ class CudaSource:
         checks: its check sites (:mod:`hawk.emit.checks`); a record's site
             number indexes them.
         launch_checks: the checks the kernel leaves to its launch, of indices
-            that depend on the lane alone (:class:`~hawk.emit.checks.LaneCheck`),
+            of the lane and loop indices (:class:`~hawk.emit.checks.LaneCheck`),
             in program order: whoever launches it makes them first, with
             :func:`~hawk.emit.checks.check_launch`.
     """

@@ -59,7 +59,7 @@ class HostProgram:
         arguments: the plane names in argument order (``n`` follows them).
         checks: its check sites (:mod:`hawk.emit.checks`), in program order.
         launch_checks: the checks the function leaves to its caller, of indices
-            that depend on the lane alone (:class:`~hawk.emit.checks.LaneCheck`),
+            of the lane and loop indices (:class:`~hawk.emit.checks.LaneCheck`),
             in program order: make them first, with
             :func:`~hawk.emit.checks.check_launch`.
     """
