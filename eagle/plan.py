@@ -20,12 +20,13 @@ plane, and a Param too large for the kernel's dtype. A host run is all or
 nothing: if it raises, every plane is as it was before.
 
 A table index that depends on the lane alone, never decreasing (a
-contraction's ``sample`` of ``hm.split_index``), plus maybe a term of loop indices
-(``hawk.emit.checks.LaneCheck``), is checked when the plan binds, for the bound lane count (and a flat table's
-length): an index out of range raises the :class:`hawk.PlaneIndexError` the
-kernel's own check would, naming its first lane out of range, from ``bind``
-or ``run``, before anything is compiled, written or launched (on the device
-too). Every other index is checked as the kernel runs.
+contraction's ``sample`` of ``hm.split_index``), plus maybe a term of loop
+indices (``hawk.emit.checks.LaneCheck``), is checked when the plan binds, for
+the bound lane count (and a flat table's length): an index out of range raises
+the :class:`hawk.PlaneIndexError` the kernel's own check would, naming its
+first lane out of range, from ``bind`` or ``run``, before anything is
+compiled, written or launched (on the device too). Every other index is
+checked as the kernel runs.
 
 A plan keeps the contraction policy it was built under:
 ``auto(kernel, contraction="gemm")``, or by default
