@@ -47,6 +47,17 @@ from functools import cached_property
 import numpy as np
 
 from hawk import ir
+from hawk.emit._index_math import (
+    LoopRange,
+    Sum,
+    above,
+    below,
+    evaluate,
+    lane_loop_sums,
+    loop_grid,
+    loop_values,
+    substitute,
+)
 from hawk.errors import PlaneIndexError
 from hawk.ir.expr import INT_MAX, INT_MIN
 from hawk.kinds import PlaneKind, Type
@@ -136,9 +147,6 @@ def record_error(sites: Sequence[CheckSite], record: Sequence[int]) -> Exception
 #: the most iterations of the loops around an access whose index a launch check covers
 MAX_ITERATIONS = 2**20
 
-#: a loop index and its range
-_LoopRange = tuple[ir.Var, range]
-
 
 @dataclass(frozen=True)
 class LaneCheck:
@@ -168,7 +176,7 @@ class LaneCheck:
 
     site: CheckSite
     index: ir.Expr
-    loops: tuple[_LoopRange, ...] = ()
+    loops: tuple[LoopRange, ...] = ()
 
     def first_failure(self, lanes: int, length: int | None = None) -> tuple[int, int] | None:
         """The first of lanes ``0 .. lanes - 1`` out of range, and its index at the first
@@ -208,15 +216,15 @@ class LaneCheck:
         return None if failure is None else self.site.error(*failure, length)
 
     @cached_property
-    def _spans(self) -> tuple[tuple[_Sum, int, int, bool], ...]:
-        """Each sum of :func:`_sums` with the smallest and largest value of its loop part,
+    def _spans(self) -> tuple[tuple[Sum, int, int, bool], ...]:
+        """Each sum of :func:`lane_loop_sums` with the smallest and largest value of its loop part,
         and whether it is the index."""
-        grid, size = _grid(self.loops)
-        sums = _sums(self.index)
+        grid, size = loop_grid(self.loops)
+        sums = lane_loop_sums(self.index)
         assert sums, f"{self.index} is not a sum of lane and loop parts"
         spans = []
         for total in sums:
-            values = _values(total.loop, grid, size)
+            values = loop_values(total.loop, grid, size)
             spans.append((total, int(values.min()), int(values.max()), total is sums[-1]))
         return tuple(spans)
 
@@ -233,16 +241,16 @@ class LaneCheck:
     def _first_index(self, lane: int, extent: int) -> int:
         """The index (wrapped to int64) at the first iteration, in loop order, at which a
         failing ``lane`` is out of range or overflows."""
-        grid, size = _grid(self.loops)
+        grid, size = loop_grid(self.loops)
         bad = np.zeros(size, bool)
         for total, _, _, is_index in self._spans:
             shift, fits = total.shift(lane)
             least, most = (0, extent - 1) if is_index else (INT_MIN, INT_MAX)
-            values = _values(total.loop, grid, size)
-            bad |= _below(values, least - shift) | _above(values, most - shift) | (not fits)
+            values = loop_values(total.loop, grid, size)
+            bad |= below(values, least - shift) | above(values, most - shift) | (not fits)
         first = int(bad.argmax())
         loops = {var: int(grid[var][first]) for var, _ in self.loops}
-        return _evaluate(self.index, lane, loops)[0]
+        return evaluate(self.index, lane, loops)[0]
 
 
 def check_launch(checks: Sequence[LaneCheck], lanes: int, lengths: Mapping[str, int]) -> None:
@@ -262,173 +270,6 @@ def check_launch(checks: Sequence[LaneCheck], lanes: int, lengths: Mapping[str, 
         error = check.error(lanes, length)
         if error is not None:
             raise error
-
-
-def _evaluate(
-    node: ir.Expr, lane: int, loops: Mapping[ir.Var, int] | None = None
-) -> tuple[int, bool]:
-    """A :class:`LaneCheck` index at ``lane`` and loop indices ``loops`` as the kernel
-    computes it (in int64, floor division), and whether every value on the way fits int64
-    (then it is exact)."""
-    if isinstance(node, ir.Lane):
-        return lane, True
-    if isinstance(node, ir.Const):
-        return int(node.value), True
-    if isinstance(node, ir.Ref):
-        assert loops is not None
-        return loops[node.var], True
-    assert isinstance(node, ir.Binary)
-    left, left_fits = _evaluate(node.left, lane, loops)
-    right, right_fits = _evaluate(node.right, lane, loops)
-    if node.op == "+":
-        value = left + right
-    elif node.op == "-":
-        value = left - right
-    elif node.op == "*":
-        value = left * right
-    elif node.op == "//":
-        value = left // right
-    else:
-        value = left % right
-    fits = INT_MIN <= value <= INT_MAX
-    if not fits:
-        value = (value - INT_MIN) % 2**64 + INT_MIN
-    return value, fits and left_fits and right_fits
-
-
-_ZERO = ir.Const(0)
-
-
-@dataclass(frozen=True)
-class _Sum:
-    """A value of a :class:`LaneCheck` index, the sum of lane parts and of one loop part
-    (``_ZERO`` when there is none)."""
-
-    lanes: tuple[ir.Expr, ...]
-    loop: ir.Expr
-
-    def shift(self, lane: int) -> tuple[int, bool]:
-        """The lane parts' sum at ``lane``, exactly, and whether each part fits int64."""
-        total, fits = 0, True
-        for part in self.lanes:
-            value, part_fits = _evaluate(part, lane)
-            total, fits = total + value, fits and part_fits
-        return total, fits
-
-
-def _sums(index: ir.Expr) -> list[_Sum]:
-    """``index`` and every ``+`` and ``-`` the kernel computes on the way to it that depends
-    on the lane, as sums of lane and loop parts, ``index`` last; empty when ``index`` is
-    not such a sum.
-
-    The lane parts are the largest terms that depend on the lane and are not a ``+`` or a
-    ``-``, each never decreasing as the lane grows; the loop part is the sum of the terms
-    that do not depend on the lane (loop indices and constants)."""
-    sums: list[_Sum] = []
-    total = _split(index, sums)
-    return [] if total is None else sums or [total]  # a +/- index is the last of sums
-
-
-def _split(node: ir.Expr, sums: list[_Sum]) -> _Sum | None:
-    """``node`` as a :class:`_Sum` (noting in ``sums`` each sum inside it that depends on the
-    lane), or None when it is not one."""
-    if not node.varying:
-        return _Sum((), node)
-    if not (isinstance(node, ir.Binary) and node.op in ("+", "-")):
-        refs = any(isinstance(item, ir.Ref) for item in ir.walk(node))
-        return _Sum((node,), _ZERO) if not refs and _never_decreasing(node) else None
-    if node.op == "-" and node.right.varying:
-        return None
-    left, right = _split(node.left, sums), _split(node.right, sums)
-    if left is None or right is None:
-        return None
-    if right.loop == _ZERO:
-        loop = left.loop
-    elif left.loop == _ZERO and node.op == "+":
-        loop = right.loop
-    else:
-        loop = ir.Binary(node.op, left.loop, right.loop)
-    sums.append(_Sum(left.lanes + right.lanes, loop))
-    return sums[-1]
-
-
-def _grid(loops: Sequence[_LoopRange]) -> tuple[dict[ir.Var, np.ndarray], int]:
-    """Each loop index at every iteration of the nest ``loops`` (outermost first), in loop
-    order, and the number of iterations."""
-    steps = [np.arange(r.start, r.stop, r.step, dtype=np.int64) for _, r in loops]
-    axes = np.meshgrid(*steps, indexing="ij")
-    return {var: axis.ravel() for (var, _), axis in zip(loops, axes, strict=True)}, math.prod(
-        len(r) for _, r in loops
-    )
-
-
-_NUMPY = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod}
-
-
-def _values(node: ir.Expr, grid: Mapping[ir.Var, np.ndarray], size: int) -> np.ndarray:
-    """A loop part at every iteration of ``grid`` (int64, exact: its values fit)."""
-    if isinstance(node, ir.Const):
-        return np.full(size, int(node.value), np.int64)
-    if isinstance(node, ir.Ref):
-        return grid[node.var]
-    assert isinstance(node, ir.Binary)
-    return _NUMPY[node.op](_values(node.left, grid, size), _values(node.right, grid, size))
-
-
-def _below(values: np.ndarray, bound: int) -> np.ndarray:
-    """``values < bound`` for a ``bound`` of any size."""
-    if bound > INT_MAX or bound <= INT_MIN:
-        return np.full(values.shape, bound > INT_MAX)
-    return values < bound
-
-
-def _above(values: np.ndarray, bound: int) -> np.ndarray:
-    """``values > bound`` for a ``bound`` of any size."""
-    if bound < INT_MIN or bound >= INT_MAX:
-        return np.full(values.shape, bound < INT_MIN)
-    return values > bound
-
-
-def _substitute(
-    node: ir.Expr, lets: Mapping[ir.Var, ir.Expr], loops: Mapping[ir.Var, range]
-) -> ir.Expr | None:
-    """``node`` with every variable but the indices of ``loops`` replaced by its value, when
-    it is built from the lane, those indices and int constants with int arithmetic; else
-    None."""
-    if isinstance(node, ir.Lane):
-        return node
-    if isinstance(node, ir.Const):
-        return node if node.type == Type.INT else None
-    if isinstance(node, ir.Ref):
-        if node.var in loops:
-            return node
-        value = lets.get(node.var)
-        return None if value is None else _substitute(value, lets, loops)
-    if not (isinstance(node, ir.Binary) and node.type == Type.INT):
-        return None
-    left, right = _substitute(node.left, lets, loops), _substitute(node.right, lets, loops)
-    if left is None or right is None:
-        return None
-    return ir.Binary(node.op, left, right)
-
-
-def _never_decreasing(node: ir.Expr) -> bool:
-    """True when ``node`` (with no variables) is built only from the lane, int constants,
-    ``+``, ``-`` a constant, ``*`` a constant >= 0 and ``//`` a constant > 0, so it never
-    decreases as the lane grows."""
-    if isinstance(node, ir.Lane | ir.Const):
-        return True
-    if not (isinstance(node, ir.Binary) and _never_decreasing(node.left)):
-        return False
-    if not _never_decreasing(node.right):
-        return False
-    left = node.left.value if isinstance(node.left, ir.Const) else None
-    right = node.right.value if isinstance(node.right, ir.Const) else None
-    if node.op == "+" or (node.op == "-" and right is not None):
-        return True
-    if node.op == "*":
-        return (left is not None and left >= 0) or (right is not None and right >= 0)
-    return node.op == "//" and right is not None and right > 0
 
 
 class Ranges:
@@ -463,7 +304,7 @@ class Ranges:
             self._every_lane(kernel.body)
         self.launch_checks = tuple(self._launch.values())
 
-    def _every_lane(self, stmts: Sequence[ir.Stmt], loops: tuple[_LoopRange, ...] = ()) -> None:
+    def _every_lane(self, stmts: Sequence[ir.Stmt], loops: tuple[LoopRange, ...] = ()) -> None:
         """Note the launch checks of the accesses every lane makes in ``stmts``, inside
         ``loops`` (outermost first)."""
         for stmt in stmts:
@@ -485,7 +326,7 @@ class Ranges:
             elif isinstance(stmt, ir.If):
                 self._evaluated(stmt.cond, loops)  # each block runs on some lanes only
 
-    def _evaluated(self, node: ir.Expr, loops: tuple[_LoopRange, ...]) -> None:
+    def _evaluated(self, node: ir.Expr, loops: tuple[LoopRange, ...]) -> None:
         """Note the launch checks of the accesses every lane that evaluates ``node`` makes."""
         if isinstance(node, ir.Select):
             self._evaluated(node.cond, loops)
@@ -497,7 +338,7 @@ class Ranges:
             if isinstance(node, ir.Read):
                 self._access(node, loops)
 
-    def _access(self, node: ir.Read | ir.Accumulate, loops: tuple[_LoopRange, ...]) -> None:
+    def _access(self, node: ir.Read | ir.Accumulate, loops: tuple[LoopRange, ...]) -> None:
         plane = node.plane
         for position, item in enumerate(node.index):
             extent = None if plane.axes is None else plane.axes[position][1]
@@ -509,18 +350,18 @@ class Ranges:
                 self._launch[key] = LaneCheck(index_site(node, position), *check)
 
     def _launch_check(
-        self, item: ir.Expr, loops: tuple[_LoopRange, ...]
-    ) -> tuple[ir.Expr, tuple[_LoopRange, ...]] | None:
+        self, item: ir.Expr, loops: tuple[LoopRange, ...]
+    ) -> tuple[ir.Expr, tuple[LoopRange, ...]] | None:
         """The index and loops of a :class:`LaneCheck` of ``item`` inside ``loops``, or None
         when ``item`` cannot have one (or depends on neither the lane nor a loop index)."""
-        index = _substitute(item, self._lets, dict(loops))
+        index = substitute(item, self._lets, dict(loops))
         if index is None:
             return None
         used = {node.var for node in ir.walk(index) if isinstance(node, ir.Ref)}
         nest = tuple((var, steps) for var, steps in loops if var in used)
         if not (index.varying or nest) or math.prod(len(s) for _, s in nest) > MAX_ITERATIONS:
             return None
-        sums = _sums(index)
+        sums = lane_loop_sums(index)
         if not sums or not all(self._fits(total.loop) for total in sums):
             return None
         return index, nest
