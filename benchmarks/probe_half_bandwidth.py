@@ -35,6 +35,7 @@ from eagle import arrays
 from eagle.cuda.module import PackedArgs
 from eagle.plan import BLOCK_SIZE, _grid
 from hawk.emit import cuda as emit_cuda
+from hawk.emit._cuda_lanes import VECTOR_BYTES
 
 LANES = 10**8
 HBM_TB_S = 4.8
@@ -93,7 +94,7 @@ def _torch_ms(x: np.ndarray, y: np.ndarray, dtype: str) -> float | None:
 
 def probe(dtype: str, rng: np.random.Generator) -> list[dict[str, Any]]:
     emitted = emit_cuda.emit(axpy.ir, {"a": "float32", "x": dtype, "y": dtype})
-    width = emit_cuda.VECTOR_BYTES // np.dtype(dtype).itemsize
+    width = VECTOR_BYTES // np.dtype(dtype).itemsize
     host_x = rng.standard_normal(LANES).astype(dtype)
     host_y = rng.standard_normal(LANES).astype(dtype)
     a = arrays.full((1,), 1e-3, "float32", "cuda:0")

@@ -66,6 +66,7 @@ import numpy as np
 
 from hawk import ir
 from hawk.emit import Names, compute_dtype, plane_dtypes
+from hawk.emit._cuda_lanes import UNROLL, Lanes, vector_width
 from hawk.emit.checks import CheckSite, LaneCheck, Ranges, division_site, index_site
 from hawk.emit.cuda_helpers import (
     C_TYPES,
@@ -77,12 +78,9 @@ from hawk.emit.cuda_helpers import (
     helper,
 )
 from hawk.functions import FUNCTIONS
-from hawk.kinds import PlaneKind, Type
+from hawk.kinds import Type
 
 __all__ = ["UNROLL", "CudaSource", "emit"]
-
-#: how many iterations of the grid-stride loop the compiler unrolls
-UNROLL = 4
 
 
 @dataclass(frozen=True)
@@ -115,9 +113,6 @@ _BLOCK_SIZE_NOTE = "a grid-stride loop over lanes"
 
 #: a thread's first failing read (``hawk_failure``, see ``CLAMP_HELPER``)
 _FAILURE = "hawk_read_failure"
-
-#: bytes a vectorised lane plane access moves at once
-VECTOR_BYTES = 16
 
 
 def emit(
@@ -171,12 +166,12 @@ class _Emitter:
         self.lengths = tuple(p.name for p in kernel.planes if p.is_table and p.axes is None)
         self.lets = {s.var: s.value for s in ir.walk(kernel) if isinstance(s, ir.Let)}
         self.warp_adds = warp_adds
-        self.stores: list[tuple[ir.Plane, str]] = []  # each stored plane and its value's name
-        self.width = _vector_width(kernel, dtypes) if vector else 1
+        width = vector_width(kernel, dtypes) if vector else 1
+        self.lanes = Lanes(kernel, dtypes, self.real, width)
 
     def source(self) -> CudaSource:
         symbol = "hawk_" + (self.kernel.name if self.kernel.name.isascii() else "kernel")
-        params = [self.parameter(p) for p in self.kernel.planes] + ["long long n"]
+        params = [self.lanes.parameter(p) for p in self.kernel.planes] + ["long long n"]
         params += [f"long long {_length(name)}" for name in self.lengths]
         params.append("unsigned long long* __restrict__ hawk_rec")
         self.lines = []
@@ -209,19 +204,19 @@ class _Emitter:
         if self.clamps:
             lanes.append(f"    hawk_failure {_FAILURE} = {{-1LL, 0LL, 0LL, 0LL}};")
         start = "first"
-        if self.width > 1:
+        if self.lanes.width > 1:
             helpers.append(PACK)
             lanes += [
                 "    long long start = 0;  // the first lane the scalar loop runs",
-                *self.packed(body),
+                *self.lanes.packed(body),
             ]
             start = "start + first"
         lanes += [
             f"#pragma unroll {UNROLL}",
             f"    for (long long lane = {start}; lane < n; lane += stride) {{",
-            *self.lane_loads(2, packed=False),
+            *self.lanes.loads(2, packed=False),
             *("        " + line for line in body),
-            *self.lane_stores(2, packed=False),
+            *self.lanes.stores(2, packed=False),
             "    }",
         ]
         if self.clamps:
@@ -245,104 +240,6 @@ class _Emitter:
             symbol, text, arguments, self.lengths, tuple(self.sites), self.ranges.launch_checks
         )
 
-    def packed(self, body: list[str]) -> list[str]:
-        """The vectorised lane loop: when every lane plane it loads or stores is aligned to
-        :attr:`width` elements, each thread runs groups of that many consecutive lanes,
-        loading and storing each plane's group as one vector; the lanes after the last whole
-        group are left to the scalar loop, from ``start``."""
-        width = self.width
-        planes = self.lane_planes()
-        aligned = " | ".join(f"(unsigned long long){Names.plane(p.name)}" for p in planes)
-        mask = width * max(self.dtypes[p.name].itemsize for p in planes) - 1
-        lines = [
-            f"    if ((({aligned}) & {mask}ULL) == 0) {{",
-            f"        const long long groups = n / {width};",
-            f"#pragma unroll {UNROLL}",
-            "        for (long long group = first; group < groups; group += stride) {",
-            f"            const long long base = group * {width};",
-        ]
-        stored = {plane for plane, _ in self.stores}
-        for plane in planes:
-            pack = self.pack(plane)
-            if plane in self.loaded():
-                lines.append(
-                    f"            const {pack} {_group('i', plane)} = "
-                    f"*reinterpret_cast<const {pack}*>({Names.plane(plane.name)} + base);"
-                )
-            if plane in stored:
-                lines.append(f"            {pack} {_group('o', plane)};")
-        lines += [
-            "#pragma unroll",
-            f"            for (int k = 0; k < {width}; ++k) {{",
-            "                const long long lane = base + k;",
-            *self.lane_loads(4, packed=True),
-            *("                " + line for line in body),
-            *self.lane_stores(4, packed=True),
-            "            }",
-        ]
-        for plane in planes:
-            if plane in stored:
-                pack = self.pack(plane)
-                lines.append(
-                    f"            *reinterpret_cast<{pack}*>({Names.plane(plane.name)} + base) = "
-                    f"{_group('o', plane)};"
-                )
-        lines += ["        }", f"        start = groups * {width};", "    }"]
-        return lines
-
-    def pack(self, plane: ir.Plane) -> str:
-        return f"hawk_pack<{C_TYPES[self.dtypes[plane.name]]}, {self.width}>"
-
-    def loaded(self) -> list[ir.Plane]:
-        """The planes the kernel loads (lane planes and params), in declaration order."""
-        used = {node.plane for node in ir.walk(self.kernel) if isinstance(node, ir.Load)}
-        return [plane for plane in self.kernel.planes if plane in used]
-
-    def lane_planes(self) -> list[ir.Plane]:
-        """The lane planes the kernel loads or stores, in declaration order."""
-        used = set(self.loaded()) | {plane for plane, _ in self.stores}
-        return [p for p in self.kernel.planes if p in used and p.is_lane]
-
-    def lane_loads(self, depth: int, *, packed: bool) -> list[str]:
-        lines = []
-        for plane in self.loaded():
-            if plane.kind == PlaneKind.PARAM:
-                element = f"{Names.plane(plane.name)}[0]"
-            elif packed:
-                element = f"{_group('i', plane)}.v[k]"
-            else:
-                element = f"{Names.plane(plane.name)}[lane]"
-            value = self.convert(element, plane, to_real=True)
-            lines.append("    " * depth + f"const {self.real} {Names.load(plane.name)} = {value};")
-        return lines
-
-    def lane_stores(self, depth: int, *, packed: bool) -> list[str]:
-        lines = []
-        for plane, name in self.stores:
-            target = f"{_group('o', plane)}.v[k]" if packed else f"{Names.plane(plane.name)}[lane]"
-            value = self.convert(name, plane, to_real=False)
-            lines.append("    " * depth + f"{target} = {value};")
-        return lines
-
-    def parameter(self, plane: ir.Plane) -> str:
-        ctype = C_TYPES[self.dtypes[plane.name]]
-        if plane.kind in (PlaneKind.INPUT, PlaneKind.PARAM, PlaneKind.TABLE):
-            return f"const {ctype}* __restrict__ {Names.plane(plane.name)}"
-        return f"{ctype}* __restrict__ {Names.plane(plane.name)}"
-
-    def convert(self, text: str, plane: ir.Plane, *, to_real: bool) -> str:
-        """``text`` (an element of ``plane``) in the compute type, or ``text`` (a
-        compute-type value) rounded to ``plane``'s type."""
-        ctype = C_TYPES[self.dtypes[plane.name]]
-        if ctype == self.real:
-            return text
-        if ctype in HALF_C_TYPES:
-            if not to_real:
-                return f"hawk_round_{ctype.removeprefix('hawk_')}({text})"
-            widened = f"hawk_widen({text})"
-            return widened if self.real == "float" else f"(double){widened}"
-        return f"({self.real}){text}" if to_real else f"({ctype})({text})"
-
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("    " * depth + text)
 
@@ -364,7 +261,7 @@ class _Emitter:
         elif isinstance(stmt, ir.Store):  # every store comes last, at the top level
             name = self.names.fresh("store")
             self.emit(depth, f"const {self.real} {name} = {self.value(stmt.value, depth)};")
-            self.stores.append((stmt.plane, name))
+            self.lanes.stored.append((stmt.plane, name))
         elif isinstance(stmt, ir.Accumulate):
             self.accumulate(stmt, depth)
         else:
@@ -384,14 +281,14 @@ class _Emitter:
                 self.helpers.add(("add", "uniform16"))
                 add = f"hawk_add_uniform16({target}, {value});"
         elif varying and self.warp_adds and all(self.warp_same(item) for item in stmt.index):
-            value = self.convert(self.value(stmt.value, depth), stmt.plane, to_real=False)
+            value = self.lanes.convert(self.value(stmt.value, depth), stmt.plane, to_real=False)
             self.helpers.add(("add", "warp"))
             add = f"hawk_add_warp({target}, {value});"
         elif varying:
-            value = self.convert(self.value(stmt.value, depth), stmt.plane, to_real=False)
+            value = self.lanes.convert(self.value(stmt.value, depth), stmt.plane, to_real=False)
             add = f"atomicAdd({target}, {value});"
         else:  # the same address on every lane
-            value = self.convert(self.value(stmt.value, depth), stmt.plane, to_real=False)
+            value = self.lanes.convert(self.value(stmt.value, depth), stmt.plane, to_real=False)
             self.helpers.add(("add", "uniform"))
             add = f"hawk_add_uniform({target}, {value});"
         if not checks:
@@ -621,7 +518,7 @@ class _Emitter:
             )
             valid.append(f"{texts[position]} == {text}")
         element = f"{Names.plane(plane.name)}[{self.offset(plane, texts)}]"
-        value = self.convert(element, plane, to_real=True)
+        value = self.lanes.convert(element, plane, to_real=True)
         if not valid:
             return value
         self.clamps = True
@@ -658,30 +555,6 @@ class _Emitter:
             ("double", "nan"): "__longlong_as_double(0x7ff8000000000000LL)",
         }
         return bits[(self.real, repr(float(value)))]
-
-
-def _vector_width(kernel: ir.KernelIR, dtypes: Mapping[str, np.dtype]) -> int:
-    """Lanes per vector access of the vectorised lane loop (1: the kernel has none).
-
-    A kernel gets one when it loads or stores a lane plane and reads no table and adds to
-    no table at a lane-dependent address (a gather or scatter gains nothing from running
-    consecutive lanes on one thread, and a warp's adds must keep their lanes, see
-    ``hawk_add_warp``); the widest lane plane then moves :data:`VECTOR_BYTES` at once.
-    """
-    planes = set()
-    for node in ir.walk(kernel):
-        if isinstance(node, ir.Read | ir.Accumulate) and any(i.varying for i in node.index):
-            return 1
-        if isinstance(node, ir.Load | ir.Store) and node.plane.is_lane:
-            planes.add(node.plane.name)
-    if not planes:
-        return 1
-    return max(1, VECTOR_BYTES // max(np.dtype(dtypes[name]).itemsize for name in planes))
-
-
-def _group(prefix: str, plane: ir.Plane) -> str:
-    """The identifier of a plane's loaded (``i``) or stored (``o``) group of lanes."""
-    return Names.plane(plane.name).replace("p", prefix, 1)
 
 
 def _length(name: str) -> str:

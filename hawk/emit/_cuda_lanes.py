@@ -1,0 +1,166 @@
+"""The lane loops of an emitted CUDA kernel: each plane's parameter, the loads of a
+lane's planes and the stores of its results, the scalar grid-stride loop's and the
+vectorised loop's (:mod:`hawk.emit.cuda` describes both)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from hawk import ir
+from hawk.emit import Names
+from hawk.emit.cuda_helpers import C_TYPES, HALF_C_TYPES
+from hawk.kinds import PlaneKind
+
+__all__ = ["UNROLL", "VECTOR_BYTES", "Lanes", "vector_width"]
+
+#: how many iterations of the grid-stride loop the compiler unrolls
+UNROLL = 4
+
+#: bytes a vectorised lane plane access moves at once
+VECTOR_BYTES = 16
+
+
+class Lanes:
+    """What a kernel's lane loops load and store, and how.
+
+    Attributes:
+        kernel: the kernel's IR.
+        dtypes: each plane's dtype, by name.
+        real: the C type of the compute dtype.
+        width: lanes per group of the vectorised loop (1: none).
+        stored: each plane a lane stores, with the name of the value it stores
+            (filled as the body is emitted).
+    """
+
+    def __init__(
+        self, kernel: ir.KernelIR, dtypes: Mapping[str, np.dtype], real: str, width: int
+    ) -> None:
+        self.kernel = kernel
+        self.dtypes = dtypes
+        self.real = real
+        self.width = width
+        self.stored: list[tuple[ir.Plane, str]] = []
+
+    def packed(self, body: list[str]) -> list[str]:
+        """The vectorised lane loop: when every lane plane it loads or stores is aligned to
+        :attr:`width` elements, each thread runs groups of that many consecutive lanes,
+        loading and storing each plane's group as one vector; the lanes after the last whole
+        group are left to the scalar loop, from ``start``."""
+        width = self.width
+        planes = self.planes()
+        aligned = " | ".join(f"(unsigned long long){Names.plane(p.name)}" for p in planes)
+        mask = width * max(self.dtypes[p.name].itemsize for p in planes) - 1
+        lines = [
+            f"    if ((({aligned}) & {mask}ULL) == 0) {{",
+            f"        const long long groups = n / {width};",
+            f"#pragma unroll {UNROLL}",
+            "        for (long long group = first; group < groups; group += stride) {",
+            f"            const long long base = group * {width};",
+        ]
+        stored = {plane for plane, _ in self.stored}
+        for plane in planes:
+            pack = self.pack(plane)
+            if plane in self.loaded():
+                lines.append(
+                    f"            const {pack} {_group('i', plane)} = "
+                    f"*reinterpret_cast<const {pack}*>({Names.plane(plane.name)} + base);"
+                )
+            if plane in stored:
+                lines.append(f"            {pack} {_group('o', plane)};")
+        lines += [
+            "#pragma unroll",
+            f"            for (int k = 0; k < {width}; ++k) {{",
+            "                const long long lane = base + k;",
+            *self.loads(4, packed=True),
+            *("                " + line for line in body),
+            *self.stores(4, packed=True),
+            "            }",
+        ]
+        for plane in planes:
+            if plane in stored:
+                pack = self.pack(plane)
+                lines.append(
+                    f"            *reinterpret_cast<{pack}*>({Names.plane(plane.name)} + base) = "
+                    f"{_group('o', plane)};"
+                )
+        lines += ["        }", f"        start = groups * {width};", "    }"]
+        return lines
+
+    def pack(self, plane: ir.Plane) -> str:
+        return f"hawk_pack<{C_TYPES[self.dtypes[plane.name]]}, {self.width}>"
+
+    def loaded(self) -> list[ir.Plane]:
+        """The planes the kernel loads (lane planes and params), in declaration order."""
+        used = {node.plane for node in ir.walk(self.kernel) if isinstance(node, ir.Load)}
+        return [plane for plane in self.kernel.planes if plane in used]
+
+    def planes(self) -> list[ir.Plane]:
+        """The lane planes the kernel loads or stores, in declaration order."""
+        used = set(self.loaded()) | {plane for plane, _ in self.stored}
+        return [p for p in self.kernel.planes if p in used and p.is_lane]
+
+    def loads(self, depth: int, *, packed: bool) -> list[str]:
+        lines = []
+        for plane in self.loaded():
+            if plane.kind == PlaneKind.PARAM:
+                element = f"{Names.plane(plane.name)}[0]"
+            elif packed:
+                element = f"{_group('i', plane)}.v[k]"
+            else:
+                element = f"{Names.plane(plane.name)}[lane]"
+            value = self.convert(element, plane, to_real=True)
+            lines.append("    " * depth + f"const {self.real} {Names.load(plane.name)} = {value};")
+        return lines
+
+    def stores(self, depth: int, *, packed: bool) -> list[str]:
+        lines = []
+        for plane, name in self.stored:
+            target = f"{_group('o', plane)}.v[k]" if packed else f"{Names.plane(plane.name)}[lane]"
+            value = self.convert(name, plane, to_real=False)
+            lines.append("    " * depth + f"{target} = {value};")
+        return lines
+
+    def parameter(self, plane: ir.Plane) -> str:
+        ctype = C_TYPES[self.dtypes[plane.name]]
+        if plane.kind in (PlaneKind.INPUT, PlaneKind.PARAM, PlaneKind.TABLE):
+            return f"const {ctype}* __restrict__ {Names.plane(plane.name)}"
+        return f"{ctype}* __restrict__ {Names.plane(plane.name)}"
+
+    def convert(self, text: str, plane: ir.Plane, *, to_real: bool) -> str:
+        """``text`` (an element of ``plane``) in the compute type, or ``text`` (a
+        compute-type value) rounded to ``plane``'s type."""
+        ctype = C_TYPES[self.dtypes[plane.name]]
+        if ctype == self.real:
+            return text
+        if ctype in HALF_C_TYPES:
+            if not to_real:
+                return f"hawk_round_{ctype.removeprefix('hawk_')}({text})"
+            widened = f"hawk_widen({text})"
+            return widened if self.real == "float" else f"(double){widened}"
+        return f"({self.real}){text}" if to_real else f"({ctype})({text})"
+
+
+def vector_width(kernel: ir.KernelIR, dtypes: Mapping[str, np.dtype]) -> int:
+    """Lanes per vector access of the vectorised lane loop (1: the kernel has none).
+
+    A kernel gets one when it loads or stores a lane plane and reads no table and adds to
+    no table at a lane-dependent address (a gather or scatter gains nothing from running
+    consecutive lanes on one thread, and a warp's adds must keep their lanes, see
+    ``hawk_add_warp``); the widest lane plane then moves :data:`VECTOR_BYTES` at once.
+    """
+    planes = set()
+    for node in ir.walk(kernel):
+        if isinstance(node, ir.Read | ir.Accumulate) and any(i.varying for i in node.index):
+            return 1
+        if isinstance(node, ir.Load | ir.Store) and node.plane.is_lane:
+            planes.add(node.plane.name)
+    if not planes:
+        return 1
+    return max(1, VECTOR_BYTES // max(np.dtype(dtypes[name]).itemsize for name in planes))
+
+
+def _group(prefix: str, plane: ir.Plane) -> str:
+    """The identifier of a plane's loaded (``i``) or stored (``o``) group of lanes."""
+    return Names.plane(plane.name).replace("p", prefix, 1)
