@@ -9,7 +9,8 @@ Shapes: a lane plane takes a 1-D array with one value per lane, a flat table
 any 1-D array, a named table an array of its declared shape or a 1-D array
 of as many values (read row-major), and a Param a number or a one-element
 array. :func:`layout_key` is what a binding over a plane depends on, so a
-binding can be reused for a later run over planes with the same keys.
+binding can be reused for a later run over planes with the same keys
+(:func:`layout_keys`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,15 @@ from eagle.arrays import Array, asarray
 from hawk import ir
 from hawk.emit import DTYPES, compute_dtype
 
-__all__ = ["WRITTEN", "Planes", "check_planes", "layout_key", "param_number", "param_value"]
+__all__ = [
+    "WRITTEN",
+    "Planes",
+    "check_planes",
+    "layout_key",
+    "layout_keys",
+    "param_number",
+    "param_value",
+]
 
 #: the plane kinds a kernel writes (``Mutable[Scalar]`` and ``Mutable[Table]``)
 WRITTEN = ("output", "accumulator")
@@ -166,6 +175,25 @@ def layout_key(value: Any) -> tuple[Any, ...] | None:
     if type(value).__module__ == "torch" and type(value).__name__ in ("Tensor", "Parameter"):
         return _tensor_key(value)
     return None
+
+
+def layout_keys(planes: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any, ...] | None:
+    """The :func:`layout_key` of each of ``planes`` named ``names``, in that order, or None
+    when one cannot say, a name is missing or ``planes`` hold other names too."""
+    if len(planes) != len(names):
+        return None
+    get = planes.get
+    keys = []
+    for name in names:
+        value = get(name)
+        if type(value) is Array and not value.is_host:  # the commonest, keyed here
+            key = ("device", value.device_index, value.ptr, value.shape, value.strides, value.dtype)
+        else:
+            key = _KEYS.get(type(value), layout_key)(value)
+            if key is None:
+                return None
+        keys.append(key)
+    return tuple(keys)
 
 
 _NUMBER_KEY = ("number",)

@@ -54,7 +54,7 @@ import struct
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -64,9 +64,9 @@ import hawk
 from eagle import _route as gemm_route
 from eagle import arrays
 from eagle._bound import Bound, Route, Step
-from eagle._planes import WRITTEN, Planes, check_planes, layout_key, param_number
+from eagle._planes import WRITTEN, Planes, check_planes, layout_keys, param_number
 from eagle._sites import kernel_site, product_site
-from eagle.cuda._runtime import dcall
+from eagle.cuda._runtime import driver, raise_status
 from eagle.cuda.stream import as_stream_ptr, launch_stream
 from hawk import ir
 from hawk.contraction import lane_layout, recognize
@@ -171,6 +171,7 @@ class AutoPlan:
         self._names = tuple(p.name for p in kernel.planes)
         self._device_kernels: dict[tuple[tuple[str, ...], int], Any] = {}
         self._bindings: OrderedDict[tuple[Any, ...], BoundPlan] = OrderedDict()
+        self._last: tuple[tuple[Any, ...], BoundPlan] | None = None  # the last run's, kept
         self._shared_uniforms: dict[tuple[Any, ...], arrays.Array] = {}
         self._lock = threading.Lock()
 
@@ -291,21 +292,17 @@ class AutoPlan:
                 anything runs); on the host, any index out of range. On the device
                 other indices raise at a later synchronizing call (docs/hawk.md).
         """
-        key = self._run_key(planes)
+        # (planes on two sides or two devices have keys too: binding them raises, so no
+        # binding is ever kept under such keys)
+        key = layout_keys(planes, self._names)
         if key is None:
             self.bind(**planes).launch()
             return
-        with self._lock:
-            bound = self._bindings.get(key)
-            if bound is not None:
-                self._bindings.move_to_end(key)
-        reused = bound is not None
-        if bound is None:
-            bound = self._bind(planes, reusable=True)
-            with self._lock:
-                self._bindings[key] = bound
-                if len(self._bindings) > _REUSED_BINDINGS:
-                    self._bindings.popitem(last=False)
+        last = self._last
+        if last is not None and last[0] == key:  # the binding the last run used
+            bound, reused = last[1], True
+        else:
+            bound, reused = self._reused(key, planes)
         if not bound._numbers:  # fixed arguments: an enqueue on any stream, or a host run
             bound.launch()
             return
@@ -318,22 +315,28 @@ class AutoPlan:
                 bound, reused = self._bind(planes, reusable=True), False
                 with self._lock:
                     self._bindings[key] = bound
+                    self._last = (key, bound)
         with bound._lock:  # another thread may be giving the binding its numbers
             if reused:
                 bound._set_numbers(planes)
             bound.launch(stream)
 
-    def _run_key(self, planes: Mapping[str, Any]) -> tuple[Any, ...] | None:
-        """The plane keys a binding over ``planes`` depends on (not the stream: a
-        binding launches on any), or None when they cannot be reused safely.
-
-        Planes that cannot be bound together (on two sides or two devices) have keys
-        too; no binding is ever kept under them, as binding them raises."""
-        names = self._names
-        if len(planes) != len(names):
-            return None
-        key = tuple(map(layout_key, map(planes.get, names)))  # a missing plane: None
-        return None if None in key else key
+    def _reused(self, key: tuple[Any, ...], planes: Mapping[str, Any]) -> tuple[BoundPlan, bool]:
+        """The binding kept under ``key`` (now the most recent), or a new one kept there;
+        and whether it was kept."""
+        with self._lock:
+            bound = self._bindings.get(key)
+            if bound is not None:
+                self._bindings.move_to_end(key)
+                self._last = (key, bound)
+                return bound, True
+        bound = self._bind(planes, reusable=True)
+        with self._lock:
+            self._bindings[key] = bound
+            if len(self._bindings) > _REUSED_BINDINGS:
+                self._bindings.popitem(last=False)
+            self._last = (key, bound)
+        return bound, False
 
     def bind(self, **planes: Any) -> BoundPlan:
         """Prepare a launch over ``planes``: check them, compile, pack arguments.
@@ -462,7 +465,7 @@ class AutoPlan:
         grid = _grid(checked.lanes)
         # the packed arguments keep the arrays alive (in a capture too)
         writes = tuple((u.ptr, name) for name, u in uniforms.items()) if reusable else ()
-        write = _WRITE_NUMBER[checked.real]
+        write = _number_writer(checked.real) if writes else None
 
         def enqueue(stream: Any) -> None:
             record.check()  # an earlier launch's failure, once it is recorded
@@ -470,7 +473,7 @@ class AutoPlan:
                 return
             stream_ptr = stream if type(stream) is int else as_stream_ptr(stream, device)
             for ptr, name in writes:
-                write(ptr, numbers[name], stream_ptr)
+                write(ptr, numbers[name], stream_ptr)  # type: ignore[misc]
             kernel.launch(grid, BLOCK_SIZE, packed, stream_ptr)
 
         site = kernel_site(self._label, self.kernel.ir, checked.values, packed) if grid else None
@@ -532,24 +535,29 @@ def _side_dtype(side: str, dtype: Any) -> np.dtype:
     return resolved
 
 
-def _write_float32(ptr: int, number: float, stream_ptr: int) -> None:
-    """Write ``number`` into the float32 at ``ptr`` in ``stream_ptr``'s order (a memset)."""
-    (word,) = _WORD.unpack(_FLOAT32.pack(number))
-    dcall("cuMemsetD32Async", ptr, word, 1, stream_ptr)
+def _number_writer(real: np.dtype) -> Callable[[int, float, int], None]:
+    """How a reusable device binding writes a Param's number (checked to fit ``real``) into
+    its one-element array of dtype ``real``, in a stream's order: a memset of each 32-bit
+    word (legal in a capture, allocating nothing), the driver's function found once."""
+    memset = driver().cuMemsetD32Async
 
+    def write_float32(ptr: int, number: float, stream_ptr: int) -> None:
+        (word,) = _WORD.unpack(_FLOAT32.pack(number))
+        status = memset(ptr, word, 1, stream_ptr)[0]
+        if status:
+            raise_status("driver", "cuMemsetD32Async", status)
 
-def _write_float64(ptr: int, number: float, stream_ptr: int) -> None:
-    """Write ``number`` into the float64 at ``ptr`` in ``stream_ptr``'s order (two memsets,
-    one per 32-bit word)."""
-    low, high = _WORDS.unpack(_FLOAT64.pack(number))
-    dcall("cuMemsetD32Async", ptr, low, 1, stream_ptr)
-    dcall("cuMemsetD32Async", ptr + 4, high, 1, stream_ptr)
+    def write_float64(ptr: int, number: float, stream_ptr: int) -> None:
+        for offset, word in enumerate(_WORDS.unpack(_FLOAT64.pack(number))):
+            status = memset(ptr + 4 * offset, word, 1, stream_ptr)[0]
+            if status:
+                raise_status("driver", "cuMemsetD32Async", status)
+
+    return write_float32 if real == np.float32 else write_float64
 
 
 _FLOAT32, _FLOAT64 = struct.Struct("<f"), struct.Struct("<d")
 _WORD, _WORDS = struct.Struct("<I"), struct.Struct("<II")
-#: how a reusable device binding writes a Param's number, by the kernel's compute dtype
-_WRITE_NUMBER = {np.dtype(np.float32): _write_float32, np.dtype(np.float64): _write_float64}
 
 
 def _grid(lanes: int) -> int:

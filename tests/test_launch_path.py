@@ -4,6 +4,7 @@ takes), and launches a binding without numbers as it is."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ import eagle._bound
 import eagle.plan
 from eagle import arrays
 from eagle.cuda import _records, module
+from eagle.cuda._runtime import CudaError
 from tests._hawk_kernels import saxpy
 
 
@@ -48,11 +50,12 @@ def events(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     monkeypatch.setattr(arrays, "full", lambda shape, value, dtype, device: _device(1, 0x9000))
     monkeypatch.setattr(eagle._bound, "launch_stream", lambda planes, device: 0x11)
 
-    def memset(name: str, ptr: int, word: int, count: int, stream: int) -> None:
-        assert (name, count) == ("cuMemsetD32Async", 1)  # one 32-bit word, stream-ordered
+    def memset(ptr: int, word: int, count: int, stream: int) -> tuple[int]:
+        assert count == 1  # one 32-bit word, stream-ordered
         made.append(("write", ptr, word, stream))
+        return (0,)
 
-    monkeypatch.setattr(eagle.plan, "dcall", memset)
+    monkeypatch.setattr(eagle.plan, "driver", lambda: SimpleNamespace(cuMemsetD32Async=memset))
     return made
 
 
@@ -105,3 +108,15 @@ def test_a_binding_without_numbers_launches_as_it_is(events: list[tuple]) -> Non
         plan.run(a=a, x=x, y=y)
     assert [event[0] for event in events] == ["launch"] * 3
     assert all(event[2][:3] == (a, x, y) and event[3] == 0x11 for event in events)
+
+
+def test_a_refused_write_of_a_number_raises_the_drivers_status(
+    events: list[tuple], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = eagle.plan.auto(saxpy)
+    x, y = _device(1000, 0x10000), _device(1000, 0x20000)
+    refused = SimpleNamespace(cuMemsetD32Async=lambda ptr, word, count, stream: (1,))
+    monkeypatch.setattr(eagle.plan, "driver", lambda: refused)
+    with pytest.raises(CudaError, match="cuMemsetD32Async failed with 1"):
+        plan.run(a=2.0, x=x, y=y)
+    assert not events  # nothing launched

@@ -240,7 +240,8 @@ def launch_stream(values: Iterable[Any], device: int = 0) -> int:
     CuPy, also through an eagle Array wrapping theirs); otherwise the CUDA
     default stream.
     """
-    stack = _stack(device)
+    stacks = getattr(_local, "stacks", None)
+    stack = stacks.get(device) if stacks else None
     if stack:
         return stack[-1].ptr()
     for value in values:
