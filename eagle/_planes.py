@@ -132,15 +132,14 @@ def param_number(name: str, value: Any, real: np.dtype) -> float:
     Raises:
         OverflowError: ``value`` is finite but too large for ``real``.
     """
+    limit = _LARGEST[real]
     try:
         number = float(value)
     except OverflowError:
-        number = None  # an int beyond any float
+        pass  # an int beyond any float
     else:
-        limit = _LARGEST[real]
         if -limit <= number <= limit or not math.isfinite(number):
             return number
-    limit = _LARGEST[real]
     raise OverflowError(
         f"Param {name!r} is {_short(value)}, too large for {real.name} (the dtype the "
         f"kernel computes in); pass a number within ±{limit:.4g}"
@@ -186,6 +185,7 @@ def layout_keys(planes: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any,
     keys = []
     for name in names:
         value = get(name)
+        key: tuple[Any, ...] | None
         if type(value) is Array and not value.is_host:  # the commonest, keyed here
             key = ("device", value.device_index, value.ptr, value.shape, value.strides, value.dtype)
         else:

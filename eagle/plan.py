@@ -56,7 +56,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, SupportsFloat
 
 import numpy as np
 
@@ -465,7 +465,7 @@ class AutoPlan:
         grid = _grid(checked.lanes)
         # the packed arguments keep the arrays alive (in a capture too)
         writes = tuple((u.ptr, name) for name, u in uniforms.items()) if reusable else ()
-        write = _number_writer(checked.real) if writes else None
+        write = _number_writer(checked.real)
 
         def enqueue(stream: Any) -> None:
             record.check()  # an earlier launch's failure, once it is recorded
@@ -473,7 +473,7 @@ class AutoPlan:
                 return
             stream_ptr = stream if type(stream) is int else as_stream_ptr(stream, device)
             for ptr, name in writes:
-                write(ptr, numbers[name], stream_ptr)  # type: ignore[misc]
+                write(ptr, numbers[name], stream_ptr)
             kernel.launch(grid, BLOCK_SIZE, packed, stream_ptr)
 
         site = kernel_site(self._label, self.kernel.ir, checked.values, packed) if grid else None
@@ -535,19 +535,19 @@ def _side_dtype(side: str, dtype: Any) -> np.dtype:
     return resolved
 
 
-def _number_writer(real: np.dtype) -> Callable[[int, float, int], None]:
+def _number_writer(real: np.dtype) -> Callable[[int, SupportsFloat, int], None]:
     """How a reusable device binding writes a Param's number (checked to fit ``real``) into
     its one-element array of dtype ``real``, in a stream's order: a memset of each 32-bit
     word (legal in a capture, allocating nothing), the driver's function found once."""
     memset = driver().cuMemsetD32Async
 
-    def write_float32(ptr: int, number: float, stream_ptr: int) -> None:
+    def write_float32(ptr: int, number: SupportsFloat, stream_ptr: int) -> None:
         (word,) = _WORD.unpack(_FLOAT32.pack(number))
         status = memset(ptr, word, 1, stream_ptr)[0]
         if status:
             raise_status("driver", "cuMemsetD32Async", status)
 
-    def write_float64(ptr: int, number: float, stream_ptr: int) -> None:
+    def write_float64(ptr: int, number: SupportsFloat, stream_ptr: int) -> None:
         for offset, word in enumerate(_WORDS.unpack(_FLOAT64.pack(number))):
             status = memset(ptr + 4 * offset, word, 1, stream_ptr)[0]
             if status:
