@@ -79,6 +79,8 @@ class Bound:
         self.side = side
         self.device = device
         self._steps = tuple(steps)
+        self._host = side == "host"
+        self._enqueues = tuple(step.enqueue for step in self._steps)
         # the one plane that names the stream (a framework's array), found once: an
         # array's framework does not change, only that framework's current stream
         foreign = (p for step in self._steps for p in step.planes if framework_of(p))
@@ -105,7 +107,7 @@ class Bound:
         Raises:
             ValueError: a stream given to work bound to host arrays.
         """
-        if self.side == "host":
+        if self._host:
             if stream is not None:
                 raise ValueError(
                     f"this {self._what} is bound to host arrays; it runs now and takes no stream"
@@ -119,8 +121,8 @@ class Bound:
             for step in self._steps:
                 record(stream_ptr, step.site, step.enqueue)
             return
-        for step in self._steps:
-            step.enqueue(stream)
+        for enqueue in self._enqueues:
+            enqueue(stream)
 
     def prepare(self, stream: Any = None) -> None:
         """Make what a launch on ``stream`` needs that a capture may not make

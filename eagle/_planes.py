@@ -9,13 +9,14 @@ Shapes: a lane plane takes a 1-D array with one value per lane, a flat table
 any 1-D array, a named table an array of its declared shape or a 1-D array
 of as many values (read row-major), and a Param a number or a one-element
 array. :func:`layout_key` is what a binding over a plane depends on, so a
-binding can be reused for a later run over planes with the same keys.
+binding can be reused for a later run over planes with the same keys
+(:func:`layout_keys`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,15 @@ from eagle.arrays import Array, asarray
 from hawk import ir
 from hawk.emit import DTYPES, compute_dtype
 
-__all__ = ["WRITTEN", "Planes", "check_planes", "layout_key", "param_value"]
+__all__ = [
+    "WRITTEN",
+    "Planes",
+    "check_planes",
+    "layout_key",
+    "layout_keys",
+    "param_number",
+    "param_value",
+]
 
 #: the plane kinds a kernel writes (``Mutable[Scalar]`` and ``Mutable[Table]``)
 WRITTEN = ("output", "accumulator")
@@ -113,18 +122,29 @@ def param_value(name: str, value: Any, real: np.dtype) -> np.generic:
     Raises:
         OverflowError: ``value`` is finite but too large for ``real``.
     """
+    return real.type(param_number(name, value, real))
+
+
+def param_number(name: str, value: Any, real: np.dtype) -> float:
+    """Param ``name``'s number as a float that fits the compute dtype ``real`` (rounded to
+    ``real`` where it is stored): :func:`param_value`'s checks, without making a scalar.
+
+    Raises:
+        OverflowError: ``value`` is finite but too large for ``real``.
+    """
+    limit = _LARGEST[real]
     try:
         number = float(value)
     except OverflowError:
-        number = None  # an int beyond any float
-    if number is None or (math.isfinite(number) and abs(number) > _LARGEST[real]):
-        limit = _LARGEST[real]
-        raise OverflowError(
-            f"Param {name!r} is {_short(value)}, too large for {real.name} (the dtype the "
-            f"kernel computes in); pass a number within ±{limit:.4g}"
-            + (" or float64 planes" if real != np.float64 else "")
-        )
-    return real.type(number)
+        pass  # an int beyond any float
+    else:
+        if -limit <= number <= limit or not math.isfinite(number):
+            return number
+    raise OverflowError(
+        f"Param {name!r} is {_short(value)}, too large for {real.name} (the dtype the "
+        f"kernel computes in); pass a number within ±{limit:.4g}"
+        + (" or float64 planes" if real != np.float64 else "")
+    )
 
 
 def _short(value: Any) -> str:
@@ -144,17 +164,49 @@ def layout_key(value: Any) -> tuple[Any, ...] | None:
     type, a bool, a wrong type) gives None: such planes are bound afresh each
     time.
     """
-    if type(value) is np.ndarray:
-        return _host_key(value)
+    keyed = _KEYS.get(type(value))  # the common types, found by their exact type
+    if keyed is not None:
+        return keyed(value)
     if isinstance(value, _NUMBER_TYPES) and not isinstance(value, bool):
-        return ("number",)
+        return _NUMBER_KEY
     if isinstance(value, Array):
-        if value.is_host:
-            return _host_key(value.numpy())
-        return ("device", value.device_index, value.ptr, value.shape, value.strides, value.dtype)
+        return _array_key(value)
     if type(value).__module__ == "torch" and type(value).__name__ in ("Tensor", "Parameter"):
         return _tensor_key(value)
     return None
+
+
+def layout_keys(planes: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any, ...] | None:
+    """The :func:`layout_key` of each of ``planes`` named ``names``, in that order, or None
+    when one cannot say, a name is missing or ``planes`` hold other names too."""
+    if len(planes) != len(names):
+        return None
+    get = planes.get
+    keys = []
+    for name in names:
+        value = get(name)
+        key: tuple[Any, ...] | None
+        if type(value) is Array and not value.is_host:  # the commonest, keyed here
+            key = ("device", value.device_index, value.ptr, value.shape, value.strides, value.dtype)
+        else:
+            key = _KEYS.get(type(value), layout_key)(value)
+            if key is None:
+                return None
+        keys.append(key)
+    return tuple(keys)
+
+
+_NUMBER_KEY = ("number",)
+
+
+def _number_key(_value: Any) -> tuple[str]:
+    return _NUMBER_KEY
+
+
+def _array_key(array: Array) -> tuple[Any, ...]:
+    if array.is_host:
+        return _host_key(array.numpy())
+    return ("device", array.device_index, array.ptr, array.shape, array.strides, array.dtype)
 
 
 def _tensor_key(tensor: Any) -> tuple[Any, ...]:
@@ -174,6 +226,17 @@ def _is_foreign(value: Any) -> bool:
 def _host_key(array: np.ndarray) -> tuple[Any, ...]:
     address = array.__array_interface__["data"][0]
     return ("host", address, array.shape, array.strides, array.dtype, array.flags.writeable)
+
+
+#: how :func:`layout_key` keys a value of exactly one of these types (bool is no number)
+_KEYS: dict[type, Callable[[Any], tuple[Any, ...]]] = {
+    Array: _array_key,
+    np.ndarray: _host_key,
+    float: _number_key,
+    int: _number_key,
+    np.float32: _number_key,
+    np.float64: _number_key,
+}
 
 
 def _is_eagle_array(value: Any) -> bool:

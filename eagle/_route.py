@@ -336,7 +336,7 @@ class GemmLaunch:
 
     def __call__(self, stream: Any) -> None:
         """Enqueue the products on ``stream`` (a Stream, a raw pointer, or None)."""
-        stream_ptr = as_stream_ptr(stream, self.device)
+        stream_ptr = stream if type(stream) is int else as_stream_ptr(stream, self.device)
         prepared = self._launches.get(stream_ptr)
         if prepared is not None and prepared[0].alive:
             launches = prepared[1]

@@ -50,12 +50,13 @@ device does not take the GEMM route, and a bound plan's ``route`` and
 from __future__ import annotations
 
 import functools
+import struct
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, SupportsFloat
 
 import numpy as np
 
@@ -63,8 +64,9 @@ import hawk
 from eagle import _route as gemm_route
 from eagle import arrays
 from eagle._bound import Bound, Route, Step
-from eagle._planes import WRITTEN, Planes, check_planes, layout_key, param_value
+from eagle._planes import WRITTEN, Planes, check_planes, layout_keys, param_number
 from eagle._sites import kernel_site, product_site
+from eagle.cuda._runtime import driver, raise_status
 from eagle.cuda.stream import as_stream_ptr, launch_stream
 from hawk import ir
 from hawk.contraction import lane_layout, recognize
@@ -169,6 +171,7 @@ class AutoPlan:
         self._names = tuple(p.name for p in kernel.planes)
         self._device_kernels: dict[tuple[tuple[str, ...], int], Any] = {}
         self._bindings: OrderedDict[tuple[Any, ...], BoundPlan] = OrderedDict()
+        self._last: tuple[tuple[Any, ...], BoundPlan] | None = None  # the last run's, kept
         self._shared_uniforms: dict[tuple[Any, ...], arrays.Array] = {}
         self._lock = threading.Lock()
 
@@ -289,22 +292,18 @@ class AutoPlan:
                 anything runs); on the host, any index out of range. On the device
                 other indices raise at a later synchronizing call (docs/hawk.md).
         """
-        key = self._run_key(planes)
+        # (planes on two sides or two devices have keys too: binding them raises, so no
+        # binding is ever kept under such keys)
+        key = layout_keys(planes, self._names)
         if key is None:
             self.bind(**planes).launch()
             return
-        with self._lock:
-            bound = self._bindings.get(key)
-            if bound is not None:
-                self._bindings.move_to_end(key)
-        reused = bound is not None
-        if bound is None:
-            bound = self._bind(planes, reusable=True)
-            with self._lock:
-                self._bindings[key] = bound
-                if len(self._bindings) > _REUSED_BINDINGS:
-                    self._bindings.popitem(last=False)
-        if not bound._numbers and bound.side == "device":  # an enqueue of fixed arguments
+        last = self._last
+        if last is not None and last[0] == key:  # the binding the last run used
+            bound, reused = last[1], True
+        else:
+            bound, reused = self._reused(key, planes)
+        if not bound._numbers:  # fixed arguments: an enqueue on any stream, or a host run
             bound.launch()
             return
         stream = None
@@ -316,31 +315,28 @@ class AutoPlan:
                 bound, reused = self._bind(planes, reusable=True), False
                 with self._lock:
                     self._bindings[key] = bound
+                    self._last = (key, bound)
         with bound._lock:  # another thread may be giving the binding its numbers
             if reused:
                 bound._set_numbers(planes)
             bound.launch(stream)
 
-    def _run_key(self, planes: Mapping[str, Any]) -> tuple[Any, ...] | None:
-        """The plane keys a binding over ``planes`` depends on (not the stream: a
-        binding launches on any), or None when they cannot be reused safely."""
-        if len(planes) != len(self._names):
-            return None
-        keys = []
-        device = None
-        for name in self._names:
-            value = planes.get(name)
-            key = None if value is None else layout_key(value)
-            if key is None:
-                return None
-            if key[0] == "device":
-                if device is not None and key[1] != device:
-                    return None
-                device = key[1]
-            keys.append(key)
-        if device is not None and any(key[0] == "host" for key in keys):
-            return None
-        return tuple(keys)
+    def _reused(self, key: tuple[Any, ...], planes: Mapping[str, Any]) -> tuple[BoundPlan, bool]:
+        """The binding kept under ``key`` (now the most recent), or a new one kept there;
+        and whether it was kept."""
+        with self._lock:
+            bound = self._bindings.get(key)
+            if bound is not None:
+                self._bindings.move_to_end(key)
+                self._last = (key, bound)
+                return bound, True
+        bound = self._bind(planes, reusable=True)
+        with self._lock:
+            self._bindings[key] = bound
+            if len(self._bindings) > _REUSED_BINDINGS:
+                self._bindings.popitem(last=False)
+            self._last = (key, bound)
+        return bound, False
 
     def bind(self, **planes: Any) -> BoundPlan:
         """Prepare a launch over ``planes``: check them, compile, pack arguments.
@@ -438,7 +434,6 @@ class AutoPlan:
         return last.plane.name if writes == [last] else None
 
     def _bind_device(self, checked: Planes, route: Route, reusable: bool) -> BoundPlan:
-        from eagle.cuda._fill import memset
         from eagle.cuda._records import record_for
         from eagle.cuda.module import PackedArgs, load_kernel
 
@@ -460,7 +455,7 @@ class AutoPlan:
         # that keeps its number has it written once, here; a reusable one has it written
         # by a memset before each launch: stream-ordered, legal in a capture (which
         # records the value), and neither allocating nor synchronising. The numbers are
-        # scalars of the array's dtype already (param_value), so they go in as they are.
+        # checked to fit the array's dtype already (param_number).
         device = checked.device
         numbers = checked.numbers
         uniforms, numbers_stream = self._uniforms(checked, reusable)
@@ -468,15 +463,17 @@ class AutoPlan:
         lengths = [np.int64(checked.values[name].shape[0]) for name in source.lengths]
         packed = PackedArgs([*args, np.int64(checked.lanes), *lengths, record])
         grid = _grid(checked.lanes)
-        writes = list(uniforms.items()) if reusable else []
+        # the packed arguments keep the arrays alive (in a capture too)
+        writes = tuple((u.ptr, name) for name, u in uniforms.items()) if reusable else ()
+        write = _number_writer(checked.real)
 
         def enqueue(stream: Any) -> None:
             record.check()  # an earlier launch's failure, once it is recorded
             if not grid:
                 return
             stream_ptr = stream if type(stream) is int else as_stream_ptr(stream, device)
-            for name, uniform in writes:  # the launch keeps the arrays alive in a capture
-                memset(uniform.ptr, numbers[name], 1, stream_ptr)
+            for ptr, name in writes:
+                write(ptr, numbers[name], stream_ptr)
             kernel.launch(grid, BLOCK_SIZE, packed, stream_ptr)
 
         site = kernel_site(self._label, self.kernel.ir, checked.values, packed) if grid else None
@@ -538,6 +535,31 @@ def _side_dtype(side: str, dtype: Any) -> np.dtype:
     return resolved
 
 
+def _number_writer(real: np.dtype) -> Callable[[int, SupportsFloat, int], None]:
+    """How a reusable device binding writes a Param's number (checked to fit ``real``) into
+    its one-element array of dtype ``real``, in a stream's order: a memset of each 32-bit
+    word (legal in a capture, allocating nothing), the driver's function found once."""
+    memset = driver().cuMemsetD32Async
+
+    def write_float32(ptr: int, number: SupportsFloat, stream_ptr: int) -> None:
+        (word,) = _WORD.unpack(_FLOAT32.pack(number))
+        status = memset(ptr, word, 1, stream_ptr)[0]
+        if status:
+            raise_status("driver", "cuMemsetD32Async", status)
+
+    def write_float64(ptr: int, number: SupportsFloat, stream_ptr: int) -> None:
+        for offset, word in enumerate(_WORDS.unpack(_FLOAT64.pack(number))):
+            status = memset(ptr + 4 * offset, word, 1, stream_ptr)[0]
+            if status:
+                raise_status("driver", "cuMemsetD32Async", status)
+
+    return write_float32 if real == np.float32 else write_float64
+
+
+_FLOAT32, _FLOAT64 = struct.Struct("<f"), struct.Struct("<d")
+_WORD, _WORDS = struct.Struct("<I"), struct.Struct("<II")
+
+
 def _grid(lanes: int) -> int:
     """Blocks for ``lanes``: one lane per thread, or :data:`hawk.emit.cuda.UNROLL` per
     thread once there are enough lanes to fill the device that way (each thread then
@@ -569,7 +591,8 @@ class BoundPlan(Bound):
         self.lanes = checked.lanes
         self.route = route.name
         self.reasons = route.reasons
-        self._numbers = checked.numbers  # the dict the step reads at each launch
+        # the dict the step reads at each launch: each Param number, checked to fit
+        self._numbers: dict[str, Any] = checked.numbers
         # the stream whose order the launches' writes of those numbers keep (a reusable
         # device binding's), or None
         self._numbers_stream: int | None = None
@@ -584,5 +607,6 @@ class BoundPlan(Bound):
 
     def _set_numbers(self, planes: Mapping[str, Any]) -> None:
         """Take the Params given as numbers from ``planes`` for the next launches."""
-        for name in self._numbers:
-            self._numbers[name] = param_value(name, planes[name], self._real)
+        numbers, real = self._numbers, self._real
+        for name in numbers:
+            numbers[name] = param_number(name, planes[name], real)

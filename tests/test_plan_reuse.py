@@ -186,3 +186,5 @@ def test_a_binding_with_numbers_is_bound_again_for_another_stream(
     plan.run(a=3.0, x=x, y=y)
     assert len(made) == 2 and made[1]._numbers_stream == 0x20
     assert launches[-1][0] == id(made[1]) and made[0]._numbers["a"] == 2.0
+    plan.run(a=4.0, x=x, y=y)  # that stream again: the binding made for it
+    assert len(made) == 2 and launches[-1] == (id(made[1]), 0x20, 4.0)

@@ -240,13 +240,15 @@ def launch_stream(values: Iterable[Any], device: int = 0) -> int:
     CuPy, also through an eagle Array wrapping theirs); otherwise the CUDA
     default stream.
     """
-    stack = _stack(device)
+    stacks = _local.__dict__.get("stacks")  # (a getattr that misses costs an exception)
+    stack = stacks.get(device) if stacks else None
     if stack:
         return stack[-1].ptr()
-    for value in values:
-        found = framework_stream(value, device)
-        if found is not None:
-            return found
+    if "torch" in sys.modules or "cupy" in sys.modules:  # else no array comes from either
+        for value in values:
+            framework = framework_of(value)
+            if framework is not None:
+                return _FINDERS[framework](device)
     return DEFAULT_STREAM
 
 

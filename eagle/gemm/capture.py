@@ -93,6 +93,22 @@ class _Call:
         self.function(*self.args)
 
 
+class _Prepared(dict[tuple[Any, ...], _Call]):
+    """One entry point's prepared calls, by their params and each operand's pointer, shape,
+    strides, dtype and device; and the last one used, with its key (found again by
+    comparing keys, without hashing them)."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: tuple[tuple[Any, ...], _Call] | None = None
+
+    def clear(self) -> None:
+        super().clear()
+        self.last = None
+
+
 class CublasCaptureHandle:
     """One cuBLAS handle, bound to one stream, whose products may be captured.
 
@@ -123,8 +139,8 @@ class CublasCaptureHandle:
         self._live_graphs: weakref.WeakSet[Any] = weakref.WeakSet()
         self._warmed: set[tuple[Params, int, int, int]] = set()
         # prepared calls by (params, each operand's pointer, shape, strides, dtype, device)
-        self._sgemm_calls: dict[tuple[Any, ...], _Call] = {}
-        self._gemm_calls: dict[tuple[Any, ...], _Call] = {}
+        self._sgemm_calls = _Prepared()
+        self._gemm_calls = _Prepared()
         cublas = _cublas()
         try:
             call("cudaGetDeviceCount")  # no driver or no device: CudaUnavailable
@@ -297,23 +313,29 @@ class CublasCaptureHandle:
         alpha: float,
         beta: float,
         kind: type,
-        calls: dict[tuple[Any, ...], _Call],
+        calls: _Prepared,
     ) -> None:
         """Enqueue one product through its prepared call (made on first sight)."""
         if self._closed:
             self._check_alive()
         try:  # the prepared call for exactly these params and operands, if there is one
             a, b, out = operands["a"], operands["b"], operands["out"]
-            prepared = calls[
-                (params, params.__class__,
-                 a.ptr, a.shape, a.strides, a.dtype, a.device_index,
-                 b.ptr, b.shape, b.strides, b.dtype, b.device_index,
-                 out.ptr, out.shape, out.strides, out.dtype, out.device_index)
-            ]  # fmt: skip
+            key = (params, params.__class__,
+                   a.ptr, a.shape, a.strides, a.dtype, a.device_index,
+                   b.ptr, b.shape, b.strides, b.dtype, b.device_index,
+                   out.ptr, out.shape, out.strides, out.dtype, out.device_index)  # fmt: skip
+            last = calls.last
+            if last is not None and last[0] == key:  # the last call's: no hashing
+                prepared = last[1]
+            else:
+                prepared = calls[key]
+                calls.last = (key, prepared)
         except Exception:  # none: the checks say what is wrong, or prepare it
             prepared = self._prepared(params, operands, kind, calls)
             a, b, out = operands["a"], operands["b"], operands["out"]
-        self._run(prepared, params, operands, alpha, beta)
+        if not prepared.warm and is_capturing(self.stream_ptr):
+            self._refuse_unwarmed(params, operands)
+        prepared.run(alpha, beta)
         record_use(self.stream_ptr, self, *((b, a) if prepared.swap else (a, b)), out)
 
     def bind(
@@ -369,18 +391,6 @@ class CublasCaptureHandle:
         if self._closed:
             raise GemmCaptureUnavailable(f"{self!r} was destroyed; make a new CublasCaptureHandle")
 
-    def _run(
-        self,
-        prepared: _Call,
-        params: Params,
-        operands: Mapping[str, Any],
-        alpha: float,
-        beta: float,
-    ) -> None:
-        if not prepared.warm and is_capturing(self.stream_ptr):
-            self._refuse_unwarmed(params, operands)
-        prepared.run(alpha, beta)
-
     def _refuse_unwarmed(self, params: Params, operands: Mapping[str, Any]) -> None:
         offsets = ", ".join(f"{name} +{operands[name].ptr % _ALIGNMENT}" for name in _ROLES)
         raise GemmCaptureUnavailable(
@@ -394,7 +404,7 @@ class CublasCaptureHandle:
         params: Params,
         operands: Mapping[str, Any],
         kind: type,
-        calls: dict[tuple[Any, ...], _Call],
+        calls: _Prepared,
     ) -> _Call:
         """Check a product in full and keep its prepared call under its operands' values."""
         first, second, out = self._checked(params, operands, kind)

@@ -461,7 +461,7 @@ def _where(buffer: Any) -> str:
 
 
 def _check_mapping(label: str, buffers: Any) -> None:
-    if not isinstance(buffers, Mapping):
+    if type(buffers) is not dict and not isinstance(buffers, Mapping):  # (dict: no ABC check)
         raise TypeError(
             f"{label} must be a mapping of buffer name -> array (a dict such as "
             f"{{'a': a, 'b': b, 'out': out}}), not {type(buffers).__name__}"
