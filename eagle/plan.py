@@ -50,13 +50,12 @@ device does not take the GEMM route, and a bound plan's ``route`` and
 from __future__ import annotations
 
 import functools
-import struct
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, SupportsFloat
+from typing import Any
 
 import numpy as np
 
@@ -66,7 +65,6 @@ from eagle import arrays
 from eagle._bound import Bound, Route, Step
 from eagle._planes import WRITTEN, Planes, check_planes, layout_keys, param_number
 from eagle._sites import kernel_site, product_site
-from eagle.cuda._runtime import driver, raise_status
 from eagle.cuda.stream import as_stream_ptr, launch_stream
 from hawk import ir
 from hawk.contraction import lane_layout, recognize
@@ -434,6 +432,7 @@ class AutoPlan:
         return last.plane.name if writes == [last] else None
 
     def _bind_device(self, checked: Planes, route: Route, reusable: bool) -> BoundPlan:
+        from eagle.cuda._fill import number_writer
         from eagle.cuda._records import record_for
         from eagle.cuda.module import PackedArgs, load_kernel
 
@@ -465,7 +464,7 @@ class AutoPlan:
         grid = _grid(checked.lanes)
         # the packed arguments keep the arrays alive (in a capture too)
         writes = tuple((u.ptr, name) for name, u in uniforms.items()) if reusable else ()
-        write = _number_writer(checked.real)
+        write = number_writer(checked.real)
 
         def enqueue(stream: Any) -> None:
             record.check()  # an earlier launch's failure, once it is recorded
@@ -533,31 +532,6 @@ def _side_dtype(side: str, dtype: Any) -> np.dtype:
         names = ", ".join(d.name for d in DTYPES)
         raise ValueError(f"dtype must be one of {names} (a plane's dtype), not {dtype!r}")
     return resolved
-
-
-def _number_writer(real: np.dtype) -> Callable[[int, SupportsFloat, int], None]:
-    """How a reusable device binding writes a Param's number (checked to fit ``real``) into
-    its one-element array of dtype ``real``, in a stream's order: a memset of each 32-bit
-    word (legal in a capture, allocating nothing), the driver's function found once."""
-    memset = driver().cuMemsetD32Async
-
-    def write_float32(ptr: int, number: SupportsFloat, stream_ptr: int) -> None:
-        (word,) = _WORD.unpack(_FLOAT32.pack(number))
-        status = memset(ptr, word, 1, stream_ptr)[0]
-        if status:
-            raise_status("driver", "cuMemsetD32Async", status)
-
-    def write_float64(ptr: int, number: SupportsFloat, stream_ptr: int) -> None:
-        for offset, word in enumerate(_WORDS.unpack(_FLOAT64.pack(number))):
-            status = memset(ptr + 4 * offset, word, 1, stream_ptr)[0]
-            if status:
-                raise_status("driver", "cuMemsetD32Async", status)
-
-    return write_float32 if real == np.float32 else write_float64
-
-
-_FLOAT32, _FLOAT64 = struct.Struct("<f"), struct.Struct("<d")
-_WORD, _WORDS = struct.Struct("<I"), struct.Struct("<II")
 
 
 def _grid(lanes: int) -> int:

@@ -13,7 +13,7 @@ import pytest
 import eagle._bound
 import eagle.plan
 from eagle import arrays
-from eagle.cuda import _records, module
+from eagle.cuda import _fill, _records, module
 from eagle.cuda._runtime import CudaError
 from tests._hawk_kernels import saxpy
 
@@ -55,7 +55,7 @@ def events(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
         made.append(("write", ptr, word, stream))
         return (0,)
 
-    monkeypatch.setattr(eagle.plan, "driver", lambda: SimpleNamespace(cuMemsetD32Async=memset))
+    monkeypatch.setattr(_fill, "driver", lambda: SimpleNamespace(cuMemsetD32Async=memset))
     return made
 
 
@@ -116,7 +116,7 @@ def test_a_refused_write_of_a_number_raises_the_drivers_status(
     plan = eagle.plan.auto(saxpy)
     x, y = _device(1000, 0x10000), _device(1000, 0x20000)
     refused = SimpleNamespace(cuMemsetD32Async=lambda ptr, word, count, stream: (1,))
-    monkeypatch.setattr(eagle.plan, "driver", lambda: refused)
+    monkeypatch.setattr(_fill, "driver", lambda: refused)
     with pytest.raises(CudaError, match="cuMemsetD32Async failed with 1"):
         plan.run(a=2.0, x=x, y=y)
     assert not events  # nothing launched
