@@ -23,23 +23,12 @@ import hawk.diff
 from eagle.cuda.module import compile_cuda
 from hawk import ir
 from hawk import math as hm
-from hawk.emit import checks, cuda, host
+from hawk.emit import checks, cuda
 from hawk.ir.expr import INT_MAX
 from hawk.kinds import Type
 from tests import _loop_check_kernels as k
 from tests.test_kan import kan
-
-
-def _dtypes(kernel: hawk.Kernel) -> dict[str, str]:
-    return {p.name: "float32" for p in kernel.planes}
-
-
-def _emitted(kernel: hawk.Kernel) -> tuple[host.HostProgram, cuda.CudaSource]:
-    return host.emit(kernel.ir, _dtypes(kernel)), cuda.emit(kernel.ir, _dtypes(kernel))
-
-
-def _where(lane_checks: tuple[checks.LaneCheck, ...]) -> list[tuple[str | None, str]]:
-    return [(c.site.plane, c.site.axis) for c in lane_checks]
+from tests.test_launch_checks import _dtypes, _emitted, _where
 
 
 def _brute_force(name: str, lanes: int, extent: int) -> tuple[int, int] | None:
