@@ -11,6 +11,12 @@ at 1024, float32, the same device planes for every side:
 * raw cuBLAS: ``CublasCaptureHandle.sgemm`` of the same product (``f.T @ w`` into a
   separate (B, U) matrix), nothing between you and cuBLAS.
 
+Host cost (issue #15: a routed ``BoundPlan.launch`` no slower than ``torch.mm(out=)``
+for the same small product): at R = U = B = 32 and 64, host microseconds per call of
+``routed.launch(stream)``, of ``routed_plan.run(...)``, of the raw ``handle.sgemm`` and of
+``torch.mm(f.T, w, out=y)`` (when torch is installed), each side 20,000 back-to-back calls
+after 1,000 to warm up, five trials, median; the device is synchronised between trials.
+
 Targets: routed >= 0.95x raw cuBLAS's throughput, and >= 5x the loop's. Each side is
 timed with CUDA events around back-to-back launches on one stream after a warm-up (the
 launch count is chosen so a batch takes about a quarter second); every figure is the
@@ -111,6 +117,68 @@ def measure(n: int, rng: np.random.Generator) -> dict[str, Any]:
     }
 
 
+HOST_SIZES = (32, 64)
+HOST_CALLS = 20_000
+
+
+def host_us(call_once: Callable[[], Any], synchronize: Callable[[], Any]) -> float:
+    """Median host microseconds per ``call_once()`` over five trials of back-to-back calls."""
+    for _ in range(1_000):
+        call_once()
+    synchronize()
+    trials = []
+    for _ in range(TRIALS):
+        began = time.perf_counter()
+        for _ in range(HOST_CALLS):
+            call_once()
+        trials.append((time.perf_counter() - began) / HOST_CALLS * 1e6)
+        synchronize()
+    return statistics.median(trials)
+
+
+def host_cost(n: int, rng: np.random.Generator) -> dict[str, Any]:
+    """Host µs per call of the routed launch, the routed run, raw cuBLAS and torch.mm."""
+    kernel = contract_kernel(n)
+    w = rng.standard_normal((n, n)).astype(np.float32)
+    f = rng.standard_normal((n, n)).astype(np.float32)
+    w_d, f_d = arrays.asarray(w, device="cuda:0"), arrays.asarray(f, device="cuda:0")
+    y = arrays.full((n * n,), np.nan, "float32", "cuda:0")
+    out = arrays.full((n, n), np.nan, "float32", "cuda:0")
+    stream = cuda.Stream(non_blocking=True)
+    routed_plan = eagle.plan.auto(kernel, contraction="gemm")
+    with stream:
+        routed = routed_plan.bind(w=w_d, f=f_d, y=y)
+    handle = CublasCaptureHandle(stream)
+    operands = {"a": f_d, "b": w_d, "out": out}
+    params = sgemm_params_for_arrays(f_d, w_d, out, transpose_a=True)
+    handle.warm(params, operands)
+
+    try:
+        us = {"routed_launch": host_us(lambda: routed.launch(stream), stream.synchronize)}
+        with stream:  # the runs go to eagle's current stream
+            us["routed_run"] = host_us(
+                lambda: routed_plan.run(w=w_d, f=f_d, y=y), stream.synchronize
+            )
+        us["raw_cublas"] = host_us(lambda: handle.sgemm(params, operands), stream.synchronize)
+    finally:
+        handle.destroy()
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        tw, tf = torch.from_numpy(w).cuda(), torch.from_numpy(f).cuda()
+        ty = torch.empty(n, n, device="cuda")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        us["torch_mm_out"] = host_us(lambda: torch.mm(tf.T, tw, out=ty), torch.cuda.synchronize)
+        assert float((ty - tf.T @ tw).abs().max()) < 1e-3
+    row: dict[str, Any] = {"shape": f"R=U=B={n}", "host_us": us}
+    if "torch_mm_out" in us:
+        row["routed_launch_vs_torch"] = us["routed_launch"] / us["torch_mm_out"]
+        row["target"] = "routed_launch_vs_torch <= 1"
+    return row
+
+
 def report(rows: list[dict[str, Any]]) -> None:
     header = ("shape", "raw cuBLAS ms", "routed ms", "loop ms", "routed TFLOP/s",
               "routed/raw", "routed/loop", "|routed-loop|/|loop|")  # fmt: skip
@@ -138,6 +206,12 @@ def main(argv: list[str]) -> int:
     rng = np.random.default_rng(0)
     rows = [measure(n, rng) for n in SIZES]
     report(rows)
+    host_rows = [host_cost(n, rng) for n in HOST_SIZES]
+    for row in host_rows:
+        costs = ", ".join(f"{side} {us:.2f}" for side, us in row["host_us"].items())
+        ratio = row.get("routed_launch_vs_torch")
+        versus = f"; routed launch / torch.mm(out=) {ratio:.2f} (<= 1)" if ratio else ""
+        print(f"host us per call, {row['shape']}: {costs}{versus}")
     print(f"({time.perf_counter() - began:.0f} s)")
     if argv:
         device = call("cudaGetDeviceProperties", 0).name
@@ -148,6 +222,7 @@ def main(argv: list[str]) -> int:
             "numpy": np.__version__,
             "trials": TRIALS,
             "rows": rows,
+            "host_rows": host_rows,
         }
         with open(argv[0], "w") as out:
             json.dump(record, out, indent=2)
