@@ -102,6 +102,18 @@ def test_a_param_passed_by_value_is_a_compute_type_parameter(dtype: str) -> None
     compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
 
 
+WITH_PARAMS = [case for case in CASES if any(p.kind == "param" for p in case.kernel.planes)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", WITH_PARAMS, ids=[case.name for case in WITH_PARAMS])
+def test_every_kernel_with_its_params_by_value_compiles_for_sm90(case: Case, dtype: str) -> None:
+    values = frozenset(p.name for p in case.kernel.planes if p.kind == "param")
+    emitted = cuda.emit(case.kernel.ir, _signature(case, dtype), values=values)
+    assert "[0]" not in emitted.source.split("__global__", 1)[1]  # no Param read by pointer
+    compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
+
+
 def test_params_by_value_leave_the_other_params_pointers() -> None:
     from tests._torch_kernels import affine, branchy
 
