@@ -40,8 +40,9 @@ def _arrays(planes: Mapping[str, Any]) -> dict[str, Any]:
 def kernel_site(
     label: str, kernel: ir.KernelIR, planes: Mapping[str, Any], packed: Any
 ) -> Callable[[], KernelSite]:
-    """The site maker of a launch of ``kernel`` whose arguments are ``packed``: one
-    pointer per plane, in the kernel's plane order, then the lane count."""
+    """The site maker of a launch of ``kernel`` whose arguments are ``packed``: one per
+    plane, in the kernel's plane order (a pointer; a Param given as a number, its value),
+    then the lane count. A rebind rewrites the pointers; a number stays as captured."""
     arrays = _arrays(planes)
     positions = {p.name: index for index, p in enumerate(kernel.planes) if p.name in arrays}
     return functools.partial(KernelSite, label, arrays, written_planes(kernel), packed, positions)

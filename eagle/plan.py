@@ -10,7 +10,10 @@ default stream: :func:`eagle.cuda.stream.launch_stream`).
 enqueues work and is legal inside a capture; ``bound.capture(stream)``
 records it into a graph. ``plan.run(**planes)`` keeps its last few bindings
 and reuses one, on any stream, when the planes have the same addresses,
-shapes, strides, dtypes and device.
+shapes, strides, dtypes and device. On the device a Param given as a number is
+a kernel argument passed by value (the kernel is compiled for it, see
+``hawk.emit.cuda.emit``'s ``values``): a reused binding packs a run's numbers
+into its arguments before the launch, which copies them.
 
 Planes are checked by name before anything runs (``eagle._planes``):
 unknown or missing planes, mixed residency, dtypes other than
@@ -53,7 +56,7 @@ import functools
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -61,11 +64,10 @@ import numpy as np
 
 import hawk
 from eagle import _route as gemm_route
-from eagle import arrays
 from eagle._bound import Bound, Route, Step
 from eagle._planes import WRITTEN, Planes, check_planes, layout_keys, param_number
 from eagle._sites import kernel_site, product_site
-from eagle.cuda.stream import as_stream_ptr, launch_stream
+from eagle.cuda.stream import as_stream_ptr
 from hawk import ir
 from hawk.contraction import lane_layout, recognize
 from hawk.emit import DTYPES, cuda, host, policy
@@ -89,11 +91,12 @@ _HOST_REASON = (
     "contraction on the host as one numpy product"
 )
 
-# Emitted programs, per kernel and dtype signature, shared by every plan of a kernel.
+# Emitted programs, per kernel and dtype signature (and, for CUDA, the Params passed by
+# value), shared by every plan of a kernel.
 _host_programs: weakref.WeakKeyDictionary[hawk.Kernel, dict[tuple[str, ...], Any]] = (
     weakref.WeakKeyDictionary()
 )
-_cuda_sources: weakref.WeakKeyDictionary[hawk.Kernel, dict[tuple[str, ...], Any]] = (
+_cuda_sources: weakref.WeakKeyDictionary[hawk.Kernel, dict[tuple[Any, ...], Any]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -167,10 +170,9 @@ class AutoPlan:
         self.record = recognize(kernel)
         self._layout = lane_layout(kernel)
         self._names = tuple(p.name for p in kernel.planes)
-        self._device_kernels: dict[tuple[tuple[str, ...], int], Any] = {}
+        self._device_kernels: dict[tuple[Any, ...], Any] = {}
         self._bindings: OrderedDict[tuple[Any, ...], BoundPlan] = OrderedDict()
         self._last: tuple[tuple[Any, ...], BoundPlan] | None = None  # the last run's, kept
-        self._shared_uniforms: dict[tuple[Any, ...], arrays.Array] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -209,7 +211,10 @@ class AutoPlan:
 
         ``"host"`` gives the generated numpy program (Python source),
         ``"device"`` the generated CUDA C (what NVRTC compiles; a plan on the
-        GEMM route runs a cuBLAS product instead, see :meth:`route`).
+        GEMM route runs a cuBLAS product instead, see :meth:`route`), with
+        every Param a pointer to its one element, as for a Param given as an
+        array (one given as a number is passed by value instead: a ``const
+        float v_<name>`` parameter, ``hawk.emit.cuda.emit(..., values=...)``).
 
         Args:
             side: ``"host"`` or ``"device"``.
@@ -270,14 +275,12 @@ class AutoPlan:
         stream :meth:`BoundPlan.stream` names) and returns.
 
         The plan keeps its last four bindings (and so their arrays) and
-        reuses one when every plane has the same address, shape, strides,
-        dtype and device as then: a repeated run skips the checks and the
-        preparation, and a Param given as a number is written into the bound
-        launch (no allocation, no synchronisation, legal inside a capture).
-        A binding without such numbers runs on any stream; one with them
-        writes them in the order of the stream it was bound for, so a run on
-        another stream binds again for that stream (allocating nothing once
-        it has run there before).
+        reuses one, on any stream, when every plane has the same address,
+        shape, strides, dtype and device as then: a repeated run skips the
+        checks and the preparation, and a Param given as a number is packed
+        into the bound launch's arguments (on the device it is passed by
+        value: no allocation, no memset, no synchronisation, legal inside a
+        capture, which keeps the number it records).
 
         Raises:
             TypeError: an unknown or missing plane, not an array, or a dtype
@@ -301,23 +304,13 @@ class AutoPlan:
             bound, reused = last[1], True
         else:
             bound, reused = self._reused(key, planes)
-        if not bound._numbers:  # fixed arguments: an enqueue on any stream, or a host run
+        if not bound._setters:  # fixed arguments: an enqueue on any stream, or a host run
             bound.launch()
             return
-        stream = None
-        if bound._numbers_stream is not None:
-            stream = bound.stream()
-            if stream != bound._numbers_stream:
-                # its numbers' arrays are written in another stream's order, where an
-                # earlier launch may not have read them yet: bind for this stream
-                bound, reused = self._bind(planes, reusable=True), False
-                with self._lock:
-                    self._bindings[key] = bound
-                    self._last = (key, bound)
         with bound._lock:  # another thread may be giving the binding its numbers
             if reused:
                 bound._set_numbers(planes)
-            bound.launch(stream)
+            bound.launch()  # (a launch copies its arguments: a later set leaves it alone)
 
     def _reused(self, key: tuple[Any, ...], planes: Mapping[str, Any]) -> tuple[BoundPlan, bool]:
         """The binding kept under ``key`` (now the most recent), or a new one kept there;
@@ -328,7 +321,7 @@ class AutoPlan:
                 self._bindings.move_to_end(key)
                 self._last = (key, bound)
                 return bound, True
-        bound = self._bind(planes, reusable=True)
+        bound = self._bind(planes)
         with self._lock:
             self._bindings[key] = bound
             if len(self._bindings) > _REUSED_BINDINGS:
@@ -344,8 +337,8 @@ class AutoPlan:
         to (:meth:`BoundPlan.stream`); a launch on a stream that is being
         captured needs cuBLAS prepared for it before the capture (a run or bind
         on that stream; see docs/torch.md).
-        A Param given as a number is fixed here (on the device, in a
-        one-element array of its own). The checks of table indices of the lane
+        A Param given as a number is fixed here (on the device, a kernel
+        argument passed by value). The checks of table indices of the lane
         and loop indices are made here, once, for these planes' lane count.
 
         Raises:
@@ -355,12 +348,11 @@ class AutoPlan:
             GemmCaptureUnavailable: (GEMM route) no cuBLAS, or the stream is
                 being captured and cuBLAS was never prepared for it.
         """
-        return self._bind(planes, reusable=False)
+        return self._bind(planes)
 
-    def _bind(self, planes: Mapping[str, Any], *, reusable: bool) -> BoundPlan:
-        """:meth:`bind`; a ``reusable`` binding (kept by :meth:`run`) takes new Param
-        numbers (:meth:`BoundPlan._set_numbers`), so on the device each launch writes
-        them."""
+    def _bind(self, planes: Mapping[str, Any]) -> BoundPlan:
+        """:meth:`bind`. A binding of the kernel's own loop takes a later run's Param
+        numbers (:meth:`BoundPlan._set_numbers`) when :meth:`run` reuses it."""
         checked = check_planes(self.kernel.ir, planes)
         dtypes = {name: np.dtype(d) for name, d in zip(self._names, checked.signature, strict=True)}
         route = self._decide(checked.side, dtypes, checked.lanes)
@@ -377,7 +369,7 @@ class AutoPlan:
             )
             site = product_site(self._label, self.kernel.ir, checked.values, launch)
             return BoundPlan(self, checked, Step(launch, launch.prepare, site=site), route)
-        return self._bind_device(checked, route, reusable)
+        return self._bind_device(checked, route)
 
     def _host_program(self, signature: tuple[str, ...]) -> host.HostProgram:
         programs = _host_programs.setdefault(self.kernel, {})
@@ -387,24 +379,30 @@ class AutoPlan:
             program = programs[signature] = host.emit(self.kernel.ir, dtypes)
         return program
 
-    def _cuda_source(self, signature: tuple[str, ...]) -> cuda.CudaSource:
+    def _cuda_source(
+        self, signature: tuple[str, ...], values: frozenset[str] = frozenset()
+    ) -> cuda.CudaSource:
+        """The CUDA C for planes of ``signature``, the Params named in ``values`` passed by
+        value."""
         sources = _cuda_sources.setdefault(self.kernel, {})
-        source = sources.get(signature)
+        source = sources.get((signature, values))
         if source is None:
             dtypes = dict(zip(self._names, signature, strict=True))
-            source = sources[signature] = cuda.emit(self.kernel.ir, dtypes)
+            source = cuda.emit(self.kernel.ir, dtypes, values=values)
+            sources[(signature, values)] = source
         return source
 
     def _bind_host(self, checked: Planes, route: Route) -> BoundPlan:
         program = self._host_program(checked.signature)
         self._check_lanes(program.launch_checks, checked)
         args = [checked.values[name] for name in program.arguments]
-        holders = [(checked.values[name], name) for name in checked.numbers]
-        numbers, lanes = checked.numbers, checked.lanes
+        lanes = checked.lanes
+        # a Param given as a number is a one-element array the program reads
+        setters = {
+            name: functools.partial(checked.values[name].__setitem__, 0) for name in checked.numbers
+        }
 
         def run(_stream: None) -> None:
-            for holder, name in holders:
-                holder[0] = numbers[name]
             program.function(*args, lanes)
 
         written = tuple(
@@ -412,7 +410,7 @@ class AutoPlan:
             for p in self.kernel.planes
             if p.kind in WRITTEN and p.name != self._written_last
         )
-        return BoundPlan(self, checked, Step(run, written=written), route)
+        return BoundPlan(self, checked, Step(run, written=written), route, setters)
 
     @functools.cached_property
     def _written_last(self) -> str | None:
@@ -431,14 +429,18 @@ class AutoPlan:
         ]
         return last.plane.name if writes == [last] else None
 
-    def _bind_device(self, checked: Planes, route: Route, reusable: bool) -> BoundPlan:
-        from eagle.cuda._fill import number_writer
+    def _bind_device(self, checked: Planes, route: Route) -> BoundPlan:
         from eagle.cuda._records import record_for
         from eagle.cuda.module import PackedArgs, load_kernel
 
         assert checked.device is not None
-        key = (checked.signature, checked.device)
-        source = self._cuda_source(checked.signature)
+        # A Param given as a number is a kernel argument passed by value (the kernel is
+        # compiled for that): packed with the others, as a scalar of the compute dtype
+        # (checked to fit it, param_number), and copied by each launch, so a later
+        # number (a setter of the packed arguments) never reaches a launch made before.
+        values = frozenset(checked.numbers)
+        key = (checked.signature, checked.device, values)
+        source = self._cuda_source(checked.signature, values)
         self._check_lanes(source.launch_checks, checked)
         kernel = self._device_kernels.get(key)
         if kernel is None:
@@ -450,36 +452,23 @@ class AutoPlan:
             checked.device,
             functools.partial(record_error, source.checks),
         )
-        # A Param given as a number lives in a one-element array of its own. A binding
-        # that keeps its number has it written once, here; a reusable one has it written
-        # by a memset before each launch: stream-ordered, legal in a capture (which
-        # records the value), and neither allocating nor synchronising. The numbers are
-        # checked to fit the array's dtype already (param_number).
         device = checked.device
-        numbers = checked.numbers
-        uniforms, numbers_stream = self._uniforms(checked, reusable)
-        args = [uniforms.get(name, checked.values[name]) for name in self._names]
+        args = [checked.values[name] for name in self._names]
         lengths = [np.int64(checked.values[name].shape[0]) for name in source.lengths]
-        packed = PackedArgs([*args, np.int64(checked.lanes), *lengths, record])
-        grid = _grid(checked.lanes)
         # the packed arguments keep the arrays alive (in a capture too)
-        writes = tuple((u.ptr, name) for name, u in uniforms.items()) if reusable else ()
-        write = number_writer(checked.real)
+        packed = PackedArgs([*args, np.int64(checked.lanes), *lengths, record])
+        setters = {name: packed.setter(self._names.index(name)) for name in values}
+        grid = _grid(checked.lanes)
 
         def enqueue(stream: Any) -> None:
             record.check()  # an earlier launch's failure, once it is recorded
             if not grid:
                 return
             stream_ptr = stream if type(stream) is int else as_stream_ptr(stream, device)
-            for ptr, name in writes:
-                write(ptr, numbers[name], stream_ptr)
             kernel.launch(grid, BLOCK_SIZE, packed, stream_ptr)
 
         site = kernel_site(self._label, self.kernel.ir, checked.values, packed) if grid else None
-        bound = BoundPlan(self, checked, Step(enqueue, site=site), route)
-        if writes:
-            bound._numbers_stream = numbers_stream
-        return bound
+        return BoundPlan(self, checked, Step(enqueue, site=site), route, setters)
 
     def _check_lanes(self, checks: tuple[LaneCheck, ...], checked: Planes) -> None:
         """Make the checks the emitted kernel leaves to its launch, for the bound lane
@@ -496,28 +485,6 @@ class AutoPlan:
     @property
     def _label(self) -> str:
         return f"plan {self.kernel.name!r}"
-
-    def _uniforms(
-        self, checked: Planes, reusable: bool
-    ) -> tuple[dict[str, arrays.Array], int | None]:
-        """The one-element arrays of the Params given as numbers, and the stream they
-        belong to (None: written once, at bind). A reusable binding shares those of its
-        plan, dtype and launch stream (made on first use; it writes its numbers before
-        each launch, in that stream's order), so binding again, as for planes a torch
-        capture allocated, allocates nothing."""
-        where, real = f"cuda:{checked.device}", checked.real
-        if not reusable:
-            numbers = checked.numbers.items()
-            return {name: arrays.full((1,), n, real, where) for name, n in numbers}, None
-        stream = launch_stream(checked.values.values(), checked.device or 0)
-        uniforms = {}
-        for name, number in checked.numbers.items():
-            key = (name, real, checked.device, stream)
-            uniform = self._shared_uniforms.get(key)
-            if uniform is None:
-                uniform = self._shared_uniforms[key] = arrays.full((1,), number, real, where)
-            uniforms[name] = uniform
-        return uniforms, stream
 
 
 def _side_dtype(side: str, dtype: Any) -> np.dtype:
@@ -558,18 +525,23 @@ class BoundPlan(Bound):
 
     _what = "plan"
 
-    def __init__(self, plan: AutoPlan, checked: Planes, step: Step, route: Route) -> None:
+    def __init__(
+        self,
+        plan: AutoPlan,
+        checked: Planes,
+        step: Step,
+        route: Route,
+        setters: Mapping[str, Callable[[float], None]] | None = None,
+    ) -> None:
         planes = tuple(checked.values.values()) if checked.side == "device" else ()
         super().__init__(checked.side, checked.device, (replace(step, planes=planes),))
         self.plan = plan
         self.lanes = checked.lanes
         self.route = route.name
         self.reasons = route.reasons
-        # the dict the step reads at each launch: each Param number, checked to fit
-        self._numbers: dict[str, Any] = checked.numbers
-        # the stream whose order the launches' writes of those numbers keep (a reusable
-        # device binding's), or None
-        self._numbers_stream: int | None = None
+        # how the launches after a run take its Param numbers: on the device, packed into
+        # the kernel's arguments; on the host, written into the arrays the program reads
+        self._setters = tuple((setters or {}).items())
         self._lock = threading.Lock()
         self._real = checked.real
 
@@ -581,6 +553,6 @@ class BoundPlan(Bound):
 
     def _set_numbers(self, planes: Mapping[str, Any]) -> None:
         """Take the Params given as numbers from ``planes`` for the next launches."""
-        numbers, real = self._numbers, self._real
-        for name in numbers:
-            numbers[name] = param_number(name, planes[name], real)
+        real = self._real
+        for name, set_number in self._setters:
+            set_number(param_number(name, planes[name], real))

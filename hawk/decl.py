@@ -39,8 +39,9 @@ class Scalar(_Declaration):
 
 
 class Param(_Declaration):
-    """One uniform value: a number or a one-element array (on the device, a
-    one-element device array, so a captured graph reads its current value)."""
+    """One uniform value: a number (on the device, passed to the kernel by value) or a
+    one-element array (on the device, read through its pointer, so a captured graph
+    reads its current value)."""
 
 
 @dataclass(frozen=True)

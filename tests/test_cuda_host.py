@@ -175,6 +175,41 @@ def test_kernel_arguments_on_the_wrong_device_are_refused_by_position():
         PackedArgs([1.5])
 
 
+def _slots(packed: PackedArgs, sizes: list[int]) -> list[bytes]:
+    """The bytes each argument slot of ``packed`` holds, where a launch reads them."""
+    pointers = packed._pointers
+    return [ctypes.string_at(p, size) for p, size in zip(pointers, sizes, strict=True)]
+
+
+def test_a_numpy_scalar_argument_takes_a_new_value_in_place():
+    plane = arrays.Array(ptr=0x4000, shape=(4,), dtype=np.dtype("float32"), strides=(4,))
+    args = [np.float32(1.5), plane, np.float64(0.25), np.int64(7), ctypes.c_int32(3)]
+    packed = PackedArgs(args)
+    sizes = [4, 8, 8, 8, 4]
+    address = packed.address
+    packed.setter(0)(-2.0)
+    packed.setter(2)(0.1)
+    packed.setter(3)(-9)
+    assert packed.address == address  # the same buffer, written in place
+    assert _slots(packed, sizes) == [
+        np.float32(-2.0).tobytes(),
+        (0x4000).to_bytes(8, "little"),
+        np.float64(0.1).tobytes(),
+        np.int64(-9).tobytes(),
+        bytes(ctypes.c_int32(3)),
+    ]
+    set_first = packed.setter(0)
+    set_first(0.1)  # rounded to the slot's float32, as a packed np.float32(0.1) is
+    set_first(float("inf"))
+    assert _slots(packed, sizes)[0] == np.float32(np.inf).tobytes()
+    for index in (1, 4):
+        with pytest.raises(TypeError, match=f"kernel argument {index} was not packed from a nu"):
+            packed.setter(index)
+    for index in (5, -1):
+        with pytest.raises(IndexError, match=f"kernel argument {index} does not exist"):
+            packed.setter(index)
+
+
 # -- lifetimes through weakref.finalize ----------------------------------------------------
 
 

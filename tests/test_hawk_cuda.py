@@ -82,3 +82,65 @@ def test_unknown_dtype_is_refused_by_plane() -> None:
         cuda.emit(saxpy.ir, {"a": "float32", "x": np.int32, "y": "float32"})
     with pytest.raises(HawkError, match="no dtype given for plane 'y'"):
         cuda.emit(saxpy.ir, {"a": "float32", "x": "float32"})
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_a_param_passed_by_value_is_a_compute_type_parameter(dtype: str) -> None:
+    dtypes = {"a": dtype, "x": dtype, "y": dtype}
+    emitted = cuda.emit(saxpy.ir, dtypes, values=frozenset({"a"}))
+    real = "double" if dtype == "float64" else "float"
+    ctype = {"float32": "float", "float64": "double", "bfloat16": "hawk_bf16"}[dtype]
+    params = re.search(r"void hawk_saxpy\((.*)\)", emitted.source).group(1).split(", ")
+    assert params[:3] == [
+        f"const {real} v_a",  # the number itself, in the compute type, not a pointer
+        f"const {ctype}* __restrict__ p_x",
+        f"{ctype}* __restrict__ p_y",
+    ]
+    assert f"const {real} l_a = v_a;" in emitted.source and "p_a" not in emitted.source
+    assert f"a by value, as {real}" in emitted.source.splitlines()[1]
+    assert emitted.arguments == ("a", "x", "y")
+    compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
+
+
+WITH_PARAMS = [case for case in CASES if any(p.kind == "param" for p in case.kernel.planes)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", WITH_PARAMS, ids=[case.name for case in WITH_PARAMS])
+def test_every_kernel_with_its_params_by_value_compiles_for_sm90(case: Case, dtype: str) -> None:
+    values = frozenset(p.name for p in case.kernel.planes if p.kind == "param")
+    emitted = cuda.emit(case.kernel.ir, _signature(case, dtype), values=values)
+    assert "[0]" not in emitted.source.split("__global__", 1)[1]  # no Param read by pointer
+    compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
+
+
+def test_params_by_value_leave_the_other_params_pointers() -> None:
+    from tests._torch_kernels import affine, branchy
+
+    dtypes = {p.name: "float32" for p in affine.planes}
+    emitted = cuda.emit(affine.ir, dtypes, values=frozenset({"b"}))
+    assert "const float* __restrict__ p_a, const float v_b," in emitted.source
+    assert "const float l_a = p_a[0];" in emitted.source
+    assert "const float l_b = v_b;" in emitted.source
+    compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
+    # a kernel with checks and a loop, its Param by value, compiles too
+    emitted = cuda.emit(
+        branchy.ir, {p.name: "float64" for p in branchy.planes}, values=frozenset({"s"})
+    )
+    assert "const double v_s" in emitted.source
+    compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
+
+
+def test_no_params_by_value_is_the_pointer_form() -> None:
+    dtypes = {"a": "float32", "x": "float32", "y": "float32"}
+    assert cuda.emit(saxpy.ir, dtypes, values=frozenset()) == cuda.emit(saxpy.ir, dtypes)
+
+
+def test_only_a_param_is_passed_by_value() -> None:
+    from hawk import HawkError
+
+    dtypes = {"a": "float32", "x": "float32", "y": "float32"}
+    with pytest.raises(HawkError, match="cannot pass plane 'x' of kernel 'saxpy' by value"):
+        cuda.emit(saxpy.ir, dtypes, values=frozenset({"x"}))
+    with pytest.raises(HawkError, match="cannot pass plane 'b'.*its Params: a"):
+        cuda.emit(saxpy.ir, dtypes, values=frozenset({"b"}))

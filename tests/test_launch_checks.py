@@ -195,7 +195,7 @@ def test_the_device_binding_raises_before_it_compiles_or_loads(
         numbers={},
     )
     with pytest.raises(hawk.PlaneIndexError) as caught:
-        plan._bind_device(checked, plan._decide("device", {}), reusable=False)
+        plan._bind_device(checked, plan._decide("device", {}))
     assert (caught.value.index, caught.value.extent, caught.value.lane) == (11, 10, 5)
 
 

@@ -1,10 +1,10 @@
-"""A device plan's launch path, with the driver replaced: plan.run reuses its binding,
-writes a Param given as a number into it before each launch (on the stream the launch
-takes), and launches a binding without numbers as it is."""
+"""A device plan's launch path, with the driver replaced: plan.run reuses its binding on
+any stream, packs a Param given as a number into the launch's arguments (passed by value:
+no memset, no allocation), and launches a binding without numbers as it is."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import ctypes
 from typing import Any
 
 import numpy as np
@@ -13,19 +13,20 @@ import pytest
 import eagle._bound
 import eagle.plan
 from eagle import arrays
-from eagle.cuda import _fill, _records, module
-from eagle.cuda._runtime import CudaError
+from eagle.cuda import _fill, _records, _runtime, module
 from tests._hawk_kernels import saxpy
 
 
 class _Kernel:
-    """Stands for a loaded kernel: records each launch's grid, arguments and stream."""
+    """Stands for a loaded kernel: records each launch's grid, arrays, stream and the
+    bytes of each argument as the launch took them (the driver copies them then)."""
 
-    def __init__(self, events: list[tuple]) -> None:
-        self.events = events
+    def __init__(self, source: str, events: list[tuple]) -> None:
+        self.source, self.events = source, events
 
     def launch(self, grid: Any, block: Any, args: Any, stream: Any) -> None:
-        self.events.append(("launch", grid, args.keep, stream))
+        taken = [ctypes.string_at(pointer, 8) for pointer in args._pointers]
+        self.events.append(("launch", grid, args.keep, stream, taken))
 
 
 class _Record:
@@ -41,82 +42,123 @@ def _device(n: int, ptr: int, dtype: str = "float32") -> arrays.Array:
 
 
 @pytest.fixture
-def events(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
-    """Launches and Param writes, in order; the stream work on these arrays goes to is 0x11."""
+def stream() -> list[int]:
+    """The stream work on these arrays goes to (change it to move the next run)."""
+    return [0x11]
+
+
+@pytest.fixture
+def events(monkeypatch: pytest.MonkeyPatch, stream: list[int]) -> list[tuple]:
+    """Launches, and any allocation or memset or other driver call, in order."""
     made: list[tuple] = []
-    kernel = _Kernel(made)
-    monkeypatch.setattr(module, "load_kernel", lambda source, name, device=0: kernel)
+    kernels: dict[str, _Kernel] = {}
+
+    def load(source: str, name: str, device: int = 0) -> _Kernel:
+        return kernels.setdefault(source, _Kernel(source, made))
+
+    def called(what: str) -> Any:
+        return lambda *args, **kwargs: made.append((what, *args))
+
+    monkeypatch.setattr(module, "load_kernel", load)
     monkeypatch.setattr(_records, "record_for", lambda key, device, translate: _Record())
-    monkeypatch.setattr(arrays, "full", lambda shape, value, dtype, device: _device(1, 0x9000))
-    monkeypatch.setattr(eagle._bound, "launch_stream", lambda planes, device: 0x11)
-
-    def memset(ptr: int, word: int, count: int, stream: int) -> tuple[int]:
-        assert count == 1  # one 32-bit word, stream-ordered
-        made.append(("write", ptr, word, stream))
-        return (0,)
-
-    monkeypatch.setattr(_fill, "driver", lambda: SimpleNamespace(cuMemsetD32Async=memset))
+    monkeypatch.setattr(eagle._bound, "launch_stream", lambda planes, device: stream[0])
+    monkeypatch.setattr(arrays, "full", called("allocate"))
+    monkeypatch.setattr(_fill, "dcall", called("memset"))
+    monkeypatch.setattr(_runtime, "dcall", called("driver"))
+    monkeypatch.setattr(_runtime, "driver", called("driver"))
     return made
 
 
-def _words(number: float, dtype: str) -> list[int]:
-    """The 32-bit words of ``number`` in ``dtype``, in memory order."""
-    return np.array([number], dtype).view(np.uint32).tolist()
+def _number(event: tuple, dtype: str) -> float:
+    """The number a launch took as its first argument (saxpy's ``a``, by value)."""
+    return float(np.frombuffer(event[4][0][: np.dtype(dtype).itemsize], dtype)[0])
 
 
-def test_a_number_param_is_written_before_each_launch_on_its_stream(events: list[tuple]) -> None:
+def _loaded(plan: eagle.plan.AutoPlan) -> list[_Kernel]:
+    """The kernels ``plan`` loaded, in order."""
+    return list(plan._device_kernels.values())
+
+
+def test_a_number_param_is_packed_by_value_into_each_launch(events: list[tuple]) -> None:
     plan = eagle.plan.auto(saxpy)
     x, y = _device(1000, 0x10000), _device(1000, 0x20000)
     plan.run(a=2.0, x=x, y=y)
     plan.run(a=3, x=x, y=y)  # the binding is reused; its number is the new one
+    plan.run(a=0.1, x=x, y=y)
     assert len(plan._bindings) == 1
-    writes = [event for event in events if event[0] == "write"]
-    (two,), (three,) = _words(2.0, "float32"), _words(3.0, "float32")  # the kernel's dtype
-    assert writes == [("write", 0x9000, two, 0x11), ("write", 0x9000, three, 0x11)]
-    assert [event[0] for event in events] == ["write", "launch"] * 2
-    assert all(event[3] == 0x11 for event in events)
+    assert [event[0] for event in events] == ["launch"] * 3  # no memset, no allocation
+    assert [_number(event, "float32") for event in events] == [2.0, 3.0, float(np.float32(0.1))]
+    assert all(event[2][:2] == (x, y) and event[3] == 0x11 for event in events)
+    (kernel,) = _loaded(plan)
+    assert "const float v_a" in kernel.source and "p_a" not in kernel.source  # a by value
 
 
-def test_a_float64_number_is_written_as_its_two_words(events: list[tuple]) -> None:
+def test_a_float64_number_is_packed_whole(events: list[tuple]) -> None:
     plan = eagle.plan.auto(saxpy)
     x, y = _device(1000, 0x10000, "float64"), _device(1000, 0x20000, "float64")
     plan.run(a=1.0, x=x, y=y)
     plan.run(a=0.1, x=x, y=y)
-    low, high = _words(0.1, "float64")
-    assert events[-3:-1] == [("write", 0x9000, low, 0x11), ("write", 0x9004, high, 0x11)]
-    assert events[-1][0] == "launch"
+    assert [_number(event, "float64") for event in events] == [1.0, 0.1]
+    assert "const double v_a" in _loaded(plan)[0].source
 
 
-def test_a_reused_binding_refuses_a_number_too_large_before_writing(
+def test_runs_on_two_streams_with_different_numbers_each_keep_their_own(
+    events: list[tuple], stream: list[int]
+) -> None:
+    plan = eagle.plan.auto(saxpy)
+    x, y = _device(1000, 0x10000), _device(1000, 0x20000)
+    for where, number in ((0x11, 1.0), (0x22, -5.0), (0x11, 3.0), (0x22, 4.0)):
+        stream[0] = where
+        plan.run(a=number, x=x, y=y)
+    assert len(plan._bindings) == 1  # one binding, whatever the stream
+    taken = [(event[3], _number(event, "float32")) for event in events]
+    assert taken == [(0x11, 1.0), (0x22, -5.0), (0x11, 3.0), (0x22, 4.0)]
+    assert [event[0] for event in events] == ["launch"] * 4
+
+
+def test_a_reused_binding_refuses_a_number_too_large_before_packing(
     events: list[tuple],
 ) -> None:
     plan = eagle.plan.auto(saxpy)
     x, y = _device(1000, 0x10000), _device(1000, 0x20000)
     plan.run(a=1.0, x=x, y=y)
-    made = len(events)
     with pytest.raises(OverflowError, match="Param 'a' is 1e\\+39, too large for float32"):
         plan.run(a=1e39, x=x, y=y)
+    assert len(events) == 1  # nothing launched
     for number in (float("inf"), -np.float32(3.4e38)):  # values like any other
         plan.run(a=number, x=x, y=y)
-    assert len(events) == made + 4 and events[made][2] == _words(np.inf, "float32")[0]
+    assert [_number(event, "float32") for event in events] == [
+        1.0,
+        np.inf,
+        float(-np.float32(3.4e38)),
+    ]
 
 
-def test_a_binding_without_numbers_launches_as_it_is(events: list[tuple]) -> None:
+def test_a_bound_number_is_fixed_at_bind(events: list[tuple]) -> None:
+    plan = eagle.plan.auto(saxpy)
+    x, y = _device(1000, 0x10000), _device(1000, 0x20000)
+    bound = plan.bind(a=1.5, x=x, y=y)
+    plan.run(a=2.5, x=x, y=y)  # a binding of the plan's own, not this one
+    bound.launch()
+    bound.launch(0x33)
+    assert [(event[3], _number(event, "float32")) for event in events] == [
+        (0x11, 2.5),
+        (0x11, 1.5),
+        (0x33, 1.5),
+    ]
+
+
+def test_a_param_given_as_an_array_is_a_pointer_and_launches_as_it_is(
+    events: list[tuple],
+) -> None:
     plan = eagle.plan.auto(saxpy)
     a, x, y = _device(1, 0x30000), _device(1000, 0x10000), _device(1000, 0x20000)
     for _ in range(3):
         plan.run(a=a, x=x, y=y)
-    assert [event[0] for event in events] == ["launch"] * 3
-    assert all(event[2][:3] == (a, x, y) and event[3] == 0x11 for event in events)
-
-
-def test_a_refused_write_of_a_number_raises_the_drivers_status(
-    events: list[tuple], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    plan = eagle.plan.auto(saxpy)
-    x, y = _device(1000, 0x10000), _device(1000, 0x20000)
-    refused = SimpleNamespace(cuMemsetD32Async=lambda ptr, word, count, stream: (1,))
-    monkeypatch.setattr(_fill, "driver", lambda: refused)
-    with pytest.raises(CudaError, match="cuMemsetD32Async failed with 1"):
-        plan.run(a=2.0, x=x, y=y)
-    assert not events  # nothing launched
+    plan.run(a=2.0, x=x, y=y)  # the same dtypes, a by value: another kernel
+    assert [event[0] for event in events] == ["launch"] * 4
+    assert all(event[2][:3] == (a, x, y) and event[3] == 0x11 for event in events[:3])
+    assert events[0][4][0] == (0x30000).to_bytes(8, "little")  # a's address
+    pointer, by_value = (kernel.source for kernel in _loaded(plan))
+    assert "const float* __restrict__ p_a" in pointer and "const float v_a" in by_value
+    assert plan.source("device") == pointer  # the source shown is the pointer form

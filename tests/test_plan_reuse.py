@@ -4,7 +4,6 @@ given as a number goes into the reused binding at each run."""
 
 from __future__ import annotations
 
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -145,46 +144,3 @@ def test_threads_sharing_a_binding_each_run_with_their_own_param() -> None:
     with ThreadPoolExecutor(len(values)) as pool:
         list(pool.map(lambda a: [plan.run(a=a, x=x, y=y) for _ in range(25)], values))
     np.testing.assert_array_equal(y, 25 * sum(values))  # integers: exact in any order
-
-
-class _StreamBound:
-    """A stand-in for a device binding whose Param numbers belong to a stream."""
-
-    def __init__(self, streams: list[int], launches: list[tuple]) -> None:
-        self.side, self._numbers = "device", {"a": 0.0}
-        self._numbers_stream = streams[0]
-        self._streams, self._launches = streams, launches
-        self._lock = threading.Lock()
-
-    def stream(self) -> int:
-        return self._streams[0]
-
-    def _set_numbers(self, planes: dict) -> None:
-        self._numbers["a"] = planes["a"]
-
-    def launch(self, stream: int | None = None) -> None:
-        self._launches.append((id(self), stream, self._numbers["a"]))
-
-
-def test_a_binding_with_numbers_is_bound_again_for_another_stream(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    plan = eagle.plan.auto(saxpy)
-    streams, launches, made = [0x10], [], []
-
-    def bind(planes: dict, *, reusable: bool) -> _StreamBound:
-        made.append(_StreamBound(list(streams), launches))
-        return made[-1]
-
-    monkeypatch.setattr(plan, "_bind", bind)
-    x, y = np.arange(3.0), np.zeros(3)
-    plan.run(a=1.0, x=x, y=y)
-    plan.run(a=2.0, x=x, y=y)  # the same stream: the binding takes the new number
-    assert len(made) == 1 and launches[-1] == (id(made[0]), 0x10, 2.0)
-    streams[0] = 0x20
-    made[0]._streams = [0x20]  # the current stream is another one now
-    plan.run(a=3.0, x=x, y=y)
-    assert len(made) == 2 and made[1]._numbers_stream == 0x20
-    assert launches[-1][0] == id(made[1]) and made[0]._numbers["a"] == 2.0
-    plan.run(a=4.0, x=x, y=y)  # that stream again: the binding made for it
-    assert len(made) == 2 and launches[-1] == (id(made[1]), 0x20, 4.0)

@@ -177,6 +177,20 @@ def test_keywords_rewrite_the_pointer_arguments_of_the_kernel_node(fake):
     assert fake.sets[-1] == ("kernel", node, (0x10000, 0xA0000, 0x12000))
 
 
+def test_a_rebound_kernel_node_keeps_the_arguments_it_was_captured_with(fake):
+    planes = _planes()
+    packed = PackedArgs([*planes.values(), np.float32(2.0), np.int64(5)])
+    site = kernel_site("plan 'k'", _ir(planes), planes, packed)()  # made in the capture
+    site.after = [fake.node("kernel")]
+    packed.setter(3)(7.0)  # a later run's number, packed for the launches after it
+    packed.setter(4)(9)
+    _launcher(site).rebind(f=FakeArray(0x90000, (4, 5)))
+    assert fake.sets == [("kernel", site.after[0], (0x10000, 0x90000, 0x12000))]
+    slots = (ctypes.c_void_p * 5).from_address(site._params.kernelParams)
+    assert ctypes.c_float.from_address(slots[3]).value == 2.0  # the number as captured
+    assert ctypes.c_int64.from_address(slots[4]).value == 5
+
+
 def test_a_mapping_names_the_arrays_the_graph_works_on_now(fake):
     planes = _planes()
     site = _kernel_site(fake, planes)

@@ -1,7 +1,8 @@
 """Launcher.rebind on a device: the routed seed kernel's forward and reverse in one graph,
 pointed at three sets of planes in turn and equal to fresh captures bit for bit; refused
-rebinds that leave replays correct; a thousand rebinds that do not grow device memory; and
-a graph of hawk kernels alone, rebound through its kernel nodes' parameters."""
+rebinds that leave replays correct; a thousand rebinds that do not grow device memory; a
+graph of hawk kernels alone, rebound through its kernel nodes' parameters; and a captured
+Param number that later runs and a rebind leave as captured."""
 
 from __future__ import annotations
 
@@ -213,3 +214,35 @@ def test_a_hawk_only_graph_rebinds_through_kernel_node_parameters(rng, stream, m
             plan.bind(w=planes["w"], f=planes["f"], y=planes["y"]).launch(stream)
         stream.synchronize()
         assert np.array_equal(got, planes["y"].numpy())  # the loop's own bits
+
+
+def test_a_captured_run_keeps_its_number_through_later_runs_and_a_rebind(rng, stream):
+    from tests._hawk_kernels import saxpy
+
+    n = 5000
+    plan = eagle.plan.auto(saxpy)
+
+    def planes() -> tuple[np.ndarray, np.ndarray, arrays.Array, arrays.Array]:
+        x, y = rng.standard_normal(n), rng.standard_normal(n)
+        return x, y, arrays.asarray(x, device="cuda:0"), arrays.asarray(y, device="cuda:0")
+
+    x, y, x_d, y_d = planes()
+    with stream:
+        plan.run(a=0.0, x=x_d, y=y_d)  # the binding the capture and later runs reuse
+        with cuda.StreamCapturer(stream) as cap:
+            plan.run(a=2.0, x=x_d, y=y_d)  # the graph keeps 2.0
+        plan.run(a=-7.0, x=x_d, y=y_d)  # packs -7.0 into the binding's arguments
+    graph = cuda.Graph.from_captured(cap.captured)
+    assert graph.node_types() == ["kernel"]  # the number is an argument: no memset
+    launcher = graph.launcher().stream(stream)
+    stream.synchronize()
+    assert rel_error(y_d.numpy(), y - 7.0 * x) < 1e-14
+    launcher.launch()
+    launcher.synchronize()
+    assert rel_error(y_d.numpy(), y - 5.0 * x) < 1e-14  # the replay adds 2.0 * x, not -7.0 * x
+    new_x, new_y, new_x_d, new_y_d = planes()
+    launcher.rebind(x=new_x_d, y=new_y_d)  # copies the node's arguments: 2.0 as captured
+    launcher.launch()
+    launcher.synchronize()
+    assert rel_error(new_y_d.numpy(), new_y + 2.0 * new_x) < 1e-14
+    graph.destroy()

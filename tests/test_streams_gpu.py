@@ -129,6 +129,30 @@ def test_a_run_on_another_stream_leaves_an_earlier_runs_numbers_alone():
     assert _relative_error(y.cpu().numpy(), 3.0 * x.double().cpu().numpy()) < 1e-6
 
 
+def test_runs_on_two_streams_with_different_numbers_each_keep_their_own(rng):
+    torch = pytest.importorskip("torch")
+    from tests._hawk_kernels import saxpy
+
+    plan = eagle.plan.auto(saxpy)  # y = a * x + y
+    values = rng.standard_normal(1 << 16)
+    x = torch.tensor(values, device="cuda")
+    y = torch.zeros_like(x)
+    first, second = torch.cuda.Stream(), torch.cuda.Stream()
+    with torch.cuda.stream(first):
+        plan.run(a=0.0, x=x, y=y)  # the binding both streams' runs reuse
+        torch.cuda.synchronize()
+        torch.cuda._sleep(200_000_000)  # the next run waits on `first` behind this
+        plan.run(a=3.0, x=x, y=y)
+    with torch.cuda.stream(second):
+        plan.run(a=-5.0, x=x, y=y)  # runs at once, while 3.0 waits on `first`
+        early = y.clone()
+    second.synchronize()
+    torch.cuda.synchronize()
+    assert len(plan._bindings) == 1
+    assert _relative_error(early.cpu().numpy(), -5.0 * values) < 1e-14
+    assert _relative_error(y.cpu().numpy(), (3.0 - 5.0) * values) < 1e-14  # each its own
+
+
 def test_a_mixed_graph_of_torch_hawk_a_routed_product_and_torch_replays():
     torch = pytest.importorskip("torch")
     shift = eagle.plan.auto(k.affine)

@@ -1,18 +1,15 @@
-"""Filling device memory: the exact-fit rule for fill values, memset nodes for
-contiguous fills (capture-legal), and the writes of a Param's number into its
-one-element array."""
+"""Filling device memory: the exact-fit rule for fill values and memset nodes for
+contiguous fills (capture-legal)."""
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Callable
-from typing import Any, SupportsFloat, cast
+from typing import Any, cast
 
 import numpy as np
 
-from eagle.cuda._runtime import dcall, driver, raise_status
+from eagle.cuda._runtime import dcall
 
-__all__ = ["exact_scalar", "memset", "number_writer"]
+__all__ = ["exact_scalar", "memset"]
 
 
 def exact_scalar(value: Any, dtype: np.dtype) -> np.generic:
@@ -51,28 +48,3 @@ def memset(ptr: int, scalar: np.generic, count: int, stream_ptr: int) -> None:
         for word in range(len(raw) // 4):
             bits = int.from_bytes(raw[4 * word : 4 * word + 4], "little")
             dcall("cuMemsetD2D32Async", ptr + 4 * word, len(raw), bits, 1, count, stream_ptr)
-
-
-def number_writer(real: np.dtype) -> Callable[[int, SupportsFloat, int], None]:
-    """How a reusable device binding writes a Param's number (checked to fit ``real``) into
-    its one-element array of dtype ``real``, in a stream's order: a memset of each 32-bit
-    word (legal in a capture, allocating nothing), the driver's function found once."""
-    memset = driver().cuMemsetD32Async
-
-    def write_float32(ptr: int, number: SupportsFloat, stream_ptr: int) -> None:
-        (word,) = _WORD.unpack(_FLOAT32.pack(number))
-        status = memset(ptr, word, 1, stream_ptr)[0]
-        if status:
-            raise_status("driver", "cuMemsetD32Async", status)
-
-    def write_float64(ptr: int, number: SupportsFloat, stream_ptr: int) -> None:
-        for offset, word in enumerate(_WORDS.unpack(_FLOAT64.pack(number))):
-            status = memset(ptr + 4 * offset, word, 1, stream_ptr)[0]
-            if status:
-                raise_status("driver", "cuMemsetD32Async", status)
-
-    return write_float32 if real == np.float32 else write_float64
-
-
-_FLOAT32, _FLOAT64 = struct.Struct("<f"), struct.Struct("<d")
-_WORD, _WORDS = struct.Struct("<I"), struct.Struct("<II")

@@ -135,6 +135,11 @@ def _capture_deps(stream_ptr: int) -> list[Any]:
 class KernelSite(Site):
     """A kernel launch: rebinding rewrites the pointer arguments of its one kernel node.
 
+    It is made while the launch is captured and keeps the launch's arguments as they are
+    then (the kernel node holds that copy): the bound launch may pack other values into
+    its arguments for later launches (a Param's number, see
+    :meth:`~eagle.cuda.module.PackedArgs.setter`), which the graph does not take.
+
     Args:
         label, planes, written: as for :class:`Site`.
         packed: the launch's :class:`~eagle.cuda.module.PackedArgs`.
@@ -150,7 +155,9 @@ class KernelSite(Site):
         arguments: Mapping[str, int],
     ) -> None:
         super().__init__(label, planes, written)
-        self._packed = packed
+        base = ctypes.addressof(packed._data)
+        self._captured = packed._data.raw  # the arguments' bytes, as this launch takes them
+        self._offsets = [int(pointer or base) - base for pointer in packed._pointers]
         self._arguments = dict(arguments)
         self._handles: tuple[Any, Any] = (None, None)
         self._params: Any = None
@@ -162,11 +169,9 @@ class KernelSite(Site):
         node = self.after[0]
         self._handles = graph_nodes.driver_handles(self.exec_handle, node)
         self._params = graph_nodes.kernel_params(node)
-        # our own copy of the packed arguments: the bound plan's stay as they are
-        packed = self._packed._data
-        base = ctypes.addressof(packed)
-        offsets = [int(pointer or base) - base for pointer in self._packed._pointers]
-        self._data = ctypes.create_string_buffer(packed.raw, len(packed))
+        # our own copy of the arguments as captured: the bound plan's stay as they are
+        captured, offsets = self._captured, self._offsets
+        self._data = ctypes.create_string_buffer(captured, len(captured))
         mine = ctypes.addressof(self._data)
         self._array = (ctypes.c_void_p * len(offsets))(*[mine + at for at in offsets])
         self._params.kernelParams = ctypes.addressof(self._array)

@@ -16,6 +16,7 @@ default-stream handles (0, 1, 2) make the kernel's own device current first.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import logging
 import os
@@ -197,6 +198,7 @@ class _Layout:
 
     def __init__(self, args: Sequence[Any]) -> None:
         fmt, offsets, values, checks, self.arrays, offset = ["="], [], [], [], [], 0
+        self.codes: list[str] = []
         types = {f"t{index}": type(arg) for index, arg in enumerate(args)}
         for index, arg in enumerate(args):
             code, size, value = _slot(arg, index)
@@ -211,6 +213,7 @@ class _Layout:
                 fmt.append(f"{pad}x")
             offset += pad
             offsets.append(offset)
+            self.codes.append(code)
             fmt.append(code)
             values.append(value.format(f"a{index}"))
             offset += size
@@ -284,6 +287,7 @@ class PackedArgs:
     Each argument is a numpy scalar (its dtype picks the C type), a ctypes
     value or structure (passed by value), or an object with an int ``ptr``
     attribute (an eagle Array: its address). The arrays are kept alive with it.
+    A numpy scalar's slot can take a new value (:meth:`setter`).
 
     Args:
         args: the kernel's arguments, in order.
@@ -294,13 +298,36 @@ class PackedArgs:
         ValueError: an array argument is on the host or another device.
     """
 
-    __slots__ = ("_data", "_pointers", "address", "keep")
+    __slots__ = ("_data", "_layout", "_pointers", "address", "keep")
 
     def __init__(self, args: Sequence[Any], device: int | None = None) -> None:
-        layout = _Layout(args)
+        layout = self._layout = _Layout(args)
         self._data, self._pointers, self.address = layout.allocate()
         layout.pack(self._data, args, device)
         self.keep = tuple(args[index] for index in layout.arrays)
+
+    def setter(self, index: int) -> Callable[[Any], None]:
+        """A function that packs a new value into argument ``index`` (a numpy scalar's
+        slot), converted to that slot's C type as the first one was; launches made
+        after it take the new value. ``cuLaunchKernel`` copies the arguments when it is
+        called, so a launch already made (or captured) keeps the old one. Setting and
+        launching from several threads needs a lock around both.
+
+        Raises:
+            IndexError: there is no argument ``index``.
+            TypeError: argument ``index`` is not a numpy scalar (an array's address or
+                a ctypes value cannot be set).
+        """
+        codes = self._layout.codes
+        if not 0 <= index < len(codes):
+            raise IndexError(f"kernel argument {index} does not exist: there are {len(codes)}")
+        if codes[index] not in _SCALARS.values() or index in self._layout.arrays:
+            raise TypeError(
+                f"kernel argument {index} was not packed from a numpy scalar; only such an "
+                "argument can take a new value (pack the arguments again for others)"
+            )
+        pack_into = struct.Struct("=" + codes[index]).pack_into
+        return functools.partial(pack_into, self._data, self._layout.offsets[index])
 
 
 class _Packer:

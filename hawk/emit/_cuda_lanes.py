@@ -1,6 +1,7 @@
-"""The lane loops of an emitted CUDA kernel: each plane's parameter, the loads of a
-lane's planes and the stores of its results, the scalar grid-stride loop's and the
-vectorised loop's (:mod:`hawk.emit.cuda` describes both)."""
+"""The lane loops of an emitted CUDA kernel: each plane's parameter (a pointer, or the
+value of a Param passed by value), the loads of a lane's planes and the stores of its
+results, the scalar grid-stride loop's and the vectorised loop's (:mod:`hawk.emit.cuda`
+describes both)."""
 
 from __future__ import annotations
 
@@ -30,17 +31,24 @@ class Lanes:
         dtypes: each plane's dtype, by name.
         real: the C type of the compute dtype.
         width: lanes per group of the vectorised loop (1: none).
+        values: the Params passed by value (in the compute type), by name.
         stored: each plane a lane stores, with the name of the value it stores
             (filled as the body is emitted).
     """
 
     def __init__(
-        self, kernel: ir.KernelIR, dtypes: Mapping[str, np.dtype], real: str, width: int
+        self,
+        kernel: ir.KernelIR,
+        dtypes: Mapping[str, np.dtype],
+        real: str,
+        width: int,
+        values: frozenset[str] = frozenset(),
     ) -> None:
         self.kernel = kernel
         self.dtypes = dtypes
         self.real = real
         self.width = width
+        self.values = values
         self.stored: list[tuple[ir.Plane, str]] = []
 
     def packed(self, body: list[str]) -> list[str]:
@@ -104,13 +112,16 @@ class Lanes:
     def loads(self, depth: int, *, packed: bool) -> list[str]:
         lines = []
         for plane in self.loaded():
-            if plane.kind == PlaneKind.PARAM:
-                element = f"{Names.plane(plane.name)}[0]"
-            elif packed:
-                element = f"{_group('i', plane)}.v[k]"
+            if plane.name in self.values:
+                value = _value_name(plane.name)  # passed in the compute type
             else:
-                element = f"{Names.plane(plane.name)}[lane]"
-            value = self.convert(element, plane, to_real=True)
+                if plane.kind == PlaneKind.PARAM:
+                    element = f"{Names.plane(plane.name)}[0]"
+                elif packed:
+                    element = f"{_group('i', plane)}.v[k]"
+                else:
+                    element = f"{Names.plane(plane.name)}[lane]"
+                value = self.convert(element, plane, to_real=True)
             lines.append("    " * depth + f"const {self.real} {Names.load(plane.name)} = {value};")
         return lines
 
@@ -123,6 +134,10 @@ class Lanes:
         return lines
 
     def parameter(self, plane: ir.Plane) -> str:
+        """The C parameter of ``plane``: a pointer to its elements, or for a Param passed
+        by value its value in the compute type."""
+        if plane.name in self.values:
+            return f"const {self.real} {_value_name(plane.name)}"
         ctype = C_TYPES[self.dtypes[plane.name]]
         if plane.kind in (PlaneKind.INPUT, PlaneKind.PARAM, PlaneKind.TABLE):
             return f"const {ctype}* __restrict__ {Names.plane(plane.name)}"
@@ -159,6 +174,12 @@ def vector_width(kernel: ir.KernelIR, dtypes: Mapping[str, np.dtype]) -> int:
     if not planes:
         return 1
     return max(1, VECTOR_BYTES // max(np.dtype(dtypes[name]).itemsize for name in planes))
+
+
+def _value_name(name: str) -> str:
+    """The identifier of a Param passed by value, ``v_<name>`` (``vu_<hex>`` for a name
+    that is not ASCII, see :class:`~hawk.emit.Names`): never a variable's ``v<k>_...``."""
+    return Names.plane(name).replace("p", "v", 1)
 
 
 def _group(prefix: str, plane: ir.Plane) -> str:

@@ -1,8 +1,12 @@
 """hawk IR -> CUDA C: one ``extern "C" __global__`` function, one thread per lane.
 
-The emitted function takes, in order: one pointer per plane in declaration
-order (a param is a pointer to its one element, so a captured graph reads
-its current value), then the lane count ``n`` as ``long long``, then the
+The emitted function takes, in order: one parameter per plane in declaration
+order, a pointer to its elements (a param given as an array is a pointer to
+its one element, so a captured graph reads its current value; a param named
+in ``emit(..., values=...)`` is passed by value instead, in the compute type,
+as ``const float v_<name>`` or ``const double v_<name>``, so a launch carries
+its number and a captured graph keeps the number it was captured with), then
+the lane count ``n`` as ``long long``, then the
 length of each flat table (``CudaSource.lengths``) as ``long long``, then
 a pointer to the kernel's error record (``unsigned long long[8]``, zeroed,
 see :mod:`hawk.emit.checks`). Lanes are 64-bit. Thread
@@ -77,8 +81,9 @@ from hawk.emit.cuda_helpers import (
     half_type,
     helper,
 )
+from hawk.errors import HawkError
 from hawk.functions import FUNCTIONS
-from hawk.kinds import Type
+from hawk.kinds import PlaneKind, Type
 
 __all__ = ["UNROLL", "CudaSource", "emit"]
 
@@ -122,6 +127,7 @@ def emit(
     checks: bool = True,
     vector: bool = True,
     warp_adds: bool = True,
+    values: frozenset[str] = frozenset(),
 ) -> CudaSource:
     """The CUDA C of ``kernel`` for the given plane dtypes.
 
@@ -135,12 +141,26 @@ def emit(
         warp_adds: False makes every table add at a lane-dependent address a
             per-lane ``atomicAdd``, even where a warp's lanes share it; for
             measuring the warp sums.
+        values: the Params passed by value: each is a parameter of the compute
+            type (``const float v_<name>``) holding the number itself, and its
+            load is that value (its dtype in ``dtypes`` counts toward the compute
+            type as any plane's). Every other Param is a pointer to its one element.
 
     Raises:
-        HawkError: a plane without a dtype, an unknown plane or another dtype.
+        HawkError: a plane without a dtype, an unknown plane or another dtype; a
+            name in ``values`` that is not a Param of the kernel.
     """
     planes = plane_dtypes(kernel, dtypes)
-    return _Emitter(kernel, planes, checks, vector=vector, warp_adds=warp_adds).source()
+    params = [p.name for p in kernel.planes if p.kind == PlaneKind.PARAM]
+    for name in sorted(values):
+        if name not in params:
+            raise HawkError(
+                f"cannot pass plane {name!r} of kernel {kernel.name!r} by value: only a Param "
+                f"is (its Params: {', '.join(params) or 'none'})"
+            )
+    return _Emitter(
+        kernel, planes, checks, vector=vector, warp_adds=warp_adds, values=frozenset(values)
+    ).source()
 
 
 class _Emitter:
@@ -152,6 +172,7 @@ class _Emitter:
         *,
         vector: bool,
         warp_adds: bool,
+        values: frozenset[str],
     ) -> None:
         self.kernel = kernel
         self.dtypes = dtypes
@@ -167,7 +188,7 @@ class _Emitter:
         self.lets = {s.var: s.value for s in ir.walk(kernel) if isinstance(s, ir.Let)}
         self.warp_adds = warp_adds
         width = vector_width(kernel, dtypes) if vector else 1
-        self.lanes = Lanes(kernel, dtypes, self.real, width)
+        self.lanes = Lanes(kernel, dtypes, self.real, width, values)
 
     def source(self) -> CudaSource:
         symbol = "hawk_" + (self.kernel.name if self.kernel.name.isascii() else "kernel")
@@ -190,9 +211,13 @@ class _Emitter:
         halves = sorted({C_TYPES[d] for d in self.dtypes.values()} & set(HALF_C_TYPES))
         helpers[:0] = [half_type(ctype) for ctype in halves]
         names = ", ".join(p.name for p in self.kernel.planes)
+        order = "one pointer each, declaration order"
+        if self.lanes.values:
+            by_value = ", ".join(p.name for p in self.kernel.planes if p.name in self.lanes.values)
+            order += f"; {by_value} by value, as {self.real}"
         header = [
             f"// hawk kernel {self.kernel.name!r}, computing in {self.real} (generated).",
-            f"// Arguments: {names} (one pointer each, declaration order), then the lane count",
+            f"// Arguments: {names} ({order}), then the lane count",
             "// n (long long), each flat table's length (long long), then the error record;",
             f"// one thread per lane, {_BLOCK_SIZE_NOTE}.",
         ]
