@@ -71,14 +71,20 @@ def device_seconds(enqueue: Callable[[], Any], stream: cuda.Stream) -> float:
     return statistics.median(batch(reps) for _ in range(TRIALS))
 
 
-def measure(n: int, rng: np.random.Generator) -> dict[str, Any]:
-    kernel = contract_kernel(n)
+def make_operands(n: int, rng: np.random.Generator) -> tuple[Any, ...]:
+    """Random float32 ``w`` and ``f`` of R = U = B = ``n``, on the host and the device,
+    and a NaN-filled (B, U) product matrix on the device."""
     w = rng.standard_normal((n, n)).astype(np.float32)
     f = rng.standard_normal((n, n)).astype(np.float32)
     w_d, f_d = arrays.asarray(w, device="cuda:0"), arrays.asarray(f, device="cuda:0")
+    return w, f, w_d, f_d, arrays.full((n, n), np.nan, "float32", "cuda:0")
+
+
+def measure(n: int, rng: np.random.Generator) -> dict[str, Any]:
+    kernel = contract_kernel(n)
+    _, _, w_d, f_d, out = make_operands(n, rng)
     y_routed = arrays.full((n * n,), np.nan, "float32", "cuda:0")
     y_loop = arrays.full((n * n,), np.nan, "float32", "cuda:0")
-    out = arrays.full((n, n), np.nan, "float32", "cuda:0")
     stream = cuda.Stream(non_blocking=True)
 
     with policy.using(contraction="gemm"):
@@ -139,11 +145,8 @@ def host_us(call_once: Callable[[], Any], synchronize: Callable[[], Any]) -> flo
 def host_cost(n: int, rng: np.random.Generator) -> dict[str, Any]:
     """Host µs per call of the routed launch, the routed run, raw cuBLAS and torch.mm."""
     kernel = contract_kernel(n)
-    w = rng.standard_normal((n, n)).astype(np.float32)
-    f = rng.standard_normal((n, n)).astype(np.float32)
-    w_d, f_d = arrays.asarray(w, device="cuda:0"), arrays.asarray(f, device="cuda:0")
+    w, f, w_d, f_d, out = make_operands(n, rng)
     y = arrays.full((n * n,), np.nan, "float32", "cuda:0")
-    out = arrays.full((n, n), np.nan, "float32", "cuda:0")
     stream = cuda.Stream(non_blocking=True)
     routed_plan = eagle.plan.auto(kernel, contraction="gemm")
     with stream:
