@@ -212,3 +212,25 @@ def test_a_contractions_adjoint_sums_its_groups_over_every_lane_count(
     )
     assert rel_error(w_bar, f @ y_bar.reshape(B, U)) < 1e-13
     assert rel_error(f_bar, w @ y_bar.reshape(B, U).T) < 1e-13
+
+
+@hawk.kernel
+def _subtract_and_set(t: hawk.Table["row":6], x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    acc = 10.0 * x
+    last = 0.0
+    first = 0
+    for r in range(6):
+        acc -= x * t.at(row=r)
+        last = t.at(row=r) + x
+        first = r * 2
+    y = acc + last * float(first)
+
+
+def test_carries_subtracted_or_set_by_a_loop_run_in_chunks(rng: np.random.Generator) -> None:
+    assert "_last_row(" in _source(_subtract_and_set)
+    t, x = rng.standard_normal(6), rng.standard_normal(20_000)
+    for lanes in (7, 1, 20_000):  # chunks of every row; one lane; one row per pass
+        y = np.full(lanes, np.nan)
+        eagle.plan.auto(_subtract_and_set).run(t=t, x=x[:lanes], y=y)
+        want = 10.0 * x[:lanes] - x[:lanes] * t.sum() + (t[5] + x[:lanes]) * 10.0
+        assert rel_error(y, want) < 1e-13

@@ -7,9 +7,11 @@ work runs ``C`` iterations at once. A loop qualifies when:
 
 * its body only binds values (``Let``) and adds into tables (``Accumulate``):
   no store, no ``if``, no inner loop;
-* each carry is either never changed by the loop or summed over it
-  (``acc = acc + term``, with ``term`` independent of every summed carry), so
-  the iterations do not depend on each other, and adds into a table commute;
+* each carry is never changed by the loop, summed over it (``acc = acc +
+  term`` or ``acc = acc - term``) or set by it (``acc = term``: the last
+  iteration's term is its value), every ``term`` independent of the carries
+  the loop changes, so the iterations do not depend on each other, and adds
+  into a table commute;
 * a uniform value computed from the index is only used by operations that run
   elementwise on arrays (arithmetic, comparisons, functions, conversion to a
   real, a table read), never by one that takes a Python branch on it.
@@ -43,14 +45,15 @@ class Batch:
         loop: the loop.
         rowed: the variables whose value depends on the loop index (the index
             included): each holds one row per iteration of the chunk.
-        sums: the carries summed over the loop, each with the term it adds.
-        body: the loop's body without the statements that only form those sums
+        updates: the carries the loop changes, each with its term and how the term
+            changes it: ``"+"`` (added), ``"-"`` (subtracted) or ``"="`` (set).
+        body: the loop's body without the statements that only form those updates
             (``acc2 = acc + term`` where the carry's update is ``acc2``).
     """
 
     loop: ir.Loop
     rowed: frozenset[ir.Var]
-    sums: tuple[tuple[ir.Carry, ir.Expr], ...]
+    updates: tuple[tuple[ir.Carry, ir.Expr, str], ...]
     body: tuple[ir.Stmt, ...]
 
     @property
@@ -61,7 +64,9 @@ class Batch:
             isinstance(stmt, ir.Accumulate) and not any(i.varying for i in stmt.index)
             for stmt in self.body
         )
-        return uniform_adds or any(not self.rows(term) for _, term in self.sums)
+        return uniform_adds or any(
+            how != "=" and not self.rows(term) for _, term, how in self.updates
+        )
 
     def rows(self, node: ir.Expr) -> bool:
         """True when ``node`` has one row per iteration (it depends on the index)."""
@@ -75,7 +80,7 @@ def batch(loop: ir.Loop) -> Batch | None:
     if not all(isinstance(stmt, ir.Let | ir.Accumulate) for stmt in loop.body):
         return None
     lets = {stmt.var: stmt.value for stmt in loop.body if isinstance(stmt, ir.Let)}
-    sums, partial = [], set()
+    updates, partial = [], set()
     for carry in loop.carries:
         update = carry.update
         if update == ir.Ref(carry.var):
@@ -83,20 +88,17 @@ def batch(loop: ir.Loop) -> Batch | None:
         if isinstance(update, ir.Ref) and update.var in lets:  # acc2 = acc + term; acc = acc2
             partial.add(update.var)
             update = lets[update.var]
-        term = _summed(carry.var, update)
-        if term is None:
-            return None
-        sums.append((carry, term))
+        updates.append((carry, *_update(carry.var, update)))
     body = tuple(s for s in loop.body if not (isinstance(s, ir.Let) and s.var in partial))
-    summed = {carry.var for carry, _ in sums} | partial
+    changed = {carry.var for carry, _, _ in updates} | partial
     rowed = {loop.index}
     for stmt in body:
         if isinstance(stmt, ir.Let) and _mentions(stmt.value, rowed):
             rowed.add(stmt.var)
-    result = Batch(loop, frozenset(rowed), tuple(sums), body)
-    values = [*_expressions(body), *(term for _, term in sums)]
-    if any(_mentions(value, summed) for value in values):
-        return None  # an iteration would read what an earlier one summed
+    result = Batch(loop, frozenset(rowed), tuple(updates), body)
+    values = [*_expressions(body), *(term for _, term, _ in updates)]
+    if any(_mentions(value, changed) for value in values):
+        return None  # an iteration would read what an earlier one changed
     for stmt in body:
         if isinstance(stmt, ir.Accumulate) and _uniform_rows(result, stmt.index):
             return None  # a uniform index per row: the emitter adds such indices unbatched
@@ -105,16 +107,17 @@ def batch(loop: ir.Loop) -> Batch | None:
     return None
 
 
-def _summed(var: ir.Var, update: ir.Expr) -> ir.Expr | None:
-    """``term`` when ``update`` is ``var + term`` or ``term + var``."""
+def _update(var: ir.Var, update: ir.Expr) -> tuple[ir.Expr, str]:
+    """``(term, how)`` of a carry's ``update``: ``var + term`` or ``term + var`` (``"+"``),
+    ``var - term`` (``"-"``), or any other value (``"="``: it sets the carry; a value
+    that reads ``var`` then makes the loop run one iteration at a time)."""
     own = ir.Ref(var)
-    if not isinstance(update, ir.Binary) or update.op != "+":
-        return None
-    if update.left == own:
-        return update.right
-    if update.right == own:
-        return update.left
-    return None
+    if isinstance(update, ir.Binary) and update.op in ("+", "-"):
+        if update.left == own:
+            return update.right, update.op
+        if update.right == own and update.op == "+":
+            return update.left, "+"
+    return update, "="
 
 
 def _expressions(stmts: tuple[ir.Stmt, ...]) -> list[ir.Expr]:

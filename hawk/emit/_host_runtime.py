@@ -140,6 +140,14 @@ def _add_groups(table: np.ndarray, offset: Any, value: Any, n: int, size: int, r
     np.add.at(table, at.ravel(), sums.ravel())
 
 
+def _last_row(term: Any, uniform: bool) -> Any:
+    """The last iteration's value of a term with one row per iteration (a 1-D lane
+    term or a number is one iteration's); a uniform one as a number."""
+    if np.ndim(term) < 2:
+        return term
+    return term[-1, 0] if uniform else term[-1]
+
+
 def _take_flat(table: np.ndarray, offset: Any) -> Any:
     """``table.take(offset, mode='clip')``; zeros when the table is empty (the checks
     raise for a lane that reads it, so no lane uses them)."""
@@ -163,5 +171,6 @@ RUNTIME = {
     "_add_rows": _add_rows,
     "_add_groups": _add_groups,
     "_sum_rows": _sum_rows,
+    "_last_row": _last_row,
     "_take_flat": _take_flat,
 }

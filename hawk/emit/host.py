@@ -3,7 +3,7 @@
 A varying value is a 1-D array with one element per lane; a uniform value a
 numpy scalar (or a Python int). Loops iterate their range in Python, each
 iteration whole-array work; a loop whose iterations do not depend on each other
-(its carries are sums, its body has no store, ``if`` or inner loop) runs a chunk
+(its carries are summed or set, its body has no store, ``if`` or inner loop) runs a chunk
 of iterations per pass instead, its index a column of index values
 (``hawk/emit/_batch.py``). An add whose address is shared by whole groups of
 lanes (``lane // U``, ``lane % U``) sums each group before it adds.
@@ -215,14 +215,17 @@ class _Emitter:
         outer, self.chunk = self.chunk, (plan, count)
         self.block_inline(plan.body, depth + 1, None)
         self.at(depth + 1, None)
-        for carry, term in plan.sums:
-            text = self.expr(term)
+        for carry, term, how in plan.updates:
+            text, name = self.expr(term), self.names.var(carry.var)
+            if how == "=":  # the last iteration's term
+                value = f"_last_row({text}, {not term.varying})" if plan.rows(term) else text
+                self.emit(depth + 1, f"{name} = {value}")
+                continue
             if not plan.rows(term):
                 total_text = f"({text} * {count})"
             else:
                 total_text = f"_sum_rows({text})" if term.varying else f"_np.sum({text})"
-            name = self.names.var(carry.var)
-            self.emit(depth + 1, f"{name} = {name} + {total_text}")
+            self.emit(depth + 1, f"{name} = {name} {how} {total_text}")
         self.chunk = outer
 
     def branch(self, stmt: ir.If, depth: int, mask: str | None) -> None:
