@@ -66,7 +66,7 @@ class Activity:
         """The ``wrt`` planes ``node`` depends on, through any data flow."""
         if isinstance(node, ir.Ref):
             return self.depends.get(node.var, frozenset())
-        found = frozenset()
+        found: frozenset[str] = frozenset()
         if isinstance(node, ir.Load | ir.Read) and node.plane in self.wrt:
             found = frozenset({node.plane.name})
         for child in node.children():

@@ -96,6 +96,11 @@ def _lift(value: object) -> ir.Expr:
     raise TypeError(f"a derivative rule combines its values and floats, not {value!r}")
 
 
+def _given(value: ir.Expr) -> Callable[[], ir.Expr]:
+    """A contribution for :meth:`Adjoint.give` that is already built."""
+    return lambda: value
+
+
 @dataclass(frozen=True)
 class _ReverseLoop:
     """A reverse loop and the gradients it leaves: of the active carried values'
@@ -325,7 +330,7 @@ class Adjoint(ir.Builder):
         rule = FUNCTIONS[node.fn].derivative
         contributions = rule(_Symbol(bar), _Symbol(result), *args)
         for arg, contribution in zip(node.args, contributions, strict=True):
-            self.give(arg, lambda c=contribution: c.expr, grads)
+            self.give(arg, _given(contribution.expr), grads)
 
     # -- branches ------------------------------------------------------------------------
 
@@ -341,7 +346,7 @@ class Adjoint(ir.Builder):
                 self.forward(block, side_env)
                 for merge in stmt.merges:
                     if merge.var in bars:
-                        self.give(getattr(merge, pick), lambda m=merge: bars[m.var], side_grads)
+                        self.give(getattr(merge, pick), _given(bars[merge.var]), side_grads)
                 self.reverse(block, side_env, side_grads)
             sides.append((tuple(stmts), side_grads))
         (then, then_grads), (orelse, else_grads) = sides
@@ -371,7 +376,7 @@ class Adjoint(ir.Builder):
         self.emit(attempt.loop)
         grads.update({key: ir.Ref(var) for key, var in attempt.outer.items()})
         for carry in active:
-            self.give(carry.init, lambda c=carry: ir.Ref(attempt.initial[c.var]), grads)
+            self.give(carry.init, _given(ir.Ref(attempt.initial[carry.var])), grads)
 
     def reverse_loop_once(
         self,
@@ -393,7 +398,7 @@ class Adjoint(ir.Builder):
         with self.nested() as body:
             self.forward(stmt.body, inner_env)
             for carry in active:
-                self.give(carry.update, lambda c=carry: ir.Ref(carried[c.var]), inner_grads)
+                self.give(carry.update, _given(ir.Ref(carried[carry.var])), inner_grads)
             self.reverse(stmt.body, inner_env, inner_grads)
         updates = {c.var: inner_grads.pop(c.var, _ZERO) for c in active}
         needed = _LoopKinds(

@@ -296,9 +296,10 @@ def _factor(read: ir.Read, term: ir.Expr, index: ir.Var, lets: Mapping[ir.Var, i
                 f"the index of {plane.name!r} along {label!r} is {item}, {index.name} shifted; "
                 f"a matrix operand reads element {index.name} at step {index.name}"
             )
+    known = [c for c in coefficients if c is not None]
     reduce_stride = (
-        sum(c * s for c, s in zip(coefficients, strides, strict=True))  # type: ignore[operator]
-        if all(c is not None for c in coefficients)
+        sum(c * s for c, s in zip(known, strides, strict=True))
+        if len(known) == len(coefficients)
         else None
     )
     free_position = 1 - reduce_dim if reduce_dim is not None and len(labels) == 2 else None
@@ -347,6 +348,7 @@ def _coefficient(expr: ir.Expr, index: ir.Var) -> int | None:
     if isinstance(expr, ir.Binary) and expr.op == "*":
         for scale, other in ((expr.left, expr.right), (expr.right, expr.left)):
             if isinstance(scale, ir.Const) and scale.type == "int":
+                assert isinstance(scale.value, int)  # a Const of type int holds an int
                 inner = _coefficient(other, index)
                 return None if inner is None else scale.value * inner
     return None
@@ -454,7 +456,7 @@ def _base(var: ir.Var) -> str:
     return var.name.split(".")[0]
 
 
-def _is_ref(expr: ir.Expr, var: ir.Var) -> bool:
+def _is_ref(expr: ir.Expr | ir.Stmt, var: ir.Var) -> bool:
     return isinstance(expr, ir.Ref) and expr.var == var
 
 
@@ -482,6 +484,7 @@ def _inline(expr: ir.Expr, lets: Mapping[ir.Var, ir.Expr]) -> ir.Expr:
     expr = _resolve(expr, lets)
     if not expr.children():
         return expr
+    assert dataclasses.is_dataclass(expr)  # every Expr node class is a dataclass
     changes: dict[str, Any] = {}
     for field in dataclasses.fields(expr):
         value = getattr(expr, field.name)

@@ -232,8 +232,8 @@ class ExpressionTracer(ir.Builder):
             op = "and" if isinstance(node.op, ast.And) else "or"
             values = [self.condition(v) for v in node.values]
             result = values[0]
-            for value in values[1:]:
-                result = fold(ir.Logic(op, result, value))
+            for term in values[1:]:
+                result = fold(ir.Logic(op, result, term))
             return result
         if isinstance(node, ast.IfExp):
             cond = self.condition(node.test)
@@ -409,6 +409,7 @@ class ExpressionTracer(ir.Builder):
         self, node: ast.Call, plane: ir.Plane, keywords: list[ast.keyword]
     ) -> tuple[ir.Expr, ...]:
         method = f"{plane.name}.{'at' if plane.kind == 'table' else 'add'}"
+        items: list[tuple[str | None, ast.expr]]
         if plane.axes is None:
             if len(node.args) != 1 or keywords:
                 raise self.error(
