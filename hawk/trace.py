@@ -116,6 +116,13 @@ class _Tracer(ExpressionTracer):
         for plane in planes:
             if plane.kind == PlaneKind.OUTPUT:
                 value = self.env[plane.name]
+                if isinstance(value, Gone):
+                    raise self.error(
+                        self.node,
+                        f"output {plane.name!r} has no value at the end of the kernel: {value.why}",
+                    )
+                # an output's name starts as its Load, and bind never puts a plane there
+                assert isinstance(value, ir.Expr)
                 if value == ir.Load(plane):
                     raise self.error(
                         self.node,
@@ -199,8 +206,9 @@ class _Tracer(ExpressionTracer):
             isinstance(target, ast.Tuple) and all(isinstance(t, ast.Name) for t in target.elts)
         ):
             raise self.error(node, f"assign to names, not {snippet(target)}")
-        values = self.tuple_value(value, len(target.elts))
-        for name, item in zip(target.elts, values, strict=True):
+        names = [t for t in target.elts if isinstance(t, ast.Name)]  # all of them, as checked
+        values = self.tuple_value(value, len(names))
+        for name, item in zip(names, values, strict=True):
             self.bind(name, item)
 
     def tuple_value(self, node: ast.expr, count: int) -> list[ir.Expr]:
@@ -357,11 +365,12 @@ class _Tracer(ExpressionTracer):
             self.block(node.body)
         body, body_env = tuple(stmts), self.env
         self.env = before
-        updates = {}
+        updates: dict[str, ir.Expr] = {}
         for name in carry_vars:
             update = body_env[name]
             if isinstance(update, Gone):
                 raise self.error(node, update.why)
+            assert isinstance(update, ir.Expr)  # a carry held a value, and bind refuses planes
             updates[name] = update
         return index, carry_vars, body, updates
 
@@ -376,7 +385,7 @@ class _Tracer(ExpressionTracer):
             and not it.keywords
         ):
             raise self.error(node, f"loops are for x in range(<constant>), not {snippet(it)}")
-        bounds = []
+        bounds: list[int] = []
         for arg in it.args:
             value = self.expr(arg)
             if not (isinstance(value, ir.Const) and value.type == Type.INT):
@@ -386,6 +395,7 @@ class _Tracer(ExpressionTracer):
                     f"a loop bound must be a constant int, not {snippet(arg)} (a {kind} "
                     f"{value.type} value)",
                 )
+            assert isinstance(value.value, int)  # a Const of type int holds an int
             bounds.append(value.value)
         if len(bounds) == 1:
             bounds.insert(0, 0)

@@ -227,6 +227,12 @@ ERRORS = [
         r"loop variable 'i' is assigned in its loop",
     ),
     ("pass", LANES, 0, r"output 'y' is never assigned; declare it hawk\.Scalar"),
+    (
+        "for y in range(R):\n    pass",
+        LANES,
+        0,
+        r"output 'y' has no value at the end of the kernel: the loop variable 'y' \(line 15\)",
+    ),
     ("if x:\n    y = x", LANES, 1, r"a condition must be a comparison, not x \(real\)"),
     ("y = 1.0 if x else 2.0", LANES, 1, r"a condition must be a comparison"),
     ("y = G", LANES, 1, r"'G' is a str; a kernel uses .* int or float constants"),
