@@ -86,7 +86,7 @@ class Bound:
         foreign = (p for step in self._steps for p in step.planes if framework_of(p))
         self._stream_plane = tuple(itertools.islice(foreign, 1))
         # the host arrays the steps write, each once (a run saves them to be all or nothing)
-        written = {}
+        written: dict[tuple[int, int], np.ndarray] = {}
         for step in self._steps:
             for array in step.written:
                 written.setdefault((array.__array_interface__["data"][0], array.nbytes), array)

@@ -82,6 +82,8 @@ class Array:
             self._ptr = host.__array_interface__["data"][0]
             self._readonly = not host.flags.writeable
         else:
+            if dtype is None or device_index is None:
+                raise TypeError("a device Array needs its dtype and device_index")
             self.shape, self.dtype, self.strides = shape, dtype, strides
             self._ptr = ptr
             self._readonly = readonly
@@ -96,6 +98,12 @@ class Array:
     @property
     def device_index(self) -> int | None:
         """The CUDA device index, or None on the host."""
+        return self._device_index
+
+    @property
+    def _device(self) -> int:
+        """The device index of a device Array."""
+        assert self._device_index is not None  # __init__ refuses a device Array without one
         return self._device_index
 
     @property
@@ -242,7 +250,7 @@ class Array:
         source = self if self.is_contiguous else self.copy()
         out = np.empty(self.shape, dtype=self.dtype)
         if out.nbytes:
-            stream_ptr = launch_stream((self,), self._device_index)
+            stream_ptr = launch_stream((self,), self._device)
             call(
                 "cudaMemcpyAsync",
                 out.ctypes.data,
@@ -277,7 +285,7 @@ class Array:
         out = empty(self.shape, self.dtype, self.device)
         if not self.size:
             return out
-        stream_ptr = launch_stream((self,), self._device_index)
+        stream_ptr = launch_stream((self,), self._device)
         if self.is_contiguous:
             call(
                 "cudaMemcpyAsync",
@@ -314,9 +322,9 @@ class Array:
         if not self.size:
             return
         if stream is None:
-            stream_ptr = launch_stream((self,), self._device_index)
+            stream_ptr = launch_stream((self,), self._device)
         else:
-            stream_ptr = as_stream_ptr(stream, self._device_index)
+            stream_ptr = as_stream_ptr(stream, self._device)
         if self.is_contiguous:
             _fill.memset(self.ptr, scalar, self.size, stream_ptr)
         else:
@@ -343,7 +351,7 @@ class Array:
         """``(kDLCPU, 0)`` on the host, ``(kDLCUDA, index)`` on a device."""
         if self._host is not None:
             return (_dlpack.CPU, 0)
-        return (_dlpack.CUDA, self._device_index)
+        return (_dlpack.CUDA, self._device)
 
     def __dlpack__(
         self,
@@ -387,7 +395,7 @@ class Array:
                     "2 (per-thread default stream), a stream pointer, or -1"
                 )
             if stream != -1:
-                producer = launch_stream((self,), self._device_index)
+                producer = launch_stream((self,), self._device)
                 _foreign.order(producer, 1 if stream is None else stream)
         return _dlpack.export(self, device=own, versioned=versioned, readonly=self._readonly)
 

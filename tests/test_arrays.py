@@ -90,6 +90,14 @@ def test_host_array_has_no_cuda_array_interface():
     assert not hasattr(arrays.zeros(3), "__cuda_array_interface__")
 
 
+@pytest.mark.parametrize(
+    "given", [{"device_index": 0}, {"dtype": np.dtype("float32")}], ids=["no dtype", "no index"]
+)
+def test_a_device_array_needs_its_dtype_and_device_index(given):
+    with pytest.raises(TypeError, match="a device Array needs its dtype and device_index"):
+        arrays.Array(ptr=0x1000, shape=(2,), strides=(4,), **given)
+
+
 def test_device_array_without_a_driver_is_cuda_unavailable():
     if eagle.cuda.is_available():
         pytest.skip("this check is for machines without a CUDA device")

@@ -182,7 +182,9 @@ def _slots(packed: PackedArgs, sizes: list[int]) -> list[bytes]:
 
 
 def test_a_numpy_scalar_argument_takes_a_new_value_in_place():
-    plane = arrays.Array(ptr=0x4000, shape=(4,), dtype=np.dtype("float32"), strides=(4,))
+    plane = arrays.Array(
+        ptr=0x4000, shape=(4,), dtype=np.dtype("float32"), strides=(4,), device_index=0
+    )
     args = [np.float32(1.5), plane, np.float64(0.25), np.int64(7), ctypes.c_int32(3)]
     packed = PackedArgs(args)
     sizes = [4, 8, 8, 8, 4]
