@@ -44,6 +44,7 @@ from eagle import arrays
 from eagle.cuda.stream import Stream
 from hawk.contraction import lane_layout
 from hawk.emit import policy
+from hawk.ir import Plane
 
 __all__ = ["Function", "function"]
 
@@ -275,7 +276,9 @@ class Function:
     def _empty_outputs(self, values: Sequence[Any], initials: Sequence[Any], lanes: Any) -> list:
         dtype, device, count = self._layout(values, initials, lanes)
         return [
-            torch.empty(count if p.kind == "output" else p.shape, dtype=dtype, device=device)
+            torch.empty(
+                count if p.kind == "output" else _accumulator_shape(p), dtype=dtype, device=device
+            )
             for p in self._outputs
         ]
 
@@ -291,7 +294,7 @@ class Function:
         outputs = []
         for plane in self._outputs:
             if plane.kind == "accumulator":
-                outputs.append(torch.zeros(plane.shape, dtype=dtype, device=device))
+                outputs.append(torch.zeros(_accumulator_shape(plane), dtype=dtype, device=device))
                 continue
             start, read_first = next(starts)
             if start is not None:
@@ -376,9 +379,16 @@ class Function:
             if not need:
                 results.append(values[0].new_empty(0))
                 continue
+            name = self._gradient_names[slot]
+            if name is None:
+                raise ValueError(
+                    f"needs[{slot}] is True, but the kernel never reads the initial value of "
+                    f"output {self._initial_names[slot - len(values)]!r}, so it has no "
+                    "gradient; pass False there"
+                )
             like = self._grad_like(slot, values, initials, rest)
             gradient = torch.zeros_like(like, memory_format=torch.contiguous_format)
-            names.append(self._gradient_names[slot])
+            names.append(name)
             tensors.append(gradient)
             results.append(gradient)
         key = tuple(needs)
@@ -456,6 +466,12 @@ class _CudaView:
             "strides": None,
             "version": 3,
         }
+
+
+def _accumulator_shape(plane: Plane) -> tuple[int, ...]:
+    """The declared shape of an accumulator plane."""
+    assert plane.shape is not None  # Function refuses a flat (axis-less) accumulator
+    return plane.shape
 
 
 def _raw_stream(device: torch.device) -> int:

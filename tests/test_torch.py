@@ -128,6 +128,13 @@ def test_one_function_per_kernel_and_policy():
     assert loop.op._qualname != eagle.torch.function(k.contract, "gemm").op._qualname
 
 
+def test_the_backward_op_refuses_a_gradient_the_kernel_has_not():
+    f = eagle.torch.function(k.scale_add)  # never reads y, so y's initial value has none
+    x, z = torch.randn(4, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"needs\[2\] is True, but .* output 'y'"):
+        f.backward_op(x, z, None, torch.ones(4, dtype=torch.float64), [False, False, True])
+
+
 @pytest.mark.parametrize("kernel", [k.affine, k.gather, k.square_in_place, k.binned])
 def test_the_op_passes_torch_opcheck(kernel):
     f = eagle.torch.function(kernel)
