@@ -73,6 +73,7 @@ def device_demo(rng: np.random.Generator) -> None:
         out.fill(np.nan, stream.ptr())
         with cuda.StreamCapturer(stream.ptr()) as cap:
             handle.sgemm(params, operands)
+        assert cap.captured is not None  # set when the with block ended the capture
         graph = cuda.Graph.from_captured(cap.captured)
         launcher = graph.launcher()
         launcher.stream(stream.ptr())
