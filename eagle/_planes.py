@@ -78,6 +78,10 @@ class _Given:
     device: int | None = None
 
 
+#: each plane dtype's name (``dtype.name`` is computed on each access)
+_DTYPE_NAMES = {dtype: dtype.name for dtype in DTYPES}
+
+
 def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
     """Check ``planes`` (plane name -> array or number) against ``kernel``'s planes.
 
@@ -108,7 +112,7 @@ def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
     _check_overlaps(arrays_given)
     array_dtypes = {g.name: np.dtype(g.value.dtype) for g in arrays_given}
     real = compute_dtype(array_dtypes)
-    signature = tuple(array_dtypes.get(g.name, real).name for g in given)
+    signature = tuple(_DTYPE_NAMES[array_dtypes.get(g.name, real)] for g in given)
     numbers = {g.name: param_value(g.name, g.value, real) for g in given if g.side == "number"}
     values = {g.name: _prepare(g, side, numbers) for g in given}
     return Planes(side, device, lanes, signature, real, values, numbers)
@@ -335,8 +339,8 @@ def _lane_count(given: list[_Given]) -> int:
 
 def _byte_range(item: _Given) -> tuple[int, int]:
     array = item.value
-    start = array.ctypes.data if item.side == "host" else array.ptr
-    return start, start + math.prod(array.shape) * np.dtype(array.dtype).itemsize
+    start = array.__array_interface__["data"][0] if item.side == "host" else array.ptr
+    return start, start + array.nbytes
 
 
 def _check_overlaps(given: list[_Given]) -> None:
