@@ -147,7 +147,10 @@ class AdjointPlan:
         """Add the gradients into the gradient planes passed (one keyword per plane).
 
         On the host it returns when the gradients are in your arrays; on the
-        device it enqueues on eagle's current stream and returns.
+        device it enqueues on eagle's current stream and returns. An adjoint
+        that runs its own loop keeps its bindings as
+        :meth:`eagle.plan.AutoPlan.run` does (the last four, with their
+        arrays): a repeated run over the same planes only launches.
 
         Raises:
             TypeError: no gradient plane passed; an unknown, missing or
@@ -158,7 +161,13 @@ class AdjointPlan:
             hawk.HawkError: a requested gradient passes through an address
                 computed with ``int()`` of data it is taken with respect to.
         """
-        self.bind(**planes).launch()
+        if self.route("device") == "gemm":
+            self.bind(**planes).launch()
+            return
+        # the adjoint's own loop: its plan keeps its bindings, as AutoPlan.run does
+        kernel = self._kernel_for(planes)
+        self._check_names(kernel, planes)
+        self._loop_plan(kernel).run(**planes)
 
     def bind(self, **planes: Any) -> BoundAdjoint:
         """Prepare the adjoint over ``planes`` (compile, pack arguments), so

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
+import eagle.diff
 import eagle.plan
 from eagle import _bound, _route, arrays
 from eagle._planes import layout_key
@@ -144,3 +145,13 @@ def test_threads_sharing_a_binding_each_run_with_their_own_param() -> None:
     with ThreadPoolExecutor(len(values)) as pool:
         list(pool.map(lambda a: [plan.run(a=a, x=x, y=y) for _ in range(25)], values))
     np.testing.assert_array_equal(y, 25 * sum(values))  # integers: exact in any order
+
+
+def test_an_adjoint_run_reuses_its_loop_binding(checks: list[str]) -> None:
+    adjoint = eagle.diff.reverse(eagle.plan.auto(saxpy))
+    x, y_bar = np.arange(4.0), np.ones(4)
+    x_bar = np.zeros(4)
+    for a in (1.0, 2.0, 3.0):
+        adjoint.run(a=a, x=x, y_bar=y_bar, x_bar=x_bar)
+    np.testing.assert_array_equal(x_bar, 6.0 * y_bar)
+    assert checks == ["saxpy_vjp"]  # bound once, then reused with new numbers
