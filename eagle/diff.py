@@ -106,6 +106,9 @@ class AdjointPlan:
         self.gradients = hawk.diff.gradient_planes(primal.kernel)
         self.cotangents = hawk.diff.cotangent_planes(primal.kernel)
         self._loop_plans: dict[tuple[str, ...], AutoPlan] = {}
+        # the adjoint kernel of each set of gradients asked for (hawk.diff.vjp's own cache
+        # is reached only after it works out the kernel's gradient planes again)
+        self._kernels: dict[tuple[str, ...], hawk.diff.AdjointKernel] = {}
 
     def __repr__(self) -> str:
         return f"AdjointPlan({self.primal.kernel.name})"
@@ -218,14 +221,18 @@ class AdjointPlan:
         return BoundPlan(self.primal, checked, step, Route("gemm", ()))
 
     def _kernel_for(self, planes: Mapping[str, Any]) -> hawk.diff.AdjointKernel:
-        wrt = [name for name, gradient in self.gradients.items() if gradient in planes]
+        wrt = tuple(name for name, gradient in self.gradients.items() if gradient in planes)
+        kernel = self._kernels.get(wrt)
+        if kernel is not None:
+            return kernel
         if not wrt:
             choices = ", ".join(self.gradients.values()) or "it has none"
             raise TypeError(
                 f"pass at least one gradient plane for the adjoint of kernel "
                 f"{self.primal.kernel.name!r} ({choices}); the adjoint adds into the ones you pass"
             )
-        return hawk.diff.vjp(self.primal.kernel, wrt)
+        kernel = self._kernels[wrt] = hawk.diff.vjp(self.primal.kernel, wrt)
+        return kernel
 
     def _check_names(self, kernel: hawk.diff.AdjointKernel, planes: Mapping[str, Any]) -> None:
         name = self.primal.kernel.name
