@@ -23,15 +23,28 @@ outputs. The grammar covers, in typed and bounded form:
 * flat tables read with ``t.at(i)`` and named tables read with every axis by
   keyword in a random order, always at an index inside the table: a clamped
   ``int(...)``, an ``i % extent`` (floor modulo keeps it in range) or a clamped
-  int expression.
+  int expression;
+* zero to two accumulators, ``Mutable[Table]`` planes (flat of any length, or named
+  ``"bin"`` with a second axis now and then) that start from random values, added into
+  with ``h.add(bin=..., value=...)`` (flat: ``h.add(i, value=...)``) at any depth: at
+  top level, in loops, in branches, and in loops without carries that only bind values
+  and add (the host runs those a chunk of iterations at a time). The value is a bounded
+  real (or int) expression; the index is one of the read indices above,
+  ``(hm.sample_index() + e) % extent``, or exactly ``s`` or ``u`` of ``split_index``
+  or ``hm.sample_index() // U`` or ``% U``, clamped (``minimum`` or ``%``) only where
+  it could leave the range: an address shared by runs or strides of lanes, which the
+  host sums per group before adding (for such kernels, lane counts of 32 or 64 and
+  ``U`` of 16 or 32 now and then, where that summing applies).
 
 Every real expression carries a bound on its magnitude; one that could grow
 past :data:`REAL_LIMIT` is wrapped in ``hm.tanh`` or a ``minimum``/``maximum``
 clamp, so no value overflows and carries keep a loop-invariant bound.
 
 :func:`evaluate_per_lane` runs ``per_lane`` once per lane with Python and
-numpy scalars, a per-lane stand-in for ``hawk.math`` and table objects whose
-``.at`` indexes numpy arrays; it is the reference of the host program.
+numpy scalars, a per-lane stand-in for ``hawk.math``, table objects whose
+``.at`` indexes numpy arrays and accumulator objects whose ``.add`` adds into a
+float64 copy of the plane, recording what each lane added where; it is the
+reference of the host program (:class:`LaneRun`).
 """
 
 from __future__ import annotations
@@ -63,6 +76,11 @@ _AXIS_LABELS = ("row", "col", "bin", "unit")
 _REAL_CONSTANTS = (0.5, 1.0, 2.0, 3.0, -1.0, -2.5, 0.25, 1.5, -0.75, 0.1)
 _POSITIVE = (0.5, 1.0, 2.0)
 _CLAMPS = (1.0, 4.0, 8.0, 16.0)
+#: lane counts, now and then, of a kernel with accumulators, and the split_index sizes
+#: they allow: the host sums runs of 16 or more lanes, and strides of 32 or more,
+#: before adding them (``_add_groups`` of ``hawk/emit/_host_runtime.py``)
+_WIDE_LANES = (32, 64)
+_WIDE_SPLITS = (16, 32)
 
 
 @dataclass(frozen=True)
@@ -71,9 +89,9 @@ class PlaneSpec:
 
     Attributes:
         name: the parameter's name.
-        kind: ``"table"``, ``"param"``, ``"input"`` (Scalar) or ``"output"``
-            (Mutable[Scalar]).
-        shape: a table's shape (``()`` for the other kinds).
+        kind: ``"table"``, ``"accumulator"`` (Mutable[Table]), ``"param"``,
+            ``"input"`` (Scalar) or ``"output"`` (Mutable[Scalar]).
+        shape: a table's or accumulator's shape (``()`` for the other kinds).
         axes: a named table's axis labels; None for a flat table and the rest.
     """
 
@@ -90,10 +108,11 @@ class PlaneSpec:
             return "hawk.Scalar"
         if self.kind == "output":
             return "hawk.Mutable[hawk.Scalar]"
-        if self.axes is None:
-            return "hawk.Table"
-        axes = ", ".join(f'"{a}":{n}' for a, n in zip(self.axes, self.shape, strict=True))
-        return f"hawk.Table[{axes}]"
+        table = "hawk.Table"
+        if self.axes is not None:
+            axes = ", ".join(f'"{a}":{n}' for a, n in zip(self.axes, self.shape, strict=True))
+            table = f"hawk.Table[{axes}]"
+        return f"hawk.Mutable[{table}]" if self.kind == "accumulator" else table
 
 
 @dataclass(frozen=True)
@@ -116,13 +135,19 @@ class GeneratedKernel:
     def outputs(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.planes if p.kind == "output")
 
+    @property
+    def accumulators(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.planes if p.kind == "accumulator")
+
     def make_planes(self, dtype: Any = np.float64) -> dict[str, np.ndarray]:
         """Fresh arrays for every plane (outputs hold their initial values),
         uniform in ``[-INPUT_BOUND, INPUT_BOUND]`` from this kernel's seed."""
         rng = np.random.default_rng(self.seed)
         planes = {}
         for plane in self.planes:
-            shape = {"table": plane.shape, "param": (1,)}.get(plane.kind, (self.lanes,))
+            shape = {"table": plane.shape, "accumulator": plane.shape, "param": (1,)}.get(
+                plane.kind, (self.lanes,)
+            )
             values = rng.uniform(-INPUT_BOUND, INPUT_BOUND, shape)
             planes[plane.name] = values.astype(dtype)
         return planes
@@ -168,6 +193,9 @@ class _Builder:
         self.draw = draw
         self.lanes = lanes
         self.tables = [p for p in planes if p.kind == "table"]
+        self.accumulators = [p for p in planes if p.kind == "accumulator"]
+        self.added: set[str] = set()  # the accumulators added into so far
+        self.splits: list[tuple[str, int]] = []  # split_index's names and their bounds
         self.counter = 0
         env = {}
         for plane in planes:
@@ -197,14 +225,19 @@ class _Builder:
 
     def body(self) -> list[str]:
         if self.flip():
-            n = self.integer(1, 5)
+            wide = self.lanes >= _WIDE_LANES[0]
+            n = self.choice(list(_WIDE_SPLITS)) if wide else self.integer(1, 5)
             s, u = self.fresh("s"), self.fresh("u")
             self.emit(1, f"{s}, {u} = hm.split_index({n})")
             self.scope.env[s] = _Var("int", (self.lanes - 1) // n)
             self.scope.env[u] = _Var("int", n - 1)
+            self.splits = [(s, (self.lanes - 1) // n), (u, n - 1)]
         self.statements(1, self.integer(1, 5))
         for name in self.outputs:  # hawk refuses an output that is never assigned
             self.assign_to(1, name)
+        for plane in self.accumulators:
+            if plane.name not in self.added:
+                self.add(1, plane)
         return self.scope.lines
 
     def statements(self, depth: int, count: int) -> None:
@@ -217,6 +250,8 @@ class _Builder:
             kinds += ["loop", "loop"]
         if self.scope.ifs < 2:
             kinds += ["if", "if"]
+        if self.accumulators:
+            kinds += ["add", "add"] + (["scatter", "scatter"] if self.scope.loops < 2 else [])
         kind = self.choice(kinds)
         if kind == "let":
             name = self.fresh("v")
@@ -231,6 +266,10 @@ class _Builder:
             self.tuple_assign(depth)
         elif kind == "loop":
             self.loop(depth)
+        elif kind == "add":
+            self.add(depth, self.choice(self.accumulators))
+        elif kind == "scatter":
+            self.scatter(depth)
         else:
             self.branch(depth)
 
@@ -270,6 +309,41 @@ class _Builder:
             new = bound
         self.scope.env[name] = replace(var, bound=var.cap if var.cap is not None else new)
 
+    def add(self, depth: int, plane: PlaneSpec) -> None:
+        """``h.add(bin=..., value=...)`` (flat: ``h.add(i, value=...)``) at an index
+        inside the accumulator, of a bounded real (or now and then int) value."""
+        self.added.add(plane.name)
+        value, _ = self.real_expr(self.integer(0, 2)) if self.integer(0, 3) else self.int_expr(1)
+        if plane.axes is None:
+            address = self.add_index(plane.shape[0])
+        else:
+            order = self.draw(st.permutations(list(zip(plane.axes, plane.shape, strict=True))))
+            address = ", ".join(f"{label}={self.add_index(extent)}" for label, extent in order)
+        self.emit(depth, f"{plane.name}.add({address}, value={value})")
+
+    def add_index(self, extent: int) -> str:
+        """An index inside ``[0, extent)``: one of :meth:`index`, one that moves with the
+        lane (``(hm.sample_index() + e) % extent``), or one that depends on the lane only
+        through ``lane // U`` or ``lane % U`` (``s`` or ``u`` of ``split_index``,
+        ``hm.sample_index() // U`` or ``% U``; the host adds those by groups of lanes),
+        clamped only where it could leave the range."""
+        kind = self.integer(0, 3)
+        if kind == 0:
+            return self.index(extent)
+        if kind == 1:
+            return f"((hm.sample_index() + {self.int_expr(1)[0]}) % {extent})"
+        d = self.choice(list(_WIDE_SPLITS) if self.lanes >= _WIDE_LANES[0] else [2, 3, 4])
+        lanes = [
+            (f"hm.sample_index() // {d}", (self.lanes - 1) // d),
+            (f"hm.sample_index() % {d}", d - 1),
+        ]
+        text, bound = self.choice(self.splits + self.splits + lanes)
+        if bound < extent:
+            return text
+        if self.flip():
+            return f"hm.minimum({text}, {extent - 1})"
+        return f"({text} % {extent})"
+
     def tuple_assign(self, depth: int) -> None:
         a, b = self.fresh("v"), self.fresh("v")
         text_a, var_a = self.value(self.choice(["real", "int"]), 2)
@@ -286,7 +360,9 @@ class _Builder:
             return f"({text} % {k})", k
         return f"hm.minimum(hm.maximum({text}, {-limit!r}), {limit!r})", limit
 
-    def loop(self, depth: int) -> None:
+    def loop_range(self) -> tuple[str, int]:
+        """The arguments of a ``range`` with a step of either sign, and a bound on the
+        magnitude of its index."""
         step = self.choice(["1", "1", "2", "-1", "-2", "3"])
         step_n = int(step)
         trips = self.integer(0, 5)
@@ -299,6 +375,29 @@ class _Builder:
             bounds = f"{start}, {stop}"
         else:
             bounds = f"{start}, {stop}, {step}"
+        return bounds, max(abs(start), abs(stop))
+
+    def scatter(self, depth: int) -> None:
+        """A loop without carries that only binds values and adds into accumulators (the
+        host runs such a loop a chunk of iterations at a time)."""
+        bounds, bound = self.loop_range()
+        index = self.fresh("i")
+        self.emit(depth, f"for {index} in range({bounds}):")
+        outer = self.scope
+        env = dict(outer.env)
+        env[index] = _Var("int", bound)
+        self.scope = _Scope(env, set(), outer.loops + 1, outer.ifs, outer.lines)
+        for _ in range(self.integer(0, 1)):
+            name = self.fresh("v")
+            text, var = self.value(self.choice(["real", "int"]), 2)
+            self.emit(depth + 1, f"{name} = {text}")
+            self.scope.env[name] = var
+        for _ in range(self.integer(1, 2)):
+            self.add(depth + 1, self.choice(self.accumulators))
+        self.scope = outer
+
+    def loop(self, depth: int) -> None:
+        bounds, bound = self.loop_range()
         # carries: a new accumulator, or variables assigned before the loop
         outer = self.scope
         candidates = sorted(outer.assignable)
@@ -323,7 +422,7 @@ class _Builder:
             if cap is None:
                 cap = max(var.bound, 16.0 if var.type == "real" else 100.0)
             env[name] = _Var(var.type, cap, cap)
-        env[index] = _Var("int", max(abs(start), abs(stop)))
+        env[index] = _Var("int", bound)
         inner = _Scope(env, set(carries), outer.loops + 1, outer.ifs, outer.lines)
         self.scope = inner
         self.statements(depth + 1, self.integer(0, 2))
@@ -606,11 +705,23 @@ def kernels(draw: Callable[[st.SearchStrategy[Any]], Any]) -> GeneratedKernel:
             labels = tuple(draw(st.permutations(_AXIS_LABELS))[:count])
             shape = tuple(draw(st.integers(1, 5)) for _ in labels)
             planes.append(PlaneSpec(f"t{k}", "table", shape, labels))
+    for k in range(draw(st.integers(0, 2))):
+        if draw(st.booleans()):
+            length = draw(st.integers(1, 8) if draw(st.booleans()) else st.integers(9, 40))
+            planes.append(PlaneSpec(f"h{k}", "accumulator", (length,)))
+        else:
+            labels = ("bin",)
+            if draw(st.booleans()):
+                other = draw(st.sampled_from([a for a in _AXIS_LABELS if a != "bin"]))
+                labels = tuple(draw(st.permutations(["bin", other])))
+            shape = tuple(draw(st.integers(1, 6)) for _ in labels)
+            planes.append(PlaneSpec(f"h{k}", "accumulator", shape, labels))
     planes += [PlaneSpec(f"p{k}", "param") for k in range(draw(st.integers(0, 2)))]
     planes += [PlaneSpec(f"x{k}", "input") for k in range(draw(st.integers(1, 3)))]
     planes += [PlaneSpec(f"y{k}", "output") for k in range(draw(st.integers(1, 2)))]
     planes = draw(st.permutations(planes))
-    lanes = draw(st.integers(1, 24))
+    wide = any(p.kind == "accumulator" for p in planes) and draw(st.integers(0, 3)) == 0
+    lanes = draw(st.sampled_from(_WIDE_LANES) if wide else st.integers(1, 24))
     builder = _Builder(draw, tuple(planes), lanes)
     body = builder.body()
     signature = ",\n".join(f"    {p.name}: {p.annotation()}" for p in planes)
@@ -722,19 +833,81 @@ class _LaneMath:
         return real
 
 
+@dataclass
+class LaneRun:
+    """What :func:`evaluate_per_lane` computed, in float64.
+
+    Attributes:
+        outputs: each output plane after the run.
+        accumulators: each accumulator plane after the run, in its shape.
+        magnitudes: per accumulator, flat: ``|start|`` plus the sum of ``|value|`` of
+            every add into each element (summed in another order, the element can
+            differ by rounding relative to this).
+        added: per accumulator, ``(lanes, size)``: the sum of what each lane added
+            into each (flat) element.
+        added_abs: as ``added``, of the values' magnitudes.
+        adds: as ``added``, the number of adds.
+    """
+
+    outputs: dict[str, np.ndarray]
+    accumulators: dict[str, np.ndarray]
+    magnitudes: dict[str, np.ndarray]
+    added: dict[str, np.ndarray]
+    added_abs: dict[str, np.ndarray]
+    adds: dict[str, np.ndarray]
+
+    def comparable(self, name: str, stable: np.ndarray) -> np.ndarray:
+        """The (flat) elements of accumulator ``name`` that no lane outside ``stable``
+        (a bool per lane) added into."""
+        return ~(self.adds[name][~stable] > 0).any(axis=0)
+
+
+class _LaneAccumulator:
+    """A ``Mutable[Table]`` for one lane: ``.add`` adds into the run's float64 plane and
+    records the lane's contribution."""
+
+    def __init__(self, run: LaneRun, plane: PlaneSpec, lane: int) -> None:
+        self.run = run
+        self.plane = plane
+        self.lane = lane
+
+    def add(self, *flat: int, value: float, **named: int) -> None:
+        plane = self.plane
+        index = flat if plane.axes is None else tuple(named[a] for a in plane.axes)
+        for i, extent in zip(index, plane.shape, strict=True):
+            if not (isinstance(i, int) and 0 <= i < extent):
+                raise AssertionError(f"generator bug: index {i!r} of {plane.name}.add")
+        element = int(np.ravel_multi_index(index, plane.shape))
+        value = np.float64(value)
+        self.run.accumulators[plane.name].reshape(-1)[element] += value
+        self.run.magnitudes[plane.name][element] += abs(value)
+        self.run.added[plane.name][self.lane, element] += value
+        self.run.added_abs[plane.name][self.lane, element] += abs(value)
+        self.run.adds[plane.name][self.lane, element] += 1
+
+
 def evaluate_per_lane(
     module: types.ModuleType,
     kernel: GeneratedKernel,
     planes: dict[str, np.ndarray],
     noise: Callable[[], float] | None = None,
-) -> dict[str, np.ndarray]:
-    """The outputs of ``kernel`` computed lane by lane in Python (float64).
+) -> LaneRun:
+    """The outputs and accumulators of ``kernel`` computed lane by lane in Python
+    (float64), adds in lane order.
 
     ``noise`` (a relative error per call) perturbs the rounded math functions.
     """
     code = module.per_lane.__code__
     arrays = {name: values.astype(np.float64) for name, values in planes.items()}
-    results = {name: arrays[name].copy() for name in kernel.outputs}
+    sizes = {name: arrays[name].size for name in kernel.accumulators}
+    run = LaneRun(
+        outputs={name: arrays[name].copy() for name in kernel.outputs},
+        accumulators={name: arrays[name].copy() for name in kernel.accumulators},
+        magnitudes={name: np.abs(arrays[name]).reshape(-1) for name in kernel.accumulators},
+        added={name: np.zeros((kernel.lanes, size)) for name, size in sizes.items()},
+        added_abs={name: np.zeros((kernel.lanes, size)) for name, size in sizes.items()},
+        adds={name: np.zeros((kernel.lanes, size), dtype=int) for name, size in sizes.items()},
+    )
     with np.errstate(all="ignore"):
         for lane in range(kernel.lanes):
             args: dict[str, Any] = {}
@@ -742,6 +915,8 @@ def evaluate_per_lane(
                 values = arrays[plane.name]
                 if plane.kind == "table":
                     args[plane.name] = _LaneTable(values, plane)
+                elif plane.kind == "accumulator":
+                    args[plane.name] = _LaneAccumulator(run, plane, lane)
                 elif plane.kind == "param":
                     args[plane.name] = np.float64(values[0])
                 else:
@@ -749,8 +924,8 @@ def evaluate_per_lane(
             globals_ = {"hm": _LaneMath(lane, noise), "__builtins__": builtins}
             outputs = types.FunctionType(code, globals_)(**args)
             for name, value in zip(kernel.outputs, outputs, strict=True):
-                results[name][lane] = float(value)
-    return results
+                run.outputs[name][lane] = float(value)
+    return run
 
 
 def _constant(value: float) -> Callable[[], float]:
@@ -769,9 +944,13 @@ def stable_lanes(
     rtol: float,
     atol: float,
     trials: int = 6,
+    reference: LaneRun | None = None,
 ) -> np.ndarray:
-    """The lanes whose outputs stay within ``rtol``/``atol`` when every input value and
-    every rounded math result is perturbed by a relative error of up to ``delta``.
+    """The lanes whose outputs, and what they add into each accumulator element, stay
+    within ``rtol``/``atol`` when every input value and every rounded math result is
+    perturbed by a relative error of up to ``delta`` (a lane that adds a different
+    number of times into an element is not stable). ``reference`` is the unperturbed
+    :func:`evaluate_per_lane` of ``planes``, when the caller has it.
 
     Two correct programs that round differently (a device's math library and fused
     multiply-adds against numpy, or float32 against float64) can land on two sides of a
@@ -780,7 +959,8 @@ def stable_lanes(
     are not compared across implementations. The first two trials push every value up
     by ``delta``, then down; the others perturb at random.
     """
-    reference = evaluate_per_lane(module, kernel, planes)
+    if reference is None:
+        reference = evaluate_per_lane(module, kernel, planes)
     rng = np.random.default_rng(kernel.seed)
     stable = np.ones(kernel.lanes, dtype=bool)
     for trial in range(trials):
@@ -796,18 +976,33 @@ def stable_lanes(
             noise = _uniform(rng, delta)
         noisy = evaluate_per_lane(module, kernel, perturbed, noise)
         for name in kernel.outputs:
-            stable[disagreements(noisy[name], reference[name], rtol, atol)] = False
+            stable[disagreements(noisy.outputs[name], reference.outputs[name], rtol, atol)] = False
+        for name in kernel.accumulators:
+            moved = disagreements(
+                noisy.added[name], reference.added[name], rtol, atol, reference.added_abs[name]
+            )
+            elsewhere = (noisy.adds[name] != reference.adds[name]).any(axis=1)
+            stable[np.unique(moved // reference.added[name].shape[1])] = False
+            stable[elsewhere] = False
     return stable
 
 
-def disagreements(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> np.ndarray:
-    """The lanes where ``actual`` differs from ``expected``: NaN and inf must sit in
-    the same places, finite values within ``atol + rtol * |expected|``."""
-    actual = np.asarray(actual, dtype=np.float64)
-    expected = np.asarray(expected, dtype=np.float64)
+def disagreements(
+    actual: np.ndarray,
+    expected: np.ndarray,
+    rtol: float,
+    atol: float,
+    magnitude: np.ndarray | None = None,
+) -> np.ndarray:
+    """The (flat) places where ``actual`` differs from ``expected``: NaN and inf must sit
+    in the same places, finite values within ``atol + rtol * magnitude`` (by default
+    ``|expected|``; for a sum, ``|start|`` plus the sum of the terms' magnitudes)."""
+    actual = np.asarray(actual, dtype=np.float64).reshape(-1)
+    expected = np.asarray(expected, dtype=np.float64).reshape(-1)
+    scale = np.abs(expected) if magnitude is None else np.asarray(magnitude).reshape(-1)
     finite = np.isfinite(actual) & np.isfinite(expected)
     with np.errstate(invalid="ignore"):
-        close = np.abs(actual - expected) <= atol + rtol * np.abs(expected)
+        close = np.abs(actual - expected) <= atol + rtol * scale
         same_special = (np.isnan(actual) & np.isnan(expected)) | (
             np.isinf(actual) & (actual == expected)
         )

@@ -1,6 +1,7 @@
-# ruff: noqa: F841, SIM108
-# The regression kernels assign to their output planes (F841) and keep the if statement
-# the generator found (SIM108).
+# ruff: noqa: F841, SIM108, UP037, B007
+# The regression kernels assign to their output planes (F841), keep the if statement the
+# generator found (SIM108), name table axes in quotes (UP037) and loop a number of times
+# without reading the index (B007).
 """Differential test: random hawk kernels, the host program against a per-lane Python run.
 
 :func:`tests._kernel_grammar.kernels` draws kernels from the whole language (its module
@@ -8,6 +9,11 @@ docstring lists the grammar). Each one runs through ``eagle.plan.auto(k).run`` o
 numpy planes and, separately, lane by lane as plain Python over the same body with a
 per-lane ``hawk.math``. Both compute the same IEEE double operations in the same order, so
 they agree to 1e-12 (relative, or absolute near zero), NaN and inf in the same lanes.
+
+Accumulators (``Mutable[Table]`` planes added into with ``.add``) are summed in another
+order on each side (lane by lane here; ``numpy.add.at``, chunks of loop iterations or
+groups of lanes summed first in the host program), so each element is compared within
+``atol + rtol * (|start| + the sum of |value| added into it)``.
 
 The float32 tolerance of the device test (``tests/test_differential_gpu.py``) is checked
 here on the host: the float32 program against the float64 program.
@@ -61,7 +67,8 @@ def run_host(
 
 
 def _explain(name: str, bad: np.ndarray, got: np.ndarray, want: np.ndarray, source: str) -> str:
-    return f"{name} differs in lanes {bad.tolist()}: {got[bad]} != {want[bad]}\n{source}"
+    got, want = got.reshape(-1), want.reshape(-1)
+    return f"{name} differs at {bad.tolist()}: {got[bad]} != {want[bad]}\n{source}"
 
 
 @settings(SETTINGS, max_examples=300)
@@ -71,8 +78,13 @@ def test_host_matches_per_lane(loader: KernelLoader, generated: GeneratedKernel)
     host = run_host(loader, generated, planes)
     reference = evaluate_per_lane(loader.load(generated.source), generated, planes)
     for name in generated.outputs:
-        bad = disagreements(host[name], reference[name], RTOL, ATOL)
-        assert bad.size == 0, _explain(name, bad, host[name], reference[name], generated.source)
+        want = reference.outputs[name]
+        bad = disagreements(host[name], want, RTOL, ATOL)
+        assert bad.size == 0, _explain(name, bad, host[name], want, generated.source)
+    for name in generated.accumulators:
+        want = reference.accumulators[name]
+        bad = disagreements(host[name], want, RTOL, ATOL, reference.magnitudes[name])
+        assert bad.size == 0, _explain(name, bad, host[name], want, generated.source)
 
 
 @settings(SETTINGS, max_examples=60)
@@ -80,16 +92,25 @@ def test_host_matches_per_lane(loader: KernelLoader, generated: GeneratedKernel)
 def test_float32_host_within_tolerance_of_float64(
     loader: KernelLoader, generated: GeneratedKernel
 ) -> None:
-    """The float32 program stays within F32_TOL of the float64 program on stable lanes
-    (the same float32-rounded inputs on both)."""
+    """The float32 program stays within F32_TOL of the float64 program on stable lanes,
+    and on the accumulator elements that only stable lanes add into (the same
+    float32-rounded inputs on both)."""
     planes = generated.make_planes(np.float32)
     wide = {name: values.astype(np.float64) for name, values in planes.items()}
     single, double = run_host(loader, generated, planes), run_host(loader, generated, wide)
     module = loader.load(generated.source)
-    stable = stable_lanes(module, generated, wide, DELTA[F32_TOL], F32_TOL, F32_TOL)
+    reference = evaluate_per_lane(module, generated, wide)
+    stable = stable_lanes(
+        module, generated, wide, DELTA[F32_TOL], F32_TOL, F32_TOL, reference=reference
+    )
     for name in generated.outputs:
         bad = disagreements(single[name], double[name], F32_TOL, F32_TOL)
         bad = bad[stable[bad]]
+        assert bad.size == 0, _explain(name, bad, single[name], double[name], generated.source)
+    for name in generated.accumulators:
+        magnitude = reference.magnitudes[name]
+        bad = disagreements(single[name], double[name], F32_TOL, F32_TOL, magnitude)
+        bad = bad[reference.comparable(name, stable)[bad]]
         assert bad.size == 0, _explain(name, bad, single[name], double[name], generated.source)
 
 
@@ -130,7 +151,10 @@ def test_generated_kernels_cover_the_grammar(loader: KernelLoader) -> None:
         "hm.sample_index()", "int(", "float(", " // ", " % ", " / ", " ** ", "+=", "-=",
         "hm.exp(", "hm.log(", "hm.sqrt(", "hm.sin(", "hm.cos(", "hm.tanh(", "hm.abs(",
         "hm.minimum(", "hm.maximum(", "hm.pow(", " if (", "elif ", "else:", " and ", " or ",
-        "(not ", "for ", ", -1):", ", -2):", "        for ",
+        "(not ", "for ", ", -1):", ", -2):", "        for ", "hawk.Mutable[hawk.Table]",
+        'hawk.Mutable[hawk.Table["bin":', ".add(bin=", ".add(hm.", "value=hm.",
+        "hm.split_index(32)", "hm.sample_index() // ",
+        "hm.sample_index() % ", "            h0.add(",
     ]  # fmt: skip
     missing = [c for c in constructs if c not in text]
     assert not missing
@@ -161,3 +185,52 @@ def test_uniform_choice_of_an_int_then_cast(kernel: hawk.Kernel, expected: float
     y = np.full(3, np.nan)
     eagle.plan.auto(kernel).run(p=np.array([1.0]), x=np.zeros(3), y=y)
     assert np.array_equal(y, np.full(3, expected))
+
+
+@hawk.kernel
+def add_per_iteration(h: hawk.Mutable[hawk.Table["bin":2]], y: hawk.Mutable[hawk.Scalar]):
+    for i in range(-3, -1):
+        h.add(bin=(hm.sample_index() + 1) % 2, value=hm.sample_index())
+    y = 0.0
+
+
+@hawk.kernel
+def add_per_iteration_by_runs(h: hawk.Mutable[hawk.Table["bin":2]], y: hawk.Mutable[hawk.Scalar]):
+    for i in range(-3, -1):
+        h.add(bin=hm.sample_index() // 16, value=hm.sample_index())
+    y = 0.0
+
+
+@pytest.mark.parametrize(
+    ("kernel", "bins"),
+    [
+        (add_per_iteration, (np.arange(32) + 1) % 2),
+        (add_per_iteration_by_runs, np.arange(32) // 16),
+    ],
+)
+def test_a_loop_adds_once_per_iteration(kernel: hawk.Kernel, bins: np.ndarray) -> None:
+    """A loop whose add depends on neither its index nor a carry adds once per iteration
+    (not once per chunk of iterations)."""
+    h = np.zeros(2)
+    eagle.plan.auto(kernel).run(h=h, y=np.zeros(32))
+    assert np.array_equal(h, 2 * np.bincount(bins, weights=np.arange(32.0), minlength=2))
+
+
+@hawk.kernel
+def masked_add_of_a_carry(
+    x: hawk.Scalar, h: hawk.Mutable[hawk.Table["bin":2]], y: hawk.Mutable[hawk.Scalar]
+):
+    if x < 0.0:
+        for i in range(-3, 1, 2):
+            h.add(bin=hm.sample_index() // 16, value=y / 0.5)
+            y = i
+
+
+def test_a_masked_add_of_a_carry_that_became_uniform() -> None:
+    """In a varying branch, a loop adds a carry that its first iteration set to a uniform
+    value: the masked add takes it for every lane of the mask."""
+    x, h, y = np.linspace(-1.0, 1.0, 32), np.zeros(2), np.full(32, 0.25)
+    eagle.plan.auto(masked_add_of_a_carry).run(x=x, h=h, y=y)
+    neg = x < 0.0
+    want = np.bincount(np.arange(32)[neg] // 16, minlength=2) * (0.25 / 0.5 + -3 / 0.5)
+    assert np.array_equal(h, want)

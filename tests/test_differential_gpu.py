@@ -12,7 +12,9 @@ Each kernel compiles once per dtype with NVRTC (about half a second), so the GPU
 H200, in about five minutes).
 
 Compared: ``|device - host| <= rtol * |host| + atol`` in every *stable* lane, NaN and inf
-in the same lanes.
+in the same lanes; an accumulator (``Mutable[Table]``, added into with atomics or
+warp-summed adds on the device) element by element within ``rtol * (|start| + the sum of
+|value| added into it) + atol``, where no unstable lane added into it.
 
 * float64: ``rtol = atol = 1e-12``. Both sides compute in double; the device fuses
   multiply-adds and has its own math library (a few ulp per call), which should move
@@ -50,6 +52,7 @@ from tests._kernel_grammar import (
     GeneratedKernel,
     KernelLoader,
     disagreements,
+    evaluate_per_lane,
     kernels,
     stable_lanes,
 )
@@ -84,7 +87,18 @@ def test_device_matches_host(loader: KernelLoader, dtype: type, generated: Gener
     plan.run(**host)
     device = {name: arrays.asarray(values, device="cuda:0") for name, values in planes.items()}
     plan.run(**device)
-    stable = stable_lanes(loader.load(generated.source), generated, planes, delta, rtol, atol)
+    module = loader.load(generated.source)
+    reference = evaluate_per_lane(module, generated, planes)
+    stable = stable_lanes(module, generated, planes, delta, rtol, atol, reference=reference)
+    for name in generated.accumulators:
+        got = device[name].numpy().reshape(-1)
+        want = host[name].reshape(-1)
+        bad = disagreements(got, want, rtol, atol, reference.magnitudes[name])
+        bad = bad[reference.comparable(name, stable)[bad]]
+        assert bad.size == 0, (
+            f"{name} ({np.dtype(dtype)}) differs at {bad.tolist()}: device {got[bad]}, "
+            f"host {want[bad]}\n{generated.source}"
+        )
     for name in generated.outputs:
         got = device[name].numpy()
         bad = disagreements(got, host[name], rtol, atol)
