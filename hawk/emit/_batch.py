@@ -58,15 +58,11 @@ class Batch:
 
     @property
     def counted(self) -> bool:
-        """True when some sum or add repeats one value per iteration, so that the
-        emitter needs the number of iterations in a chunk."""
-        uniform_adds = any(
-            isinstance(stmt, ir.Accumulate) and not any(i.varying for i in stmt.index)
-            for stmt in self.body
-        )
-        return uniform_adds or any(
-            how != "=" and not self.rows(term) for _, term, how in self.updates
-        )
+        """True when the emitter needs the number of iterations in a chunk: the loop adds
+        into a table (once per iteration, also what does not depend on it), or sums a
+        term that does not depend on the iteration."""
+        adds = any(isinstance(stmt, ir.Accumulate) for stmt in self.body)
+        return adds or any(how != "=" and not self.rows(term) for _, term, how in self.updates)
 
     def rows(self, node: ir.Expr) -> bool:
         """True when ``node`` has one row per iteration (it depends on the index)."""

@@ -106,10 +106,15 @@ def _to_int1(value: Any) -> int:
     return int(value) if abs(value) < 2.0**63 else INT_INVALID
 
 
-def _add_rows(table: np.ndarray, offset: Any, value: Any) -> None:
-    """Add ``value`` into ``table`` at ``offset``, both broadcast to a common shape
-    (one row per iteration of a chunk; repeated offsets add up)."""
-    offset, value = np.broadcast_arrays(offset, value)
+#: one element, broadcast to a column of a chunk's rows
+_ONE = np.empty((1, 1), bool)
+
+
+def _add_rows(table: np.ndarray, offset: Any, value: Any, rows: int = 1) -> None:
+    """Add ``value`` into ``table`` at ``offset``, both broadcast to ``rows`` rows of a
+    common shape (one row per iteration of a chunk, also where neither depends on the
+    iteration; repeated offsets add up)."""
+    offset, value, _ = np.broadcast_arrays(offset, value, np.broadcast_to(_ONE, (rows, 1)))
     np.add.at(table, offset.ravel(), value.ravel())
 
 
@@ -118,7 +123,9 @@ def _add_rows(table: np.ndarray, offset: Any, value: Any) -> None:
 _SMALLEST_RUN, _SMALLEST_STRIDE = 16, 32
 
 
-def _add_groups(table: np.ndarray, offset: Any, value: Any, n: int, size: int, runs: bool) -> None:
+def _add_groups(
+    table: np.ndarray, offset: Any, value: Any, n: int, size: int, runs: bool, rows: int = 1
+) -> None:
     """:func:`_add_rows` where ``offset`` is the same for each run of ``size``
     consecutive lanes (``runs``) or for lanes ``size`` apart: each such group's
     values are summed first, then the sums added, ``size`` times fewer.
@@ -127,12 +134,12 @@ def _add_groups(table: np.ndarray, offset: Any, value: Any, n: int, size: int, r
     runs of one address, and summing short groups costs more than it saves (the
     sizes below are where it paid on a 2-core x86 host, benchmarks/RESULTS.md)."""
     if n % size or size < (_SMALLEST_RUN if runs else _SMALLEST_STRIDE):
-        _add_rows(table, offset, value)
+        _add_rows(table, offset, value, rows)
         return
-    offset, value = np.broadcast_arrays(offset, value)
-    rows, groups = offset.shape[:-1], n // size
-    value = value.reshape(*rows, groups, size)
-    offset = offset.reshape(*rows, groups, size)
+    offset, value, _ = np.broadcast_arrays(offset, value, np.broadcast_to(_ONE, (rows, 1)))
+    groups = n // size
+    value = value.reshape(rows, groups, size)
+    offset = offset.reshape(rows, groups, size)
     if runs:
         sums, at = value.sum(axis=-1), offset[..., 0]
     else:
@@ -146,6 +153,12 @@ def _last_row(term: Any, uniform: bool) -> Any:
     if np.ndim(term) < 2:
         return term
     return term[-1, 0] if uniform else term[-1]
+
+
+def _masked(value: Any, mask: np.ndarray) -> np.ndarray:
+    """The lanes of ``mask`` of a lane value (a number or a 1-D array: a value the IR
+    calls varying can be a number at run time, such as a carry a loop set to its index)."""
+    return np.broadcast_to(value, mask.shape)[mask]
 
 
 def _take_flat(table: np.ndarray, offset: Any) -> Any:
@@ -173,4 +186,5 @@ RUNTIME = {
     "_sum_rows": _sum_rows,
     "_last_row": _last_row,
     "_take_flat": _take_flat,
+    "_masked": _masked,
 }

@@ -293,7 +293,7 @@ class _Emitter:
             if self.chunk is not None:  # added once per lane and iteration of the chunk
                 total = f"_np.sum(_np.broadcast_to({value}, ({self.chunk[1]}, n)))"
             elif stmt.value.varying:
-                total = f"_np.sum({value}[{mask}])" if mask else f"_np.sum({value})"
+                total = f"_np.sum(_masked({value}, {mask}))" if mask else f"_np.sum({value})"
             else:
                 count = f"_np.count_nonzero({mask})" if mask else "n"
                 total = f"{value} * {count}"
@@ -302,18 +302,20 @@ class _Emitter:
                 depth += 1
             self.emit(depth, f"{target}[{offset}] += {total}")
             return
+        # a chunk's adds repeat for each of its iterations, also where nothing they use does
+        rows = f", {self.chunk[1]}" if self.chunk is not None else ""
         group = lane_group(stmt.index, self.lets) if mask is None else None
         if group is not None:
             size, runs = group
-            self.emit(depth, f"_add_groups({target}, {offset}, {value}, n, {size}, {runs})")
+            self.emit(depth, f"_add_groups({target}, {offset}, {value}, n, {size}, {runs}{rows})")
             return
         if self.chunk is not None:
-            self.emit(depth, f"_add_rows({target}, {offset}, {value})")
+            self.emit(depth, f"_add_rows({target}, {offset}, {value}{rows})")
             return
         if mask:
-            offset = f"({offset})[{mask}]"
+            offset = f"_masked({offset}, {mask})"
             if stmt.value.varying:
-                value = f"({value})[{mask}]"
+                value = f"_masked({value}, {mask})"
         self.emit(depth, f"_np.add.at({target}, {offset}, {value})")
 
     # -- expressions ---------------------------------------------------------------------
