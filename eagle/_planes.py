@@ -189,13 +189,9 @@ def layout_keys(planes: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any,
     keys = []
     for name in names:
         value = get(name)
-        key: tuple[Any, ...] | None
-        if type(value) is Array and not value.is_host:  # the commonest, keyed here
-            key = ("device", value.device_index, value.ptr, value.shape, value.strides, value.dtype)
-        else:
-            key = _KEYS.get(type(value), layout_key)(value)
-            if key is None:
-                return None
+        key = _KEYS.get(type(value), layout_key)(value)
+        if key is None:
+            return None
         keys.append(key)
     return tuple(keys)
 
