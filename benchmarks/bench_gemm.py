@@ -34,7 +34,6 @@ there as JSON.
 from __future__ import annotations
 
 import importlib
-import json
 import statistics
 import sys
 import time
@@ -44,6 +43,7 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
+from _report import print_table, write_record
 
 from eagle import arrays, cuda
 from eagle.cuda._runtime import call
@@ -421,20 +421,13 @@ def main(argv: list[str]) -> int:
 
     report(rows)
     if argv:
-        device = call("cudaGetDeviceProperties", 0).name
-        device = device.decode().rstrip("\0") if isinstance(device, bytes) else str(device)
-        record = {
-            "device": device,
-            "date": time.strftime("%Y-%m-%d"),
+        write_record(argv[0], {
             "torch": getattr(torch, "__version__", None),
             "cupy": getattr(cupy, "__version__", None),
             "numpy": np.__version__,
             "trials": TRIALS,
             "rows": rows,
-        }
-        with open(argv[0], "w") as handle:
-            json.dump(record, handle, indent=2)
-        print(f"wrote {argv[0]}")
+        })  # fmt: skip
     return 0
 
 
@@ -445,9 +438,7 @@ def report(rows: list[dict[str, Any]]) -> None:
     header = ("case", "shape", "unit", "eagle", "torch", "cupy", "numpy", "raw", "of_peak",
               "error", "torch_error", "ratio", "target")  # fmt: skip
     table = [header] + [tuple(cell(r.get(key)) for key in header) for r in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    for line in table:
-        print("  ".join(text.ljust(width) for text, width in zip(line, widths, strict=True)))
+    print_table(table)
 
 
 if __name__ == "__main__":

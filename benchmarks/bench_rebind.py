@@ -29,19 +29,18 @@ path, the figures are also written there as JSON.
 
 # ruff: noqa: F841 - a kernel assigns its output plane
 
-import json
 import sys
 import time
 from typing import Any
 
 import numpy as np
 from _kernels import contract
+from _report import print_table, write_record
 from _timing import host_ms
 
 import eagle.plan
 import hawk
 from eagle import arrays, cuda
-from eagle.cuda._runtime import call
 from hawk.emit import policy
 
 SIZES = (1, 10, 200)
@@ -169,9 +168,7 @@ def report(rows: list[dict[str, Any]]) -> None:
             f"{us['rebind_all']:.1f}", f"{us['capture_instantiate']:.1f}",
             f"{row['speedup_one']:.1f}x", f"{row['speedup_all']:.1f}x", f"{row['rel_error']:.1e}",
         ))  # fmt: skip
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    for line in table:
-        print("  ".join(text.ljust(width) for text, width in zip(line, widths, strict=True)))
+    print_table(table)
     hawk_one = max(r["us"]["rebind_one"] for r in rows if r["kind"] == "hawk")
     cublas = [r for r in rows if r["kind"] == "cublas" and r["launches"] == max(SIZES)]
     print(f"target: hawk-only rebind of one plane <= 10 us: {hawk_one:.1f} us")
@@ -201,18 +198,7 @@ def main(argv: list[str]) -> int:
     rows = [measure(kind, n, rng) for kind in ("hawk", "cublas") for n in SIZES]
     print(f"({time.perf_counter() - began:.0f} s)")
     if argv:
-        device = call("cudaGetDeviceProperties", 0).name
-        device = device.decode().rstrip("\0") if isinstance(device, bytes) else str(device)
-        record = {
-            "device": device,
-            "date": time.strftime("%Y-%m-%d"),
-            "numpy": np.__version__,
-            "repeat": REPEAT,
-            "rows": rows,
-        }
-        with open(argv[0], "w") as out:
-            json.dump(record, out, indent=2)
-        print(f"wrote {argv[0]}")
+        write_record(argv[0], {"numpy": np.__version__, "repeat": REPEAT, "rows": rows})
     report(rows)
     return 0
 

@@ -27,7 +27,6 @@ there as JSON. Runs in well under two minutes on an H200.
 
 # No `from __future__ import annotations`: the kernel's annotations must see the closure's n.
 
-import json
 import statistics
 import sys
 import time
@@ -36,11 +35,11 @@ from typing import Any
 
 import numpy as np
 from _kernels import contract
+from _report import print_table, write_record
 
 import eagle.plan
 import hawk
 from eagle import arrays, cuda
-from eagle.cuda._runtime import call
 from eagle.gemm import CublasCaptureHandle, sgemm_params_for_arrays
 from hawk.emit import policy
 
@@ -193,9 +192,7 @@ def report(rows: list[dict[str, Any]]) -> None:
             f"{row['tflops']['routed']:.1f}", f"{row['routed_vs_raw']:.3f} (>= 0.95)",
             f"{row['routed_vs_loop']:.1f}x (>= 5)", f"{row['routed_loop_rel_diff']:.1e}",
         ))  # fmt: skip
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    for line in table:
-        print("  ".join(text.ljust(width) for text, width in zip(line, widths, strict=True)))
+    print_table(table)
 
 
 def main(argv: list[str]) -> int:
@@ -217,19 +214,8 @@ def main(argv: list[str]) -> int:
         print(f"host us per call, {row['shape']}: {costs}{versus}")
     print(f"({time.perf_counter() - began:.0f} s)")
     if argv:
-        device = call("cudaGetDeviceProperties", 0).name
-        device = device.decode().rstrip("\0") if isinstance(device, bytes) else str(device)
-        record = {
-            "device": device,
-            "date": time.strftime("%Y-%m-%d"),
-            "numpy": np.__version__,
-            "trials": TRIALS,
-            "rows": rows,
-            "host_rows": host_rows,
-        }
-        with open(argv[0], "w") as out:
-            json.dump(record, out, indent=2)
-        print(f"wrote {argv[0]}")
+        fields = {"numpy": np.__version__, "trials": TRIALS, "rows": rows, "host_rows": host_rows}
+        write_record(argv[0], fields)
     return 0
 
 
