@@ -34,7 +34,6 @@ there as JSON.
 from __future__ import annotations
 
 import importlib
-import json
 import statistics
 import sys
 import time
@@ -44,6 +43,7 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
+from _report import print_table, write_record
 
 from eagle import arrays, cuda
 from eagle.cuda._runtime import call
@@ -114,6 +114,20 @@ def tflops(n: int, seconds: float) -> float:
 # --- the eagle sides -------------------------------------------------------------------------
 
 
+def replayed_seconds(
+    stream: cuda.Stream, enqueue: Callable[[int], Any], count: int, reps: int
+) -> float:
+    """Seconds per product of a graph of ``enqueue(0)`` .. ``enqueue(count - 1)`` captured
+    on ``stream``, replayed."""
+    with cuda.capture(stream) as cap:
+        for step in range(count):
+            enqueue(step)
+    graph = cuda.Graph.from_captured(cap.captured)
+    seconds = device_seconds(graph.launcher().stream(stream).launch, stream.ptr(), reps)
+    graph.destroy()
+    return seconds / count
+
+
 def eagle_captured(a: np.ndarray, b: np.ndarray, math: str, reps: int) -> float:
     """Seconds per product of a graph of PER_GRAPH captured products, replayed."""
     stream = cuda.Stream(non_blocking=True)
@@ -125,14 +139,9 @@ def eagle_captured(a: np.ndarray, b: np.ndarray, math: str, reps: int) -> float:
     handle = CublasCaptureHandle(stream, math=math)
     params = sgemm_params_for_arrays(operands["a"], operands["b"], operands["out"])
     handle.warm(params, operands)
-    with cuda.capture(stream) as cap:
-        for _ in range(PER_GRAPH):
-            handle.sgemm(params, operands)
-    graph = cuda.Graph.from_captured(cap.captured)
-    seconds = device_seconds(graph.launcher().stream(stream).launch, stream.ptr(), reps)
-    graph.destroy()
+    seconds = replayed_seconds(stream, lambda _: handle.sgemm(params, operands), PER_GRAPH, reps)
     handle.destroy()
-    return seconds / PER_GRAPH
+    return seconds
 
 
 def device_array(values: np.ndarray) -> arrays.Array:
@@ -157,15 +166,9 @@ def eagle_gemm(
     handle = CublasCaptureHandle(stream)
     params = gemm_params_for_arrays(*operands.values(), math=math)
     handle.warm(params, operands)
-    with cuda.capture(stream) as cap:
-        for _ in range(PER_GRAPH):
-            handle.gemm(params, operands)
-    graph = cuda.Graph.from_captured(cap.captured)
-    seconds = device_seconds(graph.launcher().stream(stream).launch, stream.ptr(), reps)
-    result = operands["out"].numpy()
-    graph.destroy()
+    seconds = replayed_seconds(stream, lambda _: handle.gemm(params, operands), PER_GRAPH, reps)
     handle.destroy()
-    return seconds / PER_GRAPH, result
+    return seconds, operands["out"].numpy()
 
 
 def eagle_sgemm_call(x: np.ndarray, w: np.ndarray) -> Side:
@@ -236,15 +239,14 @@ def eagle_chain(x: np.ndarray, w: np.ndarray, reps: int) -> float:
     handle = CublasCaptureHandle(stream)
     params = sgemm_params_for_arrays(ping, weight, pong)  # the same layout both ways
     handle.warm(params, {"a": ping, "b": weight, "out": pong})
-    with cuda.capture(stream) as cap:
-        for step in range(CHAIN):
-            source, target = (ping, pong) if step % 2 == 0 else (pong, ping)
-            handle.sgemm(params, {"a": source, "b": weight, "out": target})
-    graph = cuda.Graph.from_captured(cap.captured)
-    seconds = device_seconds(graph.launcher().stream(stream).launch, stream.ptr(), reps)
-    graph.destroy()
+
+    def product(step: int) -> None:
+        source, target = (ping, pong) if step % 2 == 0 else (pong, ping)
+        handle.sgemm(params, {"a": source, "b": weight, "out": target})
+
+    seconds = replayed_seconds(stream, product, CHAIN, reps)
     handle.destroy()
-    return seconds / CHAIN
+    return seconds
 
 
 def eagle_eager(a: np.ndarray, b: np.ndarray) -> Side:
@@ -421,20 +423,13 @@ def main(argv: list[str]) -> int:
 
     report(rows)
     if argv:
-        device = call("cudaGetDeviceProperties", 0).name
-        device = device.decode().rstrip("\0") if isinstance(device, bytes) else str(device)
-        record = {
-            "device": device,
-            "date": time.strftime("%Y-%m-%d"),
+        write_record(argv[0], {
             "torch": getattr(torch, "__version__", None),
             "cupy": getattr(cupy, "__version__", None),
             "numpy": np.__version__,
             "trials": TRIALS,
             "rows": rows,
-        }
-        with open(argv[0], "w") as handle:
-            json.dump(record, handle, indent=2)
-        print(f"wrote {argv[0]}")
+        })  # fmt: skip
     return 0
 
 
@@ -445,9 +440,7 @@ def report(rows: list[dict[str, Any]]) -> None:
     header = ("case", "shape", "unit", "eagle", "torch", "cupy", "numpy", "raw", "of_peak",
               "error", "torch_error", "ratio", "target")  # fmt: skip
     table = [header] + [tuple(cell(r.get(key)) for key in header) for r in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    for line in table:
-        print("  ".join(text.ljust(width) for text, width in zip(line, widths, strict=True)))
+    print_table(table)
 
 
 if __name__ == "__main__":

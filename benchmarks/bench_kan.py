@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 from _kan import KanKernels, basis_arguments, cardinal, kan_kernels, reference
+from _report import device_name
 from _timing import device_ms
 
 import eagle.diff
@@ -353,15 +354,6 @@ def _checks(results: dict[str, np.ndarray], truth: dict[str, np.ndarray]) -> dic
     return {key: _rel(results[key], truth[key]) for key in ("y", "c_bar", "x_bar")}
 
 
-def _device_name() -> str:
-    try:
-        import torch
-
-        return torch.cuda.get_device_name(0)
-    except Exception:
-        return "unknown (torch not available to name it)"
-
-
 def _fmt(value: float | None, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
@@ -438,7 +430,7 @@ def main(argv: list[str]) -> int:
     data = {k: v.astype(np.float32) for k, v in data.items()}
     truth = reference(layer, data["x"], data["c"], data["y_bar"])
     report: dict[str, Any] = {
-        "device": _device_name(),
+        "device": device_name(),
         "date": time.strftime("%Y-%m-%d"),
         "shape": {
             "samples": SAMPLES,

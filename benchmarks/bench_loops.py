@@ -20,18 +20,17 @@ The table is printed; with a path, the figures are also written there as JSON.
 
 # ruff: noqa: F821, F841 - kernels assign their output planes and name table axes
 
-import json
 import sys
 import time
 from typing import Any
 
 import numpy as np
+from _report import print_table, write_record
 from _timing import device_ms, host_ms
 
 import eagle.plan
 import hawk
 from eagle import arrays, cuda
-from eagle.cuda._runtime import call
 from eagle.gemm import CublasCaptureHandle, sgemm_params_for_arrays
 from hawk import math as hm
 
@@ -178,9 +177,7 @@ def report(rows: list[dict[str, Any]]) -> None:
             f"{row['pass_device_ms']:.3f}", f"{row['speedup_vs_host_graph']:.2f}x",
             f"{row['speedup_vs_host_eager']:.2f}x", f"{row['rel_error']['device_loop']:.1e}",
         ))  # fmt: skip
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    for line in table:
-        print("  ".join(text.ljust(width) for text, width in zip(line, widths, strict=True)))
+    print_table(table)
 
 
 def main(argv: list[str]) -> int:
@@ -196,19 +193,7 @@ def main(argv: list[str]) -> int:
     report(rows)
     print(f"({time.perf_counter() - began:.0f} s)")
     if argv:
-        device = call("cudaGetDeviceProperties", 0).name
-        device = device.decode().rstrip("\0") if isinstance(device, bytes) else str(device)
-        record = {
-            "device": device,
-            "date": time.strftime("%Y-%m-%d"),
-            "numpy": np.__version__,
-            "repeat": REPEAT,
-            "tol": TOL,
-            "rows": rows,
-        }
-        with open(argv[0], "w") as out:
-            json.dump(record, out, indent=2)
-        print(f"wrote {argv[0]}")
+        write_record(argv[0], {"numpy": np.__version__, "repeat": REPEAT, "tol": TOL, "rows": rows})
     return 0
 
 

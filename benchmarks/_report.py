@@ -1,0 +1,32 @@
+"""The printed table and the JSON record the benchmark scripts share."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from eagle.cuda._runtime import call
+
+
+def device_name() -> str:
+    """The name of CUDA device 0, as its properties give it."""
+    name = call("cudaGetDeviceProperties", 0).name
+    return name.decode().rstrip("\0") if isinstance(name, bytes) else str(name)
+
+
+def print_table(table: Sequence[Sequence[str]]) -> None:
+    """Print rows of cells (the header first) in left-aligned columns two spaces apart."""
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    for line in table:
+        print("  ".join(text.ljust(width) for text, width in zip(line, widths, strict=True)))
+
+
+def write_record(path: str, fields: dict[str, Any]) -> None:
+    """Write ``fields`` to ``path`` as JSON after the device's name and today's date, and
+    say so."""
+    record = {"device": device_name(), "date": time.strftime("%Y-%m-%d"), **fields}
+    with open(path, "w") as out:
+        json.dump(record, out, indent=2)
+    print(f"wrote {path}")
