@@ -249,9 +249,7 @@ class _Product:
             handle._check_alive()
             first, second, out = self.pointers
             key = (self.params, *self.pointers)
-            prepared = handle._call(self.params, first, second, out, key)
-            prepared.scalars[0], prepared.scalars[1] = 1.0, 0.0
-            prepared.values = (1.0, 0.0)
+            prepared = handle._call(self.params, first, second, out, key, 1.0, 0.0)
             self.calls[handle] = prepared
         self.on = (weakref.ref(handle), prepared)
         return prepared
