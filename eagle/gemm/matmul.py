@@ -24,8 +24,8 @@ from eagle.gemm.capture import CublasCaptureHandle, _Call
 from eagle.gemm.dtypes import HALVES, dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable, MatmulUnavailable, PlanUnavailable
 from eagle.gemm.handles import stream_handle
-from eagle.gemm.params import GemmParams, _check_out_apart, _mapped, product_shape
-from eagle.gemm.steps import MatmulSpec, PlanStep, _host_view, _roles, _where
+from eagle.gemm.params import GemmParams, _check_out_apart, _mapped
+from eagle.gemm.steps import MatmulSpec, PlanStep, _host_view, _out_shape, _roles, _where
 
 __all__ = ["matmul_step"]
 
@@ -117,14 +117,7 @@ def _host_matmul(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> None:
         arrays.append(array)
     a, b, out = arrays
     dtype, _ = _dtypes(step, spec, arrays)
-    try:
-        want = product_shape(
-            a.shape, b.shape,
-            transpose_a=spec.transpose_a, transpose_b=spec.transpose_b,
-            transpose_out=spec.transpose_out,
-        )  # fmt: skip
-    except GemmMappingUnavailable as exc:
-        raise MatmulUnavailable(f"matmul step {step!r} ({_roles(spec)}): {exc}") from exc
+    want = _out_shape(step, spec, a.shape, b.shape, MatmulUnavailable)
     if out.shape != want:
         raise MatmulUnavailable(
             f"matmul step {step!r}: out {spec.out!r} has shape {out.shape}; it must have "
