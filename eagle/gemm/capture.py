@@ -222,8 +222,7 @@ class CublasCaptureHandle:
         """
         self._check_alive()
         kind = GemmParams if isinstance(params, GemmParams) else SgemmParams
-        first, second, out = self._checked(params, operands, kind)
-        key = _product_key(params, first, second, out)
+        first, second, out, key = self._checked(params, operands, kind)
         if key in self._warmed:
             return
         if is_capturing(self.stream_ptr):
@@ -359,8 +358,7 @@ class CublasCaptureHandle:
         """
         self._check_alive()
         kind = GemmParams if isinstance(params, GemmParams) else SgemmParams
-        first, second, out = self._checked(params, operands, kind)
-        key = _product_key(params, first, second, out)
+        first, second, out, key = self._checked(params, operands, kind)
         prepared = self._call(params, first.ptr, second.ptr, out.ptr, key, alpha, beta)
         return BoundGemm(self, params, prepared, (first, second, out))
 
@@ -406,8 +404,7 @@ class CublasCaptureHandle:
         calls: _Prepared,
     ) -> _Call:
         """Check a product in full and keep its prepared call under its operands' values."""
-        first, second, out = self._checked(params, operands, kind)
-        key = _product_key(params, first, second, out)
+        first, second, out, key = self._checked(params, operands, kind)
         prepared = self._call(params, first.ptr, second.ptr, out.ptr, key, 1.0, 0.0)
         if len(calls) >= _CACHED_CALLS:
             calls.clear()
@@ -422,10 +419,11 @@ class CublasCaptureHandle:
 
     def _checked(
         self, params: Params, operands: Mapping[str, Any], kind: type
-    ) -> tuple[Any, Any, Any]:
+    ) -> tuple[Any, Any, Any, tuple[Params, int, int, int]]:
         """Every check of a product: its params' type, the operands (device arrays on this
         device), their layout and dtypes against ``params``, ``out`` apart from ``a`` and
-        ``b``; and the handle's math. Returns cuBLAS's first and second operand, and out."""
+        ``b``; and the handle's math. Returns cuBLAS's first and second operand, out, and
+        the product's key in the handle's record of what it warmed."""
         if not isinstance(params, kind):
             maker = "sgemm_params_for_arrays" if kind is SgemmParams else "gemm_params_for_arrays"
             raise TypeError(
@@ -473,7 +471,7 @@ class CublasCaptureHandle:
                 f"params with math='tf32', or use a handle made with math='fp32'"
             )
         first, second = (operands[name] for name in params.operands)
-        return first, second, operands["out"]
+        return first, second, out, _product_key(params, first, second, out)
 
     def _check_device_array(self, name: str, array: Any) -> None:
         if getattr(array, "is_host", True) or not isinstance(getattr(array, "ptr", None), int):
