@@ -17,7 +17,6 @@ __all__ = [
     "check_dtype",
     "check_reshape",
     "check_shape",
-    "contiguous_strides",
     "device_name",
     "parse_device",
 ]
@@ -99,11 +98,3 @@ def check_reshape(shape: tuple[Any, ...], size: int) -> tuple[int, ...]:
     if math.prod(dims) != size:
         raise ValueError(f"cannot view {size} elements as shape {tuple(dims)}")
     return tuple(dims)
-
-
-def contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    strides, step = [], itemsize
-    for dim in reversed(shape):
-        strides.append(step)
-        step *= max(dim, 1)
-    return tuple(reversed(strides))

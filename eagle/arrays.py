@@ -23,7 +23,6 @@ from eagle._array_args import (
     check_dtype,
     check_reshape,
     check_shape,
-    contiguous_strides,
     device_name,
     parse_device,
 )
@@ -147,7 +146,7 @@ class Array:
         """True when the elements are laid out row-major without gaps."""
         if self.size <= 1:
             return True
-        expected = contiguous_strides(self.shape, self.itemsize)
+        expected = _dlpack.compact(self.shape, self.itemsize)
         return all(
             dim == 1 or stride == want
             for dim, stride, want in zip(self.shape, self.strides, expected, strict=True)
@@ -213,7 +212,7 @@ class Array:
             ptr=self._ptr,
             shape=dims,
             dtype=self.dtype,
-            strides=contiguous_strides(dims, self.itemsize),
+            strides=_dlpack.compact(dims, self.itemsize),
             device_index=self._device_index,
             owner=self._owner,
             readonly=self._readonly,
@@ -417,7 +416,7 @@ def _allocate(shape: tuple[int, ...], dtype: np.dtype, device_index: int) -> Arr
         ptr=buffer.ptr,
         shape=shape,
         dtype=dtype,
-        strides=contiguous_strides(shape, dtype.itemsize),
+        strides=_dlpack.compact(shape, dtype.itemsize),
         device_index=device_index,
         owner=buffer,
     )

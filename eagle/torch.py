@@ -239,10 +239,7 @@ class Function:
         initials = "".join(f", Tensor? {n}" for n in self._initial_names)
         results = ", ".join("Tensor" for _ in self._outputs)
         schema = f"({inputs}{initials}, SymInt lanes) -> ({results})"
-        op = torch.library.custom_op(
-            f"{_NAMESPACE}::{name}", self._forward, mutates_args=(), schema=schema
-        )
-        op.register_fake(self._forward_fake)
+        op = _custom_op(name, self._forward, schema, self._forward_fake)
         op.register_autograd(self._backward, setup_context=self._setup_context)
         return op
 
@@ -252,11 +249,7 @@ class Function:
         cotangents = "".join(f", Tensor {p.name}_bar" for p in self._outputs)
         results = ", ".join("Tensor" for _ in self._gradient_names)
         schema = f"({primal}{initials}{cotangents}, bool[] needs) -> ({results})"
-        op = torch.library.custom_op(
-            f"{_NAMESPACE}::{name}", self._gradients, mutates_args=(), schema=schema
-        )
-        op.register_fake(self._gradients_fake)
-        return op
+        return _custom_op(name, self._gradients, schema, self._gradients_fake)
 
     def _split(self, args: Sequence[Any]) -> tuple[Sequence[Any], Sequence[Any], Sequence[Any]]:
         count = len(self._inputs)
@@ -397,6 +390,13 @@ class Function:
             runner = self._backward_runners[key] = _Runner(self.adjoint)
         runner.run(tuple(names), tensors, device)
         return tuple(results)
+
+
+def _custom_op(name: str, function: Any, schema: str, fake: Any) -> Any:
+    """``function`` registered as the op ``eagle::<name>`` of ``schema``, with its fake."""
+    op = torch.library.custom_op(f"{_NAMESPACE}::{name}", function, mutates_args=(), schema=schema)
+    op.register_fake(fake)
+    return op
 
 
 def _eager(values: Sequence[Any], initials: Sequence[Any]) -> bool:

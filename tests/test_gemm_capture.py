@@ -25,6 +25,7 @@ from eagle.gemm import (
     GemmCaptureUnavailable,
     GemmMappingUnavailable,
     MatmulUnavailable,
+    gemm_params_for_arrays,
     matmul_step,
     sgemm_params_for_arrays,
 )
@@ -318,6 +319,21 @@ def test_sgemm_computes_every_triple_on_views_with_alpha_and_beta(device, rng, f
     assert np.isnan(out_base[~inside]).all()
     first, second = (operands[name] for name in params.operands)
     assert device.used == [(FakeDevice.STREAM, handle, first, second, out_view)]
+
+
+def test_a_bound_product_runs_with_the_scalars_it_was_bound_with(device, rng):
+    a, b, reference = _case(rng, (True, False, True), np.float64)
+    operands = {"a": device.array(a), "b": device.array(b),
+                "out": device.array(np.ones(reference.shape, np.float64))}  # fmt: skip
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    params = gemm_params_for_arrays(*operands.values(), **_kwargs((True, False, True)))
+    bound = handle.bind(params, operands, alpha=2.0, beta=0.5)
+    bound()
+    np.testing.assert_allclose(operands["out"].values, 2.0 * reference + 0.5, rtol=1e-12)
+    bound()
+    np.testing.assert_allclose(
+        operands["out"].values, 2.0 * reference + 0.5 * (2.0 * reference + 0.5), rtol=1e-12
+    )
 
 
 def test_warm_runs_each_product_once_and_waits(device, rng):

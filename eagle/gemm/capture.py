@@ -68,7 +68,7 @@ def _cublas() -> ModuleType:
 
 class _Call:
     """One checked product on one handle: the binding, every argument it takes, and
-    the host scalars (alpha, beta) its arguments point at."""
+    the host scalars its arguments point at, holding ``values`` (alpha, beta)."""
 
     __slots__ = ("args", "function", "key", "scalars", "swap", "values", "warm")
 
@@ -77,6 +77,7 @@ class _Call:
         function: Callable[..., None],
         args: tuple[Any, ...],
         scalars: np.ndarray,
+        values: tuple[float, float],
         key: tuple[Any, ...],
         *,
         swap: bool,
@@ -84,7 +85,7 @@ class _Call:
     ) -> None:
         self.function, self.args, self.scalars, self.key = function, args, scalars, key
         self.swap, self.warm = swap, warm
-        self.values: tuple[float, float] | None = None
+        self.values = values
 
     def run(self, alpha: float, beta: float) -> None:
         if (alpha, beta) != self.values:  # cuBLAS reads them when the call is made
@@ -221,8 +222,7 @@ class CublasCaptureHandle:
         """
         self._check_alive()
         kind = GemmParams if isinstance(params, GemmParams) else SgemmParams
-        first, second, out = self._checked(params, operands, kind)
-        key = _product_key(params, first, second, out)
+        first, second, out, key = self._checked(params, operands, kind)
         if key in self._warmed:
             return
         if is_capturing(self.stream_ptr):
@@ -234,7 +234,7 @@ class CublasCaptureHandle:
             nbytes = _span(params, dtype_of(out.dtype).itemsize) + _ALIGNMENT
             scratch = default_pool(self.device).allocate(nbytes, self._stream)
             target = scratch.ptr + (out.ptr - scratch.ptr) % _ALIGNMENT
-        self._call(params, first.ptr, second.ptr, target, key).run(1.0, 0.0)
+        self._call(params, first.ptr, second.ptr, target, key, 1.0, 0.0).run(1.0, 0.0)
         call("cudaStreamSynchronize", self.stream_ptr)
         self._warmed.add(key)
         self._sgemm_calls.clear()  # prepared calls note whether they were warm: look again
@@ -358,11 +358,8 @@ class CublasCaptureHandle:
         """
         self._check_alive()
         kind = GemmParams if isinstance(params, GemmParams) else SgemmParams
-        first, second, out = self._checked(params, operands, kind)
-        key = _product_key(params, first, second, out)
-        prepared = self._call(params, first.ptr, second.ptr, out.ptr, key)
-        prepared.scalars[0], prepared.scalars[1] = alpha, beta
-        prepared.values = (alpha, beta)
+        first, second, out, key = self._checked(params, operands, kind)
+        prepared = self._call(params, first.ptr, second.ptr, out.ptr, key, alpha, beta)
         return BoundGemm(self, params, prepared, (first, second, out))
 
     def destroy(self) -> None:
@@ -407,9 +404,8 @@ class CublasCaptureHandle:
         calls: _Prepared,
     ) -> _Call:
         """Check a product in full and keep its prepared call under its operands' values."""
-        first, second, out = self._checked(params, operands, kind)
-        key = _product_key(params, first, second, out)
-        prepared = self._call(params, first.ptr, second.ptr, out.ptr, key)
+        first, second, out, key = self._checked(params, operands, kind)
+        prepared = self._call(params, first.ptr, second.ptr, out.ptr, key, 1.0, 0.0)
         if len(calls) >= _CACHED_CALLS:
             calls.clear()
         a, b = operands["a"], operands["b"]
@@ -423,10 +419,11 @@ class CublasCaptureHandle:
 
     def _checked(
         self, params: Params, operands: Mapping[str, Any], kind: type
-    ) -> tuple[Any, Any, Any]:
+    ) -> tuple[Any, Any, Any, tuple[Params, int, int, int]]:
         """Every check of a product: its params' type, the operands (device arrays on this
         device), their layout and dtypes against ``params``, ``out`` apart from ``a`` and
-        ``b``; and the handle's math. Returns cuBLAS's first and second operand, and out."""
+        ``b``; and the handle's math. Returns cuBLAS's first and second operand, out, and
+        the product's key in the handle's record of what it warmed."""
         if not isinstance(params, kind):
             maker = "sgemm_params_for_arrays" if kind is SgemmParams else "gemm_params_for_arrays"
             raise TypeError(
@@ -474,7 +471,7 @@ class CublasCaptureHandle:
                 f"params with math='tf32', or use a handle made with math='fp32'"
             )
         first, second = (operands[name] for name in params.operands)
-        return first, second, operands["out"]
+        return first, second, out, _product_key(params, first, second, out)
 
     def _check_device_array(self, name: str, array: Any) -> None:
         if getattr(array, "is_host", True) or not isinstance(getattr(array, "ptr", None), int):
@@ -489,31 +486,39 @@ class CublasCaptureHandle:
             )
 
     def _call(
-        self, params: Params, first: int, second: int, out: int, key: tuple[Any, ...]
+        self,
+        params: Params,
+        first: int,
+        second: int,
+        out: int,
+        key: tuple[Any, ...],
+        alpha: float,
+        beta: float,
     ) -> _Call:
         """The prepared cuBLAS call of checked ``params`` over these pointers, with its own
-        alpha/beta in the compute type (float64 for float64 factors, float32 otherwise)."""
+        ``alpha`` and ``beta`` in the compute type (float64 for float64 factors, float32
+        otherwise)."""
         dtype = params.dtype if isinstance(params, GemmParams) else "float32"
         math = params.math if isinstance(params, GemmParams) else self.math
-        scalars = np.zeros(2, np.float64 if dtype == "float64" else np.float32)
-        alpha = scalars.ctypes.data
-        beta = alpha + scalars.itemsize
+        scalars = np.array((alpha, beta), np.float64 if dtype == "float64" else np.float32)
+        alpha_at = scalars.ctypes.data
+        beta_at = alpha_at + scalars.itemsize
         head = (self._handle, self._ops[params.op_a], self._ops[params.op_b],
-                params.m, params.n, params.k, alpha)  # fmt: skip
+                params.m, params.n, params.k, alpha_at)  # fmt: skip
         cublas = self._cublas
         if dtype == "float64" or (dtype == "float32" and math == self.math):
             function = cublas.dgemm if dtype == "float64" else cublas.sgemm
             args: tuple[Any, ...] = (
-                *head, first, params.lda, second, params.ldb, beta, out, params.ldc,
+                *head, first, params.lda, second, params.ldb, beta_at, out, params.ldc,
             )  # fmt: skip
         else:
             assert isinstance(params, GemmParams)
             kind, out_kind = _DATA_TYPES[dtype], _DATA_TYPES[params.out_dtype]
             function = cublas.gemm_ex
-            args = (*head, first, kind, params.lda, second, kind, params.ldb, beta,
+            args = (*head, first, kind, params.lda, second, kind, params.ldb, beta_at,
                     out, out_kind, params.ldc, self._compute[math], self._algo)  # fmt: skip
         return _Call(
-            function, args, scalars, key,
+            function, args, scalars, (alpha, beta), key,
             swap=params.operands == ("b", "a"), warm=key in self._warmed,
         )  # fmt: skip
 

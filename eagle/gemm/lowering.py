@@ -11,7 +11,7 @@ buffers for :meth:`~eagle.gemm.CublasCaptureHandle.sgemm`, and
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from eagle.gemm.contraction import ContractionOperand, RecognizedContraction
@@ -24,7 +24,7 @@ from eagle.gemm.params import (
     gemm_params_for_arrays,
     sgemm_params_for_arrays,
 )
-from eagle.gemm.steps import LoweredPlan, PlanStep, WorkspaceSpec, _bind_buffers, _roles
+from eagle.gemm.steps import LoweredPlan, WorkspaceSpec, _bind_buffers, _roles
 
 __all__ = [
     "CapturedCall",
@@ -132,7 +132,9 @@ def captured_gemm_calls(
         )
     check_plan_capturable(plan)
     bound = _bind_buffers(plan, buffers, "device", GemmCaptureUnavailable)
-    return tuple(_captured_call(step, bound) for step in plan.steps)
+    return tuple(
+        CapturedGemmCall(*call) for call in _bound_products(plan, bound, sgemm_params_for_arrays)
+    )
 
 
 def captured_calls(
@@ -160,10 +162,10 @@ def captured_calls(
             a buffer's layout cuBLAS cannot address.
     """
     _check_products(plan)
+    declared = plan.required
     for step in plan.steps:
         spec = step.matmul
         assert spec is not None  # _check_products passed
-        declared = plan.required
         try:
             product_dtypes(
                 declared[spec.a].dtype, declared[spec.b].dtype, declared[spec.out].dtype, math
@@ -171,34 +173,29 @@ def captured_calls(
         except GemmMappingUnavailable as exc:
             raise GemmMappingUnavailable(f"step {step.name!r} ({_roles(spec)}): {exc}") from None
     bound = _bind_buffers(plan, buffers, "device", GemmCaptureUnavailable)
-    calls = []
+    return tuple(
+        CapturedCall(*call)
+        for call in _bound_products(plan, bound, gemm_params_for_arrays, math=math)
+    )
+
+
+def _bound_products(
+    plan: LoweredPlan, bound: Mapping[str, Any], make: Callable[..., Any], **options: Any
+) -> Iterator[tuple[str, Any, dict[str, Any]]]:
+    """Each matmul step's name, the params ``make`` reads off its bound device arrays (with
+    ``options``), and its operands; every step is a matmul (_check_products passed)."""
     for step in plan.steps:
         spec = step.matmul
         assert spec is not None
         operands = {"a": bound[spec.a], "b": bound[spec.b], "out": bound[spec.out]}
-        params = gemm_params_for_arrays(
+        params = make(
             *operands.values(),
             transpose_a=spec.transpose_a,
             transpose_b=spec.transpose_b,
             transpose_out=spec.transpose_out,
-            math=math,
+            **options,
         )
-        calls.append(CapturedCall(step.name, params, operands))
-    return tuple(calls)
-
-
-def _captured_call(step: PlanStep, bound: Mapping[str, Any]) -> CapturedGemmCall:
-    """A matmul step over bound device arrays: its Sgemm parameters and operands."""
-    spec = step.matmul
-    assert spec is not None  # check_plan_capturable passed: every step is a matmul
-    operands = {"a": bound[spec.a], "b": bound[spec.b], "out": bound[spec.out]}
-    params = sgemm_params_for_arrays(
-        *operands.values(),
-        transpose_a=spec.transpose_a,
-        transpose_b=spec.transpose_b,
-        transpose_out=spec.transpose_out,
-    )
-    return CapturedGemmCall(step.name, params, operands)
+        yield step.name, params, operands
 
 
 def lower_dense_gemm(

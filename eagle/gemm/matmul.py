@@ -24,8 +24,8 @@ from eagle.gemm.capture import CublasCaptureHandle, _Call
 from eagle.gemm.dtypes import HALVES, dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable, MatmulUnavailable, PlanUnavailable
 from eagle.gemm.handles import stream_handle
-from eagle.gemm.params import GemmParams, _check_out_apart, _mapped, product_shape
-from eagle.gemm.steps import MatmulSpec, PlanStep, _host_view, _roles, _where
+from eagle.gemm.params import GemmParams, _layout_for_arrays
+from eagle.gemm.steps import MatmulSpec, PlanStep, _host_view, _out_shape, _roles, _where
 
 __all__ = ["matmul_step"]
 
@@ -92,17 +92,16 @@ def _lookup(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> tuple[Any, 
         ) from None
 
 
-def _dtypes(step: str, spec: MatmulSpec, arrays: Sequence[Any]) -> tuple[str, str]:
-    """The product's (factor dtype, out dtype), or MatmulUnavailable naming the buffers."""
+def _dtypes(step: str, spec: MatmulSpec, arrays: Sequence[Any]) -> tuple[str, str, str]:
+    """The product's exact (dtype, out_dtype, math), or MatmulUnavailable naming the buffers."""
     dtypes = [np.dtype(array.dtype) for array in arrays]
     try:
-        dtype, out_dtype, _ = product_dtypes(*dtypes)
+        return product_dtypes(*dtypes)
     except GemmMappingUnavailable as exc:
         raise MatmulUnavailable(
             f"matmul step {step!r}: a={spec.a!r} is {dtypes[0]}, b={spec.b!r} is {dtypes[1]}, "
             f"out={spec.out!r} is {dtypes[2]}; {exc}"
         ) from None
-    return dtype, out_dtype
 
 
 def _host_matmul(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> None:
@@ -116,15 +115,8 @@ def _host_matmul(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> None:
             )
         arrays.append(array)
     a, b, out = arrays
-    dtype, _ = _dtypes(step, spec, arrays)
-    try:
-        want = product_shape(
-            a.shape, b.shape,
-            transpose_a=spec.transpose_a, transpose_b=spec.transpose_b,
-            transpose_out=spec.transpose_out,
-        )  # fmt: skip
-    except GemmMappingUnavailable as exc:
-        raise MatmulUnavailable(f"matmul step {step!r} ({_roles(spec)}): {exc}") from exc
+    dtype = _dtypes(step, spec, arrays)[0]
+    want = _out_shape(step, spec, a.shape, b.shape, MatmulUnavailable)
     if out.shape != want:
         raise MatmulUnavailable(
             f"matmul step {step!r}: out {spec.out!r} has shape {out.shape}; it must have "
@@ -196,19 +188,16 @@ class _DeviceMatmul:
                 f"matmul step {step!r}: a={spec.a!r} is on {a.device}, b={spec.b!r} on "
                 f"{b.device}, out={spec.out!r} on {out.device}; put them on one device"
             )
-        dtype, out_dtype = _dtypes(step, spec, (a, b, out))
-        flags = (spec.transpose_a, spec.transpose_b, spec.transpose_out)
+        dtypes = _dtypes(step, spec, (a, b, out))  # a and b have one dtype
         try:
-            layout = _mapped(
-                {"a": a.shape, "b": b.shape, "out": out.shape},
-                {"a": a.strides, "b": b.strides, "out": out.strides},
-                {"a": _itemsize(a), "b": _itemsize(b), "out": _itemsize(out)},
-                flags,
-            )
-            _check_out_apart({"a": a, "b": b, "out": out})
+            layout = _layout_for_arrays(
+                {"a": a, "b": b, "out": out},
+                _itemsize(a), spec.transpose_a, spec.transpose_b, spec.transpose_out,
+                _itemsize(out),
+            )  # fmt: skip
         except GemmMappingUnavailable as exc:
             raise MatmulUnavailable(f"matmul step {step!r} ({_roles(spec)}): {exc}") from exc
-        params = GemmParams(*layout, dtype, out_dtype, "fp64" if dtype == "float64" else "fp32")
+        params = GemmParams(*layout, *dtypes)
         first, second = (a, b) if params.operands == ("a", "b") else (b, a)
         product = _Product(params, device, first.ptr, second.ptr, out.ptr)
         if len(self._products) >= _CACHED_PRODUCTS:
@@ -249,9 +238,7 @@ class _Product:
             handle._check_alive()
             first, second, out = self.pointers
             key = (self.params, *self.pointers)
-            prepared = handle._call(self.params, first, second, out, key)
-            prepared.scalars[0], prepared.scalars[1] = 1.0, 0.0
-            prepared.values = (1.0, 0.0)
+            prepared = handle._call(self.params, first, second, out, key, 1.0, 0.0)
             self.calls[handle] = prepared
         self.on = (weakref.ref(handle), prepared)
         return prepared

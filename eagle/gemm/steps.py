@@ -375,18 +375,29 @@ def _check_matmul_specs(step: str, spec: MatmulSpec, declared: Mapping[str, Work
             f"matmul step {step!r}: buffers {a.name!r}, {b.name!r}, {out.name!r} are declared "
             f"{a.dtype}, {b.dtype}, {out.dtype}; {exc}"
         ) from None
-    try:
-        want = product_shape(
-            a.shape, b.shape,
-            transpose_a=spec.transpose_a, transpose_b=spec.transpose_b,
-            transpose_out=spec.transpose_out,
-        )  # fmt: skip
-    except GemmMappingUnavailable as exc:
-        raise PlanUnavailable(f"matmul step {step!r} ({_roles(spec)}): {exc}") from exc
+    want = _out_shape(step, spec, a.shape, b.shape, PlanUnavailable)
     if out.shape != want:
         raise PlanUnavailable(
             f"matmul step {step!r}: out {out.name!r} is declared {out.shape}; it must be {want}"
         )
+
+
+def _out_shape(
+    step: str,
+    spec: MatmulSpec,
+    a_shape: Sequence[int],
+    b_shape: Sequence[int],
+    error: type[Exception],
+) -> tuple[int, int]:
+    """The shape a matmul step's ``out`` must have, or ``error`` naming the step's buffers."""
+    try:
+        return product_shape(
+            a_shape, b_shape,
+            transpose_a=spec.transpose_a, transpose_b=spec.transpose_b,
+            transpose_out=spec.transpose_out,
+        )  # fmt: skip
+    except GemmMappingUnavailable as exc:
+        raise error(f"matmul step {step!r} ({_roles(spec)}): {exc}") from exc
 
 
 def _roles(spec: MatmulSpec) -> str:
