@@ -3,8 +3,6 @@ assembly steps, and binding a plan's products for capture."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
@@ -26,8 +24,7 @@ from eagle.gemm import (
     sgemm_params_for_arrays,
 )
 from tests._util import rel_error
-
-FLAGS = list(itertools.product([False, True], repeat=3))
+from tests.test_gemm_capture import FLAGS
 
 
 def _operands(rng, m, n, k, flags, dtype):
