@@ -27,6 +27,7 @@ from eagle.gemm import (
 from tests._util import rel_error
 from tests.test_gemm_capture import FLAGS, _kwargs
 from tests.test_gemm_lowering import _gemm_record, _operand, _record
+from tests.test_route_gpu import _device
 from tests.test_seed import CAPTURE_EXAMPLE
 
 pytestmark = pytest.mark.gpu
@@ -47,10 +48,6 @@ def handle(stream):
     handle = CublasCaptureHandle(stream.ptr())
     yield handle
     handle.destroy()
-
-
-def _device(x):
-    return arrays.asarray(np.ascontiguousarray(x), device="cuda:0")
 
 
 def _embedded(x, pad=(2, 3)):
