@@ -4,14 +4,14 @@
 # references (F821, UP037).
 """Kernels whose table indices and integer divisors come from the data, or from the lane
 alone (checked once per launch: ``hawk.emit.checks.LaneCheck``), shared by the host and
-GPU tests of the run-time checks (:mod:`hawk.emit.checks`)."""
+GPU tests of the run-time checks (:mod:`hawk.emit.checks`). The contraction among them,
+``contract`` over ``R, U, B``, is the one of :mod:`tests._hawk_kernels`."""
 
 from __future__ import annotations
 
 import hawk
 from hawk import math as hm
-
-R, U, B = 16, 8, 12
+from tests._hawk_kernels import B, R, U, contract  # noqa: F401 - R, contract: for the tests
 
 
 @hawk.kernel
@@ -91,19 +91,6 @@ def guarded_divide(a: hawk.Scalar, b: hawk.Scalar, q: hawk.Mutable[hawk.Scalar])
 @hawk.kernel
 def divide_by_param(a: hawk.Scalar, k: hawk.Param, q: hawk.Mutable[hawk.Scalar]):
     q = float(int(a) % int(k))
-
-
-@hawk.kernel
-def contract(
-    w: hawk.Table["row":R, "unit":U],
-    f: hawk.Table["row":R, "sample":B],
-    y: hawk.Mutable[hawk.Scalar],
-):
-    sample, unit = hm.split_index(U)  # lane = sample * U + unit
-    acc = 0.0
-    for r in range(R):
-        acc = acc + w.at(row=r, unit=unit) * f.at(row=r, sample=sample)
-    y = acc
 
 
 @hawk.kernel

@@ -362,3 +362,8 @@ TOLERANCE = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 2e-5}
 def written(case: Case) -> list[str]:
     """The planes the kernel writes."""
     return [p.name for p in case.kernel.planes if p.kind in ("output", "accumulator")]
+
+
+def signature(case: Case, dtype: str | np.dtype) -> dict[str, str | np.dtype]:
+    """Every plane of the kernel in ``dtype``, as the emitters take it."""
+    return {p.name: dtype for p in case.kernel.planes}

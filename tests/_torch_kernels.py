@@ -18,6 +18,7 @@ with contextlib.suppress(ImportError):
 
 import hawk
 from hawk import math as hm
+from tests._diff_kernels import square_in_place  # an output read before it is written
 from tests._route_kernels import B, R, U, contract  # extents differ: a swapped product fails
 
 N = 6
@@ -52,11 +53,6 @@ def gather(
     lane = hm.sample_index()
     y = t.at(i=(lane * 5) % N) * x
     z = t.at(i=lane % N) + x * x
-
-
-@hawk.kernel
-def square_in_place(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
-    y = y * y * x
 
 
 @hawk.kernel

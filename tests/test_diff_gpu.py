@@ -13,15 +13,12 @@ from eagle import arrays, cuda
 from tests._diff_kernels import ALL, adjoint_planes, random_cotangents
 from tests._hawk_kernels import Case, contract, saxpy
 from tests._util import rel_error
+from tests.test_plan_gpu import _to_device
 
 pytestmark = pytest.mark.gpu
 
 #: device adjoint vs host adjoint in the same dtype (atomics add in any order)
 TOLERANCE = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
-
-
-def _to_device(planes: dict[str, np.ndarray]) -> dict[str, arrays.Array]:
-    return {name: arrays.asarray(value, device="cuda:0") for name, value in planes.items()}
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

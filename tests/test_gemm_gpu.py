@@ -7,7 +7,6 @@ random data, with outputs poisoned (NaN) first.
 from __future__ import annotations
 
 import gc
-import itertools
 import time
 
 import numpy as np
@@ -26,13 +25,14 @@ from eagle.gemm import (
     sgemm_params_for_arrays,
 )
 from tests._util import rel_error
+from tests.test_gemm_capture import FLAGS, _kwargs
 from tests.test_gemm_lowering import _gemm_record, _operand, _record
+from tests.test_route_gpu import _device
 from tests.test_seed import CAPTURE_EXAMPLE
 
 pytestmark = pytest.mark.gpu
 
 EPS32 = float(np.finfo(np.float32).eps)
-FLAGS = list(itertools.product([False, True], repeat=3))
 MiB = 1 << 20
 
 
@@ -48,10 +48,6 @@ def handle(stream):
     handle = CublasCaptureHandle(stream.ptr())
     yield handle
     handle.destroy()
-
-
-def _device(x):
-    return arrays.asarray(np.ascontiguousarray(x), device="cuda:0")
 
 
 def _embedded(x, pad=(2, 3)):
@@ -70,10 +66,6 @@ def _case(rng, flags, dtype, m=37, n=29, k=53):
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     product = (a64.T if transpose_a else a64) @ (b64.T if transpose_b else b64)
     return a, b, product.T if transpose_out else product
-
-
-def _flag_kwargs(flags):
-    return dict(zip(("transpose_a", "transpose_b", "transpose_out"), flags, strict=True))
 
 
 def _check_embedded(big, shape, reference, bound):
@@ -125,7 +117,7 @@ def test_matmul_step_on_the_device_all_triples(rng, flags, dtype):
     _, a_view = _embedded(a)
     _, b_view = _embedded(b)
     out_big, out_view = _embedded(np.full(reference.shape, np.nan, dtype))
-    step = matmul_step("out", a="a", b="b", out="out", **_flag_kwargs(flags))
+    step = matmul_step("out", a="a", b="b", out="out", **_kwargs(flags))
     step.run({"a": a_view, "b": b_view, "out": out_view}, "device")
     _check_embedded(out_big, reference.shape, reference, 53 * np.finfo(dtype).eps)
 
@@ -135,13 +127,13 @@ def test_matmul_step_on_the_device_all_triples(rng, flags, dtype):
 def test_a_k_0_product_on_the_device_is_zeros_then_beta_times_out(rng, stream, flags, dtype):
     a, b, reference = _case(rng, flags, dtype, k=0)
     out = arrays.full(reference.shape, np.nan, np.dtype(dtype).name, "cuda:0")
-    step = matmul_step("out", a="a", b="b", out="out", **_flag_kwargs(flags))
+    step = matmul_step("out", a="a", b="b", out="out", **_kwargs(flags))
     step.run({"a": _device(a), "b": _device(b), "out": out}, "device")
     np.testing.assert_array_equal(out.numpy(), np.zeros(reference.shape))
     if dtype != np.float32:
         return
     operands = {"a": _device(a), "b": _device(b), "out": out}
-    params = sgemm_params_for_arrays(*operands.values(), **_flag_kwargs(flags))
+    params = sgemm_params_for_arrays(*operands.values(), **_kwargs(flags))
     assert params.k == 0
     handle = CublasCaptureHandle(stream)
     try:
@@ -183,7 +175,7 @@ def test_captured_sgemm_all_triples_replays_bitwise(rng, stream, handle, flags):
     _, b_view = _embedded(b)
     out_big, out_view = _embedded(np.zeros(reference.shape, np.float32))
     operands = {"a": a_view, "b": b_view, "out": out_view}
-    params = sgemm_params_for_arrays(a_view, b_view, out_view, **_flag_kwargs(flags))
+    params = sgemm_params_for_arrays(a_view, b_view, out_view, **_kwargs(flags))
     handle.warm(params, operands)
     out_view.fill(np.nan, stream)
     graph, node_types = _capture(stream, lambda: handle.sgemm(params, operands))

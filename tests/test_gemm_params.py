@@ -9,8 +9,6 @@ destination view.
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -24,6 +22,7 @@ from eagle.gemm import (
     sgemm_params,
     sgemm_params_for_arrays,
 )
+from tests.test_gemm_capture import FLAGS, _kwargs
 
 SENTINEL = -12345.0
 LAYOUTS = ("contiguous", "row_sliced", "column_sliced", "both_sliced")
@@ -120,7 +119,7 @@ def test_mapping_computes_the_product_and_writes_only_the_destination(case):
     assert np.all(written[~inside] == SENTINEL), "the mapping wrote outside the destination view"
 
 
-@pytest.mark.parametrize("flags", list(itertools.product([False, True], repeat=3)))
+@pytest.mark.parametrize("flags", FLAGS)
 def test_operand_order_and_ops_follow_the_transpose_rules(flags):
     transpose_a, transpose_b, transpose_out = flags
     a = np.zeros((4, 3) if transpose_a else (3, 4), np.float32)
@@ -260,14 +259,13 @@ def test_product_shape_gives_the_destination_shape():
     ) == (5, 3)
 
 
-@pytest.mark.parametrize("flags", list(itertools.product([False, True], repeat=3)))
+@pytest.mark.parametrize("flags", FLAGS)
 def test_a_k_0_product_maps_with_leading_dimensions_cublas_takes(flags):
     transpose_a, transpose_b, transpose_out = flags
     a = np.zeros((0, 3) if transpose_a else (3, 0), np.float32)  # numpy gives strides (0, 0)
     b = np.zeros((5, 0) if transpose_b else (0, 5), np.float32)
     out = np.zeros((5, 3) if transpose_out else (3, 5), np.float32)
-    params = sgemm_params_for_arrays(a, b, out, **dict(zip(("transpose_a", "transpose_b",
-                                     "transpose_out"), flags, strict=True)))  # fmt: skip
+    params = sgemm_params_for_arrays(a, b, out, **_kwargs(flags))
     assert params.k == 0 and params.transposes == flags
     assert params == SgemmParams(*params)  # a valid call: every ld >= max(1, its rows)
 

@@ -3,8 +3,6 @@ assembly steps, and binding a plan's products for capture."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
@@ -26,8 +24,7 @@ from eagle.gemm import (
     sgemm_params_for_arrays,
 )
 from tests._util import rel_error
-
-FLAGS = list(itertools.product([False, True], repeat=3))
+from tests.test_gemm_capture import FLAGS
 
 
 def _operands(rng, m, n, k, flags, dtype):
@@ -193,6 +190,16 @@ def _noop(bufs):
     return None
 
 
+def _generated_step(**kwargs) -> PlanStep:
+    """A generated step reading ``a`` and writing ``c``, with ``kwargs`` changed."""
+    fields = {"kind": "generated", "reads": ("a",), "writes": ("c",), "host_fn": _noop}
+    fields.update(kwargs)
+    return PlanStep(
+        "s", fields["kind"], fields["reads"], fields["writes"], _noop, fields["host_fn"],
+        matmul=fields.get("matmul"),
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -203,13 +210,8 @@ def _noop(bufs):
     ],
 )  # fmt: skip
 def test_plan_step_refusals(kwargs, message):
-    fields = {"kind": "generated", "reads": ("a",), "writes": ("c",), "host_fn": _noop}
-    fields.update(kwargs)
     with pytest.raises(PlanUnavailable, match=message):
-        PlanStep(
-            "s", fields["kind"], fields["reads"], fields["writes"], _noop, fields["host_fn"],
-            matmul=fields.get("matmul"),
-        )  # fmt: skip
+        _generated_step(**kwargs)
 
 
 @pytest.mark.parametrize(
@@ -222,13 +224,8 @@ def test_plan_step_refusals(kwargs, message):
     ],
 )  # fmt: skip
 def test_plan_step_arguments_of_the_wrong_type_are_type_errors(kwargs, message):
-    fields = {"kind": "generated", "reads": ("a",), "writes": ("c",), "host_fn": _noop}
-    fields.update(kwargs)
     with pytest.raises(TypeError, match=message):
-        PlanStep(
-            "s", fields["kind"], fields["reads"], fields["writes"], _noop, fields["host_fn"],
-            matmul=fields.get("matmul"),
-        )  # fmt: skip
+        _generated_step(**kwargs)
 
 
 def test_assembly_step_runs_the_side_it_is_asked_for():

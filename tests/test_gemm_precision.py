@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from eagle import _bound, _route
+from eagle import _route
 from eagle.gemm import (
     BoundGemm,
     CapturedCall,
@@ -30,7 +30,7 @@ from tests import _route_kernels as k
 from tests._util import rel_error
 from tests.test_gemm_capture import FLAGS, FakeDevice, HostBackedDeviceArray, _kwargs
 from tests.test_gemm_lowering import _gemm_record, _operand, _record
-from tests.test_route import _host_backed, _plan
+from tests.test_route import _host_backed, _plan, _routed_fake_device
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
@@ -396,12 +396,7 @@ def test_the_route_takes_planes_of_one_product_dtype():
     (np.float64, "fp32", None),
 ])  # fmt: skip
 def test_a_routed_launch_binds_its_dtype_and_math_once(monkeypatch, rng, dtype, math, compute):
-    device = FakeDevice(monkeypatch)
-    stream = type("Stream", (), {"ptr": staticmethod(lambda: FakeDevice.STREAM)})
-    monkeypatch.setattr(_route, "launch_stream", lambda values, index: stream.ptr())
-    monkeypatch.setattr(_bound, "launch_stream", lambda values, index: stream.ptr())
-    monkeypatch.setattr(_route, "is_capturing", lambda stream_ptr: device.capturing)
-    monkeypatch.setattr(_route, "as_stream_ptr", lambda s, index: s or FakeDevice.STREAM)
+    device = _routed_fake_device(monkeypatch)
     w = rng.standard_normal((k.R, k.U)).astype(dtype)
     f = rng.standard_normal((k.R, k.B)).astype(dtype)
     y = np.full(k.B * k.U, np.nan, dtype)

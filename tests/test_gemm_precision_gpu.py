@@ -10,8 +10,6 @@ TF32 products; k = 53 terms).
 
 from __future__ import annotations
 
-import itertools
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -27,6 +25,7 @@ from eagle.gemm import (
 )
 from tests import _route_kernels as k
 from tests._util import rel_error
+from tests.test_gemm_capture import FLAGS, _kwargs
 from tests.test_gemm_lowering import _gemm_record
 from tests.test_route import _plan
 
@@ -34,7 +33,6 @@ pytestmark = pytest.mark.gpu
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
-FLAGS = list(itertools.product([False, True], repeat=3))
 # (factors, out, math) -> the bound on ||out - ref|| / ||ref||
 TOLERANCE = {
     (BF16, BF16, None): 1e-2,
@@ -234,7 +232,3 @@ def test_a_routed_launch_in_each_dtype_and_math(rng, dtype, math, bound):
     launch(None)
     cuda.current_stream().synchronize()
     assert rel_error(planes["y"].numpy(), k.reference({"w": w, "f": f})) < bound
-
-
-def _kwargs(flags):
-    return dict(zip(("transpose_a", "transpose_b", "transpose_out"), flags, strict=True))

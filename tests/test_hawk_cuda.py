@@ -9,19 +9,15 @@ import pytest
 
 from eagle.cuda import compile_cuda
 from hawk.emit import cuda
-from tests._hawk_kernels import CASES, Case, contract, histogram, saxpy
+from tests._hawk_kernels import CASES, Case, contract, histogram, saxpy, signature
 
 IDS = [case.name for case in CASES]
-
-
-def _signature(case: Case, dtype: str) -> dict[str, str]:
-    return {p.name: dtype for p in case.kernel.planes}
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_every_kernel_compiles_for_sm90(case: Case, dtype: str) -> None:
-    emitted = cuda.emit(case.kernel.ir, _signature(case, dtype))
+    emitted = cuda.emit(case.kernel.ir, signature(case, dtype))
     assert emitted.source.count('extern "C" __global__') == 1
     image = compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
     assert len(image) > 0
@@ -57,8 +53,8 @@ def test_argument_order_is_planes_then_lane_count_then_error_record() -> None:
 
 def test_float64_uses_double_math_and_float32_single() -> None:
     case = next(c for c in CASES if c.name == "mathfns")
-    single = cuda.emit(case.kernel.ir, _signature(case, "float32")).source
-    double = cuda.emit(case.kernel.ir, _signature(case, "float64")).source
+    single = cuda.emit(case.kernel.ir, signature(case, "float32")).source
+    double = cuda.emit(case.kernel.ir, signature(case, "float64")).source
     assert "expf(" in single and "tanhf(" in single and "double" not in single
     assert "exp(" in double and "expf(" not in double and "float" not in double.split("{", 1)[1]
 
@@ -109,7 +105,7 @@ WITH_PARAMS = [case for case in CASES if any(p.kind == "param" for p in case.ker
 @pytest.mark.parametrize("case", WITH_PARAMS, ids=[case.name for case in WITH_PARAMS])
 def test_every_kernel_with_its_params_by_value_compiles_for_sm90(case: Case, dtype: str) -> None:
     values = frozenset(p.name for p in case.kernel.planes if p.kind == "param")
-    emitted = cuda.emit(case.kernel.ir, _signature(case, dtype), values=values)
+    emitted = cuda.emit(case.kernel.ir, signature(case, dtype), values=values)
     assert "[0]" not in emitted.source.split("__global__", 1)[1]  # no Param read by pointer
     compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
 

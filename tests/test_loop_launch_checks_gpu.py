@@ -11,29 +11,14 @@ import pytest
 import eagle.diff
 import eagle.plan
 import hawk
-from eagle import arrays
 from tests import _loop_check_kernels as k
+from tests._device_checks import DTYPES, dev, guarded
 from tests._util import rel_error
 from tests.test_kan import kan
 
 pytestmark = pytest.mark.gpu
 
-DTYPES = [np.float32, np.float64]
 TOLERANCE = {np.float32: 1e-6, np.float64: 1e-13}
-GUARD = 64
-
-
-def _dev(values: np.ndarray, dtype: type) -> arrays.Array:
-    return arrays.asarray(np.asarray(values, dtype), device="cuda:0")
-
-
-def _guarded(size: int, dtype: type) -> tuple[arrays.Array, arrays.Array, np.ndarray]:
-    """A NaN plane of ``size`` inside a device buffer with GUARD poisoned values on each
-    side: (buffer, plane view, the buffer's initial values)."""
-    initial = np.full(size + 2 * GUARD, -777.0, dtype)
-    initial[GUARD : GUARD + size] = np.nan
-    buffer = _dev(initial, dtype)
-    return buffer, buffer[GUARD : GUARD + size], initial
 
 
 def _host_error(kernel: hawk.Kernel, **planes: np.ndarray) -> Exception:
@@ -48,15 +33,15 @@ def test_a_sliding_window_agrees_and_raises_at_bind_past_its_table(
 ) -> None:
     t = rng.standard_normal(k.ROWS)
     lanes = 2 * (k.ROWS - 2)  # the last lane reads rows ROWS - 3 .. ROWS - 1
-    y = _dev(np.full(lanes, np.nan), dtype)
-    eagle.plan.auto(k.sliding).run(t=_dev(t, dtype), y=y)
+    y = dev(np.full(lanes, np.nan), dtype)
+    eagle.plan.auto(k.sliding).run(t=dev(t, dtype), y=y)
     stored = t.astype(dtype).astype(np.float64)
     reference = [stored[lane // 2 : lane // 2 + 3].sum() for lane in range(lanes)]
     assert rel_error(y.numpy(), np.array(reference)) < TOLERANCE[dtype]
     expected = _host_error(k.sliding, t=t, y=np.zeros(lanes + 1))
-    buffer, y_long, initial = _guarded(lanes + 1, dtype)
+    buffer, y_long, initial = guarded(lanes + 1, dtype, np.nan)
     with pytest.raises(hawk.PlaneIndexError) as caught:
-        eagle.plan.auto(k.sliding).bind(t=_dev(t, dtype), y=y_long)
+        eagle.plan.auto(k.sliding).bind(t=dev(t, dtype), y=y_long)
     assert str(caught.value) == str(expected)
     assert (caught.value.lane, caught.value.index) == (lanes, k.ROWS)
     np.testing.assert_array_equal(buffer.numpy(), initial)
@@ -64,12 +49,12 @@ def test_a_sliding_window_agrees_and_raises_at_bind_past_its_table(
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_adds_over_a_loop_agree_and_out_of_range_add_nothing(dtype: type) -> None:
-    acc = _dev(np.zeros(k.ROWS), dtype)
-    eagle.plan.auto(k.spread).run(x=_dev(np.arange(1.0, 5.0), dtype), acc=acc)
+    acc = dev(np.zeros(k.ROWS), dtype)
+    eagle.plan.auto(k.spread).run(x=dev(np.arange(1.0, 5.0), dtype), acc=acc)
     np.testing.assert_array_equal(acc.numpy(), [1.0, 2.0, 4.0, 6.0, 3.0, 4.0])
     expected = _host_error(k.spread, x=np.ones(5), acc=np.zeros(k.ROWS))
     with pytest.raises(hawk.PlaneIndexError) as caught:
-        eagle.plan.auto(k.spread).run(x=_dev(np.ones(5), dtype), acc=acc)
+        eagle.plan.auto(k.spread).run(x=dev(np.ones(5), dtype), acc=acc)
     assert str(caught.value) == str(expected) and (caught.value.lane, caught.value.index) == (4, 6)
     np.testing.assert_array_equal(acc.numpy(), [1.0, 2.0, 4.0, 6.0, 3.0, 4.0])
 
@@ -78,17 +63,17 @@ def test_the_first_iteration_out_of_range_is_the_hosts() -> None:
     expected = _host_error(k.backwards, t=np.ones(8), y=np.zeros(3))
     with pytest.raises(hawk.PlaneIndexError) as caught:
         eagle.plan.auto(k.backwards).bind(
-            t=_dev(np.ones(8), np.float32), y=_dev(np.zeros(3), np.float32)
+            t=dev(np.ones(8), np.float32), y=dev(np.zeros(3), np.float32)
         )
     assert str(caught.value) == str(expected) and (caught.value.lane, caught.value.index) == (0, -1)
 
 
 def test_a_loop_index_into_a_short_flat_table_raises_at_bind() -> None:
     expected = _host_error(k.coefficients, c=np.ones(3), x=np.ones(4), y=np.zeros(4))
-    buffer, y, initial = _guarded(4, np.float64)
+    buffer, y, initial = guarded(4, np.float64, np.nan)
     with pytest.raises(hawk.PlaneIndexError) as caught:
         eagle.plan.auto(k.coefficients).bind(
-            c=_dev(np.ones(3), np.float64), x=_dev(np.ones(4), np.float64), y=y
+            c=dev(np.ones(3), np.float64), x=dev(np.ones(4), np.float64), y=y
         )
     assert str(caught.value) == str(expected) and caught.value.lane == 0
     np.testing.assert_array_equal(buffer.numpy(), initial)
@@ -102,22 +87,22 @@ def test_the_adjoint_of_a_sliding_window_agrees_with_the_host(
     reference = np.zeros(k.ROWS)
     for lane in range(8):
         reference[lane // 2 : lane // 2 + 3] += y_bar.astype(dtype)[lane]
-    t_bar = _dev(np.zeros(k.ROWS), dtype)
+    t_bar = dev(np.zeros(k.ROWS), dtype)
     adjoint = eagle.diff.reverse(eagle.plan.auto(k.sliding))
-    adjoint.run(t=_dev(t, dtype), y_bar=_dev(y_bar, dtype), t_bar=t_bar)
+    adjoint.run(t=dev(t, dtype), y_bar=dev(y_bar, dtype), t_bar=t_bar)
     assert rel_error(t_bar.numpy(), reference) < 10 * TOLERANCE[dtype]
 
 
 def test_the_checks_left_in_the_kernel_raise_at_the_next_synchronizing_call() -> None:
-    y = _dev(np.zeros(11), np.float32)
-    eagle.plan.auto(k.halves).run(t=_dev(np.ones(k.ROWS), np.float32), y=y)
+    y = dev(np.zeros(11), np.float32)
+    eagle.plan.auto(k.halves).run(t=dev(np.ones(k.ROWS), np.float32), y=y)
     with pytest.raises(hawk.PlaneIndexError) as caught:
         y.numpy()
     assert (caught.value.lane, caught.value.index) == (10, 6)
     t = np.arange(1.0, k.ROWS + 1)
     x = np.array([1.0] * 8 + [-1.0] * 2)  # lanes 8 and 9 skip their read of row 6
-    y = _dev(np.full(10, np.nan), np.float64)
-    eagle.plan.auto(k.guarded).run(t=_dev(t, np.float64), x=_dev(x, np.float64), y=y)
+    y = dev(np.full(10, np.nan), np.float64)
+    eagle.plan.auto(k.guarded).run(t=dev(t, np.float64), x=dev(x, np.float64), y=y)
     host_y = np.zeros(10)
     eagle.plan.auto(k.guarded).run(t=t, x=x, y=host_y)
     np.testing.assert_array_equal(y.numpy(), host_y)
@@ -129,8 +114,8 @@ def test_the_kan_basis_adjoint_agrees_with_the_reference(rng: np.random.Generato
     c = rng.standard_normal((layer.rows, layer.outputs))
     y_bar = rng.standard_normal(layer.samples * layer.outputs)
     reference = kan.reference(layer, x, c, y_bar)
-    x_bar = _dev(np.zeros(layer.inputs * layer.samples), np.float64)  # it adds into x_bar
+    x_bar = dev(np.zeros(layer.inputs * layer.samples), np.float64)  # it adds into x_bar
     eagle.plan.auto(layer.basis_adjoint).run(
-        x=_dev(x, np.float64), phi_bar=_dev(reference["phi_bar"], np.float64), x_bar=x_bar
+        x=dev(x, np.float64), phi_bar=dev(reference["phi_bar"], np.float64), x_bar=x_bar
     )
     assert rel_error(x_bar.numpy(), reference["x_bar"].reshape(-1)) < 1e-12

@@ -14,7 +14,7 @@ from eagle.cuda import compile_cuda
 from hawk import HawkError
 from hawk.emit import DTYPES, compute_dtype, cuda, host, policy
 from tests import _route_kernels as k
-from tests._hawk_kernels import CASES, Case, histogram, saxpy, written
+from tests._hawk_kernels import CASES, histogram, saxpy, signature, written
 from tests._util import rel_error
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -23,10 +23,6 @@ HALF_DTYPES = [F16, BF16]
 #: relative error of a stored 16-bit result against float64 (a few units of rounding)
 TOLERANCE = {F16: 2e-3, BF16: 1.6e-2}
 IDS = [case.name for case in CASES]
-
-
-def _signature(case: Case, dtype: np.dtype) -> dict[str, np.dtype]:
-    return {p.name: dtype for p in case.kernel.planes}
 
 
 # -- dtypes and promotion ----------------------------------------------------------------
@@ -110,7 +106,7 @@ def test_a_failing_host_run_leaves_half_planes_as_they_were(rng):
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=str)
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_half_kernels_compile(case, dtype, arch):
-    emitted = cuda.emit(case.kernel.ir, _signature(case, dtype))
+    emitted = cuda.emit(case.kernel.ir, signature(case, dtype))
     assert "#include" not in emitted.source  # no header: NVRTC needs none
     compile_cuda(emitted.source, name=emitted.name, arch=arch)
 

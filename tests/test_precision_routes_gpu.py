@@ -14,6 +14,7 @@ from eagle import arrays, cuda
 from tests import _route_kernels as k
 from tests._hawk_kernels import CASES, saxpy, written
 from tests._util import rel_error
+from tests.test_route_gpu import _device
 
 pytestmark = pytest.mark.gpu
 
@@ -28,10 +29,6 @@ PRECISIONS = {
 }
 IDS = [f"{dtype}-{math}" for dtype, math in PRECISIONS]
 R, U, B = 256, 96, 200
-
-
-def _device(values: np.ndarray) -> arrays.Array:
-    return arrays.asarray(np.ascontiguousarray(values), device="cuda:0")
 
 
 def _host(array: arrays.Array) -> np.ndarray:

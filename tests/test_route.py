@@ -344,15 +344,22 @@ def _host_backed(values):
     )  # fmt: skip
 
 
-def test_a_routed_output_4_bytes_into_its_buffer_is_warmed_for_capture(monkeypatch, rng):
-    """The handle's own record of what it warmed is the only one, and it is keyed by the
-    operands' alignment: the route warms the output plane's product, not an aligned twin."""
+def _routed_fake_device(monkeypatch) -> FakeDevice:
+    """The fake cuBLAS of test_gemm_capture, with the route's launches on its stream and
+    its captures as the fake's ``capturing`` says."""
     device = FakeDevice(monkeypatch)
     stream = type("Stream", (), {"ptr": staticmethod(lambda: FakeDevice.STREAM)})
     monkeypatch.setattr(_route, "launch_stream", lambda values, index: stream.ptr())
     monkeypatch.setattr(_bound, "launch_stream", lambda values, index: stream.ptr())
     monkeypatch.setattr(_route, "is_capturing", lambda stream_ptr: device.capturing)
     monkeypatch.setattr(_route, "as_stream_ptr", lambda s, index: s or FakeDevice.STREAM)
+    return device
+
+
+def test_a_routed_output_4_bytes_into_its_buffer_is_warmed_for_capture(monkeypatch, rng):
+    """The handle's own record of what it warmed is the only one, and it is keyed by the
+    operands' alignment: the route warms the output plane's product, not an aligned twin."""
+    device = _routed_fake_device(monkeypatch)
     w = rng.standard_normal((R, U)).astype(np.float32)
     f = rng.standard_normal((R, B)).astype(np.float32)
     big = np.full(B * U + 1, np.nan, np.float32)
