@@ -339,15 +339,14 @@ class Ranges:
                 self._access(node, loops)
 
     def _access(self, node: ir.Read | ir.Accumulate, loops: tuple[LoopRange, ...]) -> None:
-        plane = node.plane
         for position, item in enumerate(node.index):
-            extent = None if plane.axes is None else plane.axes[position][1]
-            key = (plane, position, item)
-            if key in self._launch or self.within(item, extent):
+            if not self.axis_checked(node.plane, position, item):
                 continue
             check = self._launch_check(item, loops)
             if check is not None:
-                self._launch[key] = LaneCheck(index_site(node, position), *check)
+                self._launch[(node.plane, position, item)] = LaneCheck(
+                    index_site(node, position), *check
+                )
 
     def _launch_check(
         self, item: ir.Expr, loops: tuple[LoopRange, ...]
