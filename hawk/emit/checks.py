@@ -415,8 +415,8 @@ class Ranges:
             return min(products), max(products)
         return None
 
-    def sites(self, node: ir.Expr) -> bool:
-        """True when evaluating ``node`` makes a check (a read or a division to check)."""
+    def sites(self, node: ir.Expr | ir.Stmt) -> bool:
+        """True when running ``node`` makes a check (a read or a division to check)."""
         for item in ir.walk(node):
             if isinstance(item, ir.Read) and self.read_checked(item):
                 return True

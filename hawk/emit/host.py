@@ -263,13 +263,8 @@ class _Emitter:
 
     def effects(self, stmts: tuple[ir.Stmt, ...], values: list[ir.Expr]) -> bool:
         """True when a block (and its merge values) adds into a table or makes a check."""
-        for stmt in stmts:
-            for node in ir.walk(stmt):
-                if isinstance(node, ir.Accumulate) or (
-                    isinstance(node, ir.Expr) and self.ranges.sites(node)
-                ):
-                    return True
-        return any(self.ranges.sites(value) for value in values)
+        adds = any(isinstance(node, ir.Accumulate) for stmt in stmts for node in ir.walk(stmt))
+        return adds or any(self.ranges.sites(item) for item in (*stmts, *values))
 
     def sub_mask(self, mask: str | None, cond: str, needed: bool, depth: int) -> str | None:
         """A mask for the lanes of ``mask`` where ``cond`` holds, made when ``needed``."""
