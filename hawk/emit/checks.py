@@ -60,7 +60,8 @@ from hawk.emit._index_math import (
 )
 from hawk.errors import PlaneIndexError
 from hawk.ir.expr import INT_MAX, INT_MIN
-from hawk.kinds import PlaneKind, Type
+from hawk.ir.printing import format_access
+from hawk.kinds import Type
 
 __all__ = [
     "INT_INVALID",
@@ -454,8 +455,7 @@ def index_site(node: ir.Read | ir.Accumulate, position: int) -> CheckSite:
     plane = node.plane
     access = str(node)
     if isinstance(node, ir.Accumulate):
-        address = str(ir.Read(ir.Plane(plane.name, PlaneKind.TABLE, plane.axes), node.index))
-        access = f"{address[:-1].replace('.at(', '.add(', 1)}, value={node.value})"
+        access = format_access(plane, node.index, "add", node.value)
     if plane.axes is None:
         return CheckSite("index", plane.name, "index", None, access)
     label, extent = plane.axes[position]
