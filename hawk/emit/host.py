@@ -337,12 +337,11 @@ class _Emitter:
             if self.ranges.axis_checked(plane, position, item):
                 if not text.isidentifier():
                     text = self.temp("ix", text)
-                sites.append(self.site(index_site(node, position)))
+                site = index_site(node, position)
+                sites.append(self.site(site))
                 checked.append(text)
-                extents.append(
-                    f"len({Names.plane(plane.name)})" if plane.axes is None
-                    else str(plane.axes[position][1])
-                )  # fmt: skip
+                flat = site.extent is None  # checked against the table's length
+                extents.append(f"len({Names.plane(plane.name)})" if flat else str(site.extent))
             texts.append(text)
         if sites:
             self.emit(
