@@ -233,9 +233,8 @@ class LaneCheck:
         """True when some iteration of ``lane`` is out of range or overflows (once this
         does not hold for lane 0, it never holds for a lane but not for the next)."""
         for total, low, high, is_index in self._spans:
-            shift, fits = total.shift(lane)
-            least, most = (0, extent - 1) if is_index else (INT_MIN, INT_MAX)
-            if not fits or shift + low < least or shift + high > most:
+            least, most, fits = _loop_limits(total, lane, extent, is_index)
+            if not fits or low < least or high > most:
                 return True
         return False
 
@@ -245,13 +244,21 @@ class LaneCheck:
         grid, size = loop_grid(self.loops)
         bad = np.zeros(size, bool)
         for total, _, _, is_index in self._spans:
-            shift, fits = total.shift(lane)
-            least, most = (0, extent - 1) if is_index else (INT_MIN, INT_MAX)
+            least, most, fits = _loop_limits(total, lane, extent, is_index)
             values = loop_values(total.loop, grid, size)
-            bad |= below(values, least - shift) | above(values, most - shift) | (not fits)
+            bad |= below(values, least) | above(values, most) | (not fits)
         first = int(bad.argmax())
         loops = {var: int(grid[var][first]) for var, _ in self.loops}
         return evaluate(self.index, lane, loops)[0]
+
+
+def _loop_limits(total: Sum, lane: int, extent: int, is_index: bool) -> tuple[int, int, bool]:
+    """The least and most the loop part of ``total`` may be at ``lane`` (the index in
+    ``0 .. extent - 1``, a value on the way to it in int64), and whether its lane parts fit
+    int64."""
+    shift, fits = total.shift(lane)
+    least, most = (0, extent - 1) if is_index else (INT_MIN, INT_MAX)
+    return least - shift, most - shift, fits
 
 
 def check_launch(checks: Sequence[LaneCheck], lanes: int, lengths: Mapping[str, int]) -> None:
