@@ -263,8 +263,9 @@ class _Emitter:
 
     def effects(self, stmts: tuple[ir.Stmt, ...], values: list[ir.Expr]) -> bool:
         """True when a block (and its merge values) adds into a table or makes a check."""
-        adds = any(isinstance(node, ir.Accumulate) for stmt in stmts for node in ir.walk(stmt))
-        return adds or any(self.ranges.sites(item) for item in (*stmts, *values))
+        if any(isinstance(node, ir.Accumulate) for stmt in stmts for node in ir.walk(stmt)):
+            return True
+        return any(map(self.ranges.sites, stmts)) or any(map(self.ranges.sites, values))
 
     def sub_mask(self, mask: str | None, cond: str, needed: bool, depth: int) -> str | None:
         """A mask for the lanes of ``mask`` where ``cond`` holds, made when ``needed``."""
