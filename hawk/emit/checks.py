@@ -300,13 +300,12 @@ class Ranges:
 
     def __init__(self, kernel: ir.KernelIR, *, enabled: bool = True) -> None:
         self.enabled = enabled
-        self._lets: dict[ir.Var, ir.Expr] = {}
-        self._loops: dict[ir.Var, range] = {}
-        for node in ir.walk(kernel):
-            if isinstance(node, ir.Let):
-                self._lets[node.var] = node.value
-            elif isinstance(node, ir.Loop):
-                self._loops[node.index] = range(node.start, node.stop, node.step)
+        self._lets = kernel.lets()
+        self._loops = {
+            node.index: range(node.start, node.stop, node.step)
+            for node in ir.walk(kernel)
+            if isinstance(node, ir.Loop)
+        }
         self._launch: dict[tuple[ir.Plane, int, ir.Expr], LaneCheck] = {}
         if enabled:
             self._every_lane(kernel.body)

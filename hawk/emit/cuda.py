@@ -185,7 +185,7 @@ class _Emitter:
         self.ranges = Ranges(kernel, enabled=checks)
         self.sites: list[CheckSite] = []
         self.lengths = tuple(p.name for p in kernel.planes if p.is_table and p.axes is None)
-        self.lets = {s.var: s.value for s in ir.walk(kernel) if isinstance(s, ir.Let)}
+        self.lets = kernel.lets()
         self.warp_adds = warp_adds
         width = vector_width(kernel, dtypes) if vector else 1
         self.lanes = Lanes(kernel, dtypes, self.real, width, values)

@@ -100,7 +100,7 @@ class _Emitter:
         self.constants: dict[str, Any] = {}
         self.lines: list[str] = []
         self.ranges = Ranges(kernel, enabled=checks)
-        self.lets = {s.var: s.value for s in ir.walk(kernel) if isinstance(s, ir.Let)}
+        self.lets = kernel.lets()
         self.sites: list[CheckSite] = []
         self.index_checks = 0  # calls of _check_index emitted
         self.depth = 0  # where an expression's own statements go
