@@ -126,7 +126,7 @@ class _Factor:
 
 
 def _analyse(kernel: ir.KernelIR) -> _Analysis | None:
-    lets = {node.var: node.value for node in ir.walk(kernel) if isinstance(node, ir.Let)}
+    lets = kernel.lets()
     fold = _find_fold(kernel, lets)
     if fold is None:
         return None

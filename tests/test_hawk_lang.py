@@ -68,6 +68,14 @@ def test_walk_visits_every_node_in_program_order() -> None:
     assert sum(isinstance(n, ir.Lane) for n in nodes) == 2
 
 
+def test_lets_gives_the_value_of_every_let_nested_ones_too() -> None:
+    lets = contract.ir.lets()
+    assert sorted(var.name for var in lets) == ["acc", "acc.2", "sample", "unit", "y.1"]
+    (loop,) = [s for s in contract.ir.body if isinstance(s, ir.Loop)]
+    inner = loop.body[0]
+    assert isinstance(inner, ir.Let) and lets[inner.var] == inner.value
+
+
 def test_types_and_uniformity() -> None:
     nodes = list(ir.walk(loop_branch.ir))
     ifs = [n for n in nodes if isinstance(n, ir.If)]

@@ -66,12 +66,12 @@ class Batch:
 
     def rows(self, node: ir.Expr) -> bool:
         """True when ``node`` has one row per iteration (it depends on the index)."""
-        return any(isinstance(n, ir.Ref) and n.var in self.rowed for n in ir.walk(node))
+        return _mentions(node, self.rowed)
 
 
 def batch(loop: ir.Loop) -> Batch | None:
     """The chunked form of ``loop``, or None when it must run one iteration at a time."""
-    if len(range(loop.start, loop.stop, loop.step)) < 2:
+    if loop.trip_count < 2:
         return None
     if not all(isinstance(stmt, ir.Let | ir.Accumulate) for stmt in loop.body):
         return None
@@ -126,7 +126,7 @@ def _expressions(stmts: tuple[ir.Stmt, ...]) -> list[ir.Expr]:
     return values
 
 
-def _mentions(node: ir.Expr, names: set[ir.Var]) -> bool:
+def _mentions(node: ir.Expr, names: set[ir.Var] | frozenset[ir.Var]) -> bool:
     return any(isinstance(n, ir.Ref) and n.var in names for n in ir.walk(node))
 
 

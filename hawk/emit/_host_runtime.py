@@ -110,11 +110,17 @@ def _to_int1(value: Any) -> int:
 _ONE = np.empty((1, 1), bool)
 
 
-def _add_rows(table: np.ndarray, offset: Any, value: Any, rows: int = 1) -> None:
-    """Add ``value`` into ``table`` at ``offset``, both broadcast to ``rows`` rows of a
-    common shape (one row per iteration of a chunk, also where neither depends on the
-    iteration; repeated offsets add up)."""
+def _by_rows(offset: Any, value: Any, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """``offset`` and ``value`` broadcast to ``rows`` rows of a common shape (one row per
+    iteration of a chunk, also where neither depends on the iteration)."""
     offset, value, _ = np.broadcast_arrays(offset, value, np.broadcast_to(_ONE, (rows, 1)))
+    return offset, value
+
+
+def _add_rows(table: np.ndarray, offset: Any, value: Any, rows: int = 1) -> None:
+    """Add ``value`` into ``table`` at ``offset``, both broadcast to ``rows`` rows
+    (:func:`_by_rows`; repeated offsets add up)."""
+    offset, value = _by_rows(offset, value, rows)
     np.add.at(table, offset.ravel(), value.ravel())
 
 
@@ -136,7 +142,7 @@ def _add_groups(
     if n % size or size < (_SMALLEST_RUN if runs else _SMALLEST_STRIDE):
         _add_rows(table, offset, value, rows)
         return
-    offset, value, _ = np.broadcast_arrays(offset, value, np.broadcast_to(_ONE, (rows, 1)))
+    offset, value = _by_rows(offset, value, rows)
     groups = n // size
     value = value.reshape(rows, groups, size)
     offset = offset.reshape(rows, groups, size)

@@ -111,9 +111,8 @@ def loop_grid(loops: Sequence[LoopRange]) -> tuple[dict[ir.Var, np.ndarray], int
     order, and the number of iterations."""
     steps = [np.arange(r.start, r.stop, r.step, dtype=np.int64) for _, r in loops]
     axes = np.meshgrid(*steps, indexing="ij")
-    return {var: axis.ravel() for (var, _), axis in zip(loops, axes, strict=True)}, math.prod(
-        len(r) for _, r in loops
-    )
+    grid = {var: axis.ravel() for (var, _), axis in zip(loops, axes, strict=True)}
+    return grid, math.prod(len(r) for _, r in loops)
 
 
 _NUMPY = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod}

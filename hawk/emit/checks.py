@@ -60,7 +60,8 @@ from hawk.emit._index_math import (
 )
 from hawk.errors import PlaneIndexError
 from hawk.ir.expr import INT_MAX, INT_MIN
-from hawk.kinds import PlaneKind, Type
+from hawk.ir.printing import format_access
+from hawk.kinds import Type
 
 __all__ = [
     "INT_INVALID",
@@ -232,9 +233,8 @@ class LaneCheck:
         """True when some iteration of ``lane`` is out of range or overflows (once this
         does not hold for lane 0, it never holds for a lane but not for the next)."""
         for total, low, high, is_index in self._spans:
-            shift, fits = total.shift(lane)
-            least, most = (0, extent - 1) if is_index else (INT_MIN, INT_MAX)
-            if not fits or shift + low < least or shift + high > most:
+            least, most, fits = _loop_limits(total, lane, extent, is_index)
+            if not fits or low < least or high > most:
                 return True
         return False
 
@@ -244,13 +244,21 @@ class LaneCheck:
         grid, size = loop_grid(self.loops)
         bad = np.zeros(size, bool)
         for total, _, _, is_index in self._spans:
-            shift, fits = total.shift(lane)
-            least, most = (0, extent - 1) if is_index else (INT_MIN, INT_MAX)
+            least, most, fits = _loop_limits(total, lane, extent, is_index)
             values = loop_values(total.loop, grid, size)
-            bad |= below(values, least - shift) | above(values, most - shift) | (not fits)
+            bad |= below(values, least) | above(values, most) | (not fits)
         first = int(bad.argmax())
         loops = {var: int(grid[var][first]) for var, _ in self.loops}
         return evaluate(self.index, lane, loops)[0]
+
+
+def _loop_limits(total: Sum, lane: int, extent: int, is_index: bool) -> tuple[int, int, bool]:
+    """The least and most the loop part of ``total`` may be at ``lane`` (the index in
+    ``0 .. extent - 1``, a value on the way to it in int64), and whether its lane parts fit
+    int64."""
+    shift, fits = total.shift(lane)
+    least, most = (0, extent - 1) if is_index else (INT_MIN, INT_MAX)
+    return least - shift, most - shift, fits
 
 
 def check_launch(checks: Sequence[LaneCheck], lanes: int, lengths: Mapping[str, int]) -> None:
@@ -292,13 +300,12 @@ class Ranges:
 
     def __init__(self, kernel: ir.KernelIR, *, enabled: bool = True) -> None:
         self.enabled = enabled
-        self._lets: dict[ir.Var, ir.Expr] = {}
-        self._loops: dict[ir.Var, range] = {}
-        for node in ir.walk(kernel):
-            if isinstance(node, ir.Let):
-                self._lets[node.var] = node.value
-            elif isinstance(node, ir.Loop):
-                self._loops[node.index] = range(node.start, node.stop, node.step)
+        self._lets = kernel.lets()
+        self._loops = {
+            node.index: range(node.start, node.stop, node.step)
+            for node in ir.walk(kernel)
+            if isinstance(node, ir.Loop)
+        }
         self._launch: dict[tuple[ir.Plane, int, ir.Expr], LaneCheck] = {}
         if enabled:
             self._every_lane(kernel.body)
@@ -339,15 +346,14 @@ class Ranges:
                 self._access(node, loops)
 
     def _access(self, node: ir.Read | ir.Accumulate, loops: tuple[LoopRange, ...]) -> None:
-        plane = node.plane
         for position, item in enumerate(node.index):
-            extent = None if plane.axes is None else plane.axes[position][1]
-            key = (plane, position, item)
-            if key in self._launch or self.within(item, extent):
+            if not self.axis_checked(node.plane, position, item):
                 continue
             check = self._launch_check(item, loops)
             if check is not None:
-                self._launch[key] = LaneCheck(index_site(node, position), *check)
+                self._launch[(node.plane, position, item)] = LaneCheck(
+                    index_site(node, position), *check
+                )
 
     def _launch_check(
         self, item: ir.Expr, loops: tuple[LoopRange, ...]
@@ -416,8 +422,8 @@ class Ranges:
             return min(products), max(products)
         return None
 
-    def sites(self, node: ir.Expr) -> bool:
-        """True when evaluating ``node`` makes a check (a read or a division to check)."""
+    def sites(self, node: ir.Expr | ir.Stmt) -> bool:
+        """True when running ``node`` makes a check (a read or a division to check)."""
         for item in ir.walk(node):
             if isinstance(item, ir.Read) and self.read_checked(item):
                 return True
@@ -455,8 +461,7 @@ def index_site(node: ir.Read | ir.Accumulate, position: int) -> CheckSite:
     plane = node.plane
     access = str(node)
     if isinstance(node, ir.Accumulate):
-        address = str(ir.Read(ir.Plane(plane.name, PlaneKind.TABLE, plane.axes), node.index))
-        access = f"{address[:-1].replace('.at(', '.add(', 1)}, value={node.value})"
+        access = format_access(plane, node.index, "add", node.value)
     if plane.axes is None:
         return CheckSite("index", plane.name, "index", None, access)
     label, extent = plane.axes[position]

@@ -185,7 +185,7 @@ class _Emitter:
         self.ranges = Ranges(kernel, enabled=checks)
         self.sites: list[CheckSite] = []
         self.lengths = tuple(p.name for p in kernel.planes if p.is_table and p.axes is None)
-        self.lets = {s.var: s.value for s in ir.walk(kernel) if isinstance(s, ir.Let)}
+        self.lets = kernel.lets()
         self.warp_adds = warp_adds
         width = vector_width(kernel, dtypes) if vector else 1
         self.lanes = Lanes(kernel, dtypes, self.real, width, values)
@@ -367,9 +367,9 @@ class _Emitter:
 
     def index_check(self, node: ir.Read | ir.Accumulate, position: int) -> tuple[int, str]:
         """A new check site for axis ``position`` of a table access, and its extent's text."""
-        self.sites.append(index_site(node, position))
-        plane = node.plane
-        extent = _length(plane.name) if plane.axes is None else f"{plane.axes[position][1]}LL"
+        site = index_site(node, position)
+        self.sites.append(site)
+        extent = _length(node.plane.name) if site.extent is None else f"{site.extent}LL"
         return len(self.sites) - 1, extent
 
     def loop(self, loop: ir.Loop, depth: int) -> None:

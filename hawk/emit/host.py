@@ -100,7 +100,7 @@ class _Emitter:
         self.constants: dict[str, Any] = {}
         self.lines: list[str] = []
         self.ranges = Ranges(kernel, enabled=checks)
-        self.lets = {s.var: s.value for s in ir.walk(kernel) if isinstance(s, ir.Let)}
+        self.lets = kernel.lets()
         self.sites: list[CheckSite] = []
         self.index_checks = 0  # calls of _check_index emitted
         self.depth = 0  # where an expression's own statements go
@@ -263,13 +263,9 @@ class _Emitter:
 
     def effects(self, stmts: tuple[ir.Stmt, ...], values: list[ir.Expr]) -> bool:
         """True when a block (and its merge values) adds into a table or makes a check."""
-        for stmt in stmts:
-            for node in ir.walk(stmt):
-                if isinstance(node, ir.Accumulate) or (
-                    isinstance(node, ir.Expr) and self.ranges.sites(node)
-                ):
-                    return True
-        return any(self.ranges.sites(value) for value in values)
+        if any(isinstance(node, ir.Accumulate) for stmt in stmts for node in ir.walk(stmt)):
+            return True
+        return any(map(self.ranges.sites, stmts)) or any(map(self.ranges.sites, values))
 
     def sub_mask(self, mask: str | None, cond: str, needed: bool, depth: int) -> str | None:
         """A mask for the lanes of ``mask`` where ``cond`` holds, made when ``needed``."""
@@ -342,12 +338,11 @@ class _Emitter:
             if self.ranges.axis_checked(plane, position, item):
                 if not text.isidentifier():
                     text = self.temp("ix", text)
-                sites.append(self.site(index_site(node, position)))
+                site = index_site(node, position)
+                sites.append(self.site(site))
                 checked.append(text)
-                extents.append(
-                    f"len({Names.plane(plane.name)})" if plane.axes is None
-                    else str(plane.axes[position][1])
-                )  # fmt: skip
+                flat = site.extent is None  # checked against the table's length
+                extents.append(f"len({Names.plane(plane.name)})" if flat else str(site.extent))
             texts.append(text)
         if sites:
             self.emit(

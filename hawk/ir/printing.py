@@ -22,9 +22,9 @@ from hawk.ir.expr import (
 )
 from hawk.ir.planes import Plane
 from hawk.ir.stmt import Accumulate, If, KernelIR, Let, Loop, Stmt, Store
-from hawk.kinds import PlaneKind, Type
+from hawk.kinds import Type
 
-__all__ = ["format_expr", "format_kernel", "format_stmt"]
+__all__ = ["format_access", "format_expr", "format_kernel", "format_stmt"]
 
 
 def format_expr(node: Expr) -> str:
@@ -35,6 +35,22 @@ def format_expr(node: Expr) -> str:
 def format_stmt(stmt: Stmt) -> str:
     """A statement, one line per nested statement."""
     return "\n".join(_format_stmt(stmt, 0))
+
+
+def format_access(
+    plane: Plane, index: tuple[Expr, ...], method: str = "at", value: Expr | None = None
+) -> str:
+    """A table access as hawk source: ``t.at(row=r, col=1)`` (a flat table: ``t.at(i)``),
+    or with ``method`` ``"add"`` and its ``value``, ``t.add(row=r, col=1, value=v)``."""
+    if plane.axes is None:
+        parts = [_format(index[0], 0)]
+    else:
+        parts = [
+            f"{label}={_format(i, 0)}" for (label, _), i in zip(plane.axes, index, strict=True)
+        ]
+    if value is not None:
+        parts.append(f"value={_format(value, 0)}")
+    return f"{plane.name}.{method}({', '.join(parts)})"
 
 
 def format_kernel(kernel: KernelIR) -> str:
@@ -66,10 +82,7 @@ def _format(node: Expr, outer: int) -> str:
     if isinstance(node, Load):
         return node.plane.name
     if isinstance(node, Read):
-        if node.plane.axes is None:
-            return f"{node.plane.name}.at({_format(node.index[0], 0)})"
-        parts = ", ".join(f"{label}={_format(i, 0)}" for label, i in node.address.items())
-        return f"{node.plane.name}.at({parts})"
+        return format_access(node.plane, node.index)
     if isinstance(node, Call):
         return f"{node.fn}({', '.join(_format(a, 0) for a in node.args)})"
     if isinstance(node, Cast):
@@ -103,8 +116,7 @@ def _format_stmt(stmt: Stmt, depth: int) -> list[str]:
     if isinstance(stmt, Store):
         return [f"{pad}store {stmt.plane.name} = {stmt.value}"]
     if isinstance(stmt, Accumulate):
-        target = _format(Read(_as_table(stmt.plane), stmt.index), 0)
-        return [f"{pad}add {target} += {stmt.value}"]
+        return [f"{pad}add {format_access(stmt.plane, stmt.index)} += {stmt.value}"]
     if isinstance(stmt, Loop):
         bounds = f"{stmt.start}, {stmt.stop}, {stmt.step}"
         carries = ", ".join(f"{c.var.name} = {c.init}" for c in stmt.carries)
@@ -128,7 +140,3 @@ def _format_branch(block: tuple[Stmt, ...], values: list[Expr], stmt: If, depth:
     lines = [line for inner in block for line in _format_stmt(inner, depth + 1)]
     lines.extend(f"{pad}-> {m.var.name} = {v}" for m, v in zip(stmt.merges, values, strict=True))
     return lines or [f"{pad}pass"]
-
-
-def _as_table(plane: Plane) -> Plane:
-    return Plane(plane.name, PlaneKind.TABLE, plane.axes)

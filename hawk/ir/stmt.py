@@ -208,6 +208,10 @@ class KernelIR:
                 return plane
         raise KeyError(f"kernel {self.name!r} has no plane {name!r}")
 
+    def lets(self) -> dict[Var, Expr]:
+        """The value of every variable a :class:`Let` binds, anywhere in the kernel."""
+        return {node.var: node.value for node in walk(self) if isinstance(node, Let)}
+
     def __str__(self) -> str:
         from hawk.ir.printing import format_kernel  # printing reads every node class
 
