@@ -458,7 +458,7 @@ class AutoPlan:
         # the packed arguments keep the arrays alive (in a capture too)
         packed = PackedArgs([*args, np.int64(checked.lanes), *lengths, record])
         setters = {name: packed.setter(self._names.index(name)) for name in values}
-        grid = _grid(checked.lanes)
+        grid = _grid(checked.lanes, source.width)
 
         def enqueue(stream: Any) -> None:
             record.check()  # an earlier launch's failure, once it is recorded
@@ -501,11 +501,12 @@ def _side_dtype(side: str, dtype: Any) -> np.dtype:
     return resolved
 
 
-def _grid(lanes: int) -> int:
-    """Blocks for ``lanes``: one lane per thread, or :data:`hawk.emit.cuda.UNROLL` per
-    thread once there are enough lanes to fill the device that way (each thread then
-    keeps several independent loads in flight)."""
-    per_thread = cuda.UNROLL if lanes >= WIDE_LANES else 1
+def _grid(lanes: int, width: int = 1) -> int:
+    """Blocks for ``lanes``: one lane per thread, or, once there are enough lanes to
+    fill the device that way, :data:`hawk.emit.cuda.UNROLL` lanes per thread (each thread
+    then keeps several independent loads in flight) and at least one vector group of
+    ``width`` lanes (``CudaSource.width``: 8 for 16-bit planes), so no thread idles."""
+    per_thread = max(cuda.UNROLL, width) if lanes >= WIDE_LANES else 1
     return -(-lanes // (BLOCK_SIZE * per_thread))
 
 

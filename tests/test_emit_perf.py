@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from eagle.cuda import compile_cuda
+from eagle.plan import BLOCK_SIZE, _grid
 from hawk.diff import vjp
 from hawk.emit import cuda
 from tests._emitperf_kernels import axpy, by_odd_sample, by_sample, contract32, two_out
@@ -48,7 +49,20 @@ def test_mixed_planes_group_by_the_widest() -> None:
 
 @pytest.mark.parametrize("kernel", [contract, histogram], ids=["gather", "scatter"])
 def test_gathers_and_scatters_keep_one_lane_per_thread(kernel) -> None:
-    assert "hawk_pack" not in _emit(kernel).source
+    emitted = _emit(kernel)
+    assert "hawk_pack" not in emitted.source and emitted.width == 1
+
+
+@pytest.mark.parametrize(
+    ("dtype", "width"), [("float32", 4), ("float64", 2), ("bfloat16", 8), ("float16", 8)]
+)
+def test_a_wide_launch_gives_each_thread_at_least_one_group(dtype: str, width: int) -> None:
+    emitted = _emit(axpy, dtype)
+    assert emitted.width == width
+    lanes = 1 << 24  # many lanes: UNROLL lanes per thread, or one whole group when wider
+    per_thread = max(cuda.UNROLL, width)
+    assert _grid(lanes, emitted.width) == lanes // (BLOCK_SIZE * per_thread)
+    assert _grid(1000, emitted.width) == -(-1000 // BLOCK_SIZE)  # few lanes: one per thread
 
 
 def test_the_vectorised_loop_can_be_left_out() -> None:

@@ -14,7 +14,8 @@ see :mod:`hawk.emit.checks`). Lanes are 64-bit. Thread
 ``gridDim.x * blockDim.x``-th lane after it (a grid-stride loop, unrolled
 :data:`UNROLL` times): launch ``ceil(n / block)`` blocks for one lane per
 thread, or fewer so that each thread keeps several independent loads in
-flight, which a memory-bound kernel over many lanes needs. Every pointer is
+flight, which a memory-bound kernel over many lanes needs (a vectorised
+kernel: at least ``CudaSource.width`` lanes per thread, see below). Every pointer is
 ``__restrict__``: eagle.plan refuses a written plane that shares memory with
 another.
 
@@ -104,6 +105,9 @@ class CudaSource:
             of the lane and loop indices (:class:`~hawk.emit.checks.LaneCheck`),
             in program order: whoever launches it makes them first, with
             :func:`~hawk.emit.checks.check_launch`.
+        width: the lanes of one group of the vectorised lane loop (1: the kernel
+            has none); a launch over many lanes gives each thread at least one
+            group, as fewer threads than groups leave the rest idle.
     """
 
     name: str
@@ -112,6 +116,7 @@ class CudaSource:
     lengths: tuple[str, ...] = ()
     checks: tuple[CheckSite, ...] = ()
     launch_checks: tuple[LaneCheck, ...] = ()
+    width: int = 1
 
 
 _BLOCK_SIZE_NOTE = "a grid-stride loop over lanes"
@@ -262,7 +267,13 @@ class _Emitter:
         )
         arguments = tuple(p.name for p in self.kernel.planes)
         return CudaSource(
-            symbol, text, arguments, self.lengths, tuple(self.sites), self.ranges.launch_checks
+            symbol,
+            text,
+            arguments,
+            self.lengths,
+            tuple(self.sites),
+            self.ranges.launch_checks,
+            self.lanes.width,
         )
 
     def emit(self, depth: int, text: str) -> None:
