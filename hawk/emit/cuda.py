@@ -48,12 +48,11 @@ axis (or one compare of a divisor with zero); a failure calls a helper kept
 out of line, ``hawk_fail``, which records the first failure (an ``atomicMax``
 on a word of device memory picks it). A failing add is dropped and a division
 by zero made by 1. A checked read never waits on that call: ``hawk_clamp``
-gives each checked index, or 0 for a failing one, and the read loads at the
-clamped offset unconditionally (always inside a named table, whose declared
-extents are positive; a flat table, whose length may be 0, is loaded only when
-it is not empty), then selects 0 for a failing lane. Each thread keeps its
-first failing read in registers and calls ``hawk_fail`` once, after its
-lanes, so no call and no branch sits in the lane loop around the load. A
+gives each checked index, or 0 for a failing one (calling ``hawk_fail`` for
+it), and the read loads at the clamped offset unconditionally (always inside a
+named table, whose declared extents are positive; a flat table, whose length
+may be 0, is loaded only when it is not empty), then selects 0 for a failing
+lane, so no branch guards the load. A
 read's index, clamp and load are declared before the statement that uses
 them; a read on a side of ``x if c else y`` or on the right of ``and`` or
 ``or`` makes that expression an ``if`` block, so a lane checks (and reads)
@@ -120,9 +119,6 @@ class CudaSource:
 
 
 _BLOCK_SIZE_NOTE = "a grid-stride loop over lanes"
-
-#: a thread's first failing read (``hawk_failure``, see ``CLAMP_HELPER``)
-_FAILURE = "hawk_read_failure"
 
 
 def emit(
@@ -231,8 +227,6 @@ class _Emitter:
             "    const long long stride = (long long)gridDim.x * blockDim.x;",
             f"    const long long first = {first};",
         ]
-        if self.clamps:
-            lanes.append(f"    hawk_failure {_FAILURE} = {{-1LL, 0LL, 0LL, 0LL}};")
         start = "first"
         if self.lanes.width > 1:
             helpers.append(PACK)
@@ -249,11 +243,6 @@ class _Emitter:
             *self.lanes.stores(2, packed=False),
             "    }",
         ]
-        if self.clamps:
-            fields = ", ".join(
-                f"{_FAILURE}.{field}" for field in ("site", "lane", "value", "extent")
-            )
-            lanes.append(f"    if ({_FAILURE}.site >= 0) hawk_fail(hawk_rec, {fields});")
         text = "\n".join(
             [
                 *header,
@@ -550,7 +539,7 @@ class _Emitter:
             self.emit(
                 self.depth,
                 f"const long long {texts[position]} = "
-                f"hawk_clamp({text}, {extent}, {site}LL, lane, {_FAILURE});",
+                f"hawk_clamp({text}, {extent}, hawk_rec, {site}LL, lane);",
             )
             valid.append(f"{texts[position]} == {text}")
         element = f"{Names.plane(plane.name)}[{self.offset(plane, texts)}]"
