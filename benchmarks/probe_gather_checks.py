@@ -3,16 +3,17 @@
 Usage: python benchmarks/probe_gather_checks.py out.json
 
 ``bench_checks.py`` measured the gather ``y = t.at(int(i))`` over 10^8 float32 lanes at
-+80% with checks (clamped read, first failure kept in registers, recorded after the lane
-loop) against the same kernel emitted without them. This probe launches variants of the
-checked kernel on the same planes and grid, so one run says which part costs:
++80% with the first failing read kept in registers and recorded after the lane loop, and at
++32% once a failing read called ``hawk_fail`` from its clamp (today's emitter), against the
+same kernel emitted without checks. This probe launches variants of the checked kernel on
+the same planes and grid, so one run says which part costs:
 
 * ``unchecked``: ``checks=False``;
-* ``emitted``: the checked kernel eagle launches today;
-* ``selects``: the first failure kept with selects instead of a branch;
-* ``two selects``: only the failing site and lane kept, with selects;
+* ``emitted``: the checked kernel eagle launches today (a failing read calls ``hawk_fail``);
+* ``kept, branch``: the first failure kept in registers (a branch), recorded after the loop;
+* ``kept, selects``: the same kept with selects instead of a branch;
+* ``kept, two selects``: only the failing site and lane kept, with selects;
 * ``flag``: only whether a read failed kept (one OR; the lane would need a second pass);
-* ``fail call``: no failure kept; a failing read calls ``hawk_fail`` at once;
 * ``clamp only``: the clamp and select with no failure kept (a lower bound: unsafe);
 * ``plain int()``: the emitted kernel with ``hawk_to_int`` a bare cast;
 * ``no unroll``: the emitted kernel without ``#pragma unroll 4`` on the lane loop.
@@ -47,47 +48,34 @@ def gather(t: hawk.Table, i: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
 
 
 _CLAMP_HEAD = "__device__ __forceinline__ long long hawk_clamp("
-_SELECTS = """\
+_KEPT_HEAD = """\
+struct hawk_failure { long long site, lane, value, extent; };
 __device__ __forceinline__ long long hawk_clamp(
-    long long index, long long extent, long long site, long long lane, hawk_failure& first)
+    long long index, long long extent, hawk_failure& first, long long site, long long lane)
 {
     const bool in = (unsigned long long)index < (unsigned long long)extent;
+"""
+_KEPT = {
+    "kept, branch": "    if (__builtin_expect(!in && first.site < 0, 0)) "
+    "first = {site, lane, index, extent};\n",
+    "kept, selects": """\
     const bool take = !in & (first.site < 0);
     first.site = take ? site : first.site;
     first.lane = take ? lane : first.lane;
     first.value = take ? index : first.value;
     first.extent = take ? extent : first.extent;
-    return in ? index : 0LL;
-}"""
-_TWO_SELECTS = """\
-__device__ __forceinline__ long long hawk_clamp(
-    long long index, long long extent, long long site, long long lane, hawk_failure& first)
-{
-    const bool in = (unsigned long long)index < (unsigned long long)extent;
+""",
+    "kept, two selects": """\
     const bool take = !in & (first.site < 0);
     first.site = take ? site : first.site;
     first.lane = take ? lane : first.lane;
-    return in ? index : 0LL;
-}"""
-_FLAG = """\
-__device__ __forceinline__ long long hawk_clamp(
-    long long index, long long extent, long long site, long long lane, hawk_failure& first)
-{
-    const bool in = (unsigned long long)index < (unsigned long long)extent;
-    first.value |= (long long)!in;
-    return in ? index : 0LL;
-}"""
-_FAIL_CALL = """\
-__device__ __forceinline__ long long hawk_clamp(
-    long long index, long long extent, long long site, long long lane, unsigned long long* rec)
-{
-    const bool in = (unsigned long long)index < (unsigned long long)extent;
-    if (__builtin_expect(!in, 0)) hawk_fail(rec, site, lane, index, extent);
-    return in ? index : 0LL;
-}"""
+""",
+    "flag": "    first.value |= (long long)!in;\n",
+}
+_KEPT_TAIL = "    return in ? index : 0LL;\n}"
 _CLAMP_ONLY = """\
 __device__ __forceinline__ long long hawk_clamp(
-    long long index, long long extent, long long site, long long lane, hawk_failure& first)
+    long long index, long long extent, unsigned long long* rec, long long site, long long lane)
 {
     return (unsigned long long)index < (unsigned long long)extent ? index : 0LL;
 }"""
@@ -104,24 +92,30 @@ def _replace_function(source: str, head: str, body: str) -> str:
     return source[:start] + body + source[end:]
 
 
+def _kept(checked: str, update: str, flag: bool) -> str:
+    """``checked`` with a thread's first failing read kept in registers by ``update`` and
+    recorded once, after the lane loop (the flag variant: whether one failed)."""
+    source = _replace_function(checked, _CLAMP_HEAD, _KEPT_HEAD + update + _KEPT_TAIL)
+    source = source.replace("n_t, hawk_rec, 0LL, lane)", "n_t, hawk_read_failure, 0LL, lane)")
+    first = "    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    source = source.replace(
+        first, first + "    hawk_failure hawk_read_failure = {-1LL, 0LL, 0LL, 0LL};\n"
+    )
+    failed = "hawk_read_failure.value != 0" if flag else "hawk_read_failure.site >= 0"
+    fields = ", ".join(f"hawk_read_failure.{f}" for f in ("site", "lane", "value", "extent"))
+    end = source.rindex("}")
+    return source[:end] + f"    if ({failed}) hawk_fail(hawk_rec, {fields});\n" + source[end:]
+
+
 def _variants(checked: str, unchecked: str) -> dict[str, str]:
-    return {
-        "unchecked": unchecked,
-        "emitted": checked,
-        "selects": _replace_function(checked, _CLAMP_HEAD, _SELECTS),
-        "two selects": _replace_function(checked, _CLAMP_HEAD, _TWO_SELECTS),
-        "flag": _replace_function(checked, _CLAMP_HEAD, _FLAG).replace(
-            "if (hawk_read_failure.site >= 0)", "if (hawk_read_failure.value != 0)"
-        ),
-        "fail call": _replace_function(checked, _CLAMP_HEAD, _FAIL_CALL).replace(
-            "lane, hawk_read_failure);", "lane, hawk_rec);"
-        ),
-        "clamp only": _replace_function(checked, _CLAMP_HEAD, _CLAMP_ONLY),
-        "plain int()": _replace_function(
-            checked, "__device__ __forceinline__ long long hawk_to_int(float x)", _PLAIN_INT
-        ),
-        "no unroll": checked.replace("#pragma unroll 4\n", "", 1),
-    }
+    variants = {"unchecked": unchecked, "emitted": checked}
+    variants.update({name: _kept(checked, u, name == "flag") for name, u in _KEPT.items()})
+    variants["clamp only"] = _replace_function(checked, _CLAMP_HEAD, _CLAMP_ONLY)
+    variants["plain int()"] = _replace_function(
+        checked, "__device__ __forceinline__ long long hawk_to_int(float x)", _PLAIN_INT
+    )
+    variants["no unroll"] = checked.replace("#pragma unroll 4\n", "", 1)
+    return variants
 
 
 def main(argv: list[str]) -> int:
