@@ -25,8 +25,10 @@ against a float64 host reference of the same rounded factors at 4096^3 (torch's 
 ``torch_error``). Data is random (16-bit products run faster on zeros).
 
 Device times come from CUDA events around many back-to-back launches after a warm-up,
-host times from ``time.perf_counter``; every figure is the median of five runs, and every
-side gets the same shapes and data. torch and CuPy are optional: a missing one's side is
+host times from ``time.perf_counter``; every figure is the median of five runs (for
+(e)-(g), the median of three turns of eagle then torch, each the median of five runs, so
+that the GPU's clock and power state drift over both sides), and every side gets the same
+shapes and data. torch and CuPy are optional: a missing one's side is
 skipped with a note. The table is printed; with a path, the figures are also written
 there as JSON.
 """
@@ -55,6 +57,7 @@ from eagle.gemm import (
 )
 
 TRIALS = 5
+ROUNDS = 3  # turns of eagle then torch for the (e)-(g) rows, each of TRIALS timings
 PER_GRAPH = 10  # products recorded in one graph for (a) and (e), so launches are back to back
 GRAPH_REPLAYS = {1024: 20, 4096: 3, 8192: 1}  # graph launches per timed batch, by size
 CHAIN = 200
@@ -402,11 +405,15 @@ def main(argv: list[str]) -> int:
         for n in sizes:
             a, b = (rng.standard_normal((n, n)).astype(dtype) for _ in range(2))
             reps = 1 if n == 8192 or dtype == np.float64 else 3
-            seconds, result = eagle_gemm(a, b, math, reps)
-            other, torch_result = (
-                torch_typed(torch, a, b, math == "tf32", reps * PER_GRAPH) if torch
-                else (None, None)
-            )  # fmt: skip
+            eagle_runs, torch_runs, torch_result = [], [], None
+            for _ in range(ROUNDS):  # the sides take turns, so clock and power drift hit both
+                seconds, result = eagle_gemm(a, b, math, reps)
+                eagle_runs.append(seconds)
+                if torch:
+                    other, torch_result = torch_typed(torch, a, b, math == "tf32", reps * PER_GRAPH)
+                    torch_runs.append(other)
+            seconds = statistics.median(eagle_runs)
+            other = statistics.median(torch_runs) if torch else None
             figures: dict[str, Any] = {"eagle": tflops(n, seconds), "cupy": None,
                                        "torch": tflops(n, other) if other else None}  # fmt: skip
             if n == 4096:
