@@ -1,0 +1,84 @@
+"""Where the host time of rebinding every plane of a graph of cuBLAS products goes.
+
+Usage: python benchmarks/profile_rebind.py [rebinds]
+
+Issue #14 asks that a rebind of a graph holding cuBLAS nodes be at least 3x faster than
+capturing and instantiating it again, at 200 nodes. ``bench_rebind.py`` measured a rebind
+of one plane at 28.7x, but a rebind of every plane of 200 routed products at 0.2x (25.2 ms
+against 5.4 ms). This script builds the same graph (``bench_rebind.Chain``, 200 routed
+64^3 products in a chain), rebinds every plane ``rebinds`` times (20 by default) under
+cProfile after a warm-up, and prints per rebind: each CUDA runtime/driver call eagle made
+(count and µs, timed around eagle's checked wrapper), then the functions with the most
+own time and the most time below them, so the next change goes where the time is.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+import sys
+import time
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+from bench_rebind import Chain
+
+import eagle.cuda
+from eagle.cuda import _runtime
+
+NODES = 200
+
+
+def _timed_calls() -> tuple[dict[str, list[float]], Any]:
+    """Wrap eagle's one checked CUDA call: (name -> [count, seconds]), and the original."""
+    seen: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    original = _runtime._invoke
+
+    def timed(kind: str, name: str, args: tuple) -> Any:
+        began = time.perf_counter()
+        try:
+            return original(kind, name, args)
+        finally:
+            entry = seen[name]
+            entry[0] += 1
+            entry[1] += time.perf_counter() - began
+
+    _runtime._invoke = timed
+    return seen, original
+
+
+def main(argv: list[str]) -> int:
+    if not eagle.cuda.is_available():
+        print("profile_rebind needs a CUDA device; none is usable here")
+        return 1
+    rebinds = int(argv[1]) if len(argv) > 1 else 20
+    chain = Chain("cublas", NODES, np.random.default_rng(0))
+    for _ in range(4):
+        chain.rebind_all()
+    seen, original = _timed_calls()
+    profile = cProfile.Profile()
+    began = time.perf_counter()
+    try:
+        profile.enable()
+        for _ in range(rebinds):
+            chain.rebind_all()
+        profile.disable()
+    finally:
+        _runtime._invoke = original
+    wall = (time.perf_counter() - began) / rebinds
+    print(f"{rebinds} rebinds of every plane, {NODES} routed products, {chain.nodes} nodes:")
+    print(f"  {wall * 1e3:.2f} ms per rebind under cProfile")
+    print(f"  {'CUDA call':<40} {'per rebind':>10} {'µs per rebind':>14}")
+    for name, (count, seconds) in sorted(seen.items(), key=lambda item: -item[1][1]):
+        print(f"  {name:<40} {count / rebinds:>10.1f} {seconds / rebinds * 1e6:>14.1f}")
+    stats = pstats.Stats(profile).strip_dirs()
+    stats.sort_stats("tottime").print_stats(30)
+    stats.sort_stats("cumulative").print_stats(30)
+    error = chain.check()
+    print(f"replayed after the rebinds: rel. error {error:.1e} against numpy")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
