@@ -212,6 +212,14 @@ class HostBackedDeviceArray:
     def __getitem__(self, key):
         return HostBackedDeviceArray(self.values[key])
 
+    @property
+    def _ptr(self):  # the slots a handle's fast path reads on an eagle Array
+        return self.ptr
+
+    @property
+    def _device_index(self):
+        return self.device_index
+
 
 class _PoolBuffer:
     def __init__(self, values, nbytes):

@@ -236,6 +236,26 @@ def test_prepared_calls_are_never_reused_for_other_operands(device, rng, entry):
     assert [entry[0] for entry in device.cublas.log].count("gemm") == 2
 
 
+@pytest.mark.parametrize("entry", ["sgemm", "gemm"])
+def test_a_repeated_call_is_checked_once(device, rng, entry, monkeypatch):
+    """The same params and operands again take the prepared call without the checks."""
+    make = sgemm_params_for_arrays if entry == "sgemm" else gemm_params_for_arrays
+    a, b = _factors(rng, (False, False, False), np.float32)
+    operands = {"a": device.array(a), "b": device.array(b),
+                "out": device.array(np.zeros((7, 5), np.float32))}  # fmt: skip
+    params = make(*operands.values())
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    checked = []
+    original = CublasCaptureHandle._checked
+    monkeypatch.setattr(
+        CublasCaptureHandle, "_checked", lambda *args: checked.append(1) or original(*args)
+    )
+    for _ in range(3):
+        getattr(handle, entry)(params, operands)
+    assert len(checked) == 1
+    assert [call[0] for call in device.cublas.log].count("gemm") == 3  # each one enqueued
+
+
 def test_a_prepared_call_rereads_alpha_and_beta_and_the_warm_record(device, rng):
     a, b = _factors(rng, (False, False, False), BF16)
     operands = {"a": device.array(a), "b": device.array(b),

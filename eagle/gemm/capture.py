@@ -320,10 +320,13 @@ class CublasCaptureHandle:
             self._check_alive()
         try:  # the prepared call for exactly these params and operands, if there is one
             a, b, out = operands["a"], operands["b"], operands["out"]
+            # an Array's slots behind its read-only ptr and device_index (a third of the
+            # Python this call costs when read through the properties); any other operand
+            # has none and takes the checked path below
             key = (params, params.__class__,
-                   a.ptr, a.shape, a.strides, a.dtype, a.device_index,
-                   b.ptr, b.shape, b.strides, b.dtype, b.device_index,
-                   out.ptr, out.shape, out.strides, out.dtype, out.device_index)  # fmt: skip
+                   a._ptr, a.shape, a.strides, a.dtype, a._device_index,
+                   b._ptr, b.shape, b.strides, b.dtype, b._device_index,
+                   out._ptr, out.shape, out.strides, out.dtype, out._device_index)  # fmt: skip
             last = calls.last
             if last is not None and last[0] == key:  # the last call's: no hashing
                 prepared = last[1]
