@@ -81,3 +81,19 @@ def test_a_device_step_checks_a_changed_buffer_and_follows_a_new_handle(
         step.run(bufs, "device")
     with pytest.raises(GemmCaptureUnavailable, match="destroyed"):
         handles[0].sgemm(sgemm_params_for_arrays(*_operands(device, rng).values()), {})
+
+
+def test_a_repeated_device_step_is_checked_once(device, rng, monkeypatch) -> None:  # noqa: F811
+    from eagle.gemm.matmul import _DeviceMatmul
+
+    bufs = _operands(device, rng)
+    step = matmul_step("out", a="a", b="b", out="out")
+    checked = []
+    original = _DeviceMatmul._checked
+    monkeypatch.setattr(
+        _DeviceMatmul, "_checked", lambda *args: checked.append(1) or original(*args)
+    )
+    for _ in range(3):
+        step.run(bufs, "device")
+    assert len(checked) == 1
+    assert [entry[0] for entry in device.cublas.log].count("gemm") == 3

@@ -154,9 +154,11 @@ class _DeviceMatmul:
         name_a, name_b, name_out = self._names
         try:
             a, b, out = bufs[name_a], bufs[name_b], bufs[name_out]
-            key = (a.ptr, a.shape, a.strides, a.dtype, a.device_index,
-                   b.ptr, b.shape, b.strides, b.dtype, b.device_index,
-                   out.ptr, out.shape, out.strides, out.dtype, out.device_index)  # fmt: skip
+            # an Array's slots behind its read-only ptr and device_index (cheaper than the
+            # properties); any other buffer has none and takes the checked path below
+            key = (a._ptr, a.shape, a.strides, a.dtype, a._device_index,
+                   b._ptr, b.shape, b.strides, b.dtype, b._device_index,
+                   out._ptr, out.shape, out.strides, out.dtype, out._device_index)  # fmt: skip
             last = self._last
             if last is not None and last[0] == key:  # as the last call: no hashing
                 product = last[1]
