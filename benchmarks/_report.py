@@ -7,7 +7,20 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import eagle.cuda
 from eagle.cuda._runtime import call
+
+
+def probe_ready(argv: Sequence[str], usage: str | None) -> int | None:
+    """None when a probe script may run: ``argv`` is the script and one output path, and
+    a CUDA device is usable; else the exit status, after printing ``usage`` or why."""
+    if len(argv) != 2:
+        print(usage)
+        return 2
+    if not eagle.cuda.is_available():
+        print("no CUDA device: nothing to probe")
+        return 0
+    return None
 
 
 def device_name() -> str:

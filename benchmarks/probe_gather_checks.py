@@ -29,6 +29,7 @@ import sys
 from typing import Any
 
 import numpy as np
+from _report import probe_ready
 from _timing import device_ms
 
 import eagle.cuda
@@ -119,12 +120,9 @@ def _variants(checked: str, unchecked: str) -> dict[str, str]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print(__doc__)
-        return 2
-    if not eagle.cuda.is_available():
-        print("no CUDA device: nothing to probe")
-        return 0
+    status = probe_ready(argv, __doc__)
+    if status is not None:
+        return status
     rng = np.random.default_rng(0)
     dtypes = {p.name: "float32" for p in gather.planes}
     checked = emit_cuda.emit(gather.ir, dtypes)

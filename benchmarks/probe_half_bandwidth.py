@@ -27,6 +27,7 @@ import sys
 from typing import Any
 
 import numpy as np
+from _report import probe_ready
 from _timing import device_ms
 
 import eagle.cuda
@@ -123,12 +124,9 @@ def probe(dtype: str, rng: np.random.Generator) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print(__doc__)
-        return 2
-    if not eagle.cuda.is_available():
-        print("no CUDA device: nothing to probe")
-        return 0
+    status = probe_ready(argv, __doc__)
+    if status is not None:
+        return status
     rng = np.random.default_rng(0)
     rows = [row for dtype in ("bfloat16", "float16", "float32") for row in probe(dtype, rng)]
     for row in rows:

@@ -201,18 +201,23 @@ def test_sgemm_and_gemm_take_only_their_own_params(device, rng):
         handle.gemm(gemm._replace(dtype="float64", math="fp64"), operands)
 
 
+def _float32_product(device, rng, entry):
+    """Float32 operands of a 7x6 @ 6x5 product, their params and the handle's ``entry``."""
+    make = sgemm_params_for_arrays if entry == "sgemm" else gemm_params_for_arrays
+    a, b = _factors(rng, (False, False, False), np.float32)
+    operands = {"a": device.array(a), "b": device.array(b),
+                "out": device.array(np.zeros((7, 5), np.float32))}  # fmt: skip
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    return operands, make(*operands.values()), getattr(handle, entry)
+
+
 @pytest.mark.parametrize("entry", ["sgemm", "gemm"])
 def test_prepared_calls_are_never_reused_for_other_operands(device, rng, entry):
     """A call's checks are kept under its operands' pointers, shapes, strides, dtypes and
     device: operands that differ in any of them are checked again, never run on the old
     pointers."""
-    make = sgemm_params_for_arrays if entry == "sgemm" else gemm_params_for_arrays
-    a, b = _factors(rng, (False, False, False), np.float32)
-    first = {"a": device.array(a), "b": device.array(b),
-             "out": device.array(np.zeros((7, 5), np.float32))}  # fmt: skip
-    params = make(*first.values())
-    handle = CublasCaptureHandle(FakeDevice.STREAM)
-    run = getattr(handle, entry)
+    first, params, run = _float32_product(device, rng, entry)
+    a = first["a"].values
     run(params, first)
     second = {**first, "out": device.array(np.full((7, 5), np.nan, np.float32))}
     run(params, second)  # same layout, another out: it writes there
@@ -239,19 +244,14 @@ def test_prepared_calls_are_never_reused_for_other_operands(device, rng, entry):
 @pytest.mark.parametrize("entry", ["sgemm", "gemm"])
 def test_a_repeated_call_is_checked_once(device, rng, entry, monkeypatch):
     """The same params and operands again take the prepared call without the checks."""
-    make = sgemm_params_for_arrays if entry == "sgemm" else gemm_params_for_arrays
-    a, b = _factors(rng, (False, False, False), np.float32)
-    operands = {"a": device.array(a), "b": device.array(b),
-                "out": device.array(np.zeros((7, 5), np.float32))}  # fmt: skip
-    params = make(*operands.values())
-    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    operands, params, run = _float32_product(device, rng, entry)
     checked = []
     original = CublasCaptureHandle._checked
     monkeypatch.setattr(
         CublasCaptureHandle, "_checked", lambda *args: checked.append(1) or original(*args)
     )
     for _ in range(3):
-        getattr(handle, entry)(params, operands)
+        run(params, operands)
     assert len(checked) == 1
     assert [call[0] for call in device.cublas.log].count("gemm") == 3  # each one enqueued
 
