@@ -206,7 +206,8 @@ def _number_key(_value: Any) -> tuple[str]:
 def _array_key(array: Array) -> tuple[Any, ...]:
     if array.is_host:
         return _host_key(array.numpy())
-    return ("device", array.device_index, array.ptr, array.shape, array.strides, array.dtype)
+    # the slots behind the read-only ptr and device_index properties (a run's hot path)
+    return ("device", array._device_index, array._ptr, array.shape, array.strides, array.dtype)
 
 
 def _tensor_key(tensor: Any) -> tuple[Any, ...]:

@@ -318,6 +318,7 @@ class CublasCaptureHandle:
         """Enqueue one product through its prepared call (made on first sight)."""
         if self._closed:
             self._check_alive()
+        key = None
         try:  # the prepared call for exactly these params and operands, if there is one
             a, b, out = operands["a"], operands["b"], operands["out"]
             # an Array's slots behind its read-only ptr and device_index (a third of the
@@ -334,7 +335,7 @@ class CublasCaptureHandle:
                 prepared = calls[key]
                 calls.last = (key, prepared)
         except Exception:  # none: the checks say what is wrong, or prepare it
-            prepared = self._prepared(params, operands, kind, calls)
+            prepared = self._prepared(params, operands, kind, calls, key)
             a, b, out = operands["a"], operands["b"], operands["out"]
         if not prepared.warm and is_capturing(self.stream_ptr):
             self._refuse_unwarmed(params, operands)
@@ -405,19 +406,17 @@ class CublasCaptureHandle:
         operands: Mapping[str, Any],
         kind: type,
         calls: _Prepared,
+        key: tuple[Any, ...] | None,
     ) -> _Call:
-        """Check a product in full and keep its prepared call under its operands' values."""
-        first, second, out, key = self._checked(params, operands, kind)
-        prepared = self._call(params, first.ptr, second.ptr, out.ptr, key, 1.0, 0.0)
-        if len(calls) >= _CACHED_CALLS:
-            calls.clear()
-        a, b = operands["a"], operands["b"]
-        calls[
-            (params, params.__class__,
-             a.ptr, a.shape, a.strides, a.dtype, a.device_index,
-             b.ptr, b.shape, b.strides, b.dtype, b.device_index,
-             out.ptr, out.shape, out.strides, out.dtype, out.device_index)
-        ] = prepared  # fmt: skip
+        """Check a product in full and keep its prepared call under ``key``, the operands'
+        values as :meth:`_enqueue_product` reads them (None: operands that are not eagle
+        Arrays, which that lookup never finds)."""
+        first, second, out, warm_key = self._checked(params, operands, kind)
+        prepared = self._call(params, first.ptr, second.ptr, out.ptr, warm_key, 1.0, 0.0)
+        if key is not None:
+            if len(calls) >= _CACHED_CALLS:
+                calls.clear()
+            calls[key] = prepared
         return prepared
 
     def _checked(

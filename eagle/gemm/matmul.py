@@ -152,6 +152,7 @@ class _DeviceMatmul:
 
     def __call__(self, bufs: Mapping[str, Any]) -> None:
         name_a, name_b, name_out = self._names
+        key = None
         try:
             a, b, out = bufs[name_a], bufs[name_b], bufs[name_out]
             # an Array's slots behind its read-only ptr and device_index (cheaper than the
@@ -167,7 +168,7 @@ class _DeviceMatmul:
                 self._last = (key, product)
         except Exception:  # not seen: the checks say what is wrong, or prepare it
             a, b, out = _lookup(self.step, self.spec, bufs)
-            product = self._checked(a, b, out)
+            product = self._checked(a, b, out, key)
         device = product.device
         stream_ptr = launch_stream((a, b, out), device)
         handle = stream_handle(stream_ptr, device)
@@ -176,7 +177,10 @@ class _DeviceMatmul:
         prepared.function(*prepared.args)
         record_use(stream_ptr, handle, a, b, out)
 
-    def _checked(self, a: Any, b: Any, out: Any) -> _Product:
+    def _checked(self, a: Any, b: Any, out: Any, key: tuple[Any, ...] | None) -> _Product:
+        """Check a product in full and keep it under ``key``, the buffers' values as
+        :meth:`__call__` reads them (None: buffers that are not eagle Arrays, which that
+        lookup never finds)."""
         step, spec = self.step, self.spec
         for name, array in zip((spec.a, spec.b, spec.out), (a, b, out), strict=True):
             if getattr(array, "is_host", True):
@@ -202,14 +206,11 @@ class _DeviceMatmul:
         params = GemmParams(*layout, *dtypes)
         first, second = (a, b) if params.operands == ("a", "b") else (b, a)
         product = _Product(params, device, first.ptr, second.ptr, out.ptr)
-        if len(self._products) >= _CACHED_PRODUCTS:
-            self._products.clear()
-            self._last = None
-        self._products[
-            (a.ptr, a.shape, a.strides, a.dtype, a.device_index,
-             b.ptr, b.shape, b.strides, b.dtype, b.device_index,
-             out.ptr, out.shape, out.strides, out.dtype, out.device_index)
-        ] = product  # fmt: skip
+        if key is not None:
+            if len(self._products) >= _CACHED_PRODUCTS:
+                self._products.clear()
+                self._last = None
+            self._products[key] = product
         return product
 
 

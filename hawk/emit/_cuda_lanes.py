@@ -68,9 +68,10 @@ class Lanes:
             f"            const long long base = group * {width};",
         ]
         stored = {plane for plane, _ in self.stored}
+        loaded = set(self.loaded())
         for plane in planes:
             pack = self.pack(plane)
-            if plane in self.loaded():
+            if plane in loaded:
                 lines.append(
                     f"            const {pack} {_group('i', plane)} = "
                     f"*reinterpret_cast<const {pack}*>({Names.plane(plane.name)} + base);"
