@@ -69,12 +69,11 @@ def product_site(
             operands = {
                 role: _moved(view, names[role], new) for role, view in call.operands.items()
             }
-            handle = first.handle
             if any(
                 operands[r].ptr % _ALIGNED != v.ptr % _ALIGNED for r, v in call.operands.items()
             ):
-                handle.warm(call.params, operands, keep_out=True)  # aligned otherwise: warm it
-            products.append(handle.bind(call.params, operands, beta=launch.beta))
+                first.handle.warm(call.params, operands, keep_out=True)  # aligned otherwise
+            products.append(first.rebound(operands))  # the planes' layout is checked
 
         def enqueue() -> None:
             for product in products:

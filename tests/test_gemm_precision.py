@@ -304,6 +304,41 @@ def test_bind_checks_once_and_enqueues_with_its_scalars(device, rng):
         bound()
 
 
+def test_rebound_moves_a_bound_product_to_operands_laid_out_alike(device, rng, monkeypatch):
+    a, b = _factors(rng, (False, True, False), BF16)
+    operands = {"a": device.array(a), "b": device.array(b),
+                "out": device.array(np.zeros((7, 5), np.float32))}  # fmt: skip
+    params = gemm_params_for_arrays(*operands.values(), transpose_b=True)
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    bound = handle.bind(params, operands, alpha=2.0)
+    a2, b2 = _factors(rng, (False, True, False), BF16)
+    moved = {"a": device.array(a2), "b": device.array(b2),
+             "out": device.array(np.full((7, 5), np.nan, np.float32))}  # fmt: skip
+    checked = []
+    original = CublasCaptureHandle._checked
+    monkeypatch.setattr(
+        CublasCaptureHandle, "_checked", lambda *args: checked.append(1) or original(*args)
+    )
+    rebound = bound.rebound(moved)
+    assert checked == [] and rebound.params == params  # the layout checks carried over
+    rebound()
+    expected = 2 * _rounded_once(a2, b2, (False, True, False), np.float32)
+    assert rel_error(moved["out"].values, expected) < 1e-6
+    assert not operands["out"].values.any()  # the bound product's own out is untouched
+    wider = device.array(np.zeros((7, 6), np.float32))
+    with pytest.raises(ValueError, match=r"operand 'out' is laid out otherwise .* \(7, 5\)"):
+        bound.rebound({**moved, "out": wider})
+    with pytest.raises(ValueError, match="operand 'a' is laid out otherwise"):
+        bound.rebound({**moved, "a": device.array(a2.astype(F16))})
+    shared = np.zeros((7, 5), np.float32)  # an out whose first bytes are also a's
+    over_a = HostBackedDeviceArray(shared.reshape(-1).view(BF16)[:42].reshape(7, 6))
+    with pytest.raises(GemmMappingUnavailable, match="'out' shares memory with operand 'a'"):
+        bound.rebound({**moved, "a": over_a, "out": HostBackedDeviceArray(shared)})
+    handle.destroy()
+    with pytest.raises(GemmCaptureUnavailable, match="was destroyed"):
+        bound.rebound(moved)
+
+
 # --- the matmul step -------------------------------------------------------------------------
 
 

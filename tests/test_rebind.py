@@ -67,9 +67,9 @@ class FakeCuda:
         self.graphs: dict[str, list[int]] = {"graph": []}
         self.destroyed: list[Any] = []
         monkeypatch.setattr(_graph_nodes, "deps", lambda node: self.deps[node])
-        for name in ("nodes", "kind", "kernel_params", "set_kernel", "driver_handles"):
+        for name in ("nodes", "edges", "kind", "kernel_params", "set_kernel", "driver_handles"):
             monkeypatch.setattr(_graph_nodes, name, getattr(self, name))
-        for name in ("memset_params", "set_memset"):
+        for name in ("memset_params", "set_memset", "params_of", "set_params"):
             monkeypatch.setattr(_graph_nodes, name, getattr(self, name))
         monkeypatch.setattr(_rebind, "call", self.call)
 
@@ -90,8 +90,24 @@ class FakeCuda:
     def nodes(self, graph_name: Any) -> list[int]:
         return list(self.graphs[graph_name])
 
+    def edges(self, graph_name: Any) -> tuple[dict[int, int], dict[int, list[int]]]:
+        found = {node: node for node in self.graphs[graph_name]}
+        return found, {node: self.deps[node] for node in found}
+
     def kind(self, node: int) -> str:
         return self.kinds[node]
+
+    def params_of(self, node: int) -> tuple[str, SimpleNamespace]:
+        if self.kinds[node] == "memset":
+            return "memset", self.memsets[node]
+        return self.kinds[node], SimpleNamespace(kernel=self.kernel_params(node), node=node)
+
+    def set_params(self, exec_handle: Any, node: int, params: Any) -> None:
+        self._count()
+        if hasattr(params, "kernel"):
+            self.sets.append(("copy", node, params.node))
+        else:
+            self.sets.append(("memset", node, params.dst))
 
     def kernel_params(self, node: int) -> SimpleNamespace:
         return SimpleNamespace(kernelParams=0, func=self.funcs[node], kern=0, node=node)
@@ -466,8 +482,8 @@ class FakeLaunch:
         self.issued: list[dict[str, Any]] = []
         handle = SimpleNamespace()
         handle.warm = lambda params, operands, keep_out: self.warmed.append(operands)
-        handle.bind = lambda params, operands, beta: lambda: self.issued.append(operands)
-        self.bound = (SimpleNamespace(handle=handle),)
+        rebound = lambda operands: lambda: self.issued.append(operands)  # noqa: E731
+        self.bound = (SimpleNamespace(handle=handle, rebound=rebound),)
 
     def prepare(self, stream_ptr: int) -> Any:
         return self.bound

@@ -291,8 +291,7 @@ def recapture(
     held.handles = []  # the raw graph is the owner's; the capture needs to keep nothing else
     _release(held)
     owner = _Captured(handle)
-    found = {int(node): node for node in graph_nodes.nodes(handle)}
-    order = graph_nodes.chain(found, {key: graph_nodes.deps(node) for key, node in found.items()})
+    order = graph_nodes.chain(*graph_nodes.edges(handle))
     if order is None or len(order) != sum(len(site.nodes) for site, _ in work):
         raise ValueError(_OTHER_NODES.format(label=work[0][0].label))
     changes = []

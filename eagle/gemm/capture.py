@@ -36,6 +36,7 @@ from eagle.gemm.errors import GemmCaptureUnavailable, GemmMappingUnavailable
 from eagle.gemm.params import (
     GemmParams,
     SgemmParams,
+    _check_out_apart,
     gemm_params_for_arrays,
     sgemm_params_for_arrays,
 )
@@ -572,6 +573,42 @@ class BoundGemm:
                 handle._refuse_unwarmed(self.params, {"a": a, "b": b, "out": out})
         prepared.function(*prepared.args)
         record_use(handle.stream_ptr, handle, *self._used)
+
+    def rebound(self, operands: Mapping[str, Any]) -> BoundGemm:
+        """The same product, with the same ``alpha`` and ``beta``, over other operands
+        laid out as its own (same shapes, strides, dtypes and device): a cheaper
+        :meth:`CublasCaptureHandle.bind` for another set of planes, as the layout
+        checks carry over. The new addresses are checked (``out`` apart from ``a``
+        and ``b``) and keyed for warming as ``bind`` keys them.
+
+        Raises:
+            ValueError: an operand is laid out otherwise than the one it replaces,
+                or ``out`` shares memory with ``a`` or ``b``.
+            GemmCaptureUnavailable: the handle was destroyed.
+        """
+        handle, params = self.handle, self.params
+        handle._check_alive()
+        roles = (*params.operands, "out")
+        for role, old in zip(roles, self._used, strict=True):
+            new = operands[role]
+            if (
+                getattr(new, "is_host", True)
+                or new.shape != old.shape
+                or new.strides != old.strides
+                or new.dtype != old.dtype
+                or new.device_index != old.device_index
+            ):
+                raise ValueError(
+                    f"operand {role!r} is laid out otherwise than the one it replaces "
+                    f"(shape {tuple(old.shape)}, strides {tuple(old.strides)}, {old.dtype}, "
+                    f"cuda:{old.device_index}); bind the product again with handle.bind"
+                )
+        _check_out_apart(operands)
+        first, second, out = (operands[role] for role in roles)
+        key = _product_key(params, first, second, out)
+        alpha, beta = self._call.values
+        prepared = handle._call(params, first.ptr, second.ptr, out.ptr, key, alpha, beta)
+        return BoundGemm(handle, params, prepared, (first, second, out))
 
     def __repr__(self) -> str:
         return f"BoundGemm({self.params}, {self.handle!r})"
