@@ -21,7 +21,7 @@ loads neither a driver nor cuBLAS.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
@@ -31,6 +31,7 @@ from eagle.cuda._runtime import CudaUnavailable, call, ensure_device
 from eagle.cuda.graph import is_capturing, record_use
 from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr
+from eagle.gemm._prepared import ALIGNMENT, CACHED_CALLS, Call, Prepared, product_key, write_span
 from eagle.gemm.dtypes import dtype_of
 from eagle.gemm.errors import GemmCaptureUnavailable, GemmMappingUnavailable
 from eagle.gemm.params import (
@@ -47,11 +48,9 @@ WORKSPACE_BYTES = 32 * 1024 * 1024
 """The bytes of cuBLAS workspace each handle owns (32 MiB, NVIDIA's recommendation for Hopper)."""
 
 _MATH_MODES = {"fp32": "DEFAULT_MATH", "tf32": "TF32_TENSOR_OP_MATH"}
-_ALIGNMENT = 16  # bytes: cuBLAS picks kernels by how operands align to its widest loads
 _ROLES = ("a", "b", "out")
 # cudaDataType_t (library_types.h): the element types cublasGemmEx is told
 _DATA_TYPES = {"float16": 2, "bfloat16": 14, "float32": 0, "float64": 1}
-_CACHED_CALLS = 1024  # prepared calls a handle keeps per entry point before starting afresh
 
 Params = SgemmParams | GemmParams
 
@@ -65,50 +64,6 @@ def _cublas() -> ModuleType:
             f"install nvmath-python"
         ) from exc
     return cublas
-
-
-class _Call:
-    """One checked product on one handle: the binding, every argument it takes, and
-    the host scalars its arguments point at, holding ``values`` (alpha, beta)."""
-
-    __slots__ = ("args", "function", "key", "scalars", "swap", "values", "warm")
-
-    def __init__(
-        self,
-        function: Callable[..., None],
-        args: tuple[Any, ...],
-        scalars: np.ndarray,
-        values: tuple[float, float],
-        key: tuple[Any, ...],
-        *,
-        swap: bool,
-        warm: bool,
-    ) -> None:
-        self.function, self.args, self.scalars, self.key = function, args, scalars, key
-        self.swap, self.warm = swap, warm
-        self.values = values
-
-    def run(self, alpha: float, beta: float) -> None:
-        if (alpha, beta) != self.values:  # cuBLAS reads them when the call is made
-            self.scalars[0], self.scalars[1] = alpha, beta
-            self.values = (alpha, beta)
-        self.function(*self.args)
-
-
-class _Prepared(dict[tuple[Any, ...], _Call]):
-    """One entry point's prepared calls, by their params and each operand's pointer, shape,
-    strides, dtype and device; and the last one used, with its key (found again by
-    comparing keys, without hashing them)."""
-
-    __slots__ = ("last",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.last: tuple[tuple[Any, ...], _Call] | None = None
-
-    def clear(self) -> None:
-        super().clear()
-        self.last = None
 
 
 class CublasCaptureHandle:
@@ -141,8 +96,8 @@ class CublasCaptureHandle:
         self._live_graphs: weakref.WeakSet[Any] = weakref.WeakSet()
         self._warmed: set[tuple[Params, int, int, int]] = set()
         # prepared calls by (params, each operand's pointer, shape, strides, dtype, device)
-        self._sgemm_calls = _Prepared()
-        self._gemm_calls = _Prepared()
+        self._sgemm_calls = Prepared()
+        self._gemm_calls = Prepared()
         cublas = _cublas()
         try:
             call("cudaGetDeviceCount")  # no driver or no device: CudaUnavailable
@@ -232,9 +187,9 @@ class CublasCaptureHandle:
             )
         target = out.ptr
         if keep_out:  # the scratch lives until this returns, after the synchronize
-            nbytes = _span(params, dtype_of(out.dtype).itemsize) + _ALIGNMENT
+            nbytes = write_span(params, dtype_of(out.dtype).itemsize) + ALIGNMENT
             scratch = default_pool(self.device).allocate(nbytes, self._stream)
-            target = scratch.ptr + (out.ptr - scratch.ptr) % _ALIGNMENT
+            target = scratch.ptr + (out.ptr - scratch.ptr) % ALIGNMENT
         self._call(params, first.ptr, second.ptr, target, key, 1.0, 0.0).run(1.0, 0.0)
         call("cudaStreamSynchronize", self.stream_ptr)
         self._warmed.add(key)
@@ -314,7 +269,7 @@ class CublasCaptureHandle:
         alpha: float,
         beta: float,
         kind: type,
-        calls: _Prepared,
+        calls: Prepared,
     ) -> None:
         """Enqueue one product through its prepared call (made on first sight)."""
         if self._closed:
@@ -394,9 +349,9 @@ class CublasCaptureHandle:
             raise GemmCaptureUnavailable(f"{self!r} was destroyed; make a new CublasCaptureHandle")
 
     def _refuse_unwarmed(self, params: Params, operands: Mapping[str, Any]) -> None:
-        offsets = ", ".join(f"{name} +{operands[name].ptr % _ALIGNMENT}" for name in _ROLES)
+        offsets = ", ".join(f"{name} +{operands[name].ptr % ALIGNMENT}" for name in _ROLES)
         raise GemmCaptureUnavailable(
-            f"this product was never warmed ({params}; operand bytes past {_ALIGNMENT}-byte "
+            f"this product was never warmed ({params}; operand bytes past {ALIGNMENT}-byte "
             f"alignment: {offsets}); call handle.warm(params, operands) with these operands "
             f"before the capture begins"
         )
@@ -406,16 +361,16 @@ class CublasCaptureHandle:
         params: Params,
         operands: Mapping[str, Any],
         kind: type,
-        calls: _Prepared,
+        calls: Prepared,
         key: tuple[Any, ...] | None,
-    ) -> _Call:
+    ) -> Call:
         """Check a product in full and keep its prepared call under ``key``, the operands'
         values as :meth:`_enqueue_product` reads them (None: operands that are not eagle
         Arrays, which that lookup never finds)."""
         first, second, out, warm_key = self._checked(params, operands, kind)
         prepared = self._call(params, first.ptr, second.ptr, out.ptr, warm_key, 1.0, 0.0)
         if key is not None:
-            if len(calls) >= _CACHED_CALLS:
+            if len(calls) >= CACHED_CALLS:
                 calls.clear()
             calls[key] = prepared
         return prepared
@@ -474,7 +429,7 @@ class CublasCaptureHandle:
                 f"params with math='tf32', or use a handle made with math='fp32'"
             )
         first, second = (operands[name] for name in params.operands)
-        return first, second, out, _product_key(params, first, second, out)
+        return first, second, out, product_key(params, first, second, out)
 
     def _check_device_array(self, name: str, array: Any) -> None:
         if getattr(array, "is_host", True) or not isinstance(getattr(array, "ptr", None), int):
@@ -497,7 +452,7 @@ class CublasCaptureHandle:
         key: tuple[Any, ...],
         alpha: float,
         beta: float,
-    ) -> _Call:
+    ) -> Call:
         """The prepared cuBLAS call of checked ``params`` over these pointers, with its own
         ``alpha`` and ``beta`` in the compute type (float64 for float64 factors, float32
         otherwise)."""
@@ -520,7 +475,7 @@ class CublasCaptureHandle:
             function = cublas.gemm_ex
             args = (*head, first, kind, params.lda, second, kind, params.ldb, beta_at,
                     out, out_kind, params.ldc, self._compute[math], self._algo)  # fmt: skip
-        return _Call(
+        return Call(
             function, args, scalars, (alpha, beta), key,
             swap=params.operands == ("b", "a"), warm=key in self._warmed,
         )  # fmt: skip
@@ -550,7 +505,7 @@ class BoundGemm:
         self,
         handle: CublasCaptureHandle,
         params: Params,
-        prepared: _Call,
+        prepared: Call,
         used: tuple[Any, Any, Any],
     ) -> None:
         self.handle, self.params, self._call, self._used = handle, params, prepared, used
@@ -605,7 +560,7 @@ class BoundGemm:
                 )
         _check_out_apart(operands)
         first, second, out = (operands[role] for role in roles)
-        key = _product_key(params, first, second, out)
+        key = product_key(params, first, second, out)
         alpha, beta = self._call.values
         prepared = handle._call(params, first.ptr, second.ptr, out.ptr, key, alpha, beta)
         return BoundGemm(handle, params, prepared, (first, second, out))
@@ -617,12 +572,3 @@ class BoundGemm:
 def _release(cublas: ModuleType, handle: int, workspace: Any) -> None:
     """Destroy a cuBLAS handle; ``workspace`` is held until then, and freed after it."""
     cublas.destroy(handle)
-
-
-def _span(params: Params, itemsize: int) -> int:
-    """Bytes a product writes from its destination's address: ((n - 1) * ldc + m) elements."""
-    return ((params.n - 1) * params.ldc + params.m) * itemsize if params.m and params.n else 0
-
-
-def _product_key(params: Params, first: Any, second: Any, out: Any) -> tuple[Params, int, int, int]:
-    return (params, first.ptr % _ALIGNMENT, second.ptr % _ALIGNMENT, out.ptr % _ALIGNMENT)

@@ -20,7 +20,8 @@ import numpy as np
 
 from eagle.cuda.graph import record_use
 from eagle.cuda.stream import launch_stream
-from eagle.gemm.capture import CublasCaptureHandle, _Call
+from eagle.gemm._prepared import Call
+from eagle.gemm.capture import CublasCaptureHandle
 from eagle.gemm.dtypes import HALVES, dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable, MatmulUnavailable, PlanUnavailable
 from eagle.gemm.handles import stream_handle
@@ -227,13 +228,13 @@ class _Product:
     def __init__(self, params: GemmParams, device: int, first: int, second: int, out: int) -> None:
         self.params, self.device, self.pointers = params, device, (first, second, out)
         # weakly keyed: a stream's handle goes with its stream
-        self.calls: weakref.WeakKeyDictionary[CublasCaptureHandle, _Call] = (
+        self.calls: weakref.WeakKeyDictionary[CublasCaptureHandle, Call] = (
             weakref.WeakKeyDictionary()
         )
         # the handle (weakly) and call of the last run, found without hashing the handle
-        self.on: tuple[weakref.ref[CublasCaptureHandle], _Call] | None = None
+        self.on: tuple[weakref.ref[CublasCaptureHandle], Call] | None = None
 
-    def prepare(self, handle: CublasCaptureHandle) -> _Call:
+    def prepare(self, handle: CublasCaptureHandle) -> Call:
         """The product's call on ``handle`` (a stream's exact-FP32 handle), made on first
         use, now the last run's."""
         prepared = self.calls.get(handle)

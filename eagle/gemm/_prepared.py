@@ -1,0 +1,72 @@
+"""Prepared cuBLAS calls: what a :class:`~eagle.gemm.capture.CublasCaptureHandle` keeps
+of a checked product, so that a later call with the same params and operands only
+enqueues, and the key under which a handle records what it warmed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from eagle.gemm.params import GemmParams, SgemmParams
+
+__all__ = ["ALIGNMENT", "CACHED_CALLS", "Call", "Prepared", "product_key", "write_span"]
+
+ALIGNMENT = 16  # bytes: cuBLAS picks kernels by how operands align to its widest loads
+CACHED_CALLS = 1024  # prepared calls a handle keeps per entry point before starting afresh
+
+Params = SgemmParams | GemmParams
+
+
+class Call:
+    """One checked product on one handle: the binding, every argument it takes, and
+    the host scalars its arguments point at, holding ``values`` (alpha, beta)."""
+
+    __slots__ = ("args", "function", "key", "scalars", "swap", "values", "warm")
+
+    def __init__(
+        self,
+        function: Callable[..., None],
+        args: tuple[Any, ...],
+        scalars: np.ndarray,
+        values: tuple[float, float],
+        key: tuple[Any, ...],
+        *,
+        swap: bool,
+        warm: bool,
+    ) -> None:
+        self.function, self.args, self.scalars, self.key = function, args, scalars, key
+        self.swap, self.warm = swap, warm
+        self.values = values
+
+    def run(self, alpha: float, beta: float) -> None:
+        if (alpha, beta) != self.values:  # cuBLAS reads them when the call is made
+            self.scalars[0], self.scalars[1] = alpha, beta
+            self.values = (alpha, beta)
+        self.function(*self.args)
+
+
+class Prepared(dict[tuple[Any, ...], Call]):
+    """One entry point's prepared calls, by their params and each operand's pointer, shape,
+    strides, dtype and device; and the last one used, with its key (found again by
+    comparing keys, without hashing them)."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: tuple[tuple[Any, ...], Call] | None = None
+
+    def clear(self) -> None:
+        super().clear()
+        self.last = None
+
+
+def write_span(params: Params, itemsize: int) -> int:
+    """Bytes a product writes from its destination's address: ((n - 1) * ldc + m) elements."""
+    return ((params.n - 1) * params.ldc + params.m) * itemsize if params.m and params.n else 0
+
+
+def product_key(params: Params, first: Any, second: Any, out: Any) -> tuple[Params, int, int, int]:
+    return (params, first.ptr % ALIGNMENT, second.ptr % ALIGNMENT, out.ptr % ALIGNMENT)
