@@ -187,7 +187,9 @@ class Function:
         if lanes is None:
             lanes = -1 if self._default_lanes is None else self._default_lanes
         if _eager(values, initials):
-            return _EagerOp.apply(self, *values, *initials, lanes)
+            if _recorded(values, initials):
+                return _EagerOp.apply(self, *values, *initials, lanes)
+            return self._forward(*values, *initials, lanes)  # no gradient to record
         return self.op(*values, *initials, lanes)
 
     # -- the call's checks -------------------------------------------------------------
@@ -413,6 +415,13 @@ def _eager(values: Sequence[Any], initials: Sequence[Any]) -> bool:
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _recorded(values: Sequence[Any], initials: Sequence[Any]) -> bool:
+    """True when autograd records the call: gradients are on and a tensor requires one."""
+    return torch.is_grad_enabled() and any(
+        t.requires_grad for t in (*values, *initials) if t is not None
+    )
 
 
 class _EagerOp(torch.autograd.Function):

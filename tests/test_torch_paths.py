@@ -58,5 +58,22 @@ def test_fake_tensors_and_torch_modes_take_the_registered_op(paths):
     with Passing():
         torch.testing.assert_close(f(x=x, z=z), 0.5 * x + z)
     assert paths["eager"] == 0
-    f(x=x, z=z)
+    f(x=x.requires_grad_(), z=z)
     assert paths["eager"] == 1
+
+
+def test_a_call_autograd_does_not_record_runs_the_forward_alone(paths):
+    f = eagle.torch.function(k.scale_add)
+    x, z = torch.randn(6, dtype=torch.float64), torch.randn(6, dtype=torch.float64)
+    plain = f(x=x, z=z)  # no tensor requires a gradient
+    torch.testing.assert_close(plain, 0.5 * x + z)
+    x.requires_grad_()
+    with torch.no_grad():
+        unrecorded = f(x=x, z=z)
+    assert paths["eager"] == 0
+    assert not plain.requires_grad and not unrecorded.requires_grad
+    torch.testing.assert_close(unrecorded, plain)
+    recorded = f(x=x, z=z)
+    assert paths["eager"] == 1 and recorded.requires_grad
+    (gradient,) = torch.autograd.grad(recorded.sum(), (x,))
+    torch.testing.assert_close(gradient, torch.full_like(x, 0.5))
