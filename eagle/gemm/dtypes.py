@@ -16,6 +16,7 @@ only when a bfloat16 dtype is named. Everything here is pure.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -58,8 +59,10 @@ def dtype_of(dtype: Any) -> np.dtype:
     return np.dtype(ml_dtypes.bfloat16)
 
 
+@functools.lru_cache(maxsize=256)
 def product_dtypes(a: Any, b: Any, out: Any, math: str | None = None) -> tuple[str, str, str]:
-    """The ``(dtype, out_dtype, math)`` of a product over these dtypes, checked.
+    """The ``(dtype, out_dtype, math)`` of a product over these dtypes, checked (each
+    combination once: the answer is kept).
 
     Args:
         a, b, out: the operands' dtypes (anything :func:`dtype_of` takes).
