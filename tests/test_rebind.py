@@ -69,7 +69,7 @@ class FakeCuda:
         monkeypatch.setattr(_graph_nodes, "deps", lambda node: self.deps[node])
         for name in ("nodes", "edges", "kind", "kernel_params", "set_kernel", "driver_handles"):
             monkeypatch.setattr(_graph_nodes, name, getattr(self, name))
-        for name in ("memset_params", "set_memset", "params_of", "set_params"):
+        for name in ("memset_params", "set_memset"):
             monkeypatch.setattr(_graph_nodes, name, getattr(self, name))
         monkeypatch.setattr(_rebind, "call", self.call)
 
@@ -96,18 +96,6 @@ class FakeCuda:
 
     def kind(self, node: int) -> str:
         return self.kinds[node]
-
-    def params_of(self, node: int) -> tuple[str, SimpleNamespace]:
-        if self.kinds[node] == "memset":
-            return "memset", self.memsets[node]
-        return self.kinds[node], SimpleNamespace(kernel=self.kernel_params(node), node=node)
-
-    def set_params(self, exec_handle: Any, node: int, params: Any) -> None:
-        self._count()
-        if hasattr(params, "kernel"):
-            self.sets.append(("copy", node, params.node))
-        else:
-            self.sets.append(("memset", node, params.dst))
 
     def kernel_params(self, node: int) -> SimpleNamespace:
         return SimpleNamespace(kernelParams=0, func=self.funcs[node], kern=0, node=node)

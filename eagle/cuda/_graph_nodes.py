@@ -22,10 +22,8 @@ __all__ = [
     "memset_params",
     "node_params",
     "nodes",
-    "params_of",
     "set_kernel",
     "set_memset",
-    "set_params",
     "span",
 ]
 
@@ -126,33 +124,23 @@ def set_memset(exec_handle: Any, node: Any, params: Any) -> None:
     call("cudaGraphExecMemsetNodeSetParams", exec_handle, node, params)
 
 
-def params_of(node: Any) -> tuple[str, Any]:
-    """A node's kind and its parameters, whatever its kind (one driver call)."""
-    params = dcall("cuGraphNodeGetParams", driver().CUgraphNode(int(node)))
-    return str(params.type.name).removeprefix("CU_GRAPH_NODE_TYPE_").lower(), params
-
-
-def set_params(exec_handle: Any, node: Any, params: Any) -> None:
-    """Give ``node`` of the instantiated graph ``params`` from :func:`params_of` (one
-    driver call)."""
-    dcall("cuGraphExecNodeSetParams", *driver_handles(exec_handle, node), params)
-
-
 def node_params(graph_nodes: list[Any], label: str) -> tuple[list[tuple[str, int, int]], list[Any]]:
     """Each node's kind and, for a kernel, its function (what a new capture must repeat),
     and each node's parameters."""
     signature, params = [], []
     for node in graph_nodes:
-        node_kind, values = params_of(node)
+        node_kind = kind(node)
         if node_kind == "kernel":
-            signature.append((node_kind, int(values.kernel.func), int(values.kernel.kern)))
+            kernel = kernel_params(node)
+            signature.append((node_kind, int(kernel.func), int(kernel.kern)))
+            params.append(kernel)
         elif node_kind == "memset":
             signature.append((node_kind, 0, 0))
+            params.append(memset_params(node))
         else:
             raise ValueError(
                 f"{label} recorded a {node_kind} node; eagle rebinds only kernel and memset nodes"
             )
-        params.append(values)
     return signature, params
 
 
@@ -160,4 +148,7 @@ def copy_params(exec_handle: Any, targets: list[Any], params: list[Any]) -> None
     """Give each node of ``targets`` in the instantiated graph its parameters in ``params``
     (from :func:`node_params`)."""
     for target, values in zip(targets, params, strict=True):
-        set_params(exec_handle, target, values)
+        if hasattr(values, "kernelParams"):
+            set_kernel(*driver_handles(exec_handle, target), values)
+        else:
+            set_memset(exec_handle, target, values)
