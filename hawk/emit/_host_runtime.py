@@ -2,17 +2,22 @@
 
 A value the checks see is a Python number, a lane array (shape ``(n,)``) or,
 inside a loop run a chunk of iterations at a time (``hawk/emit/_batch.py``), an
-array of one row per iteration (``(C, 1)`` or ``(C, n)``). A failure is reported
-for the first iteration, then the first lane, that failed.
+array of one row per iteration (``(C, 1)`` or ``(C, n)``); in such a loop on
+factored lanes (``hawk/emit/_factor.py``), an array of shape ``(C, G, U)`` or
+broadcastable to it, whose lane at ``[c, g, u]`` is ``g * U + u`` (the checks
+take ``unit=U``). A failure is reported for the first iteration, then the first
+lane, that failed.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from hawk.emit._factor import GROUP, UNIT
 from hawk.emit.checks import INT_INVALID, CheckSite
 
 __all__ = ["RUNTIME"]
@@ -26,6 +31,7 @@ def _check_index(
     n: int,
     last: list[Any],
     slot: int,
+    unit: int = 0,
 ) -> None:
     """Raise for the first lane (under ``mask``) whose index on some axis is out of range.
 
@@ -56,7 +62,7 @@ def _check_index(
     else:
         where = None
     if where is not None:
-        lane = where[-1] if where else 0
+        lane = _lane(where, unit)
         for site, index, extent in zip(sites, indices, extents, strict=True):
             value = int(np.broadcast_to(index, bad.shape)[where] if where else index)
             if not 0 <= value < extent:
@@ -72,7 +78,17 @@ def _first(bad: np.ndarray, n: int) -> tuple[int, ...] | None:
     return tuple(int(i) for i in np.unravel_index(int(bad.argmax()), bad.shape))
 
 
-def _check_divisor(site: CheckSite, divisor: Any, mask: np.ndarray | None, n: int) -> Any:
+def _lane(where: tuple[int, ...], unit: int) -> int:
+    """The lane at position ``where`` of a checked array: its last index, or on factored
+    lanes (``unit``, a ``(C, G, U)`` array) ``g * unit + u``."""
+    if unit and len(where) == 3:
+        return where[1] * unit + where[2]
+    return where[-1] if where else 0
+
+
+def _check_divisor(
+    site: CheckSite, divisor: Any, mask: np.ndarray | None, n: int, unit: int = 0
+) -> Any:
     """``divisor``, raising for the first lane (under ``mask``) where it is zero; a
     uniform zero divisor that no lane uses is given back as 1, so nothing divides by it."""
     if isinstance(divisor, np.ndarray):
@@ -81,14 +97,15 @@ def _check_divisor(site: CheckSite, divisor: Any, mask: np.ndarray | None, n: in
             zero = zero & mask
         where = _first(zero, n)
         if where is not None:
-            raise site.error(where[-1], 0)
+            raise site.error(_lane(where, unit), 0)
         return divisor
     if divisor != 0:
         return divisor
     if mask is None and n > 0:
         raise site.error(0, 0)
-    if mask is not None and mask.any():
-        raise site.error(int(mask.argmax()), 0)
+    where = None if mask is None else _first(mask, n)
+    if where is not None:
+        raise site.error(_lane(where, unit), 0)
     return 1
 
 
@@ -153,6 +170,118 @@ def _add_groups(
     np.add.at(table, at.ravel(), sums.ravel())
 
 
+def _factored(value: Any, groups: int, unit: int, axes: int) -> Any:
+    """A lane value (a number or an ``(n,)`` array) on factored lanes: ``(1, G, U)``, or
+    ``(1, G, 1)`` for a value of the group alone (``axes`` GROUP), ``(1, 1, U)`` for one
+    of the unit alone (UNIT)."""
+    if np.ndim(value) == 0:
+        return value
+    lanes = value.reshape(1, groups, unit)
+    if axes == GROUP:
+        return lanes[:, :, :1]
+    if axes == UNIT:
+        return lanes[:, :1, :]
+    return lanes
+
+
+def _flat_lanes(value: Any, sizes: tuple[int, int, int]) -> np.ndarray:
+    """A value on factored lanes with one row (``sizes`` is ``(C, G, U)``) as lanes,
+    ``(n,)``."""
+    _, groups, unit = sizes
+    return np.broadcast_to(value, (1, groups, unit)).reshape(groups * unit)
+
+
+def _operand(factor: Any) -> tuple[np.ndarray, tuple[int, ...]]:
+    """A factor broadcastable to ``(C, G, U)`` without its axes of size 1, and the axes
+    (0, 1, 2) it keeps."""
+    array = np.asarray(factor)
+    shape = (1,) * (3 - array.ndim) + array.shape
+    axes = tuple(k for k in range(3) if shape[k] != 1)
+    return array.reshape([shape[k] for k in axes]), axes
+
+
+def _sum_product(keep: int, sizes: tuple[int, int, int], *factors: Any) -> np.ndarray:
+    """The product of ``factors`` (each broadcastable to ``sizes``, ``(C, G, U)``) summed
+    over the axes not in ``keep`` (bits 1, 2, 4 for axes 0, 1, 2), with those axes kept
+    as size 1; the product is never formed where it has more axes than the sum."""
+    operands = [_operand(factor) for factor in factors]
+    scale: list[Any] = [a for a, axes in operands if not axes]
+    arrays = [(a, axes) for a, axes in operands if axes]
+    present = {k for _, axes in arrays for k in axes}
+    # a summed axis no factor varies along: the sum is its size times one value
+    scale += [sizes[k] for k in range(3) if not keep >> k & 1 and k not in present]
+    out = tuple(sorted(k for k in present if keep >> k & 1))
+    if not arrays:
+        result: Any = np.ones((), np.result_type(*scale))
+    elif len(arrays) == 1:
+        array, axes = arrays[0]
+        result = array.sum(axis=tuple(i for i, k in enumerate(axes) if k not in out))
+    elif len(arrays) == 2:
+        result = _contract(*arrays[0], *arrays[1], out)
+    else:
+        spec = ",".join("".join("abc"[k] for k in axes) for _, axes in arrays)
+        spec += "->" + "".join("abc"[k] for k in out)
+        result = np.einsum(spec, *(a for a, _ in arrays), optimize=True)
+    for multiplier in scale:
+        result = result * multiplier
+    shape = [1, 1, 1]
+    for k, extent in zip(out, np.shape(result), strict=True):
+        shape[k] = extent
+    return np.reshape(result, shape)
+
+
+def _contract(
+    a: np.ndarray,
+    a_axes: tuple[int, ...],
+    b: np.ndarray,
+    b_axes: tuple[int, ...],
+    out: tuple[int, ...],
+) -> np.ndarray:
+    """The product of two operands (with the axes they vary along) summed over the axes
+    not in ``out``, as one matrix product; the result's axes are ``out``, in order."""
+    a, a_axes = _sum_alone(a, a_axes, b_axes, out)
+    b, b_axes = _sum_alone(b, b_axes, a_axes, out)
+    size = dict(zip(a_axes, a.shape, strict=True)) | dict(zip(b_axes, b.shape, strict=True))
+    both = [k for k in a_axes if k in b_axes]
+    batch = [k for k in both if k in out]
+    inner = [k for k in both if k not in out]
+    left = [k for k in a_axes if k not in b_axes]
+    right = [k for k in b_axes if k not in a_axes]
+
+    def matrix(array: np.ndarray, axes: tuple[int, ...], order: list[list[int]]) -> np.ndarray:
+        moved = np.transpose(array, [axes.index(k) for part in order for k in part])
+        return moved.reshape([math.prod(size[k] for k in part) for part in order])
+
+    product = np.matmul(
+        matrix(a, a_axes, [batch, left, inner]), matrix(b, b_axes, [batch, inner, right])
+    )
+    order = [*batch, *left, *right]
+    product = product.reshape([size[k] for k in order])
+    return np.transpose(product, [order.index(k) for k in out])
+
+
+def _sum_alone(
+    array: np.ndarray, axes: tuple[int, ...], other: tuple[int, ...], out: tuple[int, ...]
+) -> tuple[np.ndarray, tuple[int, ...]]:
+    """``array`` summed over its axes that neither the other operand nor the result has."""
+    alone = [i for i, k in enumerate(axes) if k not in other and k not in out]
+    if not alone:
+        return array, axes
+    return array.sum(axis=tuple(alone)), tuple(k for k in axes if k in other or k in out)
+
+
+def _add_product(
+    table: np.ndarray, offset: Any, sizes: tuple[int, int, int], *factors: Any
+) -> None:
+    """Add the product of ``factors`` into ``table`` at ``offset``, all broadcastable to
+    ``sizes`` (``(C, G, U)``, factored lanes): the product is first summed over the
+    axes the offset does not vary along (:func:`_sum_product`)."""
+    shape = (1,) * (3 - np.ndim(offset)) + np.shape(offset)
+    keep = sum(1 << k for k in range(3) if shape[k] != 1)
+    offset, value = np.broadcast_arrays(offset, _sum_product(keep, sizes, *factors))
+    np.add.at(table, offset.ravel(), value.ravel())
+
+
 def _last_row(term: Any, uniform: bool) -> Any:
     """The last iteration's value of a term with one row per iteration (a 1-D lane
     term or a number is one iteration's); a uniform one as a number."""
@@ -193,4 +322,8 @@ RUNTIME = {
     "_last_row": _last_row,
     "_take_flat": _take_flat,
     "_masked": _masked,
+    "_factored": _factored,
+    "_flat_lanes": _flat_lanes,
+    "_sum_product": _sum_product,
+    "_add_product": _add_product,
 }
