@@ -11,8 +11,10 @@ lane, that failed.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -239,35 +241,76 @@ def _contract(
 ) -> np.ndarray:
     """The product of two operands (with the axes they vary along) summed over the axes
     not in ``out``, as one matrix product; the result's axes are ``out``, in order."""
-    a, a_axes = _sum_alone(a, a_axes, b_axes, out)
-    b, b_axes = _sum_alone(b, b_axes, a_axes, out)
-    size = dict(zip(a_axes, a.shape, strict=True)) | dict(zip(b_axes, b.shape, strict=True))
-    both = [k for k in a_axes if k in b_axes]
-    batch = [k for k in both if k in out]
-    inner = [k for k in both if k not in out]
-    left = [k for k in a_axes if k not in b_axes]
-    right = [k for k in b_axes if k not in a_axes]
-
-    def matrix(array: np.ndarray, axes: tuple[int, ...], order: list[list[int]]) -> np.ndarray:
-        moved = np.transpose(array, [axes.index(k) for part in order for k in part])
-        return moved.reshape([math.prod(size[k] for k in part) for part in order])
-
+    plan = _matmul_plan(a_axes, b_axes, out)
+    if plan.a_sum:
+        a = a.sum(axis=plan.a_sum)
+    if plan.b_sum:
+        b = b.sum(axis=plan.b_sum)
+    extent = [1, 1, 1]
+    for k, size in zip(plan.a_axes, a.shape, strict=True):
+        extent[k] = size
+    for k, size in zip(plan.b_axes, b.shape, strict=True):
+        extent[k] = size
+    batch, left, inner, right = (math.prod(extent[k] for k in part) for part in plan.parts)
     product = np.matmul(
-        matrix(a, a_axes, [batch, left, inner]), matrix(b, b_axes, [batch, inner, right])
+        a.transpose(plan.a_order).reshape(batch, left, inner),
+        b.transpose(plan.b_order).reshape(batch, inner, right),
     )
-    order = [*batch, *left, *right]
-    product = product.reshape([size[k] for k in order])
-    return np.transpose(product, [order.index(k) for k in out])
+    return product.reshape([extent[k] for k in plan.order]).transpose(plan.out_order)
 
 
-def _sum_alone(
-    array: np.ndarray, axes: tuple[int, ...], other: tuple[int, ...], out: tuple[int, ...]
-) -> tuple[np.ndarray, tuple[int, ...]]:
-    """``array`` summed over its axes that neither the other operand nor the result has."""
-    alone = [i for i, k in enumerate(axes) if k not in other and k not in out]
-    if not alone:
-        return array, axes
-    return array.sum(axis=tuple(alone)), tuple(k for k in axes if k in other or k in out)
+@dataclass(frozen=True)
+class _MatmulPlan:
+    """How :func:`_contract` lays two operands out as a (batched) matrix product.
+
+    Attributes:
+        a_sum, b_sum: the positions each operand is summed over first (axes the other
+            operand and the result lack).
+        a_axes, b_axes: the axes each keeps.
+        parts: the axes of the batch, the rows (``a`` alone), the inner dimension (both,
+            summed) and the columns (``b`` alone).
+        a_order, b_order: the transpositions to (batch, rows, inner) and (batch, inner,
+            columns).
+        order: the axes of the product, (batch, rows, columns).
+        out_order: the transposition of the product to the result's axes.
+    """
+
+    a_sum: tuple[int, ...]
+    b_sum: tuple[int, ...]
+    a_axes: tuple[int, ...]
+    b_axes: tuple[int, ...]
+    parts: tuple[tuple[int, ...], ...]
+    a_order: tuple[int, ...]
+    b_order: tuple[int, ...]
+    order: tuple[int, ...]
+    out_order: tuple[int, ...]
+
+
+@functools.lru_cache(maxsize=256)
+def _matmul_plan(
+    a_axes: tuple[int, ...], b_axes: tuple[int, ...], out: tuple[int, ...]
+) -> _MatmulPlan:
+    a_sum = tuple(i for i, k in enumerate(a_axes) if k not in b_axes and k not in out)
+    b_sum = tuple(i for i, k in enumerate(b_axes) if k not in a_axes and k not in out)
+    a_kept = tuple(k for k in a_axes if k in b_axes or k in out)
+    b_kept = tuple(k for k in b_axes if k in a_axes or k in out)
+    both = [k for k in a_kept if k in b_kept]
+    batch = tuple(k for k in both if k in out)
+    inner = tuple(k for k in both if k not in out)
+    left = tuple(k for k in a_kept if k not in b_kept)
+    right = tuple(k for k in b_kept if k not in a_kept)
+    order = (*batch, *left, *right)
+    return _MatmulPlan(
+        a_sum,
+        b_sum,
+        a_kept,
+        b_kept,
+        (batch, left, inner, right),
+        tuple(a_kept.index(k) for k in (*batch, *left, *inner)),
+        tuple(b_kept.index(k) for k in (*batch, *inner, *right)),
+        order,
+        tuple(order.index(k) for k in out),
+    )
 
 
 def _add_product(
