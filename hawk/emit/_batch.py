@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from hawk import ir
 from hawk.kinds import Type
 
-__all__ = ["Batch", "batch", "lane_group"]
+__all__ = ["Batch", "batch", "lane_group", "lane_uses"]
 
 # uniform nodes that run elementwise on an array of index values
 _ELEMENTWISE = (ir.Ref, ir.Const, ir.Unary, ir.Binary, ir.Compare, ir.Call, ir.Read)
@@ -166,7 +166,7 @@ def lane_group(
     """
     uses: set[tuple[str, int]] = set()
     for node in nodes:
-        found = _lane_uses(node, lets)
+        found = lane_uses(node, lets)
         if found is None:
             return None
         uses |= found
@@ -176,7 +176,7 @@ def lane_group(
     return size, op == "//"
 
 
-def _lane_uses(node: ir.Expr, lets: Mapping[ir.Var, ir.Expr]) -> set[tuple[str, int]] | None:
+def lane_uses(node: ir.Expr, lets: Mapping[ir.Var, ir.Expr]) -> set[tuple[str, int]] | None:
     """The ``(op, U)`` of every ``lane // U`` and ``lane % U`` in ``node``; None when the
     lane reaches it in any other way."""
     if isinstance(node, ir.Binary) and node.op in ("//", "%") and _is_lane(node.left, lets):
@@ -186,13 +186,13 @@ def _lane_uses(node: ir.Expr, lets: Mapping[ir.Var, ir.Expr]) -> set[tuple[str, 
         return None
     if isinstance(node, ir.Ref):
         if node.var in lets:
-            return _lane_uses(lets[node.var], lets)
+            return lane_uses(lets[node.var], lets)
         return None if node.var.varying else set()
     if isinstance(node, ir.Lane | ir.Load | ir.Read) and node.varying:
         return None
     uses: set[tuple[str, int]] = set()
     for child in node.children():
-        found = _lane_uses(child, lets)
+        found = lane_uses(child, lets)
         if found is None:
             return None
         uses |= found

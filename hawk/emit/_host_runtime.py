@@ -2,17 +2,24 @@
 
 A value the checks see is a Python number, a lane array (shape ``(n,)``) or,
 inside a loop run a chunk of iterations at a time (``hawk/emit/_batch.py``), an
-array of one row per iteration (``(C, 1)`` or ``(C, n)``). A failure is reported
-for the first iteration, then the first lane, that failed.
+array of one row per iteration (``(C, 1)`` or ``(C, n)``); in such a loop on
+factored lanes (``hawk/emit/_factor.py``), an array of shape ``(C, G, U)`` or
+broadcastable to it, whose lane at ``[c, g, u]`` is ``g * U + u`` (the checks
+take ``unit=U``). A failure is reported for the first iteration, then the first
+lane, that failed.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from hawk.emit._factor import GROUP, UNIT
 from hawk.emit.checks import INT_INVALID, CheckSite
 
 __all__ = ["RUNTIME"]
@@ -26,6 +33,7 @@ def _check_index(
     n: int,
     last: list[Any],
     slot: int,
+    unit: int = 0,
 ) -> None:
     """Raise for the first lane (under ``mask``) whose index on some axis is out of range.
 
@@ -56,7 +64,7 @@ def _check_index(
     else:
         where = None
     if where is not None:
-        lane = where[-1] if where else 0
+        lane = _lane(where, unit)
         for site, index, extent in zip(sites, indices, extents, strict=True):
             value = int(np.broadcast_to(index, bad.shape)[where] if where else index)
             if not 0 <= value < extent:
@@ -72,7 +80,17 @@ def _first(bad: np.ndarray, n: int) -> tuple[int, ...] | None:
     return tuple(int(i) for i in np.unravel_index(int(bad.argmax()), bad.shape))
 
 
-def _check_divisor(site: CheckSite, divisor: Any, mask: np.ndarray | None, n: int) -> Any:
+def _lane(where: tuple[int, ...], unit: int) -> int:
+    """The lane at position ``where`` of a checked array: its last index, or on factored
+    lanes (``unit``, a ``(C, G, U)`` array) ``g * unit + u``."""
+    if unit and len(where) == 3:
+        return where[1] * unit + where[2]
+    return where[-1] if where else 0
+
+
+def _check_divisor(
+    site: CheckSite, divisor: Any, mask: np.ndarray | None, n: int, unit: int = 0
+) -> Any:
     """``divisor``, raising for the first lane (under ``mask``) where it is zero; a
     uniform zero divisor that no lane uses is given back as 1, so nothing divides by it."""
     if isinstance(divisor, np.ndarray):
@@ -81,14 +99,15 @@ def _check_divisor(site: CheckSite, divisor: Any, mask: np.ndarray | None, n: in
             zero = zero & mask
         where = _first(zero, n)
         if where is not None:
-            raise site.error(where[-1], 0)
+            raise site.error(_lane(where, unit), 0)
         return divisor
     if divisor != 0:
         return divisor
     if mask is None and n > 0:
         raise site.error(0, 0)
-    if mask is not None and mask.any():
-        raise site.error(int(mask.argmax()), 0)
+    where = None if mask is None else _first(mask, n)
+    if where is not None:
+        raise site.error(_lane(where, unit), 0)
     return 1
 
 
@@ -153,6 +172,159 @@ def _add_groups(
     np.add.at(table, at.ravel(), sums.ravel())
 
 
+def _factored(value: Any, groups: int, unit: int, axes: int) -> Any:
+    """A lane value (a number or an ``(n,)`` array) on factored lanes: ``(1, G, U)``, or
+    ``(1, G, 1)`` for a value of the group alone (``axes`` GROUP), ``(1, 1, U)`` for one
+    of the unit alone (UNIT)."""
+    if np.ndim(value) == 0:
+        return value
+    lanes = value.reshape(1, groups, unit)
+    if axes == GROUP:
+        return lanes[:, :, :1]
+    if axes == UNIT:
+        return lanes[:, :1, :]
+    return lanes
+
+
+def _flat_lanes(value: Any, sizes: tuple[int, int, int]) -> np.ndarray:
+    """A value on factored lanes with one row (``sizes`` is ``(C, G, U)``) as lanes,
+    ``(n,)``."""
+    _, groups, unit = sizes
+    return np.broadcast_to(value, (1, groups, unit)).reshape(groups * unit)
+
+
+def _operand(factor: Any) -> tuple[np.ndarray, tuple[int, ...]]:
+    """A factor broadcastable to ``(C, G, U)`` without its axes of size 1, and the axes
+    (0, 1, 2) it keeps."""
+    array = np.asarray(factor)
+    shape = (1,) * (3 - array.ndim) + array.shape
+    axes = tuple(k for k in range(3) if shape[k] != 1)
+    return array.reshape([shape[k] for k in axes]), axes
+
+
+def _sum_product(keep: int, sizes: tuple[int, int, int], *factors: Any) -> np.ndarray:
+    """The product of ``factors`` (each broadcastable to ``sizes``, ``(C, G, U)``) summed
+    over the axes not in ``keep`` (bits 1, 2, 4 for axes 0, 1, 2), with those axes kept
+    as size 1; the product is never formed where it has more axes than the sum."""
+    operands = [_operand(factor) for factor in factors]
+    scale: list[Any] = [a for a, axes in operands if not axes]
+    arrays = [(a, axes) for a, axes in operands if axes]
+    present = {k for _, axes in arrays for k in axes}
+    # a summed axis no factor varies along: the sum is its size times one value
+    scale += [sizes[k] for k in range(3) if not keep >> k & 1 and k not in present]
+    out = tuple(sorted(k for k in present if keep >> k & 1))
+    if not arrays:
+        result: Any = np.ones((), np.result_type(*scale))
+    elif len(arrays) == 1:
+        array, axes = arrays[0]
+        result = array.sum(axis=tuple(i for i, k in enumerate(axes) if k not in out))
+    elif len(arrays) == 2:
+        result = _contract(*arrays[0], *arrays[1], out)
+    else:
+        spec = ",".join("".join("abc"[k] for k in axes) for _, axes in arrays)
+        spec += "->" + "".join("abc"[k] for k in out)
+        result = np.einsum(spec, *(a for a, _ in arrays), optimize=True)
+    for multiplier in scale:
+        result = result * multiplier
+    shape = [1, 1, 1]
+    for k, extent in zip(out, np.shape(result), strict=True):
+        shape[k] = extent
+    return np.reshape(result, shape)
+
+
+def _contract(
+    a: np.ndarray,
+    a_axes: tuple[int, ...],
+    b: np.ndarray,
+    b_axes: tuple[int, ...],
+    out: tuple[int, ...],
+) -> np.ndarray:
+    """The product of two operands (with the axes they vary along) summed over the axes
+    not in ``out``, as one matrix product; the result's axes are ``out``, in order."""
+    plan = _matmul_plan(a_axes, b_axes, out)
+    if plan.a_sum:
+        a = a.sum(axis=plan.a_sum)
+    if plan.b_sum:
+        b = b.sum(axis=plan.b_sum)
+    extent = [1, 1, 1]
+    for k, size in zip(plan.a_axes, a.shape, strict=True):
+        extent[k] = size
+    for k, size in zip(plan.b_axes, b.shape, strict=True):
+        extent[k] = size
+    batch, left, inner, right = (math.prod(extent[k] for k in part) for part in plan.parts)
+    product = np.matmul(
+        a.transpose(plan.a_order).reshape(batch, left, inner),
+        b.transpose(plan.b_order).reshape(batch, inner, right),
+    )
+    return product.reshape([extent[k] for k in plan.order]).transpose(plan.out_order)
+
+
+@dataclass(frozen=True)
+class _MatmulPlan:
+    """How :func:`_contract` lays two operands out as a (batched) matrix product.
+
+    Attributes:
+        a_sum, b_sum: the positions each operand is summed over first (axes the other
+            operand and the result lack).
+        a_axes, b_axes: the axes each keeps.
+        parts: the axes of the batch, the rows (``a`` alone), the inner dimension (both,
+            summed) and the columns (``b`` alone).
+        a_order, b_order: the transpositions to (batch, rows, inner) and (batch, inner,
+            columns).
+        order: the axes of the product, (batch, rows, columns).
+        out_order: the transposition of the product to the result's axes.
+    """
+
+    a_sum: tuple[int, ...]
+    b_sum: tuple[int, ...]
+    a_axes: tuple[int, ...]
+    b_axes: tuple[int, ...]
+    parts: tuple[tuple[int, ...], ...]
+    a_order: tuple[int, ...]
+    b_order: tuple[int, ...]
+    order: tuple[int, ...]
+    out_order: tuple[int, ...]
+
+
+@functools.lru_cache(maxsize=256)
+def _matmul_plan(
+    a_axes: tuple[int, ...], b_axes: tuple[int, ...], out: tuple[int, ...]
+) -> _MatmulPlan:
+    a_sum = tuple(i for i, k in enumerate(a_axes) if k not in b_axes and k not in out)
+    b_sum = tuple(i for i, k in enumerate(b_axes) if k not in a_axes and k not in out)
+    a_kept = tuple(k for k in a_axes if k in b_axes or k in out)
+    b_kept = tuple(k for k in b_axes if k in a_axes or k in out)
+    both = [k for k in a_kept if k in b_kept]
+    batch = tuple(k for k in both if k in out)
+    inner = tuple(k for k in both if k not in out)
+    left = tuple(k for k in a_kept if k not in b_kept)
+    right = tuple(k for k in b_kept if k not in a_kept)
+    order = (*batch, *left, *right)
+    return _MatmulPlan(
+        a_sum,
+        b_sum,
+        a_kept,
+        b_kept,
+        (batch, left, inner, right),
+        tuple(a_kept.index(k) for k in (*batch, *left, *inner)),
+        tuple(b_kept.index(k) for k in (*batch, *inner, *right)),
+        order,
+        tuple(order.index(k) for k in out),
+    )
+
+
+def _add_product(
+    table: np.ndarray, offset: Any, sizes: tuple[int, int, int], *factors: Any
+) -> None:
+    """Add the product of ``factors`` into ``table`` at ``offset``, all broadcastable to
+    ``sizes`` (``(C, G, U)``, factored lanes): the product is first summed over the
+    axes the offset does not vary along (:func:`_sum_product`)."""
+    shape = (1,) * (3 - np.ndim(offset)) + np.shape(offset)
+    keep = sum(1 << k for k in range(3) if shape[k] != 1)
+    offset, value = np.broadcast_arrays(offset, _sum_product(keep, sizes, *factors))
+    np.add.at(table, offset.ravel(), value.ravel())
+
+
 def _last_row(term: Any, uniform: bool) -> Any:
     """The last iteration's value of a term with one row per iteration (a 1-D lane
     term or a number is one iteration's); a uniform one as a number."""
@@ -193,4 +365,8 @@ RUNTIME = {
     "_last_row": _last_row,
     "_take_flat": _take_flat,
     "_masked": _masked,
+    "_factored": _factored,
+    "_flat_lanes": _flat_lanes,
+    "_sum_product": _sum_product,
+    "_add_product": _add_product,
 }

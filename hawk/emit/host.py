@@ -8,6 +8,15 @@ of iterations per pass instead, its index a column of index values
 (``hawk/emit/_batch.py``). An add whose address is shared by whole groups of
 lanes (``lane // U``, ``lane % U``) sums each group before it adds.
 
+A chunked loop that reads ``lane // U`` and ``lane % U`` also has a factored
+form (``hawk/emit/_factor.py``), run when ``n`` is a multiple of ``U``: its
+lanes laid out as ``(groups, units)``, each value shaped by what it depends on
+(a read at ``r * U + lane % U`` gathers one row of ``U`` per iteration), and
+each add or summed carry whose value is a product a matrix product of its
+factors, summed over what its address does not depend on. The program holds
+both forms and picks by ``n``; the factored one makes the same checks, which
+report the same lane.
+
 An ``if`` on a varying condition runs both blocks for every lane and selects
 with ``np.where``; each block runs under the mask of the lanes that take it, so
 ``Mutable[Table]`` adds apply and checks fail only where their block was taken
@@ -36,6 +45,7 @@ import numpy as np
 from hawk import ir
 from hawk.emit import Names, compute_dtype, plane_dtypes
 from hawk.emit._batch import Batch, batch, lane_group
+from hawk.emit._factor import GROUP, LANES, UNIT, Factoring, factor
 from hawk.emit._host_runtime import RUNTIME
 from hawk.emit.checks import CheckSite, LaneCheck, Ranges, division_site, index_site
 from hawk.functions import FUNCTIONS
@@ -46,6 +56,10 @@ __all__ = ["HostProgram", "emit"]
 #: lanes x iterations a chunked loop (``hawk/emit/_batch.py``) computes in one pass;
 #: small enough that its temporaries stay in a processor's cache
 _CHUNK_ELEMENTS = 1 << 14
+#: the elements of the widest value with one row per iteration that a pass of a factored
+#: loop forms (``hawk/emit/_factor.py``) where none varies by group and unit: the values
+#: a matrix product reads
+_FACTORED_ELEMENTS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -107,6 +121,14 @@ class _Emitter:
         self.mask: str | None = None  # the lanes that evaluate it (None: every lane)
         # the loop whose chunk of iterations runs now, and the name of their count
         self.chunk: tuple[Batch, str] | None = None
+        # on factored lanes (hawk/emit/_factor.py): U and the names of values from outside
+        # the loop in their factored shape
+        self.unit = 0
+        self.aliases: dict[ir.Var | ir.Plane, str] = {}
+        self.lane_shape = "n"  # the shape of a lane value (for a uniform one made varying)
+        # the names of the check sites emitted, by access (id) and axis (-1: a division),
+        # so that the two forms of a chunked loop share theirs
+        self.site_names: dict[tuple[int, int], str] = {}
 
     def program(self) -> HostProgram:
         name = "hawk_" + (self.kernel.name if self.kernel.name.isascii() else "kernel")
@@ -192,13 +214,26 @@ class _Emitter:
             raise TypeError(f"not a hawk statement: {stmt!r}")
 
     def batched(self, plan: Batch, depth: int) -> None:
-        """A loop run a chunk of iterations per pass (``hawk/emit/_batch.py``), about
-        :data:`_CHUNK_ELEMENTS` lanes times iterations."""
+        """A loop run a chunk of iterations per pass (``hawk/emit/_batch.py``), on lanes
+        or, where it has a factored form and ``n`` allows it, on factored lanes."""
         loop = plan.loop
         for carry in loop.carries:
             self.emit(depth, f"{self.names.var(carry.var)} = {self.expr(carry.init)}")
         rows = f"_rows{len(self.constants)}"
         self.constants[rows] = np.arange(loop.start, loop.stop, loop.step)
+        layout = factor(plan, self.lets, self.ranges.sites)
+        if layout is None:
+            self.chunked(plan, depth, rows)
+            return
+        self.emit(depth, f"if n % {layout.unit} or n < {layout.unit}:")
+        self.chunked(plan, depth + 1, rows)
+        self.emit(depth, "else:")
+        self.factored(plan, layout, depth + 1, rows)
+
+    def chunked(self, plan: Batch, depth: int, rows: str) -> None:
+        """A chunked loop on lanes, about :data:`_CHUNK_ELEMENTS` lanes times iterations
+        per pass (``rows``: the name of its index values)."""
+        loop = plan.loop
         chunk, first = self.names.fresh("chunk"), self.names.fresh("first")
         count, index = self.names.fresh("count"), self.names.var(loop.index)
         total = len(self.constants[rows])
@@ -227,6 +262,70 @@ class _Emitter:
                 total_text = f"_sum_rows({text})" if term.varying else f"_np.sum({text})"
             self.emit(depth + 1, f"{name} = {name} {how} {total_text}")
         self.chunk = outer
+
+    def factored(self, plan: Batch, layout: Factoring, depth: int, rows: str) -> None:
+        """A chunked loop on factored lanes (``hawk/emit/_factor.py``), ``n`` a multiple
+        of its ``U``; its index a ``(C, 1, 1)`` column of the values of ``rows``."""
+        loop, unit = plan.loop, layout.unit
+        groups, sizes = self.names.fresh("groups"), self.names.fresh("sizes")
+        self.emit(depth, f"{groups} = n // {unit}")
+        outer: list[tuple[ir.Var | ir.Plane, int]] = [
+            *layout.outer.items(),
+            *((plane, LANES) for plane in layout.planes),
+        ]
+        if layout.lane:
+            self.emit(depth, f"lanes = _factored(lane, {groups}, {unit}, {LANES})")
+        for key, axes in outer:
+            name = self.names.fresh("f")
+            value = self.names.var(key) if isinstance(key, ir.Var) else Names.load(key.name)
+            self.emit(depth, f"{name} = _factored({value}, {groups}, {unit}, {axes})")
+            self.aliases[key] = name
+        chunk, first = self.names.fresh("chunk"), self.names.fresh("first")
+        count, index = self.names.fresh("count"), self.names.var(loop.index)
+        total = len(self.constants[rows])
+        self.emit(depth, f"{chunk} = {self.factored_chunk(layout, groups, total)}")
+        self.emit(depth, f"for {first} in range(0, {total}, {chunk}):")
+        depth += 1
+        self.emit(depth, f"{index} = {rows}[{first}:{first} + {chunk}, None, None]")
+        self.emit(depth, f"{count} = min({chunk}, {total} - {first})")
+        self.emit(depth, f"{sizes} = ({count}, {groups}, {unit})")
+        self.unit, self.lane_shape = unit, f"(1, {groups}, {unit})"
+        for stmt in plan.body:
+            self.at(depth, None)
+            if isinstance(stmt, ir.Accumulate):
+                self.add_product(stmt, layout, sizes, depth)
+            elif isinstance(stmt, ir.Let) and stmt.var not in layout.fused:
+                self.statement(stmt, depth, None)
+        self.at(depth, None)
+        for carry, term, how in plan.updates:
+            name = self.names.var(carry.var)
+            factors = ", ".join(self.expr(f) for f in layout.factors(term))
+            keep = LANES if carry.var.varying else 0
+            total_text = f"_sum_product({keep}, {sizes}, {factors})"
+            total_text = f"_flat_lanes({total_text}, {sizes})" if keep else f"{total_text}[0, 0, 0]"
+            self.emit(depth, f"{name} = {name} {how} {total_text}")
+        self.unit, self.lane_shape, self.aliases = 0, "n", {}
+
+    def factored_chunk(self, layout: Factoring, groups: str, total: int) -> str:
+        """The iterations a pass of a factored loop runs: about :data:`_CHUNK_ELEMENTS`
+        elements of a value with one row per iteration that varies by group and unit,
+        else :data:`_FACTORED_ELEMENTS` of the widest such value."""
+        if LANES in layout.widths:
+            return f"max(1, {_CHUNK_ELEMENTS} // n)"
+        width = {GROUP: groups, UNIT: str(layout.unit)}
+        terms = [width[axes] for axes in sorted(layout.widths) if axes in width]
+        if not terms:
+            return str(total)
+        widest = terms[0] if len(terms) == 1 else f"max({', '.join(terms)})"
+        return f"max(1, {_FACTORED_ELEMENTS} // {widest})"
+
+    def add_product(self, stmt: ir.Accumulate, layout: Factoring, sizes: str, depth: int) -> None:
+        """An add on factored lanes: its value's factors, summed over what its address does
+        not depend on, added with ``_add_product``."""
+        target = Names.plane(stmt.plane.name)
+        offset = self.offset(stmt.plane, self.indices(stmt))
+        factors = ", ".join(self.expr(f) for f in layout.factors(stmt.value))
+        self.emit(depth, f"_add_product({target}, {offset}, {sizes}, {factors})")
 
     def branch(self, stmt: ir.If, depth: int, mask: str | None) -> None:
         if not stmt.cond.varying:
@@ -322,11 +421,16 @@ class _Emitter:
         self.emit(self.depth, f"{name} = {text}")
         return name
 
-    def site(self, site: CheckSite) -> str:
-        """The name of ``site`` in the emitted code."""
+    def site(self, site: CheckSite, node: ir.Expr | ir.Accumulate, axis: int) -> str:
+        """The name of ``site`` in the emitted code: the check of ``node`` on ``axis``
+        (-1: a division), one name for both forms of a chunked loop."""
+        key = (id(node), axis)
+        if self.unit and key in self.site_names:
+            return self.site_names[key]
         self.sites.append(site)
         name = f"_site{len(self.sites) - 1}"
         self.constants[name] = site
+        self.site_names[key] = name
         return name
 
     def indices(self, node: ir.Read | ir.Accumulate) -> list[str]:
@@ -339,7 +443,7 @@ class _Emitter:
                 if not text.isidentifier():
                     text = self.temp("ix", text)
                 site = index_site(node, position)
-                sites.append(self.site(site))
+                sites.append(self.site(site, node, position))
                 checked.append(text)
                 flat = site.extent is None  # checked against the table's length
                 extents.append(f"len({Names.plane(plane.name)})" if flat else str(site.extent))
@@ -348,7 +452,8 @@ class _Emitter:
             self.emit(
                 self.depth,
                 f"_check_index(({', '.join(sites)},), ({', '.join(checked)},), "
-                f"({', '.join(extents)},), {self.mask}, n, _last, {self.index_checks})",
+                f"({', '.join(extents)},), {self.mask}, n, _last, {self.index_checks}"
+                + (f", {self.unit})" if self.unit else ")"),
             )
             self.index_checks += 1
         return texts
@@ -366,11 +471,11 @@ class _Emitter:
         if isinstance(node, ir.Const):
             return self.const(node)
         if isinstance(node, ir.Lane):
-            return "lane"
+            return "lanes" if self.unit else "lane"
         if isinstance(node, ir.Ref):
-            return self.names.var(node.var)
+            return self.aliases.get(node.var) or self.names.var(node.var)
         if isinstance(node, ir.Load):
-            return Names.load(node.plane.name)
+            return self.aliases.get(node.plane) or Names.load(node.plane.name)
         if isinstance(node, ir.Read):
             offset = self.offset(node.plane, self.indices(node))
             # every index a lane uses is checked; the others' offsets are clipped
@@ -385,8 +490,9 @@ class _Emitter:
         if isinstance(node, ir.Binary):
             left, right = self.expr(node.left), self.expr(node.right)
             if self.ranges.divides(node):
-                site = self.site(division_site(node))
-                right = self.temp("d", f"_check_divisor({site}, {right}, {self.mask}, n)")
+                site = self.site(division_site(node), node, -1)
+                unit = f", {self.unit}" if self.unit else ""
+                right = self.temp("d", f"_check_divisor({site}, {right}, {self.mask}, n{unit})")
             return f"({left} {node.op} {right})"
         if isinstance(node, ir.Compare):
             return f"({self.expr(node.left)} {node.op} {self.expr(node.right)})"
@@ -440,7 +546,7 @@ class _Emitter:
         left = self.expr(node.left)
         if node.varying:  # the right side is checked only where it decides the result
             if not node.left.varying:
-                left = f"_np.full(n, {left})"
+                left = f"_np.full({self.lane_shape}, {left})"
             left = self.temp("lhs", left)
             taken = left if node.op == "and" else f"~{left}"
             right = self.masked(node.right, self.sub_mask(self.mask, taken, True, self.depth))

@@ -1,0 +1,199 @@
+"""Chunked host loops on factored lanes (hawk/emit/_factor.py): the same results as a
+float64 numpy reference, on factored lanes and where ``n`` leaves them (the lane form),
+checks that name the same lane, and the loops that keep their lanes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import eagle.diff
+import eagle.plan
+import hawk
+import hawk.diff
+from hawk import ir
+from hawk.emit import host
+from tests import _factored_kernels as fk
+from tests._util import rel_error
+
+
+def _program(kernel: ir.KernelIR, dtype: str = "float64") -> host.HostProgram:
+    return host.emit(kernel, {plane.name: dtype for plane in kernel.planes})
+
+
+def _run(kernel: ir.KernelIR, planes: dict[str, Any], n: int) -> None:
+    """Run the host program of ``kernel`` on ``n`` lanes (its launch checks unmade)."""
+    program = _program(kernel)
+    program.function(*(np.asarray(planes[name]).reshape(-1) for name in program.arguments), n)
+
+
+def _scaled_reference(
+    a: float, w: np.ndarray, f: np.ndarray, x: np.ndarray, y_bar: np.ndarray
+) -> dict[str, np.ndarray]:
+    """``y`` of :func:`fk.scaled_contract` and its gradients, float64 (``x``, ``y_bar``
+    as ``(B, U)``)."""
+    product = f.T @ w  # (B, U)
+    weight = y_bar * x
+    return {
+        "y": (a * product * x).reshape(-1),
+        "a_bar": np.array([np.sum(weight * product)]),
+        "w_bar": a * f @ weight,
+        "f_bar": a * w @ weight.T,
+        "x_bar": (a * y_bar * product).reshape(-1),
+    }
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    R=st.integers(1, 5),
+    U=st.integers(2, 6),
+    B=st.integers(1, 5),
+    seed=st.integers(0, 2**16),
+)
+def test_a_product_and_its_adjoint_on_factored_lanes_match_numpy(
+    R: int, U: int, B: int, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    kernel = fk.scaled_contract(R, U, B)
+    if R > 1:  # a loop of one iteration runs as it is, unchunked
+        assert "_sum_product(" in _program(kernel.ir).source
+        assert "_add_product(" in _program(hawk.diff.vjp(kernel).ir).source
+    a = float(rng.standard_normal())
+    w, f = rng.standard_normal((R, U)), rng.standard_normal((R, B))
+    x, y_bar = rng.standard_normal((B, U)), rng.standard_normal((B, U))
+    ref = _scaled_reference(a, w, f, x, y_bar)
+    y = np.full(B * U, np.nan)
+    eagle.plan.auto(kernel).run(a=a, w=w, f=f, x=x.reshape(-1), y=y)
+    assert rel_error(y, ref["y"]) < 1e-12
+    grads = {
+        "a_bar": np.zeros(1),
+        "w_bar": np.zeros((R, U)),
+        "f_bar": np.zeros((R, B)),
+        "x_bar": np.zeros(B * U),
+    }
+    adjoint = eagle.diff.reverse(eagle.plan.auto(kernel))
+    adjoint.run(a=a, w=w, f=f, x=x.reshape(-1), y_bar=y_bar.reshape(-1), **grads)
+    for name, value in grads.items():
+        assert rel_error(value, ref[name]) < 1e-12, name
+
+
+@pytest.mark.parametrize("shape", [(64, 32, 128), (300, 2, 3), (5, 64, 512)])
+def test_the_seed_adjoint_in_float32_on_factored_lanes_matches_numpy(
+    shape: tuple[int, int, int], rng: np.random.Generator
+) -> None:
+    R, U, B = shape
+    kernel = fk.scaled_contract(R, U, B)
+    w, f = rng.standard_normal((R, U)), rng.standard_normal((R, B))
+    x, y_bar = rng.standard_normal((B, U)), rng.standard_normal((B, U))
+    ref = _scaled_reference(1.0, w, f, x, y_bar)
+    planes = {
+        "a": np.ones(1),
+        "w": w,
+        "f": f,
+        "x": x,
+        "y_bar": y_bar,
+        "a_bar": np.zeros(1),
+        "w_bar": np.zeros((R, U)),
+        "f_bar": np.zeros((R, B)),
+        "x_bar": np.zeros(B * U),
+    }
+    planes = {name: value.astype(np.float32) for name, value in planes.items()}
+    vjp = hawk.diff.vjp(kernel).ir
+    program = _program(vjp, "float32")
+    program.function(*(planes[name].reshape(-1) for name in program.arguments), B * U)
+    for name in ("a_bar", "w_bar", "f_bar", "x_bar"):
+        assert rel_error(planes[name], ref[name]) < 1e-5, name
+
+
+@pytest.mark.parametrize("cut", [0, 1, 5])
+def test_lanes_that_are_not_whole_groups_run_the_lane_form(
+    cut: int, rng: np.random.Generator
+) -> None:
+    # n = B * U - cut: the program picks the lane form for cut > 0; the lanes it runs
+    # are the first n of the reference's
+    R, U, B = 4, 6, 3
+    n = B * U - cut
+    w, f = rng.standard_normal((R, U)), rng.standard_normal((R, B))
+    x, y_bar = rng.standard_normal((B, U)), rng.standard_normal((B, U))
+    lanes = np.arange(B * U) < n
+    ref = _scaled_reference(0.5, w, f, x * lanes.reshape(B, U), y_bar)
+    y = np.zeros(n)
+    x_n, y_bar_n = x.reshape(-1)[:n], y_bar.reshape(-1)[:n]
+    _run(fk.scaled_contract(R, U, B).ir, {"a": [0.5], "w": w, "f": f, "x": x_n, "y": y}, n)
+    assert rel_error(y, ref["y"][:n]) < 1e-12
+    grads = {"a_bar": np.zeros(1), "w_bar": np.zeros((R, U)), "f_bar": np.zeros((R, B))}
+    planes = {"a": [0.5], "w": w, "f": f, "x": x_n, "y_bar": y_bar_n, "x_bar": np.zeros(n)}
+    _run(hawk.diff.vjp(fk.scaled_contract(R, U, B)).ir, {**planes, **grads}, n)
+    for name, value in grads.items():
+        assert rel_error(value, ref[name]) < 1e-12, name
+
+
+def test_a_sum_that_is_no_product_and_an_add_by_unit_on_factored_lanes(
+    rng: np.random.Generator,
+) -> None:
+    R, U, B = 5, 4, 6
+    kernel = fk.shifted_sum(R, U, B)
+    assert "_add_product(" in _program(kernel.ir).source
+    w, f, t = rng.standard_normal((R, U)), rng.standard_normal((R, B)), rng.standard_normal(R)
+    y, total = np.full(B * U, np.nan), np.zeros(U)
+    eagle.plan.auto(kernel).run(w=w, f=f, t=t, y=y, total=total)
+    ref = w.sum(0)[None, :] + f.sum(0)[:, None] - t.sum()
+    assert rel_error(y, ref.reshape(-1)) < 1e-12
+    assert rel_error(total, B * w.sum(0)) < 1e-12
+
+
+def _first_failure(col: np.ndarray, extent: int) -> tuple[int, int]:
+    """The first iteration's first lane (of ``col``, ``(R, n)``) out of ``[0, extent)``:
+    ``(lane, index)``."""
+    for row in col:
+        bad = (row < 0) | (row >= extent)
+        if bad.any():
+            lane = int(bad.argmax())
+            return lane, int(row[lane])
+    raise AssertionError("no lane fails")
+
+
+@pytest.mark.parametrize("cut", [0, 3])
+def test_a_check_on_factored_lanes_names_the_first_iteration_then_the_first_lane(
+    cut: int,
+) -> None:
+    R, U, C, B = 3, 4, 9, 5
+    n = B * U - cut
+    k = np.array([2.0, 0.0, 5.0, 1.0])
+    lane = np.arange(n)
+    # col = k[u] + s + r: lanes with k[u] + s >= 7 fail at r = 2 first, the first lane
+    # with k[u] + s = 9 at r = 0
+    col = k[lane % U].astype(np.int64) + lane // U + np.arange(R)[:, None]
+    expected = _first_failure(col, C)
+    assert expected[0] % U and expected[0] // U  # neither the group's first nor group 0
+    with pytest.raises(hawk.PlaneIndexError) as caught:
+        _run(fk.indirect(R, U, C).ir, {"t": np.ones((R, C)), "k": k, "y": np.zeros(n)}, n)
+    assert (caught.value.lane, caught.value.index, caught.value.extent) == (*expected, C)
+
+
+@pytest.mark.parametrize("cut", [0, 1])
+def test_a_divisor_checked_on_factored_lanes_names_the_first_lane(cut: int) -> None:
+    R, U, B = 3, 4, 5
+    n = B * U - cut
+    k = np.array([9.0, 3.0, 9.0, 9.0])  # int(k[u]) - s is zero at s = 3, u = 1 (lane 13)
+    with pytest.raises(ZeroDivisionError, match="at lane 13,"):
+        _run(fk.divided(R, U).ir, {"k": k, "y": np.zeros(n)}, n)
+    k[1] = 9.0
+    y = np.zeros(n)
+    _run(fk.divided(R, U).ir, {"k": k, "y": y}, n)
+    lane = np.arange(n)
+    s, d = lane // U, k[lane % U].astype(np.int64) - lane // U
+    assert np.array_equal(y, sum((r + s) // d for r in range(R)))
+
+
+def test_a_loop_of_two_lane_splits_keeps_its_lanes(rng: np.random.Generator) -> None:
+    kernel = fk.two_splits(3)
+    assert "_factored(" not in _program(kernel.ir).source
+    w, y = rng.standard_normal((3, 12)), np.zeros(12)
+    eagle.plan.auto(kernel).run(w=w, y=y)
+    lane = np.arange(12)
+    assert rel_error(y, w[:, lane % 4 + lane % 6].sum(0)) < 1e-12
