@@ -93,9 +93,10 @@ def _lookup(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> tuple[Any, 
         ) from None
 
 
-def _dtypes(step: str, spec: MatmulSpec, arrays: Sequence[Any]) -> tuple[str, str, str]:
-    """The product's exact (dtype, out_dtype, math), or MatmulUnavailable naming the buffers."""
-    dtypes = [np.dtype(array.dtype) for array in arrays]
+def _dtypes(step: str, spec: MatmulSpec, of: Sequence[Any]) -> tuple[str, str, str]:
+    """The product's exact (dtype, out_dtype, math) for the dtypes ``of`` a, b and out, or
+    MatmulUnavailable naming the buffers."""
+    dtypes = [np.dtype(dtype) for dtype in of]
     try:
         return product_dtypes(*dtypes)
     except GemmMappingUnavailable as exc:
@@ -103,6 +104,27 @@ def _dtypes(step: str, spec: MatmulSpec, arrays: Sequence[Any]) -> tuple[str, st
             f"matmul step {step!r}: a={spec.a!r} is {dtypes[0]}, b={spec.b!r} is {dtypes[1]}, "
             f"out={spec.out!r} is {dtypes[2]}; {exc}"
         ) from None
+
+
+@functools.lru_cache(maxsize=256)
+def _host_layout(
+    step: str,
+    spec: MatmulSpec,
+    a_shape: tuple[int, ...],
+    b_shape: tuple[int, ...],
+    out_shape: tuple[int, ...],
+    *dtypes: np.dtype,
+) -> str:
+    """Check a host product's shapes and dtypes (each combination once: the answer is
+    kept); its factors' dtype."""
+    dtype = _dtypes(step, spec, dtypes)[0]
+    want = _out_shape(step, spec, a_shape, b_shape, MatmulUnavailable)
+    if out_shape != want:
+        raise MatmulUnavailable(
+            f"matmul step {step!r}: out {spec.out!r} has shape {out_shape}; it must have "
+            f"shape {want}"
+        )
+    return dtype
 
 
 def _host_matmul(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> None:
@@ -116,13 +138,7 @@ def _host_matmul(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> None:
             )
         arrays.append(array)
     a, b, out = arrays
-    dtype = _dtypes(step, spec, arrays)[0]
-    want = _out_shape(step, spec, a.shape, b.shape, MatmulUnavailable)
-    if out.shape != want:
-        raise MatmulUnavailable(
-            f"matmul step {step!r}: out {spec.out!r} has shape {out.shape}; it must have "
-            f"shape {want}"
-        )
+    dtype = _host_layout(step, spec, a.shape, b.shape, out.shape, a.dtype, b.dtype, out.dtype)
     if not out.flags.writeable:
         raise MatmulUnavailable(
             f"matmul step {step!r}: out {spec.out!r} is read-only; pass a writable array "
@@ -195,7 +211,7 @@ class _DeviceMatmul:
                 f"matmul step {step!r}: a={spec.a!r} is on {a.device}, b={spec.b!r} on "
                 f"{b.device}, out={spec.out!r} on {out.device}; put them on one device"
             )
-        dtypes = _dtypes(step, spec, (a, b, out))  # a and b have one dtype
+        dtypes = _dtypes(step, spec, (a.dtype, b.dtype, out.dtype))  # a and b have one dtype
         try:
             layout = _layout_for_arrays(
                 {"a": a, "b": b, "out": out},
