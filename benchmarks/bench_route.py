@@ -15,7 +15,8 @@ Host cost (issue #15: a routed ``BoundPlan.launch`` no slower than ``torch.mm(ou
 for the same small product): at R = U = B = 32 and 64, host microseconds per call of
 ``routed.launch(stream)``, of ``routed_plan.run(...)``, of the raw ``handle.sgemm`` and of
 ``torch.mm(f.T, w, out=y)`` (when torch is installed), each side 20,000 back-to-back calls
-after 1,000 to warm up, five trials, median; the device is synchronised between trials.
+after 1,000 to warm up, five trials taken in turn with the other sides', median; the
+device is synchronised between trials.
 
 Targets: routed >= 0.95x raw cuBLAS's throughput, and >= 5x the loop's. Each side is
 timed with CUDA events around back-to-back launches on one stream after a warm-up (the
@@ -27,6 +28,7 @@ there as JSON. Runs in well under two minutes on an H200.
 
 # No `from __future__ import annotations`: the kernel's annotations must see the closure's n.
 
+import contextlib
 import statistics
 import sys
 import time
@@ -126,19 +128,28 @@ HOST_SIZES = (32, 64)
 HOST_CALLS = 20_000
 
 
-def host_us(call_once: Callable[[], Any], synchronize: Callable[[], Any]) -> float:
-    """Median host microseconds per ``call_once()`` over five trials of back-to-back calls."""
-    for _ in range(1_000):
-        call_once()
-    synchronize()
-    trials = []
-    for _ in range(TRIALS):
-        began = time.perf_counter()
-        for _ in range(HOST_CALLS):
-            call_once()
-        trials.append((time.perf_counter() - began) / HOST_CALLS * 1e6)
+Side = tuple[Callable[[], Any], Callable[[], Any], Any]  # call_once, synchronize, context
+
+
+def host_us(sides: dict[str, Side]) -> dict[str, float]:
+    """Median host microseconds per call of each side over five trials of back-to-back
+    calls made inside the side's context, the sides' trials taken in turn so that the
+    host's drift reaches every side alike."""
+    for call_once, synchronize, context in sides.values():
+        with context:
+            for _ in range(1_000):
+                call_once()
         synchronize()
-    return statistics.median(trials)
+    trials: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(TRIALS):
+        for name, (call_once, synchronize, context) in sides.items():
+            with context:
+                began = time.perf_counter()
+                for _ in range(HOST_CALLS):
+                    call_once()
+                trials[name].append((time.perf_counter() - began) / HOST_CALLS * 1e6)
+            synchronize()
+    return {name: statistics.median(values) for name, values in trials.items()}
 
 
 def host_cost(n: int, rng: np.random.Generator) -> dict[str, Any]:
@@ -154,16 +165,13 @@ def host_cost(n: int, rng: np.random.Generator) -> dict[str, Any]:
     operands = {"a": f_d, "b": w_d, "out": out}
     params = sgemm_params_for_arrays(f_d, w_d, out, transpose_a=True)
     handle.warm(params, operands)
-
-    try:
-        us = {"routed_launch": host_us(lambda: routed.launch(stream), stream.synchronize)}
-        with stream:  # the runs go to eagle's current stream
-            us["routed_run"] = host_us(
-                lambda: routed_plan.run(w=w_d, f=f_d, y=y), stream.synchronize
-            )
-        us["raw_cublas"] = host_us(lambda: handle.sgemm(params, operands), stream.synchronize)
-    finally:
-        handle.destroy()
+    none = contextlib.nullcontext()
+    sides: dict[str, Side] = {
+        "routed_launch": (lambda: routed.launch(stream), stream.synchronize, none),
+        # a plan's run goes to eagle's current stream
+        "routed_run": (lambda: routed_plan.run(w=w_d, f=f_d, y=y), stream.synchronize, stream),
+        "raw_cublas": (lambda: handle.sgemm(params, operands), stream.synchronize, none),
+    }
     try:
         import torch
     except ImportError:
@@ -173,7 +181,12 @@ def host_cost(n: int, rng: np.random.Generator) -> dict[str, Any]:
         tf_t = tf.T  # the transposed view made once, as the routed plan's layout is at bind
         ty = torch.empty(n, n, device="cuda")
         torch.backends.cuda.matmul.allow_tf32 = False
-        us["torch_mm_out"] = host_us(lambda: torch.mm(tf_t, tw, out=ty), torch.cuda.synchronize)
+        sides["torch_mm_out"] = (lambda: torch.mm(tf_t, tw, out=ty), torch.cuda.synchronize, none)
+    try:
+        us = host_us(sides)
+    finally:
+        handle.destroy()
+    if torch is not None:
         assert float((ty - tf_t @ tw).abs().max()) < 1e-3
     row: dict[str, Any] = {"shape": f"R=U=B={n}", "host_us": us}
     if "torch_mm_out" in us:
