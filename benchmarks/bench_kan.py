@@ -15,7 +15,9 @@ cotangent ``y_bar``, the gradient planes zeroed first. Timed per step:
   ``eagle.diff.reverse([basis, contract])`` (the basis kernel's vjp, an atomic add per
   lane); the first way again with the ``c_bar`` product forked onto a second stream inside
   the capture (events join it back), so it overlaps the ``phi_bar`` product and the basis
-  adjoint; and the first way launched eagerly, for the graph's gain;
+  adjoint; the forked step with both gradient products written (beta = 0) by products
+  bound on each stream's cuBLAS handle, so neither plane is zeroed first and ``phi_bar``
+  is not read back; and the first way launched eagerly, for the graph's gain;
 * torch with TF32 off, the same math (autograd of the forward): eager,
   ``torch.compile`` and ``torch.compile(mode="reduce-overhead")``;
 * eagle's step launch by launch, each captured alone (20 times in one graph, so no host
@@ -46,6 +48,7 @@ from _timing import device_ms
 import eagle.diff
 import eagle.plan
 from eagle import arrays, cuda
+from eagle.gemm import CublasCaptureHandle, gemm_params_for_arrays
 from hawk.emit import policy
 
 SAMPLES, INPUTS, OUTPUTS, INTERVALS = 16384, 64, 64, 8
@@ -145,6 +148,19 @@ class _EagleLayer:
         for bound in self.c_bar_product.steps:
             bound.prepare(self.side)  # a cuBLAS handle for that stream too
         self.fork, self.join = cuda.Event(timing=False), cuda.Event(timing=False)
+        # the written step: both gradient products bound directly with beta = 0, so they
+        # write their gradient planes (nothing to zero first, phi_bar never read back)
+        y_bar_rows = y_bar.reshape(samples, layer.outputs)
+        self.handles = (CublasCaptureHandle(stream), CublasCaptureHandle(self.side))
+        self.written = []
+        for handle, a, out, transpose_b in (
+            (self.handles[1], self.phi, self.c_bar, False),  # c_bar = phi y_bar
+            (self.handles[0], c, self.phi_bar, True),  # phi_bar = c y_bar^T
+        ):
+            operands = {"a": a, "b": y_bar_rows, "out": out}
+            params = gemm_params_for_arrays(a, y_bar_rows, out, transpose_b=transpose_b)
+            handle.warm(params, operands, keep_out=True)
+            self.written.append(handle.bind(params, operands))
 
     # the launches of one step, enqueued on ``stream``
 
@@ -182,6 +198,20 @@ class _EagleLayer:
         self.phi_bar.fill(0.0, stream)
         self.x_bar.fill(0.0, stream)
         self.phi_bar_product.launch(stream)
+        self.basis_adjoint.launch(stream)
+        self.join.wait(stream)
+
+    def step_written(self, stream: Any) -> None:
+        """As :meth:`step_forked`, with both gradients written (beta = 0) by products bound
+        on each stream's handle, so only ``x_bar`` is zeroed."""
+        c_bar_product, phi_bar_product = self.written
+        self.forward(stream)
+        self.fork.record(stream)
+        self.fork.wait(self.side)
+        c_bar_product()
+        self.join.record(self.side)
+        self.x_bar.fill(0.0, stream)
+        phi_bar_product()
         self.basis_adjoint.launch(stream)
         self.join.wait(stream)
 
@@ -265,6 +295,7 @@ def _eagle_side(layer: KanKernels, data: dict[str, np.ndarray]) -> dict[str, Any
         "graph_by_hand": e.step_by_hand,
         "graph_by_reverse": e.step_by_reverse,
         "graph_forked": e.step_forked,
+        "graph_written": e.step_written,
     }
     side["steps"] = {}
     for name, enqueue in steps.items():
