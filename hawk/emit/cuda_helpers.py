@@ -171,12 +171,16 @@ __device__ __forceinline__ void hawk_add_uniform16(T* target, V value)
     ("floordiv", Type.INT): """\
 __device__ __forceinline__ long long hawk_floordiv(long long a, long long b)
 {
+    if (0 <= a && a <= 0xffffffffLL && 0 < b && b <= 0xffffffffLL)  // as 32-bit unsigned
+        return (long long)((unsigned int)a / (unsigned int)b);
     const long long q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }""",
     ("mod", Type.INT): """\
 __device__ __forceinline__ long long hawk_mod(long long a, long long b)
 {
+    if (0 <= a && a <= 0xffffffffLL && 0 < b && b <= 0xffffffffLL)  // as 32-bit unsigned
+        return (long long)((unsigned int)a % (unsigned int)b);
     const long long r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }""",
