@@ -83,6 +83,7 @@ WIDE_LANES = 1 << 20
 
 #: bindings :meth:`AutoPlan.run` keeps for reuse (with the arrays they are bound to)
 _REUSED_BINDINGS = 4
+_NARROW_LANES = 2**31  # below it, a kernel's lane loops count in 32 bits (hawk.emit.cuda.emit)
 
 _SIDES = ("host", "device")
 _HOST_REASON = (
@@ -210,8 +211,9 @@ class AutoPlan:
         """The program ``side`` runs for the kernel over planes of ``dtype``.
 
         ``"host"`` gives the generated numpy program (Python source),
-        ``"device"`` the generated CUDA C (what NVRTC compiles; a plan on the
-        GEMM route runs a cuBLAS product instead, see :meth:`route`), with
+        ``"device"`` the generated CUDA C (what NVRTC compiles for fewer than
+        2**31 lanes, its lane loops counting in 32 bits; a plan on the GEMM route
+        runs a cuBLAS product instead, see :meth:`route`), with
         every Param a pointer to its one element, as for a Param given as an
         array (one given as a number is passed by value instead: a ``const
         float v_<name>`` parameter, ``hawk.emit.cuda.emit(..., values=...)``).
@@ -380,16 +382,17 @@ class AutoPlan:
         return program
 
     def _cuda_source(
-        self, signature: tuple[str, ...], values: frozenset[str] = frozenset()
+        self, signature: tuple[str, ...], values: frozenset[str] = frozenset(), lanes: int = 0
     ) -> cuda.CudaSource:
-        """The CUDA C for planes of ``signature``, the Params named in ``values`` passed by
-        value."""
+        """The CUDA C for planes of ``signature`` over ``lanes`` lanes, the Params named in
+        ``values`` passed by value (the lane loops count in 32 bits below 2**31 lanes)."""
+        key = (signature, values, lanes < _NARROW_LANES)
         sources = _cuda_sources.setdefault(self.kernel, {})
-        source = sources.get((signature, values))
+        source = sources.get(key)
         if source is None:
             dtypes = dict(zip(self._names, signature, strict=True))
-            source = cuda.emit(self.kernel.ir, dtypes, values=values)
-            sources[(signature, values)] = source
+            source = cuda.emit(self.kernel.ir, dtypes, values=values, narrow=key[2])
+            sources[key] = source
         return source
 
     def _bind_host(self, checked: Planes, route: Route) -> BoundPlan:
@@ -440,7 +443,7 @@ class AutoPlan:
         # number (a setter of the packed arguments) never reaches a launch made before.
         values = frozenset(checked.numbers)
         key = (checked.signature, checked.device, values)
-        source = self._cuda_source(checked.signature, values)
+        source = self._cuda_source(checked.signature, values, checked.lanes)
         self._check_lanes(source.launch_checks, checked)
         kernel = self._device_kernels.get(key)
         if kernel is None:

@@ -32,7 +32,22 @@ def test_lane_planes_move_16_bytes_at_once_when_aligned(dtype: str, width: int) 
     assert "p_a[0]" in source and "i_a" not in source  # a param is not a lane plane
     # the lanes after the last whole group, and every lane of unaligned planes, run scalar
     assert f"start = groups * {width};" in source
-    assert "for (long long lane = start + first; lane < n; lane += stride)" in source
+    assert "for (long long at = start + first; at < n; at += stride)" in source
+    assert "const long long lane = at;" in source
+
+
+def test_a_narrow_kernel_counts_its_lanes_in_32_bits() -> None:
+    """Below 2**31 lanes both loops count in 32 bits, the lane still a long long (so
+    the compiler knows it is below 2**32); the arithmetic on it is unchanged."""
+    wide, narrow = _emit(axpy).source, _emit(axpy, narrow=True).source
+    assert "for (unsigned int group = first; group < groups; group += stride)" in narrow
+    assert "const unsigned int base = group * 4;" in narrow
+    assert "for (unsigned int at = start + first; at < n; at += stride)" in narrow
+    assert "const long long lane = at;" in narrow
+    body = slice(wide.index("#pragma unroll"), None)
+    changed = {"for (long long group", "const long long base", "for (long long at"}
+    kept = [line for line in wide[body].splitlines() if not line.strip().startswith(tuple(changed))]
+    assert all(line in narrow for line in kept)
 
 
 def test_mixed_planes_group_by_the_widest() -> None:
@@ -68,7 +83,7 @@ def test_a_wide_launch_gives_each_thread_at_least_one_group(dtype: str, width: i
 def test_the_vectorised_loop_can_be_left_out() -> None:
     source = _emit(axpy, vector=False).source
     assert "hawk_pack" not in source and "groups" not in source
-    assert "for (long long lane = first; lane < n; lane += stride)" in source
+    assert "for (long long at = first; at < n; at += stride)" in source
 
 
 def test_adds_a_warp_shares_are_summed_per_warp() -> None:

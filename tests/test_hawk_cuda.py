@@ -47,7 +47,7 @@ def test_argument_order_is_planes_then_lane_count_then_error_record() -> None:
     assert "const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;" in (
         emitted.source
     )
-    assert "for (long long lane = start + first; lane < n; lane += stride)" in emitted.source
+    assert "for (long long at = start + first; at < n; at += stride)" in emitted.source
     assert f"#pragma unroll {cuda.UNROLL}" in emitted.source
 
 

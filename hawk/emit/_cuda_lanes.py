@@ -32,6 +32,7 @@ class Lanes:
         real: the C type of the compute dtype.
         width: lanes per group of the vectorised loop (1: none).
         values: the Params passed by value (in the compute type), by name.
+        narrow: the lane loops count in 32 bits (fewer than 2**31 lanes).
         stored: each plane a lane stores, with the name of the value it stores
             (filled as the body is emitted).
     """
@@ -43,12 +44,14 @@ class Lanes:
         real: str,
         width: int,
         values: frozenset[str] = frozenset(),
+        narrow: bool = False,
     ) -> None:
         self.kernel = kernel
         self.dtypes = dtypes
         self.real = real
         self.width = width
         self.values = values
+        self.narrow = narrow
         self.stored: list[tuple[ir.Plane, str]] = []
 
     def packed(self, body: list[str]) -> list[str]:
@@ -60,12 +63,13 @@ class Lanes:
         planes = self.planes()
         aligned = " | ".join(f"(unsigned long long){Names.plane(p.name)}" for p in planes)
         mask = width * max(self.dtypes[p.name].itemsize for p in planes) - 1
+        counter = "unsigned int" if self.narrow else "long long"
         lines = [
             f"    if ((({aligned}) & {mask}ULL) == 0) {{",
             f"        const long long groups = n / {width};",
             f"#pragma unroll {UNROLL}",
-            "        for (long long group = first; group < groups; group += stride) {",
-            f"            const long long base = group * {width};",
+            f"        for ({counter} group = first; group < groups; group += stride) {{",
+            f"            const {counter} base = group * {width};",
         ]
         stored = {plane for plane, _ in self.stored}
         loaded = set(self.loaded())

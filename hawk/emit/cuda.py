@@ -25,7 +25,10 @@ plane it loads or stores is aligned to a group of lanes (checked in the
 kernel, from the pointers): each thread takes groups of consecutive lanes
 (4 in float32, 2 when a plane is float64) and loads and stores each plane's
 group as one 16-byte (or narrower) access; the lanes after the last whole group,
-and every lane of planes that are not aligned, run the scalar loop.
+and every lane of planes that are not aligned, run the scalar loop. A kernel emitted
+``narrow`` (eagle.plan's choice below 2**31 lanes) counts both loops in 32 bits, so the
+compiler knows every lane lies below 2**32: integer division and modulo of lane-derived
+values then take the 32-bit path of ``hawk_floordiv`` / ``hawk_mod``.
 
 ``Mutable[Table]`` adds are ``atomicAdd``; an add whose address is the same
 on every lane (a param's gradient) is summed across a full warp with
@@ -129,6 +132,7 @@ def emit(
     vector: bool = True,
     warp_adds: bool = True,
     values: frozenset[str] = frozenset(),
+    narrow: bool = False,
 ) -> CudaSource:
     """The CUDA C of ``kernel`` for the given plane dtypes.
 
@@ -146,6 +150,10 @@ def emit(
             type (``const float v_<name>``) holding the number itself, and its
             load is that value (its dtype in ``dtypes`` counts toward the compute
             type as any plane's). Every other Param is a pointer to its one element.
+        narrow: the kernel is only launched over fewer than 2**31 lanes, so its lane
+            loops count in 32 bits; the lane is still a ``long long`` to the kernel's
+            arithmetic, which the compiler then knows lies below 2**32 (integer
+            division by a constant, for one, becomes a 32-bit multiply).
 
     Raises:
         HawkError: a plane without a dtype, an unknown plane or another dtype; a
@@ -160,7 +168,13 @@ def emit(
                 f"is (its Params: {', '.join(params) or 'none'})"
             )
     return _Emitter(
-        kernel, planes, checks, vector=vector, warp_adds=warp_adds, values=frozenset(values)
+        kernel,
+        planes,
+        checks,
+        vector=vector,
+        warp_adds=warp_adds,
+        values=frozenset(values),
+        narrow=narrow,
     ).source()
 
 
@@ -174,6 +188,7 @@ class _Emitter:
         vector: bool,
         warp_adds: bool,
         values: frozenset[str],
+        narrow: bool,
     ) -> None:
         self.kernel = kernel
         self.dtypes = dtypes
@@ -189,7 +204,7 @@ class _Emitter:
         self.lets = kernel.lets()
         self.warp_adds = warp_adds
         width = vector_width(kernel, dtypes) if vector else 1
-        self.lanes = Lanes(kernel, dtypes, self.real, width, values)
+        self.lanes = Lanes(kernel, dtypes, self.real, width, values, narrow)
 
     def source(self) -> CudaSource:
         symbol = "hawk_" + (self.kernel.name if self.kernel.name.isascii() else "kernel")
@@ -235,9 +250,11 @@ class _Emitter:
                 *self.lanes.packed(body),
             ]
             start = "start + first"
+        counter = "unsigned int" if self.lanes.narrow else "long long"
         lanes += [
             f"#pragma unroll {UNROLL}",
-            f"    for (long long lane = {start}; lane < n; lane += stride) {{",
+            f"    for ({counter} at = {start}; at < n; at += stride) {{",
+            "        const long long lane = at;",
             *self.lanes.loads(2, packed=False),
             *("        " + line for line in body),
             *self.lanes.stores(2, packed=False),
