@@ -148,12 +148,15 @@ def _outer_axes(
 
 
 def _is_product(value: ir.Expr) -> bool:
+    """True for a product of two reals (``a * b``)."""
     return isinstance(value, ir.Binary) and value.op == "*" and value.type == Type.REAL
 
 
 def _factors(
     value: ir.Expr, body: Mapping[ir.Var, ir.Expr], fused: frozenset[ir.Var] | set[ir.Var]
 ) -> list[ir.Expr]:
+    """The factors of ``value`` read as a product, looking through the ``fused`` bound
+    values (a value that is no product is its own one factor)."""
     if isinstance(value, ir.Ref) and value.var in fused:
         return _factors(body[value.var], body, fused)
     if _is_product(value):

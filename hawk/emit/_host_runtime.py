@@ -290,6 +290,8 @@ class _MatmulPlan:
 def _matmul_plan(
     a_axes: tuple[int, ...], b_axes: tuple[int, ...], out: tuple[int, ...]
 ) -> _MatmulPlan:
+    """The layout of :func:`_contract` for operands along ``a_axes`` and ``b_axes`` and a
+    result along ``out`` (worked out once per combination)."""
     a_sum = tuple(i for i, k in enumerate(a_axes) if k not in b_axes and k not in out)
     b_sum = tuple(i for i, k in enumerate(b_axes) if k not in a_axes and k not in out)
     a_kept = tuple(k for k in a_axes if k in b_axes or k in out)
