@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+import eagle.plan
 from eagle.cuda import compile_cuda
 from eagle.plan import BLOCK_SIZE, _grid
 from hawk.diff import vjp
@@ -107,3 +108,11 @@ def test_the_contraction_adjoint_sums_f_bar_per_warp_and_not_w_bar() -> None:
     assert w_bar and all(
         "atomicAdd(&p_w_bar[" in line for line in w_bar
     )  # lane % U: every lane differs
+
+
+def test_a_plan_emits_narrow_kernels_below_2_to_the_31_lanes() -> None:
+    plan = eagle.plan.auto(axpy)
+    signature = tuple("float32" for _ in axpy.planes)
+    assert "for (unsigned int at" in plan._cuda_source(signature, lanes=2**31 - 1).source
+    assert "for (long long at" in plan._cuda_source(signature, lanes=2**31).source
+    assert "for (unsigned int at" in plan.source("device")  # what runs below 2**31 lanes
