@@ -38,6 +38,9 @@ class Buffer:
 
     __slots__ = ("__weakref__", "device", "nbytes", "pool", "ptr", "stream")
 
+    #: eagle's own memory comes from no framework (``eagle.cuda.stream.framework_of``)
+    framework = None
+
     def __init__(self, pool: MemoryPool, ptr: int, nbytes: int, stream: Stream | int) -> None:
         self.pool = pool
         self.ptr = ptr

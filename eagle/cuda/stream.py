@@ -259,12 +259,18 @@ def framework_stream(value: Any, device: int = 0) -> int | None:
     return None if framework is None else _FINDERS[framework](device)
 
 
+_UNNAMED = object()  # an owner that names no framework, or no owner
+
+
 def framework_of(value: Any) -> str | None:
     """``"torch"`` or ``"cupy"`` when ``value`` comes from that framework (which is then
     imported), else None; fixed for a given array, and never imports either."""
-    # an eagle Array over another framework's memory names it (eagle.cuda._foreign)
-    framework = getattr(getattr(value, "_owner", None), "framework", None)
+    # an eagle Array's owner names the framework of its memory (eagle.cuda._foreign), or
+    # None for eagle's own memory (eagle.cuda.memory.Buffer)
+    framework = getattr(getattr(value, "_owner", None), "framework", _UNNAMED)
     if framework is None:
+        return None
+    if framework is _UNNAMED:
         framework = type(value).__module__.partition(".")[0]
     return framework if framework in _FINDERS and framework in sys.modules else None
 
