@@ -59,11 +59,10 @@ class Lanes:
         :attr:`width` elements, each thread runs groups of that many consecutive lanes,
         loading and storing each plane's group as one vector; the lanes after the last whole
         group are left to the scalar loop, from ``start``."""
-        width = self.width
+        width, counter = self.width, self.counter
         planes = self.planes()
         aligned = " | ".join(f"(unsigned long long){Names.plane(p.name)}" for p in planes)
         mask = width * max(self.dtypes[p.name].itemsize for p in planes) - 1
-        counter = "unsigned int" if self.narrow else "long long"
         lines = [
             f"    if ((({aligned}) & {mask}ULL) == 0) {{",
             f"        const long long groups = n / {width};",
@@ -100,6 +99,25 @@ class Lanes:
                 )
         lines += ["        }", f"        start = groups * {width};", "    }"]
         return lines
+
+    def scalar(self, body: list[str]) -> list[str]:
+        """The scalar lane loop: one lane per pass, from ``start`` (the lanes the vectorised
+        loop left, when the kernel has one) or from the thread's first lane."""
+        start = "start + first" if self.width > 1 else "first"
+        return [
+            f"#pragma unroll {UNROLL}",
+            f"    for ({self.counter} at = {start}; at < n; at += stride) {{",
+            "        const long long lane = at;",
+            *self.loads(2, packed=False),
+            *("        " + line for line in body),
+            *self.stores(2, packed=False),
+            "    }",
+        ]
+
+    @property
+    def counter(self) -> str:
+        """The C type the lane loops count in: 32 bits when :attr:`narrow`."""
+        return "unsigned int" if self.narrow else "long long"
 
     def pack(self, plane: ir.Plane) -> str:
         return f"hawk_pack<{C_TYPES[self.dtypes[plane.name]]}, {self.width}>"

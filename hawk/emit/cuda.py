@@ -242,24 +242,13 @@ class _Emitter:
             "    const long long stride = (long long)gridDim.x * blockDim.x;",
             f"    const long long first = {first};",
         ]
-        start = "first"
         if self.lanes.width > 1:
             helpers.append(PACK)
             lanes += [
                 "    long long start = 0;  // the first lane the scalar loop runs",
                 *self.lanes.packed(body),
             ]
-            start = "start + first"
-        counter = "unsigned int" if self.lanes.narrow else "long long"
-        lanes += [
-            f"#pragma unroll {UNROLL}",
-            f"    for ({counter} at = {start}; at < n; at += stride) {{",
-            "        const long long lane = at;",
-            *self.lanes.loads(2, packed=False),
-            *("        " + line for line in body),
-            *self.lanes.stores(2, packed=False),
-            "    }",
-        ]
+        lanes += self.lanes.scalar(body)
         text = "\n".join(
             [
                 *header,
