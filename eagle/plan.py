@@ -83,7 +83,7 @@ WIDE_LANES = 1 << 20
 
 #: bindings :meth:`AutoPlan.run` keeps for reuse (with the arrays they are bound to)
 _REUSED_BINDINGS = 4
-_NARROW_LANES = 2**31  # below it, a kernel's lane loops count in 32 bits (hawk.emit.cuda.emit)
+_NARROW_LANES = 2**31  # below it, lane loops may count in 32 bits (hawk.emit.cuda.emit)
 
 _SIDES = ("host", "device")
 _HOST_REASON = (
@@ -385,8 +385,11 @@ class AutoPlan:
         self, signature: tuple[str, ...], values: frozenset[str] = frozenset(), lanes: int = 0
     ) -> cuda.CudaSource:
         """The CUDA C for planes of ``signature`` over ``lanes`` lanes, the Params named in
-        ``values`` passed by value (the lane loops count in 32 bits below 2**31 lanes)."""
-        key = (signature, values, lanes < _NARROW_LANES)
+        ``values`` passed by value. Below 2**31 lanes the lane loops of a kernel whose lanes
+        run no loop of their own count in 32 bits; a looping lane keeps 64-bit counters (on
+        the H200, no faster in 32 bits, and slower at 2048**3: more registers)."""
+        looping = any(isinstance(node, ir.Loop) for node in ir.walk(self.kernel.ir))
+        key = (signature, values, lanes < _NARROW_LANES and not looping)
         sources = _cuda_sources.setdefault(self.kernel, {})
         source = sources.get(key)
         if source is None:

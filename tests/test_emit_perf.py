@@ -51,6 +51,18 @@ def test_a_narrow_kernel_counts_its_lanes_in_32_bits() -> None:
     assert all(line in narrow for line in kept)
 
 
+def test_a_lane_that_runs_a_loop_is_not_unrolled() -> None:
+    """The lane loop of a kernel whose lanes run a loop of their own (the contraction and
+    its adjoint) is not unrolled; a loop-free kernel's lane loops are, UNROLL times."""
+    for kernel in (contract32, vjp(contract32)):
+        source = _emit(kernel, narrow=True).source
+        assert "#pragma unroll 1\n    for (unsigned int at = first;" in source
+        assert f"#pragma unroll {cuda.UNROLL}\n" not in source
+    source = _emit(axpy).source
+    assert source.count(f"#pragma unroll {cuda.UNROLL}\n") == 2  # the vectorised and scalar loops
+    assert "#pragma unroll 1\n" not in source
+
+
 def test_mixed_planes_group_by_the_widest() -> None:
     emitted = cuda.emit(
         two_out.ir, {"x": "float32", "z": "float64", "y": "float32", "w": "float64"}
@@ -116,3 +128,7 @@ def test_a_plan_emits_narrow_kernels_below_2_to_the_31_lanes() -> None:
     assert "for (unsigned int at" in plan._cuda_source(signature, lanes=2**31 - 1).source
     assert "for (long long at" in plan._cuda_source(signature, lanes=2**31).source
     assert "for (unsigned int at" in plan.source("device")  # what runs below 2**31 lanes
+    # a kernel whose lanes run a loop keeps 64-bit counters at any lane count
+    looping = eagle.plan.auto(contract32)
+    signature = tuple("float32" for _ in contract32.planes)
+    assert "for (long long at" in looping._cuda_source(signature, lanes=1024).source

@@ -12,12 +12,12 @@ a pointer to the kernel's error record (``unsigned long long[8]``, zeroed,
 see :mod:`hawk.emit.checks`). Lanes are 64-bit. Thread
 ``blockIdx.x * blockDim.x + threadIdx.x`` runs that lane and then every
 ``gridDim.x * blockDim.x``-th lane after it (a grid-stride loop, unrolled
-:data:`UNROLL` times): launch ``ceil(n / block)`` blocks for one lane per
-thread, or fewer so that each thread keeps several independent loads in
-flight, which a memory-bound kernel over many lanes needs (a vectorised
-kernel: at least ``CudaSource.width`` lanes per thread, see below). Every pointer is
-``__restrict__``: eagle.plan refuses a written plane that shares memory with
-another.
+:data:`UNROLL` times, or not at all when a lane runs a loop of its own): launch
+``ceil(n / block)`` blocks for one lane per thread, or fewer so that each thread
+keeps several independent loads in flight, which a memory-bound kernel over many lanes
+needs (a vectorised kernel: at least ``CudaSource.width`` lanes per thread, see below).
+Every pointer is ``__restrict__``: eagle.plan refuses a written plane that shares memory
+with another.
 
 A kernel that reads no table and adds to no table at a lane-dependent
 address (an elementwise kernel) first runs a vectorised loop when every lane
