@@ -1,0 +1,84 @@
+"""Where ``eagle.torch``'s forward + backward host time goes, piece by piece, on a GPU.
+
+Usage: PYTHONPATH=. python benchmarks/probe_torch_backward.py    # torch with CUDA
+
+For ``y = 0.5 * x + z`` over 1,000 float32 CUDA lanes (bench_torch.py's kernel), host
+microseconds per call (median of 2,000, two passes): the whole ``f(x=x, z=z).sum().backward()``
+against torch eager and against a plain Python ``torch.autograd.Function`` doing the same
+math with torch ops (the floor any Python-level backward pays), the forward with and
+without autograd recording, and the backward's own pieces: the op's gradient call on a
+broadcast (stride-0) and on a contiguous cotangent, and the torch calls it makes
+(``zeros_like`` for the gradient it adds into, ``contiguous()`` of a broadcast). Under a
+minute.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from _timing import host_ms
+from bench_torch import LANES, scale_add
+
+import eagle.torch
+
+REPEAT = 2000
+
+
+class _Plain(torch.autograd.Function):
+    """``0.5 * x + z`` with a Python backward in torch ops."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        return 0.5 * x + z
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad * 0.5, None
+
+
+def _us(fn: Callable[[], object]) -> float:
+    torch.cuda.synchronize()
+    figure = host_ms(fn, REPEAT) * 1e3
+    torch.cuda.synchronize()
+    return figure
+
+
+def main() -> int:
+    if not torch.cuda.is_available():
+        print("probe_torch_backward needs torch with a CUDA device; none is usable here")
+        return 1
+    f = eagle.torch.function(scale_add)
+    x = torch.randn(LANES, device="cuda", requires_grad=True)
+    z = torch.randn(LANES, device="cuda")
+    v = x.detach()
+    broadcast = torch.ones((), device="cuda").expand(LANES)  # what sum().backward() hands in
+    contiguous = torch.ones(LANES, device="cuda")
+    needs = [True, False, False]  # x's gradient only (not z's, not y's initial value)
+    rows: dict[str, Callable[[], object]] = {
+        "torch eager, forward + backward": lambda: (0.5 * x + z).sum().backward(),
+        "eagle.torch, forward + backward": lambda: f(x=x, z=z).sum().backward(),
+        "autograd.Function, forward + backward": lambda: _Plain.apply(x, z).sum().backward(),
+        "sum().backward() of a leaf alone": lambda: x.sum().backward(),
+        "eagle.torch forward, not recorded": lambda: f(x=v, z=z),
+        "eagle.torch forward, recorded": lambda: f(x=x, z=z),
+        "torch eager forward, recorded": lambda: 0.5 * x + z,
+        "eagle gradients, broadcast cotangent": lambda: f._gradients(v, z, None, broadcast, needs),
+        "eagle gradients, contiguous cotangent": lambda: f._gradients(
+            v, z, None, contiguous, needs
+        ),
+        "torch.zeros_like": lambda: torch.zeros_like(v),
+        "torch.empty_like": lambda: torch.empty_like(v),
+        "contiguous() of a broadcast": lambda: broadcast.contiguous(),
+        "torch mul (the plain backward's math)": lambda: contiguous * 0.5,
+    }
+    for turn in (1, 2):
+        for name, fn in rows.items():
+            print(f"pass {turn}  {name:40s} {_us(fn):8.1f} us", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
