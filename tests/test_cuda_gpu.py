@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -83,6 +85,65 @@ def test_fill_inside_a_captured_graph(rng):
     expect[:, 8:40] = -2.0
     np.testing.assert_array_equal(out.numpy(), expect)
     graph.destroy()
+
+
+@pytest.mark.parametrize("mode", ["thread_local", "global"])
+def test_memory_freed_during_a_capture_leaves_it_valid(rng, mode):
+    """The garbage collector may free an eagle array while a capture is open: the free of
+    memory ordered on another stream runs at once without invalidating the capture, the
+    free of memory ordered on the captured stream waits for the capture to end, and the
+    graph replays correctly."""
+    stream = cuda.Stream(non_blocking=True)
+    pool = cuda.memory.default_pool(0)
+    out = arrays.asarray(rng.standard_normal(4096), device="cuda:0")
+    elsewhere = arrays.full((1 << 20,), 1.0, "float32", device="cuda:0")  # default stream
+    captured_stream = pool.allocate(1 << 20, stream)
+    captured_ptr = captured_stream.ptr
+    live = pool.live_buffers
+    with cuda.StreamCapturer(stream.ptr(), mode) as cap:
+        out.fill(1.5, stream.ptr())
+        del elsewhere, captured_stream
+        gc.collect()
+        out[1024:].fill(-2.0, stream.ptr())
+    assert pool.live_buffers == live - 2
+    assert pool._deferred == [(captured_ptr, stream)]  # freed when the capture has ended
+    captured = cap.captured
+    assert not [kind for kind in captured.node_types() if "free" in kind]
+    graph = cuda.Graph.from_captured(captured)
+    out.fill(np.nan, stream)
+    launcher = graph.launcher()
+    launcher.stream(stream.ptr())
+    launcher.launch()
+    launcher.synchronize()
+    expect = np.full(4096, 1.5)
+    expect[1024:] = -2.0
+    np.testing.assert_array_equal(out.numpy(), expect)
+    graph.destroy()
+    arrays.empty((16,), "float32", "cuda:0")  # an allocation flushes the deferred free
+    assert not pool._deferred
+
+
+def test_memory_freed_during_a_torch_capture_leaves_it_valid(rng):
+    """The same under ``torch.cuda.graph`` (global capture mode): an eagle array dropped
+    inside the capture is freed without invalidating torch's graph."""
+    torch = pytest.importorskip("torch")
+    x = torch.tensor(rng.standard_normal(4096), device="cuda")
+    dropped = arrays.full((1 << 20,), 1.0, "float32", device="cuda:0")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = x * 2.0
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        y = x * 2.0
+        del dropped
+        gc.collect()
+        y += 1.0
+    x.copy_(torch.tensor(rng.standard_normal(4096), device="cuda"))
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y, x * 2.0 + 1.0)
 
 
 def test_nvrtc_kernel_eager_and_replayed_100_times(rng):

@@ -223,6 +223,9 @@ def unraisable(monkeypatch):
     return seen
 
 
+_NOT_CAPTURING = _runtime.runtime().cudaStreamCaptureStatus.cudaStreamCaptureStatusNone
+
+
 @pytest.fixture
 def fake_runtime(monkeypatch):
     """Replace the CUDA calls of stream.py, memory.py and the finalizers with a recorder."""
@@ -233,6 +236,8 @@ def fake_runtime(monkeypatch):
         "cudaMemPoolCreate": 0x9000,
         "cudaMallocFromPoolAsync": 0xA000,
         "cudaStreamGetDevice": 0,
+        "cudaStreamIsCapturing": _NOT_CAPTURING,
+        "cudaThreadExchangeStreamCaptureMode": "the thread's mode before",
     }
 
     def fake_call(name, *args):
@@ -321,6 +326,15 @@ def test_pool_release_threshold_trim_and_buffer_free(fake_runtime, unraisable):
     del buffer
     gc.collect()
     assert ("cudaFreeAsync", (0xA000, 77)) in fake_runtime and pool.live_buffers == 0
+    # the free runs with this thread's capture mode relaxed, then restored, so that a
+    # capture in progress elsewhere (in global mode) is not invalidated by it
+    at = fake_runtime.index(("cudaFreeAsync", (0xA000, 77)))
+    relaxed = _runtime.runtime().cudaStreamCaptureMode.cudaStreamCaptureModeRelaxed
+    assert fake_runtime[at - 1] == ("cudaThreadExchangeStreamCaptureMode", (relaxed,))
+    assert fake_runtime[at + 1] == (
+        "cudaThreadExchangeStreamCaptureMode",
+        ("the thread's mode before",),
+    )
     pool.trim(1024)
     assert _names(fake_runtime)[-2:] == ["cudaDeviceSynchronize", "cudaMemPoolTrimTo"]
     assert fake_runtime[-1][1] == (0x9000, 1024)

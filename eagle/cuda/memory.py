@@ -4,7 +4,9 @@ A device :class:`~eagle.arrays.Array` owns a :class:`Buffer` allocated with
 ``cudaMallocFromPoolAsync`` on a stream and freed with ``cudaFreeAsync`` on
 that same stream when the last array using it goes away. Frees that would
 land inside an open capture are deferred until the capture ends, so a
-captured graph never gains a free node by accident.
+captured graph never gains a free node by accident; a free on a stream that
+no capture records (a buffer the garbage collector finds during someone's
+capture) runs at once, and never invalidates that capture.
 
 A pool keeps up to its release threshold (:data:`DEFAULT_RELEASE_THRESHOLD`
 unless told otherwise) of freed memory cached for reuse; beyond that, freed
@@ -122,11 +124,11 @@ class MemoryPool:
             call("cudaFree", ptr)  # its stream was destroyed by hand: free synchronously
             return
         stream_ptr = as_stream_ptr(stream)
-        if any_capture_active() and is_capturing(stream_ptr):
+        if is_capturing(stream_ptr):  # by eagle or anyone else (a torch.cuda.graph)
             with self._lock:
                 self._deferred.append((ptr, stream))
             return
-        call("cudaFreeAsync", ptr, stream_ptr)
+        _free_async(ptr, stream_ptr)
 
     def _flush_deferred(self) -> None:
         if not self._deferred or any_capture_active():
@@ -216,3 +218,16 @@ def default_pool(device: int = 0) -> MemoryPool:
             if pool is None or pool._handle is None:
                 pool = _default_pools[device] = MemoryPool(device)
     return pool
+
+
+def _free_async(ptr: int, stream_ptr: int) -> None:
+    """``cudaFreeAsync`` on a stream no capture records, with this thread's capture mode
+    relaxed for the call: CUDA counts a free as potentially unsafe, so under a capture in
+    global mode (any thread's, torch's default) or this thread's own it would invalidate
+    that capture, though the free orders nothing the capture records."""
+    modes = runtime().cudaStreamCaptureMode
+    previous = call("cudaThreadExchangeStreamCaptureMode", modes.cudaStreamCaptureModeRelaxed)
+    try:
+        call("cudaFreeAsync", ptr, stream_ptr)
+    finally:
+        call("cudaThreadExchangeStreamCaptureMode", previous)
