@@ -26,9 +26,10 @@ kernel, from the pointers): each thread takes groups of consecutive lanes
 (4 in float32, 2 when a plane is float64) and loads and stores each plane's
 group as one 16-byte (or narrower) access; the lanes after the last whole group,
 and every lane of planes that are not aligned, run the scalar loop. A kernel emitted
-``narrow`` (eagle.plan's choice below 2**31 lanes) counts both loops in 32 bits, so the
-compiler knows every lane lies below 2**32: integer division and modulo of lane-derived
-values then take the 32-bit path of ``hawk_floordiv`` / ``hawk_mod``.
+``narrow`` (eagle.plan's choice below 2**31 lanes, for lanes that run no loop of their
+own) counts both loops in 32 bits, so the compiler knows every lane lies below 2**32:
+integer division and modulo of lane-derived values then take the 32-bit path of
+``hawk_floordiv`` / ``hawk_mod``.
 
 ``Mutable[Table]`` adds are ``atomicAdd``; an add whose address is the same
 on every lane (a param's gradient) is summed across a full warp with
