@@ -388,8 +388,7 @@ class AutoPlan:
         ``values`` passed by value. Below 2**31 lanes the lane loops of a kernel whose lanes
         run no loop of their own count in 32 bits; a looping lane keeps 64-bit counters (on
         the H200, no faster in 32 bits, and slower at 2048**3: more registers)."""
-        looping = any(isinstance(node, ir.Loop) for node in ir.walk(self.kernel.ir))
-        key = (signature, values, lanes < _NARROW_LANES and not looping)
+        key = (signature, values, lanes < _NARROW_LANES and not self._loops)
         sources = _cuda_sources.setdefault(self.kernel, {})
         source = sources.get(key)
         if source is None:
@@ -397,6 +396,11 @@ class AutoPlan:
             source = cuda.emit(self.kernel.ir, dtypes, values=values, narrow=key[2])
             sources[key] = source
         return source
+
+    @functools.cached_property
+    def _loops(self) -> bool:
+        """Whether a lane of the kernel runs a loop of its own."""
+        return self.kernel.ir.loops()
 
     def _bind_host(self, checked: Planes, route: Route) -> BoundPlan:
         program = self._host_program(checked.signature)

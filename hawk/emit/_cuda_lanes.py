@@ -33,6 +33,8 @@ class Lanes:
         width: lanes per group of the vectorised loop (1: none).
         values: the Params passed by value (in the compute type), by name.
         narrow: the lane loops count in 32 bits (fewer than 2**31 lanes).
+        unroll: how many passes of a lane loop the compiler unrolls: :data:`UNROLL`, or 1
+            when a lane runs a loop of its own.
         stored: each plane a lane stores, with the name of the value it stores
             (filled as the body is emitted).
     """
@@ -52,6 +54,10 @@ class Lanes:
         self.width = width
         self.values = values
         self.narrow = narrow
+        # a lane that runs a loop of its own is not unrolled (its pass is long already, and
+        # each unrolled copy of the inner loop costs registers: on the H200 the seed
+        # contraction's adjoint at 2048**3 took 14.6 ms not unrolled against 17.8 unrolled)
+        self.unroll = 1 if kernel.loops() else UNROLL
         self.stored: list[tuple[ir.Plane, str]] = []
 
     def packed(self, body: list[str]) -> list[str]:
@@ -113,15 +119,6 @@ class Lanes:
             *self.stores(2, packed=False),
             "    }",
         ]
-
-    @property
-    def unroll(self) -> int:
-        """How many passes of a lane loop the compiler unrolls: :data:`UNROLL`, or 1 when a
-        lane runs a loop of its own (its pass is long already, and each unrolled copy of
-        the inner loop costs registers: on the H200 the seed contraction's adjoint at
-        2048**3 took 14.6 ms not unrolled against 17.8 ms unrolled)."""
-        looped = any(isinstance(node, ir.Loop) for node in ir.walk(self.kernel))
-        return 1 if looped else UNROLL
 
     @property
     def counter(self) -> str:

@@ -208,6 +208,10 @@ class KernelIR:
                 return plane
         raise KeyError(f"kernel {self.name!r} has no plane {name!r}")
 
+    def loops(self) -> bool:
+        """True when a lane runs a :class:`Loop` of its own, anywhere in the kernel."""
+        return any(isinstance(node, Loop) for node in walk(self))
+
     def lets(self) -> dict[Var, Expr]:
         """The value of every variable a :class:`Let` binds, anywhere in the kernel."""
         return {node.var: node.value for node in walk(self) if isinstance(node, Let)}
