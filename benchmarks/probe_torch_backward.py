@@ -4,17 +4,19 @@ Usage: PYTHONPATH=. python benchmarks/probe_torch_backward.py    # torch with CU
 
 For ``y = 0.5 * x + z`` over 1,000 float32 CUDA lanes (bench_torch.py's kernel), host
 microseconds per call (median of 2,000, two passes): the whole ``f(x=x, z=z).sum().backward()``
-against torch eager and against a plain Python ``torch.autograd.Function`` doing the same
-math with torch ops (the floor any Python-level backward pays), the forward with and
-without autograd recording, and the backward's own pieces: the op's gradient call on a
-broadcast (stride-0) and on a contiguous cotangent, and the torch calls it makes
-(``zeros_like`` for the gradient it adds into, ``contiguous()`` of a broadcast). Under a
-minute.
+against torch eager, against a plain Python ``torch.autograd.Function`` doing the same
+math with torch ops (the floor any Python-level backward pays) and against two halves
+(eagle's forward with torch's backward, torch's forward with eagle's gradient call); the
+forward with and without autograd recording, and the backward's own pieces: the op's
+gradient call on a broadcast (stride-0) and on a contiguous cotangent, and the torch
+calls it makes (``zeros_like``, ``contiguous()`` of a broadcast). Then the gradient
+call's own time when autograd's device thread makes it. Under a minute.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +27,35 @@ from bench_torch import LANES, scale_add
 import eagle.torch
 
 REPEAT = 2000
+
+
+_F: Any = None  # the eagle.torch Function the mixed sides below call
+
+
+class _EagleForward(torch.autograd.Function):
+    """eagle's forward (its ``_forward``) with the plain torch backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        return _F._forward(x, z, None, -1)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad * 0.5, None
+
+
+class _EagleBackward(torch.autograd.Function):
+    """torch's forward with eagle's gradient call (its ``_gradients``) as the backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, z)
+        return 0.5 * x + z
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        x, z = ctx.saved_tensors
+        return _F._gradients(x, z, None, grad, [True, False, False])[0], None
 
 
 class _Plain(torch.autograd.Function):
@@ -50,7 +81,8 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("probe_torch_backward needs torch with a CUDA device; none is usable here")
         return 1
-    f = eagle.torch.function(scale_add)
+    global _F
+    f = _F = eagle.torch.function(scale_add)
     x = torch.randn(LANES, device="cuda", requires_grad=True)
     z = torch.randn(LANES, device="cuda")
     v = x.detach()
@@ -61,9 +93,12 @@ def main() -> int:
         "torch eager, forward + backward": lambda: (0.5 * x + z).sum().backward(),
         "eagle.torch, forward + backward": lambda: f(x=x, z=z).sum().backward(),
         "autograd.Function, forward + backward": lambda: _Plain.apply(x, z).sum().backward(),
+        "eagle forward, torch backward": lambda: _EagleForward.apply(x, z).sum().backward(),
+        "torch forward, eagle backward": lambda: _EagleBackward.apply(x, z).sum().backward(),
         "sum().backward() of a leaf alone": lambda: x.sum().backward(),
         "eagle.torch forward, not recorded": lambda: f(x=v, z=z),
         "eagle.torch forward, recorded": lambda: f(x=x, z=z),
+        "eagle _forward alone": lambda: f._forward(v, z, None, -1),
         "torch eager forward, recorded": lambda: 0.5 * x + z,
         "eagle gradients, broadcast cotangent": lambda: f._gradients(v, z, None, broadcast, needs),
         "eagle gradients, contiguous cotangent": lambda: f._gradients(
@@ -77,7 +112,29 @@ def main() -> int:
     for turn in (1, 2):
         for name, fn in rows.items():
             print(f"pass {turn}  {name:40s} {_us(fn):8.1f} us", flush=True)
+    _inside_engine(f, x, z)
     return 0
+
+
+def _inside_engine(f: Any, x: torch.Tensor, z: torch.Tensor) -> None:
+    """The op's gradient call as autograd's device thread makes it: its mean wall time
+    per call, measured around the call inside the backward."""
+    original = f._gradients
+    spent = [0.0, 0]
+
+    def timed(*args: Any) -> Any:
+        start = time.perf_counter()
+        result = original(*args)
+        spent[0] += time.perf_counter() - start
+        spent[1] += 1
+        return result
+
+    f._gradients = timed
+    try:
+        _us(lambda: f(x=x, z=z).sum().backward())
+    finally:
+        del f._gradients
+    print(f"gradient call inside autograd's thread: {spent[0] / spent[1] * 1e6:8.1f} us mean")
 
 
 if __name__ == "__main__":

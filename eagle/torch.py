@@ -150,7 +150,13 @@ class Function:
         )
         self._forward_names = (*self._input_names, *(p.name for p in self._outputs))
         self._forward_runner = _Runner(self.plan)
-        self._backward_runners: dict[tuple[bool, ...], _Runner] = {}
+        self._backward_runners: dict[tuple, _Runner] = {}
+        self._adjoint_route: dict[tuple[str, torch.dtype], bool] = {}
+        # which differentiable slots have per-lane gradients (an adjoint can write those)
+        self._lane_gradient = (
+            *(p.kind == "input" for p in self._inputs),
+            *(True for _ in self._initials),
+        )
         name = f"{kernel.name}_{contraction}_{next(_op_names)}"
         self.op = self._register_forward(name)
         self.backward_op = self._register_backward(f"{name}_backward")
@@ -354,6 +360,11 @@ class Function:
         values, initials, rest = self._split(args)
         *cotangents, needs = rest
         device = values[0].device if values else rest[0].device
+        dtype = torch.float64 if any(v.dtype == torch.float64 for v in values) else torch.float32
+        # An adjoint that runs its own loop is specialised for a fresh call: it writes the
+        # lane gradients (no zeroing first) and reads a broadcast cotangent (the gradient
+        # of a sum) as its one element (no copy). The GEMM route adds into zeroed planes.
+        fresh = self._adjoint_loops(device, dtype)
         names: list[str] = []
         tensors: list[Any] = []
         for plane, value in zip(self._inputs, values, strict=True):
@@ -366,9 +377,15 @@ class Function:
                 bar = cotangents[self._outputs.index(plane)]
                 names.append(plane.name)
                 tensors.append(torch.zeros_like(bar) if start is None else start.contiguous())
+        broadcast = []
         for plane, bar in zip(self._outputs, cotangents, strict=True):
             names.append(f"{plane.name}_bar")
-            tensors.append(bar.contiguous())
+            # (the adjoint needs a lane plane left to count its lanes: a Scalar input)
+            if fresh and self._lane_slots and plane.kind == "output" and bar.stride(0) == 0:
+                broadcast.append(plane.name)
+                tensors.append(bar[:1])
+            else:
+                tensors.append(bar.contiguous())
         results = []
         for slot, need in enumerate(needs):
             if not need:
@@ -382,16 +399,39 @@ class Function:
                     "gradient; pass False there"
                 )
             like = self._grad_like(slot, values, initials, rest)
-            gradient = torch.zeros_like(like, memory_format=torch.contiguous_format)
+            written = fresh and self._lane_gradient[slot]
+            make = torch.empty_like if written else torch.zeros_like
+            gradient = make(like, memory_format=torch.contiguous_format)
             names.append(name)
             tensors.append(gradient)
             results.append(gradient)
-        key = tuple(needs)
+        key = (tuple(needs), fresh, tuple(broadcast))
         runner = self._backward_runners.get(key)
         if runner is None:
-            runner = self._backward_runners[key] = _Runner(self.adjoint)
+            runner = self._backward_runners[key] = self._backward_runner(needs, fresh, broadcast)
         runner.run(tuple(names), tensors, device)
         return tuple(results)
+
+    def _adjoint_loops(self, device: torch.device, dtype: torch.dtype) -> bool:
+        """True when the adjoint over tensors of ``dtype`` on ``device`` runs its own loop."""
+        key = (device.type, dtype)
+        loops = self._adjoint_route.get(key)
+        if loops is None:
+            side = "device" if device.type == "cuda" else "host"
+            name = "float64" if dtype == torch.float64 else "float32"
+            loops = self._adjoint_route[key] = self.adjoint.route(side, name) == "loop"
+        return loops
+
+    def _backward_runner(self, needs: Sequence[bool], fresh: bool, broadcast: list[str]) -> _Runner:
+        """The runner of the adjoint for these needs: ``eagle.diff.reverse``'s (which
+        adds into the gradients) or, for a fresh call, the adjoint kernel that writes
+        them, with ``broadcast`` outputs' cotangents read as one element."""
+        if not fresh:
+            return _Runner(self.adjoint)
+        names = self._input_names + self._initial_names
+        wrt = [names[slot] for slot, need in enumerate(needs) if need]
+        kernel = hawk.diff.vjp(self.kernel, wrt, lane_gradients="store", broadcast=broadcast)
+        return _Runner(eagle.plan.auto(kernel, contraction="loop"))
 
 
 def _custom_op(name: str, function: Any, schema: str, fake: Any) -> Any:

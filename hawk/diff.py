@@ -17,6 +17,16 @@ the same emitters and plans (``eagle.plan.auto(vjp(kernel))``, or
   input, its value before the launch: its gradient plane is ``<y>_in_bar``,
   and the adjoint takes that value as plane ``<y>`` only when it needs it.
 
+Two options of :func:`vjp` serve a caller that makes fresh gradient planes
+for every call (as a framework's backward does): ``lane_gradients="store"``
+writes the per-lane gradient planes (``<x>_bar`` of a ``Scalar``,
+``<y>_in_bar``) instead of adding into them — every lane writes its own,
+zero where nothing depends on it, so they need no zeroing first; param and
+table gradients, which several lanes reach, are still added into. And
+``broadcast=("y",)`` takes the cotangent of output ``y`` as one value shared
+by every lane (the gradient of ``y.sum()``): its plane ``y_bar`` is a
+``Param`` instead of a ``Scalar``.
+
 The gradient of a ``Mutable[Table]``'s initial value is its cotangent itself
 (adds pass it through), so it has no plane.
 
@@ -68,6 +78,8 @@ __all__ = ["AdjointKernel", "cotangent_planes", "gradient_planes", "vjp"]
 INITIAL_BAR = "_in_bar"
 #: the axis of a param's one-element gradient plane
 PARAM_AXIS = "element"
+#: what the adjoint does with the per-lane gradient planes: add into them, or write them
+LANE_GRADIENTS = ("add", "store")
 
 # the primal planes the adjoint takes as they are
 _GIVEN = (PlaneKind.INPUT, PlaneKind.PARAM, PlaneKind.TABLE)
@@ -139,7 +151,13 @@ def cotangent_planes(kernel: Kernel) -> dict[str, str]:
     }
 
 
-def vjp(kernel: Kernel, wrt: Iterable[str] | None = None) -> AdjointKernel:
+def vjp(
+    kernel: Kernel,
+    wrt: Iterable[str] | None = None,
+    *,
+    lane_gradients: str = "add",
+    broadcast: Iterable[str] = (),
+) -> AdjointKernel:
     """The reverse-mode (vector-Jacobian product) kernel of ``kernel``.
 
     Args:
@@ -147,6 +165,13 @@ def vjp(kernel: Kernel, wrt: Iterable[str] | None = None) -> AdjointKernel:
         wrt: the primal planes to take the gradient with respect to (names
             from :func:`gradient_planes`); None for all of them. Only these
             gradients are computed, and only their planes are taken.
+        lane_gradients: ``"add"`` (the adjoint adds into every gradient
+            plane) or ``"store"`` (it writes the per-lane ones, ``<x>_bar``
+            of a ``Scalar`` and ``<y>_in_bar``, whatever they held; param and
+            table gradients are still added into).
+        broadcast: outputs (``Mutable[Scalar]`` planes) whose cotangent is one
+            value for every lane: their cotangent plane is a one-element
+            ``Param``.
 
     Returns:
         The adjoint kernel (the same object for the same request), whose
@@ -158,14 +183,23 @@ def vjp(kernel: Kernel, wrt: Iterable[str] | None = None) -> AdjointKernel:
             a plane of ``kernel`` is named like one of the adjoint's; or the
             gradient passes through an address computed with ``int()`` of
             differentiated data.
+        ValueError: ``lane_gradients`` is not ``"add"`` or ``"store"``;
+            ``broadcast`` names a plane that is not a ``Mutable[Scalar]``, or
+            leaves the adjoint no lane plane (a kernel whose only lane planes
+            are the outputs broadcast).
     """
     candidates = gradient_planes(kernel)
     names = tuple(candidates) if wrt is None else _check_wrt(kernel, wrt, candidates)
-    adjoint = kernel._adjoints.get(names)
+    if lane_gradients not in LANE_GRADIENTS:
+        raise ValueError(f"lane_gradients must be one of {LANE_GRADIENTS}, not {lane_gradients!r}")
+    shared = _check_broadcast(kernel, broadcast)
+    key = (names, lane_gradients, shared)
+    adjoint = kernel._adjoints.get(key)
     if not isinstance(adjoint, AdjointKernel):
         cotangents = cotangent_planes(kernel)
-        adjoint_ir = _build(kernel.ir, names, cotangents)
-        adjoint = kernel._adjoints[names] = AdjointKernel(kernel, names, cotangents, adjoint_ir)
+        adjoint_ir = _build(kernel.ir, names, cotangents, lane_gradients == "store", shared)
+        adjoint = AdjointKernel(kernel, names, cotangents, adjoint_ir)
+        kernel._adjoints[key] = adjoint
     return adjoint
 
 
@@ -198,6 +232,19 @@ def _check_wrt(kernel: Kernel, wrt: Iterable[str], candidates: dict[str, str]) -
     return tuple(name for name in candidates if name in wanted)
 
 
+def _check_broadcast(kernel: Kernel, broadcast: Iterable[str]) -> tuple[str, ...]:
+    """The outputs named in ``broadcast``, in declaration order."""
+    wanted = {broadcast} if isinstance(broadcast, str) else set(broadcast)
+    scalars = [p.name for p in kernel.planes if p.kind == PlaneKind.OUTPUT]
+    for name in wanted:
+        if name not in scalars:
+            raise ValueError(
+                f"broadcast names {name!r}, which is not a Mutable[Scalar] plane of kernel "
+                f"{kernel.name!r}; name some of: {', '.join(scalars) or 'none'}"
+            )
+    return tuple(name for name in scalars if name in wanted)
+
+
 def _read_first(kernel_ir: ir.KernelIR) -> set[ir.Plane]:
     return {
         node.plane
@@ -209,7 +256,13 @@ def _read_first(kernel_ir: ir.KernelIR) -> set[ir.Plane]:
 # -- building the adjoint ----------------------------------------------------------------
 
 
-def _build(primal: ir.KernelIR, wrt: tuple[str, ...], cotangents: dict[str, str]) -> ir.KernelIR:
+def _build(
+    primal: ir.KernelIR,
+    wrt: tuple[str, ...],
+    cotangents: dict[str, str],
+    store: bool,
+    broadcast: tuple[str, ...],
+) -> ir.KernelIR:
     namer = GradientNamer()
     body = flatten(primal.body, namer)
     # an output's Load is its value before the launch: an input of the adjoint
@@ -218,11 +271,7 @@ def _build(primal: ir.KernelIR, wrt: tuple[str, ...], cotangents: dict[str, str]
         for p in primal.planes
     }
     cotangent = {
-        p: ir.Plane(
-            cotangents[p.name],
-            PlaneKind.INPUT if p.kind == PlaneKind.OUTPUT else PlaneKind.TABLE,
-            p.axes,
-        )
+        p: ir.Plane(cotangents[p.name], _cotangent_kind(p, broadcast), p.axes)
         for p in primal.planes
         if p.name in cotangents
     }
@@ -238,7 +287,11 @@ def _build(primal: ir.KernelIR, wrt: tuple[str, ...], cotangents: dict[str, str]
         if plane.kind == PlaneKind.PARAM and plane in grads:
             builder.emit(ir.Accumulate(target, (ir.Const(0),), grads[plane]))
     for plane, target in gradient.items():
-        if plane.is_lane and plane in grads:
+        if not plane.is_lane:
+            continue
+        if store:  # every lane writes its gradient, zero where nothing depends on the plane
+            builder.emit(ir.Store(target, grads.get(plane, ir.Const(0.0))))
+        elif plane in grads:
             builder.emit(ir.Store(target, ir.Binary("+", ir.Load(target), grads[plane])))
     adjoint_body = prune(builder.out, set())
     used = {node.plane for s in adjoint_body for node in ir.walk(s) if isinstance(node, ir.Load)}
@@ -246,7 +299,18 @@ def _build(primal: ir.KernelIR, wrt: tuple[str, ...], cotangents: dict[str, str]
     planes += [cotangent[p] for p in primal.planes if p in cotangent]
     planes += [gradient[p] for p in primal.planes if p in gradient]
     _check_names(primal, planes)
+    if broadcast and not any(p.is_lane for p in planes):
+        raise ValueError(
+            f"broadcast={broadcast} leaves the adjoint of kernel {primal.name!r} no lane plane "
+            "to count its lanes by; pass its cotangent as one value per lane instead"
+        )
     return ir.KernelIR(primal.name + "_vjp", tuple(planes), adjoint_body)
+
+
+def _cotangent_kind(plane: ir.Plane, broadcast: tuple[str, ...]) -> PlaneKind:
+    if plane.kind == PlaneKind.ACCUMULATOR:
+        return PlaneKind.TABLE
+    return PlaneKind.PARAM if plane.name in broadcast else PlaneKind.INPUT
 
 
 def _gradient_plane(plane: ir.Plane) -> ir.Plane:

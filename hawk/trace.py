@@ -45,9 +45,9 @@ class Kernel:
         self.planes = kernel_ir.planes
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
-        # what hawk.diff derived from this kernel, by the planes it differentiates: kept
-        # here (an adjoint refers to its primal) so that both go with the kernel
-        self._adjoints: dict[tuple[str, ...], Kernel] = {}
+        # what hawk.diff derived from this kernel, by the planes it differentiates and
+        # its options: kept here (an adjoint refers to its primal) so both go with the kernel
+        self._adjoints: dict[tuple[Any, ...], Kernel] = {}
 
     def __repr__(self) -> str:
         return f"<hawk kernel {self.name}({', '.join(p.name for p in self.planes)})>"

@@ -343,6 +343,33 @@ def _loop_branch_ref(p):
     return {"y": best + arg + values[0].astype(np.float64) + s}
 
 
+# -- 10. a loop carry that starts uniform and varies after one step, added to a table ------
+
+KM = 4
+
+
+@hawk.kernel
+def moments(x: hawk.Scalar, a: hawk.Param, m: hawk.Mutable[hawk.Table["power":KM]]):
+    """m[k] += the sum over lanes of a * x**k (the carry is a on every lane at k = 0)."""
+    term = a
+    for k in range(KM):
+        m.add(power=k, value=term)
+        term = term * x
+
+
+def _moments_make(rng, dtype):
+    return {
+        "x": rng.uniform(-1, 1, 300).astype(dtype),
+        "a": np.array([1.5], dtype),
+        "m": _normal(rng, KM, dtype),
+    }
+
+
+def _moments_ref(p):
+    x, a = p["x"].astype(np.float64), float(p["a"][0])
+    return {"m": p["m"].astype(np.float64) + [a * np.sum(x**k) for k in range(KM)]}
+
+
 CASES = [
     Case("saxpy", saxpy, _saxpy_make, _saxpy_ref, read_first=("y",)),
     Case("contract", contract, _contract_make, _contract_ref),
@@ -353,6 +380,7 @@ CASES = [
     Case("intops", intops, _intops_make, _intops_ref),
     Case("histogram", histogram, _histogram_make, _histogram_ref, read_first=("counts", "stats")),
     Case("loop_branch", loop_branch, _loop_branch_make, _loop_branch_ref),
+    Case("moments", moments, _moments_make, _moments_ref, read_first=("m",)),
 ]
 
 #: relative tolerance of a result against the float64 reference, per dtype

@@ -46,6 +46,11 @@ def binned(x: hawk.Scalar, h: hawk.Mutable[hawk.Table["bin":4]]):
 
 
 @hawk.kernel
+def doubled(x: hawk.Scalar, z: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = 2.0 * x
+
+
+@hawk.kernel
 def clash(x: hawk.Scalar, x_bar: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
     y = x * x_bar
 
@@ -401,13 +406,92 @@ def test_the_adjoint_routes_where_its_primal_does() -> None:
         adjoint.route("gpu")
 
 
+# -- an adjoint for a fresh call: lane gradients stored, broadcast cotangents ---------------
+
+
+def _fresh_gradients(case: Case, planes, cotangents, broadcast=()) -> dict[str, np.ndarray]:
+    """The gradients of the adjoint that stores its lane gradients (they start as NaN;
+    param and table gradients start at zero), with ``broadcast`` outputs' cotangents
+    given as their first element."""
+    kernel = case.kernel
+    adjoint = hawk.diff.vjp(kernel, lane_gradients="store", broadcast=broadcast)
+    given = {p.name: planes[p.name].copy() for p in adjoint.planes if p.name in planes}
+    for out, cotangent in adjoint.cotangents.items():
+        given[cotangent] = cotangents[out][:1].copy() if out in broadcast else cotangents[out]
+    lane = {p.name for p in kernel.planes if p.is_lane}
+    for name, gradient in adjoint.gradients.items():
+        fill = np.nan if name in lane else 0.0
+        given[gradient] = np.full(planes[name].shape, fill, planes[name].dtype)
+    eagle.plan.auto(adjoint, contraction="loop").run(**given)
+    return {name: given[gradient] for name, gradient in adjoint.gradients.items()}
+
+
+@pytest.mark.parametrize("case", ALL, ids=[c.name for c in ALL])
+def test_an_adjoint_that_stores_lane_gradients_agrees_with_one_that_adds(case: Case) -> None:
+    rng = np.random.default_rng(11)
+    planes = _fd_planes(case, rng)
+    cotangents = random_cotangents(case.kernel, planes, rng)
+    added = _gradients(case.kernel, planes, cotangents, rng)
+    stored = _fresh_gradients(case, planes, cotangents)
+    assert list(stored) == list(added)
+    for name, gradient in stored.items():
+        assert np.all(np.isfinite(gradient)), name  # every lane wrote its gradient
+        assert _close(gradient, added[name], 1e-12), (name, gradient, added[name])
+
+
+@pytest.mark.parametrize("case", ALL, ids=[c.name for c in ALL])
+def test_a_broadcast_cotangent_is_one_value_for_every_lane(case: Case) -> None:
+    outputs = [p.name for p in case.kernel.planes if p.kind == "output"]
+    if not any(p.kind == "input" for p in case.kernel.planes):
+        with pytest.raises(ValueError, match="no lane plane to count its lanes by"):
+            hawk.diff.vjp(case.kernel, broadcast=outputs)
+        return
+    rng = np.random.default_rng(12)
+    planes = _fd_planes(case, rng)
+    cotangents = random_cotangents(case.kernel, planes, rng)
+    for out in outputs:  # the gradient of sum(c * out): the same value on every lane
+        cotangents[out] = np.full_like(cotangents[out], rng.standard_normal())
+    added = _gradients(case.kernel, planes, cotangents, rng)
+    shared = _fresh_gradients(case, planes, cotangents, broadcast=tuple(outputs))
+    for name, gradient in shared.items():
+        assert _close(gradient, added[name], 1e-12), (name, gradient, added[name])
+
+
+def test_a_lane_gradient_nothing_depends_on_is_stored_as_zero(rng: np.random.Generator) -> None:
+    adjoint = hawk.diff.vjp(doubled, lane_gradients="store", broadcast="y")
+    x, z = rng.standard_normal(20), rng.standard_normal(20)
+    x_bar, z_bar = np.full(20, np.nan), np.full(20, np.nan)
+    eagle.plan.auto(adjoint).run(x=x, z=z, y_bar=np.array([3.0]), x_bar=x_bar, z_bar=z_bar)
+    assert np.array_equal(x_bar, np.full(20, 6.0))
+    assert np.array_equal(z_bar, np.zeros(20))
+
+
+def test_vjp_options_are_checked_and_cached() -> None:
+    store = hawk.diff.vjp(saxpy, lane_gradients="store", broadcast="y")
+    assert store is hawk.diff.vjp(saxpy, lane_gradients="store", broadcast=["y"])
+    assert store is not hawk.diff.vjp(saxpy, lane_gradients="store")
+    assert store is not hawk.diff.vjp(saxpy)
+    assert {p.name: p.kind for p in store.planes}["y_bar"] == "param"
+    assert {p.name: p.kind for p in hawk.diff.vjp(saxpy).planes}["y_bar"] == "input"
+    with pytest.raises(ValueError, match=r"lane_gradients must be one of \('add', 'store'\)"):
+        hawk.diff.vjp(saxpy, lane_gradients="write")
+    with pytest.raises(ValueError, match="broadcast names 'x', which is not a Mutable"):
+        hawk.diff.vjp(saxpy, broadcast=["x"])
+    with pytest.raises(ValueError, match="broadcast names 'h', which is not a Mutable"):
+        hawk.diff.vjp(binned, broadcast=["h"])
+
+
 # -- the device source ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("case", ALL, ids=[c.name for c in ALL])
-def test_every_adjoint_compiles_for_sm90(case: Case, dtype: str) -> None:
-    adjoint = hawk.diff.vjp(case.kernel)
+@pytest.mark.parametrize("store", [False, True], ids=["add", "store"])
+def test_every_adjoint_compiles_for_sm90(case: Case, dtype: str, store: bool) -> None:
+    lanes_left = any(p.kind == "input" for p in case.kernel.planes)
+    outputs = [p.name for p in case.kernel.planes if p.kind == "output" and store and lanes_left]
+    lane_gradients = "store" if store else "add"
+    adjoint = hawk.diff.vjp(case.kernel, lane_gradients=lane_gradients, broadcast=outputs)
     emitted = cuda.emit(adjoint.ir, {p.name: dtype for p in adjoint.planes})
     assert compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
 
