@@ -30,6 +30,11 @@ def scale_add(x: hawk.Scalar, z: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
 
 
 @hawk.kernel
+def first_only(x: hawk.Scalar, z: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = x  # z has a gradient plane, and nothing depends on it
+
+
+@hawk.kernel
 def affine(x: hawk.Scalar, a: hawk.Param, b: hawk.Param, y: hawk.Mutable[hawk.Scalar]):
     y = a * x + b
 

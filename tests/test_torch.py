@@ -53,6 +53,40 @@ def test_contraction_gradcheck_on_both_routes(contraction):
     assert torch.autograd.gradcheck(lambda w, f_: f(w=w, f=f_), (planes["w"], planes["f"]))
 
 
+@pytest.mark.parametrize("kernel", GRADCHECKED, ids=lambda kernel: kernel.name)
+def test_the_gradient_of_a_sum_matches_torch(kernel):
+    """``out.sum()`` hands the backward a broadcast (stride-0) cotangent, which the loop
+    adjoint reads as one element, writing its lane gradients into uninitialised tensors."""
+    planes = k.inputs(kernel, torch.float64, "cpu")
+    got = eagle.torch.function(kernel)(**planes)
+    got = got if isinstance(got, tuple) else (got,)
+    sum(3.0 * out.sum() for out in got).backward()
+    grads = {name: value.grad for name, value in planes.items()}
+    for value in planes.values():
+        value.grad = None
+    want = k.REFERENCES[kernel](**planes)
+    want = want if isinstance(want, tuple) else (want,)
+    sum(3.0 * out.sum() for out in want).backward()
+    for name, value in planes.items():
+        torch.testing.assert_close(grads[name], value.grad, msg=name)
+
+
+def test_a_broadcast_cotangent_is_read_in_place_and_unused_inputs_get_zeros():
+    f = eagle.torch.function(k.scale_add)
+    f._backward_runners.clear()  # (the function is shared with the other tests)
+    x, z = (torch.randn(1000, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    f(x=x, z=z).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full_like(x, 0.5))
+    torch.testing.assert_close(z.grad, torch.ones_like(z))
+    (key,) = f._backward_runners
+    assert key == ((True, True, False), True, ("y",))  # a fresh call, y's cotangent broadcast
+    g = eagle.torch.function(k.first_only)
+    x.grad = z.grad = None
+    (2.0 * g(x=x, z=z)).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full_like(x, 2.0))
+    assert torch.equal(z.grad, torch.zeros_like(z))  # written by every lane, not left as is
+
+
 def test_gradients_only_for_inputs_that_require_them():
     f = eagle.torch.function(k.contract)
     w = torch.randn(k.R, k.U, dtype=torch.float64, requires_grad=True)

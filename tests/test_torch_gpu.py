@@ -39,6 +39,26 @@ def test_gradcheck_on_the_device(kernel):
     )
 
 
+@pytest.mark.parametrize("kernel", GRADCHECKED, ids=lambda kernel: kernel.name)
+def test_the_gradient_of_a_sum_matches_torch_on_the_device(kernel):
+    """A broadcast (stride-0) cotangent, read as one element by the loop adjoint, which
+    writes its lane gradients into uninitialised tensors (poisoned here first)."""
+    planes = k.inputs(kernel, torch.float64, "cuda", lanes=3000)
+    f = eagle.torch.function(kernel)
+    poison = torch.full((3000,), float("nan"), dtype=torch.float64, device="cuda")
+    del poison  # its block goes back to torch's cache: the next empty() can take it
+    got = f(**planes)
+    got = got if isinstance(got, tuple) else (got,)
+    sum(3.0 * out.sum() for out in got).backward()
+    grads = {name: value.grad for name, value in planes.items()}
+    reference = {name: t.detach().clone().requires_grad_() for name, t in planes.items()}
+    want = k.REFERENCES[kernel](**reference)
+    want = want if isinstance(want, tuple) else (want,)
+    sum(3.0 * out.sum() for out in want).backward()
+    for name, value in reference.items():
+        assert _relative_error(grads[name], value.grad) < 1e-12, name
+
+
 @pytest.mark.parametrize("contraction", ["loop", "gemm"])
 def test_contraction_gradcheck_in_float64_on_either_route(contraction):
     f = eagle.torch.function(k.contract, contraction=contraction)
