@@ -10,12 +10,15 @@ math with torch ops (the floor any Python-level backward pays) and against two h
 forward with and without autograd recording, and the backward's own pieces: the op's
 gradient call on a broadcast (stride-0) and on a contiguous cotangent, and the torch
 calls it makes (``zeros_like``, ``contiguous()`` of a broadcast). Then the gradient
-call's own time when autograd's device thread makes it. Under a minute.
+call and the calls below it timed in the main thread and in autograd's device thread.
+Under a minute.
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -117,24 +120,52 @@ def main() -> int:
 
 
 def _inside_engine(f: Any, x: torch.Tensor, z: torch.Tensor) -> None:
-    """The op's gradient call as autograd's device thread makes it: its mean wall time
-    per call, measured around the call inside the backward."""
-    original = f._gradients
-    spent = [0.0, 0]
+    """The gradient call and the calls below it, timed where they run: called directly
+    (the main thread) and by autograd's device thread during ``backward()``. Prints, per
+    thread, each function's median microseconds and calls per step."""
+    import eagle._bound
+    import eagle.cuda._runtime
+    import eagle.cuda.module
+    import eagle.torch as et
 
-    def timed(*args: Any) -> Any:
-        start = time.perf_counter()
-        result = original(*args)
-        spent[0] += time.perf_counter() - start
-        spent[1] += 1
-        return result
+    timed: dict[tuple[str, str], list[float]] = {}
+    main = threading.get_ident()
 
-    f._gradients = timed
+    def wrap(owner: Any, name: str, label: str) -> Callable[[], None]:
+        original = getattr(owner, name)
+
+        def timed_call(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                where = "main" if threading.get_ident() == main else "autograd"
+                timed.setdefault((label, where), []).append(time.perf_counter() - start)
+
+        setattr(owner, name, timed_call)
+        return lambda: setattr(owner, name, original)
+
+    v, bar = x.detach(), torch.ones((), device="cuda").expand(x.numel())
+    needs = [True, False, False]
+    undo = [
+        wrap(f, "_gradients", "Function._gradients"),
+        wrap(et._Runner, "run", "_Runner.run"),
+        wrap(eagle._bound.Bound, "launch", "Bound.launch"),
+        wrap(eagle.cuda.module.Kernel, "launch", "Kernel.launch"),
+        wrap(eagle.cuda._runtime, "_invoke", "checked CUDA call"),
+        wrap(torch, "empty_like", "torch.empty_like"),
+    ]
     try:
+        _us(lambda: f._gradients(v, z, None, bar, needs))
         _us(lambda: f(x=x, z=z).sum().backward())
     finally:
+        for restore in reversed(undo):
+            restore()
         del f._gradients
-    print(f"gradient call inside autograd's thread: {spent[0] / spent[1] * 1e6:8.1f} us mean")
+    steps = REPEAT + 1
+    for (label, where), times in sorted(timed.items(), key=lambda item: item[0][::-1]):
+        median = statistics.median(times) * 1e6
+        print(f"{where:8s} {label:22s} {median:8.1f} us median, {len(times) / steps:.1f} per step")
 
 
 if __name__ == "__main__":
