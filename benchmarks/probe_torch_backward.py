@@ -48,7 +48,7 @@ class _EagleForward(torch.autograd.Function):
 
 
 class _EagleBackward(torch.autograd.Function):
-    """torch's forward with eagle's gradient call (its ``_gradients``) as the backward."""
+    """torch's forward with eagle's gradient call (its ``_computed_gradients``) as the backward."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
@@ -58,7 +58,7 @@ class _EagleBackward(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         x, z = ctx.saved_tensors
-        return _F._gradients(x, z, None, grad, [True, False, False])[0], None
+        return _F._computed_gradients((x, z), (None,), (grad,), (True, False, False))[0], None
 
 
 class _Plain(torch.autograd.Function):
@@ -103,9 +103,11 @@ def main() -> int:
         "eagle.torch forward, recorded": lambda: f(x=x, z=z),
         "eagle _forward alone": lambda: f._forward(v, z, None, -1),
         "torch eager forward, recorded": lambda: 0.5 * x + z,
-        "eagle gradients, broadcast cotangent": lambda: f._gradients(v, z, None, broadcast, needs),
-        "eagle gradients, contiguous cotangent": lambda: f._gradients(
-            v, z, None, contiguous, needs
+        "eagle gradients, broadcast cotangent": lambda: f._computed_gradients(
+            (v, z), (None,), (broadcast,), needs
+        ),
+        "eagle gradients, contiguous cotangent": lambda: f._computed_gradients(
+            (v, z), (None,), (contiguous,), needs
         ),
         "torch.zeros_like": lambda: torch.zeros_like(v),
         "torch.empty_like": lambda: torch.empty_like(v),
@@ -148,7 +150,7 @@ def _inside_engine(f: Any, x: torch.Tensor, z: torch.Tensor) -> None:
     v, bar = x.detach(), torch.ones((), device="cuda").expand(x.numel())
     needs = [True, False, False]
     undo = [
-        wrap(f, "_gradients", "Function._gradients"),
+        wrap(f, "_computed_gradients", "gradient call"),
         wrap(et._Runner, "run", "_Runner.run"),
         wrap(eagle._bound.Bound, "launch", "Bound.launch"),
         wrap(eagle.cuda.module.Kernel, "launch", "Kernel.launch"),
@@ -156,12 +158,12 @@ def _inside_engine(f: Any, x: torch.Tensor, z: torch.Tensor) -> None:
         wrap(torch, "empty_like", "torch.empty_like"),
     ]
     try:
-        _us(lambda: f._gradients(v, z, None, bar, needs))
+        _us(lambda: f._computed_gradients((v, z), (None,), (bar,), needs))
         _us(lambda: f(x=x, z=z).sum().backward())
     finally:
         for restore in reversed(undo):
             restore()
-        del f._gradients
+        del f._computed_gradients
     steps = REPEAT + 1
     for (label, where), times in sorted(timed.items(), key=lambda item: item[0][::-1]):
         median = statistics.median(times) * 1e6

@@ -305,7 +305,7 @@ class Function:
                     count, dtype=dtype, device=device
                 )
             outputs.append(out)
-        tensors = [*(v.contiguous() for v in values), *outputs]
+        tensors = [*map(_contiguous, values), *outputs]
         self._forward_runner.run(self._forward_names, tensors, device)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
@@ -345,7 +345,7 @@ class Function:
         )
 
     def _grad_like(
-        self, slot: int, values: Sequence[Any], initials: Sequence[Any], rest: Sequence[Any]
+        self, slot: int, values: Sequence[Any], initials: Sequence[Any], cotangents: Sequence[Any]
     ) -> Any:
         """The tensor the gradient of differentiable slot ``slot`` is shaped like."""
         if slot < len(values):
@@ -354,12 +354,25 @@ class Function:
         if initials[position] is not None:
             return initials[position]
         output = self._outputs.index(self._initials[position])
-        return rest[output]  # its cotangent, when no initial value was given
+        return cotangents[output]  # its cotangent, when no initial value was given
 
     def _gradients(self, *args: Any) -> tuple[Any, ...]:
+        """The backward op: a tensor per differentiable slot (empty where not needed)."""
         values, initials, rest = self._split(args)
         *cotangents, needs = rest
-        device = values[0].device if values else rest[0].device
+        computed = self._computed_gradients(values, initials, cotangents, needs)
+        return tuple(values[0].new_empty(0) if g is None else g for g in computed)
+
+    def _computed_gradients(
+        self,
+        values: Sequence[Any],
+        initials: Sequence[Any],
+        cotangents: Sequence[Any],
+        needs: Sequence[bool],
+    ) -> list[Any]:
+        """The gradient of each differentiable slot that ``needs`` asks for (None for the
+        others), made by one launch of the adjoint."""
+        device = values[0].device if values else cotangents[0].device
         dtype = torch.float64 if any(v.dtype == torch.float64 for v in values) else torch.float32
         # An adjoint that runs its own loop is specialised for a fresh call: it writes the
         # lane gradients (no zeroing first) and reads a broadcast cotangent (the gradient
@@ -369,27 +382,27 @@ class Function:
         tensors: list[Any] = []
         for plane, value in zip(self._inputs, values, strict=True):
             names.append(plane.name)
-            tensors.append(value.contiguous())
+            tensors.append(_contiguous(value))
         for plane, start, read_first in zip(
             self._initials, initials, self._read_first, strict=True
         ):
             if read_first:
                 bar = cotangents[self._outputs.index(plane)]
                 names.append(plane.name)
-                tensors.append(torch.zeros_like(bar) if start is None else start.contiguous())
+                tensors.append(torch.zeros_like(bar) if start is None else _contiguous(start))
         broadcast = []
         for plane, bar in zip(self._outputs, cotangents, strict=True):
             names.append(f"{plane.name}_bar")
             # (the adjoint needs a lane plane left to count its lanes: a Scalar input)
             if fresh and self._lane_slots and plane.kind == "output" and bar.stride(0) == 0:
-                broadcast.append(plane.name)
-                tensors.append(bar[:1])
+                broadcast.append(plane.name)  # the runner reads it as its one element
+                tensors.append(bar)
             else:
-                tensors.append(bar.contiguous())
-        results = []
+                tensors.append(_contiguous(bar))
+        results: list[Any] = []
         for slot, need in enumerate(needs):
             if not need:
-                results.append(values[0].new_empty(0))
+                results.append(None)
                 continue
             name = self._gradient_names[slot]
             if name is None:
@@ -398,7 +411,7 @@ class Function:
                     f"output {self._initial_names[slot - len(values)]!r}, so it has no "
                     "gradient; pass False there"
                 )
-            like = self._grad_like(slot, values, initials, rest)
+            like = self._grad_like(slot, values, initials, cotangents)
             written = fresh and self._lane_gradient[slot]
             make = torch.empty_like if written else torch.zeros_like
             gradient = make(like, memory_format=torch.contiguous_format)
@@ -410,7 +423,7 @@ class Function:
         if runner is None:
             runner = self._backward_runners[key] = self._backward_runner(needs, fresh, broadcast)
         runner.run(tuple(names), tensors, device)
-        return tuple(results)
+        return results
 
     def _adjoint_loops(self, device: torch.device, dtype: torch.dtype) -> bool:
         """True when the adjoint over tensors of ``dtype`` on ``device`` runs its own loop."""
@@ -431,7 +444,8 @@ class Function:
         names = self._input_names + self._initial_names
         wrt = [names[slot] for slot, need in enumerate(needs) if need]
         kernel = hawk.diff.vjp(self.kernel, wrt, lane_gradients="store", broadcast=broadcast)
-        return _Runner(eagle.plan.auto(kernel, contraction="loop"))
+        one = frozenset(kernel.cotangents[name] for name in broadcast)
+        return _Runner(eagle.plan.auto(kernel, contraction="loop"), one)
 
 
 def _custom_op(name: str, function: Any, schema: str, fake: Any) -> Any:
@@ -481,10 +495,9 @@ class _EagerOp(torch.autograd.Function):
         needs = function._needed(ctx.needs_input_grad[1:])
         grads: list[Any] = [None] * (len(ctx.needs_input_grad))
         if any(needs):
-            computed = function._gradients(*ctx.saved_tensors, *cotangents, needs)
-            for slot, need in enumerate(needs):
-                if need:
-                    grads[slot + 1] = computed[slot]
+            values, initials, _ = function._split(ctx.saved_tensors)
+            computed = function._computed_gradients(values, initials, cotangents, needs)
+            grads[1 : 1 + len(computed)] = computed  # None where not needed
         return tuple(grads)
 
 
@@ -504,17 +517,23 @@ def _constant(value: float, dtype: torch.dtype, device: torch.device) -> torch.T
 
 
 class _CudaView:
-    """A flat ``__cuda_array_interface__`` of a contiguous CUDA tensor that does not
-    keep the tensor alive (a cached binding holds addresses, not tensors)."""
+    """A flat ``__cuda_array_interface__`` of a contiguous CUDA tensor (or of the one
+    element of a broadcast one, ``one=True``) that does not keep the tensor alive (a
+    cached binding holds addresses, not tensors)."""
 
-    def __init__(self, tensor: torch.Tensor) -> None:
+    def __init__(self, tensor: torch.Tensor, one: bool = False) -> None:
         self.__cuda_array_interface__ = {
-            "shape": (tensor.numel(),),
+            "shape": (1 if one else tensor.numel(),),
             "typestr": _TYPESTR[tensor.dtype],
             "data": (tensor.data_ptr(), False),
             "strides": None,
             "version": 3,
         }
+
+
+def _contiguous(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` itself when it is contiguous (no torch call), else a contiguous copy."""
+    return tensor if tensor.is_contiguous() else tensor.contiguous()
 
 
 def _accumulator_shape(plane: Plane) -> tuple[int, ...]:
@@ -535,17 +554,17 @@ class _Runner:
     """Runs a plan (or an adjoint plan) over tensors: host tensors through numpy
     views; CUDA tensors through a binding cached by the tensors' addresses and
     sizes, prepared for and launched on torch's current stream (a routed plan's
-    cuBLAS handle for a capturing stream is the one made during the warm-up on it)."""
+    cuBLAS handle for a capturing stream is the one made during the warm-up on it).
+    The planes named in ``one`` take a broadcast (stride-0) tensor as its one element."""
 
-    def __init__(self, plan: Any) -> None:
+    def __init__(self, plan: Any, one: frozenset[str] = frozenset()) -> None:
         self._plan = plan
+        self._one = one
         self._bound: dict[tuple, Any] = {}
 
     def run(self, names: tuple[str, ...], tensors: list[Any], device: torch.device) -> None:
         if device.type != "cuda":
-            self._plan.run(
-                **{n: t.detach().numpy().reshape(-1) for n, t in zip(names, tensors, strict=True)}
-            )
+            self._plan.run(**{n: self._host(n, t) for n, t in zip(names, tensors, strict=True)})
             return
         index = device.index if device.index is not None else torch.cuda.current_device()
         stream = _current_raw_stream(index) if _current_raw_stream else _raw_stream(device)
@@ -555,10 +574,17 @@ class _Runner:
             bound = self._bind(names, tensors, key, stream, index)
         bound.launch(stream)
 
+    def _host(self, name: str, tensor: Any) -> Any:
+        values = tensor.detach().numpy()
+        return values.reshape(-1)[:1] if name in self._one else values.reshape(-1)
+
     def _bind(
         self, names: tuple[str, ...], tensors: list[Any], key: tuple, stream: int, index: int
     ) -> Any:
-        planes = {n: arrays.asarray(_CudaView(t)) for n, t in zip(names, tensors, strict=True)}
+        planes = {
+            n: arrays.asarray(_CudaView(t, n in self._one))
+            for n, t in zip(names, tensors, strict=True)
+        }
         with Stream.external(stream, index):  # prepared for torch's stream
             bound = self._plan.bind(**planes)
         if len(self._bound) >= _CACHED_BINDINGS:

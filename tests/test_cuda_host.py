@@ -490,9 +490,9 @@ def test_launch_packs_each_argument_by_value_and_reuses_one_buffer(monkeypatch):
 def test_launch_checks_devices_dimensions_and_keeps_arrays_only_in_a_capture(
     monkeypatch, fake_cuda
 ):
-    set_device: list[tuple] = []
-    monkeypatch.setattr(module, "call", lambda name, *args: set_device.append((name, *args)))
+    set_device: list[int] = []
     kernel = module.Kernel("k", None, 0x1234, 1)
+    kernel._set_device = lambda device: (set_device.append(device), (0,))[1]
     kernel._launch = _FakeLaunch([8])
     with pytest.raises(ValueError, match="kernel argument 0 is an array on cuda:0"):
         kernel.launch(1, 1, [_device_array(0x1000, device=0)], 0x99)
@@ -502,7 +502,7 @@ def test_launch_checks_devices_dimensions_and_keeps_arrays_only_in_a_capture(
     kernel.launch(1, 1, [array], 0x99)
     assert not set_device
     kernel.launch(1, 1, [array], 0)  # the null stream runs on the current device
-    assert set_device == [("cudaSetDevice", 1)]
+    assert set_device == [1]
     capturer = cuda.StreamCapturer(0x99)
     capturer.begin()
     kernel.launch(1, 1, [array], 0x99)
@@ -547,3 +547,7 @@ def test_a_refused_launch_raises_cuda_error_naming_it():
     kernel._launch = lambda *args: (status,)
     with pytest.raises(cuda.CudaError, match="cuLaunchKernel failed with CUDA_ERROR_INVALID_VALUE"):
         kernel.launch(1, 1, [np.int64(1)], 0x99)
+    refused = _runtime.runtime().cudaError_t.cudaErrorInvalidDevice
+    kernel._set_device = lambda device: (refused,)
+    with pytest.raises(cuda.CudaError, match="cudaSetDevice failed with cudaErrorInvalidDevice"):
+        kernel.launch(1, 1, [np.int64(1)], 0)  # the null stream: its device is set first

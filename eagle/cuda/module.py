@@ -368,6 +368,7 @@ class Kernel:
         self._library = library
         self._function = driver().CUfunction(int(handle))
         self._launch = driver().cuLaunchKernel
+        self._set_device = runtime().cudaSetDevice
         self._packers: dict[tuple[type, ...], _Packer] = {}
         self._last: _Packer | None = None  # the packer of the last argument list launched
 
@@ -403,7 +404,9 @@ class Kernel:
         gx, gy, gz = (grid, 1, 1) if type(grid) is int and grid > 0 else _dim3(grid)
         bx, by, bz = (block, 1, 1) if type(block) is int and block > 0 else _dim3(block)
         if stream_ptr <= 2:  # the null and default streams run in the current context
-            call("cudaSetDevice", self.device)
+            status = self._set_device(self.device)[0]  # (called bare: it runs per launch)
+            if status:
+                raise_status("runtime", "cudaSetDevice", status)
         handle = _stream_handles.get(stream_ptr) or _stream_handle(stream_ptr)
         if type(args) is PackedArgs:
             status = self._launch(
