@@ -11,7 +11,9 @@ values of its ``Mutable[Scalar]`` planes, and returns the final values of
 its ``Mutable`` planes as new tensors (one, or a tuple in declaration order).
 It never writes into your tensors. CPU tensors run the kernel's host
 program, CUDA tensors its device kernel (or the GEMM route) on torch's
-current stream. Gradients come from :func:`eagle.diff.reverse`.
+current stream. Gradients come from the kernel's adjoint: :func:`hawk.diff.vjp` with
+``lane_gradients="store"`` (and the summed outputs' cotangents read as one element) where
+it runs its own loop, :func:`eagle.diff.reverse`'s gradient products on the GEMM route.
 
 Each function is a ``torch.library.custom_op`` in the ``eagle`` namespace,
 with a fake implementation and a registered autograd formula, so
@@ -108,7 +110,9 @@ class Function:
     Attributes:
         kernel: the hawk kernel.
         plan: its :class:`eagle.plan.AutoPlan`.
-        adjoint: ``eagle.diff.reverse(plan)``, which the backward runs.
+        adjoint: ``eagle.diff.reverse(plan)``, which the backward runs on the GEMM
+            route (on the loop route it runs ``hawk.diff.vjp(kernel, ...,
+            lane_gradients="store")``, which needs no zeroed gradients).
         op: the forward ``torch.library`` op (``torch.ops.eagle.<name>``).
         backward_op: the op the backward calls.
     """
