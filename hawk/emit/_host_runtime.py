@@ -341,6 +341,13 @@ def _masked(value: Any, mask: np.ndarray) -> np.ndarray:
     return np.broadcast_to(value, mask.shape)[mask]
 
 
+def _lane_sum(value: Any, n: int) -> Any:
+    """The sum over ``n`` lanes of a lane value: a 1-D array's sum, or ``n`` times a
+    number (a value the IR calls varying is a number at run time where it is the same on
+    every lane, such as a loop carry that starts uniform, in its first iteration)."""
+    return np.sum(value) if np.ndim(value) else value * n
+
+
 def _take_flat(table: np.ndarray, offset: Any) -> Any:
     """``table.take(offset, mode='clip')``; zeros when the table is empty (the checks
     raise for a lane that reads it, so no lane uses them)."""
@@ -367,6 +374,7 @@ RUNTIME = {
     "_last_row": _last_row,
     "_take_flat": _take_flat,
     "_masked": _masked,
+    "_lane_sum": _lane_sum,
     "_factored": _factored,
     "_flat_lanes": _flat_lanes,
     "_sum_product": _sum_product,

@@ -387,9 +387,8 @@ class _Emitter:
         if not index_varying:
             if self.chunk is not None:  # added once per lane and iteration of the chunk
                 total = f"_np.sum(_np.broadcast_to({value}, ({self.chunk[1]}, n)))"
-            elif stmt.value.varying:  # a number at run time too (a carry a loop set uniform)
-                lanes = f"_masked({value}, {mask})" if mask else f"_np.broadcast_to({value}, (n,))"
-                total = f"_np.sum({lanes})"
+            elif stmt.value.varying:  # (a number at run time too: _lane_sum, _masked)
+                total = f"_np.sum(_masked({value}, {mask}))" if mask else f"_lane_sum({value}, n)"
             else:
                 count = f"_np.count_nonzero({mask})" if mask else "n"
                 total = f"{value} * {count}"
