@@ -398,7 +398,13 @@ class Function:
         for plane, bar in zip(self._outputs, cotangents, strict=True):
             names.append(f"{plane.name}_bar")
             # (the adjoint needs a lane plane left to count its lanes: a Scalar input)
-            if fresh and self._lane_slots and plane.kind == "output" and bar.stride(0) == 0:
+            if (
+                fresh
+                and self._lane_slots
+                and plane.kind == "output"
+                and bar.stride(0) == 0
+                and bar.numel()  # zero lanes: no element to read
+            ):
                 broadcast.append(plane.name)  # the runner reads it as its one element
                 tensors.append(bar)
             else:

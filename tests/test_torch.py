@@ -87,6 +87,14 @@ def test_a_broadcast_cotangent_is_read_in_place_and_unused_inputs_get_zeros():
     assert torch.equal(z.grad, torch.zeros_like(z))  # written by every lane, not left as is
 
 
+def test_zero_lanes_run_forward_and_backward():
+    f = eagle.torch.function(k.scale_add)
+    x = torch.randn(0, dtype=torch.float64, requires_grad=True)
+    y = f(x=x, z=torch.randn(0, dtype=torch.float64))
+    y.sum().backward()  # a stride-0 cotangent with no element to read
+    assert y.shape == (0,) and x.grad is not None and x.grad.shape == (0,)
+
+
 def test_gradients_only_for_inputs_that_require_them():
     f = eagle.torch.function(k.contract)
     w = torch.randn(k.R, k.U, dtype=torch.float64, requires_grad=True)
