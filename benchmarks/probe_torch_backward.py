@@ -126,9 +126,9 @@ def _inside_engine(f: Any, x: torch.Tensor, z: torch.Tensor) -> None:
     (the main thread) and by autograd's device thread during ``backward()``. Prints, per
     thread, each function's median microseconds and calls per step."""
     import eagle._bound
+    import eagle._torch_runner
     import eagle.cuda._runtime
     import eagle.cuda.module
-    import eagle.torch as et
 
     timed: dict[tuple[str, str], list[float]] = {}
     main = threading.get_ident()
@@ -151,7 +151,7 @@ def _inside_engine(f: Any, x: torch.Tensor, z: torch.Tensor) -> None:
     needs = [True, False, False]
     undo = [
         wrap(f, "_computed_gradients", "gradient call"),
-        wrap(et._Runner, "run", "_Runner.run"),
+        wrap(eagle._torch_runner.Runner, "run", "Runner.run"),
         wrap(eagle._bound.Bound, "launch", "Bound.launch"),
         wrap(eagle.cuda.module.Kernel, "launch", "Kernel.launch"),
         wrap(eagle.cuda._runtime, "_invoke", "checked CUDA call"),

@@ -42,8 +42,7 @@ import eagle.diff
 import eagle.plan
 import hawk
 import hawk.diff
-from eagle import arrays
-from eagle.cuda.stream import Stream
+from eagle._torch_runner import Runner
 from hawk.contraction import lane_layout
 from hawk.emit import policy
 from hawk.ir import Plane
@@ -52,8 +51,6 @@ __all__ = ["Function", "function"]
 
 _NAMESPACE = "eagle"
 _FLOATS = (torch.float32, torch.float64)
-_TYPESTR = {torch.float32: "<f4", torch.float64: "<f8"}
-_CACHED_BINDINGS = 32  # bound launches kept per plan, keyed by their tensors' addresses
 
 _functions: weakref.WeakKeyDictionary[hawk.Kernel, dict[str, Function]] = (
     weakref.WeakKeyDictionary()
@@ -153,8 +150,8 @@ class Function:
             *(gradients.get(name) for name in self._initial_names),
         )
         self._forward_names = (*self._input_names, *(p.name for p in self._outputs))
-        self._forward_runner = _Runner(self.plan)
-        self._backward_runners: dict[tuple, _Runner] = {}
+        self._forward_runner = Runner(self.plan)
+        self._backward_runners: dict[tuple, Runner] = {}
         self._adjoint_route: dict[tuple[str, torch.dtype], bool] = {}
         # which differentiable slots have per-lane gradients (an adjoint can write those)
         self._lane_gradient = (
@@ -445,17 +442,17 @@ class Function:
             loops = self._adjoint_route[key] = self.adjoint.route(side, name) == "loop"
         return loops
 
-    def _backward_runner(self, needs: Sequence[bool], fresh: bool, broadcast: list[str]) -> _Runner:
+    def _backward_runner(self, needs: Sequence[bool], fresh: bool, broadcast: list[str]) -> Runner:
         """The runner of the adjoint for these needs: ``eagle.diff.reverse``'s (which
         adds into the gradients) or, for a fresh call, the adjoint kernel that writes
         them, with ``broadcast`` outputs' cotangents read as one element."""
         if not fresh:
-            return _Runner(self.adjoint)
+            return Runner(self.adjoint)
         names = self._input_names + self._initial_names
         wrt = [names[slot] for slot, need in enumerate(needs) if need]
         kernel = hawk.diff.vjp(self.kernel, wrt, lane_gradients="store", broadcast=broadcast)
         one = frozenset(kernel.cotangents[name] for name in broadcast)
-        return _Runner(eagle.plan.auto(kernel, contraction="loop"), one)
+        return Runner(eagle.plan.auto(kernel, contraction="loop"), one)
 
 
 def _custom_op(name: str, function: Any, schema: str, fake: Any) -> Any:
@@ -526,21 +523,6 @@ def _constant(value: float, dtype: torch.dtype, device: torch.device) -> torch.T
     return tensor
 
 
-class _CudaView:
-    """A flat ``__cuda_array_interface__`` of a contiguous CUDA tensor (or of the one
-    element of a broadcast one, ``one=True``) that does not keep the tensor alive (a
-    cached binding holds addresses, not tensors)."""
-
-    def __init__(self, tensor: torch.Tensor, one: bool = False) -> None:
-        self.__cuda_array_interface__ = {
-            "shape": (1 if one else tensor.numel(),),
-            "typestr": _TYPESTR[tensor.dtype],
-            "data": (tensor.data_ptr(), False),
-            "strides": None,
-            "version": 3,
-        }
-
-
 def _contiguous(tensor: torch.Tensor) -> torch.Tensor:
     """``tensor`` itself when it is contiguous (no torch call), else a contiguous copy."""
     return tensor if tensor.is_contiguous() else tensor.contiguous()
@@ -550,54 +532,3 @@ def _accumulator_shape(plane: Plane) -> tuple[int, ...]:
     """The declared shape of an accumulator plane."""
     assert plane.shape is not None  # Function refuses a flat (axis-less) accumulator
     return plane.shape
-
-
-def _raw_stream(device: torch.device) -> int:
-    """torch's current stream on ``device``, as a raw pointer."""
-    return int(torch.cuda.current_stream(device).cuda_stream)
-
-
-_current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # torch's own
-
-
-class _Runner:
-    """Runs a plan (or an adjoint plan) over tensors: host tensors through numpy
-    views; CUDA tensors through a binding cached by the tensors' addresses and
-    sizes, prepared for and launched on torch's current stream (a routed plan's
-    cuBLAS handle for a capturing stream is the one made during the warm-up on it).
-    The planes named in ``one`` take a broadcast (stride-0) tensor as its one element."""
-
-    def __init__(self, plan: Any, one: frozenset[str] = frozenset()) -> None:
-        self._plan = plan
-        self._one = one
-        self._bound: dict[tuple, Any] = {}
-
-    def run(self, names: tuple[str, ...], tensors: list[Any], device: torch.device) -> None:
-        if device.type != "cuda":
-            self._plan.run(**{n: self._host(n, t) for n, t in zip(names, tensors, strict=True)})
-            return
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        stream = _current_raw_stream(index) if _current_raw_stream else _raw_stream(device)
-        key = (names, *((t.data_ptr(), t.numel(), t.dtype) for t in tensors))
-        bound = self._bound.get(key)
-        if bound is None:
-            bound = self._bind(names, tensors, key, stream, index)
-        bound.launch(stream)
-
-    def _host(self, name: str, tensor: Any) -> Any:
-        values = tensor.detach().numpy()
-        return values.reshape(-1)[:1] if name in self._one else values.reshape(-1)
-
-    def _bind(
-        self, names: tuple[str, ...], tensors: list[Any], key: tuple, stream: int, index: int
-    ) -> Any:
-        planes = {
-            n: arrays.asarray(_CudaView(t, n in self._one))
-            for n, t in zip(names, tensors, strict=True)
-        }
-        with Stream.external(stream, index):  # prepared for torch's stream
-            bound = self._plan.bind(**planes)
-        if len(self._bound) >= _CACHED_BINDINGS:
-            del self._bound[next(iter(self._bound))]
-        self._bound[key] = bound
-        return bound

@@ -17,7 +17,7 @@ def test_import_loads_no_driver_and_no_torch():
         loaded = [lib for lib in ("libcuda.so", "libcudart", "libcublas", "libnvrtc")
                   if lib in maps]
         bindings = [m for m in sys.modules if m.startswith("cuda.bindings.")]
-        torch = "torch" in sys.modules  # eagle.torch is the one module that imports it
+        torch = "torch" in sys.modules  # only eagle.torch (and its runner) import it
         print(loaded, bindings, torch)
         sys.exit(1 if loaded or bindings or torch else 0)
         """
