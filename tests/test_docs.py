@@ -603,12 +603,15 @@ def _package_modules() -> list[str]:
     return names
 
 
+_NEED_TORCH = ("eagle.torch", "eagle._torch_runner")
+
+
 def test_docstring_examples_run():
     finder = doctest.DocTestFinder()
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     report: list[str] = []
     for name in _package_modules():
-        if name == "eagle.torch" and importlib.util.find_spec("torch") is None:
+        if name in _NEED_TORCH and importlib.util.find_spec("torch") is None:
             continue  # torch is optional: CI has none
         for test in finder.find(importlib.import_module(name)):
             runner.run(test, out=report.append)
