@@ -31,7 +31,7 @@ import eagle.plan
 import hawk
 from eagle import arrays, cuda
 from eagle.cuda.module import PackedArgs
-from eagle.plan import BLOCK_SIZE, _grid
+from eagle.plan._autoplan import BLOCK_SIZE, _grid
 from hawk.emit import cuda as emit_cuda
 from hawk.emit import host as emit_host
 

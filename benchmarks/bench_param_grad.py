@@ -24,7 +24,7 @@ import hawk
 import hawk.diff
 from eagle import arrays, cuda
 from eagle.cuda.module import PackedArgs
-from eagle.plan import BLOCK_SIZE, _grid
+from eagle.plan._autoplan import BLOCK_SIZE, _grid
 from hawk.emit import cuda as emit_cuda
 
 LANES = 1 << 24

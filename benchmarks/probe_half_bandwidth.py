@@ -34,7 +34,7 @@ import eagle.cuda
 import hawk
 from eagle import arrays
 from eagle.cuda.module import PackedArgs
-from eagle.plan import BLOCK_SIZE, _grid
+from eagle.plan._autoplan import BLOCK_SIZE, _grid
 from hawk.emit import cuda as emit_cuda
 from hawk.emit._cuda_lanes import VECTOR_BYTES
 

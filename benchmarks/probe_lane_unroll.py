@@ -26,7 +26,7 @@ import hawk
 import hawk.diff
 from eagle import arrays
 from eagle.cuda.module import PackedArgs
-from eagle.plan import BLOCK_SIZE, _grid
+from eagle.plan._autoplan import BLOCK_SIZE, _grid
 from hawk.emit import cuda as emit_cuda
 
 SHAPES = ((256, 256, 4096), (2048, 2048, 2048))

@@ -125,10 +125,10 @@ def _inside_engine(f: Any, x: torch.Tensor, z: torch.Tensor) -> None:
     """The gradient call and the calls below it, timed where they run: called directly
     (the main thread) and by autograd's device thread during ``backward()``. Prints, per
     thread, each function's median microseconds and calls per step."""
-    import eagle._bound
     import eagle._torch_runner
     import eagle.cuda._runtime
     import eagle.cuda.module
+    import eagle.plan._bound
 
     timed: dict[tuple[str, str], list[float]] = {}
     main = threading.get_ident()
@@ -152,7 +152,7 @@ def _inside_engine(f: Any, x: torch.Tensor, z: torch.Tensor) -> None:
     undo = [
         wrap(f, "_computed_gradients", "gradient call"),
         wrap(eagle._torch_runner.Runner, "run", "Runner.run"),
-        wrap(eagle._bound.Bound, "launch", "Bound.launch"),
+        wrap(eagle.plan._bound.Bound, "launch", "Bound.launch"),
         wrap(eagle.cuda.module.Kernel, "launch", "Kernel.launch"),
         wrap(eagle.cuda._runtime, "_invoke", "checked CUDA call"),
         wrap(torch, "empty_like", "torch.empty_like"),

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from eagle import arrays, cuda
-from eagle.cuda import _runtime, _strided, graph, memory, module
+from eagle.arrays import _strided
+from eagle.cuda import _runtime, graph, memory, module
 from eagle.cuda import stream as stream_module
 from eagle.cuda.module import PackedArgs
 

@@ -7,7 +7,7 @@ import pytest
 
 import eagle.plan
 from eagle.cuda import compile_cuda
-from eagle.plan import BLOCK_SIZE, _grid
+from eagle.plan._autoplan import BLOCK_SIZE, _grid
 from hawk.diff import vjp
 from hawk.emit import cuda
 from tests._emitperf_kernels import axpy, by_odd_sample, by_sample, contract32, two_out

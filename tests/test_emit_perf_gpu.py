@@ -10,7 +10,7 @@ import pytest
 import eagle.plan
 from eagle import arrays, cuda
 from eagle.cuda.module import PackedArgs
-from eagle.plan import BLOCK_SIZE, _grid
+from eagle.plan._autoplan import BLOCK_SIZE, _grid
 from hawk.diff import vjp
 from hawk.emit import cuda as emit_cuda
 from tests._emitperf_kernels import axpy, by_sample, contract32

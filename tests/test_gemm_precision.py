@@ -9,7 +9,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from eagle import _route
 from eagle.gemm import (
     BoundGemm,
     CapturedCall,
@@ -26,6 +25,7 @@ from eagle.gemm import (
     sgemm_params_for_arrays,
 )
 from eagle.gemm.dtypes import product_dtypes
+from eagle.plan import _route
 from tests import _route_kernels as k
 from tests._util import rel_error
 from tests.test_gemm_capture import FLAGS, FakeDevice, HostBackedDeviceArray, _kwargs

@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from eagle import _route, arrays, cuda
+from eagle import arrays, cuda
 from eagle.gemm import (
     CublasCaptureHandle,
     GemmCaptureUnavailable,
@@ -23,6 +23,7 @@ from eagle.gemm import (
     lower_dense_gemm,
     matmul_step,
 )
+from eagle.plan import _route
 from tests import _route_kernels as k
 from tests._util import rel_error
 from tests.test_gemm_capture import FLAGS, _kwargs

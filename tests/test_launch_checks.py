@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 import eagle.diff
 import eagle.plan
 import hawk
-from eagle._planes import Planes
 from eagle.cuda.module import compile_cuda
+from eagle.plan._planes import Planes
 from hawk import ir
 from hawk.emit import checks, cuda, host
 from tests import _bounds_kernels as k

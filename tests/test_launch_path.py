@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-import eagle._bound
 import eagle.plan
+import eagle.plan._bound
 from eagle import arrays
-from eagle.cuda import _fill, _records, _runtime, module
+from eagle.arrays import _fill
+from eagle.cuda import _records, _runtime, module
 from tests._hawk_kernels import saxpy
 
 
@@ -61,7 +62,7 @@ def events(monkeypatch: pytest.MonkeyPatch, stream: list[int]) -> list[tuple]:
 
     monkeypatch.setattr(module, "load_kernel", load)
     monkeypatch.setattr(_records, "record_for", lambda key, device, translate: _Record())
-    monkeypatch.setattr(eagle._bound, "launch_stream", lambda planes, device: stream[0])
+    monkeypatch.setattr(eagle.plan._bound, "launch_stream", lambda planes, device: stream[0])
     monkeypatch.setattr(arrays, "full", called("allocate"))
     monkeypatch.setattr(_fill, "dcall", called("memset"))
     monkeypatch.setattr(_runtime, "dcall", called("driver"))

@@ -11,8 +11,9 @@ import pytest
 
 import eagle.diff
 import eagle.plan
-from eagle import _bound, _route, arrays
-from eagle._planes import layout_key
+from eagle import arrays
+from eagle.plan import _bound, _route
+from eagle.plan._planes import layout_key
 from tests import _route_kernels as k
 from tests._hawk_kernels import saxpy
 from tests._route_kernels import B, R, U
@@ -23,13 +24,13 @@ from tests.test_route import _FakeDeviceArray, fake_cublas  # noqa: F401 - the f
 def checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every plane check a plan makes, by kernel name (a reused binding makes none)."""
     made: list[str] = []
-    check = eagle.plan.check_planes
+    check = eagle.plan._autoplan.check_planes
 
     def counting(kernel, planes):
         made.append(kernel.name)
         return check(kernel, planes)
 
-    monkeypatch.setattr(eagle.plan, "check_planes", counting)
+    monkeypatch.setattr(eagle.plan._autoplan, "check_planes", counting)
     return made
 
 
@@ -82,13 +83,13 @@ def test_repeated_runs_reuse_the_binding_and_take_new_numbers(checks: list[str])
 def test_other_planes_of_the_same_shape_are_bound_afresh(checks: list[str]) -> None:
     plan = eagle.plan.auto(saxpy)
     x = np.arange(5.0)
-    outputs = [np.zeros(5) for _ in range(eagle.plan._REUSED_BINDINGS + 1)]
+    outputs = [np.zeros(5) for _ in range(eagle.plan._autoplan._REUSED_BINDINGS + 1)]
     for _ in range(2):
         for position, y in enumerate(outputs):
             plan.run(a=float(position), x=x, y=y)
     for position, y in enumerate(outputs):
         np.testing.assert_array_equal(y, 2.0 * position * x)
-    assert len(plan._bindings) == eagle.plan._REUSED_BINDINGS
+    assert len(plan._bindings) == eagle.plan._autoplan._REUSED_BINDINGS
     # one more output than it keeps, each run evicting the binding the next needs
     assert len(checks) == 2 * len(outputs)
 

@@ -9,8 +9,9 @@ import pytest
 
 import eagle.diff
 import eagle.plan
-from eagle import _route, arrays
+from eagle import arrays
 from eagle.cuda import compile_cuda
+from eagle.plan import _route
 from hawk import HawkError
 from hawk.emit import DTYPES, compute_dtype, cuda, host, policy
 from tests import _route_kernels as k

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from eagle._bound import Bound, Step
-from eagle._sites import kernel_site, product_site
 from eagle.cuda import _graph_nodes, _rebind, graph
 from eagle.cuda.graph import Launcher
 from eagle.cuda.module import PackedArgs
+from eagle.plan._bound import Bound, Step
+from eagle.plan._sites import kernel_site, product_site
 from tests import _route_kernels as k
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import eagle.plan
-from eagle import _bound, _route, arrays
+from eagle import arrays
 from eagle.cuda import compile_cuda
 from eagle.gemm import (
     GemmCaptureUnavailable,
@@ -17,6 +17,7 @@ from eagle.gemm import (
     lower_dense_gemm,
     sgemm_params_for_arrays,
 )
+from eagle.plan import _bound, _route
 from hawk.contraction import lane_layout
 from hawk.emit import cuda, policy
 from tests import _route_kernels as k

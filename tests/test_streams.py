@@ -11,7 +11,8 @@ import pytest
 import eagle.plan
 import hawk
 from eagle import arrays, cuda
-from eagle.cuda import _foreign, module
+from eagle.arrays import _foreign
+from eagle.cuda import module
 from eagle.cuda import stream as streams
 from eagle.gemm import handles, matmul_step, release_handles
 from tests._util import rel_error

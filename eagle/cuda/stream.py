@@ -265,7 +265,7 @@ _UNNAMED = object()  # an owner that names no framework, or no owner
 def framework_of(value: Any) -> str | None:
     """``"torch"`` or ``"cupy"`` when ``value`` comes from that framework (which is then
     imported), else None; fixed for a given array, and never imports either."""
-    # an eagle Array's owner names the framework of its memory (eagle.cuda._foreign), or
+    # an eagle Array's owner names the framework of its memory (eagle.arrays._foreign), or
     # None for eagle's own memory (eagle.cuda.memory.Buffer)
     framework = getattr(getattr(value, "_owner", None), "framework", _UNNAMED)
     if framework is None:

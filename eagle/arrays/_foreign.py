@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from eagle.cuda import _dlpack
+from eagle.arrays import _dlpack
 from eagle.cuda._runtime import call, runtime
 from eagle.cuda.stream import launch_stream
 

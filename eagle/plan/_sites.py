@@ -1,11 +1,11 @@
 """What a bound step leaves in a capture, so that the graph can be rebound.
 
-A device step of a bound plan or adjoint (:class:`eagle._bound.Step`) carries a
+A device step of a bound plan or adjoint (:class:`eagle.plan._bound.Step`) carries a
 ``site`` maker: while eagle captures the step's stream, each launch records one
 :class:`~eagle.cuda._rebind.Site`, which :meth:`eagle.cuda.Launcher.rebind`
 later points at other planes. :func:`kernel_site` is for a hawk kernel (its
 node's arguments are rewritten), :func:`product_site` for the routed cuBLAS
-products of :class:`eagle._route.GemmLaunch` (bound again over the new planes
+products of :class:`eagle.plan._route.GemmLaunch` (bound again over the new planes
 on the same warmed handle, and captured alone).
 """
 
@@ -51,7 +51,7 @@ def kernel_site(
 def product_site(
     label: str, kernel: ir.KernelIR, planes: Mapping[str, Any], launch: Any
 ) -> Callable[[], ProductSite]:
-    """The site maker of a :class:`~eagle._route.GemmLaunch` over ``planes``.
+    """The site maker of a :class:`~eagle.plan._route.GemmLaunch` over ``planes``.
 
     Each product's operands are views of the planes (the same memory, seen as
     matrices); captured again, each is the same view of the new plane.

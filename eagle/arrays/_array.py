@@ -1,13 +1,4 @@
-"""Arrays on the host or a CUDA device.
-
-An :class:`Array` is one strided view of a buffer: a numpy array on the host
-(``device="cpu"``, wrapped without a copy) or device memory from eagle's pool
-(``device="cuda:0"``) or from another library (CuPy, PyTorch, numba), wrapped
-without a copy through DLPack or ``__cuda_array_interface__``.
-
-Dtypes are numpy's numeric and bool dtypes plus bfloat16 (``ml_dtypes.bfloat16``
-on the host, loaded when first needed).
-"""
+"""The :class:`Array` type and its constructors (the public face is :mod:`eagle.arrays`)."""
 
 from __future__ import annotations
 
@@ -17,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from eagle._array_args import (
+from eagle.arrays import _dlpack, _fill, _foreign, _strided
+from eagle.arrays._args import (
     ShapeLike,
     check_basic,
     check_dtype,
@@ -26,7 +18,6 @@ from eagle._array_args import (
     device_name,
     parse_device,
 )
-from eagle.cuda import _dlpack, _fill, _foreign, _strided
 from eagle.cuda._records import raise_recorded
 from eagle.cuda._runtime import call, ensure_device, runtime
 from eagle.cuda.graph import any_capture_active, is_capturing, record_use

@@ -1,0 +1,341 @@
+"""The adjoint plans behind ``eagle.diff.reverse`` (the public face is :mod:`eagle.diff`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+import hawk.diff
+from eagle.plan._autoplan import AutoPlan, BoundPlan
+from eagle.plan._bound import Bound, Route, Step
+from eagle.plan._planes import check_planes
+from eagle.plan._route import GemmLaunch, HostGemm, dtype_reasons
+from eagle.plan._sites import product_site
+
+__all__ = ["AdjointPlan", "AdjointSequence", "BoundAdjoint", "reverse"]
+
+
+def reverse(plan: AutoPlan | Sequence[AutoPlan]) -> AdjointPlan | AdjointSequence:
+    """The adjoint of ``plan``, or of a sequence of launches.
+
+    Args:
+        plan: an :class:`eagle.plan.AutoPlan`, or a list of them in the order
+            they are launched.
+
+    Returns:
+        An :class:`AdjointPlan`, or for a list an :class:`AdjointSequence`.
+
+    Raises:
+        TypeError: ``plan`` is not a plan or a list of plans.
+        ValueError: the list is empty.
+    """
+    if isinstance(plan, AutoPlan):
+        return AdjointPlan(plan)
+    if isinstance(plan, list | tuple):
+        if not plan:
+            raise ValueError("eagle.diff.reverse takes a plan or a non-empty list of plans")
+        for position, item in enumerate(plan):
+            if not isinstance(item, AutoPlan):
+                raise TypeError(
+                    f"launch {position} is a {type(item).__name__}, not a plan; make one with "
+                    "eagle.plan.auto(kernel)"
+                )
+        return AdjointSequence(plan)
+    raise TypeError(
+        f"eagle.diff.reverse takes a plan from eagle.plan.auto(kernel) (or a list of them), not "
+        f"{type(plan).__name__}"
+    )
+
+
+class AdjointPlan:
+    """The adjoint of one plan; made by :func:`reverse`.
+
+    Attributes:
+        primal: the :class:`eagle.plan.AutoPlan` it is the adjoint of.
+        gradients: ``{primal plane: gradient plane}`` for every plane a
+            gradient can be taken with respect to.
+        cotangents: ``{output: cotangent plane}`` for every output.
+    """
+
+    def __init__(self, primal: AutoPlan) -> None:
+        self.primal = primal
+        self.gradients = hawk.diff.gradient_planes(primal.kernel)
+        self.cotangents = hawk.diff.cotangent_planes(primal.kernel)
+        self._loop_plans: dict[tuple[str, ...], AutoPlan] = {}
+        # the adjoint kernel of each set of gradients asked for (hawk.diff.vjp's own cache
+        # is reached only after it works out the kernel's gradient planes again)
+        self._kernels: dict[tuple[str, ...], hawk.diff.AdjointKernel] = {}
+
+    def __repr__(self) -> str:
+        return f"AdjointPlan({self.primal.kernel.name})"
+
+    # -- routing -------------------------------------------------------------------------
+
+    def route(self, side: str, dtype: Any = "float32") -> str:
+        """``"gemm"`` or ``"loop"``: how ``side`` runs the adjoint over planes of ``dtype``.
+
+        Args:
+            side: ``"host"`` or ``"device"``.
+            dtype: the planes' dtype (or its name): float16, bfloat16, float32 or
+                float64.
+
+        Raises:
+            ValueError: ``side`` is not ``"host"`` or ``"device"``, or ``dtype``
+                is not a dtype hawk planes take.
+        """
+        return self._route(side, dtype).name
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """Why the device adjoint does not take the GEMM route (the same for planes of
+        any one dtype)."""
+        return self._route("device", "float32").reasons
+
+    def _route(self, side: str, dtype: Any) -> Route:
+        """The routing decision: the routed adjoint is its ``"gemm"`` outcome
+        (see the module docstring)."""
+        primal = self.primal.route(side, dtype)  # checks side and dtype
+        if primal != "gemm":
+            reasons = self.primal._decide(side, {p: dtype for p in self.primal._names}).reasons
+            return Route("loop", tuple(f"the primal runs its own loop: {r}" for r in reasons))
+        return Route("gemm", ())
+
+    # -- running -------------------------------------------------------------------------
+
+    def run(self, **planes: Any) -> None:
+        """Add the gradients into the gradient planes passed (one keyword per plane).
+
+        On the host it returns when the gradients are in your arrays; on the
+        device it enqueues on eagle's current stream and returns. An adjoint
+        that runs its own loop keeps its bindings as
+        :meth:`eagle.plan.AutoPlan.run` does (the last four, with their
+        arrays): a repeated run over the same planes only launches.
+
+        Raises:
+            TypeError: no gradient plane passed; an unknown, missing or
+                misplaced plane (an output instead of its cotangent); a plane
+                that is not an array or has a dtype hawk planes do not take.
+            ValueError: as :meth:`eagle.plan.AutoPlan.run` (residency, shapes,
+                lane counts, overlapping planes).
+            hawk.HawkError: a requested gradient passes through an address
+                computed with ``int()`` of data it is taken with respect to.
+        """
+        if self.route("device") == "gemm":
+            self.bind(**planes).launch()
+            return
+        # the adjoint's own loop: its plan keeps its bindings, as AutoPlan.run does
+        kernel = self._kernel_for(planes)
+        self._check_names(kernel, planes)
+        self._loop_plan(kernel).run(**planes)
+
+    def bind(self, **planes: Any) -> BoundAdjoint:
+        """Prepare the adjoint over ``planes`` (compile, pack arguments), so
+        that :meth:`BoundAdjoint.launch` only enqueues work.
+
+        Raises:
+            TypeError, ValueError, hawk.HawkError: as :meth:`run`.
+        """
+        kernel = self._kernel_for(planes)
+        self._check_names(kernel, planes)
+        routed = self._bind_routed(kernel, planes)
+        if routed is not None:
+            return BoundAdjoint((routed,))
+        return BoundAdjoint((self._loop_plan(kernel).bind(**planes),))
+
+    def _bind_routed(
+        self, kernel: hawk.diff.AdjointKernel, planes: Mapping[str, Any]
+    ) -> BoundPlan | None:
+        """The gradient products over ``planes`` when they take the GEMM route, else None."""
+        if self.route("device") != "gemm":
+            return None  # decided by the kernel and policy alone: no need to look at planes
+        checked = check_planes(kernel.ir, planes)
+        if checked.side == "host" and self.primal.policy.host_route != "gemm":
+            return None
+        names = [p.name for p in kernel.planes]
+        dtypes = dict(zip(names, (np.dtype(d) for d in checked.signature), strict=True))
+        math = self.primal.policy.math
+        if dtype_reasons(dtypes, math=math):
+            return None  # planes of mixed dtypes: the loop
+        dtype = next(iter(dtypes.values()))
+        primal_dtypes = {p.name: dtype for p in self.primal.kernel.planes}
+        if self.primal._decide(checked.side, primal_dtypes, checked.lanes).name != "gemm":
+            return None
+        record = self.primal.record
+        assert record is not None
+        if checked.side == "host":
+            product = HostGemm(self.primal, record, checked.values, direction="adjoint")
+            step = Step(product, written=product.written)
+        else:
+            assert checked.device is not None
+            launch = GemmLaunch(
+                self.primal, record, checked.values, checked.device,
+                direction="adjoint", math=math,
+            )  # fmt: skip
+            label = f"the adjoint of {self.primal.kernel.name!r}"
+            site = product_site(label, kernel.ir, checked.values, launch)
+            step = Step(launch, launch.prepare, site=site)
+        return BoundPlan(self.primal, checked, step, Route("gemm", ()))
+
+    def _kernel_for(self, planes: Mapping[str, Any]) -> hawk.diff.AdjointKernel:
+        wrt = tuple(name for name, gradient in self.gradients.items() if gradient in planes)
+        kernel = self._kernels.get(wrt)
+        if kernel is not None:
+            return kernel
+        if not wrt:
+            choices = ", ".join(self.gradients.values()) or "it has none"
+            raise TypeError(
+                f"pass at least one gradient plane for the adjoint of kernel "
+                f"{self.primal.kernel.name!r} ({choices}); the adjoint adds into the ones you pass"
+            )
+        kernel = self._kernels[wrt] = hawk.diff.vjp(self.primal.kernel, wrt)
+        return kernel
+
+    def _check_names(self, kernel: hawk.diff.AdjointKernel, planes: Mapping[str, Any]) -> None:
+        name = self.primal.kernel.name
+        gradients = set(self.gradients.values())
+        takes = [p.name for p in kernel.planes if p.name not in gradients]
+        summary = (
+            f"the adjoint of {name!r} takes {', '.join(takes)} and the gradient planes you want "
+            f"from {', '.join(self.gradients.values())}"
+        )
+        outputs = {p.name for p in self.primal.kernel.planes if p.kind in ("output", "accumulator")}
+        for given in planes:
+            if any(p.name == given for p in kernel.planes):
+                continue
+            if given in outputs:
+                raise TypeError(
+                    f"plane {given!r} is an output of kernel {name!r}: its adjoint recomputes "
+                    f"what it needs and does not read it; pass its cotangent "
+                    f"{self.cotangents[given]!r}"
+                )
+            raise TypeError(f"unknown plane {given!r}: {summary}")
+        missing = [plane for plane in takes if plane not in planes]
+        if missing:
+            notes = [
+                f"{plane!r} is the value output {plane!r} held before the forward launch"
+                for plane in missing
+                if plane in outputs
+            ]
+            note = f" ({'; '.join(notes)})" if notes else ""
+            raise TypeError(f"missing plane(s) {', '.join(map(repr, missing))}{note}: {summary}")
+
+    def _loop_plan(self, kernel: hawk.diff.AdjointKernel) -> AutoPlan:
+        plan = self._loop_plans.get(kernel.wrt)
+        if plan is None:
+            # the adjoint's route is decided here: its kernel runs its loop
+            plan = self._loop_plans[kernel.wrt] = AutoPlan(kernel, contraction="loop")
+        return plan
+
+
+class AdjointSequence:
+    """The adjoint of a sequence of launches; made by ``reverse([plan, ...])``.
+
+    Its methods take one mapping of planes per launch, in the order the
+    launches ran forward; the adjoints run in reverse order.
+
+    Attributes:
+        primals: the plans, in forward order.
+        steps: their :class:`AdjointPlan`, in the order they run (reversed).
+    """
+
+    def __init__(self, plans: Sequence[AutoPlan]) -> None:
+        self.primals = tuple(plans)
+        self.steps = tuple(AdjointPlan(plan) for plan in reversed(self.primals))
+
+    def __repr__(self) -> str:
+        return f"AdjointSequence({', '.join(s.primal.kernel.name for s in self.steps)})"
+
+    def route(self, side: str, dtype: Any = "float32") -> tuple[str, ...]:
+        """Each step's route on ``side`` for planes of ``dtype``, in the order the steps run.
+
+        Raises:
+            ValueError: ``side`` is not ``"host"`` or ``"device"``, or ``dtype``
+                is not a dtype hawk planes take.
+        """
+        return tuple(step.route(side, dtype) for step in self.steps)
+
+    @property
+    def reasons(self) -> tuple[tuple[str, ...], ...]:
+        """Each step's :attr:`AdjointPlan.reasons`, in the order the steps run."""
+        return tuple(step.reasons for step in self.steps)
+
+    def run(self, *launches: Mapping[str, Any]) -> None:
+        """Run the adjoints of every launch, the last launch's first.
+
+        Args:
+            launches: one mapping of planes per launch, in forward order (as
+                for :meth:`AdjointPlan.run`).
+
+        Raises:
+            TypeError: not one mapping per launch; or as :meth:`AdjointPlan.run`,
+                naming the launch.
+            ValueError: launches on different sides or devices; or as
+                :meth:`AdjointPlan.run`, naming the launch.
+        """
+        self.bind(*launches).launch()
+
+    def bind(self, *launches: Mapping[str, Any]) -> BoundAdjoint:
+        """Prepare every launch's adjoint; :meth:`BoundAdjoint.launch` runs them in order.
+
+        Raises:
+            TypeError, ValueError, hawk.HawkError: as :meth:`run`.
+        """
+        first = launches[0] if launches else None
+        if isinstance(first, list | tuple) and all(isinstance(p, Mapping) for p in first):
+            raise TypeError(
+                f"launches: pass one mapping of planes per launch, each as its own argument "
+                f"(unpack a list with *launches), not one {type(first).__name__} of them"
+            )
+        if len(launches) != len(self.primals):
+            raise TypeError(
+                f"pass one mapping of planes per launch: {len(self.primals)} launch(es), "
+                f"{len(launches)} given"
+            )
+        bound: list[BoundPlan] = []
+        for step, position in zip(self.steps, reversed(range(len(launches))), strict=True):
+            planes = launches[position]
+            if not isinstance(planes, Mapping):
+                raise TypeError(
+                    f"launch {position}: pass its planes as a mapping (a dict of name -> array), "
+                    f"not {type(planes).__name__}"
+                )
+            try:
+                bound.extend(step.bind(**planes).steps)
+            except (TypeError, ValueError) as exc:
+                name = step.primal.kernel.name
+                raise type(exc)(f"launch {position} ({name}): {exc}") from exc
+        return BoundAdjoint(bound)
+
+
+class BoundAdjoint(Bound):
+    """An adjoint bound to its planes: the launches it enqueues, in order.
+
+    A host launch is all or nothing over every step: if one raises, every
+    plane is as it was before the first.
+
+    Attributes:
+        steps: the bound launches (:class:`eagle.plan.BoundPlan`), in the order
+            they run.
+        side: ``"host"`` or ``"device"``.
+        device: the device index, or None on the host.
+    """
+
+    _what = "adjoint"
+
+    def __init__(self, steps: Sequence[BoundPlan]) -> None:
+        self.steps = tuple(steps)
+        where = {(step.side, step.device) for step in self.steps}
+        if len(where) != 1:
+            described = ", ".join(
+                f"{s.plan.kernel.name} on {'the host' if s.side == 'host' else f'cuda:{s.device}'}"
+                for s in self.steps
+            )
+            raise ValueError(f"every launch's planes must be on one side and device: {described}")
+        ((side, device),) = where
+        super().__init__(side, device, [work for step in self.steps for work in step._steps])
+
+    def __repr__(self) -> str:
+        names = ", ".join(step.plan.kernel.name for step in self.steps)
+        return f"BoundAdjoint({names}, side={self.side!r})"
