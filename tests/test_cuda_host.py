@@ -11,6 +11,7 @@ import gc
 import subprocess
 import sys
 import weakref
+from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -39,14 +40,14 @@ def test_nvrtc_compiles_for_sm_90_without_a_gpu(tmp_path, monkeypatch):
     source = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }'
     image = cuda.compile_cuda(source, name="k", arch="sm_90")
     assert image[:4] == b"\x7fELF"
-    assert len(list(tmp_path.glob("*.cubin"))) == 1
+    assert len(list(tmp_path.glob("*.img"))) == 1
 
 
 def test_a_new_process_takes_the_image_from_the_disk_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("EAGLE_CACHE_DIR", str(tmp_path))
     source = 'extern "C" __global__ void cached(float* x) { x[threadIdx.x] += 1.0f; }'
     first = cuda.compile_cuda(source, name="cached", arch="sm_90")
-    monkeypatch.setattr(module, "_images", {})  # what a new process starts with
+    monkeypatch.setattr(module, "_images", OrderedDict())  # what a new process starts with
 
     def recompile(*args):
         raise AssertionError("NVRTC ran again although the image is on disk")
@@ -434,7 +435,7 @@ def test_program_options_are_part_of_the_cache_key(tmp_path, monkeypatch):
     cuda.compile_cuda(source, name="f", arch="sm_90")
     cuda.compile_cuda(source, name="f", arch="sm_90", options={"use_fast_math": True})
     cuda.compile_cuda(source, name="f", arch="sm_80")
-    assert len(list(tmp_path.glob("*.cubin"))) == 3
+    assert len(list(tmp_path.glob("*.img"))) == 3
 
 
 class _FakeLaunch:

@@ -4,6 +4,7 @@ current stream, ``with stream:``), the per-stream cuBLAS handles' lifetimes,
 
 import logging
 import sys
+from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -117,12 +118,12 @@ def test_plan_source_gives_the_numpy_program_and_the_cuda_c():
 
 def test_compiles_are_logged_under_the_eagle_logger(monkeypatch, tmp_path, caplog):
     monkeypatch.setenv("EAGLE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(module, "_images", {})
+    monkeypatch.setattr(module, "_images", OrderedDict())
     source = 'extern "C" __global__ void logged(float* x) { x[threadIdx.x] += 1.0f; }'
     with caplog.at_level(logging.DEBUG, logger="eagle"):
         module.compile_cuda(source, name="logged")
         module.compile_cuda(source, name="logged")  # the process cache: nothing to say
-        monkeypatch.setattr(module, "_images", {})
+        monkeypatch.setattr(module, "_images", OrderedDict())
         module.compile_cuda(source, name="logged")  # the disk cache
     records = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
     assert len(records) == 2, records

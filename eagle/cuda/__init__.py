@@ -15,7 +15,14 @@ from eagle.cuda.graph import (
     record_use,
 )
 from eagle.cuda.memory import MemoryPool, default_pool
-from eagle.cuda.module import CompileError, Kernel, compile_cuda, load_kernel
+from eagle.cuda.module import (
+    CompileError,
+    Kernel,
+    cache_dir,
+    clear_cache,
+    compile_cuda,
+    load_kernel,
+)
 from eagle.cuda.stream import Event, Stream, as_stream_ptr, current_stream
 
 __all__ = [
@@ -33,7 +40,9 @@ __all__ = [
     "Stream",
     "StreamCapturer",
     "as_stream_ptr",
+    "cache_dir",
     "capture",
+    "clear_cache",
     "compile_cuda",
     "current_stream",
     "default_pool",

@@ -2,11 +2,22 @@
 
 :func:`compile_cuda` compiles through ``cuda.core``'s :class:`~cuda.core.Program`
 and needs only NVRTC (no GPU), so CI can compile every kernel for ``sm_90``.
-Compiled images are cached in the process and on disk (``$EAGLE_CACHE_DIR``,
-else ``$XDG_CACHE_HOME/eagle``, else ``~/.cache/eagle``), keyed by source,
-architecture, options and NVRTC version. Compiles are logged under the
-``eagle`` logger (``eagle.cuda.module``): INFO for a compile with NVRTC (with
-the time it took), DEBUG for a hit in the disk cache.
+The sources are what eagle is given in the process: the CUDA C hawk emits for
+your kernels, or the C you pass to :func:`compile_cuda` or :func:`load_kernel`.
+Compiled images are kept in the process (the most recent
+:data:`MEMORY_BYTES`) and on disk, keyed by source, architecture, options and
+NVRTC version. The disk cache (``$EAGLE_CACHE_DIR``, else
+``$XDG_CACHE_HOME/eagle``, else ``~/.cache/eagle``; :func:`cache_dir`) is
+created with mode 0700, read only while nobody but you can write it, checked
+against a digest stored with each image, repaired when an image is corrupt or
+fails to load, and bounded (``$EAGLE_CACHE_MAX_BYTES``, :func:`clear_cache`);
+read-only caches of prebuilt images are read only when named in
+``$EAGLE_CACHE_READONLY`` (``eagle/cuda/_cache.py`` says how, and the
+quickstart's "Compile cache"). Loading anything you did not make is never implicit.
+
+Compiles are logged under the ``eagle`` logger (``eagle.cuda.module``): INFO
+for a compile with NVRTC (with the time it took), DEBUG for a hit in the disk
+cache; a cache eagle does not trust, or an image it repairs, is a WARNING.
 
 Kernels are loaded as context-independent library kernels, so a launch runs on
 the device of its stream, whatever device is current; only the null and
@@ -15,21 +26,23 @@ default-stream handles (0, 1, 2) make the kernel's own device current first.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
 import logging
-import os
 import re
 import struct
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 
+from eagle.cuda import _cache
+from eagle.cuda._cache import cache_dir, clear_cache
 from eagle.cuda._runtime import (
     CudaError,
     CudaUnavailable,
@@ -44,14 +57,33 @@ from eagle.cuda._runtime import (
 from eagle.cuda.graph import any_capture_active, record_use
 from eagle.cuda.stream import Stream, as_stream_ptr
 
-__all__ = ["CompileError", "Kernel", "PackedArgs", "compile_cuda", "device_arch", "load_kernel"]
+__all__ = [
+    "MEMORY_BYTES",
+    "CompileError",
+    "Kernel",
+    "PackedArgs",
+    "cache_dir",
+    "clear_cache",
+    "compile_cuda",
+    "device_arch",
+    "load_kernel",
+]
 
 
 class CompileError(CudaError):
     """NVRTC rejected the source; the message holds its log."""
 
 
-_images: dict[str, bytes] = {}
+MEMORY_BYTES = 64 * 1024 * 1024
+"""Bytes of compiled images a process keeps in memory, the most recently used (64 MiB);
+older ones are read again from the disk cache (or compiled) when next needed."""
+
+#: load statuses of an image that is not a valid image for the device: a cached one is
+#: compiled again (a fresh one failing the same way raises)
+_BAD_IMAGE = frozenset({"CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_NO_BINARY_FOR_GPU"})
+
+_images: OrderedDict[str, bytes] = OrderedDict()
+_images_lock = threading.Lock()
 _kernels: dict[tuple[str, str, int], Kernel] = {}
 _lock = threading.Lock()
 
@@ -73,18 +105,14 @@ def _nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
-def _cache_dir() -> Path:
-    root = os.environ.get("EAGLE_CACHE_DIR")
-    if root:
-        return Path(root)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "eagle"
-
-
 def compile_cuda(
     source: str, *, name: str, arch: str = "sm_90", options: Mapping[str, Any] | None = None
 ) -> bytes:
     """Compile ``source`` to a cubin for ``arch`` with NVRTC and return it.
+
+    The image comes from the process's cache or the disk cache when it holds one
+    for this source, ``arch``, ``options`` and NVRTC version (see the module's
+    notes on what the disk cache trusts).
 
     Args:
         source: CUDA C source holding ``extern "C" __global__`` function(s).
@@ -97,25 +125,55 @@ def compile_cuda(
     Raises:
         CompileError: NVRTC rejected the source (the message holds its log).
         CudaUnavailable: NVRTC or cuda-core is not installed.
+        ValueError: ``$EAGLE_CACHE_MAX_BYTES`` is not a non-negative integer.
     """
+    return _image(source, name, arch, options)[0]
+
+
+def _image(
+    source: str,
+    name: str,
+    arch: str,
+    options: Mapping[str, Any] | None,
+    *,
+    fresh: bool = False,
+) -> tuple[bytes, bool]:
+    """The image of ``source`` and whether NVRTC compiled it just now: from the caches,
+    or, when ``fresh`` or they hold none, compiled and stored in both (replacing the
+    one they held)."""
     fields = {"std": "c++17", **(options or {}), "arch": arch}
     described = "\0".join(f"{key}={fields[key]!r}" for key in sorted(fields))
     key = hashlib.sha256("\0".join([source, described, _nvrtc_version()]).encode()).hexdigest()
-    image = _images.get(key)
-    if image is not None:
-        return image
-    path = _cache_dir() / f"{key}.cubin"
+    if not fresh:
+        with _images_lock:
+            image = _images.get(key)
+            if image is not None:
+                _images.move_to_end(key)
+                return image, False
+        found = _cache.read(key)
+        if found is not None:
+            image, path = found
+            _log.debug("%s for %s: disk cache hit %s", name, arch, path)
+            _remember(key, image)
+            return image, False
     began = time.perf_counter()
-    if path.is_file():
-        image = path.read_bytes()
-        _log.debug("%s for %s: disk cache hit %s", name, arch, path)
-    else:
-        image = _nvrtc_compile(source, name, fields)
-        _store(path, image)
-        milliseconds = (time.perf_counter() - began) * 1e3
-        _log.info("compiled %s for %s with NVRTC in %.1f ms", name, arch, milliseconds)
-    _images[key] = image
-    return image
+    image = _nvrtc_compile(source, name, fields)
+    milliseconds = (time.perf_counter() - began) * 1e3
+    _log.info("compiled %s for %s with NVRTC in %.1f ms", name, arch, milliseconds)
+    _cache.write(key, image)
+    _remember(key, image)
+    return image, True
+
+
+def _remember(key: str, image: bytes) -> None:
+    """Keep ``image`` in the process, dropping the least recently used beyond
+    :data:`MEMORY_BYTES`."""
+    with _images_lock:
+        _images[key] = image
+        _images.move_to_end(key)
+        total = sum(map(len, _images.values()))
+        while total > MEMORY_BYTES and len(_images) > 1:
+            total -= len(_images.popitem(last=False)[1])
 
 
 def _nvrtc_compile(source: str, name: str, fields: dict[str, Any]) -> bytes:
@@ -143,22 +201,16 @@ def _nvrtc_compile(source: str, name: str, fields: dict[str, Any]) -> bytes:
         program.close()
 
 
-def _store(path: Path, image: bytes) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(image)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # the disk cache is an optimisation; an unwritable one is not an error
-
-
 def load_kernel(source: str, name: str, *, device: int = 0) -> Kernel:
     """Compile ``source`` for ``device`` (cached), load it, and return kernel ``name``.
 
+    A cached image that the device refuses as invalid is compiled again and
+    replaced in the cache (with a warning); a failed load leaves nothing loaded.
+
     Raises:
         CompileError: NVRTC rejected the source.
-        CudaError: the image has no kernel called ``name``.
+        CudaError: the image has no kernel called ``name``, or the device
+            refused it.
     """
     key = (source, name, device)
     kernel = _kernels.get(key)
@@ -166,13 +218,36 @@ def load_kernel(source: str, name: str, *, device: int = 0) -> Kernel:
         with _lock:
             kernel = _kernels.get(key)
             if kernel is None:
-                image = compile_cuda(source, name=name, arch=device_arch(device))
-                ensure_device(device)
-                library = dcall("cuLibraryLoadData", image, None, None, 0, None, None, 0)
-                handle = dcall("cuLibraryGetKernel", library, name.encode())
-                dcall("cuKernelGetFunction", handle)  # load it on this device now, not mid-capture
-                kernel = _kernels[key] = Kernel(name, library, handle, device)
+                kernel = _kernels[key] = _load(source, name, device)
     return kernel
+
+
+def _load(source: str, name: str, device: int) -> Kernel:
+    arch = device_arch(device)
+    image, compiled = _image(source, name, arch, None)
+    ensure_device(device)
+    try:
+        library = dcall("cuLibraryLoadData", image, None, None, 0, None, None, 0)
+    except CudaError as exc:
+        if compiled or exc.status not in _BAD_IMAGE:
+            raise
+        _log.warning(
+            "the cached image of %s for %s failed to load (%s); compiling it again and "
+            "replacing it",
+            name,
+            arch,
+            exc.status,
+        )
+        image, _ = _image(source, name, arch, None, fresh=True)
+        library = dcall("cuLibraryLoadData", image, None, None, 0, None, None, 0)
+    try:
+        handle = dcall("cuLibraryGetKernel", library, name.encode())
+        dcall("cuKernelGetFunction", handle)  # load it on this device now, not mid-capture
+    except BaseException:
+        with contextlib.suppress(CudaError):
+            dcall("cuLibraryUnload", library)
+        raise
+    return Kernel(name, library, handle, device)
 
 
 # -- arguments ----------------------------------------------------------------------------
