@@ -150,10 +150,11 @@ def _host_matmul(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> None:
     right = b.T if spec.transpose_b else b
     if spec.transpose_out:
         left, right = right.T, left.T  # out = (left @ right).T, written C-ordered
-    if a.dtype == out.dtype:
-        np.matmul(left, right, out=out)
-    else:
-        out[...] = np.matmul(left, right)
+    with np.errstate(all="ignore"):  # inf * 0 is NaN, as on the device, never a warning
+        if a.dtype == out.dtype:
+            np.matmul(left, right, out=out)
+        else:
+            out[...] = np.matmul(left, right)
 
 
 class _DeviceMatmul:

@@ -312,7 +312,8 @@ class AutoPlan:
         if checked.side == "host" and route.name == "gemm":
             assert self.record is not None
             product = gemm_route.HostGemm(self, self.record, checked.values)
-            return BoundPlan(self, checked, Step(product, written=product.written), route)
+            step = Step(product, written=product.written, last=product.last)
+            return BoundPlan(self, checked, step, route)
         if checked.side == "host":
             return self._bind_host(checked, route)
         if route.name == "gemm":
@@ -366,19 +367,21 @@ class AutoPlan:
         def run(_stream: None) -> None:
             program.function(*args, lanes)
 
+        last = self._written_last
         written = tuple(
             checked.values[p.name]
             for p in self.kernel.planes
-            if p.kind in WRITTEN and p.name != self._written_last
+            if p.kind in WRITTEN and p.name != last
         )
-        return BoundPlan(self, checked, Step(run, written=written), route, setters)
+        step = Step(run, written=written, last=None if last is None else checked.values[last])
+        return BoundPlan(self, checked, step, route, setters)
 
     @functools.cached_property
     def _written_last(self) -> str | None:
-        """The plane a host run needs no saved copy of to be all or nothing, if any: the
-        one the body's last statement stores into, when nothing else writes it (the host
-        program runs the statements in order, so that plane is untouched until the last
-        one, which completes the run)."""
+        """The plane the body's last statement stores into, when nothing else writes it,
+        if any: the host program runs the statements in order, so that plane is untouched
+        until the last one, which completes the run (``Step.last``: a run that writes no
+        other plane needs no saved copy of it)."""
         body = self.kernel.ir.body
         last = body[-1] if body else None
         if not isinstance(last, ir.Store):

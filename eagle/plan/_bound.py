@@ -8,7 +8,10 @@ not make, and captures them into a graph.
 
 A host launch is all or nothing: the planes the steps write are saved
 before the first step runs and written back if any step raises, so a run
-that fails part-way leaves every plane as it was.
+that fails part-way leaves every plane as it was. The steps run with numpy's
+floating-point warnings off (``np.errstate(all="ignore")``): an ``inf * 0``
+gives NaN, as on the device, and never a ``RuntimeWarning`` that warnings-as-
+errors (``python -W error``) would turn into an exception half-way through.
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ class Step:
         prepare: makes what a launch on a stream (a raw pointer) needs that a
             capture may not make, or None when there is nothing to make.
         written: the host arrays the work writes (saved for an all-or-nothing run).
+        last: a host array the work writes whole in the one store that ends it, or
+            None. A launch whose only written plane this is needs no saved copy: a
+            failure leaves it as it was, and an interrupt after that store leaves the
+            whole result. Otherwise it is saved as the ``written`` ones are.
         site: makes the record a capture keeps of this work, so that the graph
             can be pointed at other planes (:meth:`~eagle.cuda.Launcher.rebind`),
             or None when the work enqueues nothing.
@@ -61,6 +68,7 @@ class Step:
     enqueue: Callable[[Any], None]
     prepare: Callable[[int], Any] | None = None
     written: tuple[np.ndarray, ...] = ()
+    last: np.ndarray | None = None
     site: Callable[[], Site] | None = None
     planes: tuple[Any, ...] = ()
 
@@ -88,8 +96,11 @@ class Bound:
         # the host arrays the steps write, each once (a run saves them to be all or nothing)
         written: dict[tuple[int, int], np.ndarray] = {}
         for step in self._steps:
-            for array in step.written:
+            last = () if step.last is None else (step.last,)
+            for array in (*step.written, *last):
                 written.setdefault((array.__array_interface__["data"][0], array.nbytes), array)
+        if len(written) == 1 and len(self._steps) == 1 and self._steps[0].last is not None:
+            written = {}  # one plane written whole, in the one store that ends the run
         self._written = tuple(written.values())
 
     def stream(self) -> int:
@@ -165,15 +176,19 @@ class Bound:
 
 
 def _run_all_or_nothing(steps: Sequence[Step], written: Sequence[np.ndarray]) -> None:
-    """Run host steps in order; if one raises, write back what they had written to."""
+    """Run host steps in order, numpy's floating-point warnings off (a warning turned
+    into an error would stop a step after it wrote); if one raises, write back what
+    they had written to."""
     if not written:
-        for step in steps:
-            step.enqueue(None)
+        with np.errstate(all="ignore"):
+            for step in steps:
+                step.enqueue(None)
         return
     saved = [(array, array.copy()) for array in written]
     try:
-        for step in steps:
-            step.enqueue(None)
+        with np.errstate(all="ignore"):
+            for step in steps:
+                step.enqueue(None)
     except BaseException:
         for array, before in saved:
             np.copyto(array, before)

@@ -364,8 +364,9 @@ class HostGemm:
         direction: ``"forward"`` or ``"adjoint"``.
 
     Attributes:
-        written: the gradient planes an adjoint adds into (empty for the forward,
-            which only writes its output, whole).
+        written: the gradient planes an adjoint adds into (empty for the forward).
+        last: the forward's output, which its one product writes whole (None for an
+            adjoint).
     """
 
     def __init__(
@@ -387,6 +388,7 @@ class HostGemm:
             if step.matmul
         ]
         self.written = tuple(views[name] for name in outputs) if add else ()
+        self.last = None if add else views[lowered.outputs[0].name]
 
     def __call__(self, _stream: None) -> None:
         """Run the products now."""
