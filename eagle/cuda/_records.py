@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Callable, Hashable, Sequence
+from contextlib import suppress
 
 import numpy as np
 
@@ -48,15 +49,24 @@ class _Slab:
         flags = runtime().cudaHostAllocMapped | runtime().cudaHostAllocPortable
         size = _PER_SLAB * WORDS * 8
         host = call("cudaHostAlloc", size, flags)
-        self.device_ptr = int(call("cudaHostGetDevicePointer", host, 0))
+        claims = None
+        try:  # a slab that fails half-way (out of memory, say) gives back what it took
+            self.device_ptr = int(call("cudaHostGetDevicePointer", host, 0))
+            claims = int(call("cudaMalloc", _PER_SLAB * 8))
+            call("cudaMemset", claims, 0, _PER_SLAB * 8)
+        except BaseException:
+            with suppress(Exception):
+                if claims is not None:
+                    call("cudaFree", claims)
+                call("cudaFreeHost", host)
+            raise
+        self.claims = claims
         self.words = np.ctypeslib.as_array(
             (ctypes.c_uint64 * (_PER_SLAB * WORDS)).from_address(host)
         )
         self.words = self.words.reshape(_PER_SLAB, WORDS)
         self.words[:] = 0
         self.words[:, _EPOCH] = 1
-        self.claims = int(call("cudaMalloc", _PER_SLAB * 8))
-        call("cudaMemset", self.claims, 0, _PER_SLAB * 8)
         self.words[:, _CLAIM] = self.claims + 8 * np.arange(_PER_SLAB, dtype=np.uint64)
         self.device = device
         self.records: list[ErrorRecord] = []

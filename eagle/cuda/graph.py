@@ -200,20 +200,34 @@ class StreamCapturer:
         self._open = False
 
     def begin(self) -> None:
-        """Start capturing the stream."""
+        """Start capturing the stream.
+
+        If it raises (an interrupt included), no capture is left open.
+        """
         if self._open:
             raise LifetimeError("StreamCapturer.begin: this capture is already open")
-        with _active_lock:
-            if self._stream_ptr in _active:
-                raise LifetimeError(
-                    f"stream {self._stream_ptr:#x} is already being captured by eagle"
-                )
-            mode = getattr(runtime().cudaStreamCaptureMode, _MODES[self.mode])
-            # asked now: a capturing stream refuses to name its device
-            self.device = int(call("cudaStreamGetDevice", self._stream_ptr))
+        claimed = False
+        try:
+            with _active_lock:
+                if self._stream_ptr in _active:
+                    raise LifetimeError(
+                        f"stream {self._stream_ptr:#x} is already being captured by eagle"
+                    )
+                mode = getattr(runtime().cudaStreamCaptureMode, _MODES[self.mode])
+                # asked now: a capturing stream refuses to name its device
+                self.device = int(call("cudaStreamGetDevice", self._stream_ptr))
+                _active[self._stream_ptr] = []  # claimed before CUDA begins
+                claimed = True
+            self._open = True
             call("cudaStreamBeginCapture", self._stream_ptr, mode)
-            _active[self._stream_ptr] = []
-        self._open = True
+        except BaseException as exc:
+            if claimed:  # given back
+                self._open = False
+                with _active_lock:
+                    _active.pop(self._stream_ptr, None)
+                if not isinstance(exc, CudaError):  # an interrupt: CUDA may have begun
+                    _abandon(self._stream_ptr)
+            raise
 
     def end(self) -> CapturedGraph:
         """Stop capturing and return what was recorded.
@@ -224,10 +238,16 @@ class StreamCapturer:
         """
         if not self._open:
             raise LifetimeError("StreamCapturer.end: no capture is open (call begin() first)")
-        self._open = False
-        with _active_lock:
-            kept = _active.pop(self._stream_ptr, [])
-        handle = call("cudaStreamEndCapture", self._stream_ptr)
+        try:
+            handle = call("cudaStreamEndCapture", self._stream_ptr)
+        except BaseException as exc:
+            if not isinstance(exc, CudaError):  # an interrupt: CUDA may not have ended it
+                _abandon(self._stream_ptr)
+            raise
+        finally:
+            self._open = False
+            with _active_lock:
+                kept = _active.pop(self._stream_ptr, [])
         self.captured = CapturedGraph(handle, kept)
         return self.captured
 
@@ -270,7 +290,7 @@ class StreamCapturer:
         return _record_conditional(self, "if", flag)
 
     def __enter__(self) -> StreamCapturer:
-        self.begin()
+        self.begin()  # leaves no capture open if it raises
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
@@ -280,6 +300,15 @@ class StreamCapturer:
         # The body's exception is the one worth reporting; a failed end() is not.
         with contextlib.suppress(Exception):
             self.end().discard()
+
+
+def _abandon(stream_ptr: int) -> None:
+    """End and discard the capture of ``stream_ptr`` that a :meth:`StreamCapturer.begin`
+    or :meth:`~StreamCapturer.end` cut short (by an interrupt) may have left open in
+    CUDA (nothing when none is open)."""
+    with contextlib.suppress(Exception):
+        if is_capturing(stream_ptr):
+            call("cudaGraphDestroy", call("cudaStreamEndCapture", stream_ptr))
 
 
 @contextmanager
@@ -332,7 +361,7 @@ class Graph:
         handle, held = captured._take()
         try:
             exec_handle = call("cudaGraphInstantiate", handle, 0)
-        except Exception:
+        except BaseException:  # out of memory, say, or an interrupt: free the graph
             _release(held)
             raise
         graph = cls(exec_handle, handle, held.kept)
