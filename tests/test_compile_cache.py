@@ -21,10 +21,13 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from eagle.cuda import _cache, cache_dir, clear_cache, compile_cuda, module
+from eagle import arrays
+from eagle.cuda import Stream, _cache, cache_dir, clear_cache, compile_cuda, module
 from eagle.cuda._runtime import CudaError
+from tests._util import rel_error
 
 
 def _source(number: int) -> str:
@@ -295,6 +298,31 @@ def test_another_load_failure_of_a_cached_image_is_not_taken_for_corruption(
     ):
         module.load_kernel(_source(1), "k1")
     assert _compiles(caplog) == 0 and not _messages(caplog, logging.WARNING)
+
+
+@pytest.mark.gpu
+def test_gpu_a_cached_image_the_device_refuses_is_compiled_again(cache, monkeypatch, caplog, rng):
+    source = (
+        'extern "C" __global__ void planted(float* x, long long n) {'
+        " long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;"
+        " if (i < n) x[i] = 2.0f * x[i] + 1.0f; }"
+    )
+    image = compile_cuda(source, name="planted", arch=module.device_arch(0))
+    path = _only(cache)
+    _cache.write(path.stem, image[: len(image) // 2])  # a digest that matches a half cubin
+    _forget_in_memory(monkeypatch)
+    monkeypatch.setattr(module, "_kernels", {})
+    with caplog.at_level(logging.INFO, logger="eagle"):
+        kernel = module.load_kernel(source, "planted")
+    (warning,) = _messages(caplog, logging.WARNING)
+    assert "the cached image of planted" in warning and "failed to load (CUDA_ERROR_" in warning
+    assert _compiles(caplog) == 1 and _valid(path) == image
+    x = rng.standard_normal(10_000).astype(np.float32)
+    x_d = arrays.asarray(x, device="cuda:0")
+    stream = Stream(non_blocking=True)
+    kernel.launch(-(-x.size // 256), 256, [x_d, np.int64(x.size)], stream)
+    stream.synchronize()
+    assert rel_error(x_d.numpy(), 2.0 * x.astype(np.float64) + 1.0) < 1e-6
 
 
 # -- writers at once -------------------------------------------------------------------------

@@ -80,7 +80,9 @@ older ones are read again from the disk cache (or compiled) when next needed."""
 
 #: load statuses of an image that is not a valid image for the device: a cached one is
 #: compiled again (a fresh one failing the same way raises)
-_BAD_IMAGE = frozenset({"CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_NO_BINARY_FOR_GPU"})
+_BAD_IMAGE = frozenset(
+    {"CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_INVALID_PTX", "CUDA_ERROR_NO_BINARY_FOR_GPU"}
+)
 
 _images: OrderedDict[str, bytes] = OrderedDict()
 _images_lock = threading.Lock()
