@@ -47,7 +47,9 @@ napoleon_use_ivar = True
 # Every cross-reference must resolve, except to the standard library and third-party
 # packages, which this offline build does not link (no intersphinx).
 nitpicky = True
-_THIRD_PARTY = r"(collections|contextlib|typing|types|enum|numpy|np|ml_dtypes|torch|cuda|nvmath)"
+_THIRD_PARTY = (
+    r"(collections|contextlib|pathlib|typing|types|enum|numpy|np|ml_dtypes|torch|cuda|nvmath)"
+)
 nitpick_ignore_regex = [
     (r"py:(class|obj|data|exc)", _THIRD_PARTY + r"(\..+)?"),
     (r"py:mod", r"ast|inspect|linecache"),
