@@ -68,6 +68,11 @@ def _compiles(caplog: pytest.LogCaptureFixture) -> int:
     return sum("with NVRTC" in message for message in _messages(caplog, logging.INFO))
 
 
+def _plant(path: Path, image: bytes) -> None:
+    """Store ``image`` as eagle would, with its digest, in the file ``path``."""
+    _cache.write(path.stem, image, _cache.DEFAULT_MAX_BYTES)
+
+
 def _valid(path: Path) -> bytes:
     """The image a cache file holds, checked against its digest."""
     data = path.read_bytes()
@@ -136,7 +141,7 @@ def test_a_cache_directory_others_can_write_is_neither_read_nor_written(
     compile_cuda(_source(1), name="k1")
     path = _only(cache)
     planted = b"\x7fELF planted by someone else"
-    _cache.write(path.name.removesuffix(".img"), planted)  # a valid digest over bad code
+    _plant(path, planted)  # a valid digest over bad code
     os.chmod(cache, mode)
     _forget_in_memory(monkeypatch)
     with caplog.at_level(logging.INFO, logger="eagle"):
@@ -260,7 +265,7 @@ def test_an_image_the_device_refuses_is_compiled_again_and_replaced(
     image = compile_cuda(_source(1), name="k1")
     path = _only(cache)
     planted = b"not a cubin, though its digest is right"
-    _cache.write(path.stem, planted)
+    _plant(path, planted)
     _forget_in_memory(monkeypatch)
     fake = _Driver({planted})
     monkeypatch.setattr(module, "dcall", fake)
@@ -309,7 +314,7 @@ def test_gpu_a_cached_image_the_device_refuses_is_compiled_again(cache, monkeypa
     )
     image = compile_cuda(source, name="planted", arch=module.device_arch(0))
     path = _only(cache)
-    _cache.write(path.stem, image[: len(image) // 2])  # a digest that matches a half cubin
+    _plant(path, image[: len(image) // 2])  # a digest that matches a half cubin
     _forget_in_memory(monkeypatch)
     monkeypatch.setattr(module, "_kernels", {})
     with caplog.at_level(logging.INFO, logger="eagle"):
@@ -391,8 +396,13 @@ def test_a_budget_of_zero_keeps_nothing_on_disk_and_a_bad_budget_is_named(cache,
     assert not cache.exists() or not _files(cache)
     monkeypatch.setenv("EAGLE_CACHE_MAX_BYTES", "1e9")
     _forget_in_memory(monkeypatch)
+    monkeypatch.setattr(module, "_nvrtc_compile", _never)
     with pytest.raises(ValueError, match=r"EAGLE_CACHE_MAX_BYTES='1e9' is not a number of bytes"):
-        compile_cuda(_source(1), name="k1")
+        compile_cuda(_source(1), name="k1")  # refused before compiling
+
+
+def _never(*args: Any) -> bytes:
+    raise AssertionError("NVRTC ran")
 
 
 def test_temporary_files_of_writers_that_died_are_swept_and_fresh_ones_kept(cache):

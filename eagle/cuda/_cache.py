@@ -251,17 +251,14 @@ def _unpack(data: bytes) -> bytes | None:
 # -- writing -------------------------------------------------------------------------------
 
 
-def write(key: str, image: bytes) -> None:
+def write(key: str, image: bytes, budget: int) -> None:
     """Store ``image`` under ``key`` in the writable cache (made if missing), replacing
-    any file there in one step, then keep the cache within :func:`max_bytes`.
+    any file there in one step, then keep the cache within ``budget`` bytes (from
+    :func:`max_bytes`, asked before compiling, so a bad setting costs no compile).
 
     A cache that cannot be made or written, or may not be trusted, is left alone
     (with a warning, once per directory): the image then lives in memory only.
-
-    Raises:
-        ValueError: ``$EAGLE_CACHE_MAX_BYTES`` is not a non-negative integer.
     """
-    budget = max_bytes()
     if budget == 0:
         return
     directory = cache_dir()

@@ -158,11 +158,12 @@ def _image(
             _log.debug("%s for %s: disk cache hit %s", name, arch, path)
             _remember(key, image)
             return image, False
+    budget = _cache.max_bytes()  # a bad setting is refused before the compile, not after
     began = time.perf_counter()
     image = _nvrtc_compile(source, name, fields)
     milliseconds = (time.perf_counter() - began) * 1e3
     _log.info("compiled %s for %s with NVRTC in %.1f ms", name, arch, milliseconds)
-    _cache.write(key, image)
+    _cache.write(key, image, budget)
     _remember(key, image)
     return image, True
 
