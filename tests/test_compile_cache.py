@@ -336,7 +336,7 @@ _RACE = """
 import sys
 from eagle.cuda import module
 source = sys.argv[1]
-for _ in range(6):
+for _ in range(4):
     module._images.clear()
     module._image(source, "race", "sm_90", None, fresh=True)  # compile and replace the file
     module._images.clear()
