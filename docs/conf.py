@@ -17,6 +17,9 @@ from sphinx import addnodes
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # document the checkout even when the package is not installed
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+
+import facts  # noqa: E402  (docs/_ext/facts.py: what the pages state, read from the code)
 
 project = "eagle + hawk"
 author = "the eagle + hawk authors"
@@ -29,10 +32,13 @@ extensions = [
     "sphinx.ext.napoleon",
 ]
 
-exclude_patterns = ["_build", "_scripts"]
+exclude_patterns = ["_build", "_scripts", "_ext"]
 
 myst_heading_anchors = 3
-myst_enable_extensions = ["colon_fence"]
+myst_enable_extensions = ["colon_fence", "substitution"]
+# ``{{ name }}`` on a page: a table or a phrase generated from the code and the recorded
+# benchmark figures when the site is built (docs/_ext/facts.py), never typed by hand.
+myst_substitutions = facts.substitutions()
 
 autodoc_default_options = {"members": True, "member-order": "bysource"}
 autodoc_typehints = "signature"

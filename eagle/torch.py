@@ -64,8 +64,9 @@ def function(kernel: hawk.Kernel, contraction: str | None = None) -> Function:
 
     Args:
         kernel: a ``@hawk.kernel``.
-        contraction: ``"loop"`` or ``"gemm"`` (may take the GEMM route on the
-            device for float32 tensors); None for the current
+        contraction: ``"loop"`` or ``"gemm"`` (on CUDA tensors, a kernel that is
+            one dense contraction then runs as one cuBLAS product, whatever dtype
+            the op takes; CPU tensors run its loop); None for the current
             :func:`hawk.emit.policy.current` policy.
 
     Make it once, outside any ``torch.compile`` region (as you would make a
@@ -102,7 +103,7 @@ class Function:
     Call it with one keyword per input plane (and optionally per
     ``Mutable[Scalar]`` plane, its initial value; outputs not given start at
     zero), plus ``lanes=`` when no lane plane is given (a contraction whose
-    lanes are its product, such as the seed's, knows its own).
+    lanes are its product knows its own).
 
     Attributes:
         kernel: the hawk kernel.

@@ -4,8 +4,9 @@ Inside a kernel they become IR; outside one the numeric functions work on
 numbers and numpy arrays (so a reference can be written with them), while
 ``sample_index`` and ``split_index`` only have a meaning per lane and raise.
 
-The numeric functions are made from the entries of
-``hawk.functions.FUNCTIONS`` (their numpy form and documentation).
+The numeric functions are made from hawk's one table of functions (each
+entry's numpy form and documentation), so this list and what a kernel may
+call cannot disagree.
 """
 
 from __future__ import annotations

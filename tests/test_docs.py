@@ -5,7 +5,9 @@ Also the ``>>>`` examples in the docstrings of every eagle and hawk module.
 Every ```python fence of a page under docs/ is an example. A page's examples run in
 order in one namespace, as a reader would run them. A fence right after a
 ``<!-- gpu -->`` line needs a device: the host test skips it, and the test marked
-``gpu`` runs the page's examples, host and device, in order. Examples are compiled
+``gpu`` runs the page's examples, host and device, in order. A page with a
+``<!-- requires torch -->`` line needs that module: where it is not installed (CI),
+its tests skip. Examples are compiled
 against the page's own path and line numbers, so a traceback points into the page
 and ``inspect.getsource`` (which hawk uses) reads the kernel from it.
 """
@@ -31,6 +33,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 PAGES = sorted(DOCS.glob("*.md"))
 API_PAGES = sorted((DOCS / "api").glob("*.md"))
 GPU_MARK = "<!-- gpu -->"
+REQUIRES = re.compile(r"^<!-- requires ([\w.]+) -->$", re.M)
 
 # The modules whose public names the API pages (docs/api/) document and this file checks.
 API_MODULES = (
@@ -104,8 +107,17 @@ def examples(page: Path) -> list[Example]:
     return found
 
 
+def required_modules(page: Path) -> list[str]:
+    """The modules the page's ``<!-- requires ... -->`` lines name."""
+    return REQUIRES.findall(page.read_text())
+
+
 def _run_page(page: Path, *, gpu: bool) -> int:
-    """Run the page's examples in order, in one namespace; return how many ran."""
+    """Run the page's examples in order, in one namespace; return how many ran (skip the
+    test where a module the page requires is not installed)."""
+    for module in required_modules(page):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"docs/{page.name} requires {module}, which is not installed")
     chosen = [example for example in examples(page) if gpu or not example.gpu]
     namespace: dict[str, Any] = {"__name__": f"docs_{page.stem}"}
     for example in chosen:
@@ -143,6 +155,14 @@ def test_examples_reads_fences_and_gpu_marks(tmp_path):
     namespace: dict[str, Any] = {}
     first.run(namespace)
     assert namespace["x"] == 1
+
+
+def test_a_page_that_requires_a_missing_module_skips(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("<!-- requires no_such_module_here -->\n\n```python\nraise ValueError\n```\n")
+    assert required_modules(page) == ["no_such_module_here"]
+    with pytest.raises(pytest.skip.Exception, match="requires no_such_module_here"):
+        _run_page(page, gpu=False)
 
 
 def test_a_stray_gpu_mark_is_an_error(tmp_path):

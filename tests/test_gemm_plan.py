@@ -462,7 +462,8 @@ def test_captured_gemm_calls_bind_the_callers_own_buffers():
         ("chain32", "device", {"operand_class": "gemm"}, GemmCaptureUnavailable,
          "step 'out_t' is a 'assembly' step, not a matmul"),
         ("capture64", "device", {"operand_class": "gemm"}, GemmMappingUnavailable,
-         "buffer 'w' is float64; a captured product is float32 only"),
+         "buffer 'w' is float64; Sgemm calls .* are float32 only: lower with "
+         "dtype='float32', or capture the plan with captured_calls"),
         ("capture", "unbound", {"operand_class": "gemm"}, GemmCaptureUnavailable,
          "buffer 'g' is not bound"),
         ("capture", "host", {"operand_class": "gemm"}, GemmCaptureUnavailable,

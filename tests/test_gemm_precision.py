@@ -125,8 +125,9 @@ def test_a_16_bit_out_is_mapped_with_its_own_itemsize():
 def test_sgemm_keeps_refusing_every_dtype_but_float32_by_name():
     for dtype in (BF16, F16, F64):
         a, b, out = np.ones((3, 4), dtype), np.ones((4, 5), dtype), np.ones((3, 5), dtype)
-        with pytest.raises(GemmMappingUnavailable, match=f"operand 'a' is {dtype.name}; a "
-                           "captured product is float32 only"):  # fmt: skip
+        with pytest.raises(GemmMappingUnavailable, match=f"operand 'a' is {dtype.name}; sgemm "
+                           "params .* are float32 only: .* handle.gemm, which takes every "
+                           "product dtype"):  # fmt: skip
             sgemm_params_for_arrays(a, b, out)
 
 
@@ -410,8 +411,9 @@ def test_captured_calls_bind_any_dtype_and_captured_gemm_calls_stay_float32(devi
     assert [type(call) for call in calls] == [CapturedCall] * 2
     assert {call.params[9:] for call in calls} == {("float16", "float16", "fp32")}
     assert all(call.operands["out"] is buffers[call.name] for call in calls)
-    with pytest.raises(GemmMappingUnavailable, match="buffer '.*' is float16; a captured "
-                       "product is float32 only"):  # fmt: skip
+    with pytest.raises(GemmMappingUnavailable, match="buffer '.*' is float16; Sgemm calls "
+                       r"\(captured_gemm_calls, handle.sgemm\) are float32 only: .* "
+                       "captured_calls and handle.gemm"):  # fmt: skip
         captured_gemm_calls(plan, buffers, operand_class="gemm")
     with pytest.raises(GemmMappingUnavailable, match="math='tf32' does not apply to float16"):
         captured_calls(plan, buffers, math="tf32")

@@ -2,7 +2,8 @@
 
 Run from anywhere: ``python docs/_scripts/diagrams.py [OUT_DIR]``. The output is committed; run the
 script again after changing a drawing. The SVG parameters of the product diagram are
-computed with eagle itself, so the picture cannot drift from what eagle calls.
+computed with eagle itself, and the dtypes the journey's GEMM branch takes are read from
+the plans (docs/_ext/facts.py), so the pictures cannot drift from what eagle does.
 """
 
 from __future__ import annotations
@@ -27,6 +28,17 @@ from svg import (  # the scripts' own helper, next to this file
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+
+#: short dtype names, for labels in narrow boxes
+SHORT = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64": "f64"}
+
+
+def _facts():
+    """docs/_ext/facts.py: what the pages state, read from the code."""
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    import facts
+
+    return facts
 
 
 def captured_graph() -> Svg:
@@ -127,6 +139,7 @@ def row_column_major() -> Svg:
 
 
 def hawk_journey() -> Svg:
+    facts = _facts()
     svg = Svg(860, 470, "From @hawk.kernel to numpy, CUDA C or one cuBLAS product")
     svg.rect(20, 20, 300, 86, YOURS, YOURS_EDGE)
     svg.lines(36, 44, ["@hawk.kernel", "def layer(w, f, y):", "    ..."], size=13, mono=True,
@@ -149,8 +162,9 @@ def hawk_journey() -> Svg:
         (300, "device arrays", YOURS, YOURS_EDGE, [
             "hawk.emit.cuda → CUDA C", "→ NVRTC, for the GPU's sm_XY", "→ one thread per lane",
         ]),
-        (580, "device, float32, policy gemm", CUBLAS, CUBLAS_EDGE, [
-            "hawk.contraction.recognize", "→ lower_dense_gemm", "→ one cuBLAS product",
+        (580, "device arrays, policy gemm", CUBLAS, CUBLAS_EDGE, [
+            "hawk.contraction.recognize", "→ lower_dense_gemm", "→ one cuBLAS product over",
+            facts.phrase(SHORT[d] for d in facts.route_dtypes()) + " planes",
         ]),
     ]  # fmt: skip
     for x, when, fill, edge, rows in branches:

@@ -77,8 +77,9 @@ def check_plan_capturable(plan: LoweredPlan) -> None:
     for spec in plan.required.values():
         if spec.dtype != "float32":
             raise GemmMappingUnavailable(
-                f"buffer {spec.name!r} is {spec.dtype}; a captured product is float32 only "
-                f"(lower with dtype='float32')"
+                f"buffer {spec.name!r} is {spec.dtype}; Sgemm calls (captured_gemm_calls, "
+                f"handle.sgemm) are float32 only: lower with dtype='float32', or capture the "
+                f"plan with captured_calls and handle.gemm, which take every product dtype"
             )
 
 

@@ -325,8 +325,9 @@ def sgemm_params_for_arrays(
         dtype = _dtype_of(name, array)
         if dtype != np.float32:
             raise GemmMappingUnavailable(
-                f"operand {name!r} is {dtype}; a captured product is float32 only "
-                f"(convert it with .astype('float32'))"
+                f"operand {name!r} is {dtype}; sgemm params (for handle.sgemm) are float32 "
+                f"only: convert it with .astype('float32'), or make the params with "
+                f"gemm_params_for_arrays for handle.gemm, which takes every product dtype"
             )
     return _layout_for_arrays(arrays, 4, transpose_a, transpose_b, transpose_out)
 

@@ -171,7 +171,8 @@ class AutoPlan:
 
         Args:
             side: ``"host"`` or ``"device"``.
-            dtype: the planes' dtype, float32 (the default) or float64.
+            dtype: the planes' dtype (float32 when left out): any dtype
+                :meth:`route` takes.
 
         Raises:
             ValueError: as :meth:`route`.
@@ -244,7 +245,8 @@ class AutoPlan:
             hawk.PlaneIndexError: (the kernel's loop) a table index of the lane
                 and loop indices is out of range for some lane (checked before
                 anything runs); on the host, any index out of range. On the device
-                other indices raise at a later synchronizing call (docs/hawk.md).
+                other indices raise at a later synchronizing call (see
+                :doc:`the hawk guide </hawk>`).
         """
         # (planes on two sides or two devices have keys too: binding them raises, so no
         # binding is ever kept under such keys)
@@ -289,7 +291,7 @@ class AutoPlan:
         product (no copies) and prepares cuBLAS for the stream its launches go
         to (:meth:`BoundPlan.stream`); a launch on a stream that is being
         captured needs cuBLAS prepared for it before the capture (a run or bind
-        on that stream; see docs/torch.md).
+        on that stream; see :doc:`/torch`).
         A Param given as a number is fixed here (on the device, a kernel
         argument passed by value). The checks of table indices of the lane
         and loop indices are made here, once, for these planes' lane count.

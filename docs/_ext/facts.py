@@ -1,0 +1,547 @@
+"""What the pages say about dtypes, routes, requirements and the recorded benchmarks, read
+from the code and the data when the site is built, so that it cannot drift.
+
+Every fact here comes from calling eagle and hawk (on a tiny kernel, tiny arrays or
+stand-in device buffers, never a device) or from reading ``pyproject.toml`` and
+``docs/_scripts/recorded.json``; nothing restates a literal the code holds. The pages
+use them as MyST substitutions (:func:`substitutions`): ``{{ plan_routes }}`` on a line of
+its own is a table, ``{{ route_dtypes }}`` inside a sentence a phrase.
+
+``eagle.torch`` needs PyTorch, which the documentation build does not install: where it
+is absent the build reads what it decides from ``torch_facts.json`` next to this file,
+which ``python docs/_ext/facts.py`` writes (with torch installed) and
+``tests/test_docs.py`` compares with the code whenever torch is there.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import re
+import sys
+import tomllib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the checkout's eagle and hawk, installed or not
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kernels import K, M, N, contraction  # noqa: E402  (docs/_ext/kernels.py)
+
+from eagle.cuda.loops import FLAG_DTYPES  # noqa: E402
+from eagle.gemm import (  # noqa: E402
+    GemmMappingUnavailable,
+    gemm_params_for_arrays,
+    sgemm_params_for_arrays,
+)
+from eagle.gemm.dtypes import OUT_DTYPES, PRODUCT_DTYPES, dtype_of, product_dtypes  # noqa: E402
+from eagle.gemm.plan import captured_calls, captured_gemm_calls, lower_dense_gemm  # noqa: E402
+from hawk.contraction import recognize  # noqa: E402
+from hawk.emit import DTYPES as PLANE_DTYPES  # noqa: E402
+from hawk.emit import policy  # noqa: E402
+
+TORCH_FACTS = Path(__file__).with_name("torch_facts.json")
+RECORDED = ROOT / "docs" / "_scripts" / "recorded.json"
+SIDES = ("host", "device")
+
+#: what each ``math`` of :mod:`eagle.gemm.dtypes` sums in: the dtype of the sums, and the
+#: pages' words for it; a math missing here stops the build (say what it is, then build)
+SUMS_IN = {
+    "fp32": ("float32", "float32"),
+    "tf32": ("float32", "float32 over TF32-rounded factors"),
+    "fp64": ("float64", "float64"),
+}
+
+#: the pages' words for the routes of :meth:`eagle.plan.AutoPlan.route`
+ROUTES = {"loop": "the kernel's loop", "gemm": "one cuBLAS product"}
+
+# -- the dtypes asked about ---------------------------------------------------------------
+
+
+def candidates() -> tuple[str, ...]:
+    """Every dtype name that some table of the code names (planes, products, outputs),
+    narrowest first: the dtypes each fact is asked about."""
+    names = {d.name for d in PLANE_DTYPES} | set(PRODUCT_DTYPES)
+    names |= {out for outs in OUT_DTYPES.values() for out in outs}
+    return tuple(sorted(names, key=lambda name: (dtype_of(name).itemsize, name)))
+
+
+def phrase(names: Iterable[str], joiner: str = "or") -> str:
+    """``a``, ``a or b``, ``a, b or c``: names as a sentence lists them."""
+    names = list(names)
+    if not names:
+        raise ValueError("a phrase of no dtype: the code takes none of the candidates")
+    if len(names) == 1:
+        return names[0]
+    return f"{', '.join(names[:-1])} {joiner} {names[-1]}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _refused(probe: Callable[[], Any], *refusals: type[BaseException]) -> bool:
+    """True when ``probe()`` raises one of ``refusals``, False when it returns."""
+    try:
+        probe()
+    except refusals:
+        return True
+    return False
+
+
+# -- products -----------------------------------------------------------------------------
+
+
+def maths(dtype: str) -> list[str]:
+    """The ``math`` values a product of ``dtype`` factors takes, its exact one first."""
+    exact = product_dtypes(dtype, dtype, dtype)[2]
+    others = [
+        m
+        for m in policy.MATH
+        if m != exact
+        and not _refused(lambda m=m: product_dtypes(dtype, dtype, dtype, m), GemmMappingUnavailable)
+    ]
+    return [exact, *others]
+
+
+def sums_in(dtype: str, *, keyword: str = "math") -> str:
+    """How a product of ``dtype`` factors sums, every math it takes: ``float32 (exact), or
+    float32 over TF32-rounded factors with math="tf32"``."""
+    exact, *others = maths(dtype)
+    text = SUMS_IN[exact][1]
+    if others:
+        text += " (exact)"
+    for m in others:
+        text += f', or {SUMS_IN[m][1]} with `{keyword}="{m}"`'
+    return text
+
+
+def rounded(dtype: str) -> bool:
+    """Whether a product of ``dtype`` factors sums in a wider dtype than its own."""
+    return SUMS_IN[maths(dtype)[0]][0] != dtype
+
+
+def out_dtypes(dtype: str) -> list[str]:
+    """The ``out`` dtypes a product of ``dtype`` factors writes."""
+    return [
+        out
+        for out in candidates()
+        if not _refused(lambda out=out: product_dtypes(dtype, dtype, out), GemmMappingUnavailable)
+    ]
+
+
+def product_dtype_names() -> list[str]:
+    """The factor dtypes a product takes (asked of :func:`product_dtypes`)."""
+    return [
+        d
+        for d in candidates()
+        if not _refused(lambda d=d: product_dtypes(d, d, d), GemmMappingUnavailable)
+    ]
+
+
+def product_table() -> str:
+    """Factors, what they write, and what they sum in."""
+    rows = []
+    for dtype in product_dtype_names():
+        sums = sums_in(dtype) + (f", rounded once into a {dtype} `out`" if rounded(dtype) else "")
+        rows.append([dtype, phrase(out_dtypes(dtype)), sums])
+    return _table(["factors `a`, `b`", "`out`", "sums in"], rows)
+
+
+class _DeviceBuffer:
+    """A stand-in for a device array: what the capture calls read off one (its address,
+    layout and dtype), with no device behind it. Nothing reads its memory."""
+
+    is_host = False
+    device_index = 0
+    device = "cuda:0"
+    _next = 1 << 20
+
+    def __init__(self, shape: tuple[int, ...], dtype: str) -> None:
+        self.dtype = dtype_of(dtype)
+        self.shape = shape
+        self.strides = tuple(int(s) for s in np.empty(shape, self.dtype).strides)
+        self.ptr = _DeviceBuffer._next
+        _DeviceBuffer._next += 1 << 20
+
+
+def _capture_probe(call: Callable[..., Any], dtype: str, **options: Any) -> bool:
+    """True when ``call`` binds a forward plan of the contraction over ``dtype`` buffers."""
+    plan = lower_dense_gemm(recognize(contraction), dtype=dtype)
+    buffers = {name: _DeviceBuffer(spec.shape, spec.dtype) for name, spec in plan.required.items()}
+    return not _refused(lambda: call(plan, buffers, **options), GemmMappingUnavailable)
+
+
+def _arrays(dtype: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return tuple(np.ones(shape, dtype_of(dtype)) for shape in ((2, 3), (3, 4), (2, 4)))
+
+
+def host_matmul_dtypes() -> list[str]:
+    """The factor dtypes ``matmul_step(...).run(bufs, "host")`` takes (factors and out of
+    one dtype)."""
+    from eagle.gemm import MatmulUnavailable
+    from eagle.gemm.plan import matmul_step
+
+    step = matmul_step("c", a="a", b="b", out="c")
+    return [
+        d
+        for d in candidates()
+        if not _refused(
+            lambda d=d: step.run(dict(zip("abc", _arrays(d), strict=True)), "host"),
+            MatmulUnavailable,
+        )
+    ]
+
+
+#: the captured product calls: how each is asked whether it takes factors of a dtype
+CAPTURE_CALLS: dict[str, Callable[[str], bool]] = {
+    "`handle.sgemm` (params from `sgemm_params_for_arrays`)": lambda d: (
+        not _refused(lambda: sgemm_params_for_arrays(*_arrays(d)), GemmMappingUnavailable)
+    ),
+    "`handle.gemm` (params from `gemm_params_for_arrays`)": lambda d: (
+        not _refused(lambda: gemm_params_for_arrays(*_arrays(d)), GemmMappingUnavailable)
+    ),
+    "`captured_gemm_calls` (for `handle.sgemm`)": lambda d: _capture_probe(
+        captured_gemm_calls, d, operand_class="gemm"
+    ),
+    "`captured_calls` (for `handle.gemm`)": lambda d: _capture_probe(captured_calls, d),
+}
+
+
+def captured_dtypes(call: str) -> list[str]:
+    """The factor dtypes the captured product ``call`` (a key of CAPTURE_CALLS) takes."""
+    return [d for d in product_dtype_names() if CAPTURE_CALLS[call](d)]
+
+
+def captured_table() -> str:
+    """Which factor dtypes each captured product call takes."""
+    rows = [[call, phrase(captured_dtypes(call))] for call in CAPTURE_CALLS]
+    return _table(["call", "factors"], rows)
+
+
+# -- plans --------------------------------------------------------------------------------
+
+
+def _route(dtype: str, side: str, **build: Any) -> str | None:
+    """The route ``side`` takes for planes of ``dtype`` (None: not a plane dtype)."""
+    import eagle.plan
+
+    try:
+        return eagle.plan.auto(contraction, **build).route(side, dtype)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class PlanRoute:
+    """Where a plan over planes of one dtype runs each route."""
+
+    dtype: str
+    loop: tuple[str, ...]  # the sides that run the kernel's own loop
+    gemm: tuple[str, ...]  # the sides that run one product, when the plan opts in
+
+
+def plan_routes() -> list[PlanRoute]:
+    """Each plane dtype: the sides its loop runs on, and those of the GEMM route."""
+    found = []
+    for dtype in candidates():
+        loop = tuple(s for s in SIDES if _route(dtype, s, contraction="loop") == "loop")
+        gemm = tuple(
+            s for s in SIDES if _route(dtype, s, contraction="gemm", host_route="gemm") == "gemm"
+        )
+        if loop or gemm:
+            found.append(PlanRoute(dtype, loop, gemm))
+    return found
+
+
+def route_dtypes() -> list[str]:
+    """The plane dtypes the device's GEMM route takes."""
+    return [r.dtype for r in plan_routes() if "device" in r.gemm]
+
+
+def plane_dtypes() -> list[str]:
+    """The dtypes a plan's planes may have."""
+    return [r.dtype for r in plan_routes() if r.loop]
+
+
+def _sides(sides: tuple[str, ...], host_note: str = "") -> str:
+    if not sides:
+        return "–"
+    return " and ".join(f"{s}{host_note if s == 'host' else ''}" for s in sides)
+
+
+def plan_table() -> str:
+    """Per plane dtype: where the loop runs, where the GEMM route runs, what it sums in."""
+    rows = [
+        [
+            r.dtype,
+            _sides(r.loop),
+            _sides(r.gemm, ' (`host_route="gemm"`)'),
+            (sums_in(r.dtype) + (", rounded once into the output" if rounded(r.dtype) else ""))
+            if r.gemm
+            else "–",
+        ]
+        for r in plan_routes()
+    ]
+    header = ["planes", "the kernel's loop", 'GEMM route (`contraction="gemm"`)', "sums in"]
+    return _table(header, rows)
+
+
+# -- eagle.torch --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TorchRoute:
+    """How ``eagle.torch.function(kernel, contraction)`` runs tensors of one dtype."""
+
+    dtype: str
+    cpu: str  # the route CPU tensors take
+    cuda_loop: str  # CUDA tensors under contraction="loop"
+    cuda_gemm: str  # CUDA tensors under contraction="gemm"
+
+
+def torch_routes_from_code() -> list[TorchRoute]:
+    """Ask ``eagle.torch`` (needs torch): which tensor dtypes its op takes (a call on CPU
+    tensors) and which route its plans give them."""
+    import torch
+
+    import eagle.torch
+
+    found = []
+    for dtype in candidates():
+        ops = {c: eagle.torch.function(contraction, c) for c in policy.CONTRACTIONS}
+        kind = getattr(torch, dtype)
+        planes = {"w": torch.ones(K, M, dtype=kind), "f": torch.ones(K, N, dtype=kind)}
+        if _refused(functools.partial(ops["loop"], **planes), TypeError):
+            continue
+        found.append(
+            TorchRoute(
+                dtype,
+                ops["gemm"].plan.route("host", dtype),
+                ops["loop"].plan.route("device", dtype),
+                ops["gemm"].plan.route("device", dtype),
+            )
+        )
+    return found
+
+
+def torch_routes() -> list[TorchRoute]:
+    """:func:`torch_routes_from_code`, or where torch is absent what it last recorded."""
+    if importlib.util.find_spec("torch") is not None:
+        return torch_routes_from_code()
+    return [TorchRoute(**row) for row in json.loads(TORCH_FACTS.read_text())]
+
+
+def torch_table() -> str:
+    """Per tensor dtype: the route of CPU tensors and of CUDA tensors under each policy."""
+    rows = [
+        [r.dtype, ROUTES[r.cpu], ROUTES[r.cuda_loop], ROUTES[r.cuda_gemm]] for r in torch_routes()
+    ]
+    header = ["tensors", "on the CPU", 'CUDA, `contraction="loop"`', 'CUDA, `contraction="gemm"`']
+    return _table(header, rows)
+
+
+# -- arrays from other frameworks ---------------------------------------------------------
+
+#: the calls that take only eagle Arrays as device operands today; every other call that
+#: takes an array also takes other frameworks' arrays. tests/test_docs_facts.py checks that
+#: each still refuses one: when a call learns to take them, the test fails; drop it here.
+EAGLE_ARRAYS_ONLY = (
+    'matmul_step(...).run(bufs, "device")',
+    "a lowered plan run on the device",
+    "`CublasCaptureHandle` (`warm`, `sgemm`, `gemm`, `bind`)",
+    "`captured_gemm_calls`",
+    "`captured_calls`",
+)
+
+
+def foreign_arrays() -> str:
+    """Which calls take torch tensors, CuPy arrays and DLPack or CUDA-array-interface
+    objects, and which take eagle Arrays only (a sentence)."""
+    sentence = (
+        "Plans (`plan.run`, `plan.bind`, adjoints) and `eagle.arrays.asarray` take torch "
+        "tensors, CuPy arrays and any object with `__cuda_array_interface__` or `__dlpack__` "
+        "without a copy"
+    )
+    if not EAGLE_ARRAYS_ONLY:
+        return sentence + ", and so does every other call that takes an array."
+    names = [name if name.startswith(("`", "a ")) else f"`{name}`" for name in EAGLE_ARRAYS_ONLY]
+    return (
+        f"{sentence}. For now {phrase(names, 'and')} take eagle Arrays: wrap another "
+        "framework's array with `eagle.arrays.asarray(x)` first (no copy either)."
+    )
+
+
+# -- requirements -------------------------------------------------------------------------
+
+
+def pyproject() -> dict[str, Any]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def dependencies() -> list[str]:
+    """The distributions ``pip install`` brings (pyproject's ``dependencies``, by name)."""
+    specs = pyproject()["project"]["dependencies"]
+    return [re.split(r"[<>=!~;\[ ]", spec, maxsplit=1)[0] for spec in specs]
+
+
+def driver() -> tuple[int, int]:
+    """The CUDA version and the NVIDIA driver release eagle needs, as its refusal of an older
+    driver states them."""
+    from eagle.cuda import CudaDriverTooOld
+    from eagle.cuda._runtime import REQUIRED_DRIVER
+
+    message = str(CudaDriverTooOld(REQUIRED_DRIVER - 1000))
+    release = re.search(r"driver (\d+) or newer", message)
+    if release is None:
+        raise ValueError(f"CudaDriverTooOld no longer names a driver release: {message!r}")
+    return REQUIRED_DRIVER // 1000, int(release.group(1))
+
+
+def python_version() -> str:
+    """The oldest Python the package installs on (pyproject's ``requires-python``)."""
+    spec = pyproject()["project"]["requires-python"]
+    match = re.fullmatch(r">=\s*(\d+\.\d+)", spec)
+    if match is None:
+        raise ValueError(f"requires-python is {spec!r}; say here how the pages should put it")
+    return match.group(1)
+
+
+# -- the recorded benchmarks --------------------------------------------------------------
+
+
+def recorded() -> dict[str, Any]:
+    """The recorded figures (docs/_scripts/recorded.json), by benchmark script."""
+    return json.loads(RECORDED.read_text())
+
+
+def _plots() -> Any:
+    """docs/_scripts/plots.py, for the chip's limits the plots draw."""
+    spec = importlib.util.spec_from_file_location("docs_plots", RECORDED.with_name("plots.py"))
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: the pages' words for the torch variants ``benchmarks/bench_kan.py`` times
+TORCH_MODES = {
+    "eager": "torch eager",
+    "compile": "`torch.compile`",
+    "reduce_overhead": '`torch.compile(mode="reduce-overhead")`',
+}
+
+
+def _span(values: Iterable[float], form: str) -> str:
+    low, high = min(values), max(values)
+    return f"{low:{form}}" if f"{low:{form}}" == f"{high:{form}}" else f"{low:{form}}–{high:{form}}"
+
+
+def kan_figures() -> dict[str, Any]:
+    """The recorded KAN step: eagle's best graph, torch's best variant, and the ratio."""
+    kan = recorded()["kan"]
+    eagle_ms = min(step["ms"] for step in kan["eagle"]["steps"].values())
+    modes = kan["torch"]["modes"]
+    best = min(modes, key=lambda mode: modes[mode]["ms"])
+    return {
+        "date": kan["date"],
+        "eagle_ms": f"{eagle_ms:g}",
+        "torch_ms": f"{modes[best]['ms']:g}",
+        "torch_mode": TORCH_MODES[best],
+        "ratio": f"{kan['over_best_torch']:g}",
+    }
+
+
+def bench_headline() -> str:
+    """The benchmarks' short version, from the recorded figures: one bullet per claim, then
+    the dates they were recorded."""
+    data, limits = recorded(), _plots()
+    products = data["gemm"]["rows"]
+    ratios = [row["eagle"] / row["torch"] for row in products]
+    bf16 = max(row["eagle"] for row in products if "bfloat16" in row["shape"])
+    largest = data["route"]["rows"][-1]
+    route, size = largest["ms"], largest["shape"].rsplit("=", 1)[1]
+    faster = [r["torch_autograd_ms"] / r["routed_adjoint_ms"] for r in data["diff"]["device"]]
+    bandwidth = [row["tb_per_s"] for row in data["hawk"]["device"]["bandwidth"]]
+    percent = [b / limits.HBM_TB_S * 100 for b in bandwidth]
+    kan = kan_figures()
+    over, step = data["torch"]["over_eager"], data["torch"]["host_us"]["mixed step"]
+    dates = sorted({section["date"] for section in data.values()})
+    products_line = (
+        "- **A captured product runs at the speed of `torch.mm`** in every precision "
+        f"({_span(ratios, '.2f')} times its TFLOP/s: both call the same cuBLAS kernels); "
+        f"bfloat16 reaches {bf16 / limits.DENSE16_TFLOPS:.0%} of the dense tensor-core limit."
+    )
+    route_line = (
+        "- **A hawk contraction on the GEMM route** runs at the speed of cuBLAS called "
+        f"directly ({route['routed']:g} against {route['raw_cublas']:g} ms at R = U = B = "
+        f"{size}), {route['loop'] / route['routed']:.0f} times faster than its own loop; its "
+        f"routed gradient is {_span(faster, '.1f')} times faster than torch's autograd."
+    )
+    bandwidth_line = (
+        f"- **A memory-bound hawk kernel** moves {_span(bandwidth, '.2f')} TB/s "
+        f"({_span(percent, '.0f')}% of the datasheet's {limits.HBM_TB_S:g} TB/s)."
+    )
+    kan_line = (
+        f"- **A KAN layer's training step**, captured in one graph, takes "
+        f"**{kan['eagle_ms']} ms**, {kan['ratio']} times faster than the best torch variant "
+        f"({kan['torch_mode']}, {kan['torch_ms']} ms)."
+    )
+    torch_line = (
+        f"- **A hawk kernel as a torch op** (`eagle.torch`) costs {over['forward']:g} times "
+        "torch eager's host time per forward call and "
+        f"**{over['forward+backward']:g}** times per forward and backward; a mixed step "
+        f"replayed from one `torch.cuda.graph` costs {step['eagle graph replay']:g} µs of "
+        f"host time against {step['torch eager']:g} µs eager."
+    )
+    recorded_line = f"Recorded {' to '.join(sorted({dates[0], dates[-1]}))}."
+    lines = [products_line, route_line, bandwidth_line, kan_line, torch_line]
+    return "\n".join([*lines, "", recorded_line])
+
+
+# -- what the pages use -------------------------------------------------------------------
+
+
+@functools.cache
+def substitutions() -> dict[str, str]:
+    """The MyST substitutions the pages use, by name."""
+    routes = torch_routes()
+    return {
+        "product_table": product_table(),
+        "captured_table": captured_table(),
+        "plan_routes": plan_table(),
+        "torch_routes": torch_table(),
+        "plane_dtypes": phrase(plane_dtypes()),
+        "route_dtypes": phrase(route_dtypes()),
+        "product_dtypes": phrase(product_dtype_names()),
+        "matmul_dtypes": phrase(host_matmul_dtypes()),
+        "sgemm_dtypes": phrase(captured_dtypes(next(iter(CAPTURE_CALLS)))),
+        "torch_dtypes": phrase(r.dtype for r in routes),
+        "torch_gemm_dtypes": phrase(r.dtype for r in routes if r.cuda_gemm == "gemm"),
+        "flag_dtypes": phrase(FLAG_DTYPES),
+        "foreign_arrays": foreign_arrays(),
+        "driver": "a CUDA {} driver ({} or newer)".format(*driver()),
+        "python": python_version(),
+        "dependencies": phrase((f"`{name}`" for name in dependencies()), "and"),
+        "bench_headline": bench_headline(),
+        **{f"kan_{key}": value for key, value in kan_figures().items()},
+    }
+
+
+def main() -> None:
+    """Record what ``eagle.torch`` decides, for builds without torch."""
+    rows = [r.__dict__ for r in torch_routes_from_code()]
+    TORCH_FACTS.write_text(json.dumps(rows, indent=1) + "\n")
+    print(f"wrote {TORCH_FACTS}")
+
+
+if __name__ == "__main__":
+    main()
