@@ -521,7 +521,6 @@ def substitutions() -> dict[str, str]:
         "torch_routes": torch_table(),
         "plane_dtypes": phrase(plane_dtypes()),
         "route_dtypes": phrase(route_dtypes()),
-        "product_dtypes": phrase(product_dtype_names()),
         "matmul_dtypes": phrase(host_matmul_dtypes()),
         "sgemm_dtypes": phrase(captured_dtypes(next(iter(CAPTURE_CALLS)))),
         "torch_dtypes": phrase(r.dtype for r in routes),
@@ -532,7 +531,7 @@ def substitutions() -> dict[str, str]:
         "python": python_version(),
         "dependencies": phrase((f"`{name}`" for name in dependencies()), "and"),
         "bench_headline": bench_headline(),
-        **{f"kan_{key}": value for key, value in kan_figures().items()},
+        **{f"kan_{key}": value for key, value in kan_figures().items() if key != "date"},
     }
 
 

@@ -15,10 +15,11 @@ a kernel argument passed by value (the kernel is compiled for it, see
 ``hawk.emit.cuda.emit``'s ``values``): a reused binding packs a run's numbers
 into its arguments before the launch, which copies them.
 
-Planes are checked by name before anything runs: unknown or missing planes, mixed residency, dtypes other than
-float16/bfloat16/float32/float64, wrong shapes, lane planes of different lengths,
-non-contiguous arrays, read-only outputs, an output overlapping another
-plane, and a Param too large for the kernel's dtype. A host run is all or
+Planes are checked by name before anything runs: unknown or missing planes,
+mixed residency, dtypes other than float16/bfloat16/float32/float64, wrong
+shapes, lane planes of different lengths, non-contiguous arrays, read-only
+outputs, an output overlapping another plane, and a Param too large for the
+kernel's dtype. A host run is all or
 nothing: if it raises, every plane is as it was before.
 
 A table index that depends on the lane alone, never decreasing (a
