@@ -10,7 +10,7 @@ its own is a table, ``{{ route_dtypes }}`` inside a sentence a phrase.
 ``eagle.torch`` needs PyTorch, which the documentation build does not install: where it
 is absent the build reads what it decides from ``torch_facts.json`` next to this file,
 which ``python docs/_ext/facts.py`` writes (with torch installed) and
-``tests/test_docs.py`` compares with the code whenever torch is there.
+``tests/test_docs_facts.py`` compares with the code whenever torch is there.
 """
 
 from __future__ import annotations
@@ -102,17 +102,18 @@ def _refused(probe: Callable[[], Any], *refusals: type[BaseException]) -> bool:
 
 def maths(dtype: str) -> list[str]:
     """The ``math`` values a product of ``dtype`` factors takes, its exact one first."""
-    exact = product_dtypes(dtype, dtype, dtype)[2]
+    out = out_dtypes(dtype)[0]
+    exact = product_dtypes(dtype, dtype, out)[2]
     others = [
         m
-        for m in policy.MATH
+        for m in dict.fromkeys((*policy.MATH, *SUMS_IN))
         if m != exact
-        and not _refused(lambda m=m: product_dtypes(dtype, dtype, dtype, m), GemmMappingUnavailable)
+        and not _refused(lambda m=m: product_dtypes(dtype, dtype, out, m), GemmMappingUnavailable)
     ]
     return [exact, *others]
 
 
-def sums_in(dtype: str, *, keyword: str = "math") -> str:
+def sums_in(dtype: str) -> str:
     """How a product of ``dtype`` factors sums, every math it takes: ``float32 (exact), or
     float32 over TF32-rounded factors with math="tf32"``."""
     exact, *others = maths(dtype)
@@ -120,7 +121,7 @@ def sums_in(dtype: str, *, keyword: str = "math") -> str:
     if others:
         text += " (exact)"
     for m in others:
-        text += f', or {SUMS_IN[m][1]} with `{keyword}="{m}"`'
+        text += f', or {SUMS_IN[m][1]} with `math="{m}"`'
     return text
 
 
@@ -139,12 +140,8 @@ def out_dtypes(dtype: str) -> list[str]:
 
 
 def product_dtype_names() -> list[str]:
-    """The factor dtypes a product takes (asked of :func:`product_dtypes`)."""
-    return [
-        d
-        for d in candidates()
-        if not _refused(lambda d=d: product_dtypes(d, d, d), GemmMappingUnavailable)
-    ]
+    """The factor dtypes a product takes: those that write some ``out``."""
+    return [d for d in candidates() if out_dtypes(d)]
 
 
 def product_table() -> str:
@@ -236,7 +233,7 @@ def _route(dtype: str, side: str, **build: Any) -> str | None:
 
     try:
         return eagle.plan.auto(contraction, **build).route(side, dtype)
-    except ValueError:
+    except (ValueError, TypeError):  # a dtype planes do not take (the refusal's kinds)
         return None
 
 
@@ -315,10 +312,12 @@ def torch_routes_from_code() -> list[TorchRoute]:
 
     import eagle.torch
 
+    ops = {c: eagle.torch.function(contraction, c) for c in policy.CONTRACTIONS}
     found = []
     for dtype in candidates():
-        ops = {c: eagle.torch.function(contraction, c) for c in policy.CONTRACTIONS}
-        kind = getattr(torch, dtype)
+        kind = getattr(torch, dtype, None)
+        if kind is None:  # no torch dtype of that name: no tensor can have it
+            continue
         planes = {"w": torch.ones(K, M, dtype=kind), "f": torch.ones(K, N, dtype=kind)}
         if _refused(functools.partial(ops["loop"], **planes), TypeError):
             continue
@@ -397,13 +396,12 @@ def driver() -> tuple[int, int]:
     """The CUDA version and the NVIDIA driver release eagle needs, as its refusal of an older
     driver states them."""
     from eagle.cuda import CudaDriverTooOld
-    from eagle.cuda._runtime import REQUIRED_DRIVER
 
-    message = str(CudaDriverTooOld(REQUIRED_DRIVER - 1000))
-    release = re.search(r"driver (\d+) or newer", message)
-    if release is None:
-        raise ValueError(f"CudaDriverTooOld no longer names a driver release: {message!r}")
-    return REQUIRED_DRIVER // 1000, int(release.group(1))
+    message = str(CudaDriverTooOld(0))
+    needs = re.search(r"needs CUDA (\d+)\.\d+ \(driver (\d+) or newer\)", message)
+    if needs is None:
+        raise ValueError(f"CudaDriverTooOld no longer says what eagle needs so: {message!r}")
+    return int(needs.group(1)), int(needs.group(2))
 
 
 def python_version() -> str:
