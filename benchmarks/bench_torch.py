@@ -9,7 +9,15 @@ For ``y = 0.5 * x + z`` over 1,000 float32 lanes on the device:
   ``(0.5 * x + z).sum().backward()``;
 * a ``torch.cuda.graph`` replay of a mixed step (a torch op, the hawk kernel through
   ``plan.run``, the same through the torch op, another torch op) vs the same step in
-  eager torch, as host microseconds per replay or call.
+  eager torch, as host microseconds per replay or call;
+* a KAN layer's training step (S = 16384, 64 -> 64 features, G = 8, cubic, float32): the
+  B-spline basis and the routed contraction as two ``eagle.torch`` ops against torch's
+  closed form of the same layer, each eager, under ``torch.compile`` (default mode and
+  ``reduce-overhead``) and captured whole with ``torch.cuda.graph`` (forward, backward and
+  ``torch.optim.Adam(capturable=True)``), in a plain loop of steps without a synchronize:
+  wall milliseconds per step and CUDA-event milliseconds per step, and for eagle the
+  number of bindings a step makes in steady state (0 expected, the eager mode measured
+  last, in a process that has run the ops under ``torch.compile``).
 
 Times are host wall-clock medians per call (after a warm-up), every side on the same
 tensors; the calls only enqueue work, and the device is synchronised between batches.
@@ -24,10 +32,13 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import torch
+from _kan import basis_arguments, cardinal, kan_kernels
 from _timing import host_ms
 
+import eagle.diff
 import eagle.plan
 import eagle.torch
 import hawk
@@ -83,6 +94,121 @@ def _mixed_graph(f, v, z) -> torch.cuda.CUDAGraph:
     return graph
 
 
+KAN = {"samples": 16384, "inputs": 64, "outputs": 64, "intervals": 8}
+KAN_STEPS = 50
+
+
+class _BindCount:
+    """Counts every plan and adjoint-plan binding (a runner's miss binds one)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._originals = {}
+
+    def __enter__(self) -> _BindCount:
+        for cls in (eagle.plan.AutoPlan, eagle.diff.AdjointPlan):
+            original = self._originals[cls] = cls.bind
+
+            def counted(plan, *args, _original=original, **kwargs):
+                self.count += 1
+                return _original(plan, *args, **kwargs)
+
+            cls.bind = counted
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for cls, original in self._originals.items():
+            cls.bind = original
+
+
+def _kan_models():
+    """The eagle model (two eagle.torch ops) and torch's closed form, as functions of
+    (x, c) -> loss, with their data: x input-major (I, S) for eagle, (S, I) for torch."""
+    layer = kan_kernels(**KAN)
+    basis = eagle.torch.function(layer.basis)
+    contract = eagle.torch.function(layer.contract, contraction="gemm")
+    rows, samples = layer.rows, layer.samples
+    functions = torch.arange(layer.functions, device="cuda", dtype=torch.float32)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.rand(layer.inputs, samples, device="cuda", generator=gen) * 1.8 - 0.9
+    c0 = torch.randn(rows, layer.outputs, device="cuda", generator=gen) * 0.1
+    target = torch.randn(samples * layer.outputs, device="cuda", generator=gen)
+
+    def eagle_loss(x, c):
+        phi = basis(x=x, lanes=rows * samples).view(rows, samples)
+        return (contract(c=c, phi=phi) - target).square().mean()
+
+    def torch_loss(x_t, c):
+        phi = cardinal(basis_arguments(layer, x_t, functions), torch.where).reshape(samples, rows)
+        return ((phi @ c).reshape(-1) - target).square().mean()
+
+    return {"eagle": (eagle_loss, x), "torch": (torch_loss, x.T.contiguous())}, c0
+
+
+def _kan_variant(loss_fn, x0, c0, mode: str) -> dict[str, float]:
+    """Wall and CUDA-event milliseconds per training step of one model in one mode."""
+    x = x0.clone().requires_grad_(True)
+    c = c0.clone().requires_grad_(True)
+    capturable = mode == "cuda.graph"
+    optimizer = torch.optim.Adam([c], lr=1e-3, capturable=capturable)
+    fn = loss_fn
+    if mode == "compile":
+        fn = torch.compile(loss_fn, fullgraph=True)
+    elif mode == "reduce-overhead":
+        fn = torch.compile(loss_fn, mode="reduce-overhead", fullgraph=True)
+
+    def step() -> None:
+        if mode == "reduce-overhead":
+            torch.compiler.cudagraph_mark_step_begin()
+        optimizer.zero_grad(set_to_none=False)
+        x.grad = None
+        fn(x, c).backward()
+        optimizer.step()
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(5):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    if capturable:
+        graph = torch.cuda.CUDAGraph()
+        optimizer.zero_grad(set_to_none=False)
+        with torch.cuda.graph(graph):
+            fn(x, c).backward()
+            optimizer.step()
+        step = graph.replay
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    with _BindCount() as binds:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        began = time.perf_counter()
+        start.record()
+        for _ in range(KAN_STEPS):
+            step()
+        end.record()
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - began) * 1e3 / KAN_STEPS
+    return {
+        "wall_ms": wall,
+        "event_ms": start.elapsed_time(end) / KAN_STEPS,
+        "binds_per_step": binds.count / KAN_STEPS,
+    }
+
+
+def _kan_training() -> dict[str, dict[str, object]]:
+    models, c0 = _kan_models()
+    figures: dict[str, dict[str, object]] = {}
+    for side, (loss_fn, x) in models.items():
+        for mode in ("compile", "reduce-overhead", "cuda.graph", "eager"):
+            try:
+                figures[f"{side} {mode}"] = _kan_variant(loss_fn, x, c0, mode)
+            except Exception as exc:  # a variant that cannot run is reported, not fatal
+                figures[f"{side} {mode}"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    return figures
+
+
 def main() -> None:
     f = eagle.torch.function(scale_add)
     x = torch.randn(LANES, device="cuda", requires_grad=True)
@@ -109,8 +235,19 @@ def main() -> None:
         eager = sides["torch eager"]
         for side, us in sides.items():
             print(f"  {what:17s} {side:16s} {us:8.1f}   {us / eager:5.2f}x eager")
+    kan = _kan_training()
+    print(f"KAN training step {KAN}, Adam, {KAN_STEPS} steps without a synchronize (ms/step)")
+    for variant, record in kan.items():
+        if "error" in record:
+            print(f"  {variant:22s} failed: {record['error']}")
+            continue
+        print(
+            f"  {variant:22s} wall {record['wall_ms']:7.3f}  device {record['event_ms']:7.3f}"
+            f"  binds/step {record['binds_per_step']:.2f}"
+        )
+    result = {"lanes": LANES, "repeat": REPEAT, "host_us": figures, "kan_step": kan}
     with open(sys.argv[1], "w") as out:
-        json.dump({"lanes": LANES, "repeat": REPEAT, "host_us": figures}, out, indent=2)
+        json.dump(result, out, indent=2)
 
 
 if __name__ == "__main__":
