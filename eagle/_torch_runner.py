@@ -1,36 +1,66 @@
-"""How ``eagle.torch`` runs a plan over torch tensors: :class:`Runner`.
+"""How ``eagle.torch`` runs a plan over torch tensors: :class:`Runner`, and the facts
+about tensors and kernels that running needs.
 
-Host tensors run through numpy views of them; CUDA tensors through a binding
-cached by their addresses and sizes, launched on torch's current stream. Only
-:mod:`eagle.torch` imports this module (it needs torch).
+Host tensors run through numpy views of them, bound afresh at each run (a
+plan's own reuse would keep the tensors alive); CUDA tensors through a binding
+cached by their addresses and sizes, launched on torch's current stream. A kernel
+that adds into a table adds floats atomically on the device, in an order that varies
+from run to run: :func:`refuse_nondeterminism` says so under
+``torch.use_deterministic_algorithms(True)``. Only :mod:`eagle.torch` and its private
+modules import this module (it needs torch).
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
+import numpy as np
 import torch
 
-from eagle import arrays
+import hawk
+from eagle.arrays import Array
 from eagle.cuda.stream import Stream
+from hawk import ir
+from hawk.emit import DTYPES
 
-_TYPESTR = {torch.float32: "<f4", torch.float64: "<f8"}
+__all__ = [
+    "DTYPE_NAMES",
+    "Runner",
+    "adds",
+    "compute_dtype",
+    "contiguous",
+    "first_tensor",
+    "refuse_nondeterminism",
+]
+
+#: the numpy dtype of each torch dtype hawk planes take (bfloat16: ``ml_dtypes``')
+_NUMPY = {getattr(torch, dtype.name): dtype for dtype in DTYPES}
+#: the torch dtypes hawk planes take (:data:`hawk.emit.DTYPES`), by their names there
+DTYPE_NAMES = {torch_dtype: dtype.name for torch_dtype, dtype in _NUMPY.items()}
 _CACHED_BINDINGS = 32  # bound launches kept per plan, keyed by their tensors' addresses
 
 
-class _CudaView:
-    """A flat ``__cuda_array_interface__`` of a contiguous CUDA tensor (or of the one
+def _device_plane(tensor: torch.Tensor, one: bool = False) -> Array:
+    """A flat eagle Array over a contiguous CUDA tensor's memory (or over the one
     element of a broadcast one, ``one=True``) that does not keep the tensor alive (a
     cached binding holds addresses, not tensors)."""
+    return Array(
+        ptr=tensor.data_ptr(),
+        shape=(1 if one else tensor.numel(),),
+        dtype=_NUMPY[tensor.dtype],
+        strides=(tensor.element_size(),),
+        device_index=tensor.get_device(),
+    )
 
-    def __init__(self, tensor: torch.Tensor, one: bool = False) -> None:
-        self.__cuda_array_interface__ = {
-            "shape": (1 if one else tensor.numel(),),
-            "typestr": _TYPESTR[tensor.dtype],
-            "data": (tensor.data_ptr(), False),
-            "strides": None,
-            "version": 3,
-        }
+
+def _host_values(tensor: torch.Tensor) -> np.ndarray:
+    """A numpy view of a CPU tensor's memory (bfloat16, which numpy lacks, through its
+    bits as ``ml_dtypes.bfloat16``)."""
+    data = tensor.detach()
+    if data.dtype == torch.bfloat16:
+        return data.view(torch.int16).numpy().view(_NUMPY[torch.bfloat16])
+    return data.numpy()
 
 
 def _raw_stream(device: torch.device) -> int:
@@ -55,7 +85,8 @@ class Runner:
 
     def run(self, names: tuple[str, ...], tensors: list[Any], device: torch.device) -> None:
         if device.type != "cuda":
-            self._plan.run(**{n: self._host(n, t) for n, t in zip(names, tensors, strict=True)})
+            planes = {n: self._host(n, t) for n, t in zip(names, tensors, strict=True)}
+            self._plan.bind(**planes).launch()
             return
         index = device.index if device.index is not None else torch.cuda.current_device()
         stream = _current_raw_stream(index) if _current_raw_stream else _raw_stream(device)
@@ -66,19 +97,60 @@ class Runner:
         bound.launch(stream)
 
     def _host(self, name: str, tensor: Any) -> Any:
-        values = tensor.detach().numpy()
+        values = _host_values(tensor)
         return values.reshape(-1)[:1] if name in self._one else values.reshape(-1)
 
     def _bind(
         self, names: tuple[str, ...], tensors: list[Any], key: tuple, stream: int, index: int
     ) -> Any:
-        planes = {
-            n: arrays.asarray(_CudaView(t, n in self._one))
-            for n, t in zip(names, tensors, strict=True)
-        }
+        planes = {n: _device_plane(t, n in self._one) for n, t in zip(names, tensors, strict=True)}
         with Stream.external(stream, index):  # prepared for torch's stream
             bound = self._plan.bind(**planes)
         if len(self._bound) >= _CACHED_BINDINGS:
             del self._bound[next(iter(self._bound))]
         self._bound[key] = bound
         return bound
+
+
+def adds(kernel: hawk.Kernel) -> bool:
+    """True when ``kernel`` adds into a table: a ``Mutable[Table]`` add, or a Param's or
+    table's gradient summed over lanes (atomic float adds on the device)."""
+    return any(isinstance(node, ir.Accumulate) for node in ir.walk(kernel.ir))
+
+
+def refuse_nondeterminism(what: str, device: torch.device) -> None:
+    """Under ``torch.use_deterministic_algorithms(True)``, raise (with ``warn_only``,
+    warn) as torch's own nondeterministic ops do, for work on a CUDA device that adds
+    floats atomically (``what`` names it): the order the adds land in, and so the
+    rounding, varies from run to run. Host runs add in a fixed order."""
+    if device.type != "cuda" or not torch.are_deterministic_algorithms_enabled():
+        return
+    message = (
+        f"{what} adds floats atomically on the GPU (table adds, or gradients summed over "
+        "lanes), so its rounding varies from run to run, but "
+        "torch.use_deterministic_algorithms(True) is set"
+    )
+    if torch.is_deterministic_algorithms_warn_only_enabled():
+        warnings.warn(message, UserWarning, stacklevel=3)
+        return
+    raise RuntimeError(
+        f"{message}. Run it on CPU tensors, or set "
+        "torch.use_deterministic_algorithms(True, warn_only=True) to be warned instead"
+    )
+
+
+def first_tensor(*groups: Any) -> torch.Tensor:
+    """The first tensor of ``groups`` (sequences whose entries may be None)."""
+    return next(t for group in groups for t in group if t is not None)
+
+
+def compute_dtype(*tensors: Any) -> torch.dtype:
+    """The dtype a kernel over these tensors computes in: float64 when any is, else
+    float32 (None entries aside)."""
+    wide = any(t is not None and t.dtype == torch.float64 for t in tensors)
+    return torch.float64 if wide else torch.float32
+
+
+def contiguous(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` itself when it is contiguous (no torch call), else a contiguous copy."""
+    return tensor if tensor.is_contiguous() else tensor.contiguous()
