@@ -66,6 +66,21 @@ def binned(x: hawk.Scalar, w: hawk.Param, counts: hawk.Mutable[hawk.Table["bin":
 
 
 @hawk.kernel
+def axpb(x: hawk.Scalar, a: hawk.Param, y: hawk.Mutable[hawk.Scalar]):
+    y = a * x + y  # reads y, and its adjoint does not need y's value
+
+
+@hawk.kernel
+def tally(x: hawk.Scalar, w: hawk.Param, counts: hawk.Mutable[hawk.Table["bin":N]]):
+    counts.add(bin=(hm.sample_index() * 5) % N, value=w * x * x)  # adds into its initial value
+
+
+@hawk.kernel
+def cubic(x: hawk.Scalar, c: hawk.Table["k":2], y: hawk.Mutable[hawk.Scalar]):
+    y = c.at(k=0) * x * x * x + c.at(k=1) * hm.sin(x)  # second derivatives in x and c
+
+
+@hawk.kernel
 def ramp(a: hawk.Param, y: hawk.Mutable[hawk.Scalar]):
     y = a * float(hm.sample_index())
 
@@ -86,6 +101,9 @@ REFERENCES = {
     binned: lambda x, w: torch.zeros(N, dtype=x.dtype, device=x.device).index_add(
         0, _lanes(x) % N, w * x
     ),
+    axpb: lambda x, a, y: a * x + y,
+    tally: lambda x, w, counts: counts.index_add(0, (_lanes(x) * 5) % N, w * x * x),
+    cubic: lambda x, c: c[0] * x**3 + c[1] * torch.sin(x),
 }
 
 
@@ -99,6 +117,9 @@ def inputs(kernel: hawk.Kernel, dtype: torch.dtype, device: str, lanes: int = 9)
         contract: {"w": (R, U), "f": (R, B)},
         square_in_place: {"x": (lanes,), "y": (lanes,)},
         binned: {"x": (lanes,), "w": ()},
+        axpb: {"x": (lanes,), "a": (), "y": (lanes,)},
+        tally: {"x": (lanes,), "w": (), "counts": (N,)},
+        cubic: {"x": (lanes,), "c": (2,)},
     }[kernel]
     return {
         name: (torch.randn(shape, dtype=dtype, device=device) + 0.1).requires_grad_()

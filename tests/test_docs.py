@@ -626,7 +626,7 @@ def _package_modules() -> list[str]:
     return names
 
 
-_NEED_TORCH = ("eagle.torch", "eagle._torch_runner")
+_NEED_TORCH = ("eagle.torch", "eagle._torch_autograd", "eagle._torch_runner")
 
 
 def test_docstring_examples_run():

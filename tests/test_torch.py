@@ -3,6 +3,7 @@ registration, torch.compile, and torch staying optional."""
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,16 @@ torch = pytest.importorskip("torch")
 import eagle.torch  # noqa: E402
 from tests import _torch_kernels as k  # noqa: E402
 
-GRADCHECKED = [k.scale_add, k.affine, k.branchy, k.gather, k.square_in_place, k.binned]
+GRADCHECKED = [
+    k.scale_add,
+    k.affine,
+    k.branchy,
+    k.gather,
+    k.square_in_place,
+    k.binned,
+    k.axpb,
+    k.tally,
+]
 
 
 def _call(f, planes):
@@ -71,14 +81,90 @@ def test_the_gradient_of_a_sum_matches_torch(kernel):
         torch.testing.assert_close(grads[name], value.grad, msg=name)
 
 
+def _reference(kernel, planes):
+    """The kernel's torch reference over ``planes``; an initial value not given is zeros."""
+    wanted = inspect.signature(k.REFERENCES[kernel]).parameters
+    f = eagle.torch.function(kernel)
+    for plane in f._outputs:
+        if plane.name in wanted and plane.name not in planes:
+            shape = planes["x"].shape if plane.kind == "output" else plane.shape
+            planes = {**planes, plane.name: torch.zeros(shape, dtype=planes["x"].dtype)}
+    return k.REFERENCES[kernel](**{name: planes[name] for name in wanted})
+
+
+@pytest.mark.parametrize("kernel", [k.scale_add, k.axpb, k.square_in_place, k.tally])
+@pytest.mark.parametrize("start", ["absent", "given", "requires_grad"])
+@pytest.mark.parametrize("x_requires_grad", [True, False])
+def test_every_kind_of_initial_value_differentiates_like_torch(kernel, start, x_requires_grad):
+    """An output's initial value the kernel overwrites (scale_add), reads without its
+    adjoint needing it (axpb: y = a * x + y), reads with its adjoint needing it
+    (square_in_place), or adds into (tally, a Mutable[Table]); absent, given, or
+    requiring grad; with x requiring grad or not."""
+    f = eagle.torch.function(kernel)
+    (output,) = f._output_names
+    planes = k.inputs(kernel, torch.float64, "cpu")
+    planes["x"].requires_grad_(x_requires_grad)
+    if start == "absent":
+        planes.pop(output, None)
+    else:
+        if output not in planes:  # scale_add's inputs have no y: make one
+            planes[output] = torch.randn_like(planes["x"]) + 0.1
+        planes[output].requires_grad_(start == "requires_grad")
+    tracked = [name for name, t in planes.items() if t.requires_grad]
+    got = f(**planes)
+    want = _reference(kernel, planes)
+    torch.testing.assert_close(got, want)
+    assert got.requires_grad == bool(tracked)
+    if not tracked:
+        return
+    bar = torch.randn_like(want)
+    for cotangent in (bar, None):  # a cotangent of its own, and the broadcast one of a sum
+        inputs = [planes[name] for name in tracked]
+        got_grads = torch.autograd.grad(
+            got if cotangent is None else got * bar,
+            inputs,
+            torch.ones_like(got),
+            retain_graph=True,
+            allow_unused=True,
+        )
+        want_grads = torch.autograd.grad(want if cotangent is None else want * bar, inputs,
+                                         torch.ones_like(want), retain_graph=True,
+                                         allow_unused=True)  # fmt: skip
+        for name, g, w in zip(tracked, got_grads, want_grads, strict=True):
+            if w is None:  # nothing depends on it (an overwritten initial value)
+                assert g is None or torch.equal(g, torch.zeros_like(g)), name
+            else:
+                torch.testing.assert_close(g, w, msg=name)
+
+
+@pytest.mark.parametrize("kernel", [k.axpb, k.tally, k.square_in_place, k.affine])
+def test_torch_compile_fullgraph_forward_and_backward_equal_eager(kernel):
+    torch._dynamo.reset()
+    f = eagle.torch.function(kernel)
+    planes = k.inputs(kernel, torch.float64, "cpu")
+    names = list(planes)
+
+    def loss(*values):
+        out = f(**dict(zip(names, values, strict=True)))
+        return (out * out).sum()
+
+    eager = loss(*planes.values())
+    eager_grads = torch.autograd.grad(eager, list(planes.values()))
+    compiled = torch.compile(loss, backend="aot_eager", fullgraph=True)  # raises on a break
+    got = compiled(*planes.values())
+    grads = torch.autograd.grad(got, list(planes.values()))
+    torch.testing.assert_close(got, eager)
+    torch.testing.assert_close(grads, eager_grads)
+
+
 def test_a_broadcast_cotangent_is_read_in_place_and_unused_inputs_get_zeros():
     f = eagle.torch.function(k.scale_add)
-    f._backward_runners.clear()  # (the function is shared with the other tests)
+    f._derivatives._backward_runners.clear()  # (the function is shared with the other tests)
     x, z = (torch.randn(1000, dtype=torch.float64, requires_grad=True) for _ in range(2))
     f(x=x, z=z).sum().backward()
     torch.testing.assert_close(x.grad, torch.full_like(x, 0.5))
     torch.testing.assert_close(z.grad, torch.ones_like(z))
-    (key,) = f._backward_runners
+    (key,) = f._derivatives._backward_runners
     assert key == ((True, True, False), True, ("y",))  # a fresh call, y's cotangent broadcast
     g = eagle.torch.function(k.first_only)
     x.grad = z.grad = None
@@ -163,27 +249,75 @@ def test_refusals_name_the_plane():
         eagle.torch.function(lambda x: x)
 
 
-def test_one_function_per_kernel_and_policy():
+def test_coercions_are_refused_by_name():
+    affine, scale_add = eagle.torch.function(k.affine), eagle.torch.function(k.scale_add)
+    x3, x4 = torch.randn(3), torch.randn(4)
+    with pytest.raises(TypeError, match=r"plane 'a' \(Param\) is a bool; pass a tensor or a"):
+        affine(x=x4, a=True, b=1.0)  # was taken as 1.0
+    with pytest.raises(ValueError, match=r"lanes=7, but plane 'x' has 3 values, one per lane"):
+        scale_add(x=x3, z=torch.randn(3), lanes=7)  # was ignored
+    with pytest.raises(ValueError, match=r"plane 'x' \(Scalar\) takes a 1-D tensor .* \(2, 3\)"):
+        scale_add(x=torch.randn(2, 3), z=torch.randn(6))  # was flattened
+    with pytest.raises(ValueError, match=r"initial value of 'y' \(Mutable\[Scalar\]\) takes a 1-D"):
+        scale_add(x=x4, z=x4, y=torch.randn(2, 2))
+    ramp = eagle.torch.function(k.ramp)
+    a = torch.tensor(2.0)
+    with pytest.raises(ValueError, match="lanes must be a lane count, 0 or more, not -1"):
+        ramp(a=a, lanes=-1)
+    for wrong in (2.5, True, "3"):
+        with pytest.raises(TypeError, match="lanes must be an int"):
+            ramp(a=a, lanes=wrong)
+    with pytest.raises(OverflowError, match=r"Param 'a' is an int of 1329 bits, too large for"):
+        affine(x=x4, a=10**400, b=1.0)
+    with pytest.raises(OverflowError, match=r"Param 'b' is 1e\+39, too large for torch.float32"):
+        affine(x=x4, a=1.0, b=1e39)  # fits float64, so float64 tensors take it
+    assert affine(x=x4.double(), a=1.0, b=1e39).dtype == torch.float64
+    torch.testing.assert_close(
+        affine(x=x4, a=float("inf"), b=0.0)[x4 > 0], torch.full_like(x4, float("inf"))[x4 > 0]
+    )
+    with pytest.raises(ValueError, match=r"plane 'a' is a Param: pass a number or a one-element"):
+        affine(x=x4, a=torch.ones(2), b=1.0)
+    with pytest.raises(ValueError, match=r"plane 't' is Table\[\"i\":6\]: pass a tensor of its 6"):
+        eagle.torch.function(k.gather)(t=torch.ones(5), x=x4)
+    with pytest.raises(ValueError, match=r"plane 'z' has 3 values but plane 'x' has 4"):
+        scale_add(x=x4, z=x3)
+    with pytest.raises(ValueError, match=r"plane 'z' is on meta but plane 'x' is on cpu"):
+        scale_add(x=x4, z=x4.to("meta"))
+    planes = k.inputs(k.contract, torch.float32, "cpu")
+    with pytest.raises(ValueError, match=f"lanes=5, but kernel 'contract' has {k.B * k.U} lanes"):
+        eagle.torch.function(k.contract)(**planes, lanes=5)
+    with pytest.raises(TypeError, match="pass at least one plane of kernel 'ramp' as a tensor"):
+        ramp(a=2.0, lanes=3)
+    with pytest.raises(TypeError, match=r"initial value of 'y' \(Mutable\[Scalar\]\) is a list"):
+        scale_add(x=x4, z=x4, y=[0.0] * 4)
+
+
+def test_one_function_per_kernel_and_policy_while_it_lives():
     loop = eagle.torch.function(k.contract, contraction="loop")
     assert eagle.torch.function(k.contract, contraction="loop") is loop
-    assert eagle.torch.function(k.contract, contraction="gemm") is not loop
-    assert loop.op._qualname != eagle.torch.function(k.contract, "gemm").op._qualname
+    gemm = eagle.torch.function(k.contract, contraction="gemm")
+    assert gemm is not loop and gemm.key != loop.key
+    assert loop.op is gemm.op  # one registered op per signature (2 inputs, 1 output)
+    assert loop.op._qualname == "eagle::function_2_1"
 
 
 def test_the_backward_op_refuses_a_gradient_the_kernel_has_not():
     f = eagle.torch.function(k.scale_add)  # never reads y, so y's initial value has none
     x, z = torch.randn(4, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+    bar = torch.ones(4, dtype=torch.float64)
     with pytest.raises(ValueError, match=r"needs\[2\] is True, but .* output 'y'"):
-        f.backward_op(x, z, None, torch.ones(4, dtype=torch.float64), [False, False, True])
+        f.backward_op(x, z, None, bar, [False, False, True], f.key)
 
 
-@pytest.mark.parametrize("kernel", [k.affine, k.gather, k.square_in_place, k.binned])
+@pytest.mark.parametrize(
+    "kernel", [k.affine, k.gather, k.square_in_place, k.binned, k.axpb, k.tally]
+)
 def test_the_op_passes_torch_opcheck(kernel):
     f = eagle.torch.function(kernel)
     planes = k.inputs(kernel, torch.float64, "cpu")
     inputs = [planes[name] for name in f._input_names]
-    initials = [planes.get(name) for name in f._initial_names]
-    torch.library.opcheck(f.op, (*inputs, *initials, -1))
+    initials = [planes.get(name) for name in f._output_names]
+    torch.library.opcheck(f.op, (*inputs, *initials, -1, torch.float64, f.key))
 
 
 class _Model(torch.nn.Module):

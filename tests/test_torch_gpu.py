@@ -17,7 +17,16 @@ from tests.test_docs import examples  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
-GRADCHECKED = [k.scale_add, k.affine, k.branchy, k.gather, k.square_in_place, k.binned]
+GRADCHECKED = [
+    k.scale_add,
+    k.affine,
+    k.branchy,
+    k.gather,
+    k.square_in_place,
+    k.binned,
+    k.axpb,
+    k.tally,
+]
 
 
 def _relative_error(got, want) -> float:

@@ -1,6 +1,7 @@
 """eagle.torch's two ways in: plain eager calls skip torch's custom-op dispatch (an
 ``autograd.Function`` over the same forward and gradients); compiled code, fake
-tensors and torch modes go through the registered op."""
+tensors and torch modes go through the registered op, one per signature, which finds
+its function by key."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import eagle.torch  # noqa: E402
-from eagle import torch as eagle_torch  # noqa: E402
+from eagle import _torch_autograd  # noqa: E402
 from tests import _torch_kernels as k  # noqa: E402
 
 
@@ -17,13 +18,13 @@ from tests import _torch_kernels as k  # noqa: E402
 def paths(monkeypatch):
     """Counts the calls that take the eager path and those that take the op."""
     taken = {"eager": 0, "op": 0}
-    eager_apply = eagle_torch._EagerOp.apply
+    eager_apply = _torch_autograd.Forward.apply
 
     def counted(*args):
         taken["eager"] += 1
         return eager_apply(*args)
 
-    monkeypatch.setattr(eagle_torch._EagerOp, "apply", counted)
+    monkeypatch.setattr(_torch_autograd.Forward, "apply", counted)
     return taken
 
 
@@ -34,7 +35,8 @@ def test_a_plain_eager_call_skips_the_dispatch_with_the_same_values_and_gradient
     eager = f(x=x, a=a, b=0.25)
     (eager_x, eager_a) = torch.autograd.grad(eager.square().sum(), (x, a))
     assert paths["eager"] == 1
-    through_op = f.op(x, a, torch.tensor([0.25], dtype=torch.float64), None, -1)
+    b = torch.tensor([0.25], dtype=torch.float64)
+    through_op = f.op(x, a, b, None, -1, torch.float64, f.key)
     (op_x, op_a) = torch.autograd.grad(through_op.square().sum(), (x, a))
     torch.testing.assert_close(eager, through_op)
     torch.testing.assert_close((eager_x, eager_a), (op_x, op_a))

@@ -1,0 +1,523 @@
+"""How :class:`eagle.torch.Function` calls enter torch: registered ops and ``autograd.Function``.
+
+**Registered ops** are what ``torch.compile``, fake tensors and torch modes see:
+``torch.library.custom_op`` with a fake implementation and an autograd formula. torch
+cannot unregister an op, so they are made per *signature*, not per kernel: every
+function with as many inputs and outputs calls the same three ops (the forward, its
+backward, and the backward's backward), passing its ``key``. The op finds the function
+in a weak table by that key, so a function nothing else holds is freed; keys are never
+reused, so a graph compiled for one function never runs another (it raises once its
+function is gone).
+
+**autograd.Function** classes carry plain eager calls that autograd records (they skip
+the custom-op dispatcher, which costs more than a launch) and calls under ``torch.func``
+transforms and forward-mode AD, which torch supports for these and not for custom ops.
+Each has a vmap rule (a loop over the batch); the forward and the backward have a
+forward-mode rule (``torch.func.jvp``, ``hessian``), the second-order backward refuses one.
+
+Both routes compute through the same methods of the function, and both make the
+backward differentiable once: the second-order backward raises when differentiated.
+Only :mod:`eagle.torch` imports this module (it needs torch).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from eagle._torch_derivatives import split
+
+if TYPE_CHECKING:
+    from eagle.torch import Function
+
+__all__ = [
+    "Forward",
+    "Gradients",
+    "SecondOrder",
+    "dispatched",
+    "lookup",
+    "register",
+    "signature_ops",
+    "tracked",
+]
+
+_NAMESPACE = "eagle"
+
+_live: weakref.WeakValueDictionary[int, Function] = weakref.WeakValueDictionary()
+_keys = itertools.count()
+_registered: dict[tuple[int, int], tuple[Any, Any, Any]] = {}
+
+
+def register(function: Function) -> int:
+    """A new key for ``function``, by which the registered ops find it while it lives."""
+    key = next(_keys)
+    _live[key] = function
+    return key
+
+
+def lookup(key: int) -> Function:
+    """The function of ``key``.
+
+    Raises:
+        RuntimeError: it was freed (a graph compiled with it outlived it).
+    """
+    function = _live.get(key)
+    if function is None:
+        raise RuntimeError(
+            f"the eagle.torch function this op call was made for (key {key}) has been freed: "
+            "a graph compiled or traced with it outlived it; keep the function (made by "
+            "eagle.torch.function) alive as long as the compiled code that calls it, or "
+            "compile again"
+        )
+    return function
+
+
+# -- which route a call takes --------------------------------------------------------------
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def dispatched(values: Sequence[Any], initials: Sequence[Any]) -> bool:
+    """True when a call goes through the registered op: while compiling, under a torch
+    function or dispatch mode, or for tensors of other types (fake tensors, subclasses)."""
+    if (
+        torch.compiler.is_compiling()
+        or torch._C._is_torch_function_mode_enabled()
+        or torch._C._len_torch_dispatch_stack()
+    ):
+        return True
+    return any(type(t) not in _PLAIN for t in (*values, *initials) if t is not None)
+
+
+def tracked(values: Sequence[Any], initials: Sequence[Any]) -> bool:
+    """True when an eager call goes through :class:`Forward`: autograd records it (a
+    tensor requires grad), or a ``torch.func`` transform or forward-mode AD is active."""
+    if torch._C._are_functorch_transforms_active() or _forward_ad_level() >= 0:
+        return True
+    return torch.is_grad_enabled() and any(
+        t.requires_grad for t in (*values, *initials) if t is not None
+    )
+
+
+def _forward_ad_level() -> int:
+    """The innermost ``torch.autograd.forward_ad.dual_level`` entered, or -1."""
+    return int(getattr(torch.autograd.forward_ad, "_current_level", -1))
+
+
+def _recording() -> bool:
+    """True inside a backward that autograd records (``create_graph=True``, or torch.func)."""
+    return torch.is_grad_enabled() or torch._C._are_functorch_transforms_active()
+
+
+# -- the eager route: autograd.Function ----------------------------------------------------
+
+
+class Forward(torch.autograd.Function):
+    """A function's forward: ``apply(function, lanes, dtype, *inputs, *initials)``."""
+
+    @staticmethod
+    def forward(function: Function, lanes: Any, dtype: torch.dtype, *tensors: Any) -> Any:
+        values, initials = _parts(function, tensors, 2)
+        return function._forward(values, initials, lanes, dtype)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        function, lanes, dtype, *tensors = inputs
+        ctx.function, ctx.lanes, ctx.dtype = function, lanes, dtype
+        ctx.save_for_backward(*tensors)
+        ctx.save_for_forward(*tensors)
+
+    @staticmethod
+    def backward(ctx: Any, *cotangents: Any) -> tuple[Any, ...]:
+        function = ctx.function
+        grads = function._derivatives.backward_formula(
+            ctx.saved_tensors,
+            cotangents,
+            ctx.needs_input_grad[3:],
+            functools.partial(_eager_gradients, function),
+        )
+        return (None, None, None, *grads)
+
+    @staticmethod
+    def jvp(ctx: Any, *tangents: Any) -> Any:
+        function = ctx.function
+        values, initials = _parts(function, ctx.saved_tensors, 2)
+        results = function._derivatives.tangents(
+            values,
+            initials,
+            tangents[3:],
+            function._count(values, initials, ctx.lanes),
+            ctx.dtype,
+            functools.partial(_eager_second, function),
+        )
+        return results[0] if len(results) == 1 else results
+
+    @staticmethod
+    def vmap(info: Any, in_dims: Sequence[Any], function: Function, *args: Any) -> Any:
+        lanes, dtype, *tensors = args
+        return _looped(
+            info, in_dims[3:], tensors, lambda *items: Forward.apply(function, lanes, dtype, *items)
+        )
+
+
+class Gradients(torch.autograd.Function):
+    """A function's backward: ``apply(function, needs, *inputs, *initials, *cotangents)``
+    gives a tensor per slot (empty where ``needs`` is False)."""
+
+    @staticmethod
+    def forward(function: Function, needs: tuple[bool, ...], *tensors: Any) -> Any:
+        values, initials, cotangents = _parts(function, tensors, 3)
+        gradients = function._derivatives.gradients(values, initials, cotangents, needs)
+        return _padded(gradients, tensors)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        function, needs, *tensors = inputs
+        ctx.function, ctx.needs = function, needs
+        ctx.save_for_backward(*tensors)
+        ctx.save_for_forward(*tensors)
+        ctx.set_materialize_grads(False)
+
+    @staticmethod
+    def backward(ctx: Any, *gg: Any) -> tuple[Any, ...]:
+        function = ctx.function
+        grads = function._derivatives.second_formula(
+            ctx.saved_tensors,
+            gg,
+            ctx.needs,
+            ctx.needs_input_grad[2:],
+            functools.partial(_eager_second, function),
+        )
+        return (None, None, *grads)
+
+    @staticmethod
+    def jvp(ctx: Any, *tangents: Any) -> Any:
+        function = ctx.function
+        values, initials, cotangents = _parts(function, ctx.saved_tensors, 3)
+        results = function._derivatives.gradient_tangents(
+            values,
+            initials,
+            cotangents,
+            ctx.needs,
+            tangents[2:],
+            functools.partial(_eager_gradients, function),
+            functools.partial(_eager_second, function),
+        )
+        return _padded(results, ctx.saved_tensors)
+
+    @staticmethod
+    def vmap(info: Any, in_dims: Sequence[Any], function: Function, *args: Any) -> Any:
+        needs, *tensors = args
+        return _looped(
+            info, in_dims[2:], tensors, lambda *items: Gradients.apply(function, needs, *items)
+        )
+
+
+class SecondOrder(torch.autograd.Function):
+    """The backward's backward: ``apply(function, needs, wants, *inputs, *initials,
+    *cotangents, *gg)``; differentiating it raises (no third derivative)."""
+
+    @staticmethod
+    def forward(
+        function: Function, needs: tuple[bool, ...], wants: tuple[bool, ...], *tensors: Any
+    ) -> Any:
+        values, initials, cotangents, gg = _parts(function, tensors, 4)
+        results = function._derivatives.second(values, initials, cotangents, gg, needs, wants)
+        return _padded(results, tensors)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        ctx.function = inputs[0]
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
+        raise RuntimeError(_no_third_derivative(ctx.function))
+
+    @staticmethod
+    def jvp(ctx: Any, *tangents: Any) -> Any:
+        raise RuntimeError(_no_forward_mode(ctx.function, "second-order backward"))
+
+    @staticmethod
+    def vmap(info: Any, in_dims: Sequence[Any], function: Function, *args: Any) -> Any:
+        needs, wants, *tensors = args
+        return _looped(
+            info,
+            in_dims[3:],
+            tensors,
+            lambda *items: SecondOrder.apply(function, needs, wants, *items),
+        )
+
+
+def _eager_gradients(
+    function: Function,
+    values: Sequence[Any],
+    initials: Sequence[Any],
+    cotangents: Sequence[Any],
+    needs: Sequence[bool],
+) -> Sequence[Any]:
+    """The backward on the eager route: recorded (:class:`Gradients`) when autograd
+    records the backward, else computed directly."""
+    if not _recording():
+        return function._derivatives.gradients(values, initials, cotangents, needs)
+    results = Gradients.apply(function, tuple(needs), *values, *initials, *cotangents)
+    return results if isinstance(results, tuple) else (results,)
+
+
+def _eager_second(
+    function: Function,
+    values: Sequence[Any],
+    initials: Sequence[Any],
+    cotangents: Sequence[Any],
+    gg: Sequence[Any],
+    needs: Sequence[bool],
+    wants: Sequence[bool],
+) -> Sequence[Any]:
+    """The second-order backward on the eager route, recorded as :func:`_eager_gradients`."""
+    if not _recording():
+        return function._derivatives.second(values, initials, cotangents, gg, needs, wants)
+    results = SecondOrder.apply(
+        function, tuple(needs), tuple(wants), *values, *initials, *cotangents, *gg
+    )
+    return _unpadded(function, results, needs, wants)
+
+
+def _looped(
+    info: Any, in_dims: Sequence[Any], tensors: Sequence[Any], call: Callable[..., Any]
+) -> tuple[Any, Any]:
+    """A vmap rule: ``call`` once per batch element, the results stacked along dim 0."""
+    if not info.batch_size:
+        raise ValueError("eagle.torch ops take vmap over a batch of one element or more")
+    rows = []
+    single = False
+    for index in range(info.batch_size):
+        items = [
+            t if dim is None or t is None else t.select(dim, index)
+            for t, dim in zip(tensors, in_dims, strict=True)
+        ]
+        result = call(*items)
+        single = not isinstance(result, tuple)
+        rows.append((result,) if single else result)
+    stacked = tuple(torch.stack(column) for column in zip(*rows, strict=True))
+    if single:
+        return stacked[0], 0
+    return stacked, (0,) * len(stacked)
+
+
+# -- the registered ops, one set per signature ---------------------------------------------
+
+
+def signature_ops(inputs: int, outputs: int) -> tuple[Any, Any, Any]:
+    """The forward, backward and second-order backward ops of functions with ``inputs``
+    input planes and ``outputs`` Mutable planes (registered on first use)."""
+    ops = _registered.get((inputs, outputs))
+    if ops is None:
+        ops = _registered[(inputs, outputs)] = _register(inputs, outputs)
+    return ops
+
+
+def _register(inputs: int, outputs: int) -> tuple[Any, Any, Any]:
+    name = f"function_{inputs}_{outputs}"
+    values = [f"Tensor v{i}" for i in range(inputs)]
+    starts = [f"Tensor? s{i}" for i in range(outputs)]
+    bars = [f"Tensor c{i}" for i in range(outputs)]
+    gg = [f"Tensor? g{i}" for i in range(inputs + outputs)]
+    forward = _custom_op(
+        name,
+        [*values, *starts, "SymInt lanes", "ScalarType dtype", "int key"],
+        outputs,
+        _forward_impl,
+        _forward_fake,
+    )
+    forward.register_autograd(_forward_backward, setup_context=_forward_setup)
+    gradients = _custom_op(
+        f"{name}_backward",
+        [*values, *starts, *bars, "bool[] needs", "int key"],
+        inputs + outputs,
+        _gradients_impl,
+        _gradients_fake,
+    )
+    gradients.register_autograd(_gradients_backward, setup_context=_gradients_setup)
+    second = _custom_op(
+        f"{name}_backward2",
+        [*values, *starts, *bars, *gg, "bool[] needs", "bool[] wants", "int key"],
+        inputs + 2 * outputs,
+        _second_impl,
+        _second_fake,
+    )
+    second.register_autograd(_second_backward, setup_context=_second_setup)
+    return forward, gradients, second
+
+
+def _custom_op(
+    name: str,
+    arguments: list[str],
+    results: int,
+    impl: Callable[..., Any],
+    fake: Callable[..., Any],
+) -> Any:
+    """``impl`` registered as the op ``eagle::<name>``, with its fake."""
+    schema = f"({', '.join(arguments)}) -> ({', '.join(['Tensor'] * results)})"
+    op = torch.library.custom_op(f"{_NAMESPACE}::{name}", impl, mutates_args=(), schema=schema)
+    op.register_fake(fake)
+    return op
+
+
+def _forward_impl(*args: Any) -> Any:
+    *tensors, lanes, dtype, key = args
+    function = lookup(key)
+    values, initials = _parts(function, tensors, 2)
+    return function._forward(values, initials, lanes, dtype)
+
+
+def _forward_fake(*args: Any) -> Any:
+    *tensors, lanes, dtype, key = args
+    function = lookup(key)
+    values, initials = _parts(function, tensors, 2)
+    return function._forward_fake(values, initials, lanes, dtype)
+
+
+def _forward_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    ctx.function = lookup(inputs[-1])
+    ctx.save_for_backward(*inputs[:-3])
+
+
+def _forward_backward(ctx: Any, *cotangents: Any) -> tuple[Any, ...]:
+    function = ctx.function
+    grads = function._derivatives.backward_formula(
+        ctx.saved_tensors,
+        cotangents,
+        ctx.needs_input_grad,
+        functools.partial(_op_gradients, function),
+    )
+    return (*grads, None, None, None)
+
+
+def _op_gradients(
+    function: Function,
+    values: Sequence[Any],
+    initials: Sequence[Any],
+    cotangents: Sequence[Any],
+    needs: Sequence[bool],
+) -> Sequence[Any]:
+    results = function.backward_op(*values, *initials, *cotangents, list(needs), function.key)
+    return results if isinstance(results, tuple) else (results,)
+
+
+def _gradients_impl(*args: Any) -> Any:
+    *tensors, needs, key = args
+    function = lookup(key)
+    values, initials, cotangents = _parts(function, tensors, 3)
+    gradients = function._derivatives.gradients(values, initials, cotangents, needs)
+    return _padded(gradients, tensors)
+
+
+def _gradients_fake(*args: Any) -> Any:
+    *tensors, needs, key = args
+    function = lookup(key)
+    values, initials, cotangents = _parts(function, tensors, 3)
+    gradients = function._derivatives.gradients_fake(values, initials, cotangents, needs)
+    return _padded(gradients, tensors)
+
+
+def _gradients_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    ctx.function, ctx.needs = lookup(inputs[-1]), inputs[-2]
+    ctx.save_for_backward(*inputs[:-2])
+
+
+def _gradients_backward(ctx: Any, *gg: Any) -> tuple[Any, ...]:
+    function = ctx.function
+    grads = function._derivatives.second_formula(
+        ctx.saved_tensors,
+        gg,
+        ctx.needs,
+        ctx.needs_input_grad,
+        functools.partial(_op_second, function),
+    )
+    return (*grads, None, None)
+
+
+def _op_second(
+    function: Function,
+    values: Sequence[Any],
+    initials: Sequence[Any],
+    cotangents: Sequence[Any],
+    gg: Sequence[Any],
+    needs: Sequence[bool],
+    wants: Sequence[bool],
+) -> Sequence[Any]:
+    results = function._second_op(
+        *values, *initials, *cotangents, *gg, list(needs), list(wants), function.key
+    )
+    return _unpadded(function, results, needs, wants)
+
+
+def _second_impl(*args: Any) -> Any:
+    *tensors, needs, wants, key = args
+    function = lookup(key)
+    values, initials, cotangents, gg = _parts(function, tensors, 4)
+    results = function._derivatives.second(values, initials, cotangents, gg, needs, wants)
+    return _padded(results, tensors)
+
+
+def _second_fake(*args: Any) -> Any:
+    *tensors, needs, wants, key = args
+    function = lookup(key)
+    values, initials, cotangents = _parts(function, tensors, 3)
+    results = function._derivatives.second_fake(values, initials, cotangents, needs, wants)
+    return _padded(results, tensors)
+
+
+def _second_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    ctx.function = lookup(inputs[-1])
+
+
+def _second_backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
+    raise RuntimeError(_no_third_derivative(ctx.function))
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _parts(function: Function, tensors: Sequence[Any], count: int) -> list[Sequence[Any]]:
+    """The first ``count`` of (inputs, initial values, cotangents, cotangents of the
+    gradients) in ``tensors``, as the ops and ``autograd.Function`` classes take them."""
+    inputs, outputs = len(function._inputs), len(function._outputs)
+    return split(tensors, *(inputs, outputs, outputs, inputs + outputs)[:count])
+
+
+def _padded(results: Sequence[Any], tensors: Sequence[Any]) -> Any:
+    """``results`` as an op returns them: a new empty tensor for each None (an op's
+    results never alias one another), one tensor alone, several as a tuple."""
+    first = next(t for t in tensors if t is not None)
+    padded = [first.new_empty(0) if result is None else result for result in results]
+    return padded[0] if len(padded) == 1 else tuple(padded)
+
+
+def _unpadded(
+    function: Function, results: Any, needs: Sequence[bool], wants: Sequence[bool]
+) -> list[Any]:
+    """The second-order gradients an op returned, None where it had none to give."""
+    results = results if isinstance(results, tuple) else (results,)
+    _, wanted = function._derivatives.second_plan(needs, wants)
+    return [r if i in wanted else None for i, r in enumerate(results)]
+
+
+def _no_third_derivative(function: Function) -> str:
+    return (
+        f"the eagle.torch op of hawk kernel {function.kernel.name!r} is differentiable twice: "
+        "its second-order backward has no derivative (a backward through a backward taken "
+        "with create_graph=True, itself with create_graph=True)"
+    )
+
+
+def _no_forward_mode(function: Function, what: str) -> str:
+    return (
+        f"the {what} of the eagle.torch op of hawk kernel {function.kernel.name!r} has no "
+        "forward-mode derivative (torch.func.jvp, jacfwd, hessian, forward_ad): take "
+        "reverse-mode derivatives of it (torch.func.jacrev, torch.autograd.grad)"
+    )

@@ -1,0 +1,516 @@
+"""The derivatives of an :class:`eagle.torch.Function`: :class:`Derivatives`.
+
+The backward runs the kernel's adjoint once: on the GEMM route ``eagle.diff.reverse``'s
+gradient products, otherwise ``hawk.diff.vjp(kernel, wrt, lane_gradients="store")``,
+which writes the lane gradients (no zeroing first) and reads the broadcast cotangent of
+a sum as its one element. A ``Mutable[Table]``'s initial value's gradient is its
+cotangent (adds pass it through), reshaped in torch.
+
+The backward's own backward (double backward) runs the adjoint of that adjoint,
+``hawk.diff.vjp(hawk.diff.vjp(kernel, ...), ...)``, once; it raises where hawk.diff
+cannot differentiate the adjoint. Forward mode comes from the same second-order kernel:
+the adjoint is linear in the cotangents, so the Jacobian times the tangents is the
+gradient, with respect to the cotangents, of the adjoint's gradients dotted with the
+tangents; and forward mode through the backward (``torch.func.hessian``) uses the
+symmetry of the Hessian.
+
+How these enter torch (registered ops, ``autograd.Function``) is :mod:`eagle._torch_autograd`'s
+business: it passes the ``gradients`` and ``second`` callables that run the next order
+through its own route. Only :mod:`eagle.torch` imports this module (it needs torch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+import eagle.plan
+import hawk
+import hawk.diff
+from eagle._torch_runner import (
+    DTYPE_NAMES,
+    Runner,
+    adds,
+    compute_dtype,
+    contiguous,
+    first_tensor,
+    refuse_nondeterminism,
+)
+from eagle.diff import AdjointPlan
+from hawk.ir import Plane
+
+__all__ = ["Derivatives", "split"]
+
+
+def split(items: Sequence[Any], *counts: int) -> list[Sequence[Any]]:
+    """``items`` cut into consecutive runs of ``counts`` items."""
+    parts, start = [], 0
+    for count in counts:
+        parts.append(items[start : start + count])
+        start += count
+    return parts
+
+
+@dataclass(frozen=True)
+class _Adjoint:
+    """A prepared adjoint: its kernel, its runner, the planes it takes, and whether it
+    adds floats atomically on the device (a loop's table adds)."""
+
+    kernel: hawk.Kernel
+    runner: Runner
+    takes: frozenset[str]
+    adds: bool
+
+
+class Derivatives:
+    """The derivatives of a kernel made a torch op, over its input planes ``inputs``
+    (Scalar, Param, Table) and ``outputs`` (the Mutable planes). Its methods take the
+    inputs (``values``), the outputs' initial values (``initials``, None where not
+    given) and the outputs' cotangents; a *slot* is an input or an initial value."""
+
+    def __init__(
+        self,
+        kernel: hawk.Kernel,
+        adjoint: AdjointPlan,
+        inputs: tuple[Plane, ...],
+        outputs: tuple[Plane, ...],
+    ) -> None:
+        self.kernel = kernel
+        self.adjoint = adjoint
+        self._inputs, self._outputs = inputs, outputs
+        self._input_names = tuple(p.name for p in inputs)
+        self._output_names = tuple(p.name for p in outputs)
+        cotangents = hawk.diff.cotangent_planes(kernel)
+        self._cotangent_names = tuple(cotangents[name] for name in self._output_names)
+        gradients = hawk.diff.gradient_planes(kernel)
+        # Each slot has a gradient plane, or None: an output the kernel writes without
+        # reading it first, and a Mutable[Table], whose initial value's gradient is its
+        # cotangent (passed through in torch).
+        self._slot_gradients = (
+            *(gradients[name] for name in self._input_names),
+            *(gradients.get(p.name) if p.kind == "output" else None for p in outputs),
+        )
+        self._passes = (*(False for _ in inputs), *(p.kind == "accumulator" for p in outputs))
+        # the slots whose gradient a loop adjoint writes per lane (no zeroing first)
+        self._lane_slots = (
+            *(p.kind == "input" for p in inputs),
+            *(p.kind == "output" for p in outputs),
+        )
+        self._has_lane_input = any(p.kind == "input" for p in inputs)
+        self._backward_runners: dict[tuple[Any, ...], _Adjoint] = {}
+        self._second_runners: dict[tuple[Any, ...], _Adjoint] = {}
+        self._adjoint_route: dict[tuple[str, torch.dtype], bool] = {}
+
+    # -- the backward ------------------------------------------------------------------
+
+    def backward_formula(
+        self,
+        saved: Sequence[Any],
+        cotangents: Sequence[Any],
+        needs_input_grad: Sequence[bool],
+        gradients: Callable[..., Sequence[Any]],
+    ) -> list[Any]:
+        """The gradient of each differentiable slot (None where not needed): the adjoint's
+        through ``gradients`` (the registered backward op, or the eager one), a
+        ``Mutable[Table]``'s initial value's its cotangent, reshaped in torch."""
+        values, initials = split(saved, len(self._inputs), len(self._outputs))
+        slots = len(self._slot_gradients)
+        needs = [
+            bool(need) and gradient is not None
+            for need, gradient in zip(needs_input_grad[:slots], self._slot_gradients, strict=True)
+        ]
+        grads: list[Any] = [None] * slots
+        if any(needs):
+            computed = gradients(values, initials, cotangents, needs)
+            for slot, need in enumerate(needs):
+                if need:
+                    grads[slot] = computed[slot]
+        first_initial = len(self._inputs)
+        for slot, passes in enumerate(self._passes):
+            if passes and needs_input_grad[slot]:
+                start = initials[slot - first_initial]
+                bar = cotangents[slot - first_initial]
+                grads[slot] = bar.to(start.dtype).reshape(start.shape)
+        return grads
+
+    def gradients_fake(
+        self,
+        values: Sequence[Any],
+        initials: Sequence[Any],
+        cotangents: Sequence[Any],
+        needs: Sequence[bool],
+    ) -> list[Any]:
+        return [
+            _empty_as(self._grad_like(slot, values, initials, cotangents)) if need else None
+            for slot, need in enumerate(needs)
+        ]
+
+    def _grad_like(
+        self, slot: int, values: Sequence[Any], initials: Sequence[Any], cotangents: Sequence[Any]
+    ) -> Any:
+        """The tensor the gradient of differentiable slot ``slot`` is shaped like."""
+        if slot < len(values):
+            return values[slot]
+        position = slot - len(values)
+        if initials[position] is not None:
+            return initials[position]
+        return cotangents[position]  # its cotangent, when no initial value was given
+
+    def gradients(
+        self,
+        values: Sequence[Any],
+        initials: Sequence[Any],
+        cotangents: Sequence[Any],
+        needs: Sequence[bool],
+    ) -> list[Any]:
+        """The gradient of each differentiable slot that ``needs`` asks for (None for the
+        others), in its input's dtype and shape, made by one launch of the adjoint."""
+        for slot, need in enumerate(needs):
+            if need and self._slot_gradients[slot] is None:
+                raise ValueError(
+                    f"needs[{slot}] is True, but the kernel never reads the initial value of "
+                    f"output {self._output_names[slot - len(values)]!r} (or adds into it), so "
+                    "its adjoint has no gradient for it; pass False there"
+                )
+        device = first_tensor(values, cotangents).device
+        real = compute_dtype(*values, *cotangents)
+        # An adjoint that runs its own loop is specialised for a fresh call: it writes the
+        # lane gradients (no zeroing first) and reads a broadcast cotangent (the gradient
+        # of a sum) as its one element (no copy). The GEMM route adds into zeroed planes.
+        fresh = self._adjoint_loops(device, {t.dtype for t in (*values, *cotangents)})
+        broadcast = tuple(
+            plane.name
+            for plane, bar in zip(self._outputs, cotangents, strict=True)
+            # (the adjoint needs a lane plane left to count its lanes: a Scalar input)
+            if fresh
+            and self._has_lane_input
+            and plane.kind == "output"
+            and bar.stride(0) == 0
+            and bar.numel()  # zero lanes: no element to read
+        )
+        key = (tuple(needs), fresh, broadcast)
+        adjoint = self._backward_runners.get(key)
+        if adjoint is None:
+            adjoint = self._backward_runners[key] = self._backward_adjoint(needs, fresh, broadcast)
+        names = list(self._input_names)
+        tensors = [contiguous(value) for value in values]
+        for plane, start, bar in zip(self._outputs, initials, cotangents, strict=True):
+            if plane.name in adjoint.takes:  # the value it held before the launch
+                names.append(plane.name)
+                tensors.append(_held(start, bar))
+        for plane, name, bar in zip(self._outputs, self._cotangent_names, cotangents, strict=True):
+            names.append(name)
+            tensors.append(bar if plane.name in broadcast else contiguous(bar))
+        results: list[Any] = [None] * len(needs)
+        likes: list[Any] = [None] * len(needs)
+        for slot, need in enumerate(needs):
+            if not need:
+                continue
+            plane_name = self._slot_gradients[slot]
+            assert plane_name is not None  # refused above
+            like = likes[slot] = self._grad_like(slot, values, initials, cotangents)
+            if not fresh:  # the routed products add into planes of the primal's dtype
+                gradient = torch.zeros(like.shape, dtype=like.dtype, device=device)
+            elif self._lane_slots[slot]:
+                gradient = torch.empty(like.shape, dtype=like.dtype, device=device)
+            else:  # summed over lanes: in the compute dtype, rounded once
+                gradient = torch.zeros(like.shape, dtype=real, device=device)
+            names.append(plane_name)
+            tensors.append(gradient)
+            results[slot] = gradient
+        if adjoint.adds:
+            refuse_nondeterminism(
+                f"the backward of the eagle.torch op of hawk kernel {self.kernel.name!r}", device
+            )
+        adjoint.runner.run(tuple(names), tensors, device)
+        return [
+            g if g is None or g.dtype == like.dtype else g.to(like.dtype)
+            for g, like in zip(results, likes, strict=True)
+        ]
+
+    def _adjoint_loops(self, device: torch.device, dtypes: set[torch.dtype]) -> bool:
+        """True when the adjoint over tensors of ``dtypes`` on ``device`` runs its own loop
+        (planes of several dtypes always do)."""
+        if len(dtypes) != 1:
+            return True
+        (dtype,) = dtypes
+        key = (device.type, dtype)
+        loops = self._adjoint_route.get(key)
+        if loops is None:
+            side = "device" if device.type == "cuda" else "host"
+            loops = self._adjoint_route[key] = (
+                self.adjoint.route(side, DTYPE_NAMES[dtype]) == "loop"
+            )
+        return loops
+
+    def _backward_adjoint(
+        self, needs: Sequence[bool], fresh: bool, broadcast: tuple[str, ...]
+    ) -> _Adjoint:
+        """The adjoint for these needs: ``eagle.diff.reverse``'s (which adds into the
+        gradients, by gradient products) or, for a fresh call, the adjoint kernel that
+        writes them, with ``broadcast`` outputs' cotangents read as one element."""
+        names = self._input_names + self._output_names
+        wrt = [names[slot] for slot, need in enumerate(needs) if need]
+        if not fresh:
+            kernel = hawk.diff.vjp(self.kernel, wrt)  # the kernel whose planes reverse takes
+            return _Adjoint(kernel, Runner(self.adjoint), _plane_names(kernel), adds=False)
+        kernel = hawk.diff.vjp(self.kernel, wrt, lane_gradients="store", broadcast=broadcast)
+        one = frozenset(kernel.cotangents[name] for name in broadcast)
+        runner = Runner(eagle.plan.auto(kernel, contraction="loop"), one)
+        return _Adjoint(kernel, runner, _plane_names(kernel), adds(kernel))
+
+    # -- second order: the backward's own backward, and forward mode -------------------
+
+    def second_formula(
+        self,
+        saved: Sequence[Any],
+        gg: Sequence[Any],
+        needs: Sequence[bool],
+        needs_input_grad: Sequence[bool],
+        second: Callable[..., Sequence[Any]],
+    ) -> list[Any]:
+        """The backward of the backward op: the gradient of each of its tensor inputs
+        (the inputs, the initial values, the cotangents; None where not needed) for the
+        cotangents ``gg`` of the gradients it made, through ``second`` (the registered
+        op, or the eager one)."""
+        count = len(saved)
+        wants = [bool(want) for want in needs_input_grad[:count]]
+        gg = [g if need else None for g, need in zip(gg, needs, strict=True)]
+        if not any(wants) or all(g is None for g in gg):
+            return [None] * count
+        values, initials, cotangents = split(
+            saved, len(self._inputs), len(self._outputs), len(self._outputs)
+        )
+        return list(second(values, initials, cotangents, gg, needs, wants))
+
+    def second_plan(
+        self, needs: Sequence[bool], wants: Sequence[bool]
+    ) -> tuple[hawk.diff.AdjointKernel, dict[int, str]]:
+        """The first adjoint (for ``needs``), and for each wanted input of the backward op
+        (in the order inputs, initial values, cotangents) that the first adjoint reads,
+        its plane there. The others have no gradient."""
+        slots = (*self._input_names, *self._output_names)
+        first = hawk.diff.vjp(
+            self.kernel, [name for name, need in zip(slots, needs, strict=True) if need],
+            lane_gradients="store",
+        )  # fmt: skip
+        takes = _plane_names(first)
+        planes = (
+            *self._input_names,
+            *(name if name in takes else None for name in self._output_names),
+            *self._cotangent_names,
+        )
+        wanted = {
+            index: name
+            for index, (name, want) in enumerate(zip(planes, wants, strict=True))
+            if want and name is not None
+        }
+        return first, wanted
+
+    def second_fake(
+        self,
+        values: Sequence[Any],
+        initials: Sequence[Any],
+        cotangents: Sequence[Any],
+        needs: Sequence[bool],
+        wants: Sequence[bool],
+    ) -> list[Any]:
+        _, wanted = self.second_plan(needs, wants)
+        inputs = (*values, *initials, *cotangents)
+        return [_empty_as(inputs[i]) if i in wanted else None for i in range(len(wants))]
+
+    def second(
+        self,
+        values: Sequence[Any],
+        initials: Sequence[Any],
+        cotangents: Sequence[Any],
+        gg: Sequence[Any],
+        needs: Sequence[bool],
+        wants: Sequence[bool],
+    ) -> list[Any]:
+        """The second-order gradients (:meth:`second_formula`), by one launch of the
+        adjoint of the first adjoint (``hawk.diff.vjp`` of ``hawk.diff.vjp``).
+
+        Raises:
+            RuntimeError: hawk.diff cannot differentiate the first adjoint.
+        """
+        first, wanted = self.second_plan(needs, wants)
+        results: list[Any] = [None] * len(wants)
+        if not wanted:
+            return results
+        wrt = tuple(dict.fromkeys(wanted.values()))
+        key = (tuple(needs), wrt)
+        adjoint = self._second_runners.get(key)
+        if adjoint is None:
+            adjoint = self._second_runners[key] = self._second_adjoint(first, wrt)
+        kernel = adjoint.kernel
+        assert isinstance(kernel, hawk.diff.AdjointKernel)
+        device = first_tensor(values, cotangents).device
+        real = compute_dtype(*values, *cotangents, *(g for g in gg if g is not None))
+        # the tensor each plane of the first adjoint is
+        given: dict[str, Any] = dict(zip(self._input_names, values, strict=True))
+        for plane, name, start, bar in zip(
+            self._outputs, self._cotangent_names, initials, cotangents, strict=True
+        ):
+            if plane.name in _plane_names(first):
+                given[plane.name] = _held(start, bar)
+            given[name] = bar
+        planes: dict[str, Any] = {name: contiguous(tensor) for name, tensor in given.items()}
+        slots = (*self._input_names, *self._output_names)
+        for slot, need in enumerate(needs):  # the cotangents of the first adjoint's gradients
+            if need:
+                name = kernel.cotangents[first.gradients[slots[slot]]]
+                like = self._grad_like(slot, values, initials, cotangents)
+                g = gg[slot]
+                planes[name] = (
+                    torch.zeros(like.numel(), dtype=like.dtype, device=device)
+                    if g is None
+                    else contiguous(g.reshape(-1))
+                )
+        kinds = {p.name: p.kind for p in kernel.planes}
+        made = {}
+        for name in wrt:
+            gradient = kernel.gradients[name]
+            like = given[name]
+            made[name] = planes[gradient] = (
+                torch.empty(like.numel(), dtype=like.dtype, device=device)
+                if kinds[gradient] == "output"
+                else torch.zeros(like.numel(), dtype=real, device=device)
+            )
+        if adjoint.adds:
+            refuse_nondeterminism(
+                "the second-order backward of the eagle.torch op of hawk kernel "
+                f"{self.kernel.name!r}",
+                device,
+            )
+        names = tuple(p.name for p in kernel.planes)
+        adjoint.runner.run(names, [planes[name] for name in names], device)
+        for index, name in wanted.items():
+            like = given[name]
+            results[index] = made[name].reshape(like.shape).to(like.dtype)
+        return results
+
+    def _second_adjoint(self, first: hawk.diff.AdjointKernel, wrt: tuple[str, ...]) -> _Adjoint:
+        try:
+            kernel = hawk.diff.vjp(first, wrt, lane_gradients="store")
+        except hawk.HawkError as exc:
+            raise RuntimeError(
+                f"the eagle.torch op of hawk kernel {self.kernel.name!r} has no second "
+                f"derivative with respect to {', '.join(wrt)}: hawk.diff cannot differentiate "
+                f"its adjoint ({exc}). Take its gradient without create_graph=True (and "
+                "without torch.func.jvp), or write the second derivative as a kernel of its own"
+            ) from exc
+        runner = Runner(eagle.plan.auto(kernel, contraction="loop"))
+        return _Adjoint(kernel, runner, _plane_names(kernel), adds(kernel))
+
+    def tangents(
+        self,
+        values: Sequence[Any],
+        initials: Sequence[Any],
+        tangents: Sequence[Any],
+        count: Any,
+        dtype: torch.dtype,
+        second: Callable[..., Sequence[Any]],
+    ) -> tuple[Any, ...]:
+        """Forward mode: each output's tangent for the tangents of the inputs and initial
+        values (None: no tangent). The adjoint is linear in its cotangents, so the
+        product of the Jacobian and the tangents is the gradient, with respect to the
+        cotangents, of the adjoint's gradients dotted with the tangents: the second-order
+        kernel, at zero cotangents."""
+        device = first_tensor(values, initials).device
+        zeros = [
+            torch.zeros(count if p.kind == "output" else _shape(p), dtype=dtype, device=device)
+            for p in self._outputs
+        ]
+        needs = [
+            t is not None and gradient is not None
+            for t, gradient in zip(tangents, self._slot_gradients, strict=True)
+        ]
+        results: list[Any] = [None] * len(self._outputs)
+        if any(needs):
+            wants = [False] * (len(values) + len(initials)) + [True] * len(zeros)
+            gg = [t if need else None for t, need in zip(tangents, needs, strict=True)]
+            results = list(second(values, initials, zeros, gg, needs, wants))[-len(zeros) :]
+        for position, plane in enumerate(self._outputs):
+            tangent = tangents[len(values) + position]
+            if plane.kind == "accumulator" and tangent is not None:  # adds pass it through
+                passed = tangent.reshape(_shape(plane)).to(dtype)
+                results[position] = (
+                    passed if results[position] is None else results[position] + passed
+                )
+        return tuple(z if r is None else r for r, z in zip(results, zeros, strict=True))
+
+    def gradient_tangents(
+        self,
+        values: Sequence[Any],
+        initials: Sequence[Any],
+        cotangents: Sequence[Any],
+        needs: Sequence[bool],
+        tangents: Sequence[Any],
+        gradients: Callable[..., Sequence[Any]],
+        second: Callable[..., Sequence[Any]],
+    ) -> list[Any]:
+        """Forward mode through the backward (forward-over-reverse, as ``torch.func.hessian``
+        takes it): the tangent of each gradient ``needs`` asks for (None for the others),
+        for the tangents of the inputs, initial values and cotangents. The gradients are
+        linear in the cotangents, so their tangents' share is the backward itself at the
+        cotangents' tangents; the inputs' share is the Hessian of the outputs dotted with
+        the cotangents, which is symmetric, so it is the second-order backward with the
+        inputs' tangents as the cotangents of the gradients."""
+        slots = len(self._slot_gradients)
+        results: list[Any] = [None] * slots
+        bar_tangents = tangents[slots:]
+        if any(t is not None for t in bar_tangents):
+            linear = [
+                torch.zeros_like(bar) if t is None else t
+                for t, bar in zip(bar_tangents, cotangents, strict=True)
+            ]
+            results = [
+                g if need else None
+                for g, need in zip(gradients(values, initials, linear, needs), needs, strict=True)
+            ]
+        taken = [
+            t is not None and gradient is not None
+            for t, gradient in zip(tangents[:slots], self._slot_gradients, strict=True)
+        ]
+        if any(taken):
+            wants = [*needs, *(False for _ in cotangents)]
+            gg = [t if take else None for t, take in zip(tangents[:slots], taken, strict=True)]
+            curved = second(values, initials, cotangents, gg, taken, wants)
+            for slot in range(slots):
+                if curved[slot] is not None:
+                    results[slot] = (
+                        curved[slot] if results[slot] is None else results[slot] + curved[slot]
+                    )
+        return [
+            torch.zeros_like(self._grad_like(slot, values, initials, cotangents))
+            if need and result is None
+            else result
+            for slot, (need, result) in enumerate(zip(needs, results, strict=True))
+        ]
+
+
+def _held(start: Any, bar: torch.Tensor) -> torch.Tensor:
+    """The value an output held before the forward launch, as the kernel read it (its
+    initial value in the output's dtype, the cotangent's; zeros when none was given)."""
+    if start is None:
+        return torch.zeros(bar.shape, dtype=bar.dtype, device=bar.device)
+    return contiguous(start if start.dtype == bar.dtype else start.to(bar.dtype))
+
+
+def _empty_as(tensor: torch.Tensor) -> torch.Tensor:
+    """A new contiguous tensor of ``tensor``'s shape, dtype and device."""
+    return torch.empty(tensor.shape, dtype=tensor.dtype, device=tensor.device)
+
+
+def _plane_names(kernel: hawk.Kernel) -> frozenset[str]:
+    return frozenset(p.name for p in kernel.planes)
+
+
+def _shape(plane: Plane) -> tuple[int, ...]:
+    """The declared shape of an accumulator plane."""
+    assert plane.shape is not None  # Function refuses a flat (axis-less) accumulator
+    return plane.shape

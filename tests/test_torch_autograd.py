@@ -1,0 +1,200 @@
+"""eagle.torch past the first derivative, on CPU tensors: double backward (a gradient
+penalty), torch.func's transforms, and the refusals where hawk.diff cannot go further."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import eagle.torch  # noqa: E402
+from tests import _torch_kernels as k  # noqa: E402
+
+TWICE = [
+    k.scale_add,
+    k.affine,
+    k.branchy,
+    k.gather,
+    k.binned,
+    k.axpb,
+    k.tally,
+    k.cubic,
+    k.contract,
+]
+
+
+def _call(f, names):
+    def call(*values):
+        return f(**dict(zip(names, values, strict=True)))
+
+    return call
+
+
+def _outputs(result):
+    return result if isinstance(result, tuple) else (result,)
+
+
+@pytest.mark.parametrize("kernel", TWICE, ids=lambda kernel: kernel.name)
+def test_gradgradcheck(kernel):
+    f = eagle.torch.function(kernel)
+    planes = k.inputs(kernel, torch.float64, "cpu", lanes=5)
+    assert torch.autograd.gradgradcheck(_call(f, list(planes)), tuple(planes.values()))
+
+
+@pytest.mark.parametrize("contraction", ["loop", "gemm"])
+def test_gradgradcheck_of_the_contraction_on_both_routes(contraction):
+    f = eagle.torch.function(k.contract, contraction=contraction)
+    planes = k.inputs(k.contract, torch.float64, "cpu")
+    assert torch.autograd.gradgradcheck(lambda w, f_: f(w=w, f=f_), (planes["w"], planes["f"]))
+
+
+def test_a_gradient_penalty_matches_torchs_closed_form():
+    """The probe: the gradient taken with create_graph=True is itself differentiated (it was
+    detached, so the penalty's share of x.grad vanished)."""
+    f = eagle.torch.function(k.cubic)
+    planes = k.inputs(k.cubic, torch.float64, "cpu", lanes=7)
+    reference = {name: t.detach().clone().requires_grad_() for name, t in planes.items()}
+    grads = {}
+    for run, call in (("eagle", f), ("torch", k.REFERENCES[k.cubic])):
+        x, c = (planes if run == "eagle" else reference).values()
+        y = call(x=x, c=c)
+        (gx,) = torch.autograd.grad(y.sum(), x, create_graph=True)
+        assert gx.requires_grad
+        (y.square().sum() + 0.5 * gx.square().sum()).backward()
+        grads[run] = (x.grad, c.grad)
+    torch.testing.assert_close(grads["eagle"], grads["torch"])
+
+
+def test_second_derivatives_of_a_param_and_the_cotangent():
+    f = eagle.torch.function(k.affine)
+    x = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    a = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+    bar = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    y = f(x=x, a=a, b=0.25)
+    gx, ga = torch.autograd.grad(y, (x, a), bar, create_graph=True)
+    # d(gx)/da = bar, d(ga)/dx = bar, d(ga)/dbar = x, d(gx)/dbar = a
+    hx, ha, hbar = torch.autograd.grad(gx.sum() + ga, (x, a, bar))
+    torch.testing.assert_close(hx, bar.detach())
+    torch.testing.assert_close(ha, bar.detach().sum())
+    torch.testing.assert_close(hbar, x.detach() + a.detach())
+
+
+def test_the_registered_op_differentiates_twice_as_the_eager_path_does():
+    class Passing(torch.overrides.TorchFunctionMode):  # sends calls through the op
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    f = eagle.torch.function(k.cubic)
+    planes = k.inputs(k.cubic, torch.float64, "cpu")
+    results = []
+    for mode in (None, Passing()):
+        x, c = (t.detach().clone().requires_grad_() for t in planes.values())
+        if mode is not None:
+            mode.__enter__()
+        try:
+            (gx,) = torch.autograd.grad(f(x=x, c=c).sum(), x, create_graph=True)
+            results.append(torch.autograd.grad(gx.square().sum(), (x, c)))
+        finally:
+            if mode is not None:
+                mode.__exit__(None, None, None)
+    torch.testing.assert_close(results[0], results[1])
+
+
+def test_a_third_derivative_is_refused_by_name():
+    f = eagle.torch.function(k.cubic)
+    x, c = k.inputs(k.cubic, torch.float64, "cpu").values()
+    (gx,) = torch.autograd.grad(f(x=x, c=c).sum(), x, create_graph=True)
+    (hx,) = torch.autograd.grad(gx.sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="'cubic' is differentiable twice"):
+        hx.sum().backward()
+
+
+def test_a_second_derivative_hawk_cannot_take_is_refused_never_detached():
+    """square_in_place's adjoint reads y and takes y_bar, so the gradient of its adjoint
+    with respect to y would be named y_bar too: hawk.diff refuses, and so does the op, when
+    a second derivative is taken through a y that requires grad (torch tells a backward
+    which inputs require grad, not which gradients are asked for), not before."""
+    f = eagle.torch.function(k.square_in_place)
+    x, y = k.inputs(k.square_in_place, torch.float64, "cpu").values()
+    (gx, gy) = torch.autograd.grad(f(x=x, y=y).sum(), (x, y), create_graph=True)
+    assert gx.requires_grad and gy.requires_grad
+    with pytest.raises(RuntimeError, match=r"'square_in_place' has no second derivative .*'y_bar'"):
+        torch.autograd.grad(gx.sum(), x)
+    y.requires_grad_(False)  # without y, the second derivative with respect to x is there
+    (gx,) = torch.autograd.grad(f(x=x, y=y).sum(), x, create_graph=True)
+    (hx,) = torch.autograd.grad((gx * x).sum(), x)  # gx = y*y, so d(gx*x)/dx = y*y
+    torch.testing.assert_close(hx, y * y)
+
+
+# -- torch.func ------------------------------------------------------------------------
+
+
+def _closed(kernel):
+    """The kernel's eagle.torch function and torch reference, both as functions of x."""
+    planes = k.inputs(kernel, torch.float64, "cpu", lanes=5)
+    rest = {name: t.detach() for name, t in planes.items() if name != "x"}
+    f = eagle.torch.function(kernel)
+    return (
+        lambda x: f(x=x, **rest),
+        lambda x: k.REFERENCES[kernel](x=x, **rest),
+        planes["x"].detach(),
+    )
+
+
+@pytest.mark.parametrize("kernel", [k.cubic, k.affine, k.axpb, k.branchy], ids=lambda k_: k_.name)
+@pytest.mark.parametrize(
+    "transform",
+    [
+        lambda f, x: torch.func.grad(lambda x: f(x).square().sum())(x),
+        lambda f, x: torch.func.vjp(f, x)[1](torch.linspace(-1.0, 1.0, 5, dtype=x.dtype)),
+        lambda f, x: torch.func.jvp(f, (x,), (torch.linspace(-1.0, 1.0, 5, dtype=x.dtype),)),
+        lambda f, x: torch.func.jacrev(f)(x),
+        lambda f, x: torch.func.jacfwd(f)(x),
+        lambda f, x: torch.func.hessian(lambda x: f(x).sum())(x),
+        lambda f, x: torch.func.vmap(f)(torch.stack([x, 2 * x, -x])),
+        lambda f, x: torch.func.vmap(torch.func.grad(lambda x: f(x).sum()))(torch.stack([x, -x])),
+        lambda f, x: torch.func.grad(lambda x: torch.func.grad(lambda x: f(x).sum())(x).sum())(x),
+    ],
+    ids=["grad", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "vmap-grad", "grad-grad"],
+)
+def test_torch_func_transforms_match_torch(kernel, transform):
+    f, reference, x = _closed(kernel)
+    torch.testing.assert_close(transform(f, x), transform(reference, x))
+
+
+def test_vmap_and_jvp_of_several_outputs_and_a_table_add():
+    for kernel in (k.gather, k.tally):
+        planes = {name: t.detach() for name, t in k.inputs(kernel, torch.float64, "cpu").items()}
+        f = eagle.torch.function(kernel)
+        tangents = {name: torch.randn_like(t) for name, t in planes.items()}
+        names = list(planes)
+        got = torch.func.jvp(_call(f, names), tuple(planes.values()), tuple(tangents.values()))
+        want = torch.func.jvp(
+            _call(k.REFERENCES[kernel], names), tuple(planes.values()), tuple(tangents.values())
+        )
+        torch.testing.assert_close(got, want)
+        batch = {name: torch.stack([t, 2 * t]) for name, t in planes.items()}
+        torch.testing.assert_close(
+            torch.func.vmap(_call(f, names))(*batch.values()),
+            torch.func.vmap(_call(k.REFERENCES[kernel], names))(*batch.values()),
+        )
+
+
+def test_forward_mode_ad_gives_the_tangent_not_zeros():
+    import torch.autograd.forward_ad as fwad
+
+    f, reference, x = _closed(k.cubic)
+    tangent = torch.randn_like(x)
+    results = []
+    for call in (f, reference):
+        with fwad.dual_level():
+            results.append(fwad.unpack_dual(call(fwad.make_dual(x, tangent))).tangent)
+    assert results[0] is not None
+    torch.testing.assert_close(results[0], results[1])
+
+
+def test_forward_mode_through_a_second_order_backward_is_refused_by_name():
+    f, _, x = _closed(k.cubic)
+    third = torch.func.jacfwd(torch.func.hessian(lambda x: f(x).sum()))
+    with pytest.raises(RuntimeError, match="second-order backward .* no forward-mode derivative"):
+        third(x)

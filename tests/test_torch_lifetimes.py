@@ -1,0 +1,168 @@
+"""What eagle.torch keeps: a function nothing holds is freed (its kernel, plans and
+runners), the registered ops are one set per signature, a compiled graph never runs a
+function other than its own, and torch.use_deterministic_algorithms is honoured."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import gc
+import tracemalloc
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import eagle.torch  # noqa: E402
+import hawk  # noqa: E402
+import hawk.diff  # noqa: E402
+from eagle import _torch_autograd, _torch_runner  # noqa: E402
+from tests import _torch_kernels as k  # noqa: E402
+
+
+def _scaled(factor: float) -> hawk.Kernel:
+    """A new kernel (a distinct object each call) of one signature: y = factor * x."""
+
+    @hawk.kernel
+    def scaled(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+        y = factor * x  # noqa: F841
+
+    return scaled
+
+
+def test_a_thousand_wrapped_kernels_dropped_grow_memory_less_than_a_mebibyte():
+    x = torch.randn(16, dtype=torch.float64, requires_grad=True)
+
+    def wrap_call_drop(factor: float) -> None:
+        f = eagle.torch.function(_scaled(factor))
+        y = f(x=x)
+        y.sum().backward()  # the backward's runners too
+        assert torch.equal(y.detach(), factor * x.detach())
+
+    for factor in range(5):  # first uses: the signature's ops, torch's own caches
+        wrap_call_drop(float(factor))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for factor in range(1000):
+            wrap_call_drop(float(factor))
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 1 << 20, f"{grown / 1024:.0f} KiB"
+
+
+def test_a_dropped_function_is_freed_and_its_key_never_reused():
+    f = eagle.torch.function(_scaled(2.0))
+    key = f.key
+    collected = _torch_autograd._live
+    assert collected[key] is f
+    del f
+    gc.collect()
+    assert key not in collected
+    g = eagle.torch.function(_scaled(2.0))
+    assert g.key > key
+    with pytest.raises(RuntimeError, match=rf"key {key}\) has been freed"):
+        g.op(torch.ones(3), None, -1, torch.float32, key)
+
+
+def test_a_deep_copy_of_a_model_shares_its_functions():
+    model = torch.nn.Module()
+    model.act = eagle.torch.function(k.scale_add)
+    model.w = torch.nn.Parameter(torch.randn(4))
+    twin = copy.deepcopy(model)
+    assert twin.act is model.act and twin.w is not model.w
+    torch.testing.assert_close(twin.act(x=twin.w, z=twin.w), 1.5 * model.w)
+
+
+def test_an_autograd_graph_keeps_its_function_until_the_backward():
+    x = torch.randn(5, requires_grad=True)
+    y = eagle.torch.function(_scaled(3.0))(x=x)  # nothing else holds the function
+    gc.collect()
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, torch.full_like(x, 3.0))
+
+
+def test_a_compiled_graph_never_runs_another_function():
+    """The op is shared by every function of the signature; the function it runs is found
+    by the key compiled into the graph. After A is dropped and B (same signature) takes its
+    place, the compiled code either compiles again for B or refuses: it never runs B in a
+    graph traced for A, nor A's key in B's place."""
+    torch._dynamo.reset()
+    holder = {"f": eagle.torch.function(_scaled(2.0))}
+    old_key = holder["f"].key
+
+    def model(x):
+        return holder["f"](x=x)
+
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    x = torch.randn(8)
+    torch.testing.assert_close(compiled(x), 2.0 * x)
+    holder["f"] = eagle.torch.function(_scaled(3.0))
+    gc.collect()
+    assert old_key not in _torch_autograd._live  # A is gone: nothing kept it
+    try:
+        result = compiled(x)
+    except RuntimeError as refused:
+        assert "has been freed" in str(refused)
+    else:
+        torch.testing.assert_close(result, 3.0 * x)  # compiled again, for B
+
+
+# -- torch.use_deterministic_algorithms ----------------------------------------------------
+
+
+@contextlib.contextmanager
+def _deterministic(warn_only: bool = False):
+    was, was_warn = (
+        torch.are_deterministic_algorithms_enabled(),
+        (torch.is_deterministic_algorithms_warn_only_enabled()),
+    )
+    torch.use_deterministic_algorithms(True, warn_only=warn_only)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=was_warn)
+
+
+def test_which_kernels_add_atomically_on_the_device():
+    assert _torch_runner.adds(k.binned) and _torch_runner.adds(k.tally)
+    assert not _torch_runner.adds(k.scale_add) and not _torch_runner.adds(k.contract)
+    affine = eagle.torch.function(k.affine)._derivatives
+    # the loop adjoint sums a Param's gradient over lanes; a Scalar's it writes per lane
+    assert affine._backward_adjoint([False, True, False, False], fresh=True, broadcast=()).adds
+    needs_x = [True, False, False, False]
+    assert not affine._backward_adjoint(needs_x, fresh=True, broadcast=()).adds
+    # a routed contraction's backward is two cuBLAS products: deterministic
+    gemm = eagle.torch.function(k.contract, contraction="gemm")._derivatives
+    cuda = torch.device("cuda")
+    assert not gemm._adjoint_loops(cuda, {torch.float32})
+    assert not gemm._backward_adjoint([True, True, False], fresh=False, broadcast=()).adds
+    loop = eagle.torch.function(k.contract, contraction="loop")._derivatives
+    assert loop._adjoint_loops(cuda, {torch.float32})
+    assert loop._backward_adjoint([True, True, False], fresh=True, broadcast=()).adds
+
+
+def test_atomic_adds_on_the_device_refuse_as_torch_does_under_deterministic_algorithms():
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    _torch_runner.refuse_nondeterminism("the op", cuda)  # the setting is off
+    with _deterministic():
+        with pytest.raises(
+            RuntimeError, match=r"the op adds floats atomically on the GPU.*use_deterministic"
+        ):
+            _torch_runner.refuse_nondeterminism("the op", cuda)
+        _torch_runner.refuse_nondeterminism("the op", cpu)  # host runs add in a fixed order
+    with _deterministic(warn_only=True), pytest.warns(UserWarning, match="adds floats"):
+        _torch_runner.refuse_nondeterminism("the op", cuda)
+
+
+def test_host_table_adds_and_their_gradients_run_under_deterministic_algorithms():
+    planes = k.inputs(k.tally, torch.float64, "cpu")
+    with _deterministic(), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = eagle.torch.function(k.tally)(**planes)
+        got.sum().backward()
+    torch.testing.assert_close(got, k.REFERENCES[k.tally](**planes))
