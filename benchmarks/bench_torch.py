@@ -160,7 +160,7 @@ def _kan_variant(loss_fn, x0, c0, mode: str) -> dict[str, float]:
     def step() -> None:
         if mode == "reduce-overhead":
             torch.compiler.cudagraph_mark_step_begin()
-        optimizer.zero_grad(set_to_none=False)
+        optimizer.zero_grad(set_to_none=not capturable)  # a captured step keeps c.grad
         x.grad = None
         fn(x, c).backward()
         optimizer.step()
