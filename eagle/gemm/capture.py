@@ -7,7 +7,10 @@ stream, gives it an eagle-owned workspace (so cuBLAS never allocates one), and
 runs each distinct product once in :meth:`~CublasCaptureHandle.warm`. Inside
 the capture only :meth:`~CublasCaptureHandle.sgemm` (float32) and
 :meth:`~CublasCaptureHandle.gemm` (every dtype of :mod:`eagle.gemm.dtypes`)
-run, or a product bound once with :meth:`~CublasCaptureHandle.bind`.
+run, or a product bound once with :meth:`~CublasCaptureHandle.bind`. A capture
+of a stream no handle was made for records warmed products through
+:meth:`~CublasCaptureHandle.record_into`, which lends the handle to that stream
+with a workspace the capture allocates and frees.
 
 A product's checks (dtypes, layout, overlap, device) run the first time the
 handle sees its params with operands of that pointer, shape, strides, dtype
@@ -20,8 +23,9 @@ loads neither a driver nor cuBLAS.
 
 from __future__ import annotations
 
+import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -29,6 +33,7 @@ import numpy as np
 
 from eagle.cuda._runtime import CudaUnavailable, call, ensure_device
 from eagle.cuda.graph import is_capturing, record_use
+from eagle.cuda.loops import in_loop_body
 from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr
 from eagle.gemm._prepared import ALIGNMENT, CACHED_CALLS, Call, Prepared, product_key, write_span
@@ -73,7 +78,9 @@ class CublasCaptureHandle:
     once, given a :data:`~eagle.gemm.capture.WORKSPACE_BYTES` workspace from eagle's memory pool,
     and set to take alpha and beta from host memory (so their values are baked
     into a recorded node). Destroy the graphs that recorded its work first,
-    then the handle, then the memory pool (see :meth:`destroy`).
+    then the handle, then the memory pool (see :meth:`destroy`). It may be
+    shared by threads: each product runs under the handle's lock, which
+    :meth:`record_into` holds while the handle is lent to another stream.
 
     Args:
         stream_ptr: the stream its products run on (a raw pointer or a
@@ -90,6 +97,9 @@ class CublasCaptureHandle:
 
     def __init__(self, stream_ptr: Stream | int, *, math: str = "fp32") -> None:
         self._closed = True
+        # held while cuBLAS runs through the handle; re-entrant, so that a garbage
+        # collection that destroys the handle in the holding thread cannot deadlock
+        self._lock = threading.RLock()
         if math not in _MATH_MODES:
             raise ValueError(f"math must be 'fp32' or 'tf32', not {math!r}")
         self.math = math
@@ -135,6 +145,7 @@ class CublasCaptureHandle:
             raise
         self._cublas = cublas
         self._handle = handle
+        self._workspace = (workspace.ptr, workspace.nbytes)  # the finalizer holds the buffer
         self._closed = False
         self._ops = {"N": int(cublas.Operation.N), "T": int(cublas.Operation.T)}
         self._compute = {
@@ -190,9 +201,11 @@ class CublasCaptureHandle:
             nbytes = write_span(params, dtype_of(out.dtype).itemsize) + ALIGNMENT
             scratch = default_pool(self.device).allocate(nbytes, self._stream)
             target = scratch.ptr + (out.ptr - scratch.ptr) % ALIGNMENT
-        self._call(params, first.ptr, second.ptr, target, key, 1.0, 0.0).run(1.0, 0.0)
-        call("cudaStreamSynchronize", self.stream_ptr)
-        self._warmed.add(key)
+        with self._lock:
+            self._check_alive()
+            self._call(params, first.ptr, second.ptr, target, key, 1.0, 0.0).run(1.0, 0.0)
+            call("cudaStreamSynchronize", self.stream_ptr)
+            self._warmed.add(key)
         self._sgemm_calls.clear()  # prepared calls note whether they were warm: look again
         self._gemm_calls.clear()
 
@@ -295,7 +308,10 @@ class CublasCaptureHandle:
             a, b, out = operands["a"], operands["b"], operands["out"]
         if not prepared.warm and is_capturing(self.stream_ptr):
             self._refuse_unwarmed(params, operands)
-        prepared.run(alpha, beta)
+        with self._lock:
+            if self._closed:
+                self._check_alive()
+            prepared.run(alpha, beta)
         record_use(self.stream_ptr, self, *((b, a) if prepared.swap else (a, b)), out)
 
     def bind(
@@ -322,6 +338,69 @@ class CublasCaptureHandle:
         prepared = self._call(params, first.ptr, second.ptr, out.ptr, key, alpha, beta)
         return BoundGemm(self, params, prepared, (first, second, out))
 
+    def has_warmed(self, params: Params, operands: Mapping[str, Any]) -> bool:
+        """Whether :meth:`warm` ran this product: its ``params``, with operands aligned as
+        these are (nothing is checked)."""
+        first, second = (operands[name] for name in params.operands)
+        return product_key(params, first, second, operands["out"]) in self._warmed
+
+    def record_into(self, stream_ptr: int, products: Sequence[BoundGemm]) -> None:
+        """Enqueue products bound on this handle on another stream of its device, with a
+        workspace of their own.
+
+        This is how a capture of a stream that no handle was made for (torch's capture
+        stream, a CUDA-graph tree's, CuPy's) records products this handle warmed. Under
+        the handle's lock, so that no other thread's product runs through it meanwhile,
+        the handle is pointed at ``stream_ptr`` with :data:`WORKSPACE_BYTES` allocated on
+        that stream before the products and freed on it after them
+        (:meth:`~eagle.cuda.MemoryPool.scoped`), then pointed back at its own stream and
+        workspace. Inside a capture of ``stream_ptr`` that records an allocation node, the
+        products and a free node: each replay of the graph has the workspace to itself,
+        and no other stream's work shares it. Nothing waits.
+
+        Args:
+            stream_ptr: a raw stream on this handle's device (not asked: a capturing
+                stream does not name its device).
+            products: from :meth:`bind` on this handle, each one warmed (:meth:`warm`).
+
+        Raises:
+            GemmCaptureUnavailable: the handle was destroyed; a product was bound on
+                another handle or never warmed; or eagle captures ``stream_ptr`` into the
+                body of a device-side loop or branch, where CUDA refuses memory nodes.
+                Nothing is enqueued then.
+        """
+        with self._lock:
+            self._check_alive()
+            for product in products:
+                if product.handle is not self:
+                    raise GemmCaptureUnavailable(
+                        f"{product!r} was bound on another handle; record it through that one"
+                    )
+                prepared = product._call
+                if not (prepared.warm or prepared.key in self._warmed):
+                    first, second, out = product._used
+                    a, b = (second, first) if prepared.swap else (first, second)
+                    self._refuse_unwarmed(product.params, {"a": a, "b": b, "out": out})
+            if in_loop_body(stream_ptr):
+                raise GemmCaptureUnavailable(
+                    f"stream {stream_ptr:#x} is being captured into the body of a device-side "
+                    "loop or branch, where CUDA refuses the workspace a product on a stream "
+                    "without its own cuBLAS handle needs; run or bind the plan on that stream "
+                    "(inside `with stream:`) before the capture begins"
+                )
+            cublas, handle = self._cublas, self._handle
+            with default_pool(self.device).scoped(WORKSPACE_BYTES, stream_ptr) as workspace:
+                cublas.set_stream(handle, stream_ptr)  # resets the workspace: set it after
+                try:
+                    cublas.set_workspace(handle, workspace, WORKSPACE_BYTES)
+                    for product in products:
+                        product._call.function(*product._call.args)
+                finally:
+                    cublas.set_stream(handle, self.stream_ptr)
+                    cublas.set_workspace(handle, *self._workspace)
+        for product in products:
+            record_use(stream_ptr, *product._used)
+
     def destroy(self) -> None:
         """Close the handle to new work and free cuBLAS's handle and workspace (idempotent).
 
@@ -333,11 +412,12 @@ class CublasCaptureHandle:
         destroyed. Until then the memory pool refuses to be destroyed, naming
         the buffers still held.
         """
-        self._closed = True
-        self._sgemm_calls.clear()
-        self._gemm_calls.clear()
-        if not self._live_graphs:
-            self._release()  # the first call frees; later ones do nothing
+        with self._lock:  # not while a product runs through the handle
+            self._closed = True
+            self._sgemm_calls.clear()
+            self._gemm_calls.clear()
+            if not self._live_graphs:
+                self._release()  # the first call frees; later ones do nothing
 
     def _graphs_released(self) -> None:
         """The last live graph recorded against this handle is gone."""
@@ -526,7 +606,10 @@ class BoundGemm:
                 first, second, out = self._used
                 a, b = (second, first) if prepared.swap else (first, second)
                 handle._refuse_unwarmed(self.params, {"a": a, "b": b, "out": out})
-        prepared.function(*prepared.args)
+        with handle._lock:  # not while the handle is lent to another stream
+            if handle._closed:
+                handle._check_alive()
+            prepared.function(*prepared.args)
         record_use(handle.stream_ptr, handle, *self._used)
 
     def rebound(self, operands: Mapping[str, Any]) -> BoundGemm:
