@@ -351,12 +351,13 @@ class CublasCaptureHandle:
         This is how a capture of a stream that no handle was made for (torch's capture
         stream, a CUDA-graph tree's, CuPy's) records products this handle warmed. Under
         the handle's lock, so that no other thread's product runs through it meanwhile,
-        the handle is pointed at ``stream_ptr`` with :data:`WORKSPACE_BYTES` allocated on
-        that stream before the products and freed on it after them
-        (:meth:`~eagle.cuda.MemoryPool.scoped`), then pointed back at its own stream and
-        workspace. Inside a capture of ``stream_ptr`` that records an allocation node, the
-        products and a free node: each replay of the graph has the workspace to itself,
-        and no other stream's work shares it. Nothing waits.
+        the handle is pointed at ``stream_ptr`` with
+        :data:`~eagle.gemm.capture.WORKSPACE_BYTES` allocated on that stream before the
+        products and freed on it after them (:meth:`~eagle.cuda.MemoryPool.scoped`),
+        then pointed back at its own stream and workspace. Inside a capture of
+        ``stream_ptr`` that records an allocation node, the products and a free node: each
+        replay of the graph has the workspace to itself, and no other stream's work shares
+        it. Nothing waits.
 
         Args:
             stream_ptr: a raw stream on this handle's device (not asked: a capturing
