@@ -14,9 +14,16 @@ import pytest
 
 import eagle.plan
 from eagle.cuda import memory
-from eagle.gemm import CublasCaptureHandle, GemmCaptureUnavailable, handles, sgemm_params_for_arrays
+from eagle.gemm import (
+    CublasCaptureHandle,
+    GemmCaptureUnavailable,
+    handles,
+    lending,
+    sgemm_params_for_arrays,
+)
 from eagle.gemm import capture as gemm_capture
 from eagle.gemm.capture import WORKSPACE_BYTES
+from eagle.gemm.lending import record_lent
 from hawk.emit import policy
 from tests import _route_kernels as k
 from tests._route_kernels import B, R, U
@@ -55,6 +62,8 @@ def device(monkeypatch):
     device = FakeDevice(monkeypatch)
     pool = _Pool(device)
     monkeypatch.setattr(gemm_capture, "default_pool", lambda index: pool)
+    monkeypatch.setattr(lending, "default_pool", lambda index: pool)
+    monkeypatch.setattr(lending, "record_use", lambda *objs: device.used.append(objs))
     device.pool = pool
     return device
 
@@ -78,7 +87,7 @@ def test_a_lent_handle_records_on_the_captured_stream_with_a_scoped_workspace(de
     device.used.clear()
     device.capturing = True
 
-    handle.record_into(CAPTURED, [bound])
+    record_lent(handle, CAPTURED, [bound])
 
     (scratch,) = device.pool.scratch
     assert device.cublas.log == [
@@ -107,7 +116,7 @@ def test_a_lent_handle_is_restored_and_its_workspace_freed_when_a_product_fails(
     bound = handle.bind(params, operands)  # (a bound product keeps the function it was bound to)
     device.cublas.log.clear()
     with pytest.raises(RuntimeError, match="cuBLAS refused"):
-        handle.record_into(CAPTURED, [bound])
+        record_lent(handle, CAPTURED, [bound])
     assert [entry[0] for entry in device.cublas.log[-3:]] == ["set_stream", "set_workspace", "free"]
     assert device.cublas.log[-3] == ("set_stream", FakeDevice.STREAM)
 
@@ -119,19 +128,19 @@ def test_lending_refuses_before_enqueuing_anything(device, rng, monkeypatch):
     cold = handle.bind(params, operands)
     device.cublas.log.clear()
     with pytest.raises(GemmCaptureUnavailable, match="this product was never warmed"):
-        handle.record_into(CAPTURED, [cold])
+        record_lent(handle, CAPTURED, [cold])
     handle.warm(params, operands, keep_out=True)
     device.cublas.log.clear()
     with pytest.raises(GemmCaptureUnavailable, match="was bound on another handle"):
-        other.record_into(CAPTURED, [handle.bind(params, operands)])
-    monkeypatch.setattr(gemm_capture, "in_loop_body", lambda stream_ptr: True)
+        record_lent(other, CAPTURED, [handle.bind(params, operands)])
+    monkeypatch.setattr(lending, "in_loop_body", lambda stream_ptr: True)
     with pytest.raises(GemmCaptureUnavailable, match="into the body of a device-side loop"):
-        handle.record_into(CAPTURED, [handle.bind(params, operands)])
+        record_lent(handle, CAPTURED, [handle.bind(params, operands)])
     bound = handle.bind(params, operands)
     handle.destroy()
     device.cublas.log.clear()
     with pytest.raises(GemmCaptureUnavailable, match="was destroyed"):
-        handle.record_into(CAPTURED, [bound])
+        record_lent(handle, CAPTURED, [bound])
     assert device.cublas.log == [] and device.pool.scratch == []
 
 
@@ -150,7 +159,7 @@ def test_the_lent_handle_runs_no_other_threads_product_meanwhile(device, rng):
         sgemm(*args)
 
     device.cublas.sgemm = product
-    handle.record_into(CAPTURED, [handle.bind(params, operands)])  # bound with the probe
+    record_lent(handle, CAPTURED, [handle.bind(params, operands)])  # bound with the probe
     assert taken == [False]
 
 
@@ -160,7 +169,7 @@ def test_a_bound_product_waits_while_its_handle_is_lent(device, rng):
     handle.warm(params, operands, keep_out=True)
     bound = handle.bind(params, operands)
     device.cublas.log.clear()
-    with handle._lock:  # as record_into holds it
+    with handle._lock:  # as record_lent holds it
         worker = threading.Thread(target=bound)
         worker.start()
         worker.join(timeout=0.2)
@@ -212,6 +221,7 @@ def test_a_capture_of_an_unprepared_stream_borrows_the_warmed_handle(monkeypatch
     device = _routed_fake_device(monkeypatch)
     pool = _Pool(device)
     monkeypatch.setattr(gemm_capture, "default_pool", lambda index: pool)
+    monkeypatch.setattr(lending, "default_pool", lambda index: pool)
     planes, y, expected = _planes(device, rng)
     bound = _routed().bind(**planes)  # prepared (made, warmed) on FakeDevice.STREAM
     y[:] = np.nan
@@ -235,6 +245,7 @@ def test_a_capture_nothing_warmed_is_refused_at_bind_before_anything_is_enqueued
     device = _routed_fake_device(monkeypatch)
     pool = _Pool(device)
     monkeypatch.setattr(gemm_capture, "default_pool", lambda index: pool)
+    monkeypatch.setattr(lending, "default_pool", lambda index: pool)
     planes, _, _ = _planes(device, rng)
     _routed().bind(**planes)  # warms the product aligned as these planes are
     skewed, _, _ = _planes(device, rng, y_offset=1)  # y 4 bytes along: another product

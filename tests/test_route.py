@@ -239,7 +239,7 @@ class _FakeHandle:
     """Stands in for a stream's cuBLAS handle: records what it is asked to do, and keys
     what it has warmed as the real handle does (params and operands' 16-byte alignment);
     a warm with ``keep_out`` runs into its scratch matrix at 0x9000. Products it records
-    into another stream's capture (``record_into``) are noted in ``lent`` by stream."""
+    into another stream's capture (lent by ``_record_lent``) are noted in ``lent``."""
 
     def __init__(self, stream_ptr):
         self.stream_ptr, self.warmed, self.calls, self.betas = stream_ptr, [], [], []
@@ -263,17 +263,18 @@ class _FakeHandle:
     def has_warmed(self, params, operands):
         return self._key(params, operands) in self.keys
 
-    def record_into(self, stream_ptr, products):
-        self.lent.append((stream_ptr, len(products)))
-        for product in products:
-            product()
-
     def bind(self, params, operands, *, beta=0.0):
         def launch():
             self.calls.append((params, {role: array.ptr for role, array in operands.items()}))
             self.betas.append(beta)
 
         return launch
+
+
+def _record_lent(handle, stream_ptr, products):
+    handle.lent.append((stream_ptr, len(products)))
+    for product in products:
+        product()
 
 
 @pytest.fixture
@@ -299,6 +300,7 @@ def fake_cublas(monkeypatch):
             return 0x11
 
     monkeypatch.setattr(_route, "stream_handle", stream_handle)
+    monkeypatch.setattr(_route, "record_lent", _record_lent)
     monkeypatch.setattr(_route, "is_capturing", lambda stream_ptr: stream_ptr in capturing)
     monkeypatch.setattr(_route, "launch_stream", lambda values, device: _Current.ptr())
     monkeypatch.setattr(_bound, "launch_stream", lambda values, device: _Current.ptr())

@@ -9,8 +9,7 @@ the capture only :meth:`~CublasCaptureHandle.sgemm` (float32) and
 :meth:`~CublasCaptureHandle.gemm` (every dtype of :mod:`eagle.gemm.dtypes`)
 run, or a product bound once with :meth:`~CublasCaptureHandle.bind`. A capture
 of a stream no handle was made for records warmed products through
-:meth:`~CublasCaptureHandle.record_into`, which lends the handle to that stream
-with a workspace the capture allocates and frees.
+:func:`eagle.gemm.lending.record_lent`, which lends the handle to that stream.
 
 A product's checks (dtypes, layout, overlap, device) run the first time the
 handle sees its params with operands of that pointer, shape, strides, dtype
@@ -25,7 +24,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
@@ -33,7 +32,6 @@ import numpy as np
 
 from eagle.cuda._runtime import CudaUnavailable, call, ensure_device
 from eagle.cuda.graph import is_capturing, record_use
-from eagle.cuda.loops import in_loop_body
 from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr
 from eagle.gemm._prepared import ALIGNMENT, CACHED_CALLS, Call, Prepared, product_key, write_span
@@ -80,7 +78,8 @@ class CublasCaptureHandle:
     into a recorded node). Destroy the graphs that recorded its work first,
     then the handle, then the memory pool (see :meth:`destroy`). It may be
     shared by threads: each product runs under the handle's lock, which
-    :meth:`record_into` holds while the handle is lent to another stream.
+    :func:`~eagle.gemm.lending.record_lent` holds while it lends the handle to
+    another stream.
 
     Args:
         stream_ptr: the stream its products run on (a raw pointer or a
@@ -343,64 +342,6 @@ class CublasCaptureHandle:
         these are (nothing is checked)."""
         first, second = (operands[name] for name in params.operands)
         return product_key(params, first, second, operands["out"]) in self._warmed
-
-    def record_into(self, stream_ptr: int, products: Sequence[BoundGemm]) -> None:
-        """Enqueue products bound on this handle on another stream of its device, with a
-        workspace of their own.
-
-        This is how a capture of a stream that no handle was made for (torch's capture
-        stream, a CUDA-graph tree's, CuPy's) records products this handle warmed. Under
-        the handle's lock, so that no other thread's product runs through it meanwhile,
-        the handle is pointed at ``stream_ptr`` with
-        :data:`~eagle.gemm.capture.WORKSPACE_BYTES` allocated on that stream before the
-        products and freed on it after them (:meth:`~eagle.cuda.MemoryPool.scoped`),
-        then pointed back at its own stream and workspace. Inside a capture of
-        ``stream_ptr`` that records an allocation node, the products and a free node: each
-        replay of the graph has the workspace to itself, and no other stream's work shares
-        it. Nothing waits.
-
-        Args:
-            stream_ptr: a raw stream on this handle's device (not asked: a capturing
-                stream does not name its device).
-            products: from :meth:`bind` on this handle, each one warmed (:meth:`warm`).
-
-        Raises:
-            GemmCaptureUnavailable: the handle was destroyed; a product was bound on
-                another handle or never warmed; or eagle captures ``stream_ptr`` into the
-                body of a device-side loop or branch, where CUDA refuses memory nodes.
-                Nothing is enqueued then.
-        """
-        with self._lock:
-            self._check_alive()
-            for product in products:
-                if product.handle is not self:
-                    raise GemmCaptureUnavailable(
-                        f"{product!r} was bound on another handle; record it through that one"
-                    )
-                prepared = product._call
-                if not (prepared.warm or prepared.key in self._warmed):
-                    first, second, out = product._used
-                    a, b = (second, first) if prepared.swap else (first, second)
-                    self._refuse_unwarmed(product.params, {"a": a, "b": b, "out": out})
-            if in_loop_body(stream_ptr):
-                raise GemmCaptureUnavailable(
-                    f"stream {stream_ptr:#x} is being captured into the body of a device-side "
-                    "loop or branch, where CUDA refuses the workspace a product on a stream "
-                    "without its own cuBLAS handle needs; run or bind the plan on that stream "
-                    "(inside `with stream:`) before the capture begins"
-                )
-            cublas, handle = self._cublas, self._handle
-            with default_pool(self.device).scoped(WORKSPACE_BYTES, stream_ptr) as workspace:
-                cublas.set_stream(handle, stream_ptr)  # resets the workspace: set it after
-                try:
-                    cublas.set_workspace(handle, workspace, WORKSPACE_BYTES)
-                    for product in products:
-                        product._call.function(*product._call.args)
-                finally:
-                    cublas.set_stream(handle, self.stream_ptr)
-                    cublas.set_workspace(handle, *self._workspace)
-        for product in products:
-            record_use(stream_ptr, *product._used)
 
     def destroy(self) -> None:
         """Close the handle to new work and free cuBLAS's handle and workspace (idempotent).

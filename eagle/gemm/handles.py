@@ -63,7 +63,7 @@ def warmed_handle(
     of ``products`` (params, operands), or None when none has.
 
     Such a handle can record those products into a capture of another stream of the
-    device (:meth:`~eagle.gemm.CublasCaptureHandle.record_into`). Nothing is made or run.
+    device (:func:`~eagle.gemm.lending.record_lent`). Nothing is made or run.
     """
     wanted = list(products)
     with _stream_handles_lock:

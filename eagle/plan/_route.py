@@ -44,6 +44,7 @@ from eagle.gemm.contraction import RecognizedContraction
 from eagle.gemm.dtypes import HALVES, PRODUCT_DTYPES, dtype_of
 from eagle.gemm.errors import GemmCaptureUnavailable, PlanUnavailable
 from eagle.gemm.handles import stream_handle, warmed_handle
+from eagle.gemm.lending import record_lent
 from eagle.gemm.lowering import captured_calls, lower_dense_gemm
 from eagle.gemm.steps import LoweredPlan, MatmulSpec
 from hawk.contraction import LaneLayout
@@ -374,7 +375,7 @@ class GemmLaunch:
         else:
             launches, lender = self._products(stream_ptr)
         if lender is not None:
-            lender.record_into(stream_ptr, launches)
+            record_lent(lender, stream_ptr, launches)
             return
         for launch in launches:
             launch()
