@@ -17,6 +17,7 @@ from eagle.gemm import (
     lower_dense_gemm,
     sgemm_params_for_arrays,
 )
+from eagle.gemm import handles as gemm_handles
 from eagle.plan import _bound, _route
 from hawk.contraction import lane_layout
 from hawk.emit import cuda, policy
@@ -237,21 +238,30 @@ def test_the_loop_each_kernel_falls_back_to_compiles_for_sm90(kernel):
 class _FakeHandle:
     """Stands in for a stream's cuBLAS handle: records what it is asked to do, and keys
     what it has warmed as the real handle does (params and operands' 16-byte alignment);
-    a warm with ``keep_out`` runs into its scratch matrix at 0x9000."""
+    a warm with ``keep_out`` runs into its scratch matrix at 0x9000. Products it records
+    into another stream's capture (lent by ``_record_lent``) are noted in ``lent``."""
 
     def __init__(self, stream_ptr):
         self.stream_ptr, self.warmed, self.calls, self.betas = stream_ptr, [], [], []
         self.keys = set()
         self.alive = True
         self.capturing = set()
+        self.lent = []
+
+    @staticmethod
+    def _key(params, operands):
+        return (params, *(operands[role].ptr % 16 for role in ("a", "b", "out")))
 
     def warm(self, params, operands, *, keep_out=False):
-        key = (params, *(operands[role].ptr % 16 for role in ("a", "b", "out")))
+        key = self._key(params, operands)
         if key not in self.keys and self.stream_ptr in self.capturing:
             raise GemmCaptureUnavailable("warm() runs the product: before the capture")
         if key not in self.keys:
             self.keys.add(key)
             self.warmed.append((params, 0x9000 if keep_out else operands["out"].ptr))
+
+    def has_warmed(self, params, operands):
+        return self._key(params, operands) in self.keys
 
     def bind(self, params, operands, *, beta=0.0):
         def launch():
@@ -261,16 +271,26 @@ class _FakeHandle:
         return launch
 
 
+def _record_lent(handle, stream_ptr, products):
+    handle.lent.append((stream_ptr, len(products)))
+    for product in products:
+        product()
+
+
 @pytest.fixture
 def fake_cublas(monkeypatch):
     """The route's CUDA edges replaced: stream 0x11 is current, streams in ``capturing``
-    are being captured, handles are :class:`_FakeHandle`."""
+    are being captured, handles are :class:`_FakeHandle` (also in eagle's registry of
+    stream handles, where a capture of an unprepared stream looks for a warmed one)."""
     handles, capturing = {}, set()
+    registry = {}
+    monkeypatch.setattr(gemm_handles, "_stream_handles", registry)
 
     def stream_handle(stream_ptr, device):
         if stream_ptr not in handles and stream_ptr in capturing:
             raise GemmCaptureUnavailable("the real one refuses to make a handle in a capture")
         handle = handles.setdefault(stream_ptr, _FakeHandle(stream_ptr))
+        registry[(device, stream_ptr)] = handle
         handle.capturing = capturing
         return handle
 
@@ -280,6 +300,7 @@ def fake_cublas(monkeypatch):
             return 0x11
 
     monkeypatch.setattr(_route, "stream_handle", stream_handle)
+    monkeypatch.setattr(_route, "record_lent", _record_lent)
     monkeypatch.setattr(_route, "is_capturing", lambda stream_ptr: stream_ptr in capturing)
     monkeypatch.setattr(_route, "launch_stream", lambda values, device: _Current.ptr())
     monkeypatch.setattr(_bound, "launch_stream", lambda values, device: _Current.ptr())
@@ -305,13 +326,14 @@ def test_a_routed_bind_prepares_its_stream_once_and_launches_one_product(fake_cu
     _plan(k.contract).bind(**planes).launch()
     assert len(handles[0x11].warmed) == 1  # a handle is warmed once per product
 
-    capturing.add(0x22)
-    with pytest.raises(GemmCaptureUnavailable, match="not prepared for stream 0x22, which is"):
-        bound.launch(0x22)
+    capturing.add(0x22)  # a capture of a stream never prepared: 0x11's handle records it
+    bound.launch(0x22)
+    assert handles[0x11].lent == [(0x22, 1)] and len(handles[0x11].calls) == 4
     assert 0x22 not in handles
     capturing.clear()
     bound.launch(0x22)  # outside a capture, a new stream is prepared on first use
     assert len(handles[0x22].warmed) == 1 and len(handles[0x22].calls) == 1
+    assert handles[0x11].lent == [(0x22, 1)]
 
 
 def test_a_routed_bind_inside_a_capture_uses_the_handle_warmed_before_it(fake_cublas):
@@ -333,8 +355,9 @@ def test_a_routed_bind_inside_a_capture_uses_the_handle_warmed_before_it(fake_cu
         assert len(handles[0x22].warmed) == 1
         assert [ops["out"] for _, ops in handles[0x22].calls] == [0x30000, 0x50000]
         skewed = {**planes, "y": _FakeDeviceArray((B * U,), 0x50004)}  # never warmed
-        with pytest.raises(GemmCaptureUnavailable, match="not prepared for stream 0x22"):
+        with pytest.raises(GemmCaptureUnavailable, match="no cuBLAS handle on cuda:0 has"):
             _plan(k.contract).bind(**skewed)
+        assert handles[0x22].lent == [] and len(handles[0x22].calls) == 2
 
 
 def _host_backed(values):

@@ -9,7 +9,7 @@ import pytest
 
 import eagle.plan
 from eagle import arrays, cuda
-from eagle.gemm import GemmCaptureUnavailable
+from eagle.gemm import GemmCaptureUnavailable, release_handles
 from hawk.emit import policy
 from tests import _route_kernels as k
 from tests._util import rel_error
@@ -136,16 +136,48 @@ def test_capture_prepares_a_stream_the_bind_did_not_see(rng):
     assert rel_error(planes["y"].numpy(), k.reference({"w": w, "f": f})) < 1e-5
 
 
-def test_launching_inside_a_capture_of_an_unprepared_stream_is_refused(rng):
+def test_a_capture_of_an_unprepared_stream_records_through_the_warmed_handle(rng):
+    """The stream's own handle cannot be made inside the capture: the default stream's,
+    which warmed the product at bind, records it with a workspace the graph allocates."""
     w, f = _tables(rng, k.R, k.U, k.B)
     planes = {"w": _device(w), "f": _device(f), "y": _poisoned(k.B * k.U)}
     bound = _routed(k.contract).bind(**planes)
     fresh = cuda.Stream(non_blocking=True)
-    with (
-        pytest.raises(GemmCaptureUnavailable, match="not prepared for stream"),
-        cuda.capture(fresh),
-    ):
+    with cuda.capture(fresh) as cap:
         bound.launch(fresh)
+    kinds = cap.captured.node_types()
+    assert kinds.count("memalloc") == kinds.count("memfree") == 1
+    launcher = cuda.Graph.from_captured(cap.captured).launcher().stream(fresh)
+    launcher.launch()
+    launcher.synchronize()
+    assert rel_error(planes["y"].numpy(), k.reference({"w": w, "f": f})) < 1e-5
+    new_w = _tables(rng, k.R, k.U, k.B)[0]
+    eagle.plan.auto(k.double).run(x=_device(new_w).reshape(-1), y=planes["w"].reshape(-1))
+    planes["y"].fill(np.nan)
+    cuda.current_stream().synchronize()
+    for _ in range(2):  # the graph reads the inputs as they are now, on every replay
+        launcher.launch()
+    launcher.synchronize()
+    assert rel_error(planes["y"].numpy(), k.reference({"w": 2.0 * new_w, "f": f})) < 1e-5
+    with pytest.raises(ValueError, match="recorded a memalloc node"):  # capture it again
+        launcher.rebind(y=_poisoned(k.B * k.U))
+
+
+def test_a_capture_no_handle_warmed_for_is_refused_and_left_valid(rng):
+    w, f = _tables(rng, k.R, k.U, k.B)
+    planes = {"w": _device(w), "f": _device(f), "y": _poisoned(k.B * k.U)}
+    bound = _routed(k.contract).bind(**planes)
+    release_handles()  # no handle warmed the product any more
+    fresh = cuda.Stream(non_blocking=True)
+    capturer = cuda.StreamCapturer(fresh)
+    capturer.begin()
+    planes["y"].fill(0.5, fresh)
+    with pytest.raises(GemmCaptureUnavailable, match="no cuBLAS handle on cuda:0 has warmed"):
+        bound.launch(fresh)
+    assert cuda.is_capturing(fresh)
+    captured = capturer.end()  # not invalidated: it holds the fill and nothing else
+    assert captured.node_types() == ["memset"]
+    captured.discard()
     assert not cuda.is_capturing(fresh)
     bound.launch(fresh)  # outside a capture it prepares the stream and runs
     fresh.synchronize()

@@ -39,7 +39,7 @@ from eagle.cuda.module import Kernel, load_kernel
 if TYPE_CHECKING:
     from eagle.cuda.graph import StreamCapturer
 
-__all__ = ["FLAG_DTYPES", "MAX_GUARDED_LOOPS"]
+__all__ = ["FLAG_DTYPES", "MAX_GUARDED_LOOPS", "in_loop_body"]
 
 FLAG_DTYPES = ("int32", "float32", "float64")
 """The dtypes a loop or branch flag may have; any non-zero value (NaN too) is true."""
@@ -225,6 +225,12 @@ def _record_conditional(
 
 
 _depth: dict[int, int] = {}  # stream -> how many bodies its capture is inside
+
+
+def in_loop_body(stream_ptr: int) -> bool:
+    """True while eagle captures ``stream_ptr`` into the body of a loop or branch, where
+    CUDA refuses graph memory allocation and free nodes."""
+    return bool(_depth.get(stream_ptr))
 
 
 def _capture_point(stream: int) -> tuple[Any, list[Any], list[Any] | None]:

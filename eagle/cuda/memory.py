@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from eagle.cuda._runtime import call, driver, ensure_device, finalizer, runtime
 from eagle.cuda.graph import LifetimeError, any_capture_active, is_capturing
@@ -115,6 +117,30 @@ class MemoryPool:
         buffer = Buffer(self, ptr, nbytes, stream)
         self._buffers.add(buffer)
         return buffer
+
+    @contextmanager
+    def scoped(self, nbytes: int, stream: Stream | int) -> Iterator[int]:
+        """``with pool.scoped(nbytes, stream) as ptr:`` — ``nbytes`` of device memory for
+        the work the block enqueues on ``stream``: allocated on it on entry, freed on it
+        (stream-ordered) on exit, even when the block raises.
+
+        Inside a capture of ``stream`` this records an allocation node before the block's
+        work and a free node after it: the graph owns the memory, each replay has it to
+        itself, and nothing is left allocated after a replay. The block must enqueue its
+        use of the memory on ``stream`` only.
+
+        Args:
+            nbytes: a positive number of bytes.
+            stream: an eagle Stream or a raw pointer on the pool's device.
+        """
+        self._check()
+        ensure_device(self.device)
+        stream_ptr = as_stream_ptr(stream)
+        ptr = int(call("cudaMallocFromPoolAsync", nbytes, self._handle, stream_ptr))
+        try:
+            yield ptr
+        finally:
+            call("cudaFreeAsync", ptr, stream_ptr)
 
     def _free(self, ptr: int, stream: Stream | int) -> None:
         if self._handle is None:

@@ -7,7 +7,9 @@ stream, gives it an eagle-owned workspace (so cuBLAS never allocates one), and
 runs each distinct product once in :meth:`~CublasCaptureHandle.warm`. Inside
 the capture only :meth:`~CublasCaptureHandle.sgemm` (float32) and
 :meth:`~CublasCaptureHandle.gemm` (every dtype of :mod:`eagle.gemm.dtypes`)
-run, or a product bound once with :meth:`~CublasCaptureHandle.bind`.
+run, or a product bound once with :meth:`~CublasCaptureHandle.bind`. A capture
+of a stream no handle was made for records warmed products through
+:func:`eagle.gemm.lending.record_lent`, which lends the handle to that stream.
 
 A product's checks (dtypes, layout, overlap, device) run the first time the
 handle sees its params with operands of that pointer, shape, strides, dtype
@@ -20,6 +22,7 @@ loads neither a driver nor cuBLAS.
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Mapping
 from types import ModuleType
@@ -73,7 +76,10 @@ class CublasCaptureHandle:
     once, given a :data:`~eagle.gemm.capture.WORKSPACE_BYTES` workspace from eagle's memory pool,
     and set to take alpha and beta from host memory (so their values are baked
     into a recorded node). Destroy the graphs that recorded its work first,
-    then the handle, then the memory pool (see :meth:`destroy`).
+    then the handle, then the memory pool (see :meth:`destroy`). It may be
+    shared by threads: each product runs under the handle's lock, which
+    :func:`~eagle.gemm.lending.record_lent` holds while it lends the handle to
+    another stream.
 
     Args:
         stream_ptr: the stream its products run on (a raw pointer or a
@@ -90,6 +96,9 @@ class CublasCaptureHandle:
 
     def __init__(self, stream_ptr: Stream | int, *, math: str = "fp32") -> None:
         self._closed = True
+        # held while cuBLAS runs through the handle; re-entrant, so that a garbage
+        # collection that destroys the handle in the holding thread cannot deadlock
+        self._lock = threading.RLock()
         if math not in _MATH_MODES:
             raise ValueError(f"math must be 'fp32' or 'tf32', not {math!r}")
         self.math = math
@@ -135,6 +144,7 @@ class CublasCaptureHandle:
             raise
         self._cublas = cublas
         self._handle = handle
+        self._workspace = (workspace.ptr, workspace.nbytes)  # the finalizer holds the buffer
         self._closed = False
         self._ops = {"N": int(cublas.Operation.N), "T": int(cublas.Operation.T)}
         self._compute = {
@@ -190,9 +200,11 @@ class CublasCaptureHandle:
             nbytes = write_span(params, dtype_of(out.dtype).itemsize) + ALIGNMENT
             scratch = default_pool(self.device).allocate(nbytes, self._stream)
             target = scratch.ptr + (out.ptr - scratch.ptr) % ALIGNMENT
-        self._call(params, first.ptr, second.ptr, target, key, 1.0, 0.0).run(1.0, 0.0)
-        call("cudaStreamSynchronize", self.stream_ptr)
-        self._warmed.add(key)
+        with self._lock:
+            self._check_alive()
+            self._call(params, first.ptr, second.ptr, target, key, 1.0, 0.0).run(1.0, 0.0)
+            call("cudaStreamSynchronize", self.stream_ptr)
+            self._warmed.add(key)
         self._sgemm_calls.clear()  # prepared calls note whether they were warm: look again
         self._gemm_calls.clear()
 
@@ -295,7 +307,10 @@ class CublasCaptureHandle:
             a, b, out = operands["a"], operands["b"], operands["out"]
         if not prepared.warm and is_capturing(self.stream_ptr):
             self._refuse_unwarmed(params, operands)
-        prepared.run(alpha, beta)
+        with self._lock:
+            if self._closed:
+                self._check_alive()
+            prepared.run(alpha, beta)
         record_use(self.stream_ptr, self, *((b, a) if prepared.swap else (a, b)), out)
 
     def bind(
@@ -322,6 +337,12 @@ class CublasCaptureHandle:
         prepared = self._call(params, first.ptr, second.ptr, out.ptr, key, alpha, beta)
         return BoundGemm(self, params, prepared, (first, second, out))
 
+    def has_warmed(self, params: Params, operands: Mapping[str, Any]) -> bool:
+        """Whether :meth:`warm` ran this product: its ``params``, with operands aligned as
+        these are (nothing is checked)."""
+        first, second = (operands[name] for name in params.operands)
+        return product_key(params, first, second, operands["out"]) in self._warmed
+
     def destroy(self) -> None:
         """Close the handle to new work and free cuBLAS's handle and workspace (idempotent).
 
@@ -333,11 +354,12 @@ class CublasCaptureHandle:
         destroyed. Until then the memory pool refuses to be destroyed, naming
         the buffers still held.
         """
-        self._closed = True
-        self._sgemm_calls.clear()
-        self._gemm_calls.clear()
-        if not self._live_graphs:
-            self._release()  # the first call frees; later ones do nothing
+        with self._lock:  # not while a product runs through the handle
+            self._closed = True
+            self._sgemm_calls.clear()
+            self._gemm_calls.clear()
+            if not self._live_graphs:
+                self._release()  # the first call frees; later ones do nothing
 
     def _graphs_released(self) -> None:
         """The last live graph recorded against this handle is gone."""
@@ -526,7 +548,10 @@ class BoundGemm:
                 first, second, out = self._used
                 a, b = (second, first) if prepared.swap else (first, second)
                 handle._refuse_unwarmed(self.params, {"a": a, "b": b, "out": out})
-        prepared.function(*prepared.args)
+        with handle._lock:  # not while the handle is lent to another stream
+            if handle._closed:
+                handle._check_alive()
+            prepared.function(*prepared.args)
         record_use(handle.stream_ptr, handle, *self._used)
 
     def rebound(self, operands: Mapping[str, Any]) -> BoundGemm:

@@ -4,7 +4,9 @@
 capture) and keeps it: a handle goes just before its stream when that is an
 eagle :class:`~eagle.cuda.Stream`, and :func:`release_handles` releases the
 rest (the default stream's, torch's, CuPy's), so the teardown order — graphs,
-handles, pool — can be completed.
+handles, pool — can be completed. :func:`warmed_handle` finds, for a capture of
+a stream that has no handle, one of the device's handles that warmed the
+products it would record.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from eagle.cuda._runtime import call
 from eagle.cuda.stream import DEFAULT_STREAM, on_destroy, stream_object
-from eagle.gemm.capture import CublasCaptureHandle
+from eagle.gemm.capture import CublasCaptureHandle, Params
 
-__all__ = ["release_handles", "stream_handle"]
+__all__ = ["release_handles", "stream_handle", "warmed_handle"]
 
 _stream_handles: dict[tuple[int, int], CublasCaptureHandle] = {}
 _stream_handles_lock = threading.Lock()
@@ -50,6 +54,24 @@ def stream_handle(stream_ptr: int, device: int = 0) -> CublasCaptureHandle:
                 _stream_handles[key] = handle
                 on_destroy(stream_ptr, functools.partial(_forget, key, handle))
     return handle
+
+
+def warmed_handle(
+    device: int, products: Iterable[tuple[Params, Mapping[str, Any]]]
+) -> CublasCaptureHandle | None:
+    """A live handle eagle made for a stream of ``device`` that has warmed every product
+    of ``products`` (params, operands), or None when none has.
+
+    Such a handle can record those products into a capture of another stream of the
+    device (:func:`~eagle.gemm.lending.record_lent`). Nothing is made or run.
+    """
+    wanted = list(products)
+    with _stream_handles_lock:
+        handles = [h for (d, _), h in _stream_handles.items() if d == device and h.alive]
+    for handle in handles:
+        if all(handle.has_warmed(params, operands) for params, operands in wanted):
+            return handle
+    return None
 
 
 def release_handles() -> None:

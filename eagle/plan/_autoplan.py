@@ -290,8 +290,8 @@ class AutoPlan:
         A plan that takes the GEMM route binds your planes to one cuBLAS
         product (no copies) and prepares cuBLAS for the stream its launches go
         to (:meth:`BoundPlan.stream`); a launch on a stream that is being
-        captured needs cuBLAS prepared for it before the capture (a run or bind
-        on that stream; see :doc:`/torch`).
+        captured needs its product warmed before the capture, by a run or bind
+        on that stream or on any other of the device (see :doc:`/torch`).
         A Param given as a number is fixed here (on the device, a kernel
         argument passed by value). The checks of table indices of the lane
         and loop indices are made here, once, for these planes' lane count.
@@ -301,7 +301,7 @@ class AutoPlan:
             hawk.PlaneIndexError: (the kernel's loop) a table index of the lane
                 and loop indices is out of range for some lane of this binding.
             GemmCaptureUnavailable: (GEMM route) no cuBLAS, or the stream is
-                being captured and cuBLAS was never prepared for it.
+                being captured and no stream of the device warmed its product.
         """
         return self._bind(planes)
 

@@ -17,7 +17,10 @@ per gradient plane the caller passes, issued with beta = 1 so it adds into it
 
 Everything a launch needs is checked when it is bound (:class:`GemmLaunch`):
 the planes' layout, dtypes and overlap, and, per stream, the warmed cuBLAS
-call; a launch only enqueues.
+call; a launch only enqueues. A capture of a stream that was never prepared
+(torch's capture stream, a CUDA-graph tree's, CuPy's) records the products
+through a handle of the device that warmed them, lent to the capture with a
+workspace the capture allocates and frees.
 
 A plan built with ``host_route="gemm"`` takes the route on the host too
 (:class:`HostGemm`): the same products over numpy views of your planes, 16-bit
@@ -40,7 +43,8 @@ from eagle.gemm.capture import BoundGemm, CublasCaptureHandle
 from eagle.gemm.contraction import RecognizedContraction
 from eagle.gemm.dtypes import HALVES, PRODUCT_DTYPES, dtype_of
 from eagle.gemm.errors import GemmCaptureUnavailable, PlanUnavailable
-from eagle.gemm.handles import stream_handle
+from eagle.gemm.handles import stream_handle, warmed_handle
+from eagle.gemm.lending import record_lent
 from eagle.gemm.lowering import captured_calls, lower_dense_gemm
 from eagle.gemm.steps import LoweredPlan, MatmulSpec
 from hawk.contraction import LaneLayout
@@ -268,7 +272,8 @@ class GemmLaunch:
         PlanUnavailable: the record does not lower to products.
         ValueError: ``math`` is not one of :data:`MATH`.
         GemmCaptureUnavailable: no cuBLAS, or the launch stream is being
-            captured and was not prepared before the capture (:meth:`prepare`).
+            captured and no cuBLAS handle of the device warmed these products
+            before the capture (:meth:`prepare`).
         GemmMappingUnavailable: planes of dtypes no product takes.
     """
 
@@ -294,7 +299,9 @@ class GemmLaunch:
         self.calls = captured_calls(wanted, views, math=self.math)
         # per stream, its handle and the products bound on it
         self._launches: dict[int, tuple[CublasCaptureHandle, tuple[BoundGemm, ...]]] = {}
-        self.prepare(launch_stream(planes.values(), device))
+        # the handle lent to captures of unprepared streams, and the products bound on it
+        self._lent: tuple[CublasCaptureHandle, tuple[BoundGemm, ...]] | None = None
+        self._products(launch_stream(planes.values(), device))
 
     def prepare(self, stream_ptr: int) -> tuple[BoundGemm, ...]:
         """The products bound on ``stream_ptr``'s cuBLAS handle, made and warmed on first use.
@@ -315,33 +322,61 @@ class GemmLaunch:
         prepared = self._launches.get(stream_ptr)
         if prepared is not None and prepared[0].alive:  # a handle dies with its stream
             return prepared[1]
-        try:
-            handle = stream_handle(stream_ptr, self.device)
-            for call in self.calls:
-                handle.warm(call.params, call.operands, keep_out=True)
-        except GemmCaptureUnavailable as exc:
-            if not is_capturing(stream_ptr):
-                raise
-            raise GemmCaptureUnavailable(
-                f"this routed plan was not prepared for stream {stream_ptr:#x}, which is being "
-                "captured; run or bind it on that stream (inside `with stream:`, or for torch "
-                "on the stream given to torch.cuda.graph(..., stream=...)) before the capture "
-                "begins"
-            ) from exc
+        handle = stream_handle(stream_ptr, self.device)
+        for call in self.calls:
+            handle.warm(call.params, call.operands, keep_out=True)
         launches = tuple(
             handle.bind(call.params, call.operands, beta=self.beta) for call in self.calls
         )
         self._launches[stream_ptr] = (handle, launches)
         return launches
 
+    def _products(
+        self, stream_ptr: int
+    ) -> tuple[tuple[BoundGemm, ...], CublasCaptureHandle | None]:
+        """The products a launch on ``stream_ptr`` enqueues, and the handle that lends
+        itself to record them (None when they run on the stream's own handle, as
+        :meth:`prepare` makes it).
+
+        A capture of a stream that cannot be prepared (its handle cannot be made or warmed
+        inside the capture) borrows a live handle of the device that warmed every product
+        (:func:`~eagle.gemm.handles.warmed_handle`).
+
+        Raises:
+            GemmCaptureUnavailable: as :meth:`prepare`, or ``stream_ptr`` is being captured
+                and no handle of the device warmed these products; nothing was enqueued.
+        """
+        try:
+            return self.prepare(stream_ptr), None
+        except GemmCaptureUnavailable as exc:
+            if not is_capturing(stream_ptr):
+                raise
+            cause = exc
+        handle = warmed_handle(self.device, ((c.params, c.operands) for c in self.calls))
+        if handle is None:
+            raise GemmCaptureUnavailable(
+                f"stream {stream_ptr:#x} is being captured, and no cuBLAS handle on "
+                f"cuda:{self.device} has warmed this routed plan's products; run the plan (or "
+                "the torch op) once before the capture begins, on any stream of that device, "
+                "over planes of these shapes aligned alike"
+            ) from cause
+        lent = self._lent
+        if lent is None or lent[0] is not handle:
+            bound = (handle.bind(c.params, c.operands, beta=self.beta) for c in self.calls)
+            lent = self._lent = (handle, tuple(bound))
+        return lent[1], handle
+
     def __call__(self, stream: Any) -> None:
         """Enqueue the products on ``stream`` (a Stream, a raw pointer, or None)."""
         stream_ptr = stream if type(stream) is int else as_stream_ptr(stream, self.device)
         prepared = self._launches.get(stream_ptr)
         if prepared is not None and prepared[0].alive:
-            launches = prepared[1]
+            launches, lender = prepared[1], None
         else:
-            launches = self.prepare(stream_ptr)
+            launches, lender = self._products(stream_ptr)
+        if lender is not None:
+            record_lent(lender, stream_ptr, launches)
+            return
         for launch in launches:
             launch()
 
