@@ -36,18 +36,6 @@ class _DLPackProducer:
         return self.values.__dlpack__(**kwargs)
 
 
-class _Tensor(_DLPackProducer):
-    """Like a torch tensor that requires grad: it refuses to export until detached."""
-
-    requires_grad = True
-
-    def __dlpack__(self, **kwargs):
-        raise RuntimeError("Can't export tensors that require gradient, use tensor.detach()")
-
-    def detach(self):
-        return _DLPackProducer(self.values)
-
-
 def test_a_dlpack_only_producer_is_wrapped_without_copy(rng):
     values = rng.standard_normal((4, 6))
     producer = _DLPackProducer(values[:, ::2])
@@ -90,10 +78,12 @@ def test_read_only_memory_stays_read_only(rng):
     assert not back.flags.writeable and back.ctypes.data == values.ctypes.data
 
 
-def test_a_tensor_that_requires_grad_is_read_through_detach(rng):
-    values = rng.standard_normal(3)
-    arr = arrays.asarray(_Tensor(values))
-    assert arr.ptr == values.ctypes.data
+def test_a_tensor_that_requires_grad_is_read_through_its_own_memory():
+    torch = pytest.importorskip("torch")
+    tensor = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    arr = arrays.asarray(tensor)  # torch itself refuses to export it through DLPack
+    assert arr.is_host and arr.ptr == tensor.data_ptr()
+    np.testing.assert_array_equal(arr.numpy(), tensor.detach().numpy())
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
@@ -224,7 +214,7 @@ def test_cuda_array_interface_stream_orders_eagle_after_the_producer(no_driver_o
     arrays.asarray(_CudaInterface(stream=0x1234))
     arrays.asarray(_CudaInterface())  # v3 without a stream: nothing to wait for
     arrays.asarray(_CudaInterface(version=2))  # torch's: its default stream, the legacy one
-    assert no_driver_ordering == [(0x1234, 0x77), (1, 0x77)]
+    assert no_driver_ordering == [(0x1234, 0x77), (0, 0x77)]
 
 
 # -- exact fit and basic indices (issue 11) --------------------------------------------------

@@ -14,6 +14,7 @@ import pytest
 import eagle.diff
 import eagle.plan
 import hawk
+from eagle import arrays
 from hawk.emit import host, policy
 from tests._hawk_kernels import contract, histogram, saxpy
 from tests._util import rel_error
@@ -27,15 +28,11 @@ def _contract_planes(rng: np.random.Generator) -> dict[str, np.ndarray]:
     }
 
 
-class _DeviceArrayStandIn:
-    """Looks like a device eagle Array to the residency check (which runs first)."""
-
-    is_host = False
-    device_index = 0
-    ptr = 1 << 40
-    shape = (96,)
-    dtype = np.dtype(np.float64)
-    is_contiguous = True
+def _DeviceArrayStandIn() -> arrays.Array:
+    """A device eagle Array over an address never touched (the residency check runs first)."""
+    return arrays.Array(
+        ptr=1 << 40, shape=(96,), dtype=np.dtype(np.float64), strides=(8,), device_index=0
+    )
 
 
 @pytest.mark.parametrize(
@@ -67,7 +64,7 @@ class _DeviceArrayStandIn:
         (
             lambda p: p.update(y=np.broadcast_to(np.zeros(1), (96,))),
             ValueError,
-            r"plane 'y' is not contiguous|plane 'y' is written by the kernel but .* read-only",
+            r"plane 'y' is not contiguous|plane 'y' is read-only .* and it is written",
         ),
         (
             lambda p: p.update(y=_DeviceArrayStandIn()),
@@ -96,7 +93,7 @@ def test_lane_planes_must_agree(rng: np.random.Generator) -> None:
 def test_read_only_output_is_refused(rng: np.random.Generator) -> None:
     y = np.ones(10)
     y.flags.writeable = False
-    with pytest.raises(ValueError, match=r"plane 'y' is written by the kernel but its array"):
+    with pytest.raises(ValueError, match=r"plane 'y' is read-only .*, and it is written; pass a"):
         eagle.plan.auto(saxpy).run(a=1.0, x=np.ones(10), y=y)
 
 

@@ -78,16 +78,29 @@ def check_basic(key: Any) -> tuple[Any, ...]:
     return keys
 
 
+def _is_int(value: Any) -> bool:
+    """An int or numpy integer, not a bool (whose ``True`` would stand for 1)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
 def check_shape(shape: ShapeLike) -> tuple[int, ...]:
-    dims = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
-    if any(not isinstance(d, int | np.integer) or int(d) < 0 for d in dims):
-        raise ValueError(f"shape must be non-negative ints, not {shape!r}")
+    dims = (shape,) if isinstance(shape, int | np.integer | bool | np.bool_) else tuple(shape)
+    if any(not _is_int(d) or int(d) < 0 for d in dims):
+        raise ValueError(
+            f"shape must be non-negative ints (an int or a sequence of them), not {shape!r}"
+        )
     return tuple(int(d) for d in dims)
 
 
 def check_reshape(shape: tuple[Any, ...], size: int) -> tuple[int, ...]:
-    single = len(shape) == 1 and not isinstance(shape[0], int | np.integer)
-    dims = [int(d) for d in (shape[0] if single else shape)]
+    single = len(shape) == 1 and not isinstance(shape[0], int | np.integer | str)
+    given = tuple(shape[0]) if single else shape
+    if any(not _is_int(d) for d in given):
+        raise TypeError(
+            f"reshape takes ints (one may be -1), as separate arguments or one sequence, "
+            f"not {given!r}"
+        )
+    dims = [int(d) for d in given]
     if dims.count(-1) > 1 or any(d < -1 for d in dims):
         raise ValueError(f"shape must be non-negative ints with at most one -1, not {tuple(dims)}")
     if -1 in dims:

@@ -269,7 +269,8 @@ class Array:
         return asarray(np.ascontiguousarray(self.numpy()), device=device_name(index))
 
     def copy(self) -> Array:
-        """A contiguous copy on the same device."""
+        """A contiguous copy of the elements on the same device (on a device, a device copy
+        ordered after the work queued over this array, and waited for)."""
         if self._host is not None:
             return Array(host=np.array(self._host, order="C"))
         out = empty(self.shape, self.dtype, self.device)
@@ -289,6 +290,21 @@ class Array:
             _strided.gather(self, out, stream_ptr)
         call("cudaStreamSynchronize", stream_ptr)
         return out
+
+    def __copy__(self) -> Array:
+        """``copy.copy``: a copy of the elements (:meth:`copy`), never an alias."""
+        return self.copy()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Array:
+        """``copy.deepcopy``: a copy of the elements (:meth:`copy`), never an alias."""
+        return self.copy()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle the elements, not the address: a host Array comes back over a copy of
+        them; a device Array is read to the host and comes back on the same device
+        index (which must exist where it is loaded). Either way it is contiguous and
+        writable."""
+        return (_restore, (np.ascontiguousarray(self.numpy()), self.device))
 
     def fill(self, value: Any, stream: Stream | int | None = None) -> None:
         """Set every element to ``value``.
@@ -503,27 +519,26 @@ def asarray(obj: Any, dtype: Any = None, device: str | None = None) -> Array:
 
 
 def _wrap(obj: Any) -> Array:
-    """``obj`` as an Array, with no copy for arrays from numpy, DLPack or the CUDA
-    array interface."""
+    """``obj`` as an Array, with no copy for arrays from numpy, torch, CuPy, DLPack or the
+    CUDA array interface (:func:`eagle.arrays._holder.hold`)."""
     if isinstance(obj, Array):
         return obj
-    if isinstance(obj, np.ndarray | np.generic):
+    if isinstance(obj, np.generic):
         return Array(host=np.asarray(obj))
-    found = _foreign.describe(obj)
-    if found is None:
+    from eagle.arrays import _holder  # (it builds Arrays)
+
+    held = _holder.hold(obj)
+    if held is None:
         return Array(host=np.asarray(obj))
-    check_dtype(found.dtype, "obj's dtype")
-    if found.host is not None:
-        return Array(host=found.host)
-    return Array(
-        ptr=found.ptr,
-        shape=found.shape,
-        dtype=found.dtype,
-        strides=found.strides,
-        device_index=found.device_index,
-        owner=found.owner,
-        readonly=found.readonly,
-    )
+    if held.producer is not None:
+        # eagle's work over it goes to launch_stream: that waits for the producer's
+        _holder.order_after((held,), launch_stream((held.array,), held.array._device))
+    return held.array
+
+
+def _restore(values: np.ndarray, device: str) -> Array:
+    """An unpickled Array: ``values`` (a copy, unpickled) on ``device``."""
+    return asarray(values, device=device)
 
 
 def _upload(values: np.ndarray, device_index: int) -> Array:

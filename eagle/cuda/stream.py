@@ -240,16 +240,22 @@ def launch_stream(values: Iterable[Any], device: int = 0) -> int:
     CuPy, also through an eagle Array wrapping theirs); otherwise the CUDA
     default stream.
     """
-    stacks = _local.__dict__.get("stacks")  # (a getattr that misses costs an exception)
-    stack = stacks.get(device) if stacks else None
-    if stack:
-        return stack[-1].ptr()
+    scoped = scoped_stream(device)
+    if scoped is not None:
+        return scoped
     if "torch" in sys.modules or "cupy" in sys.modules:  # else no array comes from either
         for value in values:
             framework = framework_of(value)
             if framework is not None:
                 return _FINDERS[framework](device)
     return DEFAULT_STREAM
+
+
+def scoped_stream(device: int = 0) -> int | None:
+    """eagle's stream on ``device`` inside ``with stream:`` on this thread, else None."""
+    stacks = _local.__dict__.get("stacks")  # (a getattr that misses costs an exception)
+    stack = stacks.get(device) if stacks else None
+    return stack[-1].ptr() if stack else None
 
 
 def framework_stream(value: Any, device: int = 0) -> int | None:

@@ -20,6 +20,7 @@ import numpy as np
 
 from eagle.cuda.graph import record_use
 from eagle.cuda.stream import launch_stream
+from eagle.gemm._operands import check_flags
 from eagle.gemm._prepared import Call
 from eagle.gemm.capture import CublasCaptureHandle
 from eagle.gemm.dtypes import HALVES, dtype_of, product_dtypes
@@ -66,13 +67,15 @@ def matmul_step(
 
     Raises:
         PlanUnavailable: ``out`` is also an operand.
+        TypeError: a transpose flag that is not True or False.
     """
     if out in (a, b):
         raise PlanUnavailable(
             f"matmul step {name!r}: out {out!r} is also an operand; a product cannot write "
             f"over its own input"
         )
-    spec = MatmulSpec(a, b, out, bool(transpose_a), bool(transpose_b), bool(transpose_out))
+    flags = check_flags(transpose_a, transpose_b, transpose_out)
+    spec = MatmulSpec(a, b, out, *flags)
     return PlanStep(
         name,
         "matmul",

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from eagle.gemm._operands import check_flags, described
 from eagle.gemm.dtypes import dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable
 
@@ -259,7 +260,7 @@ def sgemm_params(
         {"a": a_shape, "b": b_shape, "out": out_shape},
         {"a": a_strides, "b": b_strides, "out": out_strides},
         {"a": itemsize, "b": itemsize, "out": itemsize},
-        (transpose_a, transpose_b, transpose_out),
+        check_flags(transpose_a, transpose_b, transpose_out),
     )
 
 
@@ -320,7 +321,7 @@ def sgemm_params_for_arrays(
             refusal of :func:`sgemm_params`.
         TypeError: an operand has no shape, strides or dtype.
     """
-    arrays = {"a": a, "b": b, "out": out}
+    arrays = described({"a": a, "b": b, "out": out})
     for name, array in arrays.items():
         dtype = _dtype_of(name, array)
         if dtype != np.float32:
@@ -363,7 +364,7 @@ def gemm_params_for_arrays(
             :func:`sgemm_params`.
         TypeError: an operand has no shape, strides or dtype.
     """
-    arrays = {"a": a, "b": b, "out": out}
+    arrays = described({"a": a, "b": b, "out": out})
     dtypes = [_dtype_of(name, array) for name, array in arrays.items()]
     dtype, out_dtype, resolved = product_dtypes(dtypes[0], dtypes[1], dtypes[2], math)
     layout = _layout_for_arrays(
@@ -385,7 +386,7 @@ def _layout_for_arrays(
         {"a": tuple(a.shape), "b": tuple(b.shape), "out": tuple(out.shape)},
         {"a": tuple(a.strides), "b": tuple(b.strides), "out": tuple(out.strides)},
         {"a": itemsize, "b": itemsize, "out": out_itemsize or itemsize},
-        (transpose_a, transpose_b, transpose_out),
+        check_flags(transpose_a, transpose_b, transpose_out),
     )
     _check_out_apart(arrays)
     return params
@@ -405,6 +406,7 @@ def product_shape(
         GemmMappingUnavailable: an operand is not 2-D, or the contracted
             extents disagree.
     """
+    transpose_a, transpose_b, transpose_out = check_flags(transpose_a, transpose_b, transpose_out)
     for name, shape in (("a", a_shape), ("b", b_shape)):
         _require_matrix(name, shape)
     m, ka = _op_shape(tuple(a_shape), transpose_a)

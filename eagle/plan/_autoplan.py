@@ -259,13 +259,18 @@ class AutoPlan:
             bound, reused = last[1], True
         else:
             bound, reused = self._reused(key, planes)
+        foreign = bound._foreign  # planes from torch, CuPy...: the objects given count
+        if foreign is not None and reused:
+            foreign.order(planes, bound.stream)  # after what their producers queued since
         if not bound._setters:  # fixed arguments: an enqueue on any stream, or a host run
             bound.launch()
-            return
-        with bound._lock:  # another thread may be giving the binding its numbers
-            if reused:
-                bound._set_numbers(planes)
-            bound.launch()  # (a launch copies its arguments: a later set leaves it alone)
+        else:
+            with bound._lock:  # another thread may be giving the binding its numbers
+                if reused:
+                    bound._set_numbers(planes)
+                bound.launch()  # (a launch copies its arguments: a later set leaves it alone)
+        if foreign is not None and foreign.written:
+            foreign.bump(planes)  # torch tensors written: their versions go up
 
     def _reused(self, key: tuple[Any, ...], planes: Mapping[str, Any]) -> tuple[BoundPlan, bool]:
         """The binding kept under ``key`` (now the most recent), or a new one kept there;
@@ -501,7 +506,12 @@ class BoundPlan(Bound):
         setters: Mapping[str, Callable[[float], None]] | None = None,
     ) -> None:
         planes = tuple(checked.values.values()) if checked.side == "device" else ()
-        super().__init__(checked.side, checked.device, (replace(step, planes=planes),))
+        foreign = checked.foreign
+        tensors = () if foreign is None else foreign.tensors
+        super().__init__(
+            checked.side, checked.device, (replace(step, planes=planes, tensors=tensors),)
+        )
+        self._foreign = foreign
         self.plan = plan
         self.lanes = checked.lanes
         self.route = route.name

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from eagle.arrays._holder import bump_versions
 from eagle.cuda._rebind import Site, record
 from eagle.cuda.graph import Graph, Launcher, StreamCapturer, any_capture_active
 from eagle.cuda.stream import as_stream_ptr, framework_of, launch_stream
@@ -63,6 +64,8 @@ class Step:
             or None when the work enqueues nothing.
         planes: the arrays the work reads and writes; they choose the stream a
             launch with no stream goes to (:func:`~eagle.cuda.stream.launch_stream`).
+        tensors: the torch tensors the work writes: each launch bumps their
+            versions, as torch's in-place operations do.
     """
 
     enqueue: Callable[[Any], None]
@@ -71,6 +74,7 @@ class Step:
     last: np.ndarray | None = None
     site: Callable[[], Site] | None = None
     planes: tuple[Any, ...] = ()
+    tensors: tuple[Any, ...] = ()
 
 
 class Bound:
@@ -102,6 +106,7 @@ class Bound:
         if len(written) == 1 and len(self._steps) == 1 and self._steps[0].last is not None:
             written = {}  # one plane written whole, in the one store that ends the run
         self._written = tuple(written.values())
+        self._tensors = tuple(t for step in self._steps for t in step.tensors)
 
     def stream(self) -> int:
         """The raw stream a launch with no stream goes to: eagle's inside ``with
@@ -113,7 +118,9 @@ class Bound:
         """Run once: on the device, enqueue on ``stream`` (a Stream, a raw
         pointer, or None for :meth:`stream`) and return; legal inside a
         capture. On the host, run now (``stream`` must be None); if it
-        raises, every plane it writes is as it was before.
+        raises, every plane it writes is as it was before. The torch tensors
+        it writes have their versions bumped, as torch's in-place operations
+        do, so autograd refuses a backward through a value it overwrote.
 
         Raises:
             ValueError: a stream given to work bound to host arrays.
@@ -124,7 +131,12 @@ class Bound:
                     f"this {self._what} is bound to host arrays; it runs now and takes no stream"
                 )
             _run_all_or_nothing(self._steps, self._written)
-            return
+        else:
+            self._enqueue(stream)
+        if self._tensors:
+            bump_versions(self._tensors)
+
+    def _enqueue(self, stream: Any) -> None:
         if stream is None:
             stream = launch_stream(self._stream_plane, self.device or 0)
         if any_capture_active():  # each step recorded, so that the graph can be rebound

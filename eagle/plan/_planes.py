@@ -17,17 +17,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from eagle.arrays import Array, asarray
+from eagle.arrays import Array, _holder
+from eagle.arrays._foreign import order
+from eagle.cuda.stream import framework_of, launch_stream, scoped_stream
 from hawk import ir
 from hawk.emit import DTYPES, compute_dtype
 
 __all__ = [
     "WRITTEN",
+    "ForeignPlanes",
     "Planes",
     "check_planes",
     "layout_key",
@@ -58,6 +61,8 @@ class Planes:
             array (a number Param: a one-element array holding it); on the
             device the Array (a number Param: the number, in ``numbers``).
         numbers: the Params given as numbers, as scalars of ``real``.
+        held: the planes given as arrays, as :func:`eagle.arrays._holder.hold`
+            took them (who made each, its producer's stream, the torch tensor).
     """
 
     side: str
@@ -67,6 +72,83 @@ class Planes:
     real: np.dtype
     values: dict[str, Any]
     numbers: dict[str, np.generic]
+    held: dict[str, _holder.Held] = field(default_factory=dict)
+    foreign: ForeignPlanes | None = None
+
+
+@dataclass(frozen=True)
+class ForeignPlanes:
+    """What each launch over planes from torch, CuPy or another producer owes them, and a
+    run over a reused binding owes the planes it is given (other objects, maybe, over
+    the same memory).
+
+    Attributes:
+        device: the device index, or None on the host.
+        written: each written plane given as a torch tensor, and that tensor: a launch
+            bumps its version, as torch's in-place operations do.
+        watched: the device planes whose producer queues work on a stream of its own:
+            a reused binding's run orders its launch after them.
+        apart: those of ``watched`` whose stream is not the one the launch goes to
+            even outside ``with stream:`` (another framework's, or a CUDA array
+            interface's).
+    """
+
+    device: int | None
+    written: tuple[tuple[str, Any], ...]
+    watched: tuple[str, ...]
+    apart: tuple[str, ...]
+
+    @property
+    def tensors(self) -> tuple[Any, ...]:
+        """The torch tensors bound to the written planes."""
+        return tuple(tensor for _, tensor in self.written)
+
+    def order(self, planes: Mapping[str, Any], launch_stream: Callable[[], int]) -> None:
+        """Make the stream a launch goes to (``launch_stream()``) wait for what the
+        producers of ``planes`` queued, as binding them would."""
+        device = self.device
+        if device is None:
+            return
+        names = self.watched if scoped_stream(device) is not None else self.apart
+        if not names:
+            return
+        consumer = launch_stream()
+        for name in names:
+            producer = _holder.producer_of(planes[name], device)
+            if producer is not None and producer != consumer:
+                order(producer, consumer)
+
+    def bump(self, planes: Mapping[str, Any]) -> None:
+        """Bump the versions of the torch tensors ``planes`` give for the written planes
+        (the launch bumped those of the binding)."""
+        others = [planes[name] for name, bound in self.written if planes[name] is not bound]
+        if others:
+            _holder.bump_versions(others)
+
+
+def _foreign_planes(
+    kernel: ir.KernelIR, held: Mapping[str, _holder.Held], device: int | None
+) -> ForeignPlanes | None:
+    """What launches over ``held`` owe the planes from other frameworks, or None when none
+    is (numpy arrays and eagle Arrays only)."""
+    if all(h.framework in ("numpy", "eagle") for h in held.values()):
+        return None
+    written = tuple(
+        (plane.name, item.tensor)
+        for plane in kernel.planes
+        if plane.kind in WRITTEN
+        and (item := held.get(plane.name)) is not None
+        and item.tensor is not None
+    )
+    watched = tuple(
+        name
+        for name, item in held.items()
+        if item.framework not in ("numpy", "eagle") and not item.array.is_host
+    )
+    # the framework whose stream a launch goes to outside ``with stream:``
+    launching = next((f for h in held.values() if (f := framework_of(h.array))), None)
+    apart = tuple(name for name in watched if framework_of(held[name].array) != launching)
+    return ForeignPlanes(device, written, watched, apart)
 
 
 @dataclass
@@ -76,6 +158,7 @@ class _Given:
     value: Any
     side: str  # "host", "device" or "number"
     device: int | None = None
+    held: _holder.Held | None = None
 
 
 #: each plane dtype's name (``dtype.name`` is computed on each access)
@@ -108,6 +191,11 @@ def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
     arrays_given = [g for g in given if g.side != "number"]
     for item in arrays_given:
         _check_array(item)
+    held = {g.name: g.held for g in arrays_given if g.held is not None}
+    if device is not None:  # the launch waits for what the planes' producers queued
+        stream = launch_stream([g.value for g in arrays_given], device)
+        _holder.order_after(held.values(), stream)
+    foreign = _foreign_planes(kernel, held, device)
     lanes = _lane_count(given)
     _check_overlaps(arrays_given)
     array_dtypes = {g.name: np.dtype(g.value.dtype) for g in arrays_given}
@@ -115,7 +203,7 @@ def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
     signature = tuple(_DTYPE_NAMES[array_dtypes.get(g.name, real)] for g in given)
     numbers = {g.name: param_value(g.name, g.value, real) for g in given if g.side == "number"}
     values = {g.name: _prepare(g, side, numbers) for g in given}
-    return Planes(side, device, lanes, signature, real, values, numbers)
+    return Planes(side, device, lanes, signature, real, values, numbers, held, foreign)
 
 
 def param_value(name: str, value: Any, real: np.dtype) -> np.generic:
@@ -160,24 +248,25 @@ def _short(value: Any) -> str:
 def layout_key(value: Any) -> tuple[Any, ...] | None:
     """What a binding depends on in one plane's ``value``, or None if it cannot say.
 
-    A numpy array or eagle Array gives ``("host", address, shape, strides,
-    dtype, writable)`` or ``("device", device, address, shape, strides,
-    dtype)``; a torch tensor its own such key (its work goes to torch's
-    current stream, which orders it); a number gives ``("number",)``, as its
-    value goes into the binding at each run. Anything else (another array
-    type, a bool, a wrong type) gives None: such planes are bound afresh each
-    time.
+    An array gives :func:`eagle.arrays._holder.layout_key`: its address, shape,
+    strides, dtype, device and writability (a torch tensor: also whether it
+    requires grad); a number gives ``("number",)``, as its value goes into the
+    binding at each run. Anything else (a DLPack-only producer, whose capsule
+    is taken at each bind; a bool; a wrong type) gives None: such planes are
+    bound afresh each time.
     """
     keyed = _KEYS.get(type(value))  # the common types, found by their exact type
     if keyed is not None:
         return keyed(value)
     if isinstance(value, _NUMBER_TYPES) and not isinstance(value, bool):
         return _NUMBER_KEY
-    if isinstance(value, Array):
-        return _array_key(value)
-    if type(value).__module__ == "torch" and type(value).__name__ in ("Tensor", "Parameter"):
-        return _tensor_key(value)
-    return None
+    if isinstance(value, bool | np.bool_):
+        return None
+    key = _holder.layout_key(value)
+    typed = _holder.typed_key(type(value))
+    if typed is not None:  # (a torch tensor's, a CuPy array's: found by type from now on)
+        _KEYS[type(value)] = typed
+    return key
 
 
 def layout_keys(planes: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any, ...] | None:
@@ -203,64 +292,34 @@ def _number_key(_value: Any) -> tuple[str]:
     return _NUMBER_KEY
 
 
-def _array_key(array: Array) -> tuple[Any, ...]:
-    if array.is_host:
-        return _host_key(array.numpy())
-    # the slots behind the read-only ptr and device_index properties (a run's hot path)
-    return ("device", array._device_index, array._ptr, array.shape, array.strides, array.dtype)
-
-
-def _tensor_key(tensor: Any) -> tuple[Any, ...]:
-    """A torch tensor's key: it runs on torch's current stream, so a reused binding
-    needs no new ordering; its device key matches an eagle Array's over it."""
-    size = tensor.element_size()
-    strides = tuple(stride * size for stride in tensor.stride())
-    index = tensor.get_device()
-    side = "host" if index < 0 else "device"
-    return (side, index, tensor.data_ptr(), tuple(tensor.shape), strides, tensor.dtype)
-
-
-def _is_foreign(value: Any) -> bool:
-    return hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__")
-
-
-def _host_key(array: np.ndarray) -> tuple[Any, ...]:
-    address = array.__array_interface__["data"][0]
-    return ("host", address, array.shape, array.strides, array.dtype, array.flags.writeable)
-
-
-#: how :func:`layout_key` keys a value of exactly one of these types (bool is no number)
-_KEYS: dict[type, Callable[[Any], tuple[Any, ...]]] = {
-    Array: _array_key,
-    np.ndarray: _host_key,
+#: how :func:`layout_key` keys a value of exactly one of these types (bool is no number);
+#: the types of torch tensors and CuPy arrays join when first seen
+_KEYS: dict[type, Callable[[Any], tuple[Any, ...] | None]] = {
     float: _number_key,
     int: _number_key,
     np.float32: _number_key,
     np.float64: _number_key,
 }
-
-
-def _is_eagle_array(value: Any) -> bool:
-    return hasattr(value, "is_host") and hasattr(value, "ptr") and hasattr(value, "device_index")
+for _type in (Array, np.ndarray):
+    _KEYS[_type] = _holder.typed_key(_type) or layout_key
+del _type
 
 
 def _classify(plane: ir.Plane, value: Any) -> _Given:
-    if isinstance(value, np.ndarray):
-        return _Given(plane.name, plane, value, "host")
-    if not _is_eagle_array(value) and _is_foreign(value):
-        value = asarray(value)  # torch, CuPy...: the same memory, no copy
-    if _is_eagle_array(value):
-        if value.is_host:
-            return _Given(plane.name, plane, value.numpy(), "host")
-        return _Given(plane.name, plane, value, "device", value.device_index)
     number = isinstance(value, _NUMBER_TYPES)
     if plane.kind == "param" and number and not isinstance(value, bool):
         return _Given(plane.name, plane, value, "number")
-    what = "a number, " if plane.kind == "param" else ""
-    raise TypeError(
-        f"plane {plane.name!r} is a {type(value).__name__}; pass {what}a numpy array, an "
-        "eagle Array, or an array with __dlpack__ or __cuda_array_interface__ (torch, CuPy)"
-    )
+    held = None if number else _holder.hold(value)  # torch, CuPy...: the same memory, no copy
+    if held is None:
+        what = "a number, " if plane.kind == "param" else ""
+        raise TypeError(
+            f"plane {plane.name!r} is a {type(value).__name__}; pass {what}a numpy array, an "
+            "eagle Array, or an array with __dlpack__ or __cuda_array_interface__ (torch, CuPy)"
+        )
+    array = held.array
+    if array.is_host:
+        return _Given(plane.name, plane, array.numpy(), "host", held=held)
+    return _Given(plane.name, plane, array, "device", array.device_index, held)
 
 
 def _residency(given: list[_Given]) -> tuple[str, int | None]:
@@ -285,7 +344,13 @@ def _residency(given: list[_Given]) -> tuple[str, int | None]:
 
 
 def _check_array(item: _Given) -> None:
-    plane, array = item.plane, item.value
+    plane, array, held = item.plane, item.value, item.held
+    assert held is not None  # (an array)
+    # what neither side takes: byte order, a null or misaligned address, a write into
+    # read-only memory or into a tensor that requires grad
+    _holder.check_buffer(
+        held.array, f"plane {item.name!r}", written=plane.kind in WRITTEN, grad=held.grad
+    )
     dtype = np.dtype(array.dtype)
     if dtype not in DTYPES:
         raise TypeError(
@@ -318,8 +383,6 @@ def _check_array(item: _Given) -> None:
         raise ValueError(
             f"plane {item.name!r} is not contiguous (a strided view); pass a contiguous copy"
         )
-    if item.side == "host" and plane.kind in WRITTEN and not array.flags.writeable:
-        raise ValueError(f"plane {item.name!r} is written by the kernel but its array is read-only")
 
 
 def _lane_count(given: list[_Given]) -> int:

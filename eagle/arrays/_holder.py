@@ -1,0 +1,470 @@
+"""One door for every buffer eagle takes, whatever made it: :func:`hold`.
+
+eagle takes numpy arrays, its own Arrays, torch tensors, CuPy arrays, and any
+other array that speaks the CUDA array interface (v3) or DLPack. Each of these
+has one implementation here (a kind), found by the object's type; for one
+object, a kind says
+
+* where its elements are: an eagle :class:`~eagle.arrays.Array` over the same
+  memory (pointer, shape, byte strides, dtype, device; no copy) that keeps the
+  object alive;
+* whether eagle may write them: not read-only memory, nor a torch tensor that
+  requires grad (read through, never written behind autograd's back);
+* the stream its producer queues work over them on (:attr:`Held.producer`),
+  which eagle's work is ordered after (:func:`order_after`);
+* a cheap layout key (:func:`layout_key`): objects with equal keys are the same
+  memory in the same layout, so work prepared for one serves the other.
+
+:func:`check_buffer` is the one check of what neither the host nor a device
+takes (non-native byte order, a null or misaligned address, a write into
+read-only memory or into a tensor that requires grad); :func:`bump_versions`
+marks torch tensors eagle wrote, as torch's own in-place operations do.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from eagle.arrays import _array, _dlpack, _foreign
+from eagle.arrays._args import check_dtype
+from eagle.cuda.stream import _FINDERS
+
+__all__ = [
+    "Held",
+    "Layout",
+    "bump_versions",
+    "check_buffer",
+    "describe",
+    "hold",
+    "layout_key",
+    "order_after",
+    "producer_of",
+    "typed_key",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """One buffer as eagle takes it.
+
+    Attributes:
+        array: its elements, an eagle Array over the same memory (no copy); on the
+            host, wrapping a numpy array.
+        framework: who made it: ``"numpy"``, ``"eagle"``, ``"torch"``, ``"cupy"``,
+            or None (another producer, through DLPack or the CUDA array interface).
+        producer: the raw stream the producer queued work over the memory on, which
+            eagle's work must follow (:func:`order_after`); None on the host, for
+            eagle's own arrays, or when nothing is to be waited for.
+        grad: a torch tensor that requires grad (read, never written).
+        tensor: the torch tensor given, whose version a write bumps; else None.
+    """
+
+    array: _array.Array
+    framework: str | None
+    producer: int | None = None
+    grad: bool = False
+    tensor: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Where an array's elements are, read without taking them (for calls that only
+    describe work: no stream, no driver).
+
+    Attributes:
+        ptr: the address of the first element.
+        shape: extents.
+        strides: byte strides.
+        dtype: the numpy dtype.
+        readonly: the producer marked the memory read-only.
+        grad: a torch tensor that requires grad.
+    """
+
+    ptr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: np.dtype
+    readonly: bool = False
+    grad: bool = False
+
+
+def describe(value: Any) -> Layout | None:
+    """Where ``value``'s elements are, or None when it is no array eagle knows; nothing is
+    taken and no stream is asked for (a DLPack-only producer's capsule is taken with
+    stream -1: no wait).
+
+    Raises:
+        TypeError, BufferError, ValueError: as :func:`hold`.
+    """
+    return kind_of(value).layout(value)
+
+
+def hold(value: Any, *, sync: bool = True) -> Held | None:
+    """``value`` as eagle takes it, or None when it is no array eagle knows.
+
+    Args:
+        value: a numpy array, an eagle Array, a torch tensor, a CuPy array, or
+            any object with ``__cuda_array_interface__`` or ``__dlpack__``.
+        sync: the caller will run work over it: ask a DLPack producer to order
+            its queued work (with the stream eagle's work goes to) and report
+            the producer's stream. False for calls that only read the layout.
+
+    Raises:
+        TypeError: a torch tensor eagle cannot read as it is (sparse,
+            conjugated or negated views; a dtype without a numpy dtype), or a
+            masked CUDA array interface.
+        BufferError: the memory is on a device eagle cannot use.
+        ValueError: a CUDA array interface stream of 0.
+    """
+    return kind_of(value).hold(value, sync)
+
+
+def layout_key(value: Any) -> tuple[Any, ...] | None:
+    """What work prepared over ``value`` depends on: a tuple that is equal for two
+    objects over the same memory in the same layout, dtype, device and writability;
+    None when ``value`` cannot say cheaply (a DLPack-only producer, whose capsule must
+    be taken each time, or no array)."""
+    return kind_of(value).key(value)
+
+
+def typed_key(cls: type) -> Callable[[Any], tuple[Any, ...] | None] | None:
+    """The :func:`layout_key` of the objects of type ``cls`` when their type alone says how
+    they are taken (numpy, eagle, torch, CuPy), else None."""
+    kind = _kinds.get(cls)
+    if kind is None:
+        kind = _find(cls)
+        if kind is _PROTOCOLS:
+            return None
+        _kinds[cls] = kind
+    return kind.key
+
+
+def producer_of(value: Any, device: int) -> int | None:
+    """The stream ``value``'s producer queues work on now (see :attr:`Held.producer`),
+    for work prepared earlier over an object of the same :func:`layout_key`."""
+    return kind_of(value).producer(value, device)
+
+
+def order_after(held: Iterable[Held], consumer: int) -> None:
+    """Make ``consumer`` wait for each producer stream of ``held`` (no host wait)."""
+    done: set[int] = set()
+    for item in held:
+        producer = item.producer
+        if producer is not None and producer != consumer and producer not in done:
+            done.add(producer)
+            _foreign.order(producer, consumer)
+
+
+def bump_versions(tensors: Iterable[Any]) -> None:
+    """Mark torch ``tensors`` as written in place (their version counters go up, as
+    torch's in-place operations do), so autograd refuses a backward that saved them."""
+    increment = sys.modules["torch"].autograd.graph.increment_version
+    for tensor in tensors:
+        increment(tensor)
+
+
+def check_buffer(
+    array: Any,
+    label: str,
+    *,
+    written: bool,
+    grad: bool = False,
+    error: type[Exception] | None = None,
+) -> None:
+    """Refuse a buffer neither the host nor a device takes, naming it ``label``.
+
+    Refused: a dtype in non-native byte order; elements at address 0 (a null
+    pointer); an address or a byte stride that is not a multiple of the dtype's
+    alignment; and, when ``written``, read-only memory or a torch tensor that
+    requires grad (``grad``). An array without elements is only checked for the
+    first and the last.
+
+    Args:
+        array: a numpy array, or what has ``shape``, ``strides`` (bytes),
+            ``dtype`` and, when present, ``ptr`` and ``readonly`` (an eagle
+            Array; without ``ptr``, only the dtype is checked).
+        label: how errors name it (``"plane 'y'"``, ``"operand 'a'"``).
+        written: the work writes it.
+        grad: it is a torch tensor that requires grad.
+        error: the error class to raise; None for TypeError (byte order) and
+            ValueError (everything else).
+    """
+    dtype = array.dtype
+    if not dtype.isnative:
+        raise (error or TypeError)(
+            f"{label} is {dtype.str}, in non-native byte order, which eagle does not "
+            f"compute in; pass x.astype(x.dtype.newbyteorder('='))"
+        )
+    if written and grad:
+        raise (error or ValueError)(
+            f"{label} is written, and it is a torch tensor that requires grad: eagle never "
+            "writes one behind autograd's back; use eagle.torch.function(kernel) to make "
+            "the write part of the graph, or pass .detach() of it to write it outside autograd"
+        )
+    if isinstance(array, np.ndarray):
+        ptr, readonly = array.__array_interface__["data"][0], not array.flags.writeable
+    else:
+        ptr, readonly = getattr(array, "ptr", None), getattr(array, "readonly", False)
+    if written and readonly:
+        raise (error or ValueError)(
+            f"{label} is read-only (its producer marked its memory so), and it is written; "
+            "pass a writable array (a copy of it)"
+        )
+    shape = tuple(array.shape)
+    if ptr is None or not math.prod(shape):
+        return
+    if not ptr:
+        raise (error or ValueError)(
+            f"{label} is at address 0 (a null pointer) with {math.prod(shape)} elements; "
+            "pass an allocated array"
+        )
+    alignment = dtype.alignment
+    strides = tuple(array.strides)
+    if ptr % alignment or any(
+        stride % alignment for stride, extent in zip(strides, shape, strict=True) if extent > 1
+    ):
+        raise (error or ValueError)(
+            f"{label} is misaligned: its address {ptr:#x} or byte strides {strides} are not "
+            f"multiples of {alignment}, the alignment of {dtype.name}; pass an aligned copy"
+        )
+
+
+# -- the kinds ---------------------------------------------------------------------------------
+
+
+class _Kind:
+    """How eagle takes the objects of one kind of producer."""
+
+    def key(self, value: Any) -> tuple[Any, ...] | None:
+        raise NotImplementedError
+
+    def hold(self, value: Any, sync: bool) -> Held | None:
+        raise NotImplementedError
+
+    def producer(self, value: Any, device: int) -> int | None:
+        return None
+
+    def layout(self, value: Any) -> Layout | None:
+        held = self.hold(value, False)
+        return None if held is None else _array_layout(held.array, held.grad)
+
+
+def _array_layout(array: _array.Array, grad: bool = False) -> Layout:
+    return Layout(array.ptr, array.shape, array.strides, array.dtype, array.readonly, grad)
+
+
+def _host_key(array: np.ndarray) -> tuple[Any, ...]:
+    address = array.__array_interface__["data"][0]
+    return ("host", address, array.shape, array.strides, array.dtype, array.flags.writeable)
+
+
+class _Numpy(_Kind):
+    """numpy arrays: host memory, no stream."""
+
+    def key(self, value: np.ndarray) -> tuple[Any, ...]:
+        return _host_key(value)
+
+    def hold(self, value: np.ndarray, sync: bool) -> Held:
+        return Held(_array.Array(host=value), "numpy")
+
+    def layout(self, value: np.ndarray) -> Layout:
+        address = value.__array_interface__["data"][0]
+        return Layout(address, value.shape, value.strides, value.dtype, not value.flags.writeable)
+
+
+class _Eagle(_Kind):
+    """eagle's own Arrays; the work over one that wraps another framework's memory goes
+    to that framework's stream (:func:`~eagle.cuda.stream.launch_stream`)."""
+
+    def key(self, value: _array.Array) -> tuple[Any, ...]:
+        host = value._host
+        if host is not None:
+            return _host_key(host)
+        # the slots behind the properties (a run's hot path)
+        return ("device", value._device_index, value._ptr, value.shape, value.strides,
+                value.dtype, value._readonly)  # fmt: skip
+
+    def hold(self, value: _array.Array, sync: bool) -> Held:
+        return Held(value, "eagle")
+
+    def layout(self, value: _array.Array) -> Layout:
+        return _array_layout(value)
+
+
+class _Torch(_Kind):
+    """torch tensors, read through their own attributes (no DLPack): CPU tensors as
+    numpy views, CUDA tensors on torch's current stream."""
+
+    def key(self, value: Any) -> tuple[Any, ...]:
+        size = value.element_size()
+        strides = tuple(stride * size for stride in value.stride())
+        return ("torch", value.get_device(), value.data_ptr(), tuple(value.shape), strides,
+                value.dtype, value.requires_grad)  # fmt: skip
+
+    def layout(self, value: Any) -> Layout:
+        return _tensor_layout(value, self._checked(value))
+
+    def _checked(self, value: Any) -> np.dtype:
+        """A tensor eagle can read as it is: its numpy dtype."""
+        torch = sys.modules["torch"]
+        if value.layout is not torch.strided:
+            raise TypeError(
+                f"a {value.layout} torch tensor has no strided memory eagle can read; pass "
+                ".to_dense() of it"
+            )
+        if value.is_conj() or value.is_neg():
+            raise TypeError(
+                "this torch tensor is a lazily conjugated or negated view; pass "
+                ".resolve_conj().resolve_neg() of it"
+            )
+        return _torch_dtype(value.dtype)
+
+    def hold(self, value: Any, sync: bool) -> Held:
+        dtype = self._checked(value)
+        grad = bool(value.requires_grad)
+        keep = value.detach() if grad else value  # the same memory, without the graph
+        device = value.device
+        if device.type == "cpu":
+            if dtype.name == "bfloat16":  # (numpy has no bfloat16: torch will not view it)
+                host = _foreign.host_view(_tensor_layout(keep, dtype), keep)
+            else:
+                host = keep.numpy()
+            return Held(_array.Array(host=host), "torch", None, grad, value)
+        if device.type != "cuda":
+            raise BufferError(
+                f"this torch tensor is on {device}, which eagle cannot use; move it to the "
+                "CPU or a CUDA device first"
+            )
+        index = device.index if device.index is not None else value.get_device()
+        layout = _tensor_layout(keep, dtype)
+        array = _array.Array(
+            ptr=layout.ptr,
+            shape=layout.shape,
+            dtype=dtype,
+            strides=layout.strides,
+            device_index=index,
+            owner=_foreign.Source(keep, "torch"),
+        )
+        return Held(array, "torch", _FINDERS["torch"](index) if sync else None, grad, value)
+
+    def producer(self, value: Any, device: int) -> int | None:
+        return _FINDERS["torch"](device) if value.get_device() >= 0 else None
+
+
+def _tensor_layout(tensor: Any, dtype: np.dtype) -> Layout:
+    """A torch tensor's layout, in bytes."""
+    strides = tuple(stride * dtype.itemsize for stride in tensor.stride())
+    grad = bool(tensor.requires_grad)
+    return Layout(tensor.data_ptr(), tuple(tensor.shape), strides, dtype, False, grad)
+
+
+_torch_dtypes: dict[Any, np.dtype] = {}
+
+
+def _torch_dtype(dtype: Any) -> np.dtype:
+    """The numpy dtype of a torch dtype (same name; bfloat16 is ml_dtypes')."""
+    found = _torch_dtypes.get(dtype)
+    if found is None:
+        name = str(dtype).removeprefix("torch.")
+        try:
+            found = _torch_dtypes[dtype] = check_dtype(name)
+        except TypeError:
+            raise TypeError(
+                f"a torch tensor of {dtype} has no dtype eagle takes; convert it with .to(...)"
+            ) from None
+    return found
+
+
+class _Cupy(_Kind):
+    """CuPy arrays, read through their own attributes, on CuPy's current stream."""
+
+    def key(self, value: Any) -> tuple[Any, ...]:
+        return ("cupy", value.device.id, value.data.ptr, value.shape, value.strides, value.dtype)
+
+    def hold(self, value: Any, sync: bool) -> Held:
+        dtype = check_dtype(value.dtype, "the CuPy array's dtype")
+        index = int(value.device.id)
+        array = _array.Array(
+            ptr=int(value.data.ptr),
+            shape=tuple(value.shape),
+            dtype=dtype,
+            strides=tuple(value.strides),
+            device_index=index,
+            owner=_foreign.Source(value, "cupy"),
+        )
+        return Held(array, "cupy", _FINDERS["cupy"](index) if sync else None)
+
+    def producer(self, value: Any, device: int) -> int | None:
+        return _FINDERS["cupy"](device)
+
+
+class _Protocols(_Kind):
+    """Any other producer: through its CUDA array interface (preferred: it is read without
+    taking anything, so it gives a key), else DLPack."""
+
+    def key(self, value: Any) -> tuple[Any, ...] | None:
+        info = getattr(value, "__cuda_array_interface__", None)
+        return _foreign.interface_key(info) if isinstance(info, dict) else None
+
+    def hold(self, value: Any, sync: bool) -> Held | None:
+        framework = _foreign.known(type(value).__module__.partition(".")[0])
+        if isinstance(getattr(value, "__cuda_array_interface__", None), dict):
+            array, producer = _foreign.from_interface(value, framework)
+        elif hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
+            array, producer = _foreign.from_dlpack(value, framework, sync)
+        else:
+            return None
+        check_dtype(array.dtype, "obj's dtype")
+        return Held(array, framework, producer if sync else None)
+
+    def producer(self, value: Any, device: int) -> int | None:
+        return _foreign.interface_producer(value.__cuda_array_interface__)
+
+    def layout(self, value: Any) -> Layout | None:
+        info = getattr(value, "__cuda_array_interface__", None)
+        if not isinstance(info, dict):
+            return super().layout(value)
+        _foreign.check_unmasked(info)
+        dtype = check_dtype(np.dtype(info["typestr"]), "obj's dtype")
+        shape = tuple(int(d) for d in info["shape"])
+        strides = info.get("strides")
+        strides = _dlpack.compact(shape, dtype.itemsize) if strides is None else tuple(strides)
+        return Layout(int(info["data"][0]), shape, strides, dtype, bool(info["data"][1]))
+
+
+_NUMPY, _EAGLE, _TORCH, _CUPY, _PROTOCOLS = _Numpy(), _Eagle(), _Torch(), _Cupy(), _Protocols()
+
+#: the kind of each type seen so far (other producers are looked at object by object)
+_kinds: dict[type, _Kind] = {np.ndarray: _NUMPY}
+
+
+def kind_of(value: Any) -> _Kind:
+    """The implementation that takes ``value``."""
+    cls = type(value)
+    kind = _kinds.get(cls)
+    if kind is None:
+        kind = _find(cls)
+        if kind is not _PROTOCOLS:
+            _kinds[cls] = kind
+    return kind
+
+
+def _find(cls: type) -> _Kind:
+    if issubclass(cls, _array.Array):
+        return _EAGLE
+    if issubclass(cls, np.ndarray):
+        return _NUMPY
+    # a torch tensor or CuPy array exists only once its framework is imported
+    tensor = getattr(sys.modules.get("torch"), "Tensor", None)
+    if isinstance(tensor, type) and issubclass(cls, tensor):
+        return _TORCH
+    ndarray = getattr(sys.modules.get("cupy"), "ndarray", None)
+    if isinstance(ndarray, type) and issubclass(cls, ndarray):
+        return _CUPY
+    return _PROTOCOLS
