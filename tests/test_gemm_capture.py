@@ -232,7 +232,7 @@ class FakeDevice:
     STREAM = 0x5EA
 
     def __init__(self, monkeypatch):
-        from eagle.gemm import capture, handles, matmul
+        from eagle.gemm import _bound_gemm, capture, handles, matmul
 
         self.cublas = FakeCublas()
         self.capturing = False
@@ -249,9 +249,10 @@ class FakeDevice:
         monkeypatch.setattr(capture, "_cublas", lambda: self.cublas)
         monkeypatch.setattr(capture, "call", fake_call)
         monkeypatch.setattr(capture, "ensure_device", lambda device: None)
-        monkeypatch.setattr(capture, "is_capturing", lambda stream: self.capturing)
+        for module in (capture, _bound_gemm):  # the handle, and the products it binds
+            monkeypatch.setattr(module, "is_capturing", lambda stream: self.capturing)
+            monkeypatch.setattr(module, "record_use", lambda *objs: self.used.append(objs))
         monkeypatch.setattr(capture, "default_pool", lambda device: pool())
-        monkeypatch.setattr(capture, "record_use", lambda *objs: self.used.append(objs))
         monkeypatch.setattr(handles, "_stream_handles", {})
         monkeypatch.setattr(matmul, "launch_stream", lambda values, device: stream.ptr())
         monkeypatch.setattr(matmul, "record_use", lambda *objs: self.used.append(objs))

@@ -141,7 +141,7 @@ def test_matmul_step_refuses_writing_over_an_operand():
         ({"a": np.ones((2, 3)), "b": np.ones((5, 4)), "out": np.ones((2, 4))}, "host",
          MatmulUnavailable, "contracted extent 5 disagrees"),
         ({"a": FakeDeviceArray((2, 3)), "b": np.ones((3, 4)), "out": np.ones((2, 4))}, "host",
-         MatmulUnavailable, "buffer 'a' is on cuda:0; the host backend takes numpy arrays"),
+         MatmulUnavailable, "buffer 'a' is on cuda:0; the host backend takes host arrays"),
         ({"a": [[1.0] * 3] * 2, "b": np.ones((3, 4)), "out": np.ones((2, 4))}, "host",
          MatmulUnavailable, "buffer 'a' is a list"),
         ({"a": np.ones((2, 3)), "b": np.ones((3, 4)), "out": np.ones((2, 4))}, "device",
@@ -330,7 +330,7 @@ def test_plan_sees_a_contiguous_lane_plane_in_its_declared_shape(rng):
         (lambda b: b.update(t=np.zeros((5, 4))), MatmulUnavailable,
          r"buffer 't' has shape \(5, 4\); the plan declares \(3, 5\)"),
         (lambda b: b.update(b=FakeDeviceArray((4, 5), "float64")), MatmulUnavailable,
-         "buffer 'b' is on cuda:0; the host backend takes numpy arrays"),
+         "buffer 'b' is on cuda:0; the host backend takes host arrays"),
     ],
 )  # fmt: skip
 def test_plan_checks_each_buffer_against_its_spec(rng, change, error, message):
@@ -467,7 +467,7 @@ def test_captured_gemm_calls_bind_the_callers_own_buffers():
         ("capture", "unbound", {"operand_class": "gemm"}, GemmCaptureUnavailable,
          "buffer 'g' is not bound"),
         ("capture", "host", {"operand_class": "gemm"}, GemmCaptureUnavailable,
-         "buffer 'w' is on the host; the device backend takes device eagle Arrays"),
+         "buffer 'w' is on the host; the device backend takes device arrays"),
         ("capture", "float64", {"operand_class": "gemm"}, GemmCaptureUnavailable,
          "buffer 'f' is float64; the plan declares it float32"),
     ],

@@ -10,15 +10,24 @@ operand is checked by the one check host and device share
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from eagle.arrays import _holder
+from eagle.arrays import Array, _holder
 from eagle.gemm.errors import GemmMappingUnavailable
 
-__all__ = ["check_flags", "described"]
+__all__ = [
+    "ROLES",
+    "Operand",
+    "bump_written",
+    "check_flags",
+    "described",
+    "handle_operands",
+    "operand",
+    "ordered",
+]
 
 
 def check_flags(transpose_a: Any, transpose_b: Any, transpose_out: Any) -> tuple[bool, bool, bool]:
@@ -59,3 +68,118 @@ def described(given: Mapping[str, Any]) -> dict[str, Any]:
             )
         described[name] = value if layout is None else layout
     return described
+
+
+class Operand(NamedTuple):
+    """One buffer of a product as a side takes it.
+
+    Attributes:
+        array: on the host a numpy array; on a device an eagle Array over the same
+            memory (or, for a stand-in with the device attributes, the object given).
+        held: how it was taken (its producer's stream, the torch tensor), or None for
+            a numpy array, an eagle Array or a stand-in.
+    """
+
+    array: Any
+    held: _holder.Held | None
+
+
+def operand(
+    value: Any,
+    label: str,
+    *,
+    side: str,
+    written: bool,
+    error: type[Exception],
+    sync: bool,
+    where: Callable[[Any], str],
+) -> Operand:
+    """``value`` as ``side`` (``"host"`` or ``"device"``) takes it, checked by the one check
+    host and device share (:func:`~eagle.arrays._holder.check_buffer`).
+
+    Args:
+        value: a numpy array, an eagle Array, a torch tensor, a CuPy array, or any
+            array with the CUDA array interface or DLPack.
+        label: how errors name it (``"buffer 'a'"``).
+        side: where the work runs.
+        written: the work writes it.
+        error: the error class of every refusal.
+        sync: the work runs on a stream (see :func:`~eagle.arrays._holder.hold`).
+        where: says where a value on the wrong side is (``"on cuda:0"``).
+
+    Raises:
+        ``error``: a value on the other side or no array, or a refusal of
+            ``check_buffer``.
+    """
+    if type(value) is np.ndarray:
+        held = None
+        array: Any = value
+    elif type(value) is Array:
+        held, array = None, value
+    else:
+        held = _holder.hold(value, sync=sync)
+        array = value if held is None else held.array
+    if side == "host":
+        host = array if type(array) is np.ndarray else None
+        if host is None and getattr(array, "is_host", False):
+            host = array.numpy()
+        if host is None:
+            raise error(
+                f"{label} is {where(array)}; the host backend takes host arrays (numpy, host "
+                "eagle Arrays, CPU torch tensors)"
+            )
+        array = host
+    elif getattr(array, "is_host", True) or not isinstance(getattr(array, "ptr", None), int):
+        raise error(
+            f"{label} is {where(array)}; the device backend takes device arrays (device eagle "
+            "Arrays, torch tensors, CuPy arrays, CUDA array interface objects)"
+        )
+    grad = held is not None and held.grad
+    _holder.check_buffer(array, label, written=written, grad=grad, error=error)
+    return Operand(array, held)
+
+
+def ordered(taken: Iterable[Operand], consumer: int) -> None:
+    """Make ``consumer`` wait for what the producers of the ``taken`` operands queued."""
+    _holder.order_after((o.held for o in taken if o.held is not None), consumer)
+
+
+def bump_written(written: Operand) -> None:
+    """Bump the version of a torch tensor the work wrote."""
+    held = written.held
+    if held is not None and held.tensor is not None:
+        _holder.bump_versions((held.tensor,))
+
+
+ROLES = ("a", "b", "out")
+
+
+def handle_operands(operands: Any) -> tuple[Any, dict[str, _holder.Held]]:
+    """A handle's ``{"a": ..., "b": ..., "out": ...}`` with each device array of another
+    producer (torch, CuPy, the CUDA array interface, DLPack) taken as an eagle Array over
+    the same memory, and how each of those was taken, by role. Anything else stays as
+    given, for the handle's checks to name (``operands`` itself, when it is no mapping
+    or lacks a role).
+
+    Raises:
+        GemmMappingUnavailable: ``out`` is a torch tensor that requires grad.
+    """
+    if not isinstance(operands, Mapping) or any(role not in operands for role in ROLES):
+        return operands, {}
+    taken = dict(operands)
+    held = {}
+    for role in ROLES:
+        value = operands[role]
+        if type(value) is Array or type(value) is np.ndarray:
+            continue
+        item = _holder.hold(value)
+        if item is None or item.array.is_host:
+            continue  # (refused by name as no device array)
+        if role == "out":
+            _holder.check_buffer(
+                item.array, "operand 'out'", written=True, grad=item.grad,
+                error=GemmMappingUnavailable,
+            )  # fmt: skip
+        taken[role] = item.array
+        held[role] = item
+    return taken, held

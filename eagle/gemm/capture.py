@@ -30,17 +30,19 @@ from typing import Any
 
 import numpy as np
 
+from eagle.arrays import _holder
 from eagle.cuda._runtime import CudaUnavailable, call, ensure_device
 from eagle.cuda.graph import is_capturing, record_use
 from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr
+from eagle.gemm._bound_gemm import BoundGemm
+from eagle.gemm._operands import handle_operands
 from eagle.gemm._prepared import ALIGNMENT, CACHED_CALLS, Call, Prepared, product_key, write_span
 from eagle.gemm.dtypes import dtype_of
 from eagle.gemm.errors import GemmCaptureUnavailable, GemmMappingUnavailable
 from eagle.gemm.params import (
     GemmParams,
     SgemmParams,
-    _check_out_apart,
     gemm_params_for_arrays,
     sgemm_params_for_arrays,
 )
@@ -188,6 +190,7 @@ class CublasCaptureHandle:
         """
         self._check_alive()
         kind = GemmParams if isinstance(params, GemmParams) else SgemmParams
+        operands, held = handle_operands(operands)
         first, second, out, key = self._checked(params, operands, kind)
         if key in self._warmed:
             return
@@ -202,9 +205,12 @@ class CublasCaptureHandle:
             target = scratch.ptr + (out.ptr - scratch.ptr) % ALIGNMENT
         with self._lock:
             self._check_alive()
+            _holder.order_after(held.values(), self.stream_ptr)
             self._call(params, first.ptr, second.ptr, target, key, 1.0, 0.0).run(1.0, 0.0)
             call("cudaStreamSynchronize", self.stream_ptr)
             self._warmed.add(key)
+        if "out" in held and not keep_out:
+            _holder.bump_versions((held["out"].tensor,))
         self._sgemm_calls.clear()  # prepared calls note whether they were warm: look again
         self._gemm_calls.clear()
 
@@ -303,6 +309,13 @@ class CublasCaptureHandle:
                 prepared = calls[key]
                 calls.last = (key, prepared)
         except Exception:  # none: the checks say what is wrong, or prepare it
+            taken, held = handle_operands(operands)
+            if held:  # arrays of another producer, as eagle Arrays over the same memory
+                _holder.order_after(held.values(), self.stream_ptr)  # their work comes first
+                self._enqueue_product(params, taken, alpha, beta, kind, calls)
+                if "out" in held:  # a torch tensor written: its version goes up
+                    _holder.bump_versions((held["out"].tensor,))
+                return
             prepared = self._prepared(params, operands, kind, calls, key)
             a, b, out = operands["a"], operands["b"], operands["out"]
         if not prepared.warm and is_capturing(self.stream_ptr):
@@ -333,9 +346,12 @@ class CublasCaptureHandle:
         """
         self._check_alive()
         kind = GemmParams if isinstance(params, GemmParams) else SgemmParams
+        operands, held = handle_operands(operands)
         first, second, out, key = self._checked(params, operands, kind)
+        _holder.order_after(held.values(), self.stream_ptr)
         prepared = self._call(params, first.ptr, second.ptr, out.ptr, key, alpha, beta)
-        return BoundGemm(self, params, prepared, (first, second, out))
+        written = held["out"].tensor if "out" in held else None
+        return BoundGemm(self, params, prepared, (first, second, out), written)
 
     def has_warmed(self, params: Params, operands: Mapping[str, Any]) -> bool:
         """Whether :meth:`warm` ran this product: its ``params``, with operands aligned as
@@ -506,92 +522,6 @@ class CublasCaptureHandle:
         state = ", destroyed" if self._closed else ""
         stream = getattr(self, "stream_ptr", 0)
         return f"CublasCaptureHandle(stream={stream:#x}, math={self.math!r}{state})"
-
-
-class BoundGemm:
-    """One product bound to its operands by :meth:`CublasCaptureHandle.bind`.
-
-    Calling it enqueues the product on the handle's stream with the ``alpha``
-    and ``beta`` it was bound with: legal inside a capture once the handle has
-    warmed it; everything else was checked when it was bound. It holds its
-    operands, so their memory outlives it.
-
-    Attributes:
-        handle: the :class:`CublasCaptureHandle`.
-        params: the product's params.
-    """
-
-    __slots__ = ("_call", "_used", "handle", "params")
-
-    def __init__(
-        self,
-        handle: CublasCaptureHandle,
-        params: Params,
-        prepared: Call,
-        used: tuple[Any, Any, Any],
-    ) -> None:
-        self.handle, self.params, self._call, self._used = handle, params, prepared, used
-
-    def __call__(self) -> None:
-        """Enqueue the product (no allocation, no synchronisation).
-
-        Raises:
-            GemmCaptureUnavailable: the handle was destroyed, or the stream is
-                being captured and the handle never warmed this product.
-        """
-        handle, prepared = self.handle, self._call
-        if handle._closed:
-            handle._check_alive()
-        if not prepared.warm:
-            prepared.warm = prepared.key in handle._warmed
-            if not prepared.warm and is_capturing(handle.stream_ptr):
-                first, second, out = self._used
-                a, b = (second, first) if prepared.swap else (first, second)
-                handle._refuse_unwarmed(self.params, {"a": a, "b": b, "out": out})
-        with handle._lock:  # not while the handle is lent to another stream
-            if handle._closed:
-                handle._check_alive()
-            prepared.function(*prepared.args)
-        record_use(handle.stream_ptr, handle, *self._used)
-
-    def rebound(self, operands: Mapping[str, Any]) -> BoundGemm:
-        """The same product, with the same ``alpha`` and ``beta``, over other operands
-        laid out as its own (same shapes, strides, dtypes and device): a cheaper
-        :meth:`CublasCaptureHandle.bind` for another set of planes, as the layout
-        checks carry over. The new addresses are checked (``out`` apart from ``a``
-        and ``b``) and keyed for warming as ``bind`` keys them.
-
-        Raises:
-            ValueError: an operand is laid out otherwise than the one it replaces,
-                or ``out`` shares memory with ``a`` or ``b``.
-            GemmCaptureUnavailable: the handle was destroyed.
-        """
-        handle, params = self.handle, self.params
-        handle._check_alive()
-        roles = (*params.operands, "out")
-        for role, old in zip(roles, self._used, strict=True):
-            new = operands[role]
-            if (
-                getattr(new, "is_host", True)
-                or new.shape != old.shape
-                or new.strides != old.strides
-                or new.dtype != old.dtype
-                or new.device_index != old.device_index
-            ):
-                raise ValueError(
-                    f"operand {role!r} is laid out otherwise than the one it replaces "
-                    f"(shape {tuple(old.shape)}, strides {tuple(old.strides)}, {old.dtype}, "
-                    f"cuda:{old.device_index}); bind the product again with handle.bind"
-                )
-        _check_out_apart(operands)
-        first, second, out = (operands[role] for role in roles)
-        key = product_key(params, first, second, out)
-        alpha, beta = self._call.values
-        prepared = handle._call(params, first.ptr, second.ptr, out.ptr, key, alpha, beta)
-        return BoundGemm(handle, params, prepared, (first, second, out))
-
-    def __repr__(self) -> str:
-        return f"BoundGemm({self.params}, {self.handle!r})"
 
 
 def _release(cublas: ModuleType, handle: int, workspace: Any) -> None:

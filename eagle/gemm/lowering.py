@@ -132,7 +132,7 @@ def captured_gemm_calls(
             "with plan('device', buffers)"
         )
     check_plan_capturable(plan)
-    bound = _bind_buffers(plan, buffers, "device", GemmCaptureUnavailable)
+    bound, _ = _bind_buffers(plan, buffers, "device", GemmCaptureUnavailable)
     return tuple(
         CapturedGemmCall(*call) for call in _bound_products(plan, bound, sgemm_params_for_arrays)
     )
@@ -173,7 +173,7 @@ def captured_calls(
             )
         except GemmMappingUnavailable as exc:
             raise GemmMappingUnavailable(f"step {step.name!r} ({_roles(spec)}): {exc}") from None
-    bound = _bind_buffers(plan, buffers, "device", GemmCaptureUnavailable)
+    bound, _ = _bind_buffers(plan, buffers, "device", GemmCaptureUnavailable)
     return tuple(
         CapturedCall(*call)
         for call in _bound_products(plan, bound, gemm_params_for_arrays, math=math)

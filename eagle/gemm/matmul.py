@@ -20,14 +20,14 @@ import numpy as np
 
 from eagle.cuda.graph import record_use
 from eagle.cuda.stream import launch_stream
-from eagle.gemm._operands import check_flags
+from eagle.gemm._operands import Operand, bump_written, check_flags, operand, ordered
 from eagle.gemm._prepared import Call
 from eagle.gemm.capture import CublasCaptureHandle
 from eagle.gemm.dtypes import HALVES, dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable, MatmulUnavailable, PlanUnavailable
 from eagle.gemm.handles import stream_handle
 from eagle.gemm.params import GemmParams, _layout_for_arrays
-from eagle.gemm.steps import MatmulSpec, PlanStep, _host_view, _out_shape, _roles, _where
+from eagle.gemm.steps import MatmulSpec, PlanStep, _out_shape, _roles, _where
 
 __all__ = ["matmul_step"]
 
@@ -130,23 +130,26 @@ def _host_layout(
     return dtype
 
 
+def _taken(step: str, spec: MatmulSpec, bufs: Mapping[str, Any], side: str) -> list[Operand]:
+    """The step's buffers as ``side`` takes them (torch tensors, CuPy arrays...: the same
+    memory), each checked by the check host and device share."""
+    taken = []
+    for role, name, buffer in zip(
+        ("buffer", "buffer", "out"), (spec.a, spec.b, spec.out), _lookup(step, spec, bufs),
+        strict=True,
+    ):  # fmt: skip
+        label = f"matmul step {step!r}: {role} {name!r}"
+        written, sync = role == "out", side == "device"
+        item = operand(buffer, label, side=side, written=written, error=MatmulUnavailable,
+                       sync=sync, where=_where)  # fmt: skip
+        taken.append(item)
+    return taken
+
+
 def _host_matmul(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> None:
-    arrays = []
-    for name, buffer in zip((spec.a, spec.b, spec.out), _lookup(step, spec, bufs), strict=True):
-        array = _host_view(buffer)
-        if array is None:
-            raise MatmulUnavailable(
-                f"matmul step {step!r}: buffer {name!r} is {_where(buffer)}; the host backend "
-                f"takes numpy arrays or host eagle Arrays"
-            )
-        arrays.append(array)
-    a, b, out = arrays
+    taken = _taken(step, spec, bufs, "host")
+    a, b, out = (item.array for item in taken)
     dtype = _host_layout(step, spec, a.shape, b.shape, out.shape, a.dtype, b.dtype, out.dtype)
-    if not out.flags.writeable:
-        raise MatmulUnavailable(
-            f"matmul step {step!r}: out {spec.out!r} is read-only; pass a writable array "
-            f"(e.g. a copy: np.array(out))"
-        )
     if dtype in HALVES:  # sum in float32, round once into out
         a, b = a.astype(np.float32), b.astype(np.float32)
     left = a.T if spec.transpose_a else a
@@ -158,6 +161,7 @@ def _host_matmul(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> None:
             np.matmul(left, right, out=out)
         else:
             out[...] = np.matmul(left, right)
+    bump_written(taken[2])
 
 
 class _DeviceMatmul:
@@ -172,12 +176,11 @@ class _DeviceMatmul:
         self._last: tuple[tuple[Any, ...], _Product] | None = None  # the last call's
 
     def __call__(self, bufs: Mapping[str, Any]) -> None:
-        name_a, name_b, name_out = self._names
-        key = None
+        taken: list[Operand] = []
         try:
+            name_a, name_b, name_out = self._names
             a, b, out = bufs[name_a], bufs[name_b], bufs[name_out]
-            # an Array's slots behind its read-only ptr and device_index (cheaper than the
-            # properties); any other buffer has none and takes the checked path below
+            # as _key reads them, inline (a call costs as much again on this path)
             key = (a._ptr, a.shape, a.strides, a.dtype, a._device_index,
                    b._ptr, b.shape, b.strides, b.dtype, b._device_index,
                    out._ptr, out.shape, out.strides, out.dtype, out._device_index)  # fmt: skip
@@ -187,28 +190,33 @@ class _DeviceMatmul:
             else:
                 product = self._products[key]
                 self._last = (key, product)
-        except Exception:  # not seen: the checks say what is wrong, or prepare it
-            a, b, out = _lookup(self.step, self.spec, bufs)
-            product = self._checked(a, b, out, key)
+        except Exception:  # not seen, or not eagle Arrays: taken and checked
+            taken = _taken(self.step, self.spec, bufs, "device")
+            a, b, out = (item.array for item in taken)
+            product = self._checked(a, b, out)
         device = product.device
         stream_ptr = launch_stream((a, b, out), device)
+        if taken:  # the producers' queued work comes first
+            ordered(taken, stream_ptr)
         handle = stream_handle(stream_ptr, device)
         on = product.on
         prepared = on[1] if on is not None and on[0]() is handle else product.prepare(handle)
         prepared.function(*prepared.args)
         record_use(stream_ptr, handle, a, b, out)
+        if taken:
+            bump_written(taken[2])
 
-    def _checked(self, a: Any, b: Any, out: Any, key: tuple[Any, ...] | None) -> _Product:
-        """Check a product in full and keep it under ``key``, the buffers' values as
-        :meth:`__call__` reads them (None: buffers that are not eagle Arrays, which that
-        lookup never finds)."""
+    def _checked(self, a: Any, b: Any, out: Any) -> _Product:
+        """The product over these device arrays: found when seen before, else checked in
+        full and kept under the buffers' values as :meth:`__call__` reads them."""
+        try:
+            key: tuple[Any, ...] | None = _key(a, b, out)
+        except AttributeError:
+            key = None  # (never found by __call__'s lookup)
+        found = None if key is None else self._products.get(key)
+        if found is not None:
+            return found
         step, spec = self.step, self.spec
-        for name, array in zip((spec.a, spec.b, spec.out), (a, b, out), strict=True):
-            if getattr(array, "is_host", True):
-                raise MatmulUnavailable(
-                    f"matmul step {step!r}: buffer {name!r} is {_where(array)}; the device "
-                    f"backend takes device eagle Arrays"
-                )
         device = a.device_index
         if b.device_index != device or out.device_index != device:
             raise MatmulUnavailable(
@@ -233,6 +241,15 @@ class _DeviceMatmul:
                 self._last = None
             self._products[key] = product
         return product
+
+
+def _key(a: Any, b: Any, out: Any) -> tuple[Any, ...]:
+    """What a device step keeps a checked product under: each buffer's pointer, shape,
+    strides, dtype and device, read from an Array's slots behind its read-only ptr and
+    device_index (cheaper than the properties); AttributeError for other buffers."""
+    return (a._ptr, a.shape, a.strides, a.dtype, a._device_index,
+            b._ptr, b.shape, b.strides, b.dtype, b._device_index,
+            out._ptr, out.shape, out.strides, out.dtype, out._device_index)  # fmt: skip
 
 
 def _itemsize(array: Any) -> int:

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from eagle.cuda.stream import launch_stream
+from eagle.gemm._operands import Operand, bump_written, operand, ordered
 from eagle.gemm.dtypes import dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable, MatmulUnavailable, PlanUnavailable
 from eagle.gemm.params import product_shape
@@ -297,18 +299,30 @@ class LoweredPlan:
 
         Args:
             backend: ``"host"`` or ``"device"``.
-            buffers: by name; numpy arrays or host eagle Arrays for the host,
-                device eagle Arrays (all on one device) for the device.
+            buffers: by name; for the host, numpy arrays, host eagle Arrays or
+                CPU torch tensors; for the device, device arrays of any producer
+                (eagle Arrays, torch tensors, CuPy arrays, CUDA array interface or
+                DLPack objects), all on one device. Torch tensors the plan writes
+                have their versions bumped.
 
         Raises:
             ValueError: an unknown backend.
             TypeError: ``buffers`` is not a mapping.
             MatmulUnavailable: a buffer is missing, on the wrong side or device,
-                or of another dtype or shape than its spec; or a step refused.
+                or of another dtype or shape than its spec; one neither side takes
+                (non-native byte order, a null or misaligned address, a written
+                buffer that is read-only or a torch tensor that requires grad); or
+                a step refused.
         """
-        bound = _bind_buffers(self, buffers, backend, MatmulUnavailable)
+        device = backend == "device"
+        bound, taken = _bind_buffers(self, buffers, backend, MatmulUnavailable, sync=device)
+        if device and bound:  # the producers' queued work comes first
+            arrays = tuple(bound.values())
+            ordered(taken.values(), launch_stream(arrays, arrays[0].device_index))
         for step in self.steps:
             step.run(bound, backend)
+        for spec in self.outputs + self.workspaces:
+            bump_written(taken[spec.name])  # torch tensors written: their versions go up
 
 
 # --- plan validation and binding -------------------------------------------------------------
@@ -405,41 +419,41 @@ def _roles(spec: MatmulSpec) -> str:
 
 
 def _bind_buffers(
-    plan: LoweredPlan, buffers: Mapping[str, Any], backend: str, error: type[Exception]
-) -> dict[str, Any]:
+    plan: LoweredPlan,
+    buffers: Mapping[str, Any],
+    backend: str,
+    error: type[Exception],
+    *,
+    sync: bool = False,
+) -> tuple[dict[str, Any], dict[str, Operand]]:
+    """Each buffer the plan needs as ``backend`` takes it, checked against its spec (the
+    arrays the steps run over), and how each was taken (``sync``: for work on a stream)."""
     _check_backend(backend)
     _check_mapping("buffers", buffers)
     bound: dict[str, Any] = {}
+    taken: dict[str, Operand] = {}
     devices: dict[int, str] = {}
     required = plan.required
+    written = {spec.name for spec in plan.outputs + plan.workspaces}
     for spec in required.values():
         if spec.name not in buffers:
             raise error(f"buffer {spec.name!r} is not bound; the plan needs {list(required)}")
-        buffer = buffers[spec.name]
-        bound[spec.name] = _bind_one(spec, buffer, backend, error)
+        item = operand(
+            buffers[spec.name], f"buffer {spec.name!r}", side=backend,
+            written=spec.name in written, error=error, sync=sync, where=_where,
+        )  # fmt: skip
+        taken[spec.name] = item
+        bound[spec.name] = _fit(spec, item.array, error)
         if backend == "device":
-            devices.setdefault(buffer.device_index, spec.name)
+            devices.setdefault(item.array.device_index, spec.name)
     if len(devices) > 1:
         where = ", ".join(f"{name!r} on cuda:{index}" for index, name in devices.items())
         raise error(f"the buffers are on different devices ({where}); put them on one device")
-    return bound
+    return bound, taken
 
 
-def _bind_one(spec: WorkspaceSpec, buffer: Any, backend: str, error: type[Exception]) -> Any:
-    if backend == "host":
-        array = _host_view(buffer)
-        if array is None:
-            raise error(
-                f"buffer {spec.name!r} is {_where(buffer)}; the host backend takes numpy arrays "
-                f"or host eagle Arrays"
-            )
-    else:
-        if getattr(buffer, "is_host", True) or not isinstance(getattr(buffer, "ptr", None), int):
-            raise error(
-                f"buffer {spec.name!r} is {_where(buffer)}; the device backend takes device "
-                f"eagle Arrays"
-            )
-        array = buffer
+def _fit(spec: WorkspaceSpec, array: Any, error: type[Exception]) -> Any:
+    """``array`` (a side's own) checked against ``spec``, seen in its declared shape."""
     dtype = np.dtype(array.dtype)
     if dtype != dtype_of(spec.dtype):
         raise error(f"buffer {spec.name!r} is {dtype}; the plan declares it {spec.dtype}")
@@ -453,14 +467,6 @@ def _bind_one(spec: WorkspaceSpec, buffer: Any, backend: str, error: type[Except
         f"buffer {spec.name!r} has shape {shape}; the plan declares {spec.shape} (a contiguous "
         f"1-D buffer of {count} elements is also taken)"
     )
-
-
-def _host_view(buffer: Any) -> np.ndarray | None:
-    if isinstance(buffer, np.ndarray):
-        return buffer
-    if getattr(buffer, "is_host", False):
-        return np.asarray(buffer)
-    return None
 
 
 def _where(buffer: Any) -> str:
