@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 import hawk
-from eagle.arrays import Array
+from eagle.arrays import _holder
 from eagle.cuda.stream import Stream
 from hawk import ir
 from hawk.emit import DTYPES
@@ -39,19 +39,6 @@ _NUMPY = {getattr(torch, dtype.name): dtype for dtype in DTYPES}
 #: the torch dtypes hawk planes take (:data:`hawk.emit.DTYPES`), by their names there
 DTYPE_NAMES = {torch_dtype: dtype.name for torch_dtype, dtype in _NUMPY.items()}
 _CACHED_BINDINGS = 32  # bound launches kept per plan, keyed by their tensors' addresses
-
-
-def _device_plane(tensor: torch.Tensor, one: bool = False) -> Array:
-    """A flat eagle Array over a contiguous CUDA tensor's memory (or over the one
-    element of a broadcast one, ``one=True``) that does not keep the tensor alive (a
-    cached binding holds addresses, not tensors)."""
-    return Array(
-        ptr=tensor.data_ptr(),
-        shape=(1 if one else tensor.numel(),),
-        dtype=_NUMPY[tensor.dtype],
-        strides=(tensor.element_size(),),
-        device_index=tensor.get_device(),
-    )
 
 
 def _host_values(tensor: torch.Tensor) -> np.ndarray:
@@ -103,7 +90,10 @@ class Runner:
     def _bind(
         self, names: tuple[str, ...], tensors: list[Any], key: tuple, stream: int, index: int
     ) -> Any:
-        planes = {n: _device_plane(t, n in self._one) for n, t in zip(names, tensors, strict=True)}
+        planes = {  # flat views that do not keep the tensors alive (the key holds addresses)
+            n: _holder.address_view(t, one=n in self._one)
+            for n, t in zip(names, tensors, strict=True)
+        }
         with Stream.external(stream, index):  # prepared for torch's stream
             bound = self._plan.bind(**planes)
         if len(self._bound) >= _CACHED_BINDINGS:

@@ -15,15 +15,13 @@ object, a kind says
 * a cheap layout key (:func:`layout_key`): objects with equal keys are the same
   memory in the same layout, so work prepared for one serves the other.
 
-:func:`check_buffer` is the one check of what neither the host nor a device
-takes (non-native byte order, a null or misaligned address, a write into
-read-only memory or into a tensor that requires grad); :func:`bump_versions`
-marks torch tensors eagle wrote, as torch's own in-place operations do.
+:func:`~eagle.arrays._checks.check_buffer` is the one check of what neither the
+host nor a device takes; :func:`bump_versions` marks torch tensors eagle wrote,
+as torch's own in-place operations do.
 """
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -33,11 +31,13 @@ import numpy as np
 
 from eagle.arrays import _array, _dlpack, _foreign
 from eagle.arrays._args import check_dtype
+from eagle.arrays._checks import check_buffer
 from eagle.cuda.stream import _FINDERS
 
 __all__ = [
     "Held",
     "Layout",
+    "address_view",
     "bump_versions",
     "check_buffer",
     "describe",
@@ -151,6 +151,25 @@ def producer_of(value: Any, device: int) -> int | None:
     return kind_of(value).producer(value, device)
 
 
+def address_view(tensor: Any, *, one: bool = False) -> _array.Array:
+    """A flat device Array over a contiguous CUDA torch tensor's elements (its first
+    element alone with ``one``, for a broadcast tensor) that does not keep the tensor
+    alive: for work cached by the tensors' addresses, which the caller keeps alive.
+
+    Raises:
+        TypeError: as :func:`hold`.
+    """
+    dtype = _TORCH._checked(tensor)
+    shape = (1 if one else tensor.numel(),)
+    return _array.Array(
+        ptr=tensor.data_ptr(),
+        shape=shape,
+        dtype=dtype,
+        strides=(dtype.itemsize,),
+        device_index=tensor.get_device(),
+    )
+
+
 def order_after(held: Iterable[Held], consumer: int) -> None:
     """Make ``consumer`` wait for each producer stream of ``held`` (no host wait)."""
     done: set[int] = set()
@@ -167,72 +186,6 @@ def bump_versions(tensors: Iterable[Any]) -> None:
     increment = sys.modules["torch"].autograd.graph.increment_version
     for tensor in tensors:
         increment(tensor)
-
-
-def check_buffer(
-    array: Any,
-    label: str,
-    *,
-    written: bool,
-    grad: bool = False,
-    error: type[Exception] | None = None,
-) -> None:
-    """Refuse a buffer neither the host nor a device takes, naming it ``label``.
-
-    Refused: a dtype in non-native byte order; elements at address 0 (a null
-    pointer); an address or a byte stride that is not a multiple of the dtype's
-    alignment; and, when ``written``, read-only memory or a torch tensor that
-    requires grad (``grad``). An array without elements is only checked for the
-    first and the last.
-
-    Args:
-        array: a numpy array, or what has ``shape``, ``strides`` (bytes),
-            ``dtype`` and, when present, ``ptr`` and ``readonly`` (an eagle
-            Array; without ``ptr``, only the dtype is checked).
-        label: how errors name it (``"plane 'y'"``, ``"operand 'a'"``).
-        written: the work writes it.
-        grad: it is a torch tensor that requires grad.
-        error: the error class to raise; None for TypeError (byte order) and
-            ValueError (everything else).
-    """
-    dtype = array.dtype
-    if not dtype.isnative:
-        raise (error or TypeError)(
-            f"{label} is {dtype.str}, in non-native byte order, which eagle does not "
-            f"compute in; pass x.astype(x.dtype.newbyteorder('='))"
-        )
-    if written and grad:
-        raise (error or ValueError)(
-            f"{label} is written, and it is a torch tensor that requires grad: eagle never "
-            "writes one behind autograd's back; use eagle.torch.function(kernel) to make "
-            "the write part of the graph, or pass .detach() of it to write it outside autograd"
-        )
-    if isinstance(array, np.ndarray):
-        ptr, readonly = array.__array_interface__["data"][0], not array.flags.writeable
-    else:
-        ptr, readonly = getattr(array, "ptr", None), getattr(array, "readonly", False)
-    if written and readonly:
-        raise (error or ValueError)(
-            f"{label} is read-only (its producer marked its memory so), and it is written; "
-            "pass a writable array (a copy of it)"
-        )
-    shape = tuple(array.shape)
-    if ptr is None or not math.prod(shape):
-        return
-    if not ptr:
-        raise (error or ValueError)(
-            f"{label} is at address 0 (a null pointer) with {math.prod(shape)} elements; "
-            "pass an allocated array"
-        )
-    alignment = dtype.alignment
-    strides = tuple(array.strides)
-    if ptr % alignment or any(
-        stride % alignment for stride, extent in zip(strides, shape, strict=True) if extent > 1
-    ):
-        raise (error or ValueError)(
-            f"{label} is misaligned: its address {ptr:#x} or byte strides {strides} are not "
-            f"multiples of {alignment}, the alignment of {dtype.name}; pass an aligned copy"
-        )
 
 
 # -- the kinds ---------------------------------------------------------------------------------

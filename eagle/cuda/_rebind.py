@@ -29,6 +29,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from eagle.arrays._checks import check_buffer
 from eagle.cuda import _graph_nodes as graph_nodes
 from eagle.cuda._rebind_checks import (
     check_disjoint,
@@ -503,10 +504,13 @@ class _State:
                     "the graph reads and writes now as the keys"
                 )
             problem = mismatch(old, new, self.device)
+            label = _plane(*uses[0]) if uses else describe(old)
             if problem is not None:
                 error, text = problem
-                site, name = uses[0] if uses else (None, "")
-                raise error(f"{describe(old) if site is None else _plane(site, name)}: {text}")
+                raise error(f"{label}: {text}")
+            # what a bind refuses too: a null or misaligned address, read-only memory written
+            written = bool(filled) or any(name in site.written for site, name in uses)
+            check_buffer(new, f"{label}: the new array", written=written)
             for site, name in uses:
                 planes = per_site.get(site)
                 if planes is None:
