@@ -62,7 +62,9 @@ with respect to other planes (``wrt``), or interpolate between two reads.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
+from typing import Any
 
 from hawk import ir
 from hawk.activity import Activity
@@ -114,6 +116,15 @@ class AdjointKernel(Kernel):
 
     def __repr__(self) -> str:
         return f"<hawk adjoint {self.name}({', '.join(p.name for p in self.planes)})>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as the request that made it: :func:`vjp` of the primal (itself pickled
+        by reference) with the same planes and options."""
+        for (names, lane_gradients, shared), adjoint in self.primal._adjoints.items():
+            if adjoint is self:
+                options = functools.partial(vjp, lane_gradients=lane_gradients, broadcast=shared)
+                return (options, (self.primal, names))
+        raise TypeError(f"{self!r} was not made by hawk.diff.vjp; make it with vjp to pickle it")
 
 
 def gradient_planes(kernel: Kernel) -> dict[str, str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import sys
 import textwrap
 import types
 from collections.abc import Callable
@@ -45,12 +46,34 @@ class Kernel:
         self.planes = kernel_ir.planes
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
+        self.__module__ = fn.__module__  # where pickle finds it, as it finds a function
+        self.__qualname__ = fn.__qualname__
         # what hawk.diff derived from this kernel, by the planes it differentiates and
         # its options: kept here (an adjoint refers to its primal) so both go with the kernel
         self._adjoints: dict[tuple[Any, ...], Kernel] = {}
 
     def __repr__(self) -> str:
         return f"<hawk kernel {self.name}({', '.join(p.name for p in self.planes)})>"
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        """Pickle by reference, as Python pickles a function: by its module and name, so
+        it loads as the kernel that module defines (a kernel is immutable: ``copy`` and
+        ``deepcopy`` give it back itself).
+
+        Raises:
+            TypeError: the kernel is not reachable by its module and name (defined
+                inside a function, or rebound to another name).
+        """
+        found: Any = sys.modules.get(self.__module__)
+        for part in self.__qualname__.split("."):
+            found = getattr(found, part, None)
+        if found is not self:
+            raise TypeError(
+                f"hawk kernel {self.name!r} is pickled by reference, like a function, and "
+                f"{self.__module__}.{self.__qualname__} is not this kernel (defined inside a "
+                "function, or named otherwise); define it at module level under its own name"
+            )
+        return self.__qualname__
 
 
 def kernel(fn: Callable[..., Any]) -> Kernel:

@@ -135,6 +135,18 @@ class AutoPlan:
         )
         return f"AutoPlan({self.kernel.name}, contraction={self.policy.contraction!r}{extra})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle (and copy) as what makes the plan: its kernel (by reference, as a
+        function) and its policy; it is built again on load, with nothing bound."""
+        policy = self.policy
+        build = functools.partial(
+            AutoPlan,
+            contraction=policy.contraction,
+            math=policy.math,
+            host_route=policy.host_route,
+        )
+        return (build, (self.kernel,))
+
     # -- routing -------------------------------------------------------------------------
 
     def route(self, side: str, dtype: Any = "float32") -> str:

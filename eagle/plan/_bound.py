@@ -108,6 +108,14 @@ class Bound:
         self._written = tuple(written.values())
         self._tensors = tuple(t for step in self._steps for t in step.tensors)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Refused: a binding is its planes' memory and what was prepared for it."""
+        raise TypeError(
+            f"a bound {self._what} holds its planes' memory and what was prepared for it, so "
+            f"it cannot be pickled or copied; pickle or copy the {self._what} and bind it "
+            "again over the planes you mean"
+        )
+
     def stream(self) -> int:
         """The raw stream a launch with no stream goes to: eagle's inside ``with
         stream:``, else the current stream of the framework the planes come from

@@ -71,6 +71,10 @@ class AdjointPlan:
     def __repr__(self) -> str:
         return f"AdjointPlan({self.primal.kernel.name})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle (and copy) as ``reverse(primal)``: built again on load."""
+        return (AdjointPlan, (self.primal,))
+
     # -- routing -------------------------------------------------------------------------
 
     def route(self, side: str, dtype: Any = "float32") -> str:
@@ -246,6 +250,10 @@ class AdjointSequence:
 
     def __repr__(self) -> str:
         return f"AdjointSequence({', '.join(s.primal.kernel.name for s in self.steps)})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle (and copy) as ``reverse(primals)``: built again on load."""
+        return (AdjointSequence, (self.primals,))
 
     def route(self, side: str, dtype: Any = "float32") -> tuple[str, ...]:
         """Each step's route on ``side`` for planes of ``dtype``, in the order the steps run.
