@@ -86,6 +86,22 @@ def test_refuses_inexact_fill_value_and_bad_shape():
         arrays.zeros((2, -1))
 
 
+@pytest.mark.parametrize("shape", [True, (2, True), np.bool_(True), 2.0, (2, "3")])
+def test_a_shape_that_is_not_ints_is_refused_not_coerced(shape):
+    with pytest.raises(ValueError, match=r"shape must be non-negative ints \(an int or a seq"):
+        arrays.zeros(shape)
+    with pytest.raises(ValueError, match="shape must be non-negative ints"):
+        arrays.full(shape, 1.0)
+
+
+@pytest.mark.parametrize("shape", [("2", 3), (2.0, 3), (True, 6), (["2", 3],), ("6",)])
+def test_reshape_refuses_what_is_not_ints(shape):
+    arr = arrays.zeros(6)
+    with pytest.raises(TypeError, match="reshape takes ints .*, not"):
+        arr.reshape(*shape)
+    assert arr.reshape(np.int64(2), 3).shape == (2, 3)
+
+
 def test_host_array_has_no_cuda_array_interface():
     assert not hasattr(arrays.zeros(3), "__cuda_array_interface__")
 

@@ -9,6 +9,8 @@ destination view.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -319,3 +321,22 @@ def test_an_out_sharing_memory_with_an_operand_is_refused_by_name():
     params = sgemm_params_for_arrays(big[:, :4], big[:, 4:8], big[:, 8:])
     assert (params.lda, params.ldb, params.ldc) == (12, 12, 12)
     assert sgemm_params_for_arrays(big[:1, :4], square, big[1:2, :4])  # adjacent rows
+
+
+@pytest.mark.parametrize("flag", ["transpose_a", "transpose_b", "transpose_out"])
+@pytest.mark.parametrize("value", ["False", 0, 1, None, np.float64(1.0)])
+def test_a_transpose_flag_that_is_not_a_bool_is_refused_by_name(flag, value):
+    from eagle.gemm import gemm_params_for_arrays, matmul_step
+
+    message = f"{flag} must be True or False, not {value!r}"
+    with pytest.raises(TypeError, match=re.escape(message)):
+        matmul_step("c", a="a", b="b", out="c", **{flag: value})
+    with pytest.raises(TypeError, match=re.escape(message)):
+        gemm_params_for_arrays(_f32((3, 3)), _f32((3, 3)), _f32((3, 3)), **{flag: value})
+    with pytest.raises(TypeError, match=re.escape(message)):
+        sgemm_params_for_arrays(_f32((3, 3)), _f32((3, 3)), _f32((3, 3)), **{flag: value})
+    with pytest.raises(TypeError, match=re.escape(message)):
+        product_shape((3, 3), (3, 3), **{"transpose_a": False, "transpose_b": False,
+                                         "transpose_out": False, flag: value})  # fmt: skip
+    step = matmul_step("c", a="a", b="b", out="c", **{flag: np.bool_(True)})
+    assert getattr(step.matmul, flag) is True

@@ -247,6 +247,33 @@ def test_another_shape_dtype_or_device_is_refused_by_name(fake, new, error, mess
     assert site.planes == planes
 
 
+def _read_only(array: FakeArray) -> FakeArray:
+    array.readonly = True  # type: ignore[attr-defined]
+    return array
+
+
+@pytest.mark.parametrize(
+    ("plane", "new", "message"),
+    [
+        ("f", FakeArray(0, (4, 5)), r"plane 'f' of plan 'k': the new array is at address 0"),
+        ("f", FakeArray(0x90002, (4, 5)), "plane 'f' of plan 'k': the new array is misaligned"),
+        ("y", FakeArray(0x90001, (15,)), "plane 'y' of plan 'k': the new array is misaligned"),
+        ("y", _read_only(FakeArray(0x90000, (15,))), "plane 'y' .* is read-only.*written"),
+    ],
+    ids=["null", "misaligned", "misaligned-written", "read-only-written"],
+)
+def test_a_null_misaligned_or_read_only_new_array_is_refused_as_a_bind_refuses_it(
+    fake, plane, new, message
+):
+    planes = _planes()
+    site = _kernel_site(fake, planes)
+    with pytest.raises(ValueError, match=message):
+        _launcher(site).rebind(**{plane: new})
+    assert fake.sets == [] and site.planes == planes
+    _launcher(site).rebind(f=_read_only(FakeArray(0x90000, (4, 5))))  # read only: taken
+    assert fake.sets[-1][2] == (0x10000, 0x90000, 0x12000)
+
+
 def test_a_host_array_and_other_strides_are_refused(fake):
     planes = _planes()
     site = _kernel_site(fake, planes)

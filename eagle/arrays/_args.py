@@ -84,7 +84,11 @@ def _is_int(value: Any) -> bool:
 
 
 def check_shape(shape: ShapeLike) -> tuple[int, ...]:
-    dims = (shape,) if isinstance(shape, int | np.integer | bool | np.bool_) else tuple(shape)
+    dims: tuple[Any, ...]
+    try:
+        dims = tuple(shape)  # type: ignore[arg-type]
+    except TypeError:
+        dims = (shape,)  # an int, or what is neither an int nor a sequence
     if any(not _is_int(d) or int(d) < 0 for d in dims):
         raise ValueError(
             f"shape must be non-negative ints (an int or a sequence of them), not {shape!r}"

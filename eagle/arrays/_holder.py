@@ -182,10 +182,13 @@ def order_after(held: Iterable[Held], consumer: int) -> None:
 
 def bump_versions(tensors: Iterable[Any]) -> None:
     """Mark torch ``tensors`` as written in place (their version counters go up, as
-    torch's in-place operations do), so autograd refuses a backward that saved them."""
-    increment = sys.modules["torch"].autograd.graph.increment_version
-    for tensor in tensors:
-        increment(tensor)
+    torch's in-place operations do), so autograd refuses a backward that saved them;
+    None stands for no tensor."""
+    written = [tensor for tensor in tensors if tensor is not None]
+    if written:
+        increment = sys.modules["torch"].autograd.graph.increment_version
+        for tensor in written:
+            increment(tensor)
 
 
 # -- the kinds ---------------------------------------------------------------------------------

@@ -22,8 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from eagle.arrays import Array, _holder
-from eagle.arrays._foreign import order
+from eagle.arrays import Array, _foreign, _holder
 from eagle.cuda.stream import framework_of, launch_stream, scoped_stream
 from hawk import ir
 from hawk.emit import DTYPES, compute_dtype
@@ -116,7 +115,7 @@ class ForeignPlanes:
         for name in names:
             producer = _holder.producer_of(planes[name], device)
             if producer is not None and producer != consumer:
-                order(producer, consumer)
+                _foreign.order(producer, consumer)
 
     def bump(self, planes: Mapping[str, Any]) -> None:
         """Bump the versions of the torch tensors ``planes`` give for the written planes
