@@ -482,3 +482,24 @@ def test_adjoint_bindings_take_torch_tensors_and_bump_the_gradients_they_add_int
     assert x_bar._version > version
     with pytest.raises(ValueError, match="plane 'x_bar' is written, and it is a torch tensor"):
         adjoint.run(a=1.5, x=x, y_bar=y_bar, x_bar=torch.zeros(6, requires_grad=True))
+
+
+def test_which_planes_a_reused_run_orders_after(no_driver, cupy, monkeypatch):
+    from eagle.plan._planes import check_planes
+
+    @hawk.kernel
+    def three(x: hawk.Scalar, z: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+        y = x + z  # noqa: F841
+
+    checked = check_planes(
+        three.ir,
+        {"x": cupy.ndarray(0x1000, (4,)), "z": _Interface(0x2000, stream=0x55),
+         "y": cupy.ndarray(0x3000, (4,))},
+    )  # fmt: skip
+    assert no_driver == [(0x55, 0xC0)]  # the bind waits for the interface's producer
+    foreign = checked.foreign
+    assert foreign.watched == ("x", "z", "y") and foreign.apart == ("z",)
+    assert foreign.written == ()  # no torch tensor is written
+    assert (
+        check_planes(three.ir, {"x": np.ones(4), "z": np.ones(4), "y": np.ones(4)}).foreign is None
+    )

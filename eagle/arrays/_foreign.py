@@ -17,6 +17,7 @@ import numpy as np
 
 from eagle.arrays import _dlpack
 from eagle.cuda._runtime import call, runtime
+from eagle.cuda.graph import is_capturing
 from eagle.cuda.stream import DEFAULT_STREAM, launch_stream
 
 if TYPE_CHECKING:
@@ -54,8 +55,6 @@ def order(producer: int, consumer: int) -> None:
     """
     if consumer == producer:
         return
-    from eagle.cuda.graph import is_capturing  # (eagle.cuda.graph imports eagle.arrays)
-
     if is_capturing(consumer) and not is_capturing(producer):
         return
     event = call("cudaEventCreateWithFlags", runtime().cudaEventDisableTiming)

@@ -144,9 +144,15 @@ def _foreign_planes(
         for name, item in held.items()
         if item.framework not in ("numpy", "eagle") and not item.array.is_host
     )
-    # the framework whose stream a launch goes to outside ``with stream:``
+    # the framework whose stream a launch goes to outside ``with stream:``: only its own
+    # planes' producers queue work there (an interface's stream may be any)
     launching = next((f for h in held.values() if (f := framework_of(h.array))), None)
-    apart = tuple(name for name in watched if framework_of(held[name].array) != launching)
+    apart = tuple(
+        name
+        for name in watched
+        if held[name].framework not in ("torch", "cupy")
+        or framework_of(held[name].array) != launching
+    )
     return ForeignPlanes(device, written, watched, apart)
 
 
