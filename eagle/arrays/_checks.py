@@ -52,15 +52,16 @@ def check_buffer(
             "writes one behind autograd's back; use eagle.torch.function(kernel) to make "
             "the write part of the graph, or pass .detach() of it to write it outside autograd"
         )
-    if isinstance(array, np.ndarray):
-        ptr, readonly = array.__array_interface__["data"][0], not array.flags.writeable
-    else:
-        ptr, readonly = getattr(array, "ptr", None), getattr(array, "readonly", False)
+    numpy = isinstance(array, np.ndarray)
+    readonly = not array.flags.writeable if numpy else getattr(array, "readonly", False)
     if written and readonly:
         raise (error or ValueError)(
             f"{label} is read-only (its producer marked its memory so), and it is written; "
             "pass a writable array (a copy of it)"
         )
+    if numpy and array.flags.aligned:  # (numpy's own check: address and strides)
+        return
+    ptr = array.__array_interface__["data"][0] if numpy else getattr(array, "ptr", None)
     shape = tuple(array.shape)
     if ptr is None or not math.prod(shape):
         return

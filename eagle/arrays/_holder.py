@@ -185,20 +185,18 @@ def bump_versions(tensors: Iterable[Any]) -> None:
     torch's in-place operations do), so autograd refuses a backward that saved them;
     None stands for no tensor."""
     written = [tensor for tensor in tensors if tensor is not None]
-    if written:
-        increment = sys.modules["torch"].autograd.graph.increment_version
-        for tensor in written:
-            increment(tensor)
+    if written:  # (torch's public call; it takes a list of tensors since torch 2.5)
+        sys.modules["torch"].autograd.graph.increment_version(written)
 
 
 # -- the kinds ---------------------------------------------------------------------------------
 
 
 class _Kind:
-    """How eagle takes the objects of one kind of producer."""
+    """How eagle takes the objects of one kind of producer. ``key`` is a plain function
+    (a staticmethod), so that a plan's run calls it without binding a method."""
 
-    def key(self, value: Any) -> tuple[Any, ...] | None:
-        raise NotImplementedError
+    key: Callable[[Any], tuple[Any, ...] | None]
 
     def hold(self, value: Any, sync: bool) -> Held | None:
         raise NotImplementedError
@@ -220,11 +218,35 @@ def _host_key(array: np.ndarray) -> tuple[Any, ...]:
     return ("host", address, array.shape, array.strides, array.dtype, array.flags.writeable)
 
 
+def _array_key(array: _array.Array) -> tuple[Any, ...]:
+    host = array._host
+    if host is not None:
+        return _host_key(host)
+    # the slots behind the properties (a run's hot path)
+    return ("device", array._device_index, array._ptr, array.shape, array.strides,
+            array.dtype, array._readonly)  # fmt: skip
+
+
+def _tensor_key(tensor: Any) -> tuple[Any, ...]:
+    size = tensor.element_size()
+    strides = tuple(stride * size for stride in tensor.stride())
+    return ("torch", tensor.get_device(), tensor.data_ptr(), tuple(tensor.shape), strides,
+            tensor.dtype, tensor.requires_grad)  # fmt: skip
+
+
+def _cupy_key(array: Any) -> tuple[Any, ...]:
+    return ("cupy", array.device.id, array.data.ptr, array.shape, array.strides, array.dtype)
+
+
+def _interface_key(value: Any) -> tuple[Any, ...] | None:
+    info = getattr(value, "__cuda_array_interface__", None)
+    return _foreign.interface_key(info) if isinstance(info, dict) else None
+
+
 class _Numpy(_Kind):
     """numpy arrays: host memory, no stream."""
 
-    def key(self, value: np.ndarray) -> tuple[Any, ...]:
-        return _host_key(value)
+    key = staticmethod(_host_key)
 
     def hold(self, value: np.ndarray, sync: bool) -> Held:
         return Held(_array.Array(host=value), "numpy")
@@ -238,13 +260,7 @@ class _Eagle(_Kind):
     """eagle's own Arrays; the work over one that wraps another framework's memory goes
     to that framework's stream (:func:`~eagle.cuda.stream.launch_stream`)."""
 
-    def key(self, value: _array.Array) -> tuple[Any, ...]:
-        host = value._host
-        if host is not None:
-            return _host_key(host)
-        # the slots behind the properties (a run's hot path)
-        return ("device", value._device_index, value._ptr, value.shape, value.strides,
-                value.dtype, value._readonly)  # fmt: skip
+    key = staticmethod(_array_key)
 
     def hold(self, value: _array.Array, sync: bool) -> Held:
         return Held(value, "eagle")
@@ -257,11 +273,7 @@ class _Torch(_Kind):
     """torch tensors, read through their own attributes (no DLPack): CPU tensors as
     numpy views, CUDA tensors on torch's current stream."""
 
-    def key(self, value: Any) -> tuple[Any, ...]:
-        size = value.element_size()
-        strides = tuple(stride * size for stride in value.stride())
-        return ("torch", value.get_device(), value.data_ptr(), tuple(value.shape), strides,
-                value.dtype, value.requires_grad)  # fmt: skip
+    key = staticmethod(_tensor_key)
 
     def layout(self, value: Any) -> Layout:
         return _tensor_layout(value, self._checked(value))
@@ -340,8 +352,7 @@ def _torch_dtype(dtype: Any) -> np.dtype:
 class _Cupy(_Kind):
     """CuPy arrays, read through their own attributes, on CuPy's current stream."""
 
-    def key(self, value: Any) -> tuple[Any, ...]:
-        return ("cupy", value.device.id, value.data.ptr, value.shape, value.strides, value.dtype)
+    key = staticmethod(_cupy_key)
 
     def hold(self, value: Any, sync: bool) -> Held:
         dtype = check_dtype(value.dtype, "the CuPy array's dtype")
@@ -364,9 +375,7 @@ class _Protocols(_Kind):
     """Any other producer: through its CUDA array interface (preferred: it is read without
     taking anything, so it gives a key), else DLPack."""
 
-    def key(self, value: Any) -> tuple[Any, ...] | None:
-        info = getattr(value, "__cuda_array_interface__", None)
-        return _foreign.interface_key(info) if isinstance(info, dict) else None
+    key = staticmethod(_interface_key)
 
     def hold(self, value: Any, sync: bool) -> Held | None:
         framework = _foreign.known(type(value).__module__.partition(".")[0])

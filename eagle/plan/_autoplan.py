@@ -272,7 +272,7 @@ class AutoPlan:
         else:
             bound, reused = self._reused(key, planes)
         foreign = bound._foreign  # planes from torch, CuPy...: the objects given count
-        if foreign is not None and reused:
+        if foreign is not None and reused and foreign.watched:
             foreign.order(planes, bound.stream)  # after what their producers queued since
         if not bound._setters:  # fixed arguments: an enqueue on any stream, or a host run
             bound.launch()

@@ -140,20 +140,17 @@ class Bound:
                 )
             _run_all_or_nothing(self._steps, self._written)
         else:
-            self._enqueue(stream)
+            if stream is None:
+                stream = launch_stream(self._stream_plane, self.device or 0)
+            if any_capture_active():  # each step recorded, so that the graph can be rebound
+                stream_ptr = as_stream_ptr(stream, self.device or 0)
+                for step in self._steps:
+                    record(stream_ptr, step.site, step.enqueue)
+            else:
+                for enqueue in self._enqueues:
+                    enqueue(stream)
         if self._tensors:
             bump_versions(self._tensors)
-
-    def _enqueue(self, stream: Any) -> None:
-        if stream is None:
-            stream = launch_stream(self._stream_plane, self.device or 0)
-        if any_capture_active():  # each step recorded, so that the graph can be rebound
-            stream_ptr = as_stream_ptr(stream, self.device or 0)
-            for step in self._steps:
-                record(stream_ptr, step.site, step.enqueue)
-            return
-        for enqueue in self._enqueues:
-            enqueue(stream)
 
     def prepare(self, stream: Any = None) -> None:
         """Make what a launch on ``stream`` needs that a capture may not make

@@ -60,8 +60,9 @@ class Planes:
             array (a number Param: a one-element array holding it); on the
             device the Array (a number Param: the number, in ``numbers``).
         numbers: the Params given as numbers, as scalars of ``real``.
-        held: the planes given as arrays, as :func:`eagle.arrays._holder.hold`
-            took them (who made each, its producer's stream, the torch tensor).
+        held: the planes another producer made (torch, CuPy, the CUDA array
+            interface, DLPack), as :func:`eagle.arrays._holder.hold` took them (who
+            made each, its producer's stream, the torch tensor).
     """
 
     side: str
@@ -311,6 +312,12 @@ del _type
 
 
 def _classify(plane: ir.Plane, value: Any) -> _Given:
+    if type(value) is np.ndarray:  # the common cases first, as they are
+        return _Given(plane.name, plane, value, "host")
+    if type(value) is Array:
+        if value.is_host:
+            return _Given(plane.name, plane, value.numpy(), "host")
+        return _Given(plane.name, plane, value, "device", value.device_index)
     number = isinstance(value, _NUMBER_TYPES)
     if plane.kind == "param" and number and not isinstance(value, bool):
         return _Given(plane.name, plane, value, "number")
@@ -350,11 +357,13 @@ def _residency(given: list[_Given]) -> tuple[str, int | None]:
 
 def _check_array(item: _Given) -> None:
     plane, array, held = item.plane, item.value, item.held
-    assert held is not None  # (an array)
     # what neither side takes: byte order, a null or misaligned address, a write into
     # read-only memory or into a tensor that requires grad
     _holder.check_buffer(
-        held.array, f"plane {item.name!r}", written=plane.kind in WRITTEN, grad=held.grad
+        array,
+        f"plane {item.name!r}",
+        written=plane.kind in WRITTEN,
+        grad=held is not None and held.grad,
     )
     dtype = np.dtype(array.dtype)
     if dtype not in DTYPES:
