@@ -1,21 +1,19 @@
-"""Host cost of ``plan.run`` with a reused plan, by who made the planes.
+"""Host cost of ``plan.run`` with a reused plan over host planes, by who made them.
 
     python benchmarks/bench_intake.py [results.json]    (eagle installed, or PYTHONPATH=.)
 
 One kernel, ``y = a * x + 1`` over 1,000 float32 lanes with ``a`` a number, run again and
-again over the same planes, each made by one producer: numpy, host eagle Arrays and CPU
-torch tensors on any machine; with a CUDA device also device eagle Arrays, CUDA torch
-tensors, CuPy arrays (when CuPy is installed) and an object of no known framework that
-has only ``__cuda_array_interface__`` (over torch's memory, naming torch's stream). Every
-run after the first reuses the plan's binding, found by the planes' layout keys
-(eagle.arrays._holder). A second row per producer is a fresh ``plan.bind`` over the same
-planes (what a run costs when its key is not found).
+again over the same planes, each made by one producer: numpy arrays, host eagle Arrays and
+CPU torch tensors (when torch is installed); no device is needed. Every run after the first
+reuses the plan's binding, found by the planes' layout keys (eagle.arrays._holder). A
+second row per producer is a fresh ``plan.bind`` over the same planes (what a run costs
+when its key is not found). ``bench_user_paths.py`` measures the device producers (eagle,
+torch, CuPy, the CUDA array interface).
 
-Each side runs 200 warm-up runs; then each trial runs 2,000 runs of every side in turn
-(so a drift of the host's clock reaches every side alike); the figure is the fastest
-trial's time per run, in microseconds (the shared host's noise only adds). Device sides
-synchronize outside the loop. The ratios to the torch side of the same residence are
-printed last. With a path, the figures are also written there as JSON.
+Each side runs 200 warm-up runs; then each trial runs 2,000 runs (200 binds) of every side
+in turn, so a drift of the host's clock reaches every side alike; the figure is the fastest
+trial's time per call, in microseconds (a shared host's noise only adds). With a path, the
+figures are also written there as JSON.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-import eagle.cuda
 import eagle.plan
 import hawk
 from eagle import arrays
@@ -43,20 +40,6 @@ def axpb(x: hawk.Scalar, a: hawk.Param, y: hawk.Mutable[hawk.Scalar]):
     y = a * x + 1.0  # noqa: F841
 
 
-class Interface:
-    """A producer eagle knows nothing of: only the CUDA array interface, over a tensor."""
-
-    def __init__(self, tensor) -> None:
-        self.tensor = tensor
-
-    @property
-    def __cuda_array_interface__(self):
-        info = dict(self.tensor.__cuda_array_interface__)
-        info["version"] = 3
-        info["stream"] = int(sys.modules["torch"].cuda.current_stream().cuda_stream) or 1
-        return info
-
-
 def _planes() -> dict[str, tuple[object, object]]:
     """Producer -> (x, y) over the same values."""
     values = np.random.default_rng(0).standard_normal(LANES).astype(np.float32)
@@ -67,24 +50,8 @@ def _planes() -> dict[str, tuple[object, object]]:
     try:
         import torch
     except ImportError:
-        torch = None
-    if torch is not None:
-        planes["torch cpu"] = (torch.from_numpy(values.copy()), torch.zeros(LANES))
-    if not eagle.cuda.is_available():
         return planes
-    planes["eagle device"] = (
-        arrays.asarray(values, device="cuda:0"),
-        arrays.zeros(LANES, "float32", "cuda:0"),
-    )
-    if torch is not None:
-        x, y = torch.from_numpy(values).cuda(), torch.zeros(LANES, device="cuda")
-        planes["torch cuda"] = (x, y)
-        planes["interface"] = (Interface(x.clone()), Interface(y.clone()))
-    try:
-        import cupy
-    except ImportError:
-        return planes
-    planes["cupy"] = (cupy.asarray(values), cupy.zeros(LANES, np.float32))
+    planes["torch cpu"] = (torch.from_numpy(values.copy()), torch.zeros(LANES))
     return planes
 
 
@@ -101,11 +68,6 @@ def _trial(fn: Callable[[], object], count: int) -> float:
     start = time.perf_counter()
     for _ in range(count):
         fn()
-    if eagle.cuda.is_available():
-        eagle.cuda.current_stream().synchronize()
-        torch = sys.modules.get("torch")
-        if torch is not None:
-            torch.cuda.synchronize()
     return (time.perf_counter() - start) / count * 1e6
 
 
@@ -120,14 +82,9 @@ def main(out_path: str | None) -> None:
             best[name] = min(best[name], _trial(fn, count))
     for name, us in best.items():
         print(f"{name:24s} {us:9.2f} us")
-    ratios = {}
-    for producer in ("cupy", "interface", "eagle device"):
-        if f"{producer} run" in best and "torch cuda run" in best:
-            ratios[producer] = best[f"{producer} run"] / best["torch cuda run"]
-            print(f"{producer} / torch cuda (reused run): {ratios[producer]:.2f}x")
     if out_path:
         with open(out_path, "w") as out:
-            json.dump({"date": time.strftime("%Y-%m-%d"), "us": best, "ratios": ratios}, out,
+            json.dump({"date": time.strftime("%Y-%m-%d"), "us": best}, out,
                       indent=2)  # fmt: skip
         print(f"wrote {out_path}")
 

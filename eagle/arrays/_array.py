@@ -31,7 +31,9 @@ class Array:
     """One strided buffer on the host or a CUDA device.
 
     Make them with :func:`asarray`, :func:`zeros`, :func:`empty`,
-    :func:`full` or :func:`ones`, not with this constructor.
+    :func:`full` or :func:`ones`, not with this constructor. ``copy.copy``,
+    ``copy.deepcopy`` and ``pickle`` copy the elements (see :meth:`copy`),
+    never the address.
 
     Attributes:
         shape: extents, a tuple of ints.

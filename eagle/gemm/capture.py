@@ -176,7 +176,8 @@ class CublasCaptureHandle:
                 :class:`~eagle.gemm.GemmParams` (from
                 :func:`~eagle.gemm.gemm_params_for_arrays`), any dtype.
             operands: ``{"a": ..., "b": ..., "out": ...}``, device arrays on
-                this handle's device, laid out as ``params`` describe.
+                this handle's device (eagle, torch, CuPy, CUDA array interface,
+                DLPack), laid out as ``params`` describe.
             keep_out: leave ``out`` as it is: the product runs into a scratch
                 matrix from eagle's pool, laid out and aligned as ``out`` is
                 (so it warms ``out``'s product), freed afterwards.
@@ -231,7 +232,10 @@ class CublasCaptureHandle:
         Args:
             params: from :func:`~eagle.gemm.sgemm_params_for_arrays`.
             operands: ``{"a": ..., "b": ..., "out": ...}``, float32 device arrays
-                on this handle's device, laid out as ``params`` describe.
+                on this handle's device, laid out as ``params`` describe: eagle
+                Arrays, or another producer's (torch, CuPy, CUDA array interface,
+                DLPack), whose queued work the handle's stream waits for (an event,
+                no host wait); a torch ``out`` has its version bumped.
             alpha: scales the product.
             beta: scales what ``out`` held (1.0 adds into it).
 
@@ -265,7 +269,8 @@ class CublasCaptureHandle:
         Args:
             params: from :func:`~eagle.gemm.gemm_params_for_arrays`.
             operands: ``{"a": ..., "b": ..., "out": ...}``, device arrays on
-                this handle's device, laid out and typed as ``params`` describe.
+                this handle's device, laid out and typed as ``params`` describe
+                (any producer, as for :meth:`sgemm`).
             alpha: scales the product.
             beta: scales what ``out`` held (1.0 adds into it).
 

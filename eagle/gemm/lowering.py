@@ -112,7 +112,9 @@ def captured_gemm_calls(
 
     Args:
         plan: a plan of matmul steps over float32 buffers.
-        buffers: device eagle Arrays by name, as for ``plan("device", buffers)``.
+        buffers: device arrays by name (eagle Arrays, torch tensors, CuPy arrays,
+            CUDA array interface or DLPack objects), as for ``plan("device", buffers)``;
+            the calls' operands are eagle Arrays over the same memory.
         operand_class: the contraction's class, ``"gemm"`` or ``"gemv"``.
 
     Raises:
@@ -150,7 +152,9 @@ def captured_calls(
 
     Args:
         plan: a plan of matmul steps, e.g. from ``lower_dense_gemm(record, dtype=...)``.
-        buffers: device eagle Arrays by name, as for ``plan("device", buffers)``.
+        buffers: device arrays by name (eagle Arrays, torch tensors, CuPy arrays,
+            CUDA array interface or DLPack objects), as for ``plan("device", buffers)``;
+            the calls' operands are eagle Arrays over the same memory.
         math: None (exact) or ``"tf32"`` for a plan of float32 buffers whose
             products accept TF32 rounding.
 

@@ -309,8 +309,10 @@ def sgemm_params_for_arrays(
     """:func:`sgemm_params` read off three float32 arrays.
 
     Args:
-        a, b, out: eagle Arrays, numpy arrays, or anything with ``shape``,
-            ``strides`` (bytes) and ``dtype``.
+        a, b, out: eagle Arrays, numpy arrays, torch tensors, CuPy arrays,
+            CUDA array interface or DLPack objects (their layout is read; nothing
+            waits for their streams), or anything with ``shape``, ``strides``
+            (bytes) and ``dtype``.
         transpose_a, transpose_b, transpose_out: the flags of the product.
 
     Raises:
@@ -351,8 +353,10 @@ def gemm_params_for_arrays(
     float64.
 
     Args:
-        a, b, out: eagle Arrays, numpy arrays, or anything with ``shape``,
-            ``strides`` (bytes) and ``dtype``.
+        a, b, out: eagle Arrays, numpy arrays, torch tensors, CuPy arrays,
+            CUDA array interface or DLPack objects (their layout is read; nothing
+            waits for their streams), or anything with ``shape``, ``strides``
+            (bytes) and ``dtype``.
         transpose_a, transpose_b, transpose_out: the flags of the product.
         math: None (exact: float32 sums, float64 for float64 factors) or
             ``"tf32"`` for float32 factors rounded to TF32 on tensor cores.

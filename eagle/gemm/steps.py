@@ -155,10 +155,12 @@ class PlanStep:
         """Run the step on ``backend`` over ``bufs`` (buffers by name), in place.
 
         Args:
-            bufs: the buffers by name: numpy arrays or host eagle Arrays for
-                ``"host"``, device eagle Arrays for ``"device"``.
+            bufs: the buffers by name: for ``"host"`` numpy arrays, host eagle
+                Arrays or CPU torch tensors; for ``"device"`` device arrays of any
+                producer (eagle, torch, CuPy, CUDA array interface, DLPack).
             backend: ``"host"`` or ``"device"``. On the device the step only
-                enqueues work on eagle's current stream.
+                enqueues work, on the stream ``plan.run`` would use, after the work
+                the buffers' producers queued.
 
         Raises:
             ValueError: an unknown backend.

@@ -252,7 +252,9 @@ class AutoPlan:
             TypeError: an unknown or missing plane, not an array, or a dtype
                 hawk planes do not take.
             ValueError: mixed residency, a wrong shape or lane count, a
-                non-contiguous or read-only array, or overlapping outputs.
+                non-contiguous, null or misaligned array, a written plane that is
+                read-only or a torch tensor that requires grad (pass ``.detach()``
+                of it, or use ``eagle.torch.function``), or overlapping outputs.
             OverflowError: a Param number too large for the kernel's dtype.
             hawk.PlaneIndexError: (the kernel's loop) a table index of the lane
                 and loop indices is out of range for some lane (checked before

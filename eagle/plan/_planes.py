@@ -2,8 +2,13 @@
 
 :func:`check_planes` refuses unknown or missing planes, mixed residency,
 dtypes hawk planes do not take, wrong shapes, lane planes of different
-lengths, non-contiguous arrays, read-only outputs, an output overlapping
-another plane, and a Param that does not fit the kernel's compute dtype.
+lengths, non-contiguous arrays, what neither the host nor a device takes
+(:func:`eagle.arrays._checks.check_buffer`: non-native byte order, a null or
+misaligned address, read-only outputs, outputs that are torch tensors that
+require grad), an output overlapping another plane, and a Param that does not
+fit the kernel's compute dtype. Planes of any producer (numpy, eagle, torch,
+CuPy, the CUDA array interface, DLPack) are taken through
+:func:`eagle.arrays._holder.hold`.
 
 Shapes: a lane plane takes a 1-D array with one value per lane, a flat table
 any 1-D array, a named table an array of its declared shape or a 1-D array
@@ -176,9 +181,12 @@ def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
 
     Raises:
         TypeError: an unknown or missing plane, a value that is not an array
-            (or, for a Param, a number), or a dtype hawk planes do not take.
+            (or, for a Param, a number), a dtype hawk planes do not take, or
+            one in non-native byte order.
         ValueError: mixed residency, a wrong shape or lane count, a
-            non-contiguous or read-only array, or overlapping outputs.
+            non-contiguous, null or misaligned array, a written plane that is
+            read-only or a torch tensor that requires grad, or overlapping
+            outputs.
         OverflowError: a Param number too large for the compute dtype.
     """
     names = [p.name for p in kernel.planes]
