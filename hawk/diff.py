@@ -67,11 +67,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from hawk import ir
-from hawk.activity import Activity
-from hawk.adjoint import BAR, Adjoint, GradientNamer, Key
+from hawk._activity import Activity
+from hawk._adjoint import BAR, Adjoint, GradientNamer, Key
+from hawk._passes import flatten, prune
 from hawk.errors import HawkError
 from hawk.kinds import PlaneKind
-from hawk.passes import flatten, prune
 from hawk.trace import Kernel
 
 __all__ = ["AdjointKernel", "cotangent_planes", "gradient_planes", "vjp"]

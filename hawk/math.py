@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from hawk._functions import FUNCTIONS, Function
 from hawk.errors import HawkError
-from hawk.functions import FUNCTIONS, Function
 
 __all__ = ["sample_index", "split_index", *FUNCTIONS]
 

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from typing import Any
 
 from hawk import ir
+from hawk._expressions import BINOPS, ExpressionTracer, Gone, assigned_names, snippet
 from hawk.decl import VALUE_KEYWORD, _declared_plane
 from hawk.errors import HawkError
-from hawk.expressions import BINOPS, ExpressionTracer, Gone, assigned_names, snippet
 from hawk.kinds import PlaneKind, Type
 
 __all__ = ["Kernel", "kernel"]

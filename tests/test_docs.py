@@ -293,16 +293,10 @@ INSIDE_MODULES = ("hawk.emit.host", "hawk.emit.cuda", "hawk.emit.checks")
 # The compiler's inner layers: reached through hawk's API, not called by users, and not
 # listed name by name.
 INTERNAL_MODULES = (
-    "hawk.activity",
-    "hawk.adjoint",
     "hawk.emit",
     "hawk.emit.checks",
     "hawk.emit.cuda",
-    "hawk.emit.cuda_helpers",
     "hawk.emit.host",
-    "hawk.expressions",
-    "hawk.fold",
-    "hawk.functions",
     "hawk.ir",
     "hawk.ir.build",
     "hawk.ir.expr",
@@ -310,8 +304,6 @@ INTERNAL_MODULES = (
     "hawk.ir.printing",
     "hawk.ir.stmt",
     "hawk.kinds",
-    "hawk.passes",
-    "hawk.scope",
 )
 
 _DIRECTIVE = re.compile(r"^\.\. (automodule|autoclass|autodata|autofunction):: ([\w.]+)", re.M)

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 import hawk
+import hawk._functions
 import hawk.diff
-import hawk.functions
 from eagle.cuda import compile_cuda
 from hawk import ir
 from hawk import math as hm
+from hawk._functions import FUNCTIONS, Function
 from hawk.emit import cuda, host
-from hawk.functions import FUNCTIONS, Function
 from hawk.kinds import PlaneKind, Type
 
 F64 = "float64"
@@ -79,7 +79,7 @@ def expm1_registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         {Type.REAL: "expm1$f"},
         lambda bar, result, x: (bar * (result + 1.0),),
     )
-    monkeypatch.setitem(hawk.functions.FUNCTIONS, "expm1", entry)  # type: ignore[index]
+    monkeypatch.setitem(hawk._functions.FUNCTIONS, "expm1", entry)  # type: ignore[index]
     importlib.reload(hm)
     yield
     monkeypatch.undo()

@@ -11,7 +11,7 @@ import numpy as np
 
 from hawk import ir
 from hawk.emit import Names
-from hawk.emit.cuda_helpers import C_TYPES, HALF_C_TYPES
+from hawk.emit._cuda_helpers import C_TYPES, HALF_C_TYPES
 from hawk.kinds import PlaneKind
 
 __all__ = ["UNROLL", "VECTOR_BYTES", "Lanes", "vector_width"]

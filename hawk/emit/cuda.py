@@ -73,10 +73,9 @@ from typing import Any
 import numpy as np
 
 from hawk import ir
+from hawk._functions import FUNCTIONS
 from hawk.emit import Names, compute_dtype, plane_dtypes
-from hawk.emit._cuda_lanes import UNROLL, Lanes, vector_width
-from hawk.emit.checks import CheckSite, LaneCheck, Ranges, division_site, index_site
-from hawk.emit.cuda_helpers import (
+from hawk.emit._cuda_helpers import (
     C_TYPES,
     CHECK_HELPERS,
     CLAMP_HELPER,
@@ -85,8 +84,9 @@ from hawk.emit.cuda_helpers import (
     half_type,
     helper,
 )
+from hawk.emit._cuda_lanes import UNROLL, Lanes, vector_width
+from hawk.emit.checks import CheckSite, LaneCheck, Ranges, division_site, index_site
 from hawk.errors import HawkError
-from hawk.functions import FUNCTIONS
 from hawk.kinds import PlaneKind, Type
 
 __all__ = ["UNROLL", "CudaSource", "emit"]

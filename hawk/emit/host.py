@@ -43,12 +43,12 @@ from typing import Any
 import numpy as np
 
 from hawk import ir
+from hawk._functions import FUNCTIONS
 from hawk.emit import Names, compute_dtype, plane_dtypes
 from hawk.emit._batch import Batch, batch, lane_group
 from hawk.emit._factor import GROUP, LANES, UNIT, Factoring, factor
 from hawk.emit._host_runtime import RUNTIME
 from hawk.emit.checks import CheckSite, LaneCheck, Ranges, division_site, index_site
-from hawk.functions import FUNCTIONS
 from hawk.kinds import PlaneKind, Type
 
 __all__ = ["HostProgram", "emit"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hawk._functions import FUNCTIONS
 from hawk.errors import HawkError
-from hawk.functions import FUNCTIONS
 from hawk.ir.planes import Plane
 from hawk.kinds import PlaneKind, Type
 
@@ -314,7 +314,7 @@ class Not(Expr):
 
 @dataclass(frozen=True)
 class Call(Expr):
-    """A ``hawk.math`` function (an entry of :data:`hawk.functions.FUNCTIONS`).
+    """A ``hawk.math`` function (an entry of :data:`hawk._functions.FUNCTIONS`).
 
     Arguments share one type; the result is that type (ints only for a
     function that keeps ints, such as ``abs``; the others take reals).

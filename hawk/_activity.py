@@ -1,6 +1,6 @@
 """Activity analysis for reverse mode: which values carry a gradient.
 
-:class:`Activity` reads a flattened body (:func:`hawk.passes.flatten`) and
+:class:`Activity` reads a flattened body (:func:`hawk._passes.flatten`) and
 records which values depend on the planes the gradient is taken with
 respect to, which of those carry a gradient (*active*), and which ints come
 from ``int()`` of such data (*stepped*: an address computed from them has

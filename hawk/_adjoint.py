@@ -3,7 +3,7 @@
 It reruns primal statements (:meth:`Adjoint.forward`) and sweeps them
 backwards (:meth:`Adjoint.reverse`), sending each value's gradient to the
 values it was computed from; a ``hawk.math`` call's gradient comes from the
-derivative rule of its :data:`~hawk.functions.FUNCTIONS` entry. How
+derivative rule of its :data:`~hawk._functions.FUNCTIONS` entry. How
 branches and loops are reversed is described in :mod:`hawk.diff`.
 """
 
@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from hawk import ir
-from hawk.activity import Activity
+from hawk._activity import Activity
+from hawk._fold import fold
+from hawk._functions import FUNCTIONS
+from hawk._passes import Namer, base_name, is_atom, prune, refs
 from hawk.errors import HawkError
-from hawk.fold import fold
-from hawk.functions import FUNCTIONS
 from hawk.kinds import Type
-from hawk.passes import Namer, base_name, is_atom, prune, refs
 
 __all__ = ["BAR", "Adjoint", "GradientNamer", "Key"]
 
@@ -32,7 +32,7 @@ Key = ir.Var | ir.Plane
 
 
 class GradientNamer(Namer):
-    """:class:`~hawk.passes.Namer` that also names gradients: ``<base>_bar.d<k>``."""
+    """:class:`~hawk._passes.Namer` that also names gradients: ``<base>_bar.d<k>``."""
 
     def gradient(self, key: Key, varying: bool) -> ir.Var:
         """A new variable for the gradient of ``key``."""
@@ -41,7 +41,7 @@ class GradientNamer(Namer):
 
 
 class _Symbol:
-    """An IR expression as a derivative rule of :mod:`hawk.functions` writes it:
+    """An IR expression as a derivative rule of :mod:`hawk._functions` writes it:
     arithmetic and comparisons build IR (folding two constants), ``select``
     and ``call`` build a select and a function call."""
 

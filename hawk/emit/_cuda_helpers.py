@@ -4,15 +4,15 @@ Text only: C types per plane dtype (16-bit storage types are hawk's own two-byte
 structs, so no CUDA header is needed), the helper functions operators and
 checks call (emitted once each, when used), and the vector type lane planes
 are moved with. :mod:`hawk.emit.cuda` reads them; the helpers of the math
-functions live in their registry entries (:mod:`hawk.functions`).
+functions live in their registry entries (:mod:`hawk._functions`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from hawk._functions import FUNCTIONS
 from hawk.emit.checks import INT_INVALID
-from hawk.functions import FUNCTIONS
 from hawk.kinds import Type
 
 __all__ = [
@@ -119,7 +119,7 @@ def half_type(ctype: str) -> str:
 
 
 # Device helpers for operators, emitted when used; $R is the compute type and $f its math
-# suffix. Those of functions are in their registry entries (hawk.functions).
+# suffix. Those of functions are in their registry entries (hawk._functions).
 HELPERS = {
     ("add", "uniform"): """\
 template <typename T>

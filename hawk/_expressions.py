@@ -3,10 +3,10 @@
 :class:`ExpressionTracer` holds what tracing one function needs (its
 names, the values they hold, the statements made so far) and turns an
 :mod:`ast` expression into a typed :class:`~hawk.ir.Expr`: arithmetic and
-comparisons (folded when constant, :mod:`hawk.fold`), calls of
-``hawk.math`` functions (checked against :data:`hawk.functions.FUNCTIONS`),
+comparisons (folded when constant, :mod:`hawk._fold`), calls of
+``hawk.math`` functions (checked against :data:`hawk._functions.FUNCTIONS`),
 ``int()``/``float()``, table reads and names. Names that are not the
-kernel's own are looked up once, at decoration time (:mod:`hawk.scope`).
+kernel's own are looked up once, at decoration time (:mod:`hawk._scope`).
 :mod:`hawk.trace` adds the statements.
 """
 
@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from hawk import ir
+from hawk._fold import fold
+from hawk._functions import FUNCTIONS
+from hawk._scope import Unresolved, as_number, module_attribute, resolve
 from hawk.errors import HawkError
-from hawk.fold import fold
-from hawk.functions import FUNCTIONS
 from hawk.kinds import PlaneKind, Type
-from hawk.scope import Unresolved, as_number, module_attribute, resolve
 
 __all__ = ["BINOPS", "ExpressionTracer", "Gone", "assigned_names", "snippet"]
 
