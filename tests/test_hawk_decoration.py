@@ -70,6 +70,20 @@ def test_types_and_plane_kinds_are_enums_equal_to_their_strings() -> None:
         ir.Plane("t", "matrix")
 
 
+def test_constants_are_equal_only_when_one_may_stand_for_the_other() -> None:
+    one, real_one, true = ir.Const(1), ir.Const(1.0), ir.Const(True)
+    assert one != real_one and one != true and real_one != true
+    assert len({one, real_one, true}) == 3  # hashing keeps them apart too
+    assert ir.Const(1) == one and hash(ir.Const(1)) == hash(one)
+    assert ir.Const(0.0) != ir.Const(-0.0)  # 1 / x tells them apart
+    assert ir.Const(float("nan")) == ir.Const(float("nan"))
+    x = ir.Load(ir.Plane("x", PlaneKind.INPUT))
+    assert ir.Binary("*", x, ir.Const(2.0)) == ir.Binary("*", x, ir.Const(2.0))
+    assert ir.Binary("*", x, ir.Const(2.0)) != ir.Binary("*", x, ir.Const(-2.0))
+    lane = ir.Lane()
+    assert ir.Compare("<", lane, ir.Const(1)) != ir.Compare("<", ir.Cast(Type.REAL, lane), real_one)
+
+
 def test_map_children_and_builder() -> None:
     lane = ir.Lane()
     node = ir.Binary("+", lane, ir.Const(2))

@@ -93,11 +93,18 @@ def _numeric(node: Expr, what: str) -> None:
 @dataclass(frozen=True)
 class Const(Expr):
     """A literal or folded constant; ``type`` from the Python value (an int
-    must fit in 64 bits)."""
+    must fit in 64 bits).
 
-    value: int | float | bool
+    Two constants are equal (and hash alike) only when one may stand for the
+    other: same type and same value, a real's compared by its bits. So
+    ``Const(1)``, ``Const(1.0)`` and ``Const(True)`` differ, as do ``0.0`` and
+    ``-0.0``, while a NaN equals a NaN.
+    """
+
+    value: int | float | bool = field(compare=False)
     type: Type = field(init=False, compare=False)
     varying: bool = field(init=False, compare=False)
+    key: tuple[Type, int | bool | str] = field(init=False, repr=False)  # what == compares
 
     def __post_init__(self) -> None:
         if isinstance(self.value, bool):
@@ -114,6 +121,8 @@ class Const(Expr):
             _set(self, Type.REAL, False)
         else:
             raise HawkError(f"a constant must be an int, float or bool, not {self.value!r}")
+        bits = self.value.hex() if isinstance(self.value, float) else self.value
+        object.__setattr__(self, "key", (self.type, bits))
 
 
 @dataclass(frozen=True)
