@@ -12,6 +12,13 @@ with ``eagle.plan.auto(kernel)``::
         y = a * x + y
 
     print(axpy.ir)
+
+hawk's compiler API, the modules a runtime such as eagle builds on, is the IR
+(:mod:`hawk.ir`), the emitters (``hawk.emit`` with ``host``, ``cuda``, ``checks`` and
+``policy``), :mod:`hawk.contraction` with its :mod:`hawk.records`, and :mod:`hawk.diff`,
+beside the user's ``hawk``, :mod:`hawk.math`, ``hawk.kinds``, ``hawk.errors``,
+``hawk.decl`` and ``hawk.trace``. Every other module is private: its name starts with
+``_``.
 """
 
 from hawk import math

@@ -9,12 +9,16 @@ no derivative).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from hawk import ir
 from hawk.kinds import Type
 
 __all__ = ["Activity"]
+
+_BLOCK: ir.Rules[Callable[[Activity, Any], None]] = ir.Rules("activity", ir.Stmt)
+_ACTIVE: ir.Rules[Callable[[Activity, Any], bool]] = ir.Rules("activity", ir.Expr)
 
 
 class Activity:
@@ -30,24 +34,35 @@ class Activity:
 
     def block(self, stmts: Iterable[ir.Stmt]) -> None:
         for stmt in stmts:
-            if isinstance(stmt, ir.Let):
-                self.assign(stmt.var, stmt.value)
-            elif isinstance(stmt, ir.Loop):
-                while True:  # carried values: to a fixed point
-                    size = self.size()
-                    for carry in stmt.carries:
-                        self.assign(carry.var, carry.init)
-                    self.block(stmt.body)
-                    for carry in stmt.carries:
-                        self.assign(carry.var, carry.update)
-                    if self.size() == size:
-                        break
-            elif isinstance(stmt, ir.If):
-                self.block(stmt.then)
-                self.block(stmt.orelse)
-                for merge in stmt.merges:
-                    self.assign(merge.var, merge.then_value)
-                    self.assign(merge.var, merge.else_value)
+            _BLOCK(stmt)(self, stmt)
+
+    @_BLOCK.rule(ir.Let)
+    def let(self, stmt: ir.Let) -> None:
+        self.assign(stmt.var, stmt.value)
+
+    @_BLOCK.rule(ir.Loop)
+    def loop(self, stmt: ir.Loop) -> None:
+        while True:  # carried values: to a fixed point
+            size = self.size()
+            for carry in stmt.carries:
+                self.assign(carry.var, carry.init)
+            self.block(stmt.body)
+            for carry in stmt.carries:
+                self.assign(carry.var, carry.update)
+            if self.size() == size:
+                break
+
+    @_BLOCK.rule(ir.If)
+    def branch(self, stmt: ir.If) -> None:
+        self.block(stmt.then)
+        self.block(stmt.orelse)
+        for merge in stmt.merges:
+            self.assign(merge.var, merge.then_value)
+            self.assign(merge.var, merge.else_value)
+
+    @_BLOCK.rule(ir.Store, ir.Accumulate)
+    def effect(self, stmt: ir.Store | ir.Accumulate) -> None:
+        """A store or an add assigns no variable (the reverse sweep reads its value)."""
 
     def size(self) -> tuple[int, int, int]:
         return sum(map(len, self.depends.values())), len(self.stepped), len(self.active)
@@ -98,15 +113,32 @@ class Activity:
         return None
 
     def is_active(self, node: ir.Expr) -> bool:
-        if node.type != Type.REAL or isinstance(node, ir.Const | ir.Cast):
-            return False
-        if isinstance(node, ir.Ref):
-            return node.var in self.active
-        if isinstance(node, ir.Load):
-            return node.plane in self.wrt
-        if isinstance(node, ir.Read):
-            # a stepped address is active so the reverse sweep reaches it and refuses
-            return node.plane in self.wrt or self.step_in(node.index) is not None
-        if isinstance(node, ir.Binary) and node.op == "//":
+        """True when ``node`` carries a gradient: it is real, and a differentiable
+        function of the ``wrt`` planes (a node with no activity rule is refused)."""
+        rule = _ACTIVE(node)
+        return node.type == Type.REAL and rule(self, node)
+
+    @_ACTIVE.rule(ir.Const, ir.Lane)
+    def constant(self, node: ir.Const | ir.Lane) -> bool:
+        return False
+
+    @_ACTIVE.rule(ir.Ref)
+    def ref(self, node: ir.Ref) -> bool:
+        return node.var in self.active
+
+    @_ACTIVE.rule(ir.Load)
+    def load(self, node: ir.Load) -> bool:
+        return node.plane in self.wrt
+
+    @_ACTIVE.rule(ir.Read)
+    def read(self, node: ir.Read) -> bool:
+        # a stepped address is active so the reverse sweep reaches it and refuses
+        return node.plane in self.wrt or self.step_in(node.index) is not None
+
+    @_ACTIVE.rule(*ir.OPERATIONS)
+    def operation(self, node: ir.Operation) -> bool:
+        """An operation with a derivative rule (not a step such as ``//`` or ``int()``)
+        whose operands carry a gradient."""
+        if node.builtin.derivative is None:
             return False
         return any(self.is_active(child) for child in node.children())

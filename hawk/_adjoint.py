@@ -2,8 +2,9 @@
 
 It reruns primal statements (:meth:`Adjoint.forward`) and sweeps them
 backwards (:meth:`Adjoint.reverse`), sending each value's gradient to the
-values it was computed from; a ``hawk.math`` call's gradient comes from the
-derivative rule of its :data:`~hawk._functions.FUNCTIONS` entry. How
+values it was computed from; an operation's gradient (an operator's or a
+``hawk.math`` function's) comes from the derivative rule of its registry entry
+(:mod:`hawk._registry`). How
 branches and loops are reversed is described in :mod:`hawk.diff`.
 """
 
@@ -11,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from hawk import ir
 from hawk._activity import Activity
 from hawk._fold import fold
-from hawk._functions import FUNCTIONS
 from hawk._passes import Namer, base_name, is_atom, prune, refs
 from hawk.errors import HawkError
 from hawk.kinds import Type
@@ -26,6 +27,12 @@ __all__ = ["BAR", "Adjoint", "GradientNamer", "Key"]
 BAR = "_bar"
 
 _ZERO = ir.Const(0.0)
+
+_FORWARD: ir.Rules[Callable[[Adjoint, Any, dict[ir.Var, ir.Expr]], None]] = ir.Rules(
+    "adjoint forward", ir.Stmt
+)
+_REVERSE: ir.Rules[Callable[..., None]] = ir.Rules("adjoint reverse", ir.Stmt)
+_BACKPROP: ir.Rules[Callable[..., None]] = ir.Rules("adjoint", ir.Expr)
 
 #: what a gradient is kept for: a primal Var, or a lane plane or param
 Key = ir.Var | ir.Plane
@@ -41,7 +48,7 @@ class GradientNamer(Namer):
 
 
 class _Symbol:
-    """An IR expression as a derivative rule of :mod:`hawk._functions` writes it:
+    """An IR expression as a derivative rule of :mod:`hawk._registry` writes it:
     arithmetic and comparisons build IR (folding two constants), ``select``
     and ``call`` build a select and a function call."""
 
@@ -71,6 +78,9 @@ class _Symbol:
 
     def __truediv__(self, other: object) -> _Symbol:
         return self._binary("/", self, other)
+
+    def __floordiv__(self, other: object) -> _Symbol:
+        return self._binary("//", self, other)
 
     def __neg__(self) -> _Symbol:
         return _Symbol(ir.Unary("-", self.expr))
@@ -165,45 +175,52 @@ class Adjoint(ir.Builder):
 
     def forward(self, stmts: Iterable[ir.Stmt], env: dict[ir.Var, ir.Expr]) -> None:
         for stmt in stmts:
-            if isinstance(stmt, ir.Let):
-                var = self.namer.like(stmt.var)
-                self.emit(ir.Let(var, self.value(stmt.value, env)))
-                env[stmt.var] = ir.Ref(var)
-            elif isinstance(stmt, ir.Loop):
-                index = self.namer.like(stmt.index)
-                carries = {c.var: self.namer.like(c.var) for c in stmt.carries}
-                inits = [self.value(c.init, env) for c in stmt.carries]
-                inner = {**env, stmt.index: ir.Ref(index)}
-                inner.update({old: ir.Ref(new) for old, new in carries.items()})
-                with self.nested() as body:
-                    self.forward(stmt.body, inner)
-                new_carries = tuple(
-                    ir.Carry(carries[c.var], init, self.value(c.update, inner))
-                    for c, init in zip(stmt.carries, inits, strict=True)
-                )
-                self.emit(
-                    ir.Loop(index, stmt.start, stmt.stop, stmt.step, new_carries, tuple(body))
-                )
-                env.update({old: ir.Ref(new) for old, new in carries.items()})
-            elif isinstance(stmt, ir.If):
-                cond = self.value(stmt.cond, env)
-                then_env, else_env = dict(env), dict(env)
-                with self.nested() as then:
-                    self.forward(stmt.then, then_env)
-                with self.nested() as orelse:
-                    self.forward(stmt.orelse, else_env)
-                merges = tuple(
-                    ir.Merge(
-                        self.namer.like(m.var),
-                        self.value(m.then_value, then_env),
-                        self.value(m.else_value, else_env),
-                    )
-                    for m in stmt.merges
-                )
-                self.emit(ir.If(cond, tuple(then), tuple(orelse), merges))
-                env.update(
-                    {m.var: ir.Ref(new.var) for m, new in zip(stmt.merges, merges, strict=True)}
-                )
+            _FORWARD(stmt)(self, stmt, env)
+
+    @_FORWARD.rule(ir.Let)
+    def forward_let(self, stmt: ir.Let, env: dict[ir.Var, ir.Expr]) -> None:
+        var = self.namer.like(stmt.var)
+        self.emit(ir.Let(var, self.value(stmt.value, env)))
+        env[stmt.var] = ir.Ref(var)
+
+    @_FORWARD.rule(ir.Loop)
+    def forward_loop(self, stmt: ir.Loop, env: dict[ir.Var, ir.Expr]) -> None:
+        index = self.namer.like(stmt.index)
+        carries = {c.var: self.namer.like(c.var) for c in stmt.carries}
+        inits = [self.value(c.init, env) for c in stmt.carries]
+        inner = {**env, stmt.index: ir.Ref(index)}
+        inner.update({old: ir.Ref(new) for old, new in carries.items()})
+        with self.nested() as body:
+            self.forward(stmt.body, inner)
+        new_carries = tuple(
+            ir.Carry(carries[c.var], init, self.value(c.update, inner))
+            for c, init in zip(stmt.carries, inits, strict=True)
+        )
+        self.emit(ir.Loop(index, stmt.start, stmt.stop, stmt.step, new_carries, tuple(body)))
+        env.update({old: ir.Ref(new) for old, new in carries.items()})
+
+    @_FORWARD.rule(ir.If)
+    def forward_if(self, stmt: ir.If, env: dict[ir.Var, ir.Expr]) -> None:
+        cond = self.value(stmt.cond, env)
+        then_env, else_env = dict(env), dict(env)
+        with self.nested() as then:
+            self.forward(stmt.then, then_env)
+        with self.nested() as orelse:
+            self.forward(stmt.orelse, else_env)
+        merges = tuple(
+            ir.Merge(
+                self.namer.like(m.var),
+                self.value(m.then_value, then_env),
+                self.value(m.else_value, else_env),
+            )
+            for m in stmt.merges
+        )
+        self.emit(ir.If(cond, tuple(then), tuple(orelse), merges))
+        env.update({m.var: ir.Ref(new.var) for m, new in zip(stmt.merges, merges, strict=True)})
+
+    @_FORWARD.rule(ir.Store, ir.Accumulate)
+    def forward_effect(self, stmt: ir.Store | ir.Accumulate, env: dict[ir.Var, ir.Expr]) -> None:
+        """The rerun makes no stores or adds (the reverse sweep reads their values)."""
 
     # -- reverse -------------------------------------------------------------------------
 
@@ -211,23 +228,32 @@ class Adjoint(ir.Builder):
         self, stmts: tuple[ir.Stmt, ...], env: dict[ir.Var, ir.Expr], grads: dict[Key, ir.Expr]
     ) -> None:
         for stmt in reversed(stmts):
-            if isinstance(stmt, ir.Let):
-                bar = grads.pop(stmt.var, None)
-                if bar is not None:
-                    self.backprop(stmt.value, bar, env, grads, result=env[stmt.var])
-            elif isinstance(stmt, ir.Store):
-                self.backprop(stmt.value, ir.Load(self.cotangent[stmt.plane]), env, grads)
-            elif isinstance(stmt, ir.Accumulate):
-                if self.analysis.is_active(stmt.value):
-                    self.check_address(stmt.plane, stmt.index, "add")
-                    index = tuple(self.value(i, env) for i in stmt.index)
-                    read = ir.Read(self.cotangent[stmt.plane], index)
-                    bar = self.let(stmt.plane.name + BAR, read)
-                    self.backprop(stmt.value, bar, env, grads)
-            elif isinstance(stmt, ir.If):
-                self.reverse_if(stmt, env, grads)
-            elif isinstance(stmt, ir.Loop):
-                self.reverse_loop(stmt, env, grads)
+            _REVERSE(stmt)(self, stmt, env, grads)
+
+    @_REVERSE.rule(ir.Let)
+    def reverse_let(
+        self, stmt: ir.Let, env: dict[ir.Var, ir.Expr], grads: dict[Key, ir.Expr]
+    ) -> None:
+        bar = grads.pop(stmt.var, None)
+        if bar is not None:
+            self.backprop(stmt.value, bar, env, grads, result=env[stmt.var])
+
+    @_REVERSE.rule(ir.Store)
+    def reverse_store(
+        self, stmt: ir.Store, env: dict[ir.Var, ir.Expr], grads: dict[Key, ir.Expr]
+    ) -> None:
+        self.backprop(stmt.value, ir.Load(self.cotangent[stmt.plane]), env, grads)
+
+    @_REVERSE.rule(ir.Accumulate)
+    def reverse_accumulate(
+        self, stmt: ir.Accumulate, env: dict[ir.Var, ir.Expr], grads: dict[Key, ir.Expr]
+    ) -> None:
+        if self.analysis.is_active(stmt.value):
+            self.check_address(stmt.plane, stmt.index, "add")
+            index = tuple(self.value(i, env) for i in stmt.index)
+            read = ir.Read(self.cotangent[stmt.plane], index)
+            bar = self.let(stmt.plane.name + BAR, read)
+            self.backprop(stmt.value, bar, env, grads)
 
     def add(self, key: Key, contribution: ir.Expr, grads: dict[Key, ir.Expr]) -> None:
         old = grads.get(key)
@@ -271,69 +297,71 @@ class Adjoint(ir.Builder):
         grads: dict[Key, ir.Expr],
         result: ir.Expr | None = None,
     ) -> None:
-        """Send ``bar``, the gradient of ``node``'s value, to its operands."""
-        if node.type != Type.REAL:
-            return
-        if isinstance(node, ir.Ref | ir.Load):
-            self.give(node, lambda: bar, grads)
-        elif isinstance(node, ir.Read):
-            self.check_address(node.plane, node.index, "at")
-            if node.plane in self.gradient:
-                index = tuple(self.value(i, env) for i in node.index)
-                self.emit(ir.Accumulate(self.gradient[node.plane], index, bar))
-        elif isinstance(node, ir.Unary):
-            self.give(node.operand, lambda: bar if node.op == "+" else ir.Unary("-", bar), grads)
-        elif isinstance(node, ir.Binary):
-            self.binary(node, bar, env, grads)
-        elif isinstance(node, ir.Call):
-            assert result is not None
-            self.call(node, bar, env, grads, result)
+        """Send ``bar``, the gradient of ``node``'s value, to its operands (``result``:
+        ``node``'s recomputed value, for an operation whose derivative reads it)."""
+        rule = _BACKPROP(node)
+        if node.type == Type.REAL:  # an int or a bool has no gradient
+            rule(self, node, bar, env, grads, result)
 
-    def binary(
-        self, node: ir.Binary, bar: ir.Expr, env: dict[ir.Var, ir.Expr], grads: dict[Key, ir.Expr]
-    ) -> None:
-        left, right = node.left, node.right
-        lv, rv = self.value(left, env), self.value(right, env)
-        if node.op == "+":
-            self.give(left, lambda: bar, grads)
-            self.give(right, lambda: bar, grads)
-        elif node.op == "-":
-            self.give(left, lambda: bar, grads)
-            self.give(right, lambda: ir.Unary("-", bar), grads)
-        elif node.op == "*":
-            self.give(left, lambda: ir.Binary("*", bar, rv), grads)
-            self.give(right, lambda: ir.Binary("*", bar, lv), grads)
-        elif node.op == "/":
-            self.give(left, lambda: ir.Binary("/", bar, rv), grads)
-            self.give(
-                right,
-                lambda: ir.Unary(
-                    "-", ir.Binary("/", ir.Binary("*", bar, lv), ir.Binary("*", rv, rv))
-                ),
-                grads,
-            )
-        elif node.op == "%":  # x % c = x - c * (x // c)
-            self.give(left, lambda: bar, grads)
-            self.give(
-                right, lambda: ir.Unary("-", ir.Binary("*", bar, ir.Binary("//", lv, rv))), grads
-            )
-
-    def call(
+    @_BACKPROP.rule(ir.Ref, ir.Load)
+    def backprop_value(
         self,
-        node: ir.Call,
+        node: ir.Ref | ir.Load,
         bar: ir.Expr,
         env: dict[ir.Var, ir.Expr],
         grads: dict[Key, ir.Expr],
-        result: ir.Expr,
+        result: ir.Expr | None,
     ) -> None:
-        args = [_Symbol(self.value(a, env)) for a in node.args]
-        rule = FUNCTIONS[node.fn].derivative
+        self.give(node, lambda: bar, grads)
+
+    @_BACKPROP.rule(ir.Const, ir.Lane)
+    def backprop_constant(
+        self,
+        node: ir.Const | ir.Lane,
+        bar: ir.Expr,
+        env: dict[ir.Var, ir.Expr],
+        grads: dict[Key, ir.Expr],
+        result: ir.Expr | None,
+    ) -> None:
+        """A constant (or the lane index) has no gradient."""
+
+    @_BACKPROP.rule(ir.Read)
+    def backprop_read(
+        self,
+        node: ir.Read,
+        bar: ir.Expr,
+        env: dict[ir.Var, ir.Expr],
+        grads: dict[Key, ir.Expr],
+        result: ir.Expr | None,
+    ) -> None:
+        self.check_address(node.plane, node.index, "at")
+        if node.plane in self.gradient:
+            index = tuple(self.value(i, env) for i in node.index)
+            self.emit(ir.Accumulate(self.gradient[node.plane], index, bar))
+
+    @_BACKPROP.rule(*ir.OPERATIONS)
+    def backprop_operation(
+        self,
+        node: ir.Operation,
+        bar: ir.Expr,
+        env: dict[ir.Var, ir.Expr],
+        grads: dict[Key, ir.Expr],
+        result: ir.Expr | None,
+    ) -> None:
+        """The derivative rule of the operation's registry entry (none: no gradient)."""
+        rule = node.builtin.derivative
+        if rule is None:
+            return
+        assert result is not None, f"{node}: the flattened body binds every operation"
+        args = [_Symbol(self.value(a, env)) for a in node.children()]
         contributions = rule(_Symbol(bar), _Symbol(result), *args)
-        for arg, contribution in zip(node.args, contributions, strict=True):
-            self.give(arg, _given(contribution.expr), grads)
+        for arg, contribution in zip(node.children(), contributions, strict=True):
+            if contribution is not None:
+                self.give(arg, _given(contribution.expr), grads)
 
     # -- branches ------------------------------------------------------------------------
 
+    @_REVERSE.rule(ir.If)
     def reverse_if(
         self, stmt: ir.If, env: dict[ir.Var, ir.Expr], grads: dict[Key, ir.Expr]
     ) -> None:
@@ -362,6 +390,7 @@ class Adjoint(ir.Builder):
 
     # -- loops ---------------------------------------------------------------------------
 
+    @_REVERSE.rule(ir.Loop)
     def reverse_loop(
         self, stmt: ir.Loop, env: dict[ir.Var, ir.Expr], grads: dict[Key, ir.Expr]
     ) -> None:

@@ -4,7 +4,7 @@
 names, the values they hold, the statements made so far) and turns an
 :mod:`ast` expression into a typed :class:`~hawk.ir.Expr`: arithmetic and
 comparisons (folded when constant, :mod:`hawk._fold`), calls of
-``hawk.math`` functions (checked against :data:`hawk._functions.FUNCTIONS`),
+``hawk.math`` functions (checked against their registry entries, :mod:`hawk._registry`),
 ``int()``/``float()``, table reads and names. Names that are not the
 kernel's own are looked up once, at decoration time (:mod:`hawk._scope`).
 :mod:`hawk.trace` adds the statements.
@@ -19,7 +19,7 @@ from typing import Any
 
 from hawk import ir
 from hawk._fold import fold
-from hawk._functions import FUNCTIONS
+from hawk._registry import BUILTINS, Form, spelled
 from hawk._scope import Unresolved, as_number, module_attribute, resolve
 from hawk.errors import HawkError
 from hawk.kinds import PlaneKind, Type
@@ -73,24 +73,25 @@ _CONSTRUCTS = {
     ast.YieldFrom: "yield from",
 }
 
-BINOPS = {
-    ast.Add: "+",
-    ast.Sub: "-",
-    ast.Mult: "*",
-    ast.Div: "/",
-    ast.FloorDiv: "//",
-    ast.Mod: "%",
-    ast.Pow: "**",
-}
 
-_COMPARE_OPS = {
-    ast.Lt: "<",
-    ast.LtE: "<=",
-    ast.Gt: ">",
-    ast.GtE: ">=",
-    ast.Eq: "==",
-    ast.NotEq: "!=",
-}
+def _syntax(form: Form) -> dict[type[ast.AST], str]:
+    """The Python operator classes that write the operations of ``form``, each with the
+    operation's spelling in the IR (from the registry)."""
+    return {
+        entry.syntax: entry.spelling
+        for entry in BUILTINS.values()
+        if entry.form is form and entry.syntax is not None
+    }
+
+
+#: Python's arithmetic operators in a kernel, as the IR spells them; ``**`` is the
+#: function ``pow`` (folded exactly between constants)
+BINOPS = {**_syntax(Form.BINARY), ast.Pow: "**"}
+
+_UNARY_OPS = _syntax(Form.UNARY)
+_COMPARE_OPS = _syntax(Form.COMPARE)
+_LOGIC_OPS = _syntax(Form.LOGIC)
+_NOT_OPS = _syntax(Form.NOT)
 
 
 def assigned_names(stmts: list[ast.stmt]) -> list[str]:
@@ -219,17 +220,18 @@ class ExpressionTracer(ir.Builder):
             return self.arith(node, op, self.expr(node.left), self.expr(node.right))
         if isinstance(node, ast.UnaryOp):
             operand = self.expr(node.operand)
-            if isinstance(node.op, ast.Not):
+            if type(node.op) in _NOT_OPS:
                 if operand.type != Type.BOOL:
                     raise self.error(node, f"'not' takes a comparison: {snippet(node)}")
                 return fold(ir.Not(operand))
-            if isinstance(node.op, ast.USub | ast.UAdd) and operand.type != Type.BOOL:
-                return fold(ir.Unary("-" if isinstance(node.op, ast.USub) else "+", operand))
+            unary = _UNARY_OPS.get(type(node.op))
+            if unary is not None and operand.type != Type.BOOL:
+                return fold(ir.Unary(unary, operand))
             raise self.error(node, f"operator in {snippet(node)} is not in hawk")
         if isinstance(node, ast.Compare):
             return self.compare(node)
         if isinstance(node, ast.BoolOp):
-            op = "and" if isinstance(node.op, ast.And) else "or"
+            op = _LOGIC_OPS[type(node.op)]
             values = [self.condition(v) for v in node.values]
             result = values[0]
             for term in values[1:]:
@@ -376,7 +378,8 @@ class ExpressionTracer(ir.Builder):
             return None
 
     def call_math(self, node: ast.AST, op: str, args: list[ir.Expr]) -> ir.Expr:
-        function = FUNCTIONS[op]
+        function = spelled(Form.CALL, op)
+        assert function is not None, f"hawk.math.{op} has a registry entry"
         if len(args) != function.arity:
             raise self.error(node, f"{op}() takes {function.arity} argument(s): {snippet(node)}")
         for arg in args:

@@ -1,8 +1,13 @@
-"""Constant folding: :func:`fold` evaluates a node whose operands are constants."""
+"""Constant folding: :func:`fold` evaluates a node whose operands are constants.
+
+An operation is evaluated by its registry entry (``Builtin.evaluate``), ints exactly and
+reals in double. A ``hawk.math`` call is never folded: its value is left to the math
+library of the backend that runs it, as an operator's is not.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from hawk import ir
@@ -11,30 +16,7 @@ from hawk.kinds import Type
 
 __all__ = ["fold"]
 
-_ARITHMETIC: dict[str, Callable[[Any, Any], Any]] = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "/": lambda a, b: a / b,
-    "//": lambda a, b: a // b,
-    "%": lambda a, b: a % b,
-}
-
-_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-}
-
-
-def _consts(node: ir.Expr) -> Iterator[Any]:
-    for child in node.children():
-        if not isinstance(child, ir.Const):
-            return
-        yield child.value
+_RULES: ir.Rules[Callable[[Any], ir.Expr]] = ir.Rules("fold", ir.Expr)
 
 
 def fold(node: ir.Expr) -> ir.Expr:
@@ -44,33 +26,33 @@ def fold(node: ir.Expr) -> ir.Expr:
 
     Raises:
         HawkError: an int ``//`` or ``%`` by the constant 0, or an int result
-            outside 64 bits.
+            outside 64 bits; a node with no folding rule.
     """
-    if (
-        isinstance(node, ir.Binary)
-        and node.op in ("//", "%")
-        and node.type == Type.INT
-        and node.right == ir.Const(0)
-    ):
-        raise HawkError(f"{node} divides an int by the constant 0 (ZeroDivisionError)")
-    values = list(_consts(node))
-    if len(values) != len(node.children()) or not values:
-        return node
-    if isinstance(node, ir.Binary):
-        a, b = values
-        if node.op in ("/", "//", "%") and b == 0:
-            return node
-        return ir.Const(_ARITHMETIC[node.op](a, b))
-    if isinstance(node, ir.Unary):
-        return ir.Const(-values[0] if node.op == "-" else values[0])
-    if isinstance(node, ir.Cast):
-        return ir.Const(float(values[0]) if node.to == Type.REAL else int(values[0]))
-    if isinstance(node, ir.Compare):
-        return ir.Const(_COMPARE[node.op](*values))
-    if isinstance(node, ir.Logic):
-        return ir.Const(values[0] and values[1] if node.op == "and" else values[0] or values[1])
-    if isinstance(node, ir.Not):
-        return ir.Const(not values[0])
-    if isinstance(node, ir.Select):
-        return ir.Const(values[1] if values[0] else values[2])
+    return _RULES(node)(node)
+
+
+@_RULES.rule(ir.Const, ir.Lane, ir.Ref, ir.Load, ir.Read, ir.Call)
+def _unchanged(node: ir.Expr) -> ir.Expr:
     return node
+
+
+def _constants(node: ir.Expr) -> list[int | float | bool] | None:
+    """The values of ``node``'s operands when every one is a constant, else None."""
+    values = [child.value for child in node.children() if isinstance(child, ir.Const)]
+    return values if len(values) == len(node.children()) else None
+
+
+@_RULES.rule(ir.Binary)
+def _binary(node: ir.Binary) -> ir.Expr:
+    if node.op in ("//", "%") and node.type == Type.INT and node.right == ir.Const(0):
+        raise HawkError(f"{node} divides an int by the constant 0 (ZeroDivisionError)")
+    values = _constants(node)
+    if values is None or (node.op in ("/", "//", "%") and values[1] == 0):
+        return node
+    return ir.Const(node.builtin.evaluate(*values))
+
+
+@_RULES.rule(ir.Unary, ir.Compare, ir.Logic, ir.Not, ir.Cast, ir.Select)
+def _evaluated(node: ir.Operation) -> ir.Expr:
+    values = _constants(node)
+    return node if values is None else ir.Const(node.builtin.evaluate(*values))

@@ -11,7 +11,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from hawk import ir
 from hawk.kinds import Type
@@ -71,6 +72,10 @@ def flatten(stmts: Iterable[ir.Stmt], namer: Namer) -> tuple[ir.Stmt, ...]:
     return body
 
 
+_FLATTEN_STATEMENTS: ir.Rules[Callable[[_Flatten, Any], None]] = ir.Rules("flatten", ir.Stmt)
+_FLATTEN_EXPRESSIONS: ir.Rules[Callable[[_Flatten, Any], ir.Expr]] = ir.Rules("flatten", ir.Expr)
+
+
 class _Flatten(ir.Builder):
     def __init__(self, namer: Namer) -> None:
         super().__init__()
@@ -82,36 +87,46 @@ class _Flatten(ir.Builder):
         """``stmts`` flattened, and ``values`` (evaluated after them) as atoms."""
         with self.nested() as block:
             for stmt in stmts:
-                self.statement(stmt)
+                _FLATTEN_STATEMENTS(stmt)(self, stmt)
             atoms = [self.atom(value) for value in values]
         return tuple(block), atoms
 
-    def statement(self, stmt: ir.Stmt) -> None:
-        if isinstance(stmt, ir.Let):
-            value = stmt.value if is_atom(stmt.value) else self.operation(stmt.value)
-            self.emit(ir.Let(stmt.var, value))
-        elif isinstance(stmt, ir.Loop):
-            inits = [self.atom(c.init) for c in stmt.carries]
-            body, updates = self.flat_block(stmt.body, [c.update for c in stmt.carries])
-            carries = tuple(
-                ir.Carry(c.var, init, update)
-                for c, init, update in zip(stmt.carries, inits, updates, strict=True)
-            )
-            self.emit(ir.Loop(stmt.index, stmt.start, stmt.stop, stmt.step, carries, body))
-        elif isinstance(stmt, ir.If):
-            then, then_values = self.flat_block(stmt.then, [m.then_value for m in stmt.merges])
-            orelse, else_values = self.flat_block(stmt.orelse, [m.else_value for m in stmt.merges])
-            merges = tuple(
-                ir.Merge(m.var, a, b)
-                for m, a, b in zip(stmt.merges, then_values, else_values, strict=True)
-            )
-            self.emit(ir.If(stmt.cond, then, orelse, merges))
-        elif isinstance(stmt, ir.Store):
-            self.emit(ir.Store(stmt.plane, self.atom(stmt.value)))
-        elif isinstance(stmt, ir.Accumulate):
-            self.emit(ir.Accumulate(stmt.plane, stmt.index, self.atom(stmt.value)))
-        else:
-            raise TypeError(f"not a hawk statement: {stmt!r}")
+    # -- statements ----------------------------------------------------------------------
+
+    @_FLATTEN_STATEMENTS.rule(ir.Let)
+    def let(self, stmt: ir.Let) -> None:
+        value = stmt.value if is_atom(stmt.value) else self.operation(stmt.value)
+        self.emit(ir.Let(stmt.var, value))
+
+    @_FLATTEN_STATEMENTS.rule(ir.Loop)
+    def loop(self, stmt: ir.Loop) -> None:
+        inits = [self.atom(c.init) for c in stmt.carries]
+        body, updates = self.flat_block(stmt.body, [c.update for c in stmt.carries])
+        carries = tuple(
+            ir.Carry(c.var, init, update)
+            for c, init, update in zip(stmt.carries, inits, updates, strict=True)
+        )
+        self.emit(ir.Loop(stmt.index, stmt.start, stmt.stop, stmt.step, carries, body))
+
+    @_FLATTEN_STATEMENTS.rule(ir.If)
+    def branch(self, stmt: ir.If) -> None:
+        then, then_values = self.flat_block(stmt.then, [m.then_value for m in stmt.merges])
+        orelse, else_values = self.flat_block(stmt.orelse, [m.else_value for m in stmt.merges])
+        merges = tuple(
+            ir.Merge(m.var, a, b)
+            for m, a, b in zip(stmt.merges, then_values, else_values, strict=True)
+        )
+        self.emit(ir.If(stmt.cond, then, orelse, merges))
+
+    @_FLATTEN_STATEMENTS.rule(ir.Store)
+    def store(self, stmt: ir.Store) -> None:
+        self.emit(ir.Store(stmt.plane, self.atom(stmt.value)))
+
+    @_FLATTEN_STATEMENTS.rule(ir.Accumulate)
+    def accumulate(self, stmt: ir.Accumulate) -> None:
+        self.emit(ir.Accumulate(stmt.plane, stmt.index, self.atom(stmt.value)))
+
+    # -- expressions ---------------------------------------------------------------------
 
     def atom(self, node: ir.Expr) -> ir.Expr:
         if node.type != Type.REAL or is_atom(node):
@@ -124,15 +139,30 @@ class _Flatten(ir.Builder):
         return ir.Ref(var)
 
     def operation(self, node: ir.Expr) -> ir.Expr:
-        if node.type != Type.REAL or isinstance(node, ir.Read | ir.Cast):
-            return node
-        if isinstance(node, ir.Select):
-            then, (a,) = self.flat_block((), [node.if_true])
-            orelse, (b,) = self.flat_block((), [node.if_false])
-            var = self.namer.var("select", Type.REAL, node.varying)
-            self.emit(ir.If(node.cond, then, orelse, (ir.Merge(var, a, b),)))
-            return ir.Ref(var)
+        """``node``, a real operation over atoms (an int or bool value stays whole)."""
+        rule = _FLATTEN_EXPRESSIONS(node)
+        return rule(self, node) if node.type == Type.REAL else node
+
+    @_FLATTEN_EXPRESSIONS.rule(
+        ir.Const, ir.Lane, ir.Ref, ir.Load, ir.Read, ir.Cast, ir.Compare, ir.Logic, ir.Not
+    )
+    def whole(self, node: ir.Expr) -> ir.Expr:
+        """An atom, a read (its index is an int), an int's conversion or a bool: whole."""
+        return node
+
+    @_FLATTEN_EXPRESSIONS.rule(ir.Unary, ir.Binary, ir.Call)
+    def operands(self, node: ir.Operation) -> ir.Expr:
+        """An operation that evaluates every operand: over atoms."""
         return ir.map_children(node, self.atom)
+
+    @_FLATTEN_EXPRESSIONS.rule(ir.Select)
+    def select(self, node: ir.Select) -> ir.Expr:
+        """A real select: an ``if``, so a read on its untaken side stays unevaluated."""
+        then, (a,) = self.flat_block((), [node.if_true])
+        orelse, (b,) = self.flat_block((), [node.if_false])
+        var = self.namer.var("select", Type.REAL, node.varying)
+        self.emit(ir.If(node.cond, then, orelse, (ir.Merge(var, a, b),)))
+        return ir.Ref(var)
 
 
 # -- dropping what nothing uses ----------------------------------------------------------
@@ -143,38 +173,56 @@ def prune(stmts: Iterable[ir.Stmt], live: set[ir.Var]) -> tuple[ir.Stmt, ...]:
     are always used); adds every variable the kept statements read to ``live``."""
     kept: list[ir.Stmt] = []
     for stmt in reversed(list(stmts)):
-        if isinstance(stmt, ir.Let):
-            if stmt.var in live:
-                kept.append(stmt)
-                live |= refs(stmt.value)
-        elif isinstance(stmt, ir.Store | ir.Accumulate):
-            kept.append(stmt)
-            live |= refs(stmt)
-        elif isinstance(stmt, ir.If):
-            merges = tuple(m for m in stmt.merges if m.var in live)
-            for merge in merges:
-                live |= refs(merge.then_value) | refs(merge.else_value)
-            then = prune(stmt.then, live)
-            orelse = prune(stmt.orelse, live)
-            if merges or has_effects(then) or has_effects(orelse):
-                live |= refs(stmt.cond)
-                kept.append(ir.If(stmt.cond, then, orelse, merges))
-        elif isinstance(stmt, ir.Loop):
-            used = {c.var for c in stmt.carries if c.var in live}
-            while True:
-                inner = set(live)
-                for carry in stmt.carries:
-                    if carry.var in used:
-                        inner |= refs(carry.update)
-                body = prune(stmt.body, inner)
-                more = {c.var for c in stmt.carries if c.var in inner} - used
-                if not more:
-                    break
-                used |= more
-            carries = tuple(c for c in stmt.carries if c.var in used)
-            if carries or has_effects(body):
-                live |= inner
-                for carry in carries:
-                    live |= refs(carry.init)
-                kept.append(ir.Loop(stmt.index, stmt.start, stmt.stop, stmt.step, carries, body))
+        _PRUNE(stmt)(stmt, live, kept)
     return tuple(reversed(kept))
+
+
+#: a statement's pruning: ``rule(stmt, live, kept)`` appends what of it is kept (walking
+#: backwards) and adds what that reads to ``live``
+_PRUNE: ir.Rules[Callable[[Any, set[ir.Var], list[ir.Stmt]], None]] = ir.Rules("prune", ir.Stmt)
+
+
+@_PRUNE.rule(ir.Let)
+def _prune_let(stmt: ir.Let, live: set[ir.Var], kept: list[ir.Stmt]) -> None:
+    if stmt.var in live:
+        kept.append(stmt)
+        live |= refs(stmt.value)
+
+
+@_PRUNE.rule(ir.Store, ir.Accumulate)
+def _prune_effect(stmt: ir.Store | ir.Accumulate, live: set[ir.Var], kept: list[ir.Stmt]) -> None:
+    kept.append(stmt)
+    live |= refs(stmt)
+
+
+@_PRUNE.rule(ir.If)
+def _prune_if(stmt: ir.If, live: set[ir.Var], kept: list[ir.Stmt]) -> None:
+    merges = tuple(m for m in stmt.merges if m.var in live)
+    for merge in merges:
+        live |= refs(merge.then_value) | refs(merge.else_value)
+    then = prune(stmt.then, live)
+    orelse = prune(stmt.orelse, live)
+    if merges or has_effects(then) or has_effects(orelse):
+        live |= refs(stmt.cond)
+        kept.append(ir.If(stmt.cond, then, orelse, merges))
+
+
+@_PRUNE.rule(ir.Loop)
+def _prune_loop(stmt: ir.Loop, live: set[ir.Var], kept: list[ir.Stmt]) -> None:
+    used = {c.var for c in stmt.carries if c.var in live}
+    while True:
+        inner = set(live)
+        for carry in stmt.carries:
+            if carry.var in used:
+                inner |= refs(carry.update)
+        body = prune(stmt.body, inner)
+        more = {c.var for c in stmt.carries if c.var in inner} - used
+        if not more:
+            break
+        used |= more
+    carries = tuple(c for c in stmt.carries if c.var in used)
+    if carries or has_effects(body):
+        live |= inner
+        for carry in carries:
+            live |= refs(carry.init)
+        kept.append(ir.Loop(stmt.index, stmt.start, stmt.stop, stmt.step, carries, body))

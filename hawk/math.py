@@ -4,8 +4,8 @@ Inside a kernel they become IR; outside one the numeric functions work on
 numbers and numpy arrays (so a reference can be written with them), while
 ``sample_index`` and ``split_index`` only have a meaning per lane and raise.
 
-The numeric functions are made from hawk's one table of functions (each
-entry's numpy form and documentation), so this list and what a kernel may
+The numeric functions are made from hawk's one table of operations (each
+entry's vectorised form and documentation), so this list and what a kernel may
 call cannot disagree.
 """
 
@@ -15,12 +15,10 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import numpy as np
-
-from hawk._functions import FUNCTIONS, Function
+from hawk._registry import Builtin, functions
 from hawk.errors import HawkError
 
-__all__ = ["sample_index", "split_index", *FUNCTIONS]
+__all__ = ["sample_index", "split_index", *functions()]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -46,14 +44,14 @@ def split_index(n: int) -> tuple[int, int]:
     raise HawkError("hawk.math.split_index() only has a meaning inside a @hawk.kernel")
 
 
-def _public(entry: Function) -> Callable[..., Any]:
-    """``hawk.math.<name>``: the entry's numpy function, documented and marked."""
-    numpy_function = getattr(np, entry.numpy)
+def _public(entry: Builtin) -> Callable[..., Any]:
+    """``hawk.math.<name>``: the entry's vectorised function, documented and marked."""
+    compute = entry.evaluate
 
     def function(*args: Any) -> Any:
         if len(args) != entry.arity:
             raise TypeError(f"hawk.math.{entry.name} takes {entry.arity} argument(s)")
-        return numpy_function(*args)
+        return compute(*args)
 
     function.__name__ = function.__qualname__ = entry.name
     function.__module__ = __name__
@@ -64,4 +62,4 @@ def _public(entry: Function) -> Callable[..., Any]:
     return _op(entry.name)(function)
 
 
-globals().update({name: _public(entry) for name, entry in FUNCTIONS.items()})
+globals().update({name: _public(entry) for name, entry in functions().items()})

@@ -302,6 +302,7 @@ INTERNAL_MODULES = (
     "hawk.ir.expr",
     "hawk.ir.planes",
     "hawk.ir.printing",
+    "hawk.ir.rules",
     "hawk.ir.stmt",
     "hawk.kinds",
 )

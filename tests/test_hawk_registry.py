@@ -1,23 +1,25 @@
 # ruff: noqa: F841 - kernels assign to their output planes
-"""The hawk.math registry: every entry is honoured by trace, both emitters and the
-adjoint, and a function added as one entry works everywhere."""
+"""The registry of hawk's operations: every hawk.math entry is honoured by trace, both
+emitters and the adjoint, and a function added as one entry works everywhere."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
 
 import hawk
-import hawk._functions
+import hawk._registry
 import hawk.diff
 from eagle.cuda import compile_cuda
 from hawk import ir
 from hawk import math as hm
-from hawk._functions import FUNCTIONS, Function
+from hawk._expressions import _COMPARE_OPS, _LOGIC_OPS, _NOT_OPS, _UNARY_OPS, BINOPS
+from hawk._registry import BUILTINS, Builtin, Form, functions
+from hawk._registry.entry import function, numpy
 from hawk.emit import cuda, host
 from hawk.kinds import PlaneKind, Type
 
@@ -27,7 +29,7 @@ F64 = "float64"
 def _call_kernel(fn: str) -> ir.KernelIR:
     """``y = fn(x, 0.75, ...)`` over lanes, built as IR."""
     x, y = ir.Plane("x", PlaneKind.INPUT), ir.Plane("y", PlaneKind.OUTPUT)
-    entry = FUNCTIONS[fn]
+    entry = functions()[fn]
     args = (ir.Load(x), *(ir.Const(0.75) for _ in entry.params[1:]))
     return ir.KernelIR(f"call_{fn}", (x, y), (ir.Store(y, ir.Call(fn, args)),))
 
@@ -37,15 +39,15 @@ def _run(kernel_ir: ir.KernelIR, planes: dict[str, np.ndarray]) -> None:
     program.function(*(planes[name] for name in program.arguments), len(planes["x"]))
 
 
-@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+@pytest.mark.parametrize("name", sorted(functions()))
 def test_every_entry_is_honoured(name: str) -> None:
-    entry = FUNCTIONS[name]
+    entry = functions()[name]
     public = getattr(hm, name)
     assert public.__doc__ == entry.doc and public.__hawk_op__ == name
     assert list(inspect.signature(public).parameters) == list(entry.params)
     x = np.linspace(0.3, 1.7, 9)
     rest = [0.75] * (entry.arity - 1)
-    np.testing.assert_array_equal(public(x, *rest), getattr(np, entry.numpy)(x, *rest))
+    np.testing.assert_array_equal(public(x, *rest), entry.evaluate(x, *rest))
 
     kernel_ir = _call_kernel(name)
     y = np.zeros_like(x)
@@ -71,15 +73,15 @@ def test_every_entry_is_honoured(name: str) -> None:
 @pytest.fixture
 def expm1_registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """``hawk.math.expm1``, added as one registry entry and nothing else."""
-    entry = Function(
+    entry = function(
         "expm1",
         ("x",),
         "e ** x - 1, exact near 0.",
-        "expm1",
-        {Type.REAL: "expm1$f"},
-        lambda bar, result, x: (bar * (result + 1.0),),
+        host=numpy("expm1"),
+        c={Type.REAL: "expm1$f"},
+        derivative=lambda bar, result, x: (bar * (result + 1.0),),
     )
-    monkeypatch.setitem(hawk._functions.FUNCTIONS, "expm1", entry)  # type: ignore[index]
+    monkeypatch.setitem(hawk._registry.BUILTINS, "expm1", entry)
     importlib.reload(hm)
     yield
     monkeypatch.undo()
@@ -104,4 +106,76 @@ def test_a_function_is_added_by_one_entry(expm1_registered: None) -> None:
 
 
 def test_math_has_exactly_the_registry_and_the_lane_indices() -> None:
-    assert set(hm.__all__) == {"sample_index", "split_index", *FUNCTIONS}
+    assert set(hm.__all__) == {"sample_index", "split_index", *functions()}
+
+
+# -- operators ---------------------------------------------------------------------------
+
+X_PLANE, Z_PLANE = ir.Plane("x", PlaneKind.INPUT), ir.Plane("z", PlaneKind.INPUT)
+Y_PLANE = ir.Plane("y", PlaneKind.OUTPUT)
+
+
+def _node(entry: Builtin) -> ir.Operation:
+    """An IR node applying ``entry`` to lane values of the types it takes."""
+    real, other = ir.Load(X_PLANE), ir.Load(Z_PLANE)
+    flag = ir.Compare("<", real, other)
+    nodes: dict[Form, Callable[[], ir.Operation]] = {
+        Form.UNARY: lambda: ir.Unary(entry.spelling, real),
+        Form.BINARY: lambda: ir.Binary(entry.spelling, real, other),
+        Form.COMPARE: lambda: ir.Compare(entry.spelling, real, other),
+        Form.LOGIC: lambda: ir.Logic(entry.spelling, flag, ir.Not(flag)),
+        Form.NOT: lambda: ir.Not(flag),
+        Form.CAST: lambda: ir.Cast(
+            Type(entry.spelling), real if entry.spelling == Type.INT else ir.Lane()
+        ),
+        Form.SELECT: lambda: ir.Select(flag, real, other),
+        Form.CALL: lambda: ir.Call(entry.name, (real, other)[: entry.arity]),
+    }
+    return nodes[entry.form]()
+
+
+@pytest.mark.parametrize("name", sorted(BUILTINS))
+def test_every_entry_is_the_operation_of_its_nodes(name: str) -> None:
+    entry = BUILTINS[name]
+    node = _node(entry)
+    assert node.builtin is entry and type(node).__name__ == entry.form
+    assert len(node.children()) == entry.arity and set(entry.lazy) <= set(range(entry.arity))
+    assert entry.doc
+    if entry.syntax is not None:  # the tracer reads Python's operator from the entry
+        tables = (BINOPS, _COMPARE_OPS, _LOGIC_OPS, _UNARY_OPS, _NOT_OPS)
+        assert any(table.get(entry.syntax) == entry.spelling for table in tables)
+
+
+def test_the_ir_operator_sets_are_the_registrys() -> None:
+    assert {e.spelling for e in BUILTINS.values() if e.form is Form.BINARY} == ir.ARITHMETIC
+    assert {e.spelling for e in BUILTINS.values() if e.form is Form.COMPARE} == ir.COMPARISONS
+    with pytest.raises(hawk.HawkError, match="unknown arithmetic operator '\\*\\*'"):
+        ir.Binary("**", ir.Const(2.0), ir.Const(3.0))
+    with pytest.raises(hawk.HawkError, match="unknown unary operator '~'"):
+        ir.Unary("~", ir.Const(2))
+
+
+_DIFFERENTIABLE = sorted(
+    name
+    for name, entry in BUILTINS.items()
+    if entry.derivative is not None and entry.form in (Form.UNARY, Form.BINARY)
+)
+
+
+@pytest.mark.parametrize("name", _DIFFERENTIABLE)
+def test_an_operators_derivative_rule_matches_finite_differences(name: str) -> None:
+    entry = BUILTINS[name]
+    kernel_ir = ir.KernelIR(
+        f"op_{name}", (X_PLANE, Z_PLANE, Y_PLANE), (ir.Store(Y_PLANE, _node(entry)),)
+    )
+    adjoint = hawk.diff.vjp(hawk.trace.Kernel(entry.evaluate, kernel_ir))
+    x, z = np.linspace(0.3, 2.9, 9), np.linspace(1.7, 0.4, 9)  # away from %'s steps
+    bars = {"x_bar": np.zeros_like(x), "z_bar": np.zeros_like(z)}
+    _run(adjoint.ir, {"x": x, "z": z, "y_bar": np.ones_like(x), **bars})
+    step = 1e-6
+    operands = (x, z)[: entry.arity]
+    for position, plane in enumerate(("x_bar", "z_bar")[: entry.arity]):
+        up = [o + step if k == position else o for k, o in enumerate(operands)]
+        down = [o - step if k == position else o for k, o in enumerate(operands)]
+        expected = (entry.evaluate(*up) - entry.evaluate(*down)) / (2 * step)
+        np.testing.assert_allclose(bars[plane], expected, rtol=1e-6, atol=1e-9)

@@ -1,19 +1,17 @@
 """The device helpers the CUDA emitter pastes into a kernel, and the C types of planes.
 
 Text only: C types per plane dtype (16-bit storage types are hawk's own two-byte
-structs, so no CUDA header is needed), the helper functions operators and
+structs, so no CUDA header is needed), the helper functions the adds and the
 checks call (emitted once each, when used), and the vector type lane planes
-are moved with. :mod:`hawk.emit.cuda` reads them; the helpers of the math
-functions live in their registry entries (:mod:`hawk._functions`).
+are moved with. :mod:`hawk.emit.cuda` reads them; the helpers of operators and
+math functions live in their registry entries (:mod:`hawk._registry`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from hawk._functions import FUNCTIONS
 from hawk.emit.checks import INT_INVALID
-from hawk.kinds import Type
 
 __all__ = [
     "CHECK_HELPERS",
@@ -23,7 +21,6 @@ __all__ = [
     "HELPERS",
     "PACK",
     "half_type",
-    "helper",
 ]
 
 C_TYPES = {
@@ -118,8 +115,8 @@ def half_type(ctype: str) -> str:
     )
 
 
-# Device helpers for operators, emitted when used; $R is the compute type and $f its math
-# suffix. Those of functions are in their registry entries (hawk._functions).
+# Device helpers of the adds, emitted when used. Those of operators and functions are in
+# their registry entries (hawk._registry).
 HELPERS = {
     ("add", "uniform"): """\
 template <typename T>
@@ -167,43 +164,6 @@ __device__ __forceinline__ void hawk_add_uniform16(T* target, V value)
     for (int offset = 16; offset > 0; offset >>= 1)
         value += __shfl_xor_sync(mask, value, offset);
     if ((threadIdx.x & 31) == 0) hawk_atomic_add(target, value);
-}""",
-    ("floordiv", Type.INT): """\
-__device__ __forceinline__ long long hawk_floordiv(long long a, long long b)
-{
-    if (0 <= a && a <= 0xffffffffLL && 0 < b && b <= 0xffffffffLL)  // as 32-bit unsigned
-        return (long long)((unsigned int)a / (unsigned int)b);
-    const long long q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}""",
-    ("mod", Type.INT): """\
-__device__ __forceinline__ long long hawk_mod(long long a, long long b)
-{
-    if (0 <= a && a <= 0xffffffffLL && 0 < b && b <= 0xffffffffLL)  // as 32-bit unsigned
-        return (long long)((unsigned int)a % (unsigned int)b);
-    const long long r = a % b;
-    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}""",
-    ("floordiv", Type.REAL): """\
-__device__ __forceinline__ $R hawk_floordiv($R a, $R b)
-{
-    if (b == 0) return a / b;
-    const $R m = fmod$f(a, b);
-    $R d = (a - m) / b;
-    if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
-    if (d == 0) return copysign$f(($R)0, a / b);
-    $R q = floor$f(d);
-    if (d - q > ($R)0.5) q += 1;
-    return q;
-}""",
-    ("mod", Type.REAL): """\
-__device__ __forceinline__ $R hawk_mod($R a, $R b)
-{
-    $R m = fmod$f(a, b);
-    if (b == 0) return m;
-    if (m != 0) { if ((b < 0) != (m < 0)) m += b; }
-    else m = copysign$f(($R)0, b);
-    return m;
 }""",
 }
 
@@ -264,9 +224,3 @@ template <typename T, int V>
 struct alignas(sizeof(T) * V) hawk_pack {
     T v[V];
 };"""
-
-
-def helper(name: str, type_: str) -> str:
-    if name in FUNCTIONS:
-        return FUNCTIONS[name].device[Type(type_)]
-    return HELPERS[(name, type_)]

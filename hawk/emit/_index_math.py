@@ -34,16 +34,7 @@ def evaluate(
     assert isinstance(node, ir.Binary)
     left, left_fits = evaluate(node.left, lane, loops)
     right, right_fits = evaluate(node.right, lane, loops)
-    if node.op == "+":
-        value = left + right
-    elif node.op == "-":
-        value = left - right
-    elif node.op == "*":
-        value = left * right
-    elif node.op == "//":
-        value = left // right
-    else:
-        value = left % right
+    value = node.builtin.evaluate(left, right)
     fits = INT_MIN <= value <= INT_MAX
     if not fits:
         value = (value - INT_MIN) % 2**64 + INT_MIN
@@ -115,9 +106,6 @@ def loop_grid(loops: Sequence[LoopRange]) -> tuple[dict[ir.Var, np.ndarray], int
     return grid, math.prod(len(r) for _, r in loops)
 
 
-_NUMPY = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod}
-
-
 def loop_values(node: ir.Expr, grid: Mapping[ir.Var, np.ndarray], size: int) -> np.ndarray:
     """A loop part at every iteration of ``grid`` (int64, exact: its values fit)."""
     if isinstance(node, ir.Const):
@@ -125,7 +113,8 @@ def loop_values(node: ir.Expr, grid: Mapping[ir.Var, np.ndarray], size: int) -> 
     if isinstance(node, ir.Ref):
         return grid[node.var]
     assert isinstance(node, ir.Binary)
-    return _NUMPY[node.op](loop_values(node.left, grid, size), loop_values(node.right, grid, size))
+    left, right = loop_values(node.left, grid, size), loop_values(node.right, grid, size)
+    return node.builtin.evaluate(left, right)
 
 
 def below(values: np.ndarray, bound: int) -> np.ndarray:

@@ -40,7 +40,7 @@ runtime clears a failure it has read by zeroing ``failed`` and increasing
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -280,6 +280,10 @@ def check_launch(checks: Sequence[LaneCheck], lanes: int, lengths: Mapping[str, 
             raise error
 
 
+_EVERY_LANE: ir.Rules[Callable[..., None]] = ir.Rules("launch checks", ir.Stmt)
+_EVALUATED: ir.Rules[Callable[..., None]] = ir.Rules("launch checks", ir.Expr)
+
+
 class Ranges:
     """What an emitter can prove about a kernel's int values, to skip checks.
 
@@ -315,35 +319,55 @@ class Ranges:
         """Note the launch checks of the accesses every lane makes in ``stmts``, inside
         ``loops`` (outermost first)."""
         for stmt in stmts:
-            if isinstance(stmt, ir.Let | ir.Store):
-                self._evaluated(stmt.value, loops)
-            elif isinstance(stmt, ir.Accumulate):
-                for item in stmt.index:
-                    self._evaluated(item, loops)
-                self._access(stmt, loops)
-                self._evaluated(stmt.value, loops)
-            elif isinstance(stmt, ir.Loop):
-                for carry in stmt.carries:
-                    self._evaluated(carry.init, loops)
-                if stmt.trip_count:
-                    inner = (*loops, (stmt.index, range(stmt.start, stmt.stop, stmt.step)))
-                    self._every_lane(stmt.body, inner)
-                    for carry in stmt.carries:
-                        self._evaluated(carry.update, inner)
-            elif isinstance(stmt, ir.If):
-                self._evaluated(stmt.cond, loops)  # each block runs on some lanes only
+            _EVERY_LANE(stmt)(self, stmt, loops)
+
+    @_EVERY_LANE.rule(ir.Let, ir.Store)
+    def _value(self, stmt: ir.Let | ir.Store, loops: tuple[LoopRange, ...]) -> None:
+        self._evaluated(stmt.value, loops)
+
+    @_EVERY_LANE.rule(ir.Accumulate)
+    def _add(self, stmt: ir.Accumulate, loops: tuple[LoopRange, ...]) -> None:
+        for item in stmt.index:
+            self._evaluated(item, loops)
+        self._access(stmt, loops)
+        self._evaluated(stmt.value, loops)
+
+    @_EVERY_LANE.rule(ir.Loop)
+    def _loop(self, stmt: ir.Loop, loops: tuple[LoopRange, ...]) -> None:
+        for carry in stmt.carries:
+            self._evaluated(carry.init, loops)
+        if stmt.trip_count:
+            inner = (*loops, (stmt.index, range(stmt.start, stmt.stop, stmt.step)))
+            self._every_lane(stmt.body, inner)
+            for carry in stmt.carries:
+                self._evaluated(carry.update, inner)
+
+    @_EVERY_LANE.rule(ir.If)
+    def _branch(self, stmt: ir.If, loops: tuple[LoopRange, ...]) -> None:
+        self._evaluated(stmt.cond, loops)  # each block runs on some lanes only
 
     def _evaluated(self, node: ir.Expr, loops: tuple[LoopRange, ...]) -> None:
         """Note the launch checks of the accesses every lane that evaluates ``node`` makes."""
-        if isinstance(node, ir.Select):
-            self._evaluated(node.cond, loops)
-        elif isinstance(node, ir.Logic):
-            self._evaluated(node.left, loops)
-        else:
-            for child in node.children():
+        _EVALUATED(node)(self, node, loops)
+
+    @_EVALUATED.rule(ir.Const, ir.Lane, ir.Ref, ir.Load)
+    def _atom(self, node: ir.Expr, loops: tuple[LoopRange, ...]) -> None:
+        """An atom makes no access."""
+
+    @_EVALUATED.rule(ir.Read)
+    def _read(self, node: ir.Read, loops: tuple[LoopRange, ...]) -> None:
+        for item in node.index:
+            self._evaluated(item, loops)
+        self._access(node, loops)
+
+    @_EVALUATED.rule(*ir.OPERATIONS)
+    def _operation(self, node: ir.Operation, loops: tuple[LoopRange, ...]) -> None:
+        """The operands the operation always evaluates (not the sides of a select, nor
+        the right of ``and``/``or``: its registry entry's ``lazy``)."""
+        lazy = node.builtin.lazy
+        for position, child in enumerate(node.children()):
+            if position not in lazy:
                 self._evaluated(child, loops)
-            if isinstance(node, ir.Read):
-                self._access(node, loops)
 
     def _access(self, node: ir.Read | ir.Accumulate, loops: tuple[LoopRange, ...]) -> None:
         for position, item in enumerate(node.index):

@@ -65,7 +65,6 @@ only the side it takes.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -73,19 +72,19 @@ from typing import Any
 import numpy as np
 
 from hawk import ir
-from hawk._functions import FUNCTIONS
 from hawk.emit import Names, compute_dtype, plane_dtypes
+from hawk.emit._cstyle import CStyle
 from hawk.emit._cuda_helpers import (
     C_TYPES,
     CHECK_HELPERS,
     CLAMP_HELPER,
     HALF_C_TYPES,
+    HELPERS,
     PACK,
     half_type,
-    helper,
 )
 from hawk.emit._cuda_lanes import UNROLL, Lanes, vector_width
-from hawk.emit.checks import CheckSite, LaneCheck, Ranges, division_site, index_site
+from hawk.emit.checks import CheckSite, LaneCheck, division_site, index_site
 from hawk.errors import HawkError
 from hawk.kinds import PlaneKind, Type
 
@@ -168,7 +167,7 @@ def emit(
                 f"cannot pass plane {name!r} of kernel {kernel.name!r} by value: only a Param "
                 f"is (its Params: {', '.join(params) or 'none'})"
             )
-    return _Emitter(
+    return _Cuda(
         kernel,
         planes,
         checks,
@@ -179,7 +178,12 @@ def emit(
     ).source()
 
 
-class _Emitter:
+class _Cuda(CStyle):
+    """The CUDA target of the C-family renderer: one ``__global__`` function whose
+    threads run lanes, reads clamped and checked into the error record, adds atomic."""
+
+    inline = "__device__ __forceinline__"
+
     def __init__(
         self,
         kernel: ir.KernelIR,
@@ -191,15 +195,9 @@ class _Emitter:
         values: frozenset[str],
         narrow: bool,
     ) -> None:
-        self.kernel = kernel
+        super().__init__(kernel, C_TYPES[compute_dtype(dtypes)], checks=checks)
         self.dtypes = dtypes
-        self.real = C_TYPES[compute_dtype(dtypes)]
-        self.names = Names()
-        self.helpers: set[tuple[str, str]] = set()
-        self.lines: list[str] = []
-        self.depth = 0  # of the statement being emitted: a read declares its load there
         self.clamps = False  # whether a read calls hawk_clamp
-        self.ranges = Ranges(kernel, enabled=checks)
         self.sites: list[CheckSite] = []
         self.lengths = tuple(p.name for p in kernel.planes if p.is_table and p.axes is None)
         self.lets = kernel.lets()
@@ -216,15 +214,11 @@ class _Emitter:
         for stmt in self.kernel.body:
             self.statement(stmt, 0)
         body = self.lines
-        suffix = "f" if self.real == "float" else ""
-        helpers = [
-            helper(name, type_).replace("$R", self.real).replace("$f", suffix)
-            for name, type_ in sorted(self.helpers)
-        ]
+        helpers = self.helpers()
         if self.clamps:
             helpers.insert(0, CLAMP_HELPER)
         if self.sites or "hawk_to_int(" in "\n".join(body):
-            helpers.insert(0, CHECK_HELPERS.replace("$R", self.real).replace("$f", suffix))
+            helpers.insert(0, self.fill(CHECK_HELPERS))
         halves = sorted({C_TYPES[d] for d in self.dtypes.values()} & set(HALF_C_TYPES))
         helpers[:0] = [half_type(ctype) for ctype in halves]
         names = ", ".join(p.name for p in self.kernel.planes)
@@ -272,32 +266,30 @@ class _Emitter:
             self.lanes.width,
         )
 
-    def emit(self, depth: int, text: str) -> None:
-        self.lines.append("    " * depth + text)
+    # -- what the C-family renderer leaves to its target ---------------------------------
 
-    def ctype(self, type_: ir.Type) -> str:
-        return {Type.INT: "long long", Type.REAL: self.real, Type.BOOL: "bool"}[type_]
+    def nonfinite(self, value: float) -> str:
+        bits = {
+            ("float", "inf"): "__int_as_float(0x7f800000)",
+            ("float", "-inf"): "__int_as_float(0xff800000)",
+            ("float", "nan"): "__int_as_float(0x7fc00000)",
+            ("double", "inf"): "__longlong_as_double(0x7ff0000000000000LL)",
+            ("double", "-inf"): "__longlong_as_double(0xfff0000000000000LL)",
+            ("double", "nan"): "__longlong_as_double(0x7ff8000000000000LL)",
+        }
+        return bits[(self.real, repr(float(value)))]
 
-    # -- statements ----------------------------------------------------------------------
+    def store(self, stmt: ir.Store, depth: int) -> None:
+        """A named value, which the lane loops store (every store comes last, at the top
+        level)."""
+        name = self.names.fresh("store")
+        self.emit(depth, f"const {self.real} {name} = {self.value(stmt.value, depth)};")
+        self.lanes.stored.append((stmt.plane, name))
 
-    def statement(self, stmt: ir.Stmt, depth: int) -> None:
-        if isinstance(stmt, ir.Let):
-            value = self.value(stmt.value, depth)
-            self.emit(
-                depth, f"const {self.ctype(stmt.var.type)} {self.names.var(stmt.var)} = {value};"
-            )
-        elif isinstance(stmt, ir.Loop):
-            self.loop(stmt, depth)
-        elif isinstance(stmt, ir.If):
-            self.branch(stmt, depth)
-        elif isinstance(stmt, ir.Store):  # every store comes last, at the top level
-            name = self.names.fresh("store")
-            self.emit(depth, f"const {self.real} {name} = {self.value(stmt.value, depth)};")
-            self.lanes.stored.append((stmt.plane, name))
-        elif isinstance(stmt, ir.Accumulate):
-            self.accumulate(stmt, depth)
-        else:
-            raise TypeError(f"not a hawk statement: {stmt!r}")
+    def divisor(self, node: ir.Binary, text: str) -> str:
+        site = len(self.sites)
+        self.sites.append(division_site(node))
+        return f"hawk_divisor({text}, hawk_rec, {site}LL, lane)"
 
     def accumulate(self, stmt: ir.Accumulate, depth: int) -> None:
         self.depth = depth  # where reads in the indices declare their loads
@@ -310,18 +302,18 @@ class _Emitter:
             if varying:
                 add = f"hawk_atomic_add({target}, {value});"
             else:
-                self.helpers.add(("add", "uniform16"))
+                self.helper(("add", "uniform16"), HELPERS[("add", "uniform16")])
                 add = f"hawk_add_uniform16({target}, {value});"
         elif varying and self.warp_adds and all(self.warp_same(item) for item in stmt.index):
             value = self.lanes.convert(self.value(stmt.value, depth), stmt.plane, to_real=False)
-            self.helpers.add(("add", "warp"))
+            self.helper(("add", "warp"), HELPERS[("add", "warp")])
             add = f"hawk_add_warp({target}, {value});"
         elif varying:
             value = self.lanes.convert(self.value(stmt.value, depth), stmt.plane, to_real=False)
             add = f"atomicAdd({target}, {value});"
         else:  # the same address on every lane
             value = self.lanes.convert(self.value(stmt.value, depth), stmt.plane, to_real=False)
-            self.helpers.add(("add", "uniform"))
+            self.helper(("add", "uniform"), HELPERS[("add", "uniform")])
             add = f"hawk_add_uniform({target}, {value});"
         if not checks:
             self.emit(depth, add)
@@ -379,152 +371,6 @@ class _Emitter:
         extent = _length(node.plane.name) if site.extent is None else f"{site.extent}LL"
         return len(self.sites) - 1, extent
 
-    def loop(self, loop: ir.Loop, depth: int) -> None:
-        for carry in loop.carries:
-            name = self.names.var(carry.var)
-            init = self.value(carry.init, depth)
-            self.emit(depth, f"{self.ctype(carry.var.type)} {name} = {init};")
-        index = self.names.var(loop.index)
-        cmp = "<" if loop.step > 0 else ">"
-        self.emit(
-            depth,
-            f"for (long long {index} = {loop.start}LL; {index} {cmp} {loop.stop}LL; "
-            f"{index} += {loop.step}LL) {{",
-        )
-        for stmt in loop.body:
-            self.statement(stmt, depth + 1)
-        if len(loop.carries) == 1:
-            (carry,) = loop.carries
-            update = self.value(carry.update, depth + 1)
-            self.emit(depth + 1, f"{self.names.var(carry.var)} = {update};")
-        else:
-            temps = []
-            for carry in loop.carries:
-                temp = self.names.fresh("next")
-                temps.append(temp)
-                type_ = self.ctype(carry.var.type)
-                self.emit(
-                    depth + 1, f"const {type_} {temp} = {self.value(carry.update, depth + 1)};"
-                )
-            for carry, temp in zip(loop.carries, temps, strict=True):
-                self.emit(depth + 1, f"{self.names.var(carry.var)} = {temp};")
-        self.emit(depth, "}")
-
-    def branch(self, stmt: ir.If, depth: int) -> None:
-        for merge in stmt.merges:
-            self.emit(depth, f"{self.ctype(merge.var.type)} {self.names.var(merge.var)};")
-        self.emit(depth, f"if ({self.value(stmt.cond, depth)}) {{")
-        for inner in stmt.then:
-            self.statement(inner, depth + 1)
-        for merge in stmt.merges:
-            value = self.value(merge.then_value, depth + 1)
-            self.emit(depth + 1, f"{self.names.var(merge.var)} = {value};")
-        self.emit(depth, "} else {")
-        for inner in stmt.orelse:
-            self.statement(inner, depth + 1)
-        for merge in stmt.merges:
-            value = self.value(merge.else_value, depth + 1)
-            self.emit(depth + 1, f"{self.names.var(merge.var)} = {value};")
-        self.emit(depth, "}")
-
-    # -- expressions ---------------------------------------------------------------------
-
-    def offset(self, plane: ir.Plane, texts: list[str]) -> str:
-        if plane.strides is None:
-            return texts[0]
-        terms = [
-            text if stride == 1 else f"{text} * {stride}LL"
-            for text, stride in zip(texts, plane.strides, strict=True)
-        ]
-        return " + ".join(terms)
-
-    def value(self, node: ir.Expr, depth: int) -> str:
-        """The text of ``node`` in a statement at ``depth``, where its reads declare their
-        loads."""
-        self.depth = depth
-        return self.expr(node)
-
-    def expr(self, node: ir.Expr) -> str:
-        if isinstance(node, ir.Const):
-            return self.const(node)
-        if isinstance(node, ir.Lane):
-            return "lane"
-        if isinstance(node, ir.Ref):
-            return self.names.var(node.var)
-        if isinstance(node, ir.Load):
-            return Names.load(node.plane.name)
-        if isinstance(node, ir.Read):
-            return self.read(node)
-        if isinstance(node, ir.Unary):
-            return f"({node.op}{self.expr(node.operand)})"
-        if isinstance(node, ir.Binary):
-            left, right = self.expr(node.left), self.expr(node.right)
-            if node.op in ("//", "%"):
-                name = "floordiv" if node.op == "//" else "mod"
-                self.helpers.add((name, node.type))
-                if self.ranges.divides(node):
-                    site = len(self.sites)
-                    self.sites.append(division_site(node))
-                    right = f"hawk_divisor({right}, hawk_rec, {site}LL, lane)"
-                return f"hawk_{name}({left}, {right})"
-            return f"({left} {node.op} {right})"
-        if isinstance(node, ir.Compare):
-            return f"({self.expr(node.left)} {node.op} {self.expr(node.right)})"
-        if isinstance(node, ir.Logic):
-            if self.reads_checked(node.right):
-                return self.lazy_logic(node)
-            op = "&&" if node.op == "and" else "||"
-            return f"({self.expr(node.left)} {op} {self.expr(node.right)})"
-        if isinstance(node, ir.Not):
-            return f"(!{self.expr(node.operand)})"
-        if isinstance(node, ir.Call):
-            return self.call(node)
-        if isinstance(node, ir.Cast):
-            if node.to == Type.INT and node.operand.type == Type.REAL and self.ranges.enabled:
-                return f"hawk_to_int({self.expr(node.operand)})"
-            return f"(({self.ctype(node.to)})({self.expr(node.operand)}))"
-        if isinstance(node, ir.Select):
-            if self.reads_checked(node.if_true) or self.reads_checked(node.if_false):
-                return self.lazy_select(node)
-            cond, a, b = (self.expr(c) for c in node.children())
-            return f"({cond} ? {a} : {b})"
-        raise TypeError(f"not a hawk expression: {node!r}")
-
-    def reads_checked(self, node: ir.Expr) -> bool:
-        """True when ``node`` makes a checked read."""
-        return any(
-            isinstance(item, ir.Read) and self.ranges.read_checked(item) for item in ir.walk(node)
-        )
-
-    def lazy_select(self, node: ir.Select) -> str:
-        """``x if c else y`` with a checked read on a side, as an ``if`` block: only the
-        lanes that take a side check its reads."""
-        cond = self.expr(node.cond)
-        name = self.names.fresh("sel")
-        self.emit(self.depth, f"{self.ctype(node.type)} {name};")
-        self.emit(self.depth, f"if ({cond}) {{")
-        self.nested(name, node.if_true)
-        self.emit(self.depth, "} else {")
-        self.nested(name, node.if_false)
-        self.emit(self.depth, "}")
-        return name
-
-    def lazy_logic(self, node: ir.Logic) -> str:
-        """``a and b`` or ``a or b`` with a checked read in ``b``, as an ``if`` block: only
-        the lanes where ``b`` decides the result check its reads."""
-        name = self.names.fresh("lhs")
-        self.emit(self.depth, f"bool {name} = {self.expr(node.left)};")
-        self.emit(self.depth, f"if ({name}) {{" if node.op == "and" else f"if (!{name}) {{")
-        self.nested(name, node.right)
-        self.emit(self.depth, "}")
-        return name
-
-    def nested(self, target: str, node: ir.Expr) -> None:
-        """``target = node;`` one level deeper (inside a block just opened)."""
-        depth = self.depth
-        self.emit(depth + 1, f"{target} = {self.value(node, depth + 1)};")
-        self.depth = depth
-
     def read(self, node: ir.Read) -> str:
         """A table read; a checked one declares, in the current statement's place, each
         checked index clamped into its axis and the load at the clamped offset (always
@@ -559,34 +405,6 @@ class _Emitter:
         loaded = self.names.fresh("rd")
         self.emit(self.depth, f"const {self.real} {loaded} = {value};")
         return f"(({' && '.join(valid)}) ? {loaded} : {zero})"
-
-    def call(self, node: ir.Call) -> str:
-        function = FUNCTIONS[node.fn]
-        if node.type in function.device:
-            self.helpers.add((node.fn, node.type))
-        name = function.cuda[node.type].replace("$f", "f" if self.real == "float" else "")
-        return f"{name}({', '.join(self.expr(a) for a in node.args)})"
-
-    def const(self, node: ir.Const) -> str:
-        value = node.value
-        if node.type == Type.BOOL:
-            return "true" if value else "false"
-        if node.type == Type.INT:
-            return f"{value}LL" if value >= 0 else f"({value}LL)"
-        if self.real == "float":
-            value = float(np.float32(value))
-        if math.isfinite(value):
-            text = repr(float(value)) + ("f" if self.real == "float" else "")
-            return text if value >= 0 else f"({text})"
-        bits = {
-            ("float", "inf"): "__int_as_float(0x7f800000)",
-            ("float", "-inf"): "__int_as_float(0xff800000)",
-            ("float", "nan"): "__int_as_float(0x7fc00000)",
-            ("double", "inf"): "__longlong_as_double(0x7ff0000000000000LL)",
-            ("double", "-inf"): "__longlong_as_double(0xfff0000000000000LL)",
-            ("double", "nan"): "__longlong_as_double(0x7ff8000000000000LL)",
-        }
-        return bits[(self.real, repr(float(value)))]
 
 
 def _length(name: str) -> str:

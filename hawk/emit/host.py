@@ -43,7 +43,6 @@ from typing import Any
 import numpy as np
 
 from hawk import ir
-from hawk._functions import FUNCTIONS
 from hawk.emit import Names, compute_dtype, plane_dtypes
 from hawk.emit._batch import Batch, batch, lane_group
 from hawk.emit._factor import GROUP, LANES, UNIT, Factoring, factor
@@ -105,7 +104,14 @@ def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any], *, checks: bool = True)
     return _Emitter(kernel, planes, checks).program()
 
 
+_STATEMENTS: ir.Rules[Callable[..., None]] = ir.Rules("host emitter", ir.Stmt)
+_EXPRESSIONS: ir.Rules[Callable[..., str]] = ir.Rules("host emitter", ir.Expr)
+
+
 class _Emitter:
+    """Writes one kernel's numpy program; an operation's text is its registry entry's
+    host printer (the emitter is the printer's ``out``: :class:`~hawk._registry.entry.HostOut`)."""
+
     def __init__(self, kernel: ir.KernelIR, dtypes: dict[str, np.dtype], checks: bool) -> None:
         self.kernel = kernel
         self.dtypes = dtypes
@@ -183,35 +189,37 @@ class _Emitter:
             self.emit(depth, "pass")
 
     def statement(self, stmt: ir.Stmt, depth: int, mask: str | None) -> None:
+        rule = _STATEMENTS(stmt)
         self.at(depth, mask)
-        if isinstance(stmt, ir.Let):
-            value = self.expr(stmt.value)
-            self.emit(depth, f"{self.names.var(stmt.var)} = {value}")
-        elif isinstance(stmt, ir.Loop):
-            chunked = batch(stmt) if mask is None else None
-            if chunked is not None:
-                self.batched(chunked, depth)
-                return
-            for carry in stmt.carries:
-                value = self.expr(carry.init)
-                self.emit(depth, f"{self.names.var(carry.var)} = {value}")
-            index = self.names.var(stmt.index)
-            self.emit(depth, f"for {index} in range({stmt.start}, {stmt.stop}, {stmt.step}):")
-            self.block(stmt.body, depth + 1, mask)
-            if stmt.carries:
-                self.at(depth + 1, mask)
-                targets = ", ".join(self.names.var(c.var) for c in stmt.carries)
-                updates = ", ".join(self.expr(c.update) for c in stmt.carries)
-                self.emit(depth + 1, f"{targets} = {updates}")
-        elif isinstance(stmt, ir.If):
-            self.branch(stmt, depth, mask)
-        elif isinstance(stmt, ir.Store):
-            value = self.expr(stmt.value)
-            self.emit(depth, f"{Names.plane(stmt.plane.name)}[...] = {value}")
-        elif isinstance(stmt, ir.Accumulate):
-            self.accumulate(stmt, depth, mask)
-        else:
-            raise TypeError(f"not a hawk statement: {stmt!r}")
+        rule(self, stmt, depth, mask)
+
+    @_STATEMENTS.rule(ir.Let)
+    def let(self, stmt: ir.Let, depth: int, mask: str | None) -> None:
+        value = self.expr(stmt.value)
+        self.emit(depth, f"{self.names.var(stmt.var)} = {value}")
+
+    @_STATEMENTS.rule(ir.Loop)
+    def loop(self, stmt: ir.Loop, depth: int, mask: str | None) -> None:
+        chunked = batch(stmt) if mask is None else None
+        if chunked is not None:
+            self.batched(chunked, depth)
+            return
+        for carry in stmt.carries:
+            value = self.expr(carry.init)
+            self.emit(depth, f"{self.names.var(carry.var)} = {value}")
+        index = self.names.var(stmt.index)
+        self.emit(depth, f"for {index} in range({stmt.start}, {stmt.stop}, {stmt.step}):")
+        self.block(stmt.body, depth + 1, mask)
+        if stmt.carries:
+            self.at(depth + 1, mask)
+            targets = ", ".join(self.names.var(c.var) for c in stmt.carries)
+            updates = ", ".join(self.expr(c.update) for c in stmt.carries)
+            self.emit(depth + 1, f"{targets} = {updates}")
+
+    @_STATEMENTS.rule(ir.Store)
+    def store(self, stmt: ir.Store, depth: int, mask: str | None) -> None:
+        value = self.expr(stmt.value)
+        self.emit(depth, f"{Names.plane(stmt.plane.name)}[...] = {value}")
 
     def batched(self, plan: Batch, depth: int) -> None:
         """A loop run a chunk of iterations per pass (``hawk/emit/_batch.py``), on lanes
@@ -327,6 +335,7 @@ class _Emitter:
         factors = ", ".join(self.expr(f) for f in layout.factors(stmt.value))
         self.emit(depth, f"_add_product({target}, {offset}, {sizes}, {factors})")
 
+    @_STATEMENTS.rule(ir.If)
     def branch(self, stmt: ir.If, depth: int, mask: str | None) -> None:
         if not stmt.cond.varying:
             cond = self.expr(stmt.cond)
@@ -378,6 +387,7 @@ class _Emitter:
         for stmt in stmts:
             self.statement(stmt, depth, mask)
 
+    @_STATEMENTS.rule(ir.Accumulate)
     def accumulate(self, stmt: ir.Accumulate, depth: int, mask: str | None) -> None:
         target = Names.plane(stmt.plane.name)
         checked = self.ranges.read_checked(stmt)
@@ -468,62 +478,71 @@ class _Emitter:
         return "(" + " + ".join(terms) + ")"
 
     def expr(self, node: ir.Expr) -> str:
-        if isinstance(node, ir.Const):
-            return self.const(node)
-        if isinstance(node, ir.Lane):
-            return "lanes" if self.unit else "lane"
-        if isinstance(node, ir.Ref):
-            return self.aliases.get(node.var) or self.names.var(node.var)
-        if isinstance(node, ir.Load):
-            return self.aliases.get(node.plane) or Names.load(node.plane.name)
-        if isinstance(node, ir.Read):
-            offset = self.offset(node.plane, self.indices(node))
-            # every index a lane uses is checked; the others' offsets are clipped
-            table = Names.plane(node.plane.name)
-            if node.plane.axes is None:  # a flat table may be empty
-                text = f"_take_flat({table}, {offset})"
-            else:
-                text = f"{table}.take({offset}, mode='clip')"
-            return text if self.dtypes[node.plane.name] == self.real else f"{text}.astype(_real)"
-        if isinstance(node, ir.Unary):
-            return f"({node.op}{self.expr(node.operand)})"
-        if isinstance(node, ir.Binary):
-            left, right = self.expr(node.left), self.expr(node.right)
-            if self.ranges.divides(node):
-                site = self.site(division_site(node), node, -1)
-                unit = f", {self.unit}" if self.unit else ""
-                right = self.temp("d", f"_check_divisor({site}, {right}, {self.mask}, n{unit})")
-            return f"({left} {node.op} {right})"
-        if isinstance(node, ir.Compare):
-            return f"({self.expr(node.left)} {node.op} {self.expr(node.right)})"
-        if isinstance(node, ir.Logic):
-            return self.logic(node)
-        if isinstance(node, ir.Not):
-            operand = self.expr(node.operand)
-            return f"_np.logical_not({operand})" if node.varying else f"(not {operand})"
-        if isinstance(node, ir.Call):
-            return f"_np.{FUNCTIONS[node.fn].numpy}({', '.join(self.expr(a) for a in node.args)})"
-        if isinstance(node, ir.Cast):
-            operand = self.expr(node.operand)
-            if node.to == Type.REAL:
-                # a varying value chosen by a uniform condition may be a Python scalar
-                # at run time (the side it took was uniform): asarray takes both
-                return f"_np.asarray({operand}, _real)" if node.varying else f"_real({operand})"
-            if node.operand.type == Type.INT:
-                return operand
-            if not self.ranges.enabled:
-                return f"{operand}.astype(_np.int64)" if node.varying else f"int({operand})"
-            return f"_to_int({operand})" if node.varying else f"_to_int1({operand})"
-        if isinstance(node, ir.Select):
-            return self.select(node)
-        raise TypeError(f"not a hawk expression: {node!r}")
+        return _EXPRESSIONS(node)(self, node)
 
+    @_EXPRESSIONS.rule(ir.Const)
+    def const(self, node: ir.Const) -> str:
+        if node.type != Type.REAL:
+            return repr(node.value) if node.value >= 0 else f"({node.value!r})"
+        name = f"_k{len(self.constants)}"
+        self.constants[name] = self.real.type(node.value)
+        return name
+
+    @_EXPRESSIONS.rule(ir.Lane)
+    def lane(self, node: ir.Lane) -> str:
+        return "lanes" if self.unit else "lane"
+
+    @_EXPRESSIONS.rule(ir.Ref)
+    def ref(self, node: ir.Ref) -> str:
+        return self.aliases.get(node.var) or self.names.var(node.var)
+
+    @_EXPRESSIONS.rule(ir.Load)
+    def load(self, node: ir.Load) -> str:
+        return self.aliases.get(node.plane) or Names.load(node.plane.name)
+
+    @_EXPRESSIONS.rule(ir.Read)
+    def read(self, node: ir.Read) -> str:
+        offset = self.offset(node.plane, self.indices(node))
+        # every index a lane uses is checked; the others' offsets are clipped
+        table = Names.plane(node.plane.name)
+        if node.plane.axes is None:  # a flat table may be empty
+            text = f"_take_flat({table}, {offset})"
+        else:
+            text = f"{table}.take({offset}, mode='clip')"
+        return text if self.dtypes[node.plane.name] == self.real else f"{text}.astype(_real)"
+
+    @_EXPRESSIONS.rule(ir.Unary, ir.Compare, ir.Not, ir.Call, ir.Cast)
+    def operation(self, node: ir.Operation) -> str:
+        """Its registry entry's numpy text, over its operands' texts."""
+        return node.builtin.host(self, node, *(self.expr(child) for child in node.children()))
+
+    @_EXPRESSIONS.rule(ir.Binary)
+    def binary(self, node: ir.Binary) -> str:
+        """As :meth:`operation`, the divisor of an integer ``//`` or ``%`` checked first."""
+        left, right = self.expr(node.left), self.expr(node.right)
+        if self.ranges.divides(node):
+            site = self.site(division_site(node), node, -1)
+            unit = f", {self.unit}" if self.unit else ""
+            right = self.temp("d", f"_check_divisor({site}, {right}, {self.mask}, n{unit})")
+        return node.builtin.host(self, node, left, right)
+
+    @property
+    def checks(self) -> bool:
+        """True when the program makes the checks of :mod:`hawk.emit.checks`."""
+        return self.ranges.enabled
+
+    def define(self, name: str, value: object) -> str:
+        """Bind ``name`` to ``value`` in the program's namespace (a registry entry's own
+        function); gives ``name``."""
+        self.constants[name] = value
+        return name
+
+    @_EXPRESSIONS.rule(ir.Select)
     def select(self, node: ir.Select) -> str:
+        """As :meth:`operation`; with a checked side, each side evaluated only for the
+        lanes that take it."""
         if not (self.ranges.sites(node.if_true) or self.ranges.sites(node.if_false)):
-            cond, a, b = (self.expr(c) for c in node.children())
-            if node.cond.varying:
-                return f"_np.where({cond}, {a}, {b})"
-            return f"({a} if {cond} else {b})"
+            return self.operation(node)
         cond = self.temp("cond", self.expr(node.cond))
         if node.cond.varying:  # each side checked only on the lanes that take it
             depth, mask = self.depth, self.mask
@@ -537,12 +556,12 @@ class _Emitter:
         self.nested(node.if_false, result)
         return result
 
+    @_EXPRESSIONS.rule(ir.Logic)
     def logic(self, node: ir.Logic) -> str:
+        """As :meth:`operation`; with a checked right side, that side evaluated only
+        where it decides the result."""
         if not self.ranges.sites(node.right):
-            left, right = self.expr(node.left), self.expr(node.right)
-            if node.varying:
-                return f"_np.logical_{node.op}({left}, {right})"
-            return f"({left} {node.op} {right})"
+            return self.operation(node)
         left = self.expr(node.left)
         if node.varying:  # the right side is checked only where it decides the result
             if not node.left.varying:
@@ -572,10 +591,3 @@ class _Emitter:
             self.emit(self.depth, f"{target} = {self.expr(node)}")
         finally:
             self.depth -= 1
-
-    def const(self, node: ir.Const) -> str:
-        if node.type != Type.REAL:
-            return repr(node.value) if node.value >= 0 else f"({node.value!r})"
-        name = f"_k{len(self.constants)}"
-        self.constants[name] = self.real.type(node.value)
-        return name

@@ -21,7 +21,8 @@ Outputs are written by :class:`Store` (a lane's value of a
 expression's operands and :class:`Builder` the one way to collect blocks;
 ``str(kernel_ir)`` prints a kernel. The package's modules: ``planes``,
 ``expr`` (values and expressions), ``stmt`` (statements, the kernel,
-``walk``), ``build`` and ``printing``.
+``walk``), ``build``, ``printing`` and ``rules`` (the rule tables every pass and
+emitter dispatches through, :class:`Rules`).
 """
 
 from hawk.errors import HawkError
@@ -29,6 +30,8 @@ from hawk.ir.build import Builder, map_children
 from hawk.ir.expr import (
     ARITHMETIC,
     COMPARISONS,
+    EXPRESSIONS,
+    OPERATIONS,
     Binary,
     Call,
     Cast,
@@ -39,6 +42,7 @@ from hawk.ir.expr import (
     Load,
     Logic,
     Not,
+    Operation,
     Read,
     Ref,
     Select,
@@ -46,12 +50,29 @@ from hawk.ir.expr import (
     Var,
 )
 from hawk.ir.planes import Plane
-from hawk.ir.stmt import Accumulate, Carry, If, KernelIR, Let, Loop, Merge, Stmt, Store, walk
+from hawk.ir.rules import TABLES, Rules
+from hawk.ir.stmt import (
+    STATEMENTS,
+    Accumulate,
+    Carry,
+    If,
+    KernelIR,
+    Let,
+    Loop,
+    Merge,
+    Stmt,
+    Store,
+    walk,
+)
 from hawk.kinds import PlaneKind, Type
 
 __all__ = [
     "ARITHMETIC",
     "COMPARISONS",
+    "EXPRESSIONS",
+    "OPERATIONS",
+    "STATEMENTS",
+    "TABLES",
     "Accumulate",
     "Binary",
     "Builder",
@@ -71,10 +92,12 @@ __all__ = [
     "Loop",
     "Merge",
     "Not",
+    "Operation",
     "Plane",
     "PlaneKind",
     "Read",
     "Ref",
+    "Rules",
     "Select",
     "Stmt",
     "Store",

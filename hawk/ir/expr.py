@@ -7,9 +7,11 @@ the same value on every lane).
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-from hawk._functions import FUNCTIONS
+from hawk._registry import Builtin, Form, functions, spelled, spellings
 from hawk.errors import HawkError
 from hawk.ir.planes import Plane
 from hawk.kinds import PlaneKind, Type
@@ -17,6 +19,8 @@ from hawk.kinds import PlaneKind, Type
 __all__ = [
     "ARITHMETIC",
     "COMPARISONS",
+    "EXPRESSIONS",
+    "OPERATIONS",
     "Binary",
     "Call",
     "Cast",
@@ -27,6 +31,7 @@ __all__ = [
     "Load",
     "Logic",
     "Not",
+    "Operation",
     "Read",
     "Ref",
     "Select",
@@ -35,9 +40,9 @@ __all__ = [
 ]
 
 #: the arithmetic operators of :class:`Binary`
-ARITHMETIC = frozenset({"+", "-", "*", "/", "//", "%"})
+ARITHMETIC = frozenset(spellings(Form.BINARY))
 #: the operators of :class:`Compare`
-COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
+COMPARISONS = frozenset(spellings(Form.COMPARE))
 
 #: the range of an int value (64-bit)
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
@@ -65,7 +70,11 @@ class Var:
 
 
 class Expr:
-    """Base of expression nodes; each has ``type`` and ``varying``."""
+    """Base of expression nodes; each has ``type`` and ``varying``.
+
+    A node that applies one of hawk's built-in operations (an operator or a
+    ``hawk.math`` function) is an :class:`Operation`.
+    """
 
     type: Type
     varying: bool
@@ -88,6 +97,27 @@ def _set(node: Expr, type_: Type, varying: bool) -> None:
 def _numeric(node: Expr, what: str) -> None:
     if node.type == Type.BOOL:
         raise HawkError(f"{what} needs a number, not a comparison ({node})")
+
+
+class Operation(Expr, abc.ABC):
+    """Base of the nodes that apply a built-in operation to their operands: its entry
+    in hawk's registry (:attr:`builtin`) says what it computes, its derivative and how
+    each backend writes it."""
+
+    #: the registry's name for this class of node
+    form: ClassVar[Form]
+
+    @property
+    @abc.abstractmethod
+    def spelling(self) -> str:
+        """How this node names its operation (an operator, a function's name)."""
+
+    @property
+    def builtin(self) -> Builtin:
+        """The registry entry of this node's operation."""
+        entry = spelled(self.form, self.spelling)
+        assert entry is not None, f"{self.form} {self.spelling!r} is checked when made"
+        return entry
 
 
 @dataclass(frozen=True)
@@ -209,7 +239,7 @@ class Read(Expr):
 
 
 @dataclass(frozen=True)
-class Unary(Expr):
+class Unary(Operation):
     """``-x`` or ``+x`` on a number."""
 
     op: str
@@ -217,8 +247,14 @@ class Unary(Expr):
     type: Type = field(init=False, compare=False)
     varying: bool = field(init=False, compare=False)
 
+    form: ClassVar[Form] = Form.UNARY
+
+    @property
+    def spelling(self) -> str:
+        return self.op
+
     def __post_init__(self) -> None:
-        if self.op not in ("-", "+"):
+        if spelled(Form.UNARY, self.op) is None:
             raise HawkError(f"unknown unary operator {self.op!r}")
         _numeric(self.operand, f"unary {self.op}")
         _set(self, self.operand.type, self.operand.varying)
@@ -228,7 +264,7 @@ class Unary(Expr):
 
 
 @dataclass(frozen=True)
-class Binary(Expr):
+class Binary(Operation):
     """Arithmetic on two numbers of one type (``/`` takes reals only).
 
     ``//`` and ``%`` follow Python: floor division, and a remainder with the
@@ -240,6 +276,12 @@ class Binary(Expr):
     right: Expr
     type: Type = field(init=False, compare=False)
     varying: bool = field(init=False, compare=False)
+
+    form: ClassVar[Form] = Form.BINARY
+
+    @property
+    def spelling(self) -> str:
+        return self.op
 
     def __post_init__(self) -> None:
         if self.op not in ARITHMETIC:
@@ -260,7 +302,7 @@ class Binary(Expr):
 
 
 @dataclass(frozen=True)
-class Compare(Expr):
+class Compare(Operation):
     """A comparison of two numbers of one type; bool."""
 
     op: str
@@ -268,6 +310,12 @@ class Compare(Expr):
     right: Expr
     type: Type = field(init=False, compare=False)
     varying: bool = field(init=False, compare=False)
+
+    form: ClassVar[Form] = Form.COMPARE
+
+    @property
+    def spelling(self) -> str:
+        return self.op
 
     def __post_init__(self) -> None:
         if self.op not in COMPARISONS:
@@ -283,7 +331,7 @@ class Compare(Expr):
 
 
 @dataclass(frozen=True)
-class Logic(Expr):
+class Logic(Operation):
     """``and`` / ``or`` of two bools."""
 
     op: str
@@ -292,8 +340,14 @@ class Logic(Expr):
     type: Type = field(init=False, compare=False)
     varying: bool = field(init=False, compare=False)
 
+    form: ClassVar[Form] = Form.LOGIC
+
+    @property
+    def spelling(self) -> str:
+        return self.op
+
     def __post_init__(self) -> None:
-        if self.op not in ("and", "or"):
+        if spelled(Form.LOGIC, self.op) is None:
             raise HawkError(f"unknown logical operator {self.op!r}")
         for side in (self.left, self.right):
             if side.type != Type.BOOL:
@@ -305,12 +359,18 @@ class Logic(Expr):
 
 
 @dataclass(frozen=True)
-class Not(Expr):
+class Not(Operation):
     """``not`` of a bool."""
 
     operand: Expr
     type: Type = field(init=False, compare=False)
     varying: bool = field(init=False, compare=False)
+
+    form: ClassVar[Form] = Form.NOT
+
+    @property
+    def spelling(self) -> str:
+        return "not"
 
     def __post_init__(self) -> None:
         if self.operand.type != Type.BOOL:
@@ -322,8 +382,8 @@ class Not(Expr):
 
 
 @dataclass(frozen=True)
-class Call(Expr):
-    """A ``hawk.math`` function (an entry of :data:`hawk._functions.FUNCTIONS`).
+class Call(Operation):
+    """A ``hawk.math`` function (a registry entry, :mod:`hawk._registry`).
 
     Arguments share one type; the result is that type (ints only for a
     function that keeps ints, such as ``abs``; the others take reals).
@@ -334,10 +394,16 @@ class Call(Expr):
     type: Type = field(init=False, compare=False)
     varying: bool = field(init=False, compare=False)
 
+    form: ClassVar[Form] = Form.CALL
+
+    @property
+    def spelling(self) -> str:
+        return self.fn
+
     def __post_init__(self) -> None:
-        function = FUNCTIONS.get(self.fn)
+        function = spelled(Form.CALL, self.fn)
         if function is None:
-            raise HawkError(f"unknown function {self.fn!r}; hawk has {sorted(FUNCTIONS)}")
+            raise HawkError(f"unknown function {self.fn!r}; hawk has {sorted(functions())}")
         if len(self.args) != function.arity:
             raise HawkError(f"{self.fn} takes {function.arity} argument(s), not {len(self.args)}")
         for arg in self.args:
@@ -355,13 +421,19 @@ class Call(Expr):
 
 
 @dataclass(frozen=True)
-class Cast(Expr):
+class Cast(Operation):
     """int -> real (exact for |x| < 2**24 in float32), or real -> int (toward zero)."""
 
     to: Type
     operand: Expr
     type: Type = field(init=False, compare=False)
     varying: bool = field(init=False, compare=False)
+
+    form: ClassVar[Form] = Form.CAST
+
+    @property
+    def spelling(self) -> str:
+        return self.to
 
     def __post_init__(self) -> None:
         if self.to not in (Type.INT, Type.REAL):
@@ -375,7 +447,7 @@ class Cast(Expr):
 
 
 @dataclass(frozen=True)
-class Select(Expr):
+class Select(Operation):
     """``if_true if cond else if_false`` (both sides of one type)."""
 
     cond: Expr
@@ -383,6 +455,12 @@ class Select(Expr):
     if_false: Expr
     type: Type = field(init=False, compare=False)
     varying: bool = field(init=False, compare=False)
+
+    form: ClassVar[Form] = Form.SELECT
+
+    @property
+    def spelling(self) -> str:
+        return "select"
 
     def __post_init__(self) -> None:
         if self.cond.type != Type.BOOL:
@@ -394,3 +472,23 @@ class Select(Expr):
 
     def children(self) -> tuple[Expr, ...]:
         return (self.cond, self.if_true, self.if_false)
+
+
+#: every expression class: each pass and emitter has a rule for each (:mod:`hawk.ir.rules`)
+EXPRESSIONS: tuple[type[Expr], ...] = (
+    Const,
+    Lane,
+    Ref,
+    Load,
+    Read,
+    Unary,
+    Binary,
+    Compare,
+    Logic,
+    Not,
+    Call,
+    Cast,
+    Select,
+)
+#: the expression classes that apply a built-in operation (:class:`Operation`)
+OPERATIONS: tuple[type[Operation], ...] = (Unary, Binary, Compare, Logic, Not, Call, Cast, Select)

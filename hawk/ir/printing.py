@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 from hawk.ir.expr import (
     Binary,
@@ -21,6 +23,7 @@ from hawk.ir.expr import (
     Unary,
 )
 from hawk.ir.planes import Plane
+from hawk.ir.rules import Rules
 from hawk.ir.stmt import Accumulate, If, KernelIR, Let, Loop, Stmt, Store
 from hawk.kinds import Type
 
@@ -72,37 +75,83 @@ def _format_const(value: int | float | bool) -> str:
     return repr(value)
 
 
+_EXPRESSIONS: Rules[Callable[[Any, int], str]] = Rules("printing", Expr)
+_STATEMENTS: Rules[Callable[[Any, int], list[str]]] = Rules("printing", Stmt)
+
+
 def _format(node: Expr, outer: int) -> str:
-    if isinstance(node, Const):
-        return _format_const(node.value)
-    if isinstance(node, Lane):
-        return "lane"
-    if isinstance(node, Ref):
-        return node.var.name
-    if isinstance(node, Load):
-        return node.plane.name
-    if isinstance(node, Read):
-        return format_access(node.plane, node.index)
-    if isinstance(node, Call):
-        return f"{node.fn}({', '.join(_format(a, 0) for a in node.args)})"
-    if isinstance(node, Cast):
-        return f"{'float' if node.to == Type.REAL else 'int'}({_format(node.operand, 0)})"
-    if isinstance(node, Select):
-        text = f"{_format(node.if_true, 1)} if {_format(node.cond, 1)} else "
-        text += _format(node.if_false, 1)
-        return f"({text})" if outer > 0 else text
-    if isinstance(node, Unary):
-        level = _PRECEDENCE["unary"]
-        return _paren(f"{node.op}{_format(node.operand, level)}", level, outer)
-    if isinstance(node, Not):
-        level = _PRECEDENCE["not"]
-        return _paren(f"not {_format(node.operand, level)}", level, outer)
-    if isinstance(node, Binary | Compare | Logic):
-        level = _PRECEDENCE["cmp" if isinstance(node, Compare) else node.op]
-        left = _format(node.left, level)
-        right = _format(node.right, level + 1)
-        return _paren(f"{left} {node.op} {right}", level, outer)
-    raise TypeError(f"not a hawk expression: {node!r}")
+    """``node`` inside an expression of precedence ``outer`` (0: none)."""
+    return _EXPRESSIONS(node)(node, outer)
+
+
+@_EXPRESSIONS.rule(Const)
+def _const(node: Const, outer: int) -> str:
+    return _format_const(node.value)
+
+
+@_EXPRESSIONS.rule(Lane)
+def _lane(node: Lane, outer: int) -> str:
+    return "lane"
+
+
+@_EXPRESSIONS.rule(Ref)
+def _ref(node: Ref, outer: int) -> str:
+    return node.var.name
+
+
+@_EXPRESSIONS.rule(Load)
+def _load(node: Load, outer: int) -> str:
+    return node.plane.name
+
+
+@_EXPRESSIONS.rule(Read)
+def _read(node: Read, outer: int) -> str:
+    return format_access(node.plane, node.index)
+
+
+@_EXPRESSIONS.rule(Call)
+def _call(node: Call, outer: int) -> str:
+    return f"{node.fn}({', '.join(_format(a, 0) for a in node.args)})"
+
+
+@_EXPRESSIONS.rule(Cast)
+def _cast(node: Cast, outer: int) -> str:
+    return f"{'float' if node.to == Type.REAL else 'int'}({_format(node.operand, 0)})"
+
+
+@_EXPRESSIONS.rule(Select)
+def _select(node: Select, outer: int) -> str:
+    text = f"{_format(node.if_true, 1)} if {_format(node.cond, 1)} else "
+    text += _format(node.if_false, 1)
+    return f"({text})" if outer > 0 else text
+
+
+@_EXPRESSIONS.rule(Unary)
+def _unary(node: Unary, outer: int) -> str:
+    level = _PRECEDENCE["unary"]
+    return _paren(f"{node.op}{_format(node.operand, level)}", level, outer)
+
+
+@_EXPRESSIONS.rule(Not)
+def _not(node: Not, outer: int) -> str:
+    level = _PRECEDENCE["not"]
+    return _paren(f"not {_format(node.operand, level)}", level, outer)
+
+
+@_EXPRESSIONS.rule(Binary, Logic)
+def _infix(node: Binary | Logic, outer: int) -> str:
+    return _operator(node, _PRECEDENCE[node.op], outer)
+
+
+@_EXPRESSIONS.rule(Compare)
+def _compare(node: Compare, outer: int) -> str:
+    return _operator(node, _PRECEDENCE["cmp"], outer)
+
+
+def _operator(node: Binary | Compare | Logic, level: int, outer: int) -> str:
+    left = _format(node.left, level)
+    right = _format(node.right, level + 1)
+    return _paren(f"{left} {node.op} {right}", level, outer)
 
 
 def _paren(text: str, level: int, outer: int) -> str:
@@ -110,29 +159,50 @@ def _paren(text: str, level: int, outer: int) -> str:
 
 
 def _format_stmt(stmt: Stmt, depth: int) -> list[str]:
-    pad = "    " * depth
-    if isinstance(stmt, Let):
-        return [f"{pad}{stmt.var.name} = {stmt.value}"]
-    if isinstance(stmt, Store):
-        return [f"{pad}store {stmt.plane.name} = {stmt.value}"]
-    if isinstance(stmt, Accumulate):
-        return [f"{pad}add {format_access(stmt.plane, stmt.index)} += {stmt.value}"]
-    if isinstance(stmt, Loop):
-        bounds = f"{stmt.start}, {stmt.stop}, {stmt.step}"
-        carries = ", ".join(f"{c.var.name} = {c.init}" for c in stmt.carries)
-        head = f"{pad}for {stmt.index.name} in range({bounds})"
-        lines = [head + (f" carrying {carries}:" if carries else ":")]
-        for inner in stmt.body:
-            lines.extend(_format_stmt(inner, depth + 1))
-        lines.extend(f"{pad}    next {c.var.name} = {c.update}" for c in stmt.carries)
-        return lines
-    if isinstance(stmt, If):
-        lines = [f"{pad}if {stmt.cond}:"]
-        lines.extend(_format_branch(stmt.then, [m.then_value for m in stmt.merges], stmt, depth))
-        lines.append(f"{pad}else:")
-        lines.extend(_format_branch(stmt.orelse, [m.else_value for m in stmt.merges], stmt, depth))
-        return lines
-    raise TypeError(f"not a hawk statement: {stmt!r}")
+    """``stmt``'s lines, indented ``depth`` levels."""
+    return _STATEMENTS(stmt)(stmt, depth)
+
+
+@_STATEMENTS.rule(Let)
+def _let(stmt: Let, depth: int) -> list[str]:
+    return [f"{_pad(depth)}{stmt.var.name} = {stmt.value}"]
+
+
+@_STATEMENTS.rule(Store)
+def _store(stmt: Store, depth: int) -> list[str]:
+    return [f"{_pad(depth)}store {stmt.plane.name} = {stmt.value}"]
+
+
+@_STATEMENTS.rule(Accumulate)
+def _accumulate(stmt: Accumulate, depth: int) -> list[str]:
+    return [f"{_pad(depth)}add {format_access(stmt.plane, stmt.index)} += {stmt.value}"]
+
+
+@_STATEMENTS.rule(Loop)
+def _loop(stmt: Loop, depth: int) -> list[str]:
+    pad = _pad(depth)
+    bounds = f"{stmt.start}, {stmt.stop}, {stmt.step}"
+    carries = ", ".join(f"{c.var.name} = {c.init}" for c in stmt.carries)
+    head = f"{pad}for {stmt.index.name} in range({bounds})"
+    lines = [head + (f" carrying {carries}:" if carries else ":")]
+    for inner in stmt.body:
+        lines.extend(_format_stmt(inner, depth + 1))
+    lines.extend(f"{pad}    next {c.var.name} = {c.update}" for c in stmt.carries)
+    return lines
+
+
+@_STATEMENTS.rule(If)
+def _if(stmt: If, depth: int) -> list[str]:
+    pad = _pad(depth)
+    lines = [f"{pad}if {stmt.cond}:"]
+    lines.extend(_format_branch(stmt.then, [m.then_value for m in stmt.merges], stmt, depth))
+    lines.append(f"{pad}else:")
+    lines.extend(_format_branch(stmt.orelse, [m.else_value for m in stmt.merges], stmt, depth))
+    return lines
+
+
+def _pad(depth: int) -> str:
+    return "    " * depth
 
 
 def _format_branch(block: tuple[Stmt, ...], values: list[Expr], stmt: If, depth: int) -> list[str]:

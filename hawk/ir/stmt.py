@@ -11,6 +11,7 @@ from hawk.ir.planes import Plane
 from hawk.kinds import PlaneKind, Type
 
 __all__ = [
+    "STATEMENTS",
     "Accumulate",
     "Carry",
     "If",
@@ -181,6 +182,11 @@ class Accumulate(Stmt):
 
     def children(self) -> tuple[Expr | Stmt, ...]:
         return (*self.index, self.value)
+
+
+#: every statement class a block holds: each pass and emitter has a rule for each
+#: (:mod:`hawk.ir.rules`); a :class:`Carry` and a :class:`Merge` are parts of theirs
+STATEMENTS: tuple[type[Stmt], ...] = (Let, Loop, If, Store, Accumulate)
 
 
 @dataclass(frozen=True)

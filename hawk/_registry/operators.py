@@ -1,0 +1,314 @@
+"""The operators of the hawk language, one :class:`~hawk._registry.entry.Builtin` each:
+arithmetic, comparisons, ``and``/``or``/``not``, the casts ``int()``/``float()`` and the
+select ``x if c else y``.
+
+Each entry's numpy and C printers write it as the emitters always have; its derivative
+rule gives the gradient of each operand (``//``, ``int()``, the comparisons and the
+logic have none).
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Callable
+from typing import Any
+
+from hawk._registry.entry import Builtin, COut, Form, HostOut
+from hawk.kinds import Type
+
+__all__ = ["OPERATORS"]
+
+
+def _prefix(out: HostOut | COut, node: Any, a: str) -> str:
+    return f"({node.op}{a})"
+
+
+def _infix(out: HostOut | COut, node: Any, a: str, b: str) -> str:
+    return f"({a} {node.op} {b})"
+
+
+def _unary(
+    name: str, spelling: str, syntax: type[ast.AST], doc: str, evaluate: Callable[[Any], Any]
+) -> Builtin:
+    return Builtin(
+        name,
+        Form.UNARY,
+        spelling,
+        ("x",),
+        doc,
+        evaluate,
+        _prefix,
+        _prefix,
+        (lambda bar, result, x: (bar,)) if spelling == "+" else lambda bar, result, x: (-bar,),
+        syntax=syntax,
+    )
+
+
+_UNARY = (
+    _unary("pos", "+", ast.UAdd, "+x, of a number.", operator.pos),
+    _unary("neg", "-", ast.USub, "-x, of a number.", operator.neg),
+)
+
+# -- arithmetic ------------------------------------------------------------------------
+
+# C helpers of Python's floor division and remainder, by operand type; the int ones divide
+# in 32 bits (unsigned) where both operands allow it.
+_FLOORDIV = {
+    Type.INT: """\
+$inline long long hawk_floordiv(long long a, long long b)
+{
+    if (0 <= a && a <= 0xffffffffLL && 0 < b && b <= 0xffffffffLL)  // as 32-bit unsigned
+        return (long long)((unsigned int)a / (unsigned int)b);
+    const long long q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}""",
+    Type.REAL: """\
+$inline $R hawk_floordiv($R a, $R b)
+{
+    if (b == 0) return a / b;
+    const $R m = fmod$f(a, b);
+    $R d = (a - m) / b;
+    if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
+    if (d == 0) return copysign$f(($R)0, a / b);
+    $R q = floor$f(d);
+    if (d - q > ($R)0.5) q += 1;
+    return q;
+}""",
+}
+_MOD = {
+    Type.INT: """\
+$inline long long hawk_mod(long long a, long long b)
+{
+    if (0 <= a && a <= 0xffffffffLL && 0 < b && b <= 0xffffffffLL)  // as 32-bit unsigned
+        return (long long)((unsigned int)a % (unsigned int)b);
+    const long long r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}""",
+    Type.REAL: """\
+$inline $R hawk_mod($R a, $R b)
+{
+    $R m = fmod$f(a, b);
+    if (b == 0) return m;
+    if (m != 0) { if ((b < 0) != (m < 0)) m += b; }
+    else m = copysign$f(($R)0, b);
+    return m;
+}""",
+}
+
+
+def _c_helper(name: str, definitions: dict[Type, str]) -> Callable[..., str]:
+    """The C printer of an operator hawk defines as the helper ``hawk_<name>``."""
+
+    def form(out: COut, node: Any, a: str, b: str) -> str:
+        out.helper((name, node.type), definitions[node.type])
+        return f"hawk_{name}({a}, {b})"
+
+    return form
+
+
+def _arithmetic(
+    name: str,
+    spelling: str,
+    syntax: type[ast.AST],
+    doc: str,
+    evaluate: Callable[[Any, Any], Any],
+    derivative: Callable[..., tuple[Any, ...]] | None,
+    c: Callable[..., str] = _infix,
+) -> Builtin:
+    return Builtin(
+        name,
+        Form.BINARY,
+        spelling,
+        ("x", "y"),
+        doc,
+        evaluate,
+        _infix,
+        c,
+        derivative,
+        syntax=syntax,
+    )
+
+
+_ARITHMETIC = (
+    _arithmetic("add", "+", ast.Add, "x + y.", operator.add, lambda bar, result, x, y: (bar, bar)),
+    _arithmetic("sub", "-", ast.Sub, "x - y.", operator.sub, lambda bar, result, x, y: (bar, -bar)),
+    _arithmetic(
+        "mul",
+        "*",
+        ast.Mult,
+        "x * y.",
+        operator.mul,
+        lambda bar, result, x, y: (bar * y, bar * x),
+    ),
+    _arithmetic(
+        "truediv",
+        "/",
+        ast.Div,
+        "x / y, of reals (IEEE: a division by zero gives an infinity or NaN).",
+        operator.truediv,
+        lambda bar, result, x, y: (bar / y, -((bar * x) / (y * y))),
+    ),
+    _arithmetic(
+        "floordiv",
+        "//",
+        ast.FloorDiv,
+        "Python's floor division, of ints or reals; an int divided by zero raises.",
+        operator.floordiv,
+        None,
+        _c_helper("floordiv", _FLOORDIV),
+    ),
+    _arithmetic(
+        "mod",
+        "%",
+        ast.Mod,
+        "Python's remainder (the divisor's sign), of ints or reals; an int by zero raises.",
+        operator.mod,
+        lambda bar, result, x, y: (bar, -(bar * (x // y))),  # x % y = x - y * (x // y)
+        _c_helper("mod", _MOD),
+    ),
+)
+
+# -- comparisons and logic -------------------------------------------------------------
+
+
+def _compare(
+    name: str, spelling: str, syntax: type[ast.AST], evaluate: Callable[[Any, Any], bool]
+) -> Builtin:
+    return Builtin(
+        name,
+        Form.COMPARE,
+        spelling,
+        ("x", "y"),
+        f"x {spelling} y, of two numbers of one type (a bool).",
+        evaluate,
+        _infix,
+        _infix,
+        syntax=syntax,
+    )
+
+
+_COMPARISONS = (
+    _compare("lt", "<", ast.Lt, operator.lt),
+    _compare("le", "<=", ast.LtE, operator.le),
+    _compare("gt", ">", ast.Gt, operator.gt),
+    _compare("ge", ">=", ast.GtE, operator.ge),
+    _compare("eq", "==", ast.Eq, operator.eq),
+    _compare("ne", "!=", ast.NotEq, operator.ne),
+)
+
+
+def _logic_host(out: HostOut, node: Any, a: str, b: str) -> str:
+    if node.varying:
+        return f"_np.logical_{node.op}({a}, {b})"
+    return f"({a} {node.op} {b})"
+
+
+def _logic(name: str, syntax: type[ast.AST], evaluate: Callable[[Any, Any], Any]) -> Builtin:
+    c_op = "&&" if name == "and" else "||"
+    return Builtin(
+        name,
+        Form.LOGIC,
+        name,
+        ("a", "b"),
+        f"a {name} b, of two bools; b is evaluated only where it decides the result.",
+        evaluate,
+        _logic_host,
+        lambda out, node, a, b: f"({a} {c_op} {b})",
+        lazy=(1,),
+        syntax=syntax,
+    )
+
+
+def _not_host(out: HostOut, node: Any, a: str) -> str:
+    return f"_np.logical_not({a})" if node.varying else f"(not {a})"
+
+
+_LOGIC = (
+    _logic("and", ast.And, lambda a, b: a and b),
+    _logic("or", ast.Or, lambda a, b: a or b),
+    Builtin(
+        "not",
+        Form.NOT,
+        "not",
+        ("a",),
+        "not a, of a bool.",
+        operator.not_,
+        _not_host,
+        lambda out, node, a: f"(!{a})",
+        syntax=ast.Not,
+    ),
+)
+
+# -- casts and the select --------------------------------------------------------------
+
+
+def _int_host(out: HostOut, node: Any, a: str) -> str:
+    if node.operand.type == Type.INT:
+        return a
+    if not out.checks:
+        return f"{a}.astype(_np.int64)" if node.varying else f"int({a})"
+    return f"_to_int({a})" if node.varying else f"_to_int1({a})"
+
+
+def _cast_c(out: COut, node: Any, a: str) -> str:
+    if node.to == Type.INT and node.operand.type == Type.REAL and out.checks:
+        return f"hawk_to_int({a})"  # a helper of the checks
+    return f"(({out.ctype(node.to)})({a}))"
+
+
+def _float_host(out: HostOut, node: Any, a: str) -> str:
+    # a varying value chosen by a uniform condition may be a Python scalar at run time
+    # (the side it took was uniform): asarray takes both
+    return f"_np.asarray({a}, _real)" if node.varying else f"_real({a})"
+
+
+def _select_host(out: HostOut, node: Any, cond: str, a: str, b: str) -> str:
+    return f"_np.where({cond}, {a}, {b})" if node.cond.varying else f"({a} if {cond} else {b})"
+
+
+_CASTS_AND_SELECT = (
+    Builtin(
+        "int",
+        Form.CAST,
+        Type.INT,
+        ("x",),
+        "int(x): a real toward zero (NaN, +-inf and reals beyond int64 give "
+        "hawk.emit.checks.INT_INVALID); an int unchanged.",
+        int,
+        _int_host,
+        _cast_c,
+    ),
+    Builtin(
+        "float",
+        Form.CAST,
+        Type.REAL,
+        ("x",),
+        "float(x): an int as a real (exact below 2**24 in float32).",
+        float,
+        _float_host,
+        _cast_c,
+        lambda bar, result, x: (bar,),
+    ),
+    Builtin(
+        "select",
+        Form.SELECT,
+        "select",
+        ("cond", "a", "b"),
+        "a if cond else b (both of one type); only the side taken is evaluated.",
+        lambda cond, a, b: a if cond else b,
+        _select_host,
+        lambda out, node, cond, a, b: f"({cond} ? {a} : {b})",
+        lambda bar, result, cond, a, b: (None, cond.select(bar, 0.0), cond.select(0.0, bar)),
+        lazy=(1, 2),
+    ),
+)
+
+#: every operator of the hawk language
+OPERATORS: tuple[Builtin, ...] = (
+    *_UNARY,
+    *_ARITHMETIC,
+    *_COMPARISONS,
+    *_LOGIC,
+    *_CASTS_AND_SELECT,
+)
