@@ -15,10 +15,10 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from hawk._registry import Builtin, functions
+from hawk._registry import Builtin, math_functions
 from hawk.errors import HawkError
 
-__all__ = ["sample_index", "split_index", *functions()]
+__all__ = ["sample_index", "split_index", *math_functions()]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -62,4 +62,4 @@ def _public(entry: Builtin) -> Callable[..., Any]:
     return _op(entry.name)(function)
 
 
-globals().update({name: _public(entry) for name, entry in functions().items()})
+globals().update({name: _public(entry) for name, entry in math_functions().items()})

@@ -18,7 +18,7 @@ from eagle.cuda import compile_cuda
 from hawk import ir
 from hawk import math as hm
 from hawk._expressions import _COMPARE_OPS, _LOGIC_OPS, _NOT_OPS, _UNARY_OPS, BINOPS
-from hawk._registry import BUILTINS, Builtin, Form, functions
+from hawk._registry import BUILTINS, Builtin, Form, math_functions
 from hawk._registry.entry import function, numpy
 from hawk.emit import cuda, host
 from hawk.kinds import PlaneKind, Type
@@ -29,7 +29,7 @@ F64 = "float64"
 def _call_kernel(fn: str) -> ir.KernelIR:
     """``y = fn(x, 0.75, ...)`` over lanes, built as IR."""
     x, y = ir.Plane("x", PlaneKind.INPUT), ir.Plane("y", PlaneKind.OUTPUT)
-    entry = functions()[fn]
+    entry = math_functions()[fn]
     args = (ir.Load(x), *(ir.Const(0.75) for _ in entry.params[1:]))
     return ir.KernelIR(f"call_{fn}", (x, y), (ir.Store(y, ir.Call(fn, args)),))
 
@@ -39,9 +39,9 @@ def _run(kernel_ir: ir.KernelIR, planes: dict[str, np.ndarray]) -> None:
     program.function(*(planes[name] for name in program.arguments), len(planes["x"]))
 
 
-@pytest.mark.parametrize("name", sorted(functions()))
+@pytest.mark.parametrize("name", sorted(math_functions()))
 def test_every_entry_is_honoured(name: str) -> None:
-    entry = functions()[name]
+    entry = math_functions()[name]
     public = getattr(hm, name)
     assert public.__doc__ == entry.doc and public.__hawk_op__ == name
     assert list(inspect.signature(public).parameters) == list(entry.params)
@@ -106,7 +106,7 @@ def test_a_function_is_added_by_one_entry(expm1_registered: None) -> None:
 
 
 def test_math_has_exactly_the_registry_and_the_lane_indices() -> None:
-    assert set(hm.__all__) == {"sample_index", "split_index", *functions()}
+    assert set(hm.__all__) == {"sample_index", "split_index", *math_functions()}
 
 
 # -- operators ---------------------------------------------------------------------------

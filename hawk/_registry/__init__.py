@@ -16,7 +16,7 @@ from hawk._registry.entry import Builtin, Form
 from hawk._registry.functions import FUNCTIONS
 from hawk._registry.operators import OPERATORS
 
-__all__ = ["BUILTINS", "Builtin", "Form", "functions", "spelled", "spellings"]
+__all__ = ["BUILTINS", "Builtin", "Form", "math_functions", "spelled", "spellings"]
 
 #: every built-in operation, by name: the operators, then the ``hawk.math`` functions
 BUILTINS: dict[str, Builtin] = {entry.name: entry for entry in (*OPERATORS, *FUNCTIONS)}
@@ -41,6 +41,6 @@ def spellings(form: Form) -> Iterator[str]:
     return (entry.spelling for entry in BUILTINS.values() if entry.form is form)
 
 
-def functions() -> dict[str, Builtin]:
+def math_functions() -> dict[str, Builtin]:
     """The ``hawk.math`` functions, by name."""
     return {name: entry for name, entry in BUILTINS.items() if entry.form is Form.CALL}

@@ -11,7 +11,7 @@ import abc
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from hawk._registry import Builtin, Form, functions, spelled, spellings
+from hawk._registry import Builtin, Form, math_functions, spelled, spellings
 from hawk.errors import HawkError
 from hawk.ir.planes import Plane
 from hawk.kinds import PlaneKind, Type
@@ -403,7 +403,7 @@ class Call(Operation):
     def __post_init__(self) -> None:
         function = spelled(Form.CALL, self.fn)
         if function is None:
-            raise HawkError(f"unknown function {self.fn!r}; hawk has {sorted(functions())}")
+            raise HawkError(f"unknown function {self.fn!r}; hawk has {sorted(math_functions())}")
         if len(self.args) != function.arity:
             raise HawkError(f"{self.fn} takes {function.arity} argument(s), not {len(self.args)}")
         for arg in self.args:
