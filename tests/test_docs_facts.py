@@ -408,14 +408,14 @@ def test_plain_paths_and_private_names_are_found(tmp_path):
     page = tmp_path / "page.md"
     page.write_text(
         "Checked by name (``eagle.plan._planes``), raised later (docs/hawk.md); made from\n"
-        "``hawk.functions.FUNCTIONS``. Fine: :doc:`/hawk`, ``hawk.emit.cuda.emit``,\n"
+        "``hawk._registry.BUILTINS``. Fine: :doc:`/hawk`, ``hawk.emit.cuda.emit``,\n"
         "``eagle.plan.auto``, ``hawk.ir`` and benchmarks/RESULTS.md.\n"
     )
     found = [problem for p in page_passages(page) for problem in api_page_problems(p)]
     assert [re.search(r'"([^"]+)"', f).group(1) for f in found] == [
         "docs/hawk.md",
         "eagle.plan._planes",
-        "hawk.functions.FUNCTIONS",
+        "hawk._registry.BUILTINS",
     ]
 
 
