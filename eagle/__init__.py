@@ -2,7 +2,8 @@
 
 Submodules: :mod:`eagle.arrays`, :mod:`eagle.cuda`, :mod:`eagle.gemm`,
 :mod:`eagle.plan`, :mod:`eagle.diff`. They are imported on first attribute
-access; importing eagle never loads a CUDA driver.
+access; importing eagle never loads a CUDA driver. Every error eagle raises is
+an :class:`EagleError` (:mod:`eagle.errors`).
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["Array", "arrays", "cuda", "diff", "gemm", "plan"]
+__all__ = ["Array", "EagleError", "arrays", "cuda", "diff", "gemm", "plan"]
 
-_SUBMODULES = {"arrays", "cuda", "gemm", "plan", "diff"}
+_SUBMODULES = {"arrays", "cuda", "diff", "errors", "gemm", "plan"}
 
 
 def __getattr__(name: str) -> Any:
@@ -22,6 +23,8 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module(f"eagle.{name}")
     if name == "Array":
         return importlib.import_module("eagle.arrays").Array
+    if name == "EagleError":  # eagle.errors imports nothing
+        return importlib.import_module("eagle.errors").EagleError
     raise AttributeError(f"module 'eagle' has no attribute {name!r}")
 
 

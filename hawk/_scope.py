@@ -15,10 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from hawk.errors import HawkError
+
 __all__ = ["Unresolved", "as_number", "module_attribute", "resolve"]
 
 
-class Unresolved(LookupError):
+class Unresolved(HawkError, LookupError):
     """A name that is neither in the closure, the globals nor the builtins."""
 
 

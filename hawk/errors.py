@@ -1,13 +1,35 @@
-""":class:`HawkError`, the one error hawk raises for a kernel outside its language, and
-:class:`PlaneIndexError`, raised when a kernel's table index is out of range."""
+"""The root of hawk's errors, :class:`HawkError`, and its kinds.
+
+Every error hawk raises is a :class:`HawkError`. Raised itself, it says a
+function is outside the hawk language (or an IR node is ill-typed), and can point
+at the offending source line. Its kinds are also the builtin exception they
+stand for, so ``except ValueError`` (or ``TypeError``, ``IndexError`` ...)
+keeps catching what it caught before:
+
+===========================  ==================  ==================================
+kind                         also a              raised for
+===========================  ==================  ==================================
+:class:`HawkValueError`      ``ValueError``      a value passed to hawk's API
+:class:`HawkTypeError`       ``TypeError``       an argument of the wrong Python type
+:class:`HawkKeyError`        ``KeyError``        a name looked up that is not there
+:class:`PlaneIndexError`     ``IndexError``      a kernel's table index out of range
+===========================  ==================  ==================================
+"""
 
 from __future__ import annotations
 
-__all__ = ["HawkError", "PlaneIndexError"]
+__all__ = [
+    "HawkError",
+    "HawkKeyError",
+    "HawkTypeError",
+    "HawkValueError",
+    "PlaneIndexError",
+]
 
 
 class HawkError(Exception):
-    """A function is outside the hawk language, or an IR node is ill-typed.
+    """The root of hawk's errors; raised itself when a function is outside the hawk
+    language, or an IR node is ill-typed.
 
     ``str(error)`` is the message; when the error points into a kernel's
     source, the offending line follows it with a caret under the column.
@@ -40,7 +62,19 @@ class HawkError(Exception):
         return text
 
 
-class PlaneIndexError(IndexError):
+class HawkValueError(HawkError, ValueError):
+    """A value passed to hawk's API is refused (a ``ValueError``)."""
+
+
+class HawkTypeError(HawkError, TypeError):
+    """An argument of a type hawk does not take (a ``TypeError``)."""
+
+
+class HawkKeyError(HawkError, KeyError):
+    """A name looked up that is not there (a ``KeyError``; its text is the message, unquoted)."""
+
+
+class PlaneIndexError(HawkError, IndexError):
     """A kernel addressed a table outside it (:mod:`hawk.emit.checks`).
 
     Attributes:

@@ -45,6 +45,7 @@ API_MODULES = (
     "eagle.gemm.contraction",
     "eagle.plan",
     "eagle.diff",
+    "eagle.errors",
     "eagle.torch",
     "hawk",
     "hawk.math",
@@ -52,6 +53,7 @@ API_MODULES = (
     "hawk.contraction",
     "hawk.records",
     "hawk.diff",
+    "hawk.errors",
 )
 
 

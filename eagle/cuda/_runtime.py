@@ -15,6 +15,8 @@ import weakref
 from types import ModuleType
 from typing import Any
 
+from eagle.errors import EagleRuntimeError
+
 __all__ = [
     "CudaDriverTooOld",
     "CudaError",
@@ -29,7 +31,7 @@ __all__ = [
 ]
 
 
-class CudaError(RuntimeError):
+class CudaError(EagleRuntimeError):
     """A CUDA call returned a non-zero status.
 
     Args:

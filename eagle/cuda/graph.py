@@ -20,6 +20,7 @@ from typing import Any
 from eagle.cuda._records import raise_recorded
 from eagle.cuda._runtime import CudaError, call, runtime
 from eagle.cuda.stream import Stream, as_stream_ptr
+from eagle.errors import LifetimeError
 
 __all__ = [
     "CapturedGraph",
@@ -37,11 +38,6 @@ _MODES = {
     "global": "cudaStreamCaptureModeGlobal",
     "relaxed": "cudaStreamCaptureModeRelaxed",
 }
-
-
-class LifetimeError(RuntimeError):
-    """An eagle CUDA object was used after it was destroyed or consumed, or
-    destroyed while something that needs it is still alive."""
 
 
 _active: dict[int, list[Any]] = {}

@@ -12,9 +12,11 @@
   :func:`~eagle.gemm.plan.captured_calls` (any product dtype) bind it to your
   buffers for capture.
 
-Refusals are typed (:class:`GemmCaptureUnavailable`,
-:class:`GemmMappingUnavailable`, :class:`LoweringUnavailable`,
-:class:`PlanUnavailable`, :class:`MatmulUnavailable`); nothing falls back
+Refusals are typed (:class:`GemmCaptureUnavailable` with its kinds
+:class:`CublasUnavailable`, :class:`HandleDestroyed`, :class:`CaptureInProgress`
+and :class:`NotCapturable`; :class:`GemmMappingUnavailable`,
+:class:`LoweringUnavailable`, :class:`PlanUnavailable`,
+:class:`MatmulUnavailable`), all :class:`eagle.EagleError`; nothing falls back
 silently. Importing eagle.gemm loads neither a CUDA driver nor cuBLAS.
 """
 
@@ -25,10 +27,14 @@ from typing import Any
 
 from eagle.gemm.contraction import ContractionOperand, RecognizedContraction
 from eagle.gemm.errors import (
+    CaptureInProgress,
+    CublasUnavailable,
     GemmCaptureUnavailable,
     GemmMappingUnavailable,
+    HandleDestroyed,
     LoweringUnavailable,
     MatmulUnavailable,
+    NotCapturable,
     PlanUnavailable,
 )
 from eagle.gemm.params import (
@@ -76,17 +82,21 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "BoundGemm",
+    "CaptureInProgress",
     "CapturedCall",
     "CapturedGemmCall",
     "ContractionOperand",
     "CublasCaptureHandle",
+    "CublasUnavailable",
     "GemmCaptureUnavailable",
     "GemmMappingUnavailable",
     "GemmParams",
+    "HandleDestroyed",
     "LoweredPlan",
     "LoweringUnavailable",
     "MatmulSpec",
     "MatmulUnavailable",
+    "NotCapturable",
     "PlanStep",
     "PlanUnavailable",
     "RecognizedContraction",

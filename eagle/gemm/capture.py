@@ -39,7 +39,13 @@ from eagle.gemm._bound_gemm import BoundGemm
 from eagle.gemm._operands import handle_operands
 from eagle.gemm._prepared import ALIGNMENT, CACHED_CALLS, Call, Prepared, product_key, write_span
 from eagle.gemm.dtypes import dtype_of
-from eagle.gemm.errors import GemmCaptureUnavailable, GemmMappingUnavailable
+from eagle.gemm.errors import (
+    CaptureInProgress,
+    CublasUnavailable,
+    GemmMappingUnavailable,
+    HandleDestroyed,
+    NotCapturable,
+)
 from eagle.gemm.params import (
     GemmParams,
     SgemmParams,
@@ -64,7 +70,7 @@ def _cublas() -> ModuleType:
     try:
         from nvmath.bindings import cublas
     except ImportError as exc:
-        raise GemmCaptureUnavailable(
+        raise CublasUnavailable(
             f"cuBLAS is not reachable: nvmath-python is not installed ({exc}); "
             f"install nvmath-python"
         ) from exc
@@ -118,19 +124,19 @@ class CublasCaptureHandle:
             self._stream = self.stream_ptr if isinstance(stream_ptr, int) else stream_ptr
             capturing = is_capturing(self.stream_ptr)
             if capturing:
-                raise GemmCaptureUnavailable(
+                raise CaptureInProgress(
                     f"stream {self.stream_ptr:#x} is being captured; make the "
                     f"CublasCaptureHandle (which allocates) before the capture begins"
                 )
             self.device = int(call("cudaStreamGetDevice", self.stream_ptr))
             ensure_device(self.device)
         except CudaUnavailable as exc:
-            raise GemmCaptureUnavailable(f"no CUDA driver or device: {exc}") from exc
+            raise CublasUnavailable(f"no CUDA driver or device: {exc}") from exc
         workspace = default_pool(self.device).allocate(WORKSPACE_BYTES, self._stream)
         try:
             handle = cublas.create()
         except (cublas.cuBLASError, RuntimeError, OSError) as exc:
-            raise GemmCaptureUnavailable(f"cuBLAS could not make a handle: {exc}") from exc
+            raise CublasUnavailable(f"cuBLAS could not make a handle: {exc}") from exc
         # The finalizer holds the raw handle and the workspace its replays use (freed after
         # the handle); it runs on destroy(), when the handle is collected, or if the rest of
         # __init__ fails. Nothing runs at interpreter exit: the driver frees both then.
@@ -196,7 +202,7 @@ class CublasCaptureHandle:
         if key in self._warmed:
             return
         if is_capturing(self.stream_ptr):
-            raise GemmCaptureUnavailable(
+            raise CaptureInProgress(
                 "warm() runs the product, so it must come before the capture begins"
             )
         target = out.ptr
@@ -389,11 +395,11 @@ class CublasCaptureHandle:
 
     def _check_alive(self) -> None:
         if self._closed:
-            raise GemmCaptureUnavailable(f"{self!r} was destroyed; make a new CublasCaptureHandle")
+            raise HandleDestroyed(f"{self!r} was destroyed; make a new CublasCaptureHandle")
 
     def _refuse_unwarmed(self, params: Params, operands: Mapping[str, Any]) -> None:
         offsets = ", ".join(f"{name} +{operands[name].ptr % ALIGNMENT}" for name in _ROLES)
-        raise GemmCaptureUnavailable(
+        raise CaptureInProgress(
             f"this product was never warmed ({params}; operand bytes past {ALIGNMENT}-byte "
             f"alignment: {offsets}); call handle.warm(params, operands) with these operands "
             f"before the capture begins"
@@ -437,9 +443,7 @@ class CublasCaptureHandle:
             )
         missing = [name for name in _ROLES if name not in operands]
         if missing:
-            raise GemmCaptureUnavailable(
-                f"operands lack {missing}; pass {{'a': ..., 'b': ..., 'out': ...}}"
-            )
+            raise NotCapturable(f"operands lack {missing}; pass {{'a': ..., 'b': ..., 'out': ...}}")
         for name in _ROLES:
             self._check_device_array(name, operands[name])
         transpose_a, transpose_b, transpose_out = params.transposes
@@ -476,12 +480,12 @@ class CublasCaptureHandle:
 
     def _check_device_array(self, name: str, array: Any) -> None:
         if getattr(array, "is_host", True) or not isinstance(getattr(array, "ptr", None), int):
-            raise GemmCaptureUnavailable(
+            raise NotCapturable(
                 f"operand {name!r} is not a device array ({type(array).__name__}); move it "
                 f"with arrays.asarray(x, device='cuda:{self.device}')"
             )
         if array.device_index != self.device:
-            raise GemmCaptureUnavailable(
+            raise NotCapturable(
                 f"operand {name!r} is on {array.device}, but this handle's stream is on "
                 f"cuda:{self.device}"
             )

@@ -28,7 +28,7 @@ from eagle.cuda.graph import record_use
 from eagle.cuda.loops import in_loop_body
 from eagle.cuda.memory import default_pool
 from eagle.gemm.capture import WORKSPACE_BYTES, BoundGemm, CublasCaptureHandle
-from eagle.gemm.errors import GemmCaptureUnavailable
+from eagle.gemm.errors import CaptureInProgress, NotCapturable
 
 __all__ = ["record_lent"]
 
@@ -64,7 +64,7 @@ def record_lent(
         handle._check_alive()
         for product in products:
             if product.handle is not handle:
-                raise GemmCaptureUnavailable(
+                raise NotCapturable(
                     f"{product!r} was bound on another handle; record it through that one"
                 )
             prepared = product._call
@@ -73,7 +73,7 @@ def record_lent(
                 a, b = (second, first) if prepared.swap else (first, second)
                 handle._refuse_unwarmed(product.params, {"a": a, "b": b, "out": out})
         if in_loop_body(stream_ptr):
-            raise GemmCaptureUnavailable(
+            raise CaptureInProgress(
                 f"stream {stream_ptr:#x} is being captured into the body of a device-side "
                 "loop or branch, where CUDA refuses the workspace a product on a stream "
                 "without its own cuBLAS handle needs; run or bind the plan on that stream "

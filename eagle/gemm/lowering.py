@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from eagle.gemm.contraction import ContractionOperand, RecognizedContraction
 from eagle.gemm.dtypes import PRODUCT_DTYPES, dtype_of, product_dtypes
-from eagle.gemm.errors import GemmCaptureUnavailable, GemmMappingUnavailable, PlanUnavailable
+from eagle.gemm.errors import GemmMappingUnavailable, NotCapturable, PlanUnavailable
 from eagle.gemm.matmul import matmul_step
 from eagle.gemm.params import (
     GemmParams,
@@ -90,13 +90,13 @@ def _check_products(plan: LoweredPlan) -> None:
             f"plan must be a LoweredPlan (from lower_dense_gemm), not {type(plan).__name__}"
         )
     if plan.mechanism == "gemv":
-        raise GemmCaptureUnavailable(
+        raise NotCapturable(
             "a 'gemv' plan (a product against a ones vector) is not captured; run it with "
             "plan('device', buffers)"
         )
     for step in plan.steps:
         if step.kind != "matmul":
-            raise GemmCaptureUnavailable(
+            raise NotCapturable(
                 f"step {step.name!r} is a {step.kind!r} step, not a matmul; only products "
                 f"are captured"
             )
@@ -129,12 +129,12 @@ def captured_gemm_calls(
     if operand_class not in ("gemm", "gemv"):
         raise ValueError(f"operand_class must be 'gemm' or 'gemv', not {operand_class!r}")
     if operand_class == "gemv":
-        raise GemmCaptureUnavailable(
+        raise NotCapturable(
             "the 'gemv' class is not captured: it lowers against a ones vector; run its plan "
             "with plan('device', buffers)"
         )
     check_plan_capturable(plan)
-    bound, _ = _bind_buffers(plan, buffers, "device", GemmCaptureUnavailable)
+    bound, _ = _bind_buffers(plan, buffers, "device", NotCapturable)
     return tuple(
         CapturedGemmCall(*call) for call in _bound_products(plan, bound, sgemm_params_for_arrays)
     )
@@ -177,7 +177,7 @@ def captured_calls(
             )
         except GemmMappingUnavailable as exc:
             raise GemmMappingUnavailable(f"step {step.name!r} ({_roles(spec)}): {exc}") from None
-    bound, _ = _bind_buffers(plan, buffers, "device", GemmCaptureUnavailable)
+    bound, _ = _bind_buffers(plan, buffers, "device", NotCapturable)
     return tuple(
         CapturedCall(*call)
         for call in _bound_products(plan, bound, gemm_params_for_arrays, math=math)

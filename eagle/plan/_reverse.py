@@ -312,8 +312,8 @@ class AdjointSequence:
             try:
                 bound.extend(step.bind(**planes).steps)
             except (TypeError, ValueError) as exc:
-                name = step.primal.kernel.name
-                raise type(exc)(f"launch {position} ({name}): {exc}") from exc
+                exc.add_note(f"in launch {position} ({step.primal.kernel.name}) of the adjoint")
+                raise
         return BoundAdjoint(bound)
 
 

@@ -42,7 +42,7 @@ from eagle.cuda.stream import as_stream_ptr, launch_stream
 from eagle.gemm.capture import BoundGemm, CublasCaptureHandle
 from eagle.gemm.contraction import RecognizedContraction
 from eagle.gemm.dtypes import HALVES, PRODUCT_DTYPES, dtype_of
-from eagle.gemm.errors import GemmCaptureUnavailable, PlanUnavailable
+from eagle.gemm.errors import CaptureInProgress, GemmCaptureUnavailable, PlanUnavailable
 from eagle.gemm.handles import stream_handle, warmed_handle
 from eagle.gemm.lending import record_lent
 from eagle.gemm.lowering import captured_calls, lower_dense_gemm
@@ -354,7 +354,7 @@ class GemmLaunch:
             cause = exc
         handle = warmed_handle(self.device, ((c.params, c.operands) for c in self.calls))
         if handle is None:
-            raise GemmCaptureUnavailable(
+            raise CaptureInProgress(
                 f"stream {stream_ptr:#x} is being captured, and no cuBLAS handle on "
                 f"cuda:{self.device} has warmed this routed plan's products; run the plan (or "
                 "the torch op) once before the capture begins, on any stream of that device, "

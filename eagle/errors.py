@@ -1,0 +1,76 @@
+"""The root of eagle's errors, :class:`EagleError`, and its kinds.
+
+Every error eagle raises is an :class:`EagleError`, so ``except eagle.EagleError``
+catches them all. Each kind below is also the builtin exception it stands for, so
+``except ValueError`` (or ``TypeError``, ``IndexError`` ...) keeps catching what
+it caught before:
+
+=============================  ==================  =================================
+kind                           also a              raised for
+=============================  ==================  =================================
+:class:`EagleValueError`       ``ValueError``      a value you passed (a shape, a name, an option)
+:class:`EagleTypeError`        ``TypeError``       an argument of the wrong Python type
+:class:`EagleIndexError`       ``IndexError``      an index outside an array
+:class:`EagleRuntimeError`     ``RuntimeError``    the state of the machine or of an object
+:class:`LifetimeError`         ``RuntimeError``    an object used after it was destroyed
+:class:`EagleBufferError`      ``BufferError``     memory DLPack or a buffer cannot describe
+:class:`EagleOverflowError`    ``OverflowError``   a value too large for its dtype
+:class:`EagleImportError`      ``ImportError``     an optional dependency that is missing
+=============================  ==================  =================================
+
+The named refusals live beside what raises them and derive from these:
+:class:`eagle.cuda.CudaError` (a runtime error), the product refusals of
+:mod:`eagle.gemm`. This module imports nothing, so ``eagle.EagleError`` is
+cheap to reach.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EagleBufferError",
+    "EagleError",
+    "EagleImportError",
+    "EagleIndexError",
+    "EagleOverflowError",
+    "EagleRuntimeError",
+    "EagleTypeError",
+    "EagleValueError",
+    "LifetimeError",
+]
+
+
+class EagleError(Exception):
+    """The root of every error eagle raises."""
+
+
+class EagleValueError(EagleError, ValueError):
+    """A value passed to eagle is refused (a ``ValueError``)."""
+
+
+class EagleTypeError(EagleError, TypeError):
+    """An argument of a type eagle does not take (a ``TypeError``)."""
+
+
+class EagleIndexError(EagleError, IndexError):
+    """An index outside what it addresses (an ``IndexError``)."""
+
+
+class EagleRuntimeError(EagleError, RuntimeError):
+    """The machine or an object is not in a state that allows the call (a ``RuntimeError``)."""
+
+
+class LifetimeError(EagleRuntimeError):
+    """An eagle object was used after it was destroyed or consumed, or destroyed while
+    something that needs it is still alive."""
+
+
+class EagleBufferError(EagleError, BufferError):
+    """Memory that DLPack or the buffer protocol cannot describe (a ``BufferError``)."""
+
+
+class EagleOverflowError(EagleError, OverflowError):
+    """A value too large for the dtype it must fit (an ``OverflowError``)."""
+
+
+class EagleImportError(EagleError, ImportError):
+    """An optional dependency eagle needs for this call is not installed (an ``ImportError``)."""
