@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import eagle.cuda
-from eagle.cuda._runtime import call
+from eagle.cuda._runtime import cudart
 
 
 def probe_ready(argv: Sequence[str], usage: str | None) -> int | None:
@@ -25,7 +25,7 @@ def probe_ready(argv: Sequence[str], usage: str | None) -> int | None:
 
 def device_name() -> str:
     """The name of CUDA device 0, as its properties give it."""
-    name = call("cudaGetDeviceProperties", 0).name
+    name = cudart.cudaGetDeviceProperties(0).name
     return name.decode().rstrip("\0") if isinstance(name, bytes) else str(name)
 
 

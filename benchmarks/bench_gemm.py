@@ -48,7 +48,7 @@ import numpy as np
 from _report import print_table, write_record
 
 from eagle import arrays, cuda
-from eagle.cuda._runtime import call
+from eagle.cuda._runtime import cudart
 from eagle.gemm import (
     CublasCaptureHandle,
     gemm_params_for_arrays,
@@ -78,7 +78,7 @@ def optional(name: str) -> ModuleType | None:
 def device_seconds(enqueue: Callable[[], Any], stream_ptr: int, reps: int) -> float:
     """Median seconds per ``enqueue()`` on ``stream_ptr``, from CUDA events."""
     enqueue()
-    call("cudaStreamSynchronize", stream_ptr)
+    cudart.cudaStreamSynchronize(stream_ptr)
     start, end = cuda.Event(), cuda.Event()
     samples = []
     for _ in range(TRIALS):

@@ -73,7 +73,7 @@ from _timing import device_ms
 from bench_gemm import device_array
 
 from eagle import arrays, cuda
-from eagle.cuda._runtime import call, runtime
+from eagle.cuda._runtime import cudart, runtime
 from eagle.gemm import CublasCaptureHandle, gemm_params_for_arrays
 
 CASES = (("bfloat16", 8192), ("float16", 8192), ("bfloat16", 4096), ("float16", 4096),
@@ -242,10 +242,10 @@ def wrap(tensor: Any, dtype: str) -> arrays.Array:
 def as_torch(torch: ModuleType, array: arrays.Array, like: Any) -> Any:
     """An eagle device array's bytes copied into a new tensor shaped and typed as ``like``."""
     copy = torch.empty_like(like)
-    call("cudaDeviceSynchronize")
+    cudart.cudaDeviceSynchronize()
     kind = runtime().cudaMemcpyKind.cudaMemcpyDeviceToDevice
-    call("cudaMemcpy", copy.data_ptr(), array.ptr, copy.numel() * copy.element_size(), kind)
-    call("cudaDeviceSynchronize")
+    cudart.cudaMemcpy(copy.data_ptr(), array.ptr, copy.numel() * copy.element_size(), kind)
+    cudart.cudaDeviceSynchronize()
     return copy
 
 

@@ -30,22 +30,30 @@ from eagle.cuda import _runtime
 NODES = 200
 
 
-def _timed_calls() -> tuple[dict[str, list[float]], Any]:
-    """Wrap eagle's one checked CUDA call: (name -> [count, seconds]), and the original."""
+def _timed_calls() -> tuple[dict[str, list[float]], list[tuple[Any, str, Any]]]:
+    """Time every checked CUDA call made so far (each one's wrapper on eagle's checked
+    bindings): (name -> [count, seconds]), and the originals to put back."""
     seen: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
-    original = _runtime._invoke
+    originals = []
+    for binding in (_runtime.cudart, _runtime.cudadrv):
+        for name, function in list(vars(binding).items()):
+            if not name.startswith("_"):
+                vars(binding)[name] = _timed(name, function, seen)
+                originals.append((binding, name, function))
+    return seen, originals
 
-    def timed(kind: str, name: str, args: tuple) -> Any:
+
+def _timed(name: str, function: Any, seen: dict[str, list[float]]) -> Any:
+    def timed(*args: Any) -> Any:
         began = time.perf_counter()
         try:
-            return original(kind, name, args)
+            return function(*args)
         finally:
             entry = seen[name]
             entry[0] += 1
             entry[1] += time.perf_counter() - began
 
-    _runtime._invoke = timed
-    return seen, original
+    return timed
 
 
 def main(argv: list[str]) -> int:
@@ -65,7 +73,8 @@ def main(argv: list[str]) -> int:
             chain.rebind_all()
         profile.disable()
     finally:
-        _runtime._invoke = original
+        for binding, name, function in original:
+            vars(binding)[name] = function
     wall = (time.perf_counter() - began) / rebinds
     print(f"{rebinds} rebinds of every plane, {NODES} routed products, {chain.nodes} nodes:")
     print(f"  {wall * 1e3:.2f} ms per rebind under cProfile")

@@ -26,14 +26,11 @@ import functools
 import itertools
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
-from eagle._torch_derivatives import split
-
-if TYPE_CHECKING:
-    from eagle.torch import Function
+from eagle._torch_derivatives import Derivatives, split
 
 __all__ = [
     "Forward",
@@ -45,6 +42,26 @@ __all__ = [
     "signature_ops",
     "tracked",
 ]
+
+
+class Function(Protocol):
+    """What the ops and ``autograd.Function`` classes use of an :class:`eagle.torch.Function`
+    (named here so that this module needs nothing of :mod:`eagle.torch`, which imports it)."""
+
+    kernel: Any
+    key: int
+    backward_op: Any
+    _second_op: Any
+    _inputs: tuple[Any, ...]
+    _outputs: tuple[Any, ...]
+    _derivatives: Derivatives
+
+    def _count(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def _forward(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def _forward_fake(self, *args: Any, **kwargs: Any) -> Any: ...
+
 
 _NAMESPACE = "eagle"
 

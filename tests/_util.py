@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
 import numpy as np
+import pytest
 
 
 def rel_error(out: np.ndarray, ref: np.ndarray) -> float:
@@ -10,3 +16,27 @@ def rel_error(out: np.ndarray, ref: np.ndarray) -> float:
     out = np.asarray(out, dtype=np.float64)
     ref = np.asarray(ref, dtype=np.float64)
     return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
+
+
+class FakeCalls:
+    """Stands in for a checked binding (``eagle.cuda._runtime.cudart`` or ``cudadrv``):
+    ``fake.cudaX(*args)`` returns ``handler("cudaX", *args)``."""
+
+    def __init__(self, handler: Callable[..., Any]) -> None:
+        self._handler = handler
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return functools.partial(self._handler, name)
+
+
+def fake_calls(
+    monkeypatch: pytest.MonkeyPatch,
+    handler: Callable[..., Any],
+    *modules: ModuleType,
+    binding: str = "cudart",
+) -> None:
+    """Send each of ``modules``' calls through ``binding`` to ``handler(name, *args)``."""
+    for module in modules:
+        monkeypatch.setattr(module, binding, FakeCalls(handler))

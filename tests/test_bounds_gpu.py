@@ -11,7 +11,7 @@ import pytest
 import eagle.plan
 import hawk
 from eagle import cuda
-from eagle.cuda._runtime import call
+from eagle.cuda._runtime import cudart
 from hawk.emit import checks, policy
 from tests import _bounds_kernels as k
 from tests._device_checks import DTYPES, GUARD, dev, guarded, host_error
@@ -72,7 +72,7 @@ def test_it_surfaces_at_stream_synchronize_and_at_the_next_launch() -> None:
         stream.synchronize()
     with stream:
         plan.run(t=t, i=bad, y=y)
-    call("cudaDeviceSynchronize")  # finished, but no eagle call has looked yet
+    cudart.cudaDeviceSynchronize()  # finished, but no eagle call has looked yet
     with pytest.raises(hawk.PlaneIndexError, match="lane 1"), stream:
         plan.run(t=t, i=good, y=y)  # the next launch of the same kernel
     with stream:

@@ -27,6 +27,7 @@ from eagle.gemm.lending import record_lent
 from hawk.emit import policy
 from tests import _route_kernels as k
 from tests._route_kernels import B, R, U
+from tests._util import FakeCalls
 from tests.test_gemm_capture import FakeDevice
 from tests.test_route import _host_backed, _routed_fake_device
 
@@ -265,7 +266,7 @@ def test_scoped_memory_is_allocated_and_freed_on_its_stream_even_when_the_block_
         made.append((name, *args))
         return 0xA110C if name == "cudaMallocFromPoolAsync" else None
 
-    monkeypatch.setattr(memory, "call", fake_call)
+    monkeypatch.setattr(memory, "cudart", FakeCalls(fake_call))
     monkeypatch.setattr(memory, "ensure_device", lambda device: None)
     pool = memory.MemoryPool.__new__(memory.MemoryPool)
     pool.device, pool._handle = 0, "pool"

@@ -27,7 +27,7 @@ import pytest
 from eagle import arrays
 from eagle.cuda import Stream, _cache, cache_dir, clear_cache, compile_cuda, module
 from eagle.cuda._runtime import CudaError
-from tests._util import rel_error
+from tests._util import FakeCalls, rel_error
 
 
 def _source(number: int) -> str:
@@ -268,7 +268,7 @@ def test_an_image_the_device_refuses_is_compiled_again_and_replaced(
     _plant(path, planted)
     _forget_in_memory(monkeypatch)
     fake = _Driver({planted})
-    monkeypatch.setattr(module, "dcall", fake)
+    monkeypatch.setattr(module, "cudadrv", FakeCalls(fake))
     with caplog.at_level(logging.INFO, logger="eagle"):
         kernel = module.load_kernel(_source(1), "k1")
     assert kernel.name == "k1" and fake.loaded == [image]
@@ -283,7 +283,7 @@ def test_a_fresh_image_the_device_refuses_raises_and_nothing_is_kept(cache, monk
     _forget_in_memory(monkeypatch)
     module._cache.clear_cache()
     fake = _Driver({image})  # refused even as NVRTC made it: not a cache's fault
-    monkeypatch.setattr(module, "dcall", fake)
+    monkeypatch.setattr(module, "cudadrv", FakeCalls(fake))
     with pytest.raises(CudaError, match="CUDA_ERROR_INVALID_IMAGE"):
         module.load_kernel(_source(1), "k1")
     assert module._kernels == {}
@@ -296,7 +296,7 @@ def test_another_load_failure_of_a_cached_image_is_not_taken_for_corruption(
 ):
     image = compile_cuda(_source(1), name="k1")
     fake = _Driver({image}, status="CUDA_ERROR_OUT_OF_MEMORY")
-    monkeypatch.setattr(module, "dcall", fake)
+    monkeypatch.setattr(module, "cudadrv", FakeCalls(fake))
     with (
         caplog.at_level(logging.INFO, logger="eagle"),
         pytest.raises(CudaError, match="CUDA_ERROR_OUT_OF_MEMORY"),

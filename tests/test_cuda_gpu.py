@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from eagle import arrays, cuda
-from eagle.cuda._runtime import call
+from eagle.cuda._runtime import cudart
 
 pytestmark = pytest.mark.gpu
 
@@ -189,7 +189,7 @@ def test_invalidated_capture_raises_cuda_error_naming_the_status():
     capturer = cuda.StreamCapturer(stream.ptr(), mode="global")
     capturer.begin()
     with pytest.raises(cuda.CudaError):
-        call("cudaStreamSynchronize", stream.ptr())  # illegal while capturing
+        cudart.cudaStreamSynchronize(stream.ptr())  # illegal while capturing
     with pytest.raises(cuda.CudaError) as info:
         capturer.end()
     assert "cudaErrorStreamCapture" in info.value.status
@@ -302,23 +302,23 @@ def test_argument_list_launches_in_one_capture_keep_their_own_values(rng):
 
 def test_freed_memory_returns_to_the_device_after_trim():
     pool = cuda.default_pool()
-    call("cudaDeviceSynchronize")
+    cudart.cudaDeviceSynchronize()
     pool.trim()
-    free_before, _ = call("cudaMemGetInfo")
+    free_before, _ = cudart.cudaMemGetInfo()
     big = arrays.empty((8 << 30,), "uint8", "cuda:0")
-    free_during, _ = call("cudaMemGetInfo")
+    free_during, _ = cudart.cudaMemGetInfo()
     assert free_during <= free_before - (8 << 30)
     del big
-    call("cudaDeviceSynchronize")  # beyond the release threshold goes back at a sync
-    free_synced, _ = call("cudaMemGetInfo")
+    cudart.cudaDeviceSynchronize()  # beyond the release threshold goes back at a sync
+    free_synced, _ = cudart.cudaMemGetInfo()
     assert free_synced >= free_before - cuda.memory.DEFAULT_RELEASE_THRESHOLD - (64 << 20)
     pool.trim()
-    free_after, _ = call("cudaMemGetInfo")
+    free_after, _ = cudart.cudaMemGetInfo()
     assert free_after >= free_before - (64 << 20)
 
 
 def test_each_call_makes_its_own_device_current(rng):
-    if call("cudaGetDeviceCount") < 2:
+    if cudart.cudaGetDeviceCount() < 2:
         pytest.skip("needs two GPUs")
     kernel = cuda.load_kernel(SCALE_SOURCE, "scale_add", device=0)
     n = 1000
@@ -330,9 +330,9 @@ def test_each_call_makes_its_own_device_current(rng):
     stream1 = cuda.Stream(non_blocking=True, device=1)
     cuda.Event(device=1).record(stream1).synchronize()
     kernel.launch(-(-n // 256), 256, [dout, dx, np.float32(0.5), np.int64(n)], stream0)
-    call("cudaSetDevice", 1)
+    cudart.cudaSetDevice(1)
     late = arrays.zeros((n,), "float32", "cuda:0")  # allocates on device 0 all the same
-    call("cudaSetDevice", 1)
+    cudart.cudaSetDevice(1)
     kernel.launch(-(-n // 256), 256, [late, dx, np.float32(2.0), np.int64(n)], stream0)
     stream0.synchronize()
     np.testing.assert_allclose(dout.numpy(), start + 0.5 * x, rtol=1e-6)

@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import re
 import subprocess
 import sys
 import weakref
 from collections import OrderedDict
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from eagle import arrays, cuda
 from eagle.arrays import _strided
-from eagle.cuda import _runtime, graph, memory, module
+from eagle.cuda import _capture_state, _runtime, _stream_capture, graph, memory, module
 from eagle.cuda import stream as stream_module
 from eagle.cuda.module import PackedArgs
+from tests._util import FakeCalls, fake_calls
 
 
 def test_is_available_never_raises():
@@ -79,7 +83,7 @@ def test_stream_argument_of_the_wrong_type_is_named():
 
 @pytest.fixture
 def fake_cuda(monkeypatch):
-    """Replace graph.py's CUDA calls with a recorder."""
+    """Replace the CUDA calls of capture and graphs with a recorder."""
     calls: list[str] = []
 
     def fake_call(name, *args):
@@ -90,7 +94,7 @@ def fake_cuda(monkeypatch):
             "cudaStreamGetDevice": 0,
         }.get(name)
 
-    monkeypatch.setattr(graph, "call", fake_call)
+    fake_calls(monkeypatch, fake_call, graph, _stream_capture, _capture_state)
     return calls
 
 
@@ -162,6 +166,60 @@ def test_begin_and_end_out_of_order_refuse(fake_cuda):
 
 def test_runtime_bindings_load_lazily():
     assert _runtime._bindings("runtime").__name__ == "cuda.bindings.runtime"
+
+
+@pytest.mark.parametrize(
+    ("calls", "kind"),
+    [(_runtime.RuntimeCalls, "runtime"), (_runtime.DriverCalls, "driver"),
+     (_runtime.NvrtcCalls, "nvrtc")],
+)  # fmt: skip
+def test_every_declared_binding_call_is_a_function_of_its_module(calls, kind):
+    module = _runtime._bindings(kind)
+    declared = [name for name in vars(calls) if not name.startswith("_")]
+    assert declared, kind
+    odd = [n for n in declared if isinstance(getattr(module, n, None), type | None)]
+    assert odd == [], f"not functions of cuda.bindings.{kind}"
+
+
+def test_eagle_calls_no_binding_it_has_not_declared():
+    declared = set(vars(_runtime.RuntimeCalls)) | set(vars(_runtime.DriverCalls))
+    declared |= set(vars(_runtime.NvrtcCalls))
+    root = Path(_runtime.__file__).parents[2]
+    used = set()
+    for path in [*root.joinpath("eagle").rglob("*.py")]:
+        used.update(re.findall(r"\b(?:cudart|cudadrv|nvrtc)\.(\w+)\(", path.read_text()))
+    assert used and used <= declared, sorted(used - declared)
+
+
+def _fake_binding(monkeypatch, **functions):
+    """A checked view of a stand-in for cuda.bindings.runtime with these functions."""
+    module = SimpleNamespace(cudaGetErrorString=lambda status: (0, b"what it means"), **functions)
+    monkeypatch.setitem(_runtime._modules, "runtime", module)
+    return _runtime._Checked("runtime")
+
+
+def test_a_checked_call_returns_its_values_and_raises_on_a_status(monkeypatch):
+    status = type("Status", (), {"name": "cudaErrorInvalidValue", "__int__": lambda s: 1})()
+    checked = _fake_binding(
+        monkeypatch,
+        cudaNone=lambda: (0,),
+        cudaOne=lambda x: (0, x + 1),
+        cudaTwo=lambda: (0, "a", "b"),
+        cudaBad=lambda: (status,),
+    )
+    assert checked.cudaNone() is None and checked.cudaOne(1) == 2
+    assert checked.cudaTwo() == ("a", "b")
+    with pytest.raises(cuda.CudaError, match="cudaBad failed with cudaErrorInvalidValue: what"):
+        checked.cudaBad()
+    assert checked.cudaOne.__name__ == "cudaOne" and "cudaOne" in vars(checked)  # kept
+
+
+def test_a_misspelt_or_non_function_binding_is_refused_by_name(monkeypatch):
+    checked = _fake_binding(monkeypatch, cudaStreamCaptureMode=type("Enum", (), {}))
+    with pytest.raises(AttributeError, match="has no function 'cudaStreamSyncronize'"):
+        checked.cudaStreamSyncronize(0)
+    with pytest.raises(AttributeError, match="'cudaStreamCaptureMode'.*enums and structs"):
+        checked.cudaStreamCaptureMode(0)
 
 
 def test_kernel_arguments_on_the_wrong_device_are_refused_by_position():
@@ -246,8 +304,8 @@ def fake_runtime(monkeypatch):
         calls.append((name, args))
         return results.get(name)
 
-    for target in (_runtime, stream_module, memory, graph):
-        monkeypatch.setattr(target, "call", fake_call)
+    for target in (_runtime, stream_module, memory, graph, _stream_capture, _capture_state):
+        monkeypatch.setattr(target, "cudart", FakeCalls(fake_call))
     for target in (stream_module, memory):
         monkeypatch.setattr(target, "ensure_device", lambda device=0: None)
     return calls
@@ -278,9 +336,9 @@ def test_an_object_whose_init_failed_half_way_is_collected_quietly(monkeypatch, 
         raise cuda.CudaError(name, "cudaErrorMemoryAllocation")
 
     monkeypatch.setattr(stream_module, "ensure_device", lambda device=0: None)
-    monkeypatch.setattr(stream_module, "call", refuse)
+    monkeypatch.setattr(stream_module, "cudart", FakeCalls(refuse))
     monkeypatch.setattr(memory, "ensure_device", lambda device=0: None)
-    monkeypatch.setattr(memory, "call", refuse)
+    monkeypatch.setattr(memory, "cudart", FakeCalls(refuse))
     for make in (cuda.Stream, cuda.Event, cuda.MemoryPool):
         with pytest.raises(cuda.CudaError, match="cudaErrorMemoryAllocation"):
             make()
@@ -306,10 +364,11 @@ def test_a_graph_collected_without_destroy_frees_its_handles_and_tells_owners(fa
 def test_finalizers_do_not_run_at_interpreter_exit():
     script = (
         "from eagle.cuda import _runtime, stream\n"
+        "from tests._util import FakeCalls\n"
         "def fake(name, *args):\n"
         "    print('called', name)\n"
         "    return 0x5000\n"
-        "_runtime.call = stream.call = fake\n"
+        "_runtime.cudart = stream.cudart = FakeCalls(fake)\n"
         "stream.ensure_device = lambda device=0: None\n"
         "kept = stream.Stream()\n"
     )
@@ -396,7 +455,7 @@ def test_an_old_driver_is_refused_naming_both_versions(monkeypatch, version, sho
         calls.append(name)
         return {"cudaDriverGetVersion": version, "cudaGetDeviceCount": 1}.get(name)
 
-    monkeypatch.setattr(_runtime, "call", fake_call)
+    monkeypatch.setattr(_runtime, "cudart", FakeCalls(fake_call))
     monkeypatch.setattr(_runtime, "_ready_devices", set())
     with pytest.raises(cuda.CudaDriverTooOld) as info:
         _runtime.ensure_device(0)
@@ -410,8 +469,8 @@ def test_a_cuda_13_driver_is_accepted(monkeypatch):
     def fake_call(name, *args):
         return {"cudaDriverGetVersion": 13000, "cudaGetDeviceCount": 1}.get(name)
 
-    monkeypatch.setattr(_runtime, "call", fake_call)
-    monkeypatch.setattr(_runtime, "dcall", lambda name, *args: None)
+    monkeypatch.setattr(_runtime, "cudart", FakeCalls(fake_call))
+    monkeypatch.setattr(_runtime, "cudadrv", FakeCalls(lambda name, *args: None))
     monkeypatch.setattr(_runtime, "_ready_devices", set())
     _runtime.ensure_device(0)
     assert _runtime._ready_devices == {0}
@@ -459,7 +518,7 @@ def _device_array(ptr, device=0):
 
 
 def test_launch_packs_each_argument_by_value_and_reuses_one_buffer(monkeypatch):
-    monkeypatch.setattr(module, "call", lambda name, *args: None)
+    monkeypatch.setattr(module, "cudart", FakeCalls(lambda name, *args: None))
     kernel = module.Kernel("k", None, 0x1234, 0)
     kernel._launch = fake = _FakeLaunch([8, 4, 8, 12])
     triple = (ctypes.c_int32 * 3)(1, 2, 3)
@@ -512,7 +571,7 @@ def test_launch_checks_devices_dimensions_and_keeps_arrays_only_in_a_capture(
 
 
 def test_a_launch_never_reuses_the_last_signature_or_stream_for_others(monkeypatch):
-    monkeypatch.setattr(module, "call", lambda name, *args: None)
+    monkeypatch.setattr(module, "cudart", FakeCalls(lambda name, *args: None))
     kernel = module.Kernel("k", None, 0x1234, 0)
     kernel._launch = fake = _FakeLaunch([8, 4])
     array = _device_array(0x1000)

@@ -31,6 +31,7 @@ import numpy as np
 import pytest
 
 from tests.test_docs import (
+from tests._util import FakeCalls
     API_PAGES,
     DOCS,
     INSIDE_MODULES,
@@ -759,7 +760,7 @@ def test_the_calls_take_foreign_arrays_as_the_pages_say(monkeypatch):
     from tests.test_gemm_capture import FakeDevice
 
     # taking the fake device arrays: each address is on device 0, no stream to wait for
-    monkeypatch.setattr(_foreign, "call", lambda name, ptr: type("A", (), {"device": 0}))
+    monkeypatch.setattr(_foreign, "cudart", FakeCalls(lambda name, ptr: type("A", (), {"device": 0})))
     probes = _eagle_arrays_only_probes(FakeDevice(monkeypatch))
     only = set(_facts().EAGLE_ARRAYS_ONLY)
     assert only <= set(probes), "a probe per call the pages name"

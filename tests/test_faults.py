@@ -17,7 +17,7 @@ import ctypes
 import sys
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import cuda.core
@@ -28,7 +28,16 @@ import eagle.diff
 import eagle.plan
 import hawk
 from eagle import arrays
-from eagle.cuda import Stream, _records, _runtime, graph, is_capturing, module
+from eagle.cuda import (
+    Stream,
+    _capture_state,
+    _records,
+    _runtime,
+    _stream_capture,
+    graph,
+    is_capturing,
+    module,
+)
 from eagle.cuda._runtime import CudaError, runtime
 from eagle.cuda.graph import StreamCapturer, any_capture_active, record_use
 from eagle.gemm import handles as gemm_handles
@@ -39,7 +48,7 @@ from eagle.plan._bound import Bound, Step
 from hawk.emit import policy
 from tests import _route_kernels as k
 from tests._hawk_kernels import saxpy
-from tests._util import rel_error
+from tests._util import FakeCalls, fake_calls, rel_error
 from tests.test_gemm_capture import FakeDevice
 from tests.test_route import _FakeDeviceArray, fake_cublas  # noqa: F401 - the fixture
 
@@ -177,7 +186,8 @@ def test_an_interrupt_after_a_host_product_leaves_its_output_whole(rng):
 
 
 class _FakeCapture:
-    """CUDA's capture and graph calls (``eagle.cuda.graph.call``), over named graphs.
+    """CUDA's capture and graph calls (those of ``eagle.cuda.graph`` and the capture it
+    re-exports), over named graphs.
 
     ``fail[name]`` is raised by the next call of ``name`` instead of it;
     ``after[name]`` is raised just after the next call of ``name`` did its work (a
@@ -191,7 +201,7 @@ class _FakeCapture:
         self.made = 0
         self.fail: dict[str, BaseException] = {}
         self.after: dict[str, BaseException] = {}
-        monkeypatch.setattr(graph, "call", self.call)
+        fake_calls(monkeypatch, self.call, graph, _stream_capture, _capture_state)
 
     def call(self, name: str, *args: Any) -> Any:
         if name in self.fail:
@@ -399,7 +409,7 @@ class _FakeSlabCalls:
 @pytest.mark.parametrize("fail", ["cudaHostGetDevicePointer", "cudaMalloc", "cudaMemset"])
 def test_an_error_record_that_cannot_be_allocated_gives_back_what_it_took(monkeypatch, fail):
     fake = _FakeSlabCalls(fail)
-    monkeypatch.setattr(_records, "call", fake)
+    monkeypatch.setattr(_records, "cudart", FakeCalls(fake))
     monkeypatch.setattr(_records, "ensure_device", lambda device: None)
     monkeypatch.setattr(_records, "_slabs", {})
     monkeypatch.setattr(_records, "_records", {})
@@ -542,7 +552,8 @@ def test_an_nvrtc_failure_during_a_bind_keeps_nothing(monkeypatch, tmp_path):
     monkeypatch.setattr(module, "_kernels", {})
     monkeypatch.setattr(module, "device_arch", lambda device: "sm_90")
     monkeypatch.setattr(module, "ensure_device", lambda device: None)
-    monkeypatch.setattr(module, "dcall", lambda name, *args: 7)  # load, get kernel, function
+    seven = FakeCalls(lambda name, *args: 7)  # load, get kernel, function
+    monkeypatch.setattr(module, "cudadrv", seven)
     monkeypatch.setattr(_records, "record_for", lambda key, device, translate: _Record())
     _nvrtc_fails_once(monkeypatch)
     plan = eagle.plan.auto(saxpy)
@@ -584,7 +595,7 @@ def test_a_load_that_fails_after_the_library_is_loaded_unloads_it(monkeypatch, t
             raise CudaError(name, "CUDA_ERROR_OUT_OF_MEMORY", "injected")
         return 7
 
-    monkeypatch.setattr(module, "dcall", dcall)
+    monkeypatch.setattr(module, "cudadrv", FakeCalls(dcall))
     source = 'extern "C" __global__ void unloaded(float* x) { x[threadIdx.x] = 1.0f; }'
     with pytest.raises(CudaError, match="CUDA_ERROR_OUT_OF_MEMORY"):
         module.load_kernel(source, "unloaded")
@@ -599,14 +610,21 @@ def test_a_load_that_fails_after_the_library_is_loaded_unloads_it(monkeypatch, t
 
 
 class _Door:
-    """Faults injected into the checked CUDA door (``_runtime._invoke``): ``fail(name, n)``
-    makes the ``n``-th next call of ``name`` raise ``error`` instead of running;
-    ``interrupt_after(name)`` raises KeyboardInterrupt once the next call of ``name`` ran."""
+    """Faults injected into the checked CUDA door (each function ``_runtime._checked``
+    makes): ``fail(name, n)`` makes the ``n``-th next call of ``name`` raise ``error``
+    instead of running; ``interrupt_after(name)`` raises KeyboardInterrupt once the next
+    call of ``name`` ran."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self._real = _runtime._invoke
+        real = _runtime._checked
         self._rules: list[list[Any]] = []
-        monkeypatch.setattr(_runtime, "_invoke", self._invoke)
+
+        def checked(kind: str, name: str, function: Any) -> Any:
+            inner = real(kind, name, function)
+            return lambda *args: self._call(name, inner, args)
+
+        monkeypatch.setattr(_runtime, "_checked", checked)
+        _forget_checked()  # so that every function is looked up again, through the door
 
     def fail(self, name: str, status: str, nth: int = 1) -> None:
         self._rules.append([name, nth, CudaError(name, status, "injected"), False])
@@ -618,22 +636,29 @@ class _Door:
     def pending(self) -> int:
         return len(self._rules)
 
-    def _invoke(self, kind: str, name: str, args: tuple) -> Any:
+    def _call(self, name: str, inner: Any, args: tuple) -> Any:
         for rule in self._rules:
             if rule[0] == name:
                 rule[1] -= 1
                 if rule[1] == 0:
                     self._rules.remove(rule)
                     if rule[3]:
-                        self._real(kind, name, args)
+                        inner(*args)
                     raise rule[2]
                 break
-        return self._real(kind, name, args)
+        return inner(*args)
+
+
+def _forget_checked() -> None:
+    """Drop the functions the checked bindings keep (each is looked up again on use)."""
+    for binding in (_runtime.cudart, _runtime.cudadrv, _runtime.nvrtc):
+        vars(binding).clear()
 
 
 @pytest.fixture
-def door(monkeypatch: pytest.MonkeyPatch) -> _Door:
-    return _Door(monkeypatch)
+def door(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Door]:
+    yield _Door(monkeypatch)
+    _forget_checked()  # before monkeypatch puts _checked back: the next lookups are plain
 
 
 def _routed(rng: np.random.Generator) -> tuple[eagle.plan.AutoPlan, dict[str, Any], np.ndarray]:
@@ -721,10 +746,10 @@ def test_gpu_a_driver_error_in_the_middle_of_a_multi_step_launch(monkeypatch, rn
     with pytest.raises(CudaError, match="CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"):
         bound.launch()
     assert len(launched) == 2
-    _runtime.call("cudaStreamSynchronize", bound.stream())
+    _runtime.cudart.cudaStreamSynchronize(bound.stream())
     planes["x_bar"].fill(0.0)
     bound.launch()  # the next launch runs both steps
-    _runtime.call("cudaStreamSynchronize", bound.stream())
+    _runtime.cudart.cudaStreamSynchronize(bound.stream())
     expected = 2 * (2 * s_bar + (2 + 2 * x) * y_bar)
     assert rel_error(planes["x_bar"].numpy(), expected) < 1e-12
 

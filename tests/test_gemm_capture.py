@@ -30,6 +30,7 @@ from eagle.gemm import (
     sgemm_params_for_arrays,
 )
 from eagle.gemm.capture import WORKSPACE_BYTES
+from tests._util import FakeCalls
 
 
 def _run(script: str, **env: str) -> subprocess.CompletedProcess:
@@ -247,7 +248,7 @@ class FakeDevice:
         pool = type("Pool", (), {"allocate": lambda _, nbytes, stream: self._workspace(nbytes)})
         stream = type("Stream", (), {"ptr": lambda _: self.STREAM})()
         monkeypatch.setattr(capture, "_cublas", lambda: self.cublas)
-        monkeypatch.setattr(capture, "call", fake_call)
+        monkeypatch.setattr(capture, "cudart", FakeCalls(fake_call))
         monkeypatch.setattr(capture, "ensure_device", lambda device: None)
         for module in (capture, _bound_gemm):  # the handle, and the products it binds
             monkeypatch.setattr(module, "is_capturing", lambda stream: self.capturing)

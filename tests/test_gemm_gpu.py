@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from eagle import arrays, cuda
-from eagle.cuda._runtime import call
+from eagle.cuda._runtime import cudart
 from eagle.gemm import (
     CublasCaptureHandle,
     GemmCaptureUnavailable,
@@ -380,11 +380,11 @@ def test_one_handle_captured_100_times_does_not_grow_device_memory(rng, stream, 
 
     cycle()
     gc.collect()
-    free_before, _ = call("cudaMemGetInfo")
+    free_before, _ = cudart.cudaMemGetInfo()
     used_before = cuda.default_pool().used_bytes()
     for _ in range(100):
         cycle()
-    free_after, _ = call("cudaMemGetInfo")
+    free_after, _ = cudart.cudaMemGetInfo()
     assert free_before - free_after <= 4 * MiB, (free_before, free_after)
     assert cuda.default_pool().used_bytes() <= used_before
 

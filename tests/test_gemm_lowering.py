@@ -302,8 +302,3 @@ def test_eagle_gemm_plan_still_exports_every_name():
         value = getattr(eagle.gemm.plan, name)
         if name in eagle.gemm.__all__:
             assert getattr(eagle.gemm, name) is value, name
-
-
-def test_no_gemm_module_is_longer_than_600_lines():
-    for path in Path(eagle.gemm.contraction.__file__).parent.glob("*.py"):
-        assert len(path.read_text().splitlines()) <= 600, path.name

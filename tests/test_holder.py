@@ -33,7 +33,7 @@ from eagle.gemm import (
 from eagle.plan._planes import layout_key
 from tests import _route_kernels as k
 from tests._route_kernels import B, R, U
-from tests._util import rel_error
+from tests._util import FakeCalls, rel_error
 from tests.test_gemm_capture import FakeDevice
 
 
@@ -61,7 +61,9 @@ def no_driver(monkeypatch):
     """The driver calls of taking a device array, replaced: every pointer is on device 0,
     and each event wait between two streams is recorded as (producer, consumer)."""
     waits: list[tuple[int, int]] = []
-    monkeypatch.setattr(_foreign, "call", lambda name, ptr: types.SimpleNamespace(device=0))
+    monkeypatch.setattr(
+        _foreign, "cudart", FakeCalls(lambda name, ptr: types.SimpleNamespace(device=0))
+    )
     monkeypatch.setattr(_foreign, "order", lambda *streams: waits.append(streams))
     return waits
 
@@ -143,7 +145,7 @@ def test_describing_reads_the_layout_without_a_driver(monkeypatch):
     def refuse(*args):
         raise AssertionError("the driver was asked")
 
-    monkeypatch.setattr(_foreign, "call", refuse)
+    monkeypatch.setattr(_foreign, "cudart", FakeCalls(refuse))
     layout = _holder.describe(_Interface(0x1000, (2, 3), readonly=True))
     assert (layout.ptr, layout.shape, layout.strides, layout.readonly) == (
         0x1000, (2, 3), (12, 4), True,

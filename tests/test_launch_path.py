@@ -16,6 +16,7 @@ from eagle import arrays
 from eagle.arrays import _fill
 from eagle.cuda import _records, _runtime, module
 from tests._hawk_kernels import saxpy
+from tests._util import FakeCalls
 
 
 class _Kernel:
@@ -64,8 +65,8 @@ def events(monkeypatch: pytest.MonkeyPatch, stream: list[int]) -> list[tuple]:
     monkeypatch.setattr(_records, "record_for", lambda key, device, translate: _Record())
     monkeypatch.setattr(eagle.plan._bound, "launch_stream", lambda planes, device: stream[0])
     monkeypatch.setattr(arrays, "full", called("allocate"))
-    monkeypatch.setattr(_fill, "dcall", called("memset"))
-    monkeypatch.setattr(_runtime, "dcall", called("driver"))
+    monkeypatch.setattr(_fill, "cudadrv", FakeCalls(called("memset")))
+    monkeypatch.setattr(_runtime, "cudadrv", FakeCalls(called("driver")))
     monkeypatch.setattr(_runtime, "driver", called("driver"))
     return made
 

@@ -129,3 +129,107 @@ def test_the_import_scan_sees_every_form(tmp_path: Path):
         "hawk.emit._batch",
         "hawk._scope",
     }
+
+
+# -- no import cycles, lazy ones included ----------------------------------------------------
+
+ROOT = HAWK.parent
+
+
+def _modules(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
+    """Every module of ``packages`` under ``root`` by dotted name (a package by its own name)."""
+    found = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _target(name: str, modules: dict[str, Path]) -> str | None:
+    """The module of ours that importing ``name`` runs: itself, or the package it is in."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _module_graph(
+    root: Path = ROOT, packages: tuple[str, ...] = ("eagle", "hawk")
+) -> dict[str, set[str]]:
+    """Each module -> the modules it imports anywhere: at the top, inside functions and
+    under ``if TYPE_CHECKING``. ``from p import x`` imports the submodule ``p.x`` when
+    there is one, else the package ``p`` (whose ``__init__`` defines ``x``). A package's
+    ``__init__`` running before its submodules is Python's doing, not an edge."""
+    modules = _modules(root, packages)
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                edges.update(_target(alias.name, modules) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([node.module] if node.module else [])])
+                for alias in node.names:
+                    edges.add(_target(f"{base}.{alias.name}", modules))
+        edges.discard(None)
+        edges.discard(name)
+        graph[name] = edges  # type: ignore[assignment]
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle, as the modules along it (the first again at the end), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    path: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        path.append(module)
+        for imported in sorted(graph[module]):
+            if state.get(imported) == 1:
+                return [*path[path.index(imported) :], imported]
+            if imported not in state and (found := visit(imported)):
+                return found
+        path.pop()
+        state[module] = 2
+        return None
+
+    for module in sorted(graph):
+        if module not in state and (found := visit(module)):
+            return found
+    return None
+
+
+def test_no_import_cycles_lazy_imports_included():
+    cycle = _cycle(_module_graph())
+    assert cycle is None, (
+        f"import cycle: {' -> '.join(cycle or [])}; move what both need to a module below "
+        f"them (or pass it in) instead of importing inside a function (CONTRIBUTING.md)"
+    )
+
+
+def test_the_cycle_finder_finds_a_lazy_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycle(graph) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_module_graph_sees_lazy_relative_and_type_checking_imports(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("from pkg.sub.low import thing\n")
+    (package / "sub" / "low.py").write_text("def f():\n    from ..top import g\n")
+    (package / "top.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import sub\n"
+    )
+    graph = _module_graph(tmp_path, ("pkg",))
+    assert graph["pkg.sub"] == {"pkg.sub.low"} and graph["pkg.sub.low"] == {"pkg.top"}
+    assert graph["pkg.top"] == {"pkg.sub"}
+    assert _cycle(graph) == ["pkg.sub", "pkg.sub.low", "pkg.top", "pkg.sub"]

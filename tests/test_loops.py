@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from eagle import arrays, cuda
-from eagle.cuda import graph, loops
+from eagle.cuda import _capture_state, _stream_capture, graph, loops
+from tests._util import fake_calls
 
 
 class _DeviceArray:
@@ -41,7 +42,7 @@ class _Kernel:
 
 @pytest.fixture
 def fake_cuda(monkeypatch):
-    """Replace the CUDA calls of graph.py and loops.py with a recorder."""
+    """Replace the CUDA calls of capture, graphs and loops with a recorder."""
     calls: list = []
     rt = loops.runtime()
     active = rt.cudaStreamCaptureStatus.cudaStreamCaptureStatusActive
@@ -67,8 +68,7 @@ def fake_cuda(monkeypatch):
         calls.append(("add_node", ([int(d) for d in deps], "while" if while_ else "if")))
         return rt.cudaGraphNode_t(99), "body"
 
-    monkeypatch.setattr(graph, "call", fake_call)
-    monkeypatch.setattr(loops, "call", fake_call)
+    fake_calls(monkeypatch, fake_call, graph, _stream_capture, _capture_state, loops)
     monkeypatch.setattr(loops, "_add_node", fake_add_node)
     monkeypatch.setattr(loops, "_kernels", {0: _Kernel(calls, state)})
     return calls

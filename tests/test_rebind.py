@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from eagle.cuda import _graph_nodes, _rebind, graph
+from eagle.cuda import _capture_state, _graph_nodes, _rebind
 from eagle.cuda.graph import Launcher
 from eagle.cuda.module import PackedArgs
 from eagle.plan._bound import Bound, Step
 from eagle.plan._sites import kernel_site, product_site
 from tests import _route_kernels as k
+from tests._util import FakeCalls
 
 
 class FakeArray:
@@ -71,7 +72,7 @@ class FakeCuda:
             monkeypatch.setattr(_graph_nodes, name, getattr(self, name))
         for name in ("memset_params", "set_memset"):
             monkeypatch.setattr(_graph_nodes, name, getattr(self, name))
-        monkeypatch.setattr(_rebind, "call", self.call)
+        monkeypatch.setattr(_rebind, "cudart", FakeCalls(self.call))
 
     def node(self, kind: str, graph_name: str = "graph", deps=(), func: int = 7) -> int:
         node = 100 + len(self.kinds)
@@ -554,11 +555,11 @@ def test_a_bound_launch_records_a_site_per_step_only_while_eagle_captures(monkey
     bound = Bound("device", 0, [Step(ran.append, site=make), Step(ran.append)])
     bound.launch(stream)
     assert ran == [stream, stream] and made == []
-    monkeypatch.setitem(graph._active, stream, [])
+    monkeypatch.setitem(_capture_state._active, stream, [])
     monkeypatch.setattr(_rebind, "_capture_deps", lambda ptr: ["node"])
     bound.launch(stream)
     assert ran == [stream] * 4
-    assert graph._active[stream] == made and made[0].after == ["node"]
+    assert _capture_state._active[stream] == made and made[0].after == ["node"]
 
 
 def test_kernel_site_puts_each_array_plane_at_its_argument_position():

@@ -15,7 +15,7 @@ import eagle.diff
 import eagle.plan
 from eagle import arrays, cuda
 from eagle.cuda import _rebind
-from eagle.cuda._runtime import call
+from eagle.cuda._runtime import cudart
 from hawk.emit import policy
 from tests import _route_kernels as k
 from tests._util import rel_error
@@ -147,7 +147,7 @@ def test_a_thousand_rebinds_do_not_grow_device_memory(rng, routed, stream):
     for _, planes in sets:  # warm: every set once
         launcher.rebind(**planes)
     gc.collect()
-    free_before, _ = call("cudaMemGetInfo")
+    free_before, _ = cudart.cudaMemGetInfo()
     used_before = cuda.default_pool().used_bytes()
     for turn in range(1000):
         launcher.rebind(**sets[turn % 3][1])
@@ -155,7 +155,7 @@ def test_a_thousand_rebinds_do_not_grow_device_memory(rng, routed, stream):
             launcher.launch()
     launcher.synchronize()
     gc.collect()
-    free_after, _ = call("cudaMemGetInfo")
+    free_after, _ = cudart.cudaMemGetInfo()
     assert free_before - free_after <= 4 * MiB, (free_before, free_after)
     assert cuda.default_pool().used_bytes() <= used_before
     host, planes = sets[999 % 3]

@@ -16,7 +16,7 @@ from eagle.arrays import _foreign
 from eagle.cuda import module
 from eagle.cuda import stream as streams
 from eagle.gemm import handles, matmul_step, release_handles
-from tests._util import rel_error
+from tests._util import FakeCalls, rel_error
 from tests.test_gemm_capture import FakeDevice
 
 
@@ -76,7 +76,9 @@ def test_a_foreign_import_remembers_its_framework_and_orders_the_launch_stream(m
     waits = []
     monkeypatch.setattr(_foreign, "order", lambda producer, consumer: waits.append(consumer))
     monkeypatch.setitem(streams._FINDERS, "torch", lambda device: 0x70)
-    monkeypatch.setattr(_foreign, "call", lambda name, ptr: type("A", (), {"device": 0}))
+    monkeypatch.setattr(
+        _foreign, "cudart", FakeCalls(lambda name, ptr: type("A", (), {"device": 0}))
+    )
 
     class Interface:  # a torch tensor as the CUDA array interface shows it
         __module__ = "torch"
@@ -159,7 +161,9 @@ def test_a_stream_handle_goes_just_before_its_eagle_stream(monkeypatch):
     monkeypatch.setattr(streams, "stream_object", lambda ptr: fake if ptr == 0x5EA else None)
     FakeDevice(monkeypatch)
     waited = []
-    monkeypatch.setattr(handles, "call", lambda name, *args: waited.append((name, *args)))
+    monkeypatch.setattr(
+        handles, "cudart", FakeCalls(lambda name, *args: waited.append((name, *args)))
+    )
     made = handles.stream_handle(FakeDevice.STREAM)
     assert len(hooks) == 1 and made._stream is not fake  # the handle does not pin the stream
     hooks.pop()()  # what the stream's finalizer runs before cudaStreamDestroy
@@ -168,17 +172,17 @@ def test_a_stream_handle_goes_just_before_its_eagle_stream(monkeypatch):
 
 
 def test_the_default_stream_counts_as_captured_while_a_blocking_stream_is(monkeypatch):
-    from eagle.cuda import graph
+    from eagle.cuda import _capture_state, graph
 
     def refuse(name, stream):
         raise cuda.CudaError(name, "cudaErrorStreamCaptureImplicit")
 
-    monkeypatch.setattr(graph, "call", refuse)
+    monkeypatch.setattr(_capture_state, "cudart", FakeCalls(refuse))
     assert graph.is_capturing(0)
 
     def other(name, stream):
         raise cuda.CudaError(name, "cudaErrorInvalidValue")
 
-    monkeypatch.setattr(graph, "call", other)
+    monkeypatch.setattr(_capture_state, "cudart", FakeCalls(other))
     with pytest.raises(cuda.CudaError, match="cudaErrorInvalidValue"):
         graph.is_capturing(0)

@@ -13,7 +13,7 @@ import pytest
 
 import eagle.plan
 from eagle import arrays, cuda
-from eagle.cuda._runtime import call
+from eagle.cuda._runtime import cudart
 from eagle.cuda.stream import launch_stream
 from eagle.gemm import handles, matmul_step, release_handles
 from tests import _torch_kernels as k
@@ -218,7 +218,7 @@ def test_short_lived_streams_take_their_cublas_handles_with_them(rng):
     pool = cuda.default_pool()
     used = pool.used_bytes()
     pool.trim()
-    free_before, _ = call("cudaMemGetInfo")
+    free_before, _ = cudart.cudaMemGetInfo()
     for _ in range(100):
         stream = cuda.Stream(non_blocking=True)
         with stream:
@@ -236,5 +236,5 @@ def test_short_lived_streams_take_their_cublas_handles_with_them(rng):
     gc.collect()
     assert pool.used_bytes() == used
     pool.trim()
-    free_after, _ = call("cudaMemGetInfo")
+    free_after, _ = cudart.cudaMemGetInfo()
     assert free_after >= free_before - (4 << 20), (free_before, free_after)

@@ -19,7 +19,7 @@ from eagle.arrays._args import (
     parse_device,
 )
 from eagle.cuda._records import raise_recorded
-from eagle.cuda._runtime import call, ensure_device, runtime
+from eagle.cuda._runtime import cudart, ensure_device, runtime
 from eagle.cuda.graph import any_capture_active, is_capturing, record_use
 from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr, current_stream, launch_stream
@@ -243,15 +243,14 @@ class Array:
         out = np.empty(self.shape, dtype=self.dtype)
         if out.nbytes:
             stream_ptr = launch_stream((self,), self._device)
-            call(
-                "cudaMemcpyAsync",
+            cudart.cudaMemcpyAsync(
                 out.ctypes.data,
                 source.ptr,
                 out.nbytes,
                 runtime().cudaMemcpyKind.cudaMemcpyDeviceToHost,
                 stream_ptr,
             )
-            call("cudaStreamSynchronize", stream_ptr)
+            cudart.cudaStreamSynchronize(stream_ptr)
             raise_recorded()
         return out
 
@@ -280,8 +279,7 @@ class Array:
             return out
         stream_ptr = launch_stream((self,), self._device)
         if self.is_contiguous:
-            call(
-                "cudaMemcpyAsync",
+            cudart.cudaMemcpyAsync(
                 out.ptr,
                 self.ptr,
                 self.nbytes,
@@ -290,7 +288,7 @@ class Array:
             )
         else:
             _strided.gather(self, out, stream_ptr)
-        call("cudaStreamSynchronize", stream_ptr)
+        cudart.cudaStreamSynchronize(stream_ptr)
         return out
 
     def __copy__(self) -> Array:
@@ -448,7 +446,7 @@ def empty(shape: ShapeLike, dtype: Any = "float64", device: str = "cpu") -> Arra
     if index is None:
         return Array(host=np.empty(dims, dtype=kind))
     out = _allocate(dims, kind, index)
-    call("cudaStreamSynchronize", current_stream(index).ptr())
+    cudart.cudaStreamSynchronize(current_stream(index).ptr())
     return out
 
 
@@ -471,7 +469,7 @@ def full(shape: ShapeLike, value: Any, dtype: Any = "float64", device: str = "cp
         return Array(host=np.full(dims, _fill.exact_scalar(value, kind), dtype=kind))
     out = _allocate(dims, kind, index)
     out.fill(value)
-    call("cudaStreamSynchronize", current_stream(index).ptr())
+    cudart.cudaStreamSynchronize(current_stream(index).ptr())
     return out
 
 
@@ -547,13 +545,12 @@ def _upload(values: np.ndarray, device_index: int) -> Array:
     out = _allocate(values.shape, values.dtype, device_index)
     stream_ptr = current_stream(device_index).ptr()
     if values.nbytes:
-        call(
-            "cudaMemcpyAsync",
+        cudart.cudaMemcpyAsync(
             out.ptr,
             values.ctypes.data,
             values.nbytes,
             runtime().cudaMemcpyKind.cudaMemcpyHostToDevice,
             stream_ptr,
         )
-    call("cudaStreamSynchronize", stream_ptr)
+    cudart.cudaStreamSynchronize(stream_ptr)
     return out

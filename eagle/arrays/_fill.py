@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from eagle.cuda._runtime import dcall
+from eagle.cuda._runtime import cudadrv
 
 __all__ = ["exact_scalar", "memset"]
 
@@ -39,12 +39,12 @@ def memset(ptr: int, scalar: np.generic, count: int, stream_ptr: int) -> None:
     """Fill ``count`` contiguous elements with memset nodes (capture-legal)."""
     raw = np.asarray(scalar).tobytes()
     if len(raw) == 1:
-        dcall("cuMemsetD8Async", ptr, raw[0], count, stream_ptr)
+        cudadrv.cuMemsetD8Async(ptr, raw[0], count, stream_ptr)
     elif len(raw) == 2:
-        dcall("cuMemsetD16Async", ptr, int.from_bytes(raw, "little"), count, stream_ptr)
+        cudadrv.cuMemsetD16Async(ptr, int.from_bytes(raw, "little"), count, stream_ptr)
     elif len(raw) == 4:
-        dcall("cuMemsetD32Async", ptr, int.from_bytes(raw, "little"), count, stream_ptr)
+        cudadrv.cuMemsetD32Async(ptr, int.from_bytes(raw, "little"), count, stream_ptr)
     else:
         for word in range(len(raw) // 4):
             bits = int.from_bytes(raw[4 * word : 4 * word + 4], "little")
-            dcall("cuMemsetD2D32Async", ptr + 4 * word, len(raw), bits, 1, count, stream_ptr)
+            cudadrv.cuMemsetD2D32Async(ptr + 4 * word, len(raw), bits, 1, count, stream_ptr)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from eagle.arrays import _dlpack
-from eagle.cuda._runtime import call, runtime
+from eagle.cuda._runtime import cudart, runtime
 from eagle.cuda.graph import is_capturing
 from eagle.cuda.stream import DEFAULT_STREAM, launch_stream
 
@@ -57,12 +57,12 @@ def order(producer: int, consumer: int) -> None:
         return
     if is_capturing(consumer) and not is_capturing(producer):
         return
-    event = call("cudaEventCreateWithFlags", runtime().cudaEventDisableTiming)
+    event = cudart.cudaEventCreateWithFlags(runtime().cudaEventDisableTiming)
     try:
-        call("cudaEventRecord", event, producer)
-        call("cudaStreamWaitEvent", consumer, event, 0)
+        cudart.cudaEventRecord(event, producer)
+        cudart.cudaStreamWaitEvent(consumer, event, 0)
     finally:
-        call("cudaEventDestroy", event)
+        cudart.cudaEventDestroy(event)
 
 
 def known(framework: str) -> str | None:
@@ -154,7 +154,7 @@ def from_interface(obj: Any, framework: str | None) -> tuple[Array, int | None]:
     strides = info.get("strides")
     strides = _dlpack.compact(shape, dtype.itemsize) if strides is None else tuple(strides)
     ptr, readonly = int(info["data"][0]), bool(info["data"][1])
-    device_index = int(call("cudaPointerGetAttributes", ptr).device) if ptr else 0
+    device_index = int(cudart.cudaPointerGetAttributes(ptr).device) if ptr else 0
     array = Array(
         ptr=ptr,
         shape=shape,

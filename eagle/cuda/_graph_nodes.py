@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from eagle.cuda._runtime import call, dcall, driver
+from eagle.cuda._runtime import cudadrv, cudart, driver
 
 __all__ = [
     "chain",
@@ -29,18 +29,18 @@ __all__ = [
 
 
 def nodes(graph: Any) -> list[Any]:
-    _, count = call("cudaGraphGetNodes", graph, 0)
+    _, count = cudart.cudaGraphGetNodes(graph, 0)
     if not count:
         return []
-    nodes, _ = call("cudaGraphGetNodes", graph, count)
+    nodes, _ = cudart.cudaGraphGetNodes(graph, count)
     return list(nodes)[:count]
 
 
 def deps(node: Any) -> list[Any]:
-    *_, count = call("cudaGraphNodeGetDependencies", node, 0)
+    *_, count = cudart.cudaGraphNodeGetDependencies(node, 0)
     if not count:
         return []
-    deps, *_ = call("cudaGraphNodeGetDependencies", node, count)
+    deps, *_ = cudart.cudaGraphNodeGetDependencies(node, count)
     return list(deps)[:count]
 
 
@@ -49,16 +49,16 @@ def edges(graph: Any) -> tuple[dict[int, Any], dict[int, list[Any]]]:
     for the whole graph, where :func:`deps` is two per node."""
     found = {int(node): node for node in nodes(graph)}
     before_of: dict[int, list[Any]] = {key: [] for key in found}
-    *_, count = call("cudaGraphGetEdges", graph, 0)
+    *_, count = cudart.cudaGraphGetEdges(graph, 0)
     if count:
-        sources, targets, *_ = call("cudaGraphGetEdges", graph, count)
+        sources, targets, *_ = cudart.cudaGraphGetEdges(graph, count)
         for source, target in zip(list(sources)[:count], list(targets)[:count], strict=True):
             before_of[int(target)].append(source)
     return found, before_of
 
 
 def kind(node: Any) -> str:
-    node_type = call("cudaGraphNodeGetType", node)
+    node_type = cudart.cudaGraphNodeGetType(node)
     return str(node_type.name).removeprefix("cudaGraphNodeType").lower()
 
 
@@ -102,13 +102,13 @@ def span(after: list[Any], before: list[Any]) -> tuple[dict[int, Any], dict[int,
 
 
 def kernel_params(node: Any) -> Any:
-    return dcall("cuGraphKernelNodeGetParams", driver().CUgraphNode(int(node)))
+    return cudadrv.cuGraphKernelNodeGetParams(driver().CUgraphNode(int(node)))
 
 
 def set_kernel(exec_handle: Any, node: Any, params: Any) -> None:
     """Give kernel ``node`` of the instantiated graph ``params`` (both handles as the
     driver's types, made once by the caller)."""
-    dcall("cuGraphExecKernelNodeSetParams", exec_handle, node, params)
+    cudadrv.cuGraphExecKernelNodeSetParams(exec_handle, node, params)
 
 
 def driver_handles(exec_handle: Any, node: Any) -> tuple[Any, Any]:
@@ -117,11 +117,11 @@ def driver_handles(exec_handle: Any, node: Any) -> tuple[Any, Any]:
 
 
 def memset_params(node: Any) -> Any:
-    return call("cudaGraphMemsetNodeGetParams", node)
+    return cudart.cudaGraphMemsetNodeGetParams(node)
 
 
 def set_memset(exec_handle: Any, node: Any, params: Any) -> None:
-    call("cudaGraphExecMemsetNodeSetParams", exec_handle, node, params)
+    cudart.cudaGraphExecMemsetNodeSetParams(exec_handle, node, params)
 
 
 def node_params(graph_nodes: list[Any], label: str) -> tuple[list[tuple[str, int, int]], list[Any]]:

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from eagle.arrays._checks import check_buffer
 from eagle.cuda import _graph_nodes as graph_nodes
+from eagle.cuda._capture_state import _active, _release, record_use
 from eagle.cuda._rebind_checks import (
     check_disjoint,
     check_key,
@@ -41,10 +42,22 @@ from eagle.cuda._rebind_checks import (
     mismatch,
     span_of,
 )
-from eagle.cuda._runtime import call
-from eagle.cuda.graph import Graph, StreamCapturer, _active, _release, record_use
+from eagle.cuda._runtime import cudart
+from eagle.cuda._stream_capture import StreamCapturer
 
-__all__ = ["KernelSite", "ProductSite", "Site", "rebind", "record"]
+__all__ = ["KernelSite", "ProductSite", "Rebindable", "Site", "rebind", "record"]
+
+
+class Rebindable(Protocol):
+    """What a rebind reads of a graph (an :class:`eagle.cuda.Graph`)."""
+
+    _exec: Any  # the instantiated graph
+    _graph: Any  # the raw graph it was instantiated from
+
+    @property
+    def _kept(self) -> list[Any]: ...  # what its capture recorded work against
+
+    def _check(self) -> None: ...  # raises LifetimeError once the graph was destroyed
 
 
 class Site(ABC):
@@ -126,7 +139,7 @@ def record(
 
 
 def _capture_deps(stream_ptr: int) -> list[Any]:
-    _, _, _, deps, _, count = call("cudaStreamGetCaptureInfo", stream_ptr)
+    _, _, _, deps, _, count = cudart.cudaStreamGetCaptureInfo(stream_ptr)
     return list(deps or [])[:count]
 
 
@@ -271,7 +284,7 @@ class _Captured:
 
     def __init__(self, handle: Any) -> None:
         self.handle = handle
-        weakref.finalize(self, call, "cudaGraphDestroy", handle).atexit = False
+        weakref.finalize(self, cudart.cudaGraphDestroy, handle).atexit = False
 
 
 def recapture(
@@ -365,7 +378,7 @@ class _State:
     """What a graph needs to be rebound, worked out at its first rebind: its sites, its
     fills, and which (site, plane name) pairs work on each span of memory."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Rebindable) -> None:
         sites = [obj for obj in graph._kept if isinstance(obj, Site)]
         claimed: dict[int, Site] = {}
         for site in sites:
@@ -581,7 +594,7 @@ def _apply(changes: list[_Part]) -> None:
         change.commit()
 
 
-def rebind(graph: Graph, planes: Mapping[Any, Any] | None, named: Mapping[str, Any]) -> None:
+def rebind(graph: Rebindable, planes: Mapping[Any, Any] | None, named: Mapping[str, Any]) -> None:
     """Point ``graph``'s replays at other arrays; see :meth:`eagle.cuda.Launcher.rebind`."""
     graph._check()
     if planes is not None and type(planes) is not dict and not isinstance(planes, Mapping):

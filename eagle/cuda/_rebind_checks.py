@@ -8,13 +8,11 @@ says what to pass instead.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from eagle.cuda._rebind import Site
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 __all__ = [
+    "CheckedSite",
     "check_disjoint",
     "check_key",
     "check_written",
@@ -26,13 +24,22 @@ __all__ = [
 ]
 
 
+class CheckedSite(Protocol):
+    """What the checks read of a recorded step (an :class:`eagle.cuda._rebind.Site`)."""
+
+    label: str  # what it is, for messages
+    planes: dict[str, Any]  # plane name -> the array the step works on
+    spans: dict[str, tuple[int, int]]  # plane name -> the bytes it covers
+    conflicts: dict[str, tuple[str, ...]]  # plane name -> the planes it may not share memory with
+
+
 def span_of(array: Any) -> tuple[int, int]:
     """The bytes ``array`` covers, ``(start, end)``."""
     ptr = array.ptr
     return ptr, ptr + array.nbytes
 
 
-def graph_device(sites: list[Site]) -> int | None:
+def graph_device(sites: Sequence[CheckedSite]) -> int | None:
     for site in sites:
         for array in site.planes.values():
             return int(array.device_index)
@@ -92,7 +99,7 @@ def conflicts(planes: Iterable[str], written: frozenset[str]) -> dict[str, tuple
     }
 
 
-def check_written(site: Site, planes: Mapping[str, Any]) -> None:
+def check_written(site: CheckedSite, planes: Mapping[str, Any]) -> None:
     """Refuse new planes that share memory with another plane of the step it writes.
 
     Each new array covers as many bytes as the plane it replaces (same shape and dtype).

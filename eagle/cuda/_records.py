@@ -27,7 +27,7 @@ from contextlib import suppress
 
 import numpy as np
 
-from eagle.cuda._runtime import call, ensure_device, runtime
+from eagle.cuda._runtime import cudart, ensure_device, runtime
 
 __all__ = ["WORDS", "ErrorRecord", "raise_recorded", "record_for"]
 
@@ -48,17 +48,17 @@ class _Slab:
         ensure_device(device)
         flags = runtime().cudaHostAllocMapped | runtime().cudaHostAllocPortable
         size = _PER_SLAB * WORDS * 8
-        host = call("cudaHostAlloc", size, flags)
+        host = cudart.cudaHostAlloc(size, flags)
         claims = None
         try:  # a slab that fails half-way (out of memory, say) gives back what it took
-            self.device_ptr = int(call("cudaHostGetDevicePointer", host, 0))
-            claims = int(call("cudaMalloc", _PER_SLAB * 8))
-            call("cudaMemset", claims, 0, _PER_SLAB * 8)
+            self.device_ptr = int(cudart.cudaHostGetDevicePointer(host, 0))
+            claims = int(cudart.cudaMalloc(_PER_SLAB * 8))
+            cudart.cudaMemset(claims, 0, _PER_SLAB * 8)
         except BaseException:
             with suppress(Exception):
                 if claims is not None:
-                    call("cudaFree", claims)
-                call("cudaFreeHost", host)
+                    cudart.cudaFree(claims)
+                cudart.cudaFreeHost(host)
             raise
         self.claims = claims
         self.words = np.ctypeslib.as_array(

@@ -1,10 +1,14 @@
 """The one checked path into ``cuda.bindings``.
 
-Every CUDA runtime, driver or NVRTC call eagle makes goes through :func:`call`,
-:func:`dcall` or :func:`ncall`: a non-zero status raises :class:`CudaError`
-naming the call and the status; a missing driver, library or device raises
-:class:`CudaUnavailable`. The bindings themselves are imported on first use,
-so importing eagle never loads a driver.
+Every CUDA runtime, driver or NVRTC call eagle makes goes by attribute through
+:data:`cudart`, :data:`cudadrv` or :data:`nvrtc` (``cudart.cudaStreamSynchronize(ptr)``):
+a non-zero status raises :class:`CudaError` naming the call and the status; a
+missing driver, library or device raises :class:`CudaUnavailable`. The names
+eagle calls are declared once (:class:`RuntimeCalls`, :class:`DriverCalls`,
+:class:`NvrtcCalls`), so a type checker catches a misspelt call and a test
+checks each name against the bindings. The bindings themselves are imported on
+first use, so importing eagle never loads a driver. Their enums and structs are
+read from :func:`runtime` and :func:`driver`.
 """
 
 from __future__ import annotations
@@ -12,8 +16,9 @@ from __future__ import annotations
 import importlib
 import threading
 import weakref
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol, cast
 
 from eagle.errors import EagleRuntimeError
 
@@ -21,13 +26,18 @@ __all__ = [
     "CudaDriverTooOld",
     "CudaError",
     "CudaUnavailable",
-    "call",
-    "dcall",
+    "DriverCalls",
+    "NvrtcCalls",
+    "RuntimeCalls",
+    "cudadrv",
+    "cudart",
+    "driver",
     "ensure_device",
     "finalizer",
     "is_available",
-    "ncall",
+    "nvrtc",
     "raise_status",
+    "runtime",
 ]
 
 
@@ -114,21 +124,147 @@ def _status_name(status: Any) -> str:
     return getattr(status, "name", str(status))
 
 
-def _invoke(kind: str, name: str, args: tuple) -> Any:
-    function = getattr(_bindings(kind), name)
-    try:
-        result = function(*args)
-    except (OSError, RuntimeError) as exc:
-        # cuda.pathfinder raises when libcuda / libnvrtc cannot be found at all.
-        raise CudaUnavailable(name, type(exc).__name__, str(exc)) from exc
-    if not isinstance(result, tuple):
-        result = (result,)
-    status, values = result[0], result[1:]
-    if int(status) != 0:
-        raise_status(kind, name, status)
-    if not values:
-        return None
-    return values[0] if len(values) == 1 else values
+def _checked(kind: str, name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` (``cuda.bindings.<kind>.<name>``) with its status checked: one value
+    is returned bare, several as a tuple, none as ``None``."""
+
+    def checked(*args: Any) -> Any:
+        try:
+            result = function(*args)
+        except (OSError, RuntimeError) as exc:
+            # cuda.pathfinder raises when libcuda / libnvrtc cannot be found at all.
+            raise CudaUnavailable(name, type(exc).__name__, str(exc)) from exc
+        if not isinstance(result, tuple):
+            result = (result,)
+        status = result[0]
+        if int(status) != 0:
+            raise_status(kind, name, status)
+        if len(result) == 2:
+            return result[1]
+        return result[1:] or None
+
+    checked.__name__ = checked.__qualname__ = name
+    checked.__doc__ = f"``cuda.bindings.{kind}.{name}``, its status checked."
+    return checked
+
+
+class _Checked:
+    """The functions of one binding module, each called through :func:`_checked`.
+
+    A function is looked up on first use (importing the bindings then) and kept,
+    so later calls cost one attribute read; a name the module lacks, or one of
+    its types, is an AttributeError naming it.
+    """
+
+    __slots__ = ("__dict__", "_kind")  # the functions are kept in __dict__, and only they
+
+    def __init__(self, kind: str) -> None:
+        self._kind = kind
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        function = getattr(_bindings(self._kind), name, None)
+        if function is None or isinstance(function, type) or not callable(function):
+            raise AttributeError(
+                f"cuda.bindings.{self._kind} has no function {name!r}; its enums and structs "
+                f"are read from eagle.cuda._runtime.{self._kind}()"
+            )
+        checked = self.__dict__[name] = _checked(self._kind, name, function)
+        return checked
+
+    def __repr__(self) -> str:
+        return f"<checked cuda.bindings.{self._kind}>"
+
+
+class RuntimeCalls(Protocol):
+    """The ``cuda.bindings.runtime`` functions eagle (its tests and benchmarks too) calls,
+    through :data:`cudart`."""
+
+    def cudaDeviceGetAttribute(self, *args: Any) -> Any: ...
+    def cudaDeviceSynchronize(self, *args: Any) -> Any: ...
+    def cudaDriverGetVersion(self, *args: Any) -> Any: ...
+    def cudaEventCreateWithFlags(self, *args: Any) -> Any: ...
+    def cudaEventDestroy(self, *args: Any) -> Any: ...
+    def cudaEventElapsedTime(self, *args: Any) -> Any: ...
+    def cudaEventRecord(self, *args: Any) -> Any: ...
+    def cudaEventSynchronize(self, *args: Any) -> Any: ...
+    def cudaFree(self, *args: Any) -> Any: ...
+    def cudaFreeAsync(self, *args: Any) -> Any: ...
+    def cudaFreeHost(self, *args: Any) -> Any: ...
+    def cudaGetDeviceCount(self, *args: Any) -> Any: ...
+    def cudaGetDeviceProperties(self, *args: Any) -> Any: ...
+    def cudaGraphAddNode(self, *args: Any) -> Any: ...
+    def cudaGraphConditionalHandleCreate(self, *args: Any) -> Any: ...
+    def cudaGraphDestroy(self, *args: Any) -> Any: ...
+    def cudaGraphDestroyNode(self, *args: Any) -> Any: ...
+    def cudaGraphExecDestroy(self, *args: Any) -> Any: ...
+    def cudaGraphExecMemsetNodeSetParams(self, *args: Any) -> Any: ...
+    def cudaGraphGetEdges(self, *args: Any) -> Any: ...
+    def cudaGraphGetNodes(self, *args: Any) -> Any: ...
+    def cudaGraphInstantiate(self, *args: Any) -> Any: ...
+    def cudaGraphLaunch(self, *args: Any) -> Any: ...
+    def cudaGraphMemsetNodeGetParams(self, *args: Any) -> Any: ...
+    def cudaGraphNodeGetDependencies(self, *args: Any) -> Any: ...
+    def cudaGraphNodeGetType(self, *args: Any) -> Any: ...
+    def cudaHostAlloc(self, *args: Any) -> Any: ...
+    def cudaHostGetDevicePointer(self, *args: Any) -> Any: ...
+    def cudaMalloc(self, *args: Any) -> Any: ...
+    def cudaMallocFromPoolAsync(self, *args: Any) -> Any: ...
+    def cudaMemGetInfo(self, *args: Any) -> Any: ...
+    def cudaMemPoolCreate(self, *args: Any) -> Any: ...
+    def cudaMemPoolDestroy(self, *args: Any) -> Any: ...
+    def cudaMemPoolGetAttribute(self, *args: Any) -> Any: ...
+    def cudaMemPoolSetAttribute(self, *args: Any) -> Any: ...
+    def cudaMemPoolTrimTo(self, *args: Any) -> Any: ...
+    def cudaMemcpy(self, *args: Any) -> Any: ...
+    def cudaMemcpyAsync(self, *args: Any) -> Any: ...
+    def cudaMemset(self, *args: Any) -> Any: ...
+    def cudaPointerGetAttributes(self, *args: Any) -> Any: ...
+    def cudaSetDevice(self, *args: Any) -> Any: ...
+    def cudaStreamBeginCapture(self, *args: Any) -> Any: ...
+    def cudaStreamBeginCaptureToGraph(self, *args: Any) -> Any: ...
+    def cudaStreamCreateWithFlags(self, *args: Any) -> Any: ...
+    def cudaStreamDestroy(self, *args: Any) -> Any: ...
+    def cudaStreamEndCapture(self, *args: Any) -> Any: ...
+    def cudaStreamGetCaptureInfo(self, *args: Any) -> Any: ...
+    def cudaStreamGetDevice(self, *args: Any) -> Any: ...
+    def cudaStreamIsCapturing(self, *args: Any) -> Any: ...
+    def cudaStreamSynchronize(self, *args: Any) -> Any: ...
+    def cudaStreamWaitEvent(self, *args: Any) -> Any: ...
+    def cudaThreadExchangeStreamCaptureMode(self, *args: Any) -> Any: ...
+
+
+class DriverCalls(Protocol):
+    """The ``cuda.bindings.driver`` functions eagle calls, through :data:`cudadrv`."""
+
+    def cuGraphExecKernelNodeSetParams(self, *args: Any) -> Any: ...
+    def cuGraphKernelNodeGetParams(self, *args: Any) -> Any: ...
+    def cuInit(self, *args: Any) -> Any: ...
+    def cuKernelGetFunction(self, *args: Any) -> Any: ...
+    def cuLibraryGetKernel(self, *args: Any) -> Any: ...
+    def cuLibraryLoadData(self, *args: Any) -> Any: ...
+    def cuLibraryUnload(self, *args: Any) -> Any: ...
+    def cuMemsetD16Async(self, *args: Any) -> Any: ...
+    def cuMemsetD2D32Async(self, *args: Any) -> Any: ...
+    def cuMemsetD32Async(self, *args: Any) -> Any: ...
+    def cuMemsetD8Async(self, *args: Any) -> Any: ...
+
+
+class NvrtcCalls(Protocol):
+    """The ``cuda.bindings.nvrtc`` functions eagle calls, through :data:`nvrtc`."""
+
+    def nvrtcVersion(self, *args: Any) -> Any: ...
+
+
+cudart = cast(RuntimeCalls, _Checked("runtime"))
+"""``cuda.bindings.runtime``'s functions, checked: ``cudart.cudaFree(ptr)``."""
+
+cudadrv = cast(DriverCalls, _Checked("driver"))
+"""``cuda.bindings.driver``'s functions, checked: ``cudadrv.cuInit(0)``."""
+
+nvrtc = cast(NvrtcCalls, _Checked("nvrtc"))
+"""``cuda.bindings.nvrtc``'s functions, checked: ``nvrtc.nvrtcVersion()``."""
 
 
 def raise_status(kind: str, name: str, status: Any) -> None:
@@ -148,36 +284,19 @@ def raise_status(kind: str, name: str, status: Any) -> None:
     raise error(name, status_name, _describe(kind, status))
 
 
+_DESCRIBE = {
+    "runtime": "cudaGetErrorString",
+    "driver": "cuGetErrorString",
+    "nvrtc": "nvrtcGetErrorString",
+}
+
+
 def _describe(kind: str, status: Any) -> str:
     try:
-        if kind == "runtime":
-            _, text = _bindings("runtime").cudaGetErrorString(status)
-        elif kind == "driver":
-            _, text = _bindings("driver").cuGetErrorString(status)
-        else:
-            _, text = _bindings("nvrtc").nvrtcGetErrorString(status)
+        _, text = getattr(_bindings(kind), _DESCRIBE[kind])(status)
     except Exception:
         return ""
     return text.decode() if isinstance(text, bytes) else str(text or "")
-
-
-def call(name: str, *args: Any) -> Any:
-    """Call ``cuda.bindings.runtime.<name>(*args)`` and return its values.
-
-    The status is checked; one value is returned bare, several as a tuple,
-    none as ``None``.
-    """
-    return _invoke("runtime", name, args)
-
-
-def dcall(name: str, *args: Any) -> Any:
-    """Like :func:`call`, for ``cuda.bindings.driver``."""
-    return _invoke("driver", name, args)
-
-
-def ncall(name: str, *args: Any) -> Any:
-    """Like :func:`call`, for ``cuda.bindings.nvrtc``."""
-    return _invoke("nvrtc", name, args)
 
 
 def runtime() -> ModuleType:
@@ -190,11 +309,6 @@ def driver() -> ModuleType:
     return _bindings("driver")
 
 
-def nvrtc() -> ModuleType:
-    """The ``cuda.bindings.nvrtc`` module."""
-    return _bindings("nvrtc")
-
-
 def ensure_device(device: int = 0) -> None:
     """Make ``device`` current on this thread, initialising CUDA on first use.
 
@@ -202,23 +316,23 @@ def ensure_device(device: int = 0) -> None:
         CudaUnavailable: no driver, or no such device.
     """
     if device in _ready_devices:
-        call("cudaSetDevice", device)
+        cudart.cudaSetDevice(device)
         return
     with _lock:
         _check_driver()
-        count = call("cudaGetDeviceCount")
+        count = cudart.cudaGetDeviceCount()
         if not 0 <= device < count:
             raise CudaUnavailable(
                 "cudaSetDevice", "cudaErrorInvalidDevice", f"device {device} of {count} present"
             )
-        call("cudaSetDevice", device)
-        call("cudaFree", 0)  # create the primary context so driver calls see it
-        dcall("cuInit", 0)
+        cudart.cudaSetDevice(device)
+        cudart.cudaFree(0)  # create the primary context so driver calls see it
+        cudadrv.cuInit(0)
         _ready_devices.add(device)
 
 
 def _check_driver() -> None:
-    found = int(call("cudaDriverGetVersion"))
+    found = int(cudart.cudaDriverGetVersion())
     if found == 0:
         raise CudaUnavailable(
             "cudaDriverGetVersion", "cudaErrorNoDevice", "no NVIDIA driver is installed"
@@ -230,18 +344,19 @@ def _check_driver() -> None:
 def is_available() -> bool:
     """True when a CUDA driver and at least one device are usable; never raises."""
     try:
-        return call("cudaGetDeviceCount") > 0
+        return cudart.cudaGetDeviceCount() > 0
     except Exception:
         return False
 
 
-def finalizer(owner: object, destroy: str, handle: Any) -> weakref.finalize:
-    """Call the runtime's ``destroy`` on ``handle`` once ``owner`` is garbage-collected or
-    the returned finalizer is called, whichever comes first, and never at interpreter exit.
+def finalizer(owner: object, destroy: Callable[[Any], Any], handle: Any) -> weakref.finalize:
+    """Call ``destroy`` (a checked runtime call, ``cudart.cudaEventDestroy``) on ``handle``
+    once ``owner`` is garbage-collected or the returned finalizer is called, whichever
+    comes first, and never at interpreter exit.
 
     The finalizer holds only the raw handle, so an object whose ``__init__`` failed
     before registering one has nothing to undo.
     """
-    done = weakref.finalize(owner, call, destroy, handle)
+    done = weakref.finalize(owner, destroy, handle)
     done.atexit = False
     return done

@@ -28,16 +28,13 @@ import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from eagle.cuda._runtime import call, runtime
-from eagle.cuda.graph import _MODES, LifetimeError, record_use
+from eagle.cuda._capture_state import MODES, CaptureMode, LifetimeError, record_use
+from eagle.cuda._runtime import cudart, runtime
 from eagle.cuda.module import Kernel, load_kernel
-
-if TYPE_CHECKING:
-    from eagle.cuda.graph import StreamCapturer
 
 __all__ = ["FLAG_DTYPES", "MAX_GUARDED_LOOPS", "in_loop_body"]
 
@@ -46,6 +43,16 @@ FLAG_DTYPES = ("int32", "float32", "float64")
 
 MAX_GUARDED_LOOPS = 4096
 """How many loops with ``max_iterations`` may be alive (in live graphs) per device."""
+
+
+class _Capturer(Protocol):
+    """The capture a loop or branch records into (an :class:`eagle.cuda.StreamCapturer`)."""
+
+    _open: bool  # between begin() and end()
+    _stream_ptr: int  # the stream being captured
+    device: int | None  # its device, once the capture began
+    mode: CaptureMode
+
 
 _KERNEL = "eagle_set_condition"
 _ALWAYS = 3  # the kernel's dtype code for "set the condition, whatever the flag"
@@ -147,7 +154,7 @@ def _release_slot(device: int, slot: int) -> None:
 
 @contextmanager
 def _record_conditional(
-    capturer: StreamCapturer, kind: str, flag: Any, max_iterations: int | None = None
+    capturer: _Capturer, kind: str, flag: Any, max_iterations: int | None = None
 ) -> Iterator[None]:
     """Record the block into a ``"while"`` or ``"if"`` node of ``capturer``'s capture.
 
@@ -170,12 +177,11 @@ def _record_conditional(
         raise ValueError(
             f"flag is on cuda:{flag.device_index}, but the captured stream is on cuda:{device}"
         )
-    mode = getattr(runtime().cudaStreamCaptureMode, _MODES[capturer.mode])
+    mode = getattr(runtime().cudaStreamCaptureMode, MODES[capturer.mode])
     kernel = _condition_kernel(stream, mode, device)
     graph, before, before_edges = _capture_point(stream)
     while_ = kind == "while"
-    handle = call(
-        "cudaGraphConditionalHandleCreate",
+    handle = cudart.cudaGraphConditionalHandleCreate(
         graph,
         1 if while_ else 0,  # a while loop's first pass runs unconditionally
         int(runtime().cudaGraphConditionalHandleFlags.cudaGraphCondAssignDefault),
@@ -194,10 +200,10 @@ def _record_conditional(
     graph, deps, edges = _capture_point(stream)
     node, body = _add_node(graph, deps, edges, handle, while_)
     added = [node, *deps] if prelude else [node]  # deps: the kernel just launched
-    call("cudaStreamEndCapture", stream)
+    cudart.cudaStreamEndCapture(stream)
     resume: tuple[list[Any], list[Any] | None] = ([node], None)
     try:
-        call("cudaStreamBeginCaptureToGraph", stream, body, None, None, 0, mode)
+        cudart.cudaStreamBeginCaptureToGraph(stream, body, None, None, 0, mode)
         _depth[stream] = _depth.get(stream, 0) + 1
         try:
             yield
@@ -207,18 +213,18 @@ def _record_conditional(
                 record_use(stream, counter)  # the graph holds the slot until it is destroyed
         except BaseException:
             with suppress(Exception):  # the block's error is the one worth reporting
-                call("cudaStreamEndCapture", stream)
+                cudart.cudaStreamEndCapture(stream)
             raise
         finally:
             _depth[stream] -= 1
             if not _depth[stream]:
                 del _depth[stream]
-        call("cudaStreamEndCapture", stream)
+        cudart.cudaStreamEndCapture(stream)
     except BaseException:
         resume = (before, before_edges)
         with suppress(Exception):
             for added_node in added:
-                call("cudaGraphDestroyNode", added_node)
+                cudart.cudaGraphDestroyNode(added_node)
         raise
     finally:
         _resume(stream, graph, *resume, mode)
@@ -236,7 +242,7 @@ def in_loop_body(stream_ptr: int) -> bool:
 def _capture_point(stream: int) -> tuple[Any, list[Any], list[Any] | None]:
     """The graph ``stream`` is capturing into, its dependencies and their edge data."""
     rt = runtime()
-    status, _, graph, deps, edges, count = call("cudaStreamGetCaptureInfo", stream)
+    status, _, graph, deps, edges, count = cudart.cudaStreamGetCaptureInfo(stream)
     if status != rt.cudaStreamCaptureStatus.cudaStreamCaptureStatusActive:
         raise LifetimeError(
             f"stream {stream:#x} is not capturing (status {getattr(status, 'name', status)}); "
@@ -264,7 +270,7 @@ def _add_node(
     kinds = rt.cudaGraphConditionalNodeType
     params.conditional.type = kinds.cudaGraphCondTypeWhile if while_ else kinds.cudaGraphCondTypeIf
     params.conditional.size = 1
-    node = call("cudaGraphAddNode", graph, deps, edges, len(deps), params)
+    node = cudart.cudaGraphAddNode(graph, deps, edges, len(deps), params)
     return node, params.conditional.phGraph_out[0]
 
 
@@ -275,10 +281,10 @@ def _resume(stream: int, graph: Any, deps: list[Any], edges: list[Any] | None, m
     error raised (eagle's capture then ends with an error).
     """
     try:
-        call("cudaStreamBeginCaptureToGraph", stream, graph, deps, edges, len(deps), mode)
+        cudart.cudaStreamBeginCaptureToGraph(stream, graph, deps, edges, len(deps), mode)
     except Exception:
         with suppress(Exception):
-            call("cudaGraphDestroy", graph)
+            cudart.cudaGraphDestroy(graph)
         raise
 
 
@@ -293,7 +299,7 @@ def _condition_kernel(stream: int, mode: Any, device: int) -> Kernel:
     if kernel is not None:
         return kernel
     graph, deps, edges = _capture_point(stream)
-    call("cudaStreamEndCapture", stream)
+    cudart.cudaStreamEndCapture(stream)
     try:
         with _relaxed():
             kernel = _kernels[device] = load_kernel(_source(), _KERNEL, device=device)
@@ -308,8 +314,8 @@ _kernels: dict[int, Kernel] = {}
 @contextmanager
 def _relaxed() -> Iterator[None]:
     modes = runtime().cudaStreamCaptureMode
-    previous = call("cudaThreadExchangeStreamCaptureMode", modes.cudaStreamCaptureModeRelaxed)
+    previous = cudart.cudaThreadExchangeStreamCaptureMode(modes.cudaStreamCaptureModeRelaxed)
     try:
         yield
     finally:
-        call("cudaThreadExchangeStreamCaptureMode", previous)
+        cudart.cudaThreadExchangeStreamCaptureMode(previous)

@@ -22,8 +22,8 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from eagle.cuda._runtime import call, driver, ensure_device, finalizer, runtime
-from eagle.cuda.graph import LifetimeError, any_capture_active, is_capturing
+from eagle.cuda._capture_state import LifetimeError, any_capture_active, is_capturing
+from eagle.cuda._runtime import cudart, driver, ensure_device, finalizer, runtime
 from eagle.cuda.stream import Stream, as_stream_ptr, stream_object
 
 __all__ = ["DEFAULT_RELEASE_THRESHOLD", "Buffer", "MemoryPool", "default_pool"]
@@ -84,10 +84,9 @@ class MemoryPool:
             raise ValueError(
                 f"release_threshold must be a non-negative int of bytes, not {threshold!r}"
             )
-        self._handle = call("cudaMemPoolCreate", props)
-        self._finalizer = finalizer(self, "cudaMemPoolDestroy", self._handle)
-        call(
-            "cudaMemPoolSetAttribute",
+        self._handle = cudart.cudaMemPoolCreate(props)
+        self._finalizer = finalizer(self, cudart.cudaMemPoolDestroy, self._handle)
+        cudart.cudaMemPoolSetAttribute(
             self._handle,
             rt.cudaMemPoolAttr.cudaMemPoolAttrReleaseThreshold,
             driver().cuuint64_t(threshold),
@@ -113,7 +112,7 @@ class MemoryPool:
             stream = stream_object(stream) or stream
         if nbytes == 0:
             return Buffer(self, 0, 0, stream)
-        ptr = int(call("cudaMallocFromPoolAsync", nbytes, self._handle, as_stream_ptr(stream)))
+        ptr = int(cudart.cudaMallocFromPoolAsync(nbytes, self._handle, as_stream_ptr(stream)))
         buffer = Buffer(self, ptr, nbytes, stream)
         self._buffers.add(buffer)
         return buffer
@@ -136,18 +135,18 @@ class MemoryPool:
         self._check()
         ensure_device(self.device)
         stream_ptr = as_stream_ptr(stream)
-        ptr = int(call("cudaMallocFromPoolAsync", nbytes, self._handle, stream_ptr))
+        ptr = int(cudart.cudaMallocFromPoolAsync(nbytes, self._handle, stream_ptr))
         try:
             yield ptr
         finally:
-            call("cudaFreeAsync", ptr, stream_ptr)
+            cudart.cudaFreeAsync(ptr, stream_ptr)
 
     def _free(self, ptr: int, stream: Stream | int) -> None:
         if self._handle is None:
             return
         ensure_device(self.device)
         if isinstance(stream, Stream) and not stream.alive:
-            call("cudaFree", ptr)  # its stream was destroyed by hand: free synchronously
+            cudart.cudaFree(ptr)  # its stream was destroyed by hand: free synchronously
             return
         stream_ptr = as_stream_ptr(stream)
         if is_capturing(stream_ptr):  # by eagle or anyone else (a torch.cuda.graph)
@@ -172,8 +171,7 @@ class MemoryPool:
     def used_bytes(self) -> int:
         """Bytes currently handed out to live buffers."""
         self._check()
-        value = call(
-            "cudaMemPoolGetAttribute",
+        value = cudart.cudaMemPoolGetAttribute(
             self._handle,
             runtime().cudaMemPoolAttr.cudaMemPoolAttrUsedMemCurrent,
         )
@@ -182,8 +180,7 @@ class MemoryPool:
     def reserved_bytes(self) -> int:
         """Bytes the pool holds from the device, used or cached."""
         self._check()
-        value = call(
-            "cudaMemPoolGetAttribute",
+        value = cudart.cudaMemPoolGetAttribute(
             self._handle,
             runtime().cudaMemPoolAttr.cudaMemPoolAttrReservedMemCurrent,
         )
@@ -201,8 +198,8 @@ class MemoryPool:
             raise ValueError(f"keep_bytes must be a non-negative int, not {keep_bytes!r}")
         ensure_device(self.device)
         self._flush_deferred()
-        call("cudaDeviceSynchronize")
-        call("cudaMemPoolTrimTo", self._handle, keep_bytes)
+        cudart.cudaDeviceSynchronize()
+        cudart.cudaMemPoolTrimTo(self._handle, keep_bytes)
 
     def destroy(self) -> None:
         """Give the pool's memory back to the device (idempotent).
@@ -222,7 +219,7 @@ class MemoryPool:
             )
         self._flush_deferred()
         ensure_device(self.device)
-        call("cudaDeviceSynchronize")
+        cudart.cudaDeviceSynchronize()
         self._handle = None
         self._finalizer()
 
@@ -252,8 +249,8 @@ def _free_async(ptr: int, stream_ptr: int) -> None:
     global mode (any thread's, torch's default) or this thread's own it would invalidate
     that capture, though the free orders nothing the capture records."""
     modes = runtime().cudaStreamCaptureMode
-    previous = call("cudaThreadExchangeStreamCaptureMode", modes.cudaStreamCaptureModeRelaxed)
+    previous = cudart.cudaThreadExchangeStreamCaptureMode(modes.cudaStreamCaptureModeRelaxed)
     try:
-        call("cudaFreeAsync", ptr, stream_ptr)
+        cudart.cudaFreeAsync(ptr, stream_ptr)
     finally:
-        call("cudaThreadExchangeStreamCaptureMode", previous)
+        cudart.cudaThreadExchangeStreamCaptureMode(previous)

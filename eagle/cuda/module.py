@@ -43,18 +43,18 @@ import numpy as np
 
 from eagle.cuda import _cache
 from eagle.cuda._cache import cache_dir, clear_cache
+from eagle.cuda._capture_state import any_capture_active, record_use
 from eagle.cuda._runtime import (
     CudaError,
     CudaUnavailable,
-    call,
-    dcall,
+    cudadrv,
+    cudart,
     driver,
     ensure_device,
-    ncall,
+    nvrtc,
     raise_status,
     runtime,
 )
-from eagle.cuda.graph import any_capture_active, record_use
 from eagle.cuda.stream import Stream, as_stream_ptr
 
 __all__ = [
@@ -97,13 +97,13 @@ def device_arch(device: int = 0) -> str:
     """The ``sm_XY`` architecture of ``device``."""
     ensure_device(device)
     attr = runtime().cudaDeviceAttr
-    major = call("cudaDeviceGetAttribute", attr.cudaDevAttrComputeCapabilityMajor, device)
-    minor = call("cudaDeviceGetAttribute", attr.cudaDevAttrComputeCapabilityMinor, device)
+    major = cudart.cudaDeviceGetAttribute(attr.cudaDevAttrComputeCapabilityMajor, device)
+    minor = cudart.cudaDeviceGetAttribute(attr.cudaDevAttrComputeCapabilityMinor, device)
     return f"sm_{major}{minor}"
 
 
 def _nvrtc_version() -> str:
-    major, minor = ncall("nvrtcVersion")
+    major, minor = nvrtc.nvrtcVersion()
     return f"{major}.{minor}"
 
 
@@ -230,7 +230,7 @@ def _load(source: str, name: str, device: int) -> Kernel:
     image, compiled = _image(source, name, arch, None)
     ensure_device(device)
     try:
-        library = dcall("cuLibraryLoadData", image, None, None, 0, None, None, 0)
+        library = cudadrv.cuLibraryLoadData(image, None, None, 0, None, None, 0)
     except CudaError as exc:
         if compiled or exc.status not in _BAD_IMAGE:
             raise
@@ -242,13 +242,13 @@ def _load(source: str, name: str, device: int) -> Kernel:
             exc.status,
         )
         image, _ = _image(source, name, arch, None, fresh=True)
-        library = dcall("cuLibraryLoadData", image, None, None, 0, None, None, 0)
+        library = cudadrv.cuLibraryLoadData(image, None, None, 0, None, None, 0)
     try:
-        handle = dcall("cuLibraryGetKernel", library, name.encode())
-        dcall("cuKernelGetFunction", handle)  # load it on this device now, not mid-capture
+        handle = cudadrv.cuLibraryGetKernel(library, name.encode())
+        cudadrv.cuKernelGetFunction(handle)  # load it on this device now, not mid-capture
     except BaseException:
         with contextlib.suppress(CudaError):
-            dcall("cuLibraryUnload", library)
+            cudadrv.cuLibraryUnload(library)
         raise
     return Kernel(name, library, handle, device)
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from eagle.cuda._records import raise_recorded
-from eagle.cuda._runtime import CudaError, call, ensure_device, finalizer, runtime
+from eagle.cuda._runtime import CudaError, cudart, ensure_device, finalizer, runtime
 
 __all__ = ["DEFAULT_STREAM", "Event", "Stream", "as_stream_ptr", "current_stream", "launch_stream"]
 
@@ -48,7 +48,7 @@ class Stream:
         self.non_blocking = non_blocking
         ensure_device(device)
         flags = runtime().cudaStreamNonBlocking if non_blocking else runtime().cudaStreamDefault
-        handle = call("cudaStreamCreateWithFlags", flags)
+        handle = cudart.cudaStreamCreateWithFlags(flags)
         self._ptr = int(handle)
         self._hooks: list[Callable[[], None]] = []
         self._finalizer: weakref.finalize[..., Any] = weakref.finalize(
@@ -97,7 +97,7 @@ class Stream:
             IndexError, ZeroDivisionError: a kernel failed a check (see
                 :mod:`hawk.emit.checks`).
         """
-        call("cudaStreamSynchronize", self.ptr())
+        cudart.cudaStreamSynchronize(self.ptr())
         raise_recorded()
 
     def destroy(self) -> None:
@@ -130,7 +130,7 @@ def _destroy_stream(handle: Any, hooks: list[Callable[[], None]]) -> None:
     """Run what must go before the stream (:func:`on_destroy`), then destroy it."""
     while hooks:
         hooks.pop()()
-    call("cudaStreamDestroy", handle)
+    cudart.cudaStreamDestroy(handle)
 
 
 def on_destroy(stream_ptr: int, hook: Callable[[], None]) -> bool:
@@ -159,8 +159,8 @@ class Event:
         self.device = device
         ensure_device(device)
         flags = runtime().cudaEventDefault if timing else runtime().cudaEventDisableTiming
-        self._handle = call("cudaEventCreateWithFlags", flags)
-        self._finalizer = finalizer(self, "cudaEventDestroy", self._handle)
+        self._handle = cudart.cudaEventCreateWithFlags(flags)
+        self._finalizer = finalizer(self, cudart.cudaEventDestroy, self._handle)
 
     def ptr(self) -> int:
         """The raw ``cudaEvent_t`` as an int."""
@@ -169,13 +169,13 @@ class Event:
     def record(self, stream: Any = None) -> Event:
         """Record the event on ``stream`` (anything :func:`as_stream_ptr` takes; eagle's
         current stream on the event's device by default)."""
-        call("cudaEventRecord", self._handle, as_stream_ptr(stream, self.device))
+        cudart.cudaEventRecord(self._handle, as_stream_ptr(stream, self.device))
         return self
 
     def wait(self, stream: Any = None) -> None:
         """Make ``stream`` (as for :meth:`record`) wait for this event without blocking
         the host."""
-        call("cudaStreamWaitEvent", as_stream_ptr(stream, self.device), self._handle, 0)
+        cudart.cudaStreamWaitEvent(as_stream_ptr(stream, self.device), self._handle, 0)
 
     def synchronize(self) -> None:
         """Block the host until the event has completed.
@@ -183,12 +183,12 @@ class Event:
         Raises:
             IndexError, ZeroDivisionError: a kernel failed a check.
         """
-        call("cudaEventSynchronize", self._handle)
+        cudart.cudaEventSynchronize(self._handle)
         raise_recorded()
 
     def elapsed_ms(self, end: Event) -> float:
         """Milliseconds from this event to ``end`` (both recorded and complete)."""
-        return float(call("cudaEventElapsedTime", self._handle, end._handle))
+        return float(cudart.cudaEventElapsedTime(self._handle, end._handle))
 
     def destroy(self) -> None:
         """Destroy the event now rather than when it is garbage-collected (idempotent)."""

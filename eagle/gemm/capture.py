@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from eagle.arrays import _holder
-from eagle.cuda._runtime import CudaUnavailable, call, ensure_device
+from eagle.cuda._runtime import CudaUnavailable, cudart, ensure_device
 from eagle.cuda.graph import is_capturing, record_use
 from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr
@@ -117,7 +117,7 @@ class CublasCaptureHandle:
         self._gemm_calls = Prepared()
         cublas = _cublas()
         try:
-            call("cudaGetDeviceCount")  # no driver or no device: CudaUnavailable
+            cudart.cudaGetDeviceCount()  # no driver or no device: CudaUnavailable
             self.stream_ptr = as_stream_ptr(stream_ptr)
             # a stream object is kept alive with the handle, which is bound to it (a raw
             # pointer to an eagle Stream keeps it too, through the workspace's buffer)
@@ -128,7 +128,7 @@ class CublasCaptureHandle:
                     f"stream {self.stream_ptr:#x} is being captured; make the "
                     f"CublasCaptureHandle (which allocates) before the capture begins"
                 )
-            self.device = int(call("cudaStreamGetDevice", self.stream_ptr))
+            self.device = int(cudart.cudaStreamGetDevice(self.stream_ptr))
             ensure_device(self.device)
         except CudaUnavailable as exc:
             raise CublasUnavailable(f"no CUDA driver or device: {exc}") from exc
@@ -214,7 +214,7 @@ class CublasCaptureHandle:
             self._check_alive()
             _holder.order_after(held.values(), self.stream_ptr)
             self._call(params, first.ptr, second.ptr, target, key, 1.0, 0.0).run(1.0, 0.0)
-            call("cudaStreamSynchronize", self.stream_ptr)
+            cudart.cudaStreamSynchronize(self.stream_ptr)
             self._warmed.add(key)
         if "out" in held and not keep_out:
             _holder.bump_versions((held["out"].tensor,))

@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from eagle.cuda._runtime import call
+from eagle.cuda._runtime import cudart
 from eagle.cuda.stream import DEFAULT_STREAM, on_destroy, stream_object
 from eagle.gemm.capture import CublasCaptureHandle, Params
 
@@ -110,5 +110,5 @@ def _forget(key: tuple[int, int], handle: CublasCaptureHandle) -> None:
         if _stream_handles.get(key) is handle:
             del _stream_handles[key]
     if not handle._closed:
-        call("cudaStreamSynchronize", handle.stream_ptr)  # its products use the workspace
+        cudart.cudaStreamSynchronize(handle.stream_ptr)  # its products use the workspace
     handle.destroy()

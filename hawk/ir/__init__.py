@@ -26,6 +26,7 @@ emitter dispatches through, :class:`Rules`).
 """
 
 from hawk.errors import HawkError
+from hawk.ir import printing as printing  # fills in the nodes' text form (TEXT_FORMS)
 from hawk.ir.build import Builder, map_children
 from hawk.ir.expr import (
     ARITHMETIC,

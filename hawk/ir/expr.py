@@ -8,8 +8,9 @@ the same value on every lane).
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from hawk._registry import Builtin, Form, math_functions, spelled, spellings
 from hawk.errors import HawkError
@@ -69,6 +70,14 @@ class Var:
 # -- expressions -------------------------------------------------------------------------
 
 
+TEXT_FORMS: dict[type, Callable[[Any], str]] = {}
+"""How an expression, a statement and a kernel read as text (``str(node)``), by base class.
+
+:mod:`hawk.ir.printing` fills it in: it reads every node class, so it comes after
+them (:mod:`hawk.ir` imports it), and the nodes find their text form here.
+"""
+
+
 class Expr:
     """Base of expression nodes; each has ``type`` and ``varying``.
 
@@ -84,9 +93,7 @@ class Expr:
         return ()
 
     def __str__(self) -> str:
-        from hawk.ir.printing import format_expr  # printing reads every node class
-
-        return format_expr(self)
+        return TEXT_FORMS[Expr](self)
 
 
 def _set(node: Expr, type_: Type, varying: bool) -> None:

@@ -1,4 +1,8 @@
-"""The text form of the IR: ``str(node)`` of an expression, a statement or a kernel."""
+"""The text form of the IR: ``str(node)`` of an expression, a statement or a kernel.
+
+The node classes find these functions in :data:`hawk.ir.expr.TEXT_FORMS`, which this
+module fills in when it is imported (:mod:`hawk.ir` imports it).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hawk.ir.expr import (
+    TEXT_FORMS,
     Binary,
     Call,
     Cast,
@@ -210,3 +215,6 @@ def _format_branch(block: tuple[Stmt, ...], values: list[Expr], stmt: If, depth:
     lines = [line for inner in block for line in _format_stmt(inner, depth + 1)]
     lines.extend(f"{pad}-> {m.var.name} = {v}" for m, v in zip(stmt.merges, values, strict=True))
     return lines or [f"{pad}pass"]
+
+
+TEXT_FORMS.update({Expr: format_expr, Stmt: format_stmt, KernelIR: format_kernel})

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from hawk.errors import HawkError
-from hawk.ir.expr import Expr, Var, _check_index
+from hawk.ir.expr import TEXT_FORMS, Expr, Var, _check_index
 from hawk.ir.planes import Plane
 from hawk.kinds import PlaneKind, Type
 
@@ -33,9 +33,7 @@ class Stmt:
         return ()
 
     def __str__(self) -> str:
-        from hawk.ir.printing import format_stmt  # printing reads every node class
-
-        return format_stmt(self)
+        return TEXT_FORMS[Stmt](self)
 
 
 def _check_assign(var: Var, value: Expr, what: str) -> None:
@@ -223,9 +221,7 @@ class KernelIR:
         return {node.var: node.value for node in walk(self) if isinstance(node, Let)}
 
     def __str__(self) -> str:
-        from hawk.ir.printing import format_kernel  # printing reads every node class
-
-        return format_kernel(self)
+        return TEXT_FORMS[KernelIR](self)
 
 
 def walk(node: KernelIR | Stmt | Expr) -> Iterator[Stmt | Expr]:
