@@ -22,7 +22,7 @@ import hawk
 from eagle.arrays import _holder
 from eagle.cuda.stream import Stream
 from hawk import ir
-from hawk.emit import DTYPES
+from hawk.dtypes import TABLE
 
 __all__ = [
     "DTYPE_NAMES",
@@ -34,9 +34,10 @@ __all__ = [
     "refuse_nondeterminism",
 ]
 
-#: the numpy dtype of each torch dtype hawk planes take (bfloat16: ``ml_dtypes``')
-_NUMPY = {getattr(torch, dtype.name): dtype for dtype in DTYPES}
-#: the torch dtypes hawk planes take (:data:`hawk.emit.DTYPES`), by their names there
+#: the numpy dtype of each torch dtype hawk planes take (bfloat16: ``ml_dtypes``'), from
+#: the plane rows of hawk's dtype table (torch names its dtypes as numpy does)
+_NUMPY = {getattr(torch, row.name): row.numpy for row in TABLE if row.plane is not None}
+#: the torch dtypes hawk planes take, by their names
 DTYPE_NAMES = {torch_dtype: dtype.name for torch_dtype, dtype in _NUMPY.items()}
 _CACHED_BINDINGS = 32  # bound launches kept per plan, keyed by their tensors' addresses
 

@@ -22,6 +22,7 @@ import inspect
 import json
 import pkgutil
 import re
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -53,6 +54,7 @@ API_MODULES = (
     "hawk.contraction",
     "hawk.records",
     "hawk.diff",
+    "hawk.dtypes",
     "hawk.errors",
 )
 
@@ -554,6 +556,10 @@ def undocumented(module: ModuleType) -> list[str]:
     missing: list[str] = []
     for name in module.__all__:
         obj = getattr(module, name)
+        if typing.get_origin(obj) is not None:  # a type alias (Literal[...]), as a constant
+            if not _constant_has_doc(module, name):
+                missing.append(name)
+            continue
         if inspect.ismodule(obj) or inspect.isclass(obj) or callable(obj):
             if not _own_doc(obj):
                 missing.append(name)

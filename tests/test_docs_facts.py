@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.test_docs import (
 from tests._util import FakeCalls
+from tests.test_docs import (
     API_PAGES,
     DOCS,
     INSIDE_MODULES,
@@ -760,7 +760,8 @@ def test_the_calls_take_foreign_arrays_as_the_pages_say(monkeypatch):
     from tests.test_gemm_capture import FakeDevice
 
     # taking the fake device arrays: each address is on device 0, no stream to wait for
-    monkeypatch.setattr(_foreign, "cudart", FakeCalls(lambda name, ptr: type("A", (), {"device": 0})))
+    pointer = type("A", (), {"device": 0})
+    monkeypatch.setattr(_foreign, "cudart", FakeCalls(lambda name, ptr: pointer))
     probes = _eagle_arrays_only_probes(FakeDevice(monkeypatch))
     only = set(_facts().EAGLE_ARRAYS_ONLY)
     assert only <= set(probes), "a probe per call the pages name"

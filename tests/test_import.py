@@ -24,3 +24,22 @@ def test_import_loads_no_driver_and_no_torch():
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_import_loads_no_ml_dtypes_until_a_dtype_needs_it():
+    script = textwrap.dedent(
+        """
+        import sys
+        import eagle, eagle.arrays, eagle.gemm, eagle.plan, eagle.diff
+        import hawk, hawk.dtypes, hawk.emit.cuda, hawk.emit.host
+        from hawk.dtypes import find, numpy_dtype
+        assert "ml_dtypes" not in sys.modules, "imported"
+        assert find("bfloat16").cuda == 14 and find("float8_e4m3fn").itemsize == 1
+        eagle.arrays.zeros(3, "float32")
+        assert "ml_dtypes" not in sys.modules, "loaded by a table lookup or a float32 array"
+        assert numpy_dtype("bfloat16").name == "bfloat16"
+        assert "ml_dtypes" in sys.modules, "not loaded for bfloat16"
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

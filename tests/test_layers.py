@@ -45,6 +45,7 @@ HAWK_API = frozenset(
         "hawk.contraction",
         "hawk.decl",
         "hawk.diff",
+        "hawk.dtypes",
         "hawk.emit",
         "hawk.emit.checks",
         "hawk.emit.cuda",

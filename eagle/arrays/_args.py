@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from hawk.dtypes import find, numpy_dtype
+
 __all__ = [
     "ShapeLike",
     "check_basic",
@@ -42,21 +44,21 @@ def device_name(index: int | None) -> str:
 
 
 def check_dtype(dtype: Any, argument: str = "dtype") -> np.dtype:
+    """``dtype`` as a numpy dtype an Array may hold: a row of hawk's dtype table
+    (:data:`hawk.dtypes.TABLE`) marked for arrays (numpy's numeric and bool dtypes,
+    and bfloat16); a name such as ``"bfloat16"`` loads ``ml_dtypes`` when it needs it."""
     try:
-        result = np.dtype(dtype)
+        result = numpy_dtype(dtype)
     except TypeError as exc:
-        if dtype != "bfloat16":
-            raise TypeError(f"{argument} {dtype!r} is not a numpy dtype") from exc
-        import ml_dtypes
-
-        result = np.dtype(ml_dtypes.bfloat16)
-    if result.name == "bfloat16":
-        return result
-    if result.kind not in "biufc" or result.itemsize not in (1, 2, 4, 8, 16):
+        raise TypeError(f"{argument} {dtype!r} is not a numpy dtype") from exc
+    row = find(result)
+    if row is None:
         raise TypeError(
             f"{argument} must be a numeric or bool dtype, not {result} "
             "(object, string and structured dtypes have no device layout)"
         )
+    if not row.array:
+        raise TypeError(f"{argument} {result} is not an Array dtype yet: {row.note}")
     return result
 
 

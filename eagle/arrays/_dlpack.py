@@ -3,9 +3,12 @@
 :func:`export` has numpy build the capsule (``dltensor_versioned`` when the
 consumer asks for DLPack 1.x, else ``dltensor``) over an ndarray that only
 describes the Array's memory and keeps it alive, then sets the capsule's device
-(and the bfloat16 type code). The capsule's deleter and destructor are thus
+(and the type code numpy does not know). The capsule's deleter and destructor are thus
 numpy's C functions, which run correctly with a consumer's exception pending
-(no Python callback can), so a refused export leaks nothing.
+(no Python callback can), so a refused export leaks nothing. Type codes come from
+hawk's dtype table (:data:`hawk.dtypes.TABLE`): a dtype numpy cannot export
+(bfloat16, which ``ml_dtypes`` defines) is described to numpy as unsigned integers of
+its size and given its own code afterwards.
 
 :func:`take` consumes a producer's capsule: it reads the tensor's pointer, shape,
 byte strides, dtype, device and read-only flag, renames the capsule as used,
@@ -20,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from hawk.dtypes import by_dlpack, find
+
 CPU = 1
 CUDA = 2
 CUDA_HOST = 3
@@ -29,7 +34,6 @@ VERSION = (1, 1)
 """The DLPack version eagle produces and asks producers for."""
 
 _READ_ONLY = 1
-_BFLOAT = 4
 _LEGACY = b"dltensor"
 _VERSIONED = b"dltensor_versioned"
 _USED_LEGACY = b"used_dltensor"
@@ -116,13 +120,14 @@ def export(array: Any, *, device: tuple[int, int], versioned: bool, readonly: bo
             "this array is read-only and DLPack before 1.0 cannot say so; "
             "ask with max_version=(1, 0) or later"
         )
-    bfloat = array.dtype.name == "bfloat16"
+    row = find(array.dtype)
+    foreign = row is not None and row.module != "numpy" and row.dlpack is not None
     described = np.asarray(
         _Described(
             array,
             {
                 "shape": array.shape,
-                "typestr": "<u2" if bfloat else array.dtype.str,
+                "typestr": f"<u{itemsize}" if foreign else array.dtype.str,
                 "data": (array.ptr, readonly),
                 "strides": array.strides,
                 "version": 3,
@@ -136,8 +141,9 @@ def export(array: Any, *, device: tuple[int, int], versioned: bool, readonly: bo
         capsule = described.__dlpack__()
         managed = _Managed.from_address(_capsule_pointer(capsule, _LEGACY))
     managed.dl_tensor.device = _Device(*device)
-    if bfloat:
-        managed.dl_tensor.dtype = _DataType(_BFLOAT, 16, 1)
+    if foreign:  # numpy described it as unsigned integers: give it its own code
+        assert row is not None and row.dlpack is not None
+        managed.dl_tensor.dtype = _DataType(*row.dlpack, 1)
     return capsule
 
 
@@ -210,15 +216,12 @@ def compact(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
 def _dtype(dl: _DataType) -> np.dtype:
     if dl.lanes != 1:
         raise BufferError(f"DLPack vector dtypes ({dl.lanes} lanes) have no numpy dtype")
-    if dl.code == _BFLOAT and dl.bits == 16:
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    kinds = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}
-    kind = kinds.get(dl.code)
-    if kind is None or dl.bits % 8:
+    row = by_dlpack(dl.code, dl.bits)
+    if row is None:
         raise BufferError(f"DLPack dtype code {dl.code} with {dl.bits} bits has no numpy dtype")
-    return np.dtype("?" if kind == "b" else f"{kind}{dl.bits // 8}")
+    if not row.array:
+        raise BufferError(f"DLPack dtype {row.name} is not an eagle Array dtype yet: {row.note}")
+    return row.numpy
 
 
 def take(producer: Any, stream: int | None) -> Imported:

@@ -52,6 +52,7 @@ from eagle.gemm.params import (
     gemm_params_for_arrays,
     sgemm_params_for_arrays,
 )
+from hawk.dtypes import TABLE
 
 __all__ = ["WORKSPACE_BYTES", "BoundGemm", "CublasCaptureHandle"]
 
@@ -60,8 +61,8 @@ WORKSPACE_BYTES = 32 * 1024 * 1024
 
 _MATH_MODES = {"fp32": "DEFAULT_MATH", "tf32": "TF32_TENSOR_OP_MATH"}
 _ROLES = ("a", "b", "out")
-# cudaDataType_t (library_types.h): the element types cublasGemmEx is told
-_DATA_TYPES = {"float16": 2, "bfloat16": 14, "float32": 0, "float64": 1}
+# the element types cublasGemmEx is told: each product dtype's cudaDataType_t
+_DATA_TYPES = {row.name: row.cuda for row in TABLE if row.product is not None}
 
 Params = SgemmParams | GemmParams
 

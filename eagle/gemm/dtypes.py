@@ -10,8 +10,10 @@ float64 x float64              float64              float64 (``"fp64"``)
 =============================  ===================  ===========================
 
 Half-precision products round once, when they store ``out``. Anything else is
-refused by name. bfloat16 is ``ml_dtypes.bfloat16`` on the host; it is loaded
-only when a bfloat16 dtype is named. Everything here is pure.
+refused by name. Every rule here is read from the product column of hawk's dtype
+table (:data:`hawk.dtypes.TABLE`), which also gives each dtype's ``cudaDataType``
+code. bfloat16 is ``ml_dtypes.bfloat16`` on the host; it is loaded only when a
+bfloat16 dtype is named. Everything here is pure.
 """
 
 from __future__ import annotations
@@ -22,41 +24,35 @@ from typing import Any
 import numpy as np
 
 from eagle.gemm.errors import GemmMappingUnavailable
+from hawk import dtypes as table
 
 __all__ = ["HALVES", "OUT_DTYPES", "PRODUCT_DTYPES", "dtype_of", "product_dtypes"]
 
+_ROWS = {row.name: row for row in table.TABLE if row.product is not None}
+_PRODUCTS = {name: row.product for name, row in _ROWS.items() if row.product is not None}
+
 OUT_DTYPES: dict[str, tuple[str, ...]] = {
-    "bfloat16": ("bfloat16", "float32"),
-    "float16": ("float16", "float32"),
-    "float32": ("float32",),
-    "float64": ("float64",),
+    name: _PRODUCTS[name].out for name in table.PRODUCT_DTYPES
 }
 """Operand dtype -> the dtypes ``out`` may have."""
 
 PRODUCT_DTYPES = tuple(OUT_DTYPES)
 """The operand dtypes a product takes."""
 
-HALVES = ("bfloat16", "float16")
+HALVES = tuple(name for name in table.PRODUCT_DTYPES if _ROWS[name].storage_only)
 """The 16-bit operand dtypes, summed in float32 and rounded once when stored."""
 
-_MATH = {"bfloat16": ("fp32",), "float16": ("fp32",), "float32": ("fp32", "tf32"),
-         "float64": ("fp64",)}  # fmt: skip
+_FACTORS = ", ".join(table.PRODUCT_DTYPES[:-1]) + " or " + table.PRODUCT_DTYPES[-1]
 
 
 def dtype_of(dtype: Any) -> np.dtype:
-    """``numpy.dtype(dtype)``, where the name ``"bfloat16"`` loads ``ml_dtypes`` first.
+    """``numpy.dtype(dtype)``, where the name ``"bfloat16"`` loads ``ml_dtypes`` first
+    (:func:`hawk.dtypes.numpy_dtype`).
 
     Raises:
         TypeError: not a dtype.
     """
-    try:
-        return np.dtype(dtype)
-    except TypeError:
-        if dtype != "bfloat16":
-            raise
-    import ml_dtypes
-
-    return np.dtype(ml_dtypes.bfloat16)
+    return table.numpy_dtype(dtype)
 
 
 @functools.lru_cache(maxsize=256)
@@ -79,8 +75,8 @@ def product_dtypes(a: Any, b: Any, out: Any, math: str | None = None) -> tuple[s
     for role in ("a", "b"):
         if names[role] not in OUT_DTYPES:
             raise GemmMappingUnavailable(
-                f"operand {role!r} is {names[role]}; a product takes bfloat16, float16, "
-                f"float32 or float64 factors (convert it with .astype('float32'))"
+                f"operand {role!r} is {names[role]}; a product takes {_FACTORS} factors "
+                f"(convert it with .astype('float32'))"
             )
     dtype = names["a"]
     if names["b"] != dtype:
@@ -94,9 +90,10 @@ def product_dtypes(a: Any, b: Any, out: Any, math: str | None = None) -> tuple[s
             f"operand 'out' is {names['out']}; a {dtype} x {dtype} product writes {allowed} "
             f"(pass an out of that dtype)"
         )
-    exact = _MATH[dtype][0]
+    maths = _PRODUCTS[dtype].math
+    exact = maths[0]
     resolved = exact if math is None else math
-    if resolved not in _MATH[dtype]:
+    if resolved not in maths:
         raise GemmMappingUnavailable(
             f"math={math!r} does not apply to {dtype} factors: they sum in {exact}; "
             f"'tf32' is for float32 factors (leave math unset)"

@@ -21,7 +21,8 @@ from eagle.plan._planes import WRITTEN, Planes, check_planes, layout_keys, param
 from eagle.plan._sites import kernel_site, product_site
 from hawk import ir
 from hawk.contraction import lane_layout, recognize
-from hawk.emit import DTYPES, cuda, host, policy
+from hawk.dtypes import PLANE_DTYPES, numpy_dtype, plane_row
+from hawk.emit import cuda, host, policy
 from hawk.emit.checks import LaneCheck, check_launch, record_error
 
 __all__ = ["BLOCK_SIZE", "AutoPlan", "BoundPlan", "auto"]
@@ -477,11 +478,11 @@ def _side_dtype(side: str, dtype: Any) -> np.dtype:
     if side not in _SIDES:
         raise ValueError(f"side must be 'host' or 'device', not {side!r}")
     try:
-        resolved = np.dtype(dtype) if dtype is not None else None  # np.dtype(None) is float64
+        resolved = numpy_dtype(dtype) if dtype is not None else None  # np.dtype(None): float64
     except TypeError:
         resolved = None
-    if resolved is None or resolved not in DTYPES:
-        names = ", ".join(d.name for d in DTYPES)
+    if resolved is None or plane_row(resolved) is None:
+        names = ", ".join(PLANE_DTYPES)
         raise ValueError(f"dtype must be one of {names} (a plane's dtype), not {dtype!r}")
     return resolved
 

@@ -30,7 +30,8 @@ import numpy as np
 from eagle.arrays import Array, _foreign, _holder
 from eagle.cuda.stream import framework_of, launch_stream, scoped_stream
 from hawk import ir
-from hawk.emit import DTYPES, compute_dtype
+from hawk.dtypes import PLANE_DTYPES, plane_row
+from hawk.emit import compute_dtype
 
 __all__ = [
     "WRITTEN",
@@ -172,8 +173,15 @@ class _Given:
     held: _holder.Held | None = None
 
 
-#: each plane dtype's name (``dtype.name`` is computed on each access)
-_DTYPE_NAMES = {dtype: dtype.name for dtype in DTYPES}
+class _Names(dict[np.dtype, str]):
+    """Each plane dtype's name, kept on first use (``dtype.name`` is computed on each access)."""
+
+    def __missing__(self, dtype: np.dtype) -> str:
+        name = self[dtype] = dtype.name
+        return name
+
+
+_DTYPE_NAMES = _Names()
 
 
 def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
@@ -374,9 +382,9 @@ def _check_array(item: _Given) -> None:
         grad=held is not None and held.grad,
     )
     dtype = np.dtype(array.dtype)
-    if dtype not in DTYPES:
+    if plane_row(dtype) is None:
         raise TypeError(
-            f"plane {item.name!r} is {dtype}; hawk planes are {', '.join(d.name for d in DTYPES)}"
+            f"plane {item.name!r} is {dtype}; hawk planes are {', '.join(PLANE_DTYPES)}"
         )
     shape = tuple(array.shape)
     if plane.is_lane and len(shape) != 1:

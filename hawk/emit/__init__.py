@@ -2,13 +2,14 @@
 (:mod:`hawk.emit.cuda`), and the routing policy (:mod:`hawk.emit.policy`).
 
 Both emitters specialise a kernel for concrete plane dtypes, per plane:
-float16, bfloat16 (``ml_dtypes.bfloat16`` on the host), float32 or float64.
-The 16-bit dtypes are storage only. Arithmetic runs in the kernel's
-*compute dtype* (:func:`compute_dtype`): float64 when any plane is float64,
-else float32. Every load converts a plane's value to the compute dtype and
-every store (and every ``Mutable[Table]`` add) rounds the result to nearest
-in the plane's own dtype, so planes of several dtypes mix freely in one
-kernel, each rounded where it is written.
+float16, bfloat16 (``ml_dtypes.bfloat16`` on the host), float32 or float64 (the
+rows of :data:`hawk.dtypes.TABLE` with a plane form). The 16-bit dtypes are
+storage only. Arithmetic runs in the kernel's *compute dtype*
+(:func:`compute_dtype`): float64 when any plane is float64, else float32. Every
+load converts a plane's value to the compute dtype and every store (and every
+``Mutable[Table]`` add) rounds the result to nearest in the plane's own dtype, so
+planes of several dtypes mix freely in one kernel, each rounded where it is
+written.
 """
 
 from __future__ import annotations
@@ -16,25 +17,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import ml_dtypes  # registers bfloat16 with numpy, so np.dtype("bfloat16") works
 import numpy as np
 
+from hawk import dtypes as table
 from hawk.ir import HawkError, KernelIR, Var
 
 __all__ = ["DTYPES", "HALVES", "Names", "compute_dtype", "plane_dtypes"]
 
-#: the 16-bit dtypes a plane may have: storage only, computed in float32
-HALVES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+_NAMES = ", ".join(table.PLANE_DTYPES)
 
-#: the dtypes a plane may have
-DTYPES = (*HALVES, np.dtype(np.float32), np.dtype(np.float64))
 
-_NAMES = ", ".join(d.name for d in DTYPES)
+def __getattr__(name: str) -> Any:
+    # the plane dtypes as numpy dtypes, built on first use: bfloat16's imports ml_dtypes
+    planes = [row for row in table.TABLE if row.plane is not None]
+    if name == "DTYPES":  # the dtypes a plane may have
+        return tuple(row.numpy for row in planes)
+    if name == "HALVES":  # the 16-bit dtypes a plane may have: storage only, computed in float32
+        return tuple(row.numpy for row in planes if row.storage_only)
+    raise AttributeError(f"module 'hawk.emit' has no attribute {name!r}")
 
 
 def plane_dtypes(kernel: KernelIR, dtypes: Mapping[str, Any]) -> dict[str, np.dtype]:
-    """``dtypes`` checked against ``kernel``: one of :data:`DTYPES` per plane (a dtype
-    or its name; ``"bfloat16"`` is ``ml_dtypes.bfloat16``).
+    """``dtypes`` checked against ``kernel``: a plane dtype of :data:`hawk.dtypes.TABLE` per
+    plane (a dtype or its name; ``"bfloat16"`` is ``ml_dtypes.bfloat16``).
 
     Raises:
         HawkError: a plane without a dtype, an unknown plane, or another dtype.
@@ -47,19 +52,24 @@ def plane_dtypes(kernel: KernelIR, dtypes: Mapping[str, Any]) -> dict[str, np.dt
     for name in names:
         if name not in dtypes:
             raise HawkError(f"no dtype given for plane {name!r} of kernel {kernel.name!r}")
-        dtype = np.dtype(dtypes[name])
-        if dtype not in DTYPES:
+        dtype = table.numpy_dtype(dtypes[name])
+        if table.plane_row(dtype) is None:
             raise HawkError(f"plane {name!r} is {dtype}; hawk planes are {_NAMES}")
         result[name] = dtype
     return result
 
 
 def compute_dtype(dtypes: Mapping[str, np.dtype]) -> np.dtype:
-    """The dtype a kernel over planes of these dtypes computes in: float64 when any
-    plane is float64, else float32 (16-bit planes compute in float32)."""
-    if any(np.dtype(d) == np.float64 for d in dtypes.values()):
-        return np.dtype(np.float64)
-    return np.dtype(np.float32)
+    """The dtype a kernel over planes of these dtypes computes in: the widest of their
+    rows' compute dtypes, so float64 when any plane is float64, else float32 (16-bit
+    planes compute in float32)."""
+    computes = {_compute(dtype) for dtype in dtypes.values()}
+    return np.dtype(np.float64) if "float64" in computes else np.dtype(np.float32)
+
+
+def _compute(dtype: Any) -> str:
+    row = table.find(dtype)
+    return row.compute if row is not None else np.dtype(dtype).name
 
 
 class Names:

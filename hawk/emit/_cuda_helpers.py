@@ -1,7 +1,8 @@
 """The device helpers the CUDA emitter pastes into a kernel, and the C types of planes.
 
-Text only: C types per plane dtype (16-bit storage types are hawk's own two-byte
-structs, so no CUDA header is needed), the helper functions the adds and the
+Text only: C types per plane dtype, read from the dtype table (:data:`hawk.dtypes.TABLE`;
+16-bit storage types are hawk's own two-byte structs, so no CUDA header is needed),
+the definitions of those storage types, the helper functions the adds and the
 checks call (emitted once each, when used), and the vector type lane planes
 are moved with. :mod:`hawk.emit.cuda` reads them; the helpers of operators and
 math functions live in their registry entries (:mod:`hawk._registry`).
@@ -9,8 +10,7 @@ math functions live in their registry entries (:mod:`hawk._registry`).
 
 from __future__ import annotations
 
-import numpy as np
-
+from hawk.dtypes import TABLE, PlaneForm
 from hawk.emit.checks import INT_INVALID
 
 __all__ = [
@@ -20,17 +20,21 @@ __all__ = [
     "HALF_C_TYPES",
     "HELPERS",
     "PACK",
+    "PLANE_FORMS",
     "half_type",
 ]
 
-C_TYPES = {
-    np.dtype(np.float16): "hawk_f16",
-    np.dtype("bfloat16"): "hawk_bf16",
-    np.dtype(np.float32): "float",
-    np.dtype(np.float64): "double",
-}
+PLANE_FORMS: dict[str, PlaneForm] = {row.name: row.plane for row in TABLE if row.plane}
+"""How a plane of each dtype is stored, by dtype name: its C type, load and store."""
 
-HALF_C_TYPES = ("hawk_bf16", "hawk_f16")
+C_TYPES = {name: form.c_type for name, form in PLANE_FORMS.items()}
+"""The C type of a plane element, by dtype name (``"bfloat16"`` -> ``"hawk_bf16"``)."""
+
+HALF_C_TYPES = tuple(
+    sorted(row.plane.c_type for row in TABLE if row.plane is not None and row.storage_only)
+)
+"""The storage-only C types (``hawk_bf16``, ``hawk_f16``), whose definitions
+:func:`half_type` gives."""
 
 # The 16-bit storage types, emitted when a plane has one: a two-byte struct, ``hawk_widen``
 # (a load), ``hawk_round_<t>`` (a store, from float or double) and ``hawk_atomic_add`` (an

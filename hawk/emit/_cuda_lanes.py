@@ -11,7 +11,7 @@ import numpy as np
 
 from hawk import ir
 from hawk.emit import Names
-from hawk.emit._cuda_helpers import C_TYPES, HALF_C_TYPES
+from hawk.emit._cuda_helpers import C_TYPES, PLANE_FORMS
 from hawk.kinds import PlaneKind
 
 __all__ = ["UNROLL", "VECTOR_BYTES", "Lanes", "vector_width"]
@@ -126,7 +126,7 @@ class Lanes:
         return "unsigned int" if self.narrow else "long long"
 
     def pack(self, plane: ir.Plane) -> str:
-        return f"hawk_pack<{C_TYPES[self.dtypes[plane.name]]}, {self.width}>"
+        return f"hawk_pack<{C_TYPES[self.dtypes[plane.name].name]}, {self.width}>"
 
     def loaded(self) -> list[ir.Plane]:
         """The planes the kernel loads (lane planes and params), in declaration order."""
@@ -167,7 +167,7 @@ class Lanes:
         by value its value in the compute type."""
         if plane.name in self.values:
             return f"const {self.real} {_value_name(plane.name)}"
-        ctype = C_TYPES[self.dtypes[plane.name]]
+        ctype = C_TYPES[self.dtypes[plane.name].name]
         if plane.kind in (PlaneKind.INPUT, PlaneKind.PARAM, PlaneKind.TABLE):
             return f"const {ctype}* __restrict__ {Names.plane(plane.name)}"
         return f"{ctype}* __restrict__ {Names.plane(plane.name)}"
@@ -175,15 +175,15 @@ class Lanes:
     def convert(self, text: str, plane: ir.Plane, *, to_real: bool) -> str:
         """``text`` (an element of ``plane``) in the compute type, or ``text`` (a
         compute-type value) rounded to ``plane``'s type."""
-        ctype = C_TYPES[self.dtypes[plane.name]]
-        if ctype == self.real:
+        form = PLANE_FORMS[self.dtypes[plane.name].name]
+        if form.c_type == self.real:
             return text
-        if ctype in HALF_C_TYPES:
-            if not to_real:
-                return f"hawk_round_{ctype.removeprefix('hawk_')}({text})"
-            widened = f"hawk_widen({text})"
+        if to_real:
+            if form.load is None:
+                return f"({self.real}){text}"
+            widened = form.load.format(text)  # to float
             return widened if self.real == "float" else f"(double){widened}"
-        return f"({self.real}){text}" if to_real else f"({ctype})({text})"
+        return f"({form.c_type})({text})" if form.store is None else form.store.format(text)
 
 
 def vector_width(kernel: ir.KernelIR, dtypes: Mapping[str, np.dtype]) -> int:

@@ -195,7 +195,7 @@ class _Cuda(CStyle):
         values: frozenset[str],
         narrow: bool,
     ) -> None:
-        super().__init__(kernel, C_TYPES[compute_dtype(dtypes)], checks=checks)
+        super().__init__(kernel, C_TYPES[compute_dtype(dtypes).name], checks=checks)
         self.dtypes = dtypes
         self.clamps = False  # whether a read calls hawk_clamp
         self.sites: list[CheckSite] = []
@@ -219,7 +219,7 @@ class _Cuda(CStyle):
             helpers.insert(0, CLAMP_HELPER)
         if self.sites or "hawk_to_int(" in "\n".join(body):
             helpers.insert(0, self.fill(CHECK_HELPERS))
-        halves = sorted({C_TYPES[d] for d in self.dtypes.values()} & set(HALF_C_TYPES))
+        halves = sorted({C_TYPES[d.name] for d in self.dtypes.values()} & set(HALF_C_TYPES))
         helpers[:0] = [half_type(ctype) for ctype in halves]
         names = ", ".join(p.name for p in self.kernel.planes)
         order = "one pointer each, declaration order"
@@ -296,7 +296,7 @@ class _Cuda(CStyle):
         declarations, indices, checks = self.indices(stmt)
         target = f"&{Names.plane(stmt.plane.name)}[{self.offset(stmt.plane, indices)}]"
         varying = any(item.varying for item in stmt.index)
-        if C_TYPES[self.dtypes[stmt.plane.name]] in HALF_C_TYPES:
+        if C_TYPES[self.dtypes[stmt.plane.name].name] in HALF_C_TYPES:
             # summed in the compute type, rounded to the plane's type by the add itself
             value = self.value(stmt.value, depth)
             if varying:

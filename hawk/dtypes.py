@@ -1,0 +1,234 @@
+"""The one table of element types: :data:`TABLE`, a :class:`DType` row per dtype.
+
+A row says what every layer needs to know of a dtype: its numpy dtype, its
+``cudaDataType`` code (what cuBLAS is told), its DLPack ``(code, bits)``, whether an
+eagle Array may hold it, how a hawk plane of it is stored and computed on
+(:class:`PlaneForm`: the C type of an element and the conversions a load and a store
+make), and what a product of two factors of it writes and sums in
+(:class:`ProductForm`). hawk's emitters, ``eagle.gemm``, ``eagle.arrays`` with the
+DLPack bridge, and ``eagle.torch`` all read these rows, so a new dtype is a row here
+plus what is truly new about it.
+
+=========================  =======  ==========  ===================  ============
+rows                       Array    hawk plane  product writes       product sums
+=========================  =======  ==========  ===================  ============
+bool, int8-64, uint8-64    yes      no          no
+float16                    yes      hawk_f16    float16 or float32   fp32
+bfloat16                   yes      hawk_bf16   bfloat16 or float32  fp32
+float32                    yes      float       float32              fp32, tf32
+float64                    yes      double      float64              fp64
+float128, complex64/128    yes      no          no
+float8_e4m3fn, e5m2        not yet  not yet     not yet
+=========================  =======  ==========  ===================  ============
+
+The fp8 rows are there (codes, sizes) so that fp8 support fills them in.
+
+Plain data, read by name: a row's numpy dtype (:attr:`DType.numpy`) is built on first
+use, so ``ml_dtypes`` (which defines bfloat16 and the fp8 types for numpy) is
+imported only when such a row is used. hawk imports nothing of eagle; eagle reads this
+module.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = [
+    "PLANE_DTYPES",
+    "PRODUCT_DTYPES",
+    "TABLE",
+    "DType",
+    "Math",
+    "PlaneForm",
+    "ProductForm",
+    "by_dlpack",
+    "find",
+    "numpy_dtype",
+    "plane_row",
+]
+
+Math = Literal["fp32", "tf32", "fp64"]
+"""How a product sums (exact float32, float32 factors rounded to TF32 on tensor cores,
+or float64)."""
+
+
+@dataclass(frozen=True)
+class PlaneForm:
+    """How a hawk plane of a dtype is stored in emitted CUDA C.
+
+    Attributes:
+        c_type: the C type of one element (``"float"``, ``"hawk_bf16"``).
+        load: the C expression that widens an element ``{}`` to float32, or None
+            when the element is a C float type (a cast converts it).
+        store: the C expression that rounds a compute-type value ``{}`` to an
+            element, or None when a cast does.
+    """
+
+    c_type: str
+    load: str | None = None
+    store: str | None = None
+
+
+@dataclass(frozen=True)
+class ProductForm:
+    """What a product of two factors of a dtype may write and how it sums.
+
+    Attributes:
+        out: the dtypes ``out`` may have, by name.
+        math: how the sums may be done, the exact one first.
+    """
+
+    out: tuple[str, ...]
+    math: tuple[Math, ...]
+
+
+@dataclass(frozen=True)
+class DType:
+    """One element type and what each layer makes of it.
+
+    Attributes:
+        name: numpy's name for it (``"float32"``, ``"bfloat16"``, ``"float8_e4m3fn"``).
+        itemsize: bytes per element.
+        cuda: its ``cudaDataType`` code (``library_types.h``), or None.
+        dlpack: its DLPack ``(type code, bits)``, or None.
+        compute: the dtype arithmetic on it runs in: itself, or float32 for a
+            storage-only dtype (16-bit and 8-bit floats).
+        array: an eagle Array may hold it.
+        plane: how a hawk plane of it is stored, or None (not a plane dtype).
+        product: what a product over two factors of it does, or None (none does).
+        module: ``"numpy"``, or ``"ml_dtypes"`` for the dtypes numpy lacks.
+        note: why a layer refuses it, where that is not obvious.
+    """
+
+    name: str
+    itemsize: int
+    cuda: int | None
+    dlpack: tuple[int, int] | None
+    compute: str
+    array: bool = True
+    plane: PlaneForm | None = None
+    product: ProductForm | None = None
+    module: Literal["numpy", "ml_dtypes"] = "numpy"
+    note: str = ""
+
+    @functools.cached_property
+    def numpy(self) -> np.dtype:
+        """Its numpy dtype (importing ``ml_dtypes`` first for the dtypes it defines)."""
+        if self.module == "ml_dtypes":
+            return np.dtype(getattr(importlib.import_module("ml_dtypes"), self.name))
+        return np.dtype(self.name)
+
+    @property
+    def storage_only(self) -> bool:
+        """True when arithmetic on it runs in a wider dtype (its ``compute``)."""
+        return self.compute != self.name
+
+
+def _integer(name: str, bits: int, code: int, cuda: int | None) -> DType:
+    return DType(name, bits // 8, cuda, (code, bits), name)
+
+
+_NOT_YET = (
+    "fp8 is a row of the dtype table but not yet an Array, plane or product dtype; "
+    "convert with .astype('float32') (or 'bfloat16')"
+)
+
+TABLE: tuple[DType, ...] = (
+    DType("bool", 1, None, (6, 8), "bool"),
+    _integer("int8", 8, 0, 3),
+    _integer("int16", 16, 0, 20),
+    _integer("int32", 32, 0, 10),
+    _integer("int64", 64, 0, 24),
+    _integer("uint8", 8, 1, 8),
+    _integer("uint16", 16, 1, 22),
+    _integer("uint32", 32, 1, 12),
+    _integer("uint64", 64, 1, 26),
+    DType(
+        "float16", 2, 2, (2, 16), "float32",
+        plane=PlaneForm("hawk_f16", "hawk_widen({})", "hawk_round_f16({})"),
+        product=ProductForm(("float16", "float32"), ("fp32",)),
+    ),
+    DType(
+        "bfloat16", 2, 14, (4, 16), "float32",
+        plane=PlaneForm("hawk_bf16", "hawk_widen({})", "hawk_round_bf16({})"),
+        product=ProductForm(("bfloat16", "float32"), ("fp32",)),
+        module="ml_dtypes",
+    ),
+    DType(
+        "float32", 4, 0, (2, 32), "float32",
+        plane=PlaneForm("float"), product=ProductForm(("float32",), ("fp32", "tf32")),
+    ),
+    DType(
+        "float64", 8, 1, (2, 64), "float64",
+        plane=PlaneForm("double"), product=ProductForm(("float64",), ("fp64",)),
+    ),
+    DType("float128", 16, None, (2, 128), "float128"),  # numpy's long double on x86-64
+    DType("complex64", 8, 4, (5, 64), "complex64"),
+    DType("complex128", 16, 5, (5, 128), "complex128"),
+    DType(
+        "float8_e4m3fn", 1, 28, (10, 8), "float32",
+        array=False, module="ml_dtypes", note=_NOT_YET,
+    ),
+    DType(
+        "float8_e5m2", 1, 29, (12, 8), "float32",
+        array=False, module="ml_dtypes", note=_NOT_YET,
+    ),
+)  # fmt: skip
+"""Every dtype eagle and hawk know, one row each."""
+
+_BY_NAME = {row.name: row for row in TABLE}
+_BY_DLPACK = {row.dlpack: row for row in TABLE if row.dlpack is not None}
+
+PLANE_DTYPES = tuple(row.name for row in TABLE if row.plane is not None)
+"""The names of the dtypes a hawk plane may have (float16, bfloat16, float32, float64)."""
+
+PRODUCT_DTYPES = tuple(sorted(row.name for row in TABLE if row.product is not None))
+"""The names of the factor dtypes a product takes (bfloat16, float16, float32, float64)."""
+
+
+def find(dtype: Any) -> DType | None:
+    """The row of ``dtype`` (a name such as ``"bfloat16"``, a numpy dtype or type, or
+    anything ``numpy.dtype`` takes), or None when the table has none. A name is read
+    without numpy, so a row's name never imports ``ml_dtypes``."""
+    if isinstance(dtype, str):
+        row = _BY_NAME.get(dtype)
+        if row is not None:
+            return row
+    if isinstance(dtype, np.dtype):
+        return _BY_NAME.get(dtype.name)
+    try:
+        return _BY_NAME.get(np.dtype(dtype).name)
+    except TypeError:
+        return None
+
+
+def numpy_dtype(dtype: Any) -> np.dtype:
+    """``numpy.dtype(dtype)``, where the name of a row that ``ml_dtypes`` defines
+    (``"bfloat16"``, ``"float8_e4m3fn"``) imports it first.
+
+    Raises:
+        TypeError: not a dtype.
+    """
+    if isinstance(dtype, str):
+        row = _BY_NAME.get(dtype)
+        if row is not None:
+            return row.numpy
+    return np.dtype(dtype)
+
+
+def plane_row(dtype: np.dtype) -> DType | None:
+    """The row of ``dtype`` when a hawk plane may have it (in native byte order), else None."""
+    row = _BY_NAME.get(dtype.name)
+    if row is None or row.plane is None or dtype != row.numpy:
+        return None
+    return row
+
+
+def by_dlpack(code: int, bits: int) -> DType | None:
+    """The row of DLPack type ``code`` with ``bits`` bits, or None."""
+    return _BY_DLPACK.get((code, bits))
