@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import torch
 
 from eagle._torch_derivatives import Derivatives, split
+from eagle.errors import EagleRuntimeError, EagleValueError
 
 __all__ = [
     "Forward",
@@ -85,7 +86,7 @@ def lookup(key: int) -> Function:
     """
     function = _live.get(key)
     if function is None:
-        raise RuntimeError(
+        raise EagleRuntimeError(
             f"the eagle.torch function this op call was made for (key {key}) has been freed: "
             "a graph compiled or traced with it outlived it; keep the function (made by "
             "eagle.torch.function) alive as long as the compiled code that calls it, or "
@@ -253,11 +254,11 @@ class SecondOrder(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
-        raise RuntimeError(_no_third_derivative(ctx.function))
+        raise EagleRuntimeError(_no_third_derivative(ctx.function))
 
     @staticmethod
     def jvp(ctx: Any, *tangents: Any) -> Any:
-        raise RuntimeError(_no_forward_mode(ctx.function, "second-order backward"))
+        raise EagleRuntimeError(_no_forward_mode(ctx.function, "second-order backward"))
 
     @staticmethod
     def vmap(info: Any, in_dims: Sequence[Any], function: Function, *args: Any) -> Any:
@@ -308,7 +309,7 @@ def _looped(
 ) -> tuple[Any, Any]:
     """A vmap rule: ``call`` once per batch element, the results stacked along dim 0."""
     if not info.batch_size:
-        raise ValueError("eagle.torch ops take vmap over a batch of one element or more")
+        raise EagleValueError("eagle.torch ops take vmap over a batch of one element or more")
     rows = []
     single = False
     for index in range(info.batch_size):
@@ -494,7 +495,7 @@ def _second_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
 
 
 def _second_backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
-    raise RuntimeError(_no_third_derivative(ctx.function))
+    raise EagleRuntimeError(_no_third_derivative(ctx.function))
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from eagle._torch_runner import (
     refuse_nondeterminism,
 )
 from eagle.diff import AdjointPlan
+from eagle.errors import EagleRuntimeError, EagleValueError
 from hawk.ir import Plane
 
 __all__ = ["Derivatives", "split"]
@@ -170,7 +171,7 @@ class Derivatives:
         others), in its input's dtype and shape, made by one launch of the adjoint."""
         for slot, need in enumerate(needs):
             if need and self._slot_gradients[slot] is None:
-                raise ValueError(
+                raise EagleValueError(
                     f"needs[{slot}] is True, but the kernel never reads the initial value of "
                     f"output {self._output_names[slot - len(values)]!r} (or adds into it), so "
                     "its adjoint has no gradient for it; pass False there"
@@ -397,7 +398,7 @@ class Derivatives:
         try:
             kernel = hawk.diff.vjp(first, wrt, lane_gradients="store")
         except hawk.HawkError as exc:
-            raise RuntimeError(
+            raise EagleRuntimeError(
                 f"the eagle.torch op of hawk kernel {self.kernel.name!r} has no second "
                 f"derivative with respect to {', '.join(wrt)}: hawk.diff cannot differentiate "
                 f"its adjoint ({exc}). Take its gradient without create_graph=True (and "

@@ -21,6 +21,7 @@ import torch
 import hawk
 from eagle.arrays import _holder
 from eagle.cuda.stream import Stream
+from eagle.errors import EagleRuntimeError
 from hawk import ir
 from hawk.dtypes import TABLE
 
@@ -124,7 +125,7 @@ def refuse_nondeterminism(what: str, device: torch.device) -> None:
     if torch.is_deterministic_algorithms_warn_only_enabled():
         warnings.warn(message, UserWarning, stacklevel=3)
         return
-    raise RuntimeError(
+    raise EagleRuntimeError(
         f"{message}. Run it on CPU tensors, or set "
         "torch.use_deterministic_algorithms(True, warn_only=True) to be warned instead"
     )

@@ -45,10 +45,12 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from eagle.errors import EagleImportError, EagleOverflowError, EagleTypeError, EagleValueError
+
 try:
     import torch
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess
-    raise ImportError(
+    raise EagleImportError(
         "eagle.torch needs PyTorch, which is not installed: install it with "
         "`pip install torch` (see https://pytorch.org for a CUDA build), then import eagle.torch"
     ) from exc
@@ -113,12 +115,12 @@ def function(kernel: hawk.Kernel, contraction: str | None = None) -> Function:
             output's shape is known) or a plane named ``lanes``.
     """
     if not isinstance(kernel, hawk.Kernel):
-        raise TypeError(
+        raise EagleTypeError(
             f"eagle.torch.function takes a @hawk.kernel function, not {type(kernel).__name__}"
         )
     chosen = policy.current().contraction if contraction is None else contraction
     if chosen not in policy.CONTRACTIONS:
-        raise ValueError(
+        raise EagleValueError(
             f"contraction must be None or one of {policy.CONTRACTIONS}, not {contraction!r}"
         )
     made = _functions.setdefault(kernel, {})
@@ -158,13 +160,13 @@ class Function:
         planes = kernel.planes
         names = [p.name for p in planes]
         if "lanes" in names:
-            raise ValueError(
+            raise EagleValueError(
                 f"kernel {kernel.name!r} has a plane named 'lanes', which eagle.torch takes "
                 "as the lane count; rename the plane"
             )
         flat = [p.name for p in planes if p.kind == "accumulator" and p.axes is None]
         if flat:
-            raise ValueError(
+            raise EagleValueError(
                 f"plane {flat[0]!r} of kernel {kernel.name!r} is a flat Mutable[Table], whose "
                 "size eagle.torch cannot know; declare its axes (Mutable[Table['i':N]])"
             )
@@ -220,7 +222,7 @@ class Function:
         try:
             values = [planes.pop(name) for name in self._input_names]
         except KeyError as missing:
-            raise TypeError(
+            raise EagleTypeError(
                 f"missing plane {missing.args[0]!r} of kernel {self.kernel.name!r}; pass "
                 f"{', '.join(self._input_names)} (and optionally "
                 f"{', '.join(self._output_names)}, their initial values)"
@@ -228,7 +230,7 @@ class Function:
         initials = [planes.pop(name, None) for name in self._output_names]
         if planes:
             unknown = next(iter(planes))
-            raise TypeError(
+            raise EagleTypeError(
                 f"kernel {self.kernel.name!r} takes no plane {unknown!r}; its inputs are "
                 f"{', '.join(self._input_names) or '(none)'} and its initial values "
                 f"{', '.join(self._output_names)}"
@@ -262,7 +264,7 @@ class Function:
                 or isinstance(value, bool)
                 or not isinstance(value, int | float)
             ):
-                raise TypeError(
+                raise EagleTypeError(
                     f"plane {plane.name!r} ({plane.declaration()}) is a {type(value).__name__}; "
                     f"pass a tensor{' or a number (int or float)' if plane.kind == 'param' else ''}"
                 )
@@ -270,7 +272,7 @@ class Function:
             if start is None:
                 continue
             if not isinstance(start, torch.Tensor):
-                raise TypeError(
+                raise EagleTypeError(
                     f"the initial value of {plane.name!r} ({plane.declaration()}) is a "
                     f"{type(start).__name__}; pass a tensor, or leave it out to start at zero"
                 )
@@ -278,14 +280,14 @@ class Function:
             given.append((plane.name, start))
         tensors = given + params
         if not tensors:
-            raise TypeError(
+            raise EagleTypeError(
                 f"pass at least one plane of kernel {self.kernel.name!r} as a tensor; its "
                 "device is where the kernel runs"
             )
         first_name, first = tensors[0]
         for name, tensor in tensors[1:]:
             if tensor.device != first.device:
-                raise ValueError(
+                raise EagleValueError(
                     f"plane {name!r} is on {tensor.device} but plane {first_name!r} is on "
                     f"{first.device}; pass every tensor on one device (a Param may be a number)"
                 )
@@ -301,23 +303,23 @@ class Function:
 
     def _check_tensor(self, plane: Plane, tensor: torch.Tensor, what: str) -> None:
         if tensor.dtype not in DTYPE_NAMES:
-            raise TypeError(
+            raise EagleTypeError(
                 f"{what} is a {tensor.dtype} tensor; hawk planes are {_DTYPE_LIST} (convert "
                 "it with .float() or .double())"
             )
         shape = tuple(tensor.shape)
         if plane.is_lane and tensor.dim() != 1:
-            raise ValueError(
+            raise EagleValueError(
                 f"{what} ({plane.declaration()}) takes a 1-D tensor with one value per lane, not "
                 f"shape {shape}; pass .reshape(-1) if its values are the lanes"
             )
         if plane.kind == "param" and tensor.numel() != 1:
-            raise ValueError(
+            raise EagleValueError(
                 f"{what} is a Param: pass a number or a one-element tensor, not shape {shape}"
             )
         declared = plane.shape
         if declared is not None and tensor.numel() != math.prod(declared):
-            raise ValueError(
+            raise EagleValueError(
                 f"{what} is {plane.declaration()}: pass a tensor of its {math.prod(declared)} "
                 f"values (shape {declared}, read row-major), not shape {shape}"
             )
@@ -327,29 +329,29 @@ class Function:
         given = self._lane_tensors(values, initials)
         for name, tensor in given[1:]:
             if tensor.shape[0] != given[0][1].shape[0]:
-                raise ValueError(
+                raise EagleValueError(
                     f"plane {name!r} has {tensor.shape[0]} values but plane {given[0][0]!r} has "
                     f"{given[0][1].shape[0]}; every lane plane (Scalar, Mutable[Scalar]) holds "
                     "one value per lane"
                 )
         if lanes is None:
             if not given and self._default_lanes is None:
-                raise TypeError(
+                raise EagleTypeError(
                     f"kernel {self.kernel.name!r} has no lane plane among those given; pass lanes=N"
                 )
             return -1 if given or self._default_lanes is None else self._default_lanes
         if isinstance(lanes, bool) or not isinstance(lanes, int | torch.SymInt):
-            raise TypeError(f"lanes must be an int (the lane count), not {lanes!r}")
+            raise EagleTypeError(f"lanes must be an int (the lane count), not {lanes!r}")
         if lanes < 0:
-            raise ValueError(f"lanes must be a lane count, 0 or more, not {lanes}")
+            raise EagleValueError(f"lanes must be a lane count, 0 or more, not {lanes}")
         if given and given[0][1].shape[0] != lanes:
             name, tensor = given[0]
-            raise ValueError(
+            raise EagleValueError(
                 f"lanes={lanes}, but plane {name!r} has {tensor.shape[0]} values, one per "
                 f"lane; leave lanes out (the lane planes give the count)"
             )
         if not given and self._default_lanes not in (None, lanes):
-            raise ValueError(
+            raise EagleValueError(
                 f"lanes={lanes}, but kernel {self.kernel.name!r} has {self._default_lanes} "
                 "lanes (its contraction's product); leave lanes out"
             )
@@ -420,7 +422,7 @@ def _check_number(name: str, value: int | float, real: torch.dtype) -> None:
         return
     shown = f"an int of {value.bit_length()} bits" if isinstance(value, int) else repr(value)
     wider = " or float64 tensors" if real == torch.float32 else ""
-    raise OverflowError(
+    raise EagleOverflowError(
         f"Param {name!r} is {shown}, too large for {real} (the dtype the kernel computes in); "
         f"pass a number within ±{limit:.4g}{wider}"
     )

@@ -18,7 +18,7 @@ from hawk import ir
 from hawk._activity import Activity
 from hawk._fold import fold
 from hawk._passes import Namer, base_name, is_atom, prune, refs
-from hawk.errors import HawkError
+from hawk.errors import HawkError, HawkTypeError
 from hawk.kinds import Type
 
 __all__ = ["BAR", "Adjoint", "GradientNamer", "Key"]
@@ -103,7 +103,7 @@ def _lift(value: object) -> ir.Expr:
         return value.expr
     if isinstance(value, float):
         return ir.Const(value)
-    raise TypeError(f"a derivative rule combines its values and floats, not {value!r}")
+    raise HawkTypeError(f"a derivative rule combines its values and floats, not {value!r}")
 
 
 def _given(value: ir.Expr) -> Callable[[], ir.Expr]:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hawk import ir
+from hawk.errors import HawkTypeError
 from hawk.records import ContractionOperand, LaneLayout, RecognizedContraction
 from hawk.trace import Kernel
 
@@ -97,7 +98,7 @@ def _analysis(kernel: Kernel | ir.KernelIR) -> _Analysis | None:
     if isinstance(kernel, ir.KernelIR):
         return _analyse(kernel)
     if not isinstance(kernel, Kernel):
-        raise TypeError(
+        raise HawkTypeError(
             f"recognize takes a @hawk.kernel function (or its IR), not {type(kernel).__name__}"
         )
     if kernel not in _analyses:

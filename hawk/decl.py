@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hawk.errors import HawkError
+from hawk.errors import HawkError, HawkTypeError
 from hawk.ir import Plane
 from hawk.kinds import PlaneKind
 
@@ -31,7 +31,9 @@ class _Declaration:
     """Base of the declaration classes; they are annotations, never instantiated."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(f"hawk.{cls.__name__} is a declaration for a kernel parameter's annotation")
+        raise HawkTypeError(
+            f"hawk.{cls.__name__} is a declaration for a kernel parameter's annotation"
+        )
 
 
 class Scalar(_Declaration):

@@ -70,7 +70,7 @@ from hawk import ir
 from hawk._activity import Activity
 from hawk._adjoint import BAR, Adjoint, GradientNamer, Key
 from hawk._passes import flatten, prune
-from hawk.errors import HawkError
+from hawk.errors import HawkError, HawkTypeError, HawkValueError
 from hawk.kinds import PlaneKind
 from hawk.trace import Kernel
 
@@ -124,7 +124,9 @@ class AdjointKernel(Kernel):
             if adjoint is self:
                 options = functools.partial(vjp, lane_gradients=lane_gradients, broadcast=shared)
                 return (options, (self.primal, names))
-        raise TypeError(f"{self!r} was not made by hawk.diff.vjp; make it with vjp to pickle it")
+        raise HawkTypeError(
+            f"{self!r} was not made by hawk.diff.vjp; make it with vjp to pickle it"
+        )
 
 
 def gradient_planes(kernel: Kernel) -> dict[str, str]:
@@ -202,7 +204,9 @@ def vjp(
     candidates = gradient_planes(kernel)
     names = tuple(candidates) if wrt is None else _check_wrt(kernel, wrt, candidates)
     if lane_gradients not in LANE_GRADIENTS:
-        raise ValueError(f"lane_gradients must be one of {LANE_GRADIENTS}, not {lane_gradients!r}")
+        raise HawkValueError(
+            f"lane_gradients must be one of {LANE_GRADIENTS}, not {lane_gradients!r}"
+        )
     shared = _check_broadcast(kernel, broadcast)
     key = (names, lane_gradients, shared)
     adjoint = kernel._adjoints.get(key)
@@ -216,7 +220,7 @@ def vjp(
 
 def _check_kernel(kernel: object) -> None:
     if not isinstance(kernel, Kernel):
-        raise TypeError(f"hawk.diff takes a @hawk.kernel function, not {type(kernel).__name__}")
+        raise HawkTypeError(f"hawk.diff takes a @hawk.kernel function, not {type(kernel).__name__}")
 
 
 def _check_wrt(kernel: Kernel, wrt: Iterable[str], candidates: dict[str, str]) -> tuple[str, ...]:
@@ -249,7 +253,7 @@ def _check_broadcast(kernel: Kernel, broadcast: Iterable[str]) -> tuple[str, ...
     scalars = [p.name for p in kernel.planes if p.kind == PlaneKind.OUTPUT]
     for name in wanted:
         if name not in scalars:
-            raise ValueError(
+            raise HawkValueError(
                 f"broadcast names {name!r}, which is not a Mutable[Scalar] plane of kernel "
                 f"{kernel.name!r}; name some of: {', '.join(scalars) or 'none'}"
             )
@@ -311,7 +315,7 @@ def _build(
     planes += [gradient[p] for p in primal.planes if p in gradient]
     _check_names(primal, planes)
     if broadcast and not any(p.is_lane for p in planes):
-        raise ValueError(
+        raise HawkValueError(
             f"broadcast={broadcast} leaves the adjoint of kernel {primal.name!r} no lane plane "
             "to count its lanes by; pass its cotangent as one value per lane instead"
         )

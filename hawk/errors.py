@@ -6,14 +6,15 @@ at the offending source line. Its kinds are also the builtin exception they
 stand for, so ``except ValueError`` (or ``TypeError``, ``IndexError`` ...)
 keeps catching what it caught before:
 
-===========================  ==================  ==================================
-kind                         also a              raised for
-===========================  ==================  ==================================
-:class:`HawkValueError`      ``ValueError``      a value passed to hawk's API
-:class:`HawkTypeError`       ``TypeError``       an argument of the wrong Python type
-:class:`HawkKeyError`        ``KeyError``        a name looked up that is not there
-:class:`PlaneIndexError`     ``IndexError``      a kernel's table index out of range
-===========================  ==================  ==================================
+=================================  =====================  ===================================
+kind                               also a                 raised for
+=================================  =====================  ===================================
+:class:`HawkValueError`            ``ValueError``         a value passed to hawk's API
+:class:`HawkTypeError`             ``TypeError``          an argument of the wrong Python type
+:class:`HawkKeyError`              ``KeyError``           a name looked up that is not there
+:class:`PlaneIndexError`           ``IndexError``         a kernel's table index out of range
+:class:`HawkZeroDivisionError`     ``ZeroDivisionError``  a kernel's integer division by zero
+=================================  =====================  ===================================
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "HawkKeyError",
     "HawkTypeError",
     "HawkValueError",
+    "HawkZeroDivisionError",
     "PlaneIndexError",
 ]
 
@@ -71,7 +73,14 @@ class HawkTypeError(HawkError, TypeError):
 
 
 class HawkKeyError(HawkError, KeyError):
-    """A name looked up that is not there (a ``KeyError``; its text is the message, unquoted)."""
+    """A name looked up that is not there (a ``KeyError``, which shows its message quoted)."""
+
+    def __str__(self) -> str:
+        return KeyError.__str__(self)
+
+
+class HawkZeroDivisionError(HawkError, ZeroDivisionError):
+    """A kernel divided an integer by zero on some lane (:mod:`hawk.emit.checks`)."""
 
 
 class PlaneIndexError(HawkError, IndexError):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from hawk._registry import Builtin, math_functions
-from hawk.errors import HawkError
+from hawk.errors import HawkError, HawkTypeError
 
 __all__ = ["sample_index", "split_index", *math_functions()]
 
@@ -50,7 +50,7 @@ def _public(entry: Builtin) -> Callable[..., Any]:
 
     def function(*args: Any) -> Any:
         if len(args) != entry.arity:
-            raise TypeError(f"hawk.math.{entry.name} takes {entry.arity} argument(s)")
+            raise HawkTypeError(f"hawk.math.{entry.name} takes {entry.arity} argument(s)")
         return compute(*args)
 
     function.__name__ = function.__qualname__ = entry.name

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hawk.errors import HawkValueError
+
 __all__ = ["ContractionOperand", "LaneLayout", "RecognizedContraction"]
 
 
@@ -68,13 +70,13 @@ class ContractionOperand:
             return None
         if isinstance(dim, str):
             if dim not in labels:
-                raise ValueError(
+                raise HawkValueError(
                     f"operand {self.name!r}: reduce_dim {dim!r} is not one of its axes "
                     f"{labels}; pass one of those labels or an axis position"
                 )
             return labels.index(dim)
         if isinstance(dim, bool) or not isinstance(dim, int) or not 0 <= dim < len(labels):
-            raise ValueError(
+            raise HawkValueError(
                 f"operand {self.name!r}: reduce_dim {dim!r} is not an axis position of its "
                 f"{len(labels)} axes {labels}; pass a label or a position in "
                 f"0..{len(labels) - 1}"

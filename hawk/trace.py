@@ -23,7 +23,7 @@ from typing import Any
 from hawk import ir
 from hawk._expressions import BINOPS, ExpressionTracer, Gone, assigned_names, snippet
 from hawk.decl import VALUE_KEYWORD, _declared_plane
-from hawk.errors import HawkError
+from hawk.errors import HawkError, HawkTypeError
 from hawk.kinds import PlaneKind, Type
 
 __all__ = ["Kernel", "kernel"]
@@ -68,7 +68,7 @@ class Kernel:
         for part in self.__qualname__.split("."):
             found = getattr(found, part, None)
         if found is not self:
-            raise TypeError(
+            raise HawkTypeError(
                 f"hawk kernel {self.name!r} is pickled by reference, like a function, and "
                 f"{self.__module__}.{self.__qualname__} is not this kernel (defined inside a "
                 "function, or named otherwise); define it at module level under its own name"

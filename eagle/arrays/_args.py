@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from eagle.errors import EagleTypeError, EagleValueError
 from hawk.dtypes import find, numpy_dtype
 
 __all__ = [
@@ -36,7 +37,7 @@ def parse_device(device: Any, argument: str = "device") -> int | None:
         prefix, _, index = device.partition(":")
         if prefix == "cuda" and index.isdigit():
             return int(index)
-    raise ValueError(f"{argument} must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
+    raise EagleValueError(f"{argument} must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
 
 
 def device_name(index: int | None) -> str:
@@ -50,15 +51,15 @@ def check_dtype(dtype: Any, argument: str = "dtype") -> np.dtype:
     try:
         result = numpy_dtype(dtype)
     except TypeError as exc:
-        raise TypeError(f"{argument} {dtype!r} is not a numpy dtype") from exc
+        raise EagleTypeError(f"{argument} {dtype!r} is not a numpy dtype") from exc
     row = find(result)
     if row is None:
-        raise TypeError(
+        raise EagleTypeError(
             f"{argument} must be a numeric or bool dtype, not {result} "
             "(object, string and structured dtypes have no device layout)"
         )
     if not row.array:
-        raise TypeError(f"{argument} {result} is not an Array dtype yet: {row.note}")
+        raise EagleTypeError(f"{argument} {result} is not an Array dtype yet: {row.note}")
     return result
 
 
@@ -72,7 +73,7 @@ def check_basic(key: Any) -> tuple[Any, ...]:
             or isinstance(item, slice)
             or (isinstance(item, int | np.integer) and not isinstance(item, bool | np.bool_))
         ):
-            raise TypeError(
+            raise EagleTypeError(
                 f"Arrays take basic indices (ints, slices, ..., None), which give views, "
                 f"not {type(item).__name__}; a gather makes a copy, so do it in numpy "
                 "(a.numpy()[index]) and wrap the result with arrays.asarray"
@@ -92,7 +93,7 @@ def check_shape(shape: ShapeLike) -> tuple[int, ...]:
     except TypeError:
         dims = (shape,)  # an int, or what is neither an int nor a sequence
     if any(not _is_int(d) or int(d) < 0 for d in dims):
-        raise ValueError(
+        raise EagleValueError(
             f"shape must be non-negative ints (an int or a sequence of them), not {shape!r}"
         )
     return tuple(int(d) for d in dims)
@@ -102,18 +103,20 @@ def check_reshape(shape: tuple[Any, ...], size: int) -> tuple[int, ...]:
     single = len(shape) == 1 and not isinstance(shape[0], int | np.integer | str)
     given = tuple(shape[0]) if single else shape
     if any(not _is_int(d) for d in given):
-        raise TypeError(
+        raise EagleTypeError(
             f"reshape takes ints (one may be -1), as separate arguments or one sequence, "
             f"not {given!r}"
         )
     dims = [int(d) for d in given]
     if dims.count(-1) > 1 or any(d < -1 for d in dims):
-        raise ValueError(f"shape must be non-negative ints with at most one -1, not {tuple(dims)}")
+        raise EagleValueError(
+            f"shape must be non-negative ints with at most one -1, not {tuple(dims)}"
+        )
     if -1 in dims:
         known = math.prod(d for d in dims if d != -1)
         if known == 0 or size % known:
-            raise ValueError(f"cannot view {size} elements as shape {tuple(dims)}")
+            raise EagleValueError(f"cannot view {size} elements as shape {tuple(dims)}")
         dims[dims.index(-1)] = size // known
     if math.prod(dims) != size:
-        raise ValueError(f"cannot view {size} elements as shape {tuple(dims)}")
+        raise EagleValueError(f"cannot view {size} elements as shape {tuple(dims)}")
     return tuple(dims)

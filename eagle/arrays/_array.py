@@ -23,6 +23,7 @@ from eagle.cuda._runtime import cudart, ensure_device, runtime
 from eagle.cuda.graph import any_capture_active, is_capturing, record_use
 from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr, current_stream, launch_stream
+from eagle.errors import EagleBufferError, EagleRuntimeError, EagleTypeError, EagleValueError
 
 __all__ = ["Array", "asarray", "empty", "full", "ones", "zeros"]
 
@@ -75,7 +76,7 @@ class Array:
             self._readonly = not host.flags.writeable
         else:
             if dtype is None or device_index is None:
-                raise TypeError("a device Array needs its dtype and device_index")
+                raise EagleTypeError("a device Array needs its dtype and device_index")
             self.shape, self.dtype, self.strides = shape, dtype, strides
             self._ptr = ptr
             self._readonly = readonly
@@ -150,7 +151,7 @@ class Array:
 
     def __len__(self) -> int:
         if not self.shape:
-            raise TypeError("len() of a 0-d Array")
+            raise EagleTypeError("len() of a 0-d Array")
         return self.shape[0]
 
     # -- views ----------------------------------------------------------------------------
@@ -195,7 +196,7 @@ class Array:
         """
         dims = check_reshape(shape, self.size)
         if not self.is_contiguous:
-            raise ValueError(
+            raise EagleValueError(
                 f"reshape views a contiguous array, and this one (strides {self.strides}) is "
                 "not; copy() it first"
             )
@@ -320,7 +321,9 @@ class Array:
                 into float32), or the array is read-only.
         """
         if self._readonly:
-            raise ValueError("this Array is read-only (its producer marked it so); fill a copy()")
+            raise EagleValueError(
+                "this Array is read-only (its producer marked it so); fill a copy()"
+            )
         scalar = _fill.exact_scalar(value, self.dtype)
         if self._host is not None:
             self._host.fill(scalar)
@@ -384,19 +387,19 @@ class Array:
                 for a CPU consumer: use ``numpy()``), or the view cannot be described.
         """
         if copy:
-            raise BufferError("eagle exports DLPack without copying; pass copy=None or False")
+            raise EagleBufferError("eagle exports DLPack without copying; pass copy=None or False")
         own = self.__dlpack_device__()
         if dl_device is not None and tuple(dl_device) != own:
             wanted, _ = dl_device
             where = "the CPU" if wanted == _dlpack.CPU else f"DLPack device {tuple(dl_device)}"
-            raise BufferError(
+            raise EagleBufferError(
                 f"this Array is on {self.device} and eagle exports without copying, so "
                 f"it cannot go to {where}; copy it first (Array.numpy() or Array.to())"
             )
         versioned = max_version is not None and tuple(max_version) >= (1, 0)
         if self._host is None:
             if stream == 0:
-                raise BufferError(
+                raise EagleBufferError(
                     "stream 0 is ambiguous in DLPack; pass 1 (legacy default stream), "
                     "2 (per-thread default stream), a stream pointer, or -1"
                 )
@@ -413,7 +416,7 @@ def _allocate(shape: tuple[int, ...], dtype: np.dtype, device_index: int) -> Arr
     ensure_device(device_index)
     stream = current_stream(device_index)
     if any_capture_active() and is_capturing(stream):
-        raise RuntimeError(
+        raise EagleRuntimeError(
             "cannot allocate a device Array while eagle's current stream is being captured; "
             "allocate before the capture"
         )

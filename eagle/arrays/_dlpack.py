@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from eagle.errors import EagleBufferError
 from hawk.dtypes import by_dlpack, find
 
 CPU = 1
@@ -111,12 +112,12 @@ def export(array: Any, *, device: tuple[int, int], versioned: bool, readonly: bo
     """
     itemsize = array.itemsize
     if any(stride % itemsize for stride in array.strides):
-        raise BufferError(
+        raise EagleBufferError(
             f"strides {array.strides} are not whole elements of {itemsize} bytes; "
             "DLPack cannot describe this view (copy() it first)"
         )
     if readonly and not versioned:
-        raise BufferError(
+        raise EagleBufferError(
             "this array is read-only and DLPack before 1.0 cannot say so; "
             "ask with max_version=(1, 0) or later"
         )
@@ -170,7 +171,7 @@ class Imported:
             address = _capsule_pointer(capsule, _VERSIONED)
             managed: Any = _ManagedVersioned.from_address(address)
             if managed.version.major > VERSION[0]:
-                raise BufferError(
+                raise EagleBufferError(
                     f"the producer's DLPack {managed.version.major}.{managed.version.minor} "
                     f"is newer than eagle's {VERSION[0]}.{VERSION[1]}"
                 )
@@ -182,7 +183,9 @@ class Imported:
             self.readonly = False
             used = _USED_LEGACY
         else:
-            raise BufferError("__dlpack__ returned something that is not an unused DLPack capsule")
+            raise EagleBufferError(
+                "__dlpack__ returned something that is not an unused DLPack capsule"
+            )
         tensor = managed.dl_tensor
         self.dtype = _dtype(tensor.dtype)
         self.device = (tensor.device.device_type, tensor.device.device_id)
@@ -215,12 +218,16 @@ def compact(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
 
 def _dtype(dl: _DataType) -> np.dtype:
     if dl.lanes != 1:
-        raise BufferError(f"DLPack vector dtypes ({dl.lanes} lanes) have no numpy dtype")
+        raise EagleBufferError(f"DLPack vector dtypes ({dl.lanes} lanes) have no numpy dtype")
     row = by_dlpack(dl.code, dl.bits)
     if row is None:
-        raise BufferError(f"DLPack dtype code {dl.code} with {dl.bits} bits has no numpy dtype")
+        raise EagleBufferError(
+            f"DLPack dtype code {dl.code} with {dl.bits} bits has no numpy dtype"
+        )
     if not row.array:
-        raise BufferError(f"DLPack dtype {row.name} is not an eagle Array dtype yet: {row.note}")
+        raise EagleBufferError(
+            f"DLPack dtype {row.name} is not an eagle Array dtype yet: {row.note}"
+        )
     return row.numpy
 
 

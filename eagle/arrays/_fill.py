@@ -8,6 +8,7 @@ from typing import Any, cast
 import numpy as np
 
 from eagle.cuda._runtime import cudadrv
+from eagle.errors import EagleValueError
 
 __all__ = ["exact_scalar", "memset"]
 
@@ -17,21 +18,21 @@ def exact_scalar(value: Any, dtype: np.dtype) -> np.generic:
     exactly, floats without overflow, complex values only into complex dtypes."""
     given = np.asarray(value)
     if isinstance(value, int) and given.dtype.kind == "O":
-        raise ValueError(f"value {value!r} does not fit {dtype} exactly")
+        raise EagleValueError(f"value {value!r} does not fit {dtype} exactly")
     if given.ndim or given.dtype.kind not in "biufcV":
-        raise ValueError(f"value {value!r} is not a number to store as {dtype}")
+        raise EagleValueError(f"value {value!r} is not a number to store as {dtype}")
     if given.dtype.kind == "c" and dtype.kind != "c":
-        raise ValueError(f"value {value!r} is complex; {dtype} is real")
+        raise EagleValueError(f"value {value!r} is complex; {dtype} is real")
     with np.errstate(all="ignore"):
         try:
             scalar = cast(np.generic, given.astype(dtype)[()])
         except (TypeError, ValueError, OverflowError) as exc:
-            raise ValueError(f"value {value!r} cannot be stored as {dtype}") from exc
+            raise EagleValueError(f"value {value!r} cannot be stored as {dtype}") from exc
     if dtype.kind in "biu":
         if not np.isfinite(given) or scalar != given:
-            raise ValueError(f"value {value!r} does not fit {dtype} exactly")
+            raise EagleValueError(f"value {value!r} does not fit {dtype} exactly")
     elif np.isfinite(given) and not np.isfinite(scalar):
-        raise ValueError(f"value {value!r} overflows {dtype}")
+        raise EagleValueError(f"value {value!r} overflows {dtype}")
     return scalar
 
 

@@ -19,6 +19,7 @@ from eagle.arrays import _dlpack
 from eagle.cuda._runtime import cudart, runtime
 from eagle.cuda.graph import is_capturing
 from eagle.cuda.stream import DEFAULT_STREAM, launch_stream
+from eagle.errors import EagleBufferError, EagleTypeError, EagleValueError
 
 if TYPE_CHECKING:
     from eagle.arrays._array import Array
@@ -90,7 +91,7 @@ def from_dlpack(obj: Any, framework: str | None, sync: bool) -> tuple[Array, int
     kind, device_id = (int(v) for v in obj.__dlpack_device__())
     on_host = kind in (_dlpack.CPU, _dlpack.CUDA_HOST)
     if not on_host and kind not in (_dlpack.CUDA, _dlpack.CUDA_MANAGED):
-        raise BufferError(
+        raise EagleBufferError(
             f"obj lives on DLPack device type {kind}, which eagle cannot use; "
             "copy it to the CPU or a CUDA device first"
         )
@@ -170,7 +171,9 @@ def from_interface(obj: Any, framework: str | None) -> tuple[Array, int | None]:
 def check_unmasked(info: dict[str, Any]) -> None:
     """Refuse a masked CUDA array interface (TypeError)."""
     if info.get("mask") is not None:
-        raise TypeError("obj's __cuda_array_interface__ has a mask; eagle takes unmasked arrays")
+        raise EagleTypeError(
+            "obj's __cuda_array_interface__ has a mask; eagle takes unmasked arrays"
+        )
 
 
 def interface_producer(info: dict[str, Any]) -> int | None:
@@ -184,7 +187,7 @@ def interface_producer(info: dict[str, Any]) -> int | None:
     if producer is None:
         return None
     if producer == 0:
-        raise ValueError("obj's __cuda_array_interface__ stream is 0, which v3 forbids")
+        raise EagleValueError("obj's __cuda_array_interface__ stream is 0, which v3 forbids")
     return DEFAULT_STREAM if producer == 1 else int(producer)
 
 

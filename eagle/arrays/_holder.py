@@ -33,6 +33,7 @@ from eagle.arrays import _array, _dlpack, _foreign
 from eagle.arrays._args import check_dtype
 from eagle.arrays._checks import check_buffer
 from eagle.cuda.stream import _FINDERS
+from eagle.errors import EagleBufferError, EagleTypeError
 
 __all__ = [
     "Held",
@@ -282,12 +283,12 @@ class _Torch(_Kind):
         """A tensor eagle can read as it is: its numpy dtype."""
         torch = sys.modules["torch"]
         if value.layout is not torch.strided:
-            raise TypeError(
+            raise EagleTypeError(
                 f"a {value.layout} torch tensor has no strided memory eagle can read; pass "
                 ".to_dense() of it"
             )
         if value.is_conj() or value.is_neg():
-            raise TypeError(
+            raise EagleTypeError(
                 "this torch tensor is a lazily conjugated or negated view; pass "
                 ".resolve_conj().resolve_neg() of it"
             )
@@ -305,7 +306,7 @@ class _Torch(_Kind):
                 host = keep.numpy()
             return Held(_array.Array(host=host), "torch", None, grad, value)
         if device.type != "cuda":
-            raise BufferError(
+            raise EagleBufferError(
                 f"this torch tensor is on {device}, which eagle cannot use; move it to the "
                 "CPU or a CUDA device first"
             )
@@ -343,7 +344,7 @@ def _torch_dtype(dtype: Any) -> np.dtype:
         try:
             found = _torch_dtypes[dtype] = check_dtype(name)
         except TypeError:
-            raise TypeError(
+            raise EagleTypeError(
                 f"a torch tensor of {dtype} has no dtype eagle takes; convert it with .to(...)"
             ) from None
     return found

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from eagle.cuda.module import load_kernel
+from eagle.errors import EagleValueError
 
 _MAX_AXES = 8
 _BLOCK = 256
@@ -76,7 +77,7 @@ def source() -> str:
 
 def _layout(array: Any) -> _Layout:
     if array.ndim > _MAX_AXES:
-        raise ValueError(
+        raise EagleValueError(
             f"strided device operations take at most {_MAX_AXES} axes, not {array.ndim}; "
             "copy to a contiguous array first"
         )

@@ -43,6 +43,8 @@ from collections.abc import Collection
 from contextlib import suppress
 from pathlib import Path
 
+from eagle.errors import EagleValueError
+
 __all__ = ["DEFAULT_MAX_BYTES", "cache_dir", "clear_cache", "max_bytes", "read", "write"]
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
@@ -93,7 +95,7 @@ def max_bytes() -> int:
     except ValueError:
         budget = -1
     if budget < 0:
-        raise ValueError(
+        raise EagleValueError(
             f"EAGLE_CACHE_MAX_BYTES={text!r} is not a number of bytes; set it to a "
             "non-negative integer (0 keeps no compiled kernels on disk) or unset it for "
             f"the default, {DEFAULT_MAX_BYTES}"

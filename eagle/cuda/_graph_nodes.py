@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from eagle.cuda._runtime import cudadrv, cudart, driver
+from eagle.errors import EagleValueError
 
 __all__ = [
     "chain",
@@ -138,7 +139,7 @@ def node_params(graph_nodes: list[Any], label: str) -> tuple[list[tuple[str, int
             signature.append((node_kind, 0, 0))
             params.append(memset_params(node))
         else:
-            raise ValueError(
+            raise EagleValueError(
                 f"{label} recorded a {node_kind} node; eagle rebinds only kernel and memset nodes"
             )
     return signature, params

@@ -44,6 +44,7 @@ from eagle.cuda._rebind_checks import (
 )
 from eagle.cuda._runtime import cudart
 from eagle.cuda._stream_capture import StreamCapturer
+from eagle.errors import EagleTypeError, EagleValueError
 
 __all__ = ["KernelSite", "ProductSite", "Rebindable", "Site", "rebind", "record"]
 
@@ -179,7 +180,7 @@ class KernelSite(Site):
 
     def resolve(self) -> list[Any]:
         if len(self.after) != 1 or graph_nodes.kind(self.after[0]) != "kernel":
-            raise ValueError(f"eagle could not find the kernel node of {self.label}")
+            raise EagleValueError(f"eagle could not find the kernel node of {self.label}")
         node = self.after[0]
         self._handles = graph_nodes.driver_handles(self.exec_handle, node)
         self._params = graph_nodes.kernel_params(node)
@@ -256,7 +257,7 @@ class ProductSite(Site):
         found, deps = graph_nodes.span(self.after, self.before)
         order = graph_nodes.chain(found, deps)
         if order is None:
-            raise ValueError(
+            raise EagleValueError(
                 f"the nodes of {self.label} do not form one chain, so eagle cannot pair them "
                 "with the nodes of a new capture"
             )
@@ -307,7 +308,7 @@ def recapture(
     owner = _Captured(handle)
     order = graph_nodes.chain(*graph_nodes.edges(handle))
     if order is None or len(order) != sum(len(site.nodes) for site, _ in work):
-        raise ValueError(_OTHER_NODES.format(label=work[0][0].label))
+        raise EagleValueError(_OTHER_NODES.format(label=work[0][0].label))
     changes = []
     at = 0
     for site, planes in work:
@@ -315,7 +316,7 @@ def recapture(
         at += len(site.nodes)
         signature, params = graph_nodes.node_params(nodes, site.label)
         if signature != site.signature:
-            raise ValueError(_OTHER_NODES.format(label=site.label))
+            raise EagleValueError(_OTHER_NODES.format(label=site.label))
         changes.append(site.changed(params, owner, planes))
     return changes
 
@@ -341,7 +342,7 @@ class _Memset:
 
     def change(self, exec_handle: Any, old: Any, new: Any) -> _Change:
         if self.params.height != 1:
-            raise ValueError(
+            raise EagleValueError(
                 f"the graph fills {describe(old)} with a 2-D memset (a fill of 8-byte "
                 "elements), which CUDA cannot point elsewhere; capture the graph again"
             )
@@ -385,7 +386,9 @@ class _State:
             site.exec_handle = graph._exec
             for node in site.resolve():
                 if claimed.setdefault(int(node), site) is not site:
-                    raise ValueError(f"eagle found one node claimed by two launches ({site.label})")
+                    raise EagleValueError(
+                        f"eagle found one node claimed by two launches ({site.label})"
+                    )
         memsets = []
         for node in graph_nodes.nodes(graph._graph):
             if int(node) in claimed:
@@ -394,14 +397,14 @@ class _State:
             if kind == "memset":
                 memsets.append(_Memset(node))
             elif kind == "kernel":
-                raise ValueError(
+                raise EagleValueError(
                     "the graph holds a kernel that no bound plan or adjoint launched (a "
                     "kernel.launch, handle.sgemm, a strided fill or another library's work), so "
                     "eagle cannot tell which arrays it uses; capture only bound launches and "
                     "fills to rebind, or capture the graph again"
                 )
             elif kind not in _UNTOUCHED:
-                raise ValueError(
+                raise EagleValueError(
                     f"the graph holds {_WHAT.get(kind, 'a ' + kind + ' node')}, which eagle "
                     "cannot point at other arrays; capture the graph again instead"
                 )
@@ -465,11 +468,11 @@ class _State:
         spans = self.names.get(name)
         if not spans:
             names = sorted(n for n, found in self.names.items() if found)
-            raise TypeError(
+            raise EagleTypeError(
                 f"this graph has no plane {name!r}; its planes are {', '.join(names) or 'none'}"
             )
         if len(spans) > 1:
-            raise TypeError(
+            raise EagleTypeError(
                 f"plane {name!r} is a different array in different launches of this graph; name "
                 "the arrays to replace instead: launcher.rebind({old_array: new_array})"
             )
@@ -496,7 +499,7 @@ class _State:
         for lo, hi in spans:
             if lo < end and start < hi and (lo, hi) != (start, end):
                 site, name = self.at[lo, hi][0]
-                raise ValueError(
+                raise EagleValueError(
                     f"plane {name!r} of {site.label} overlaps {describe(old)} without being "
                     "the same memory; rebind the plane's own array"
                 )
@@ -512,7 +515,7 @@ class _State:
             uses = self.uses(old, start, end)
             filled = self._fills(old, new, start, end) if self.memsets else []
             if not uses and not filled:
-                raise ValueError(
+                raise EagleValueError(
                     f"{describe(old)} is not a plane this graph works on; pass the arrays "
                     "the graph reads and writes now as the keys"
                 )
@@ -567,7 +570,7 @@ class _State:
         for fill in self.memsets:
             if fill.start < end and start < fill.end:
                 if not (start <= fill.start and fill.end <= end):
-                    raise ValueError(
+                    raise EagleValueError(
                         f"the graph fills memory that {describe(old)} covers only in part; "
                         "rebind the filled array"
                     )
@@ -598,7 +601,7 @@ def rebind(graph: Rebindable, planes: Mapping[Any, Any] | None, named: Mapping[s
     """Point ``graph``'s replays at other arrays; see :meth:`eagle.cuda.Launcher.rebind`."""
     graph._check()
     if planes is not None and type(planes) is not dict and not isinstance(planes, Mapping):
-        raise TypeError(
+        raise EagleTypeError(
             f"rebind takes a mapping {{old_array: new_array}} and/or plane=new_array keywords, "
             f"not {type(planes).__name__}"
         )

@@ -11,6 +11,8 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from eagle.errors import EagleTypeError, EagleValueError
+
 __all__ = [
     "CheckedSite",
     "check_disjoint",
@@ -52,7 +54,7 @@ def describe(array: Any) -> str:
 
 def check_key(array: Any) -> None:
     if not (hasattr(array, "ptr") and hasattr(array, "nbytes") and hasattr(array, "shape")):
-        raise TypeError(
+        raise EagleTypeError(
             f"a key of the mapping is a {type(array).__name__}: name each plane by the eagle "
             "Array the graph works on now (or by its name, as a keyword)"
         )
@@ -63,26 +65,29 @@ def mismatch(old: Any, new: Any, device: int | None) -> tuple[type[Exception], s
     try:
         _, shape, dtype, index = new.ptr, new.shape, new.dtype, new.device_index
     except AttributeError:
-        return TypeError, (
+        return EagleTypeError, (
             f"the new array is a {type(new).__name__}, not an eagle Array; wrap other arrays "
             "with eagle.arrays.asarray (no copy)"
         )
     where = old.device_index if device is None else device
     if getattr(new, "is_host", False):
-        return ValueError, f"the new array is a host array; the graph runs on cuda:{where}"
+        return EagleValueError, f"the new array is a host array; the graph runs on cuda:{where}"
     if index != where:
-        return ValueError, f"the new array is on cuda:{index}, but the graph runs on cuda:{where}"
+        return (
+            EagleValueError,
+            f"the new array is on cuda:{index}, but the graph runs on cuda:{where}",
+        )
     if shape != old.shape and tuple(shape) != tuple(old.shape):
-        return ValueError, (
+        return EagleValueError, (
             f"the new array has shape {tuple(shape)}, the graph's has {tuple(old.shape)}; "
             f"pass an array of shape {tuple(old.shape)}"
         )
     if dtype != old.dtype:
-        return TypeError, (
+        return EagleTypeError, (
             f"the new array is {dtype}, the graph's is {old.dtype}; pass a {old.dtype} array"
         )
     if new.strides != old.strides and tuple(new.strides) != tuple(old.strides):
-        return ValueError, (
+        return EagleValueError, (
             f"the new array has strides {tuple(new.strides)}, the graph's has "
             f"{tuple(old.strides)}; pass a contiguous array"
         )
@@ -115,7 +120,7 @@ def check_written(site: CheckedSite, planes: Mapping[str, Any]) -> None:
             if moved is not None:
                 start, end = moved.ptr, moved.ptr + end - start
             if start < hi and lo < end:
-                raise ValueError(
+                raise EagleValueError(
                     f"planes {name!r} and {other!r} of {site.label} would share memory and it "
                     "writes one of them; pass separate arrays"
                 )
@@ -128,7 +133,7 @@ def check_disjoint(pairs: list[tuple[Any, Any, tuple[int, int]]]) -> None:
     spans = sorted((*span, position) for position, (_, _, span) in enumerate(pairs))
     for (_, end, first), (start, _, second) in itertools.pairwise(spans):
         if start < end:
-            raise ValueError(
+            raise EagleValueError(
                 f"{describe(pairs[first][0])} and {describe(pairs[second][0])} share memory; "
                 "name each plane once"
             )

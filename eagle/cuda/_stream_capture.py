@@ -25,6 +25,7 @@ from eagle.cuda._capture_state import (
 )
 from eagle.cuda._runtime import CudaError, cudart, runtime
 from eagle.cuda.stream import Stream, as_stream_ptr
+from eagle.errors import EagleValueError
 
 __all__ = ["CapturedGraph", "StreamCapturer", "capture", "node_types"]
 
@@ -98,7 +99,7 @@ class StreamCapturer:
 
     def __init__(self, stream_ptr: Stream | int, mode: CaptureMode = "thread_local") -> None:
         if mode not in MODES:
-            raise ValueError(f"mode must be one of {sorted(MODES)}, not {mode!r}")
+            raise EagleValueError(f"mode must be one of {sorted(MODES)}, not {mode!r}")
         self._stream_ptr = as_stream_ptr(stream_ptr)
         self.mode = mode
         self.captured: CapturedGraph | None = None

@@ -25,6 +25,7 @@ from eagle.cuda._records import raise_recorded
 from eagle.cuda._runtime import cudart
 from eagle.cuda._stream_capture import CapturedGraph, StreamCapturer, capture, node_types
 from eagle.cuda.stream import Stream, as_stream_ptr
+from eagle.errors import EagleTypeError
 
 __all__ = [
     "CapturedGraph",
@@ -68,7 +69,7 @@ class Graph:
             LifetimeError: ``captured`` was already consumed.
         """
         if not isinstance(captured, CapturedGraph):
-            raise TypeError(
+            raise EagleTypeError(
                 f"captured must be a CapturedGraph (from StreamCapturer.end), "
                 f"not {type(captured).__name__}"
             )

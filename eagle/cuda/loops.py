@@ -35,6 +35,7 @@ import numpy as np
 from eagle.cuda._capture_state import MODES, CaptureMode, LifetimeError, record_use
 from eagle.cuda._runtime import cudart, runtime
 from eagle.cuda.module import Kernel, load_kernel
+from eagle.errors import EagleRuntimeError, EagleTypeError, EagleValueError
 
 __all__ = ["FLAG_DTYPES", "MAX_GUARDED_LOOPS", "in_loop_body"]
 
@@ -98,20 +99,20 @@ def _source() -> str:
 def _check_flag(flag: Any) -> int:
     """The dtype code of ``flag`` for the condition kernel, after checking it."""
     if not all(hasattr(flag, name) for name in ("ptr", "is_host", "device_index", "dtype")):
-        raise TypeError(
+        raise EagleTypeError(
             f"flag must be a one-element device eagle Array ({', '.join(FLAG_DTYPES)}), not "
             f"{type(flag).__name__}; wrap a torch tensor or CuPy array with eagle.arrays.asarray"
         )
     if flag.is_host:
-        raise ValueError(
+        raise EagleValueError(
             "flag is a host array; the device reads it between passes, so make it with "
             "eagle.arrays.zeros((1,), 'int32', device='cuda:0') or move it with .to('cuda:0')"
         )
     if flag.size != 1:
-        raise ValueError(f"flag must hold exactly one element, not shape {tuple(flag.shape)}")
+        raise EagleValueError(f"flag must hold exactly one element, not shape {tuple(flag.shape)}")
     name = np.dtype(flag.dtype).name
     if name not in FLAG_DTYPES:
-        raise TypeError(f"flag must be {', '.join(FLAG_DTYPES)}, not {name}")
+        raise EagleTypeError(f"flag must be {', '.join(FLAG_DTYPES)}, not {name}")
     return FLAG_DTYPES.index(name)
 
 
@@ -120,11 +121,13 @@ def _check_max_iterations(max_iterations: Any) -> int:
     if max_iterations is None:
         return 0
     if not isinstance(max_iterations, int | np.integer) or isinstance(max_iterations, bool):
-        raise TypeError(
+        raise EagleTypeError(
             f"max_iterations must be a positive int or None, not {type(max_iterations).__name__}"
         )
     if not 1 <= max_iterations < 2**32:
-        raise ValueError(f"max_iterations must be between 1 and 2**32 - 1, not {max_iterations}")
+        raise EagleValueError(
+            f"max_iterations must be between 1 and 2**32 - 1, not {max_iterations}"
+        )
     return int(max_iterations)
 
 
@@ -135,7 +138,7 @@ class _PassCounter:
         with _slots_lock:
             free = _free_slots.setdefault(device, list(range(MAX_GUARDED_LOOPS - 1, -1, -1)))
             if not free:
-                raise RuntimeError(
+                raise EagleRuntimeError(
                     f"{MAX_GUARDED_LOOPS} loops with max_iterations are alive on cuda:{device}; "
                     f"destroy the graphs you no longer need"
                 )
@@ -174,7 +177,7 @@ def _record_conditional(
     device = capturer.device
     assert device is not None  # set by begin()
     if flag.device_index != device:
-        raise ValueError(
+        raise EagleValueError(
             f"flag is on cuda:{flag.device_index}, but the captured stream is on cuda:{device}"
         )
     mode = getattr(runtime().cudaStreamCaptureMode, MODES[capturer.mode])

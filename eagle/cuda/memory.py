@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from eagle.cuda._capture_state import LifetimeError, any_capture_active, is_capturing
 from eagle.cuda._runtime import cudart, driver, ensure_device, finalizer, runtime
 from eagle.cuda.stream import Stream, as_stream_ptr, stream_object
+from eagle.errors import EagleValueError
 
 __all__ = ["DEFAULT_RELEASE_THRESHOLD", "Buffer", "MemoryPool", "default_pool"]
 
@@ -81,7 +82,7 @@ class MemoryPool:
         props.location.id = device
         threshold = DEFAULT_RELEASE_THRESHOLD if release_threshold is None else release_threshold
         if not isinstance(threshold, int) or threshold < 0:
-            raise ValueError(
+            raise EagleValueError(
                 f"release_threshold must be a non-negative int of bytes, not {threshold!r}"
             )
         self._handle = cudart.cudaMemPoolCreate(props)
@@ -195,7 +196,7 @@ class MemoryPool:
         """
         self._check()
         if not isinstance(keep_bytes, int) or keep_bytes < 0:
-            raise ValueError(f"keep_bytes must be a non-negative int, not {keep_bytes!r}")
+            raise EagleValueError(f"keep_bytes must be a non-negative int, not {keep_bytes!r}")
         ensure_device(self.device)
         self._flush_deferred()
         cudart.cudaDeviceSynchronize()

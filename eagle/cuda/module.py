@@ -56,6 +56,7 @@ from eagle.cuda._runtime import (
     runtime,
 )
 from eagle.cuda.stream import Stream, as_stream_ptr
+from eagle.errors import EagleIndexError, EagleTypeError, EagleValueError
 
 __all__ = [
     "MEMORY_BYTES",
@@ -309,12 +310,15 @@ class _Layout:
                 "    try:",
                 f"        pack_into(data, 0, {', '.join(values)})",
                 "    except struct_error as exc:",
-                "        raise TypeError(f'kernel arguments do not match their C types: {exc}')",
+                "        raise EagleTypeError(",
+                "            f'kernel arguments do not match their C types: {exc}'",
+                "        )",
             ]
         )
         namespace: dict[str, Any] = {
             "pack_into": self.struct.pack_into,
             "struct_error": struct.error,
+            "EagleTypeError": EagleTypeError,
             "check": _check_device,
             **types,
         }
@@ -341,11 +345,11 @@ def _slot(arg: Any, index: int) -> tuple[str, int, str]:
     if isinstance(arg, np.generic):
         code = _SCALARS.get(arg.dtype)
         if code is None:
-            raise TypeError(f"kernel argument {index}: unsupported dtype {arg.dtype}")
+            raise EagleTypeError(f"kernel argument {index}: unsupported dtype {arg.dtype}")
         return code, arg.dtype.itemsize, "{}"
     if isinstance(getattr(arg, "ptr", None), int):
         return "Q", 8, "{}.ptr"
-    raise TypeError(
+    raise EagleTypeError(
         f"kernel argument {index}: expected a numpy scalar, a ctypes value or an array "
         f"with .ptr, not {type(arg).__name__} (a bare Python number has no C type)"
     )
@@ -353,7 +357,7 @@ def _slot(arg: Any, index: int) -> tuple[str, int, str]:
 
 def _check_device(arg: Any, index: int, device: int) -> None:
     where = "the host" if arg.device_index is None else f"cuda:{arg.device_index}"
-    raise ValueError(
+    raise EagleValueError(
         f"kernel argument {index} is an array on {where}, but the kernel runs on "
         f"cuda:{device}; move it with arrays.asarray(x, device='cuda:{device}')"
     )
@@ -398,9 +402,9 @@ class PackedArgs:
         """
         codes = self._layout.codes
         if not 0 <= index < len(codes):
-            raise IndexError(f"kernel argument {index} does not exist: there are {len(codes)}")
+            raise EagleIndexError(f"kernel argument {index} does not exist: there are {len(codes)}")
         if codes[index] not in _SCALARS.values() or index in self._layout.arrays:
-            raise TypeError(
+            raise EagleTypeError(
                 f"kernel argument {index} was not packed from a numpy scalar; only such an "
                 "argument can take a new value (pack the arguments again for others)"
             )
@@ -522,5 +526,5 @@ class Kernel:
 def _dim3(value: int | tuple[int, ...]) -> tuple[int, int, int]:
     dims = (value,) if isinstance(value, int) else tuple(value)
     if not 1 <= len(dims) <= 3 or any(int(d) < 1 for d in dims):
-        raise ValueError(f"launch dimensions must be 1 to 3 positive ints, not {value!r}")
+        raise EagleValueError(f"launch dimensions must be 1 to 3 positive ints, not {value!r}")
     return (*(int(d) for d in dims), *(1,) * (3 - len(dims)))  # type: ignore[return-value]

@@ -18,6 +18,7 @@ from typing import Any
 
 from eagle.cuda._records import raise_recorded
 from eagle.cuda._runtime import CudaError, cudart, ensure_device, finalizer, runtime
+from eagle.errors import EagleTypeError, EagleValueError
 
 __all__ = ["DEFAULT_STREAM", "Event", "Stream", "as_stream_ptr", "current_stream", "launch_stream"]
 
@@ -67,7 +68,7 @@ class Stream:
             TypeError: ``stream`` is not a stream (as :func:`as_stream_ptr`).
         """
         if stream is None:
-            raise TypeError("Stream.external takes a stream or a raw pointer, not None")
+            raise EagleTypeError("Stream.external takes a stream or a raw pointer, not None")
         made = cls.__new__(cls)
         made.device, made.non_blocking = device, False
         made._ptr, made._hooks = as_stream_ptr(stream, device), []
@@ -108,7 +109,7 @@ class Stream:
             ValueError: this is the CUDA default stream, which is not eagle's to destroy.
         """
         if self._ptr == DEFAULT_STREAM:
-            raise ValueError("the CUDA default stream cannot be destroyed")
+            raise EagleValueError("the CUDA default stream cannot be destroyed")
         self._finalizer()
 
     def __enter__(self) -> Stream:
@@ -328,7 +329,7 @@ def as_stream_ptr(stream: Any, device: int = 0, *, argument: str = "stream") -> 
         value = getattr(stream, attribute, None)
         if isinstance(value, int) and not isinstance(value, bool):
             return int(value)
-    raise TypeError(
+    raise EagleTypeError(
         f"{argument} must be an eagle.cuda.Stream, a raw stream pointer (int), None for "
         "eagle's current stream, or a stream object with __cuda_stream__ or an int "
         f"cuda_stream/ptr attribute (torch and CuPy streams), not {type(stream).__name__}"

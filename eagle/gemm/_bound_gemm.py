@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from eagle.arrays import _holder
 from eagle.cuda.graph import is_capturing, record_use
+from eagle.errors import EagleValueError
 from eagle.gemm._prepared import Call, product_key
 from eagle.gemm.params import GemmParams, SgemmParams, _check_out_apart
 
@@ -97,7 +98,7 @@ class BoundGemm:
                 or new.dtype != old.dtype
                 or new.device_index != old.device_index
             ):
-                raise ValueError(
+                raise EagleValueError(
                     f"operand {role!r} is laid out otherwise than the one it replaces "
                     f"(shape {tuple(old.shape)}, strides {tuple(old.strides)}, {old.dtype}, "
                     f"cuda:{old.device_index}); bind the product again with handle.bind"

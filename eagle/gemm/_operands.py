@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from eagle.arrays import Array, _holder
+from eagle.errors import EagleTypeError
 from eagle.gemm.errors import GemmMappingUnavailable
 
 __all__ = [
@@ -39,7 +40,7 @@ def check_flags(transpose_a: Any, transpose_b: Any, transpose_out: Any) -> tuple
     flags = {"transpose_a": transpose_a, "transpose_b": transpose_b, "transpose_out": transpose_out}
     for name, value in flags.items():
         if not isinstance(value, bool | np.bool_):
-            raise TypeError(f"{name} must be True or False, not {value!r}")
+            raise EagleTypeError(f"{name} must be True or False, not {value!r}")
     return bool(transpose_a), bool(transpose_b), bool(transpose_out)
 
 

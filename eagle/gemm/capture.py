@@ -35,6 +35,7 @@ from eagle.cuda._runtime import CudaUnavailable, cudart, ensure_device
 from eagle.cuda.graph import is_capturing, record_use
 from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr
+from eagle.errors import EagleTypeError, EagleValueError
 from eagle.gemm._bound_gemm import BoundGemm
 from eagle.gemm._operands import handle_operands
 from eagle.gemm._prepared import ALIGNMENT, CACHED_CALLS, Call, Prepared, product_key, write_span
@@ -109,7 +110,7 @@ class CublasCaptureHandle:
         # collection that destroys the handle in the holding thread cannot deadlock
         self._lock = threading.RLock()
         if math not in _MATH_MODES:
-            raise ValueError(f"math must be 'fp32' or 'tf32', not {math!r}")
+            raise EagleValueError(f"math must be 'fp32' or 'tf32', not {math!r}")
         self.math = math
         self._live_graphs: weakref.WeakSet[Any] = weakref.WeakSet()
         self._warmed: set[tuple[Params, int, int, int]] = set()
@@ -434,11 +435,11 @@ class CublasCaptureHandle:
         the product's key in the handle's record of what it warmed."""
         if not isinstance(params, kind):
             maker = "sgemm_params_for_arrays" if kind is SgemmParams else "gemm_params_for_arrays"
-            raise TypeError(
+            raise EagleTypeError(
                 f"params must be {kind.__name__} (from {maker}), not {type(params).__name__}"
             )
         if not isinstance(operands, Mapping):
-            raise TypeError(
+            raise EagleTypeError(
                 f"operands must be a mapping {{'a': ..., 'b': ..., 'out': ...}}, not "
                 f"{type(operands).__name__}"
             )

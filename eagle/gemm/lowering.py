@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from eagle.errors import EagleTypeError, EagleValueError
 from eagle.gemm.contraction import ContractionOperand, RecognizedContraction
 from eagle.gemm.dtypes import PRODUCT_DTYPES, dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable, NotCapturable, PlanUnavailable
@@ -86,7 +87,7 @@ def check_plan_capturable(plan: LoweredPlan) -> None:
 def _check_products(plan: LoweredPlan) -> None:
     """Refuse a plan that is not products alone (not a LoweredPlan, "gemv", another step)."""
     if not isinstance(plan, LoweredPlan):
-        raise TypeError(
+        raise EagleTypeError(
             f"plan must be a LoweredPlan (from lower_dense_gemm), not {type(plan).__name__}"
         )
     if plan.mechanism == "gemv":
@@ -127,7 +128,7 @@ def captured_gemm_calls(
             or cuBLAS cannot address a buffer's layout.
     """
     if operand_class not in ("gemm", "gemv"):
-        raise ValueError(f"operand_class must be 'gemm' or 'gemv', not {operand_class!r}")
+        raise EagleValueError(f"operand_class must be 'gemm' or 'gemv', not {operand_class!r}")
     if operand_class == "gemv":
         raise NotCapturable(
             "the 'gemv' class is not captured: it lowers against a ones vector; run its plan "
@@ -239,12 +240,12 @@ def lower_dense_gemm(
         TypeError: ``record`` is neither a RecognizedContraction nor None.
     """
     if record is not None and not isinstance(record, RecognizedContraction):
-        raise TypeError(
+        raise EagleTypeError(
             f"record must be a RecognizedContraction (from hawk.contraction.recognize, or "
             f"eagle.plan.auto(kernel).record), not {type(record).__name__}"
         )
     if direction not in ("forward", "adjoint"):
-        raise ValueError(f"direction must be 'forward' or 'adjoint', not {direction!r}")
+        raise EagleValueError(f"direction must be 'forward' or 'adjoint', not {direction!r}")
     dtype = _float_dtype(dtype)
     if record is None:
         raise PlanUnavailable(
@@ -390,7 +391,7 @@ def _float_dtype(dtype: Any) -> str:
     try:
         resolved = dtype_of(dtype)
     except TypeError as exc:
-        raise ValueError(f"dtype must be one of {names}, not {dtype!r}") from exc
+        raise EagleValueError(f"dtype must be one of {names}, not {dtype!r}") from exc
     if dtype is None or resolved.name not in PRODUCT_DTYPES:
-        raise ValueError(f"dtype must be one of {names}, not {dtype!r}")
+        raise EagleValueError(f"dtype must be one of {names}, not {dtype!r}")
     return resolved.name

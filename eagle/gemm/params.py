@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from eagle.errors import EagleTypeError, EagleValueError
 from eagle.gemm._operands import check_flags, described
 from eagle.gemm.dtypes import dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable
@@ -112,20 +113,24 @@ def _checked_layout(
     """The column-major layout fields, checked (ValueError naming the field) and normalised."""
     for name, op in (("op_a", op_a), ("op_b", op_b)):
         if op not in ("N", "T"):
-            raise ValueError(f"{owner}: {name} must be 'N' or 'T', not {op!r}")
+            raise EagleValueError(f"{owner}: {name} must be 'N' or 'T', not {op!r}")
     for name, extent in (("m", m), ("n", n), ("k", k)):
         if not isinstance(extent, int | np.integer) or not 0 <= extent <= _INT_MAX:
-            raise ValueError(f"{owner}: {name} = {extent!r}; extents are ints from 0 to {_INT_MAX}")
+            raise EagleValueError(
+                f"{owner}: {name} = {extent!r}; extents are ints from 0 to {_INT_MAX}"
+            )
     rows = {"lda": m if op_a == "N" else k, "ldb": k if op_b == "N" else n, "ldc": m}
     for name, ld in (("lda", lda), ("ldb", ldb), ("ldc", ldc)):
         least = max(1, rows[name])
         if not isinstance(ld, int | np.integer) or not least <= ld <= _INT_MAX:
-            raise ValueError(
+            raise EagleValueError(
                 f"{owner}: {name} = {ld!r}; it must be an int from max(1, rows) = "
                 f"{least} to {_INT_MAX}"
             )
     if tuple(operands) not in (("b", "a"), ("a", "b")):
-        raise ValueError(f"{owner}: operands must be ('b', 'a') or ('a', 'b'), not {operands!r}")
+        raise EagleValueError(
+            f"{owner}: operands must be ('b', 'a') or ('a', 'b'), not {operands!r}"
+        )
     return (
         op_a, op_b, int(m), int(n), int(k), int(lda), int(ldb), int(ldc),
         (operands[0], operands[1]),
@@ -200,9 +205,9 @@ class GemmParams(_GemmFields):
         try:
             dtypes = product_dtypes(dtype, dtype, out_dtype, math)
         except (GemmMappingUnavailable, TypeError) as exc:
-            raise ValueError(f"GemmParams: {exc}") from None
+            raise EagleValueError(f"GemmParams: {exc}") from None
         if dtypes[2] != math:
-            raise ValueError(
+            raise EagleValueError(
                 f"GemmParams: math is {math!r}; name it: {dtypes[2]!r} for {dtypes[0]} factors"
             )
         return super().__new__(cls, *layout, *dtypes)
@@ -500,7 +505,7 @@ def _stand_in(array: Any, at: int) -> np.ndarray:
 
 def _dtype_of(name: str, array: Any) -> np.dtype:
     if not all(hasattr(array, attr) for attr in ("shape", "strides", "dtype")):
-        raise TypeError(
+        raise EagleTypeError(
             f"operand {name!r} must be an array with shape, strides and dtype "
             f"(an eagle Array or a numpy array), not {type(array).__name__}"
         )

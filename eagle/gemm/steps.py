@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from eagle.cuda.stream import launch_stream
+from eagle.errors import EagleTypeError, EagleValueError
 from eagle.gemm._operands import Operand, bump_written, operand, ordered
 from eagle.gemm.dtypes import dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable, MatmulUnavailable, PlanUnavailable
@@ -146,7 +147,7 @@ class PlanStep:
             object.__setattr__(self, label, _names(self.name, label, getattr(self, label)))
         for label in ("device_fn", "host_fn"):
             if not callable(getattr(self, label)):
-                raise TypeError(
+                raise EagleTypeError(
                     f"step {self.name!r}: {label} must be callable (a function of the buffers "
                     f"by name), not {type(getattr(self, label)).__name__}"
                 )
@@ -267,7 +268,7 @@ class LoweredPlan:
             PlanUnavailable: a name that is not one of this plan's outputs.
         """
         if isinstance(outputs, str):
-            raise TypeError(f"outputs must be a collection of names, e.g. [{outputs!r}]")
+            raise EagleTypeError(f"outputs must be a collection of names, e.g. [{outputs!r}]")
         wanted = set(outputs)
         declared = [spec.name for spec in self.outputs]
         unknown = sorted(wanted.difference(declared))
@@ -336,7 +337,9 @@ def _names(step: str, label: str, names: Any) -> tuple[str, ...]:
         or not isinstance(names, Iterable)
         or not all(isinstance(name, str) for name in names)
     ):
-        raise TypeError(f"step {step!r}: {label} must be a sequence of buffer names, not {names!r}")
+        raise EagleTypeError(
+            f"step {step!r}: {label} must be a sequence of buffer names, not {names!r}"
+        )
     return tuple(names)
 
 
@@ -344,7 +347,7 @@ def _validate(plan: LoweredPlan) -> None:
     specs = plan.inputs + plan.outputs + plan.workspaces
     for spec in specs:
         if not isinstance(spec, WorkspaceSpec):
-            raise TypeError(f"buffers are declared with WorkspaceSpec, not {spec!r}")
+            raise EagleTypeError(f"buffers are declared with WorkspaceSpec, not {spec!r}")
     declared: dict[str, WorkspaceSpec] = {}
     for spec in specs:
         if spec.name in declared:
@@ -356,7 +359,7 @@ def _validate(plan: LoweredPlan) -> None:
     step_names: set[str] = set()
     for step in plan.steps:
         if not isinstance(step, PlanStep):
-            raise TypeError(f"plan steps are PlanStep, not {step!r}")
+            raise EagleTypeError(f"plan steps are PlanStep, not {step!r}")
         if step.name in step_names:
             raise PlanUnavailable(f"two steps are named {step.name!r}")
         step_names.add(step.name)
@@ -481,7 +484,7 @@ def _where(buffer: Any) -> str:
 
 def _check_mapping(label: str, buffers: Any) -> None:
     if type(buffers) is not dict and not isinstance(buffers, Mapping):  # (dict: no ABC check)
-        raise TypeError(
+        raise EagleTypeError(
             f"{label} must be a mapping of buffer name -> array (a dict such as "
             f"{{'a': a, 'b': b, 'out': out}}), not {type(buffers).__name__}"
         )
@@ -489,4 +492,4 @@ def _check_mapping(label: str, buffers: Any) -> None:
 
 def _check_backend(backend: str) -> None:
     if backend not in BACKENDS:
-        raise ValueError(f"backend must be 'host' or 'device', not {backend!r}")
+        raise EagleValueError(f"backend must be 'host' or 'device', not {backend!r}")

@@ -15,6 +15,7 @@ import numpy as np
 
 import hawk
 from eagle.cuda.stream import as_stream_ptr
+from eagle.errors import EagleTypeError, EagleValueError
 from eagle.plan import _route as gemm_route
 from eagle.plan._bound import Bound, Route, Step
 from eagle.plan._planes import WRITTEN, Planes, check_planes, layout_keys, param_number
@@ -106,7 +107,7 @@ class AutoPlan:
         host_route: str | None = None,
     ) -> None:
         if not isinstance(kernel, hawk.Kernel):
-            raise TypeError(
+            raise EagleTypeError(
                 f"eagle.plan.auto takes a @hawk.kernel function, not {type(kernel).__name__}"
             )
         chosen = {
@@ -476,14 +477,14 @@ class AutoPlan:
 def _side_dtype(side: str, dtype: Any) -> np.dtype:
     """Check ``side`` and ``dtype`` (a plane's) and resolve ``dtype``."""
     if side not in _SIDES:
-        raise ValueError(f"side must be 'host' or 'device', not {side!r}")
+        raise EagleValueError(f"side must be 'host' or 'device', not {side!r}")
     try:
         resolved = numpy_dtype(dtype) if dtype is not None else None  # np.dtype(None): float64
     except TypeError:
         resolved = None
     if resolved is None or plane_row(resolved) is None:
         names = ", ".join(PLANE_DTYPES)
-        raise ValueError(f"dtype must be one of {names} (a plane's dtype), not {dtype!r}")
+        raise EagleValueError(f"dtype must be one of {names} (a plane's dtype), not {dtype!r}")
     return resolved
 
 

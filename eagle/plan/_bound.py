@@ -27,6 +27,7 @@ from eagle.arrays._holder import bump_versions
 from eagle.cuda._rebind import Site, record
 from eagle.cuda.graph import Graph, Launcher, StreamCapturer, any_capture_active
 from eagle.cuda.stream import as_stream_ptr, framework_of, launch_stream
+from eagle.errors import EagleTypeError, EagleValueError
 
 __all__ = ["Bound", "Route", "Step"]
 
@@ -110,7 +111,7 @@ class Bound:
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Refused: a binding is its planes' memory and what was prepared for it."""
-        raise TypeError(
+        raise EagleTypeError(
             f"a bound {self._what} holds its planes' memory and what was prepared for it, so "
             f"it cannot be pickled or copied; pickle or copy the {self._what} and bind it "
             "again over the planes you mean"
@@ -135,7 +136,7 @@ class Bound:
         """
         if self._host:
             if stream is not None:
-                raise ValueError(
+                raise EagleValueError(
                     f"this {self._what} is bound to host arrays; it runs now and takes no stream"
                 )
             _run_all_or_nothing(self._steps, self._written)
@@ -177,7 +178,7 @@ class Bound:
             ValueError: the work is bound to host arrays.
         """
         if self.side != "device":
-            raise ValueError(
+            raise EagleValueError(
                 f"this {self._what} is bound to host arrays and cannot be captured; bind device "
                 "Arrays"
             )

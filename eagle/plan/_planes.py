@@ -29,6 +29,7 @@ import numpy as np
 
 from eagle.arrays import Array, _foreign, _holder
 from eagle.cuda.stream import framework_of, launch_stream, scoped_stream
+from eagle.errors import EagleOverflowError, EagleTypeError, EagleValueError
 from hawk import ir
 from hawk.dtypes import PLANE_DTYPES, plane_row
 from hawk.emit import compute_dtype
@@ -200,12 +201,12 @@ def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
     names = [p.name for p in kernel.planes]
     for name in planes:
         if name not in names:
-            raise TypeError(
+            raise EagleTypeError(
                 f"kernel {kernel.name!r} has no plane {name!r}; its planes are {', '.join(names)}"
             )
     missing = [name for name in names if name not in planes]
     if missing:
-        raise TypeError(
+        raise EagleTypeError(
             f"missing plane(s) {', '.join(map(repr, missing))} of kernel {kernel.name!r}"
         )
     given = [_classify(p, planes[p.name]) for p in kernel.planes]
@@ -254,7 +255,7 @@ def param_number(name: str, value: Any, real: np.dtype) -> float:
     else:
         if -limit <= number <= limit or not math.isfinite(number):
             return number
-    raise OverflowError(
+    raise EagleOverflowError(
         f"Param {name!r} is {_short(value)}, too large for {real.name} (the dtype the "
         f"kernel computes in); pass a number within ±{limit:.4g}"
         + (" or float64 planes" if real != np.float64 else "")
@@ -340,7 +341,7 @@ def _classify(plane: ir.Plane, value: Any) -> _Given:
     held = None if number else _holder.hold(value)  # torch, CuPy...: the same memory, no copy
     if held is None:
         what = "a number, " if plane.kind == "param" else ""
-        raise TypeError(
+        raise EagleTypeError(
             f"plane {plane.name!r} is a {type(value).__name__}; pass {what}a numpy array, an "
             "eagle Array, or an array with __dlpack__ or __cuda_array_interface__ (torch, CuPy)"
         )
@@ -354,7 +355,7 @@ def _residency(given: list[_Given]) -> tuple[str, int | None]:
     host_planes = [g for g in given if g.side == "host"]
     device_planes = [g for g in given if g.side == "device"]
     if host_planes and device_planes:
-        raise ValueError(
+        raise EagleValueError(
             f"plane {device_planes[0].name!r} is on cuda:{device_planes[0].device} but plane "
             f"{host_planes[0].name!r} is on the host; pass every plane on one side"
         )
@@ -362,7 +363,7 @@ def _residency(given: list[_Given]) -> tuple[str, int | None]:
     if len(devices) > 1:
         first = device_planes[0]
         other = next(g for g in device_planes if g.device != first.device)
-        raise ValueError(
+        raise EagleValueError(
             f"plane {first.name!r} is on cuda:{first.device} but plane {other.name!r} is on "
             f"cuda:{other.device}; pass every plane on one device"
         )
@@ -383,34 +384,34 @@ def _check_array(item: _Given) -> None:
     )
     dtype = np.dtype(array.dtype)
     if plane_row(dtype) is None:
-        raise TypeError(
+        raise EagleTypeError(
             f"plane {item.name!r} is {dtype}; hawk planes are {', '.join(PLANE_DTYPES)}"
         )
     shape = tuple(array.shape)
     if plane.is_lane and len(shape) != 1:
-        raise ValueError(
+        raise EagleValueError(
             f"plane {item.name!r} ({plane.declaration()}) takes a 1-D array with one value per "
             f"lane, not shape {shape}"
         )
     if plane.is_table and plane.axes is None and len(shape) != 1:
-        raise ValueError(
+        raise EagleValueError(
             f"plane {item.name!r} is a flat {plane.declaration()}: pass a 1-D array, not "
             f"shape {shape}"
         )
     declared = plane.shape
     if declared is not None and shape != declared and shape != (math.prod(declared),):
-        raise ValueError(
+        raise EagleValueError(
             f"plane {item.name!r} is {plane.declaration()}: pass an array of shape {declared} "
             f"(or a 1-D array of its {math.prod(declared)} values, row-major), not shape {shape}"
         )
     if plane.kind == "param" and math.prod(shape) != 1:
-        raise ValueError(
+        raise EagleValueError(
             f"plane {item.name!r} is a Param: pass a number or a one-element array, not shape "
             f"{shape}"
         )
     contiguous = array.flags.c_contiguous if item.side == "host" else array.is_contiguous
     if not contiguous:
-        raise ValueError(
+        raise EagleValueError(
             f"plane {item.name!r} is not contiguous (a strided view); pass a contiguous copy"
         )
 
@@ -420,7 +421,7 @@ def _lane_count(given: list[_Given]) -> int:
     first_name, count = lanes[0]
     for name, other in lanes[1:]:
         if other != count:
-            raise ValueError(
+            raise EagleValueError(
                 f"plane {name!r} has {other} values but plane {first_name!r} has {count}; every "
                 "lane plane (Scalar, Mutable[Scalar]) holds one value per lane"
             )
@@ -439,7 +440,7 @@ def _check_overlaps(given: list[_Given]) -> None:
         for other, (other_start, other_end) in ranges[position + 1 :]:
             writes = item.plane.kind in WRITTEN or other.plane.kind in WRITTEN
             if writes and start < other_end and other_start < end:
-                raise ValueError(
+                raise EagleValueError(
                     f"planes {item.name!r} and {other.name!r} share memory and the kernel writes "
                     "one of them; pass separate arrays (a Mutable plane is read and written in "
                     "place)"

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 import hawk.diff
+from eagle.errors import EagleTypeError, EagleValueError
 from eagle.plan._autoplan import AutoPlan, BoundPlan
 from eagle.plan._bound import Bound, Route, Step
 from eagle.plan._planes import check_planes
@@ -35,15 +36,15 @@ def reverse(plan: AutoPlan | Sequence[AutoPlan]) -> AdjointPlan | AdjointSequenc
         return AdjointPlan(plan)
     if isinstance(plan, list | tuple):
         if not plan:
-            raise ValueError("eagle.diff.reverse takes a plan or a non-empty list of plans")
+            raise EagleValueError("eagle.diff.reverse takes a plan or a non-empty list of plans")
         for position, item in enumerate(plan):
             if not isinstance(item, AutoPlan):
-                raise TypeError(
+                raise EagleTypeError(
                     f"launch {position} is a {type(item).__name__}, not a plan; make one with "
                     "eagle.plan.auto(kernel)"
                 )
         return AdjointSequence(plan)
-    raise TypeError(
+    raise EagleTypeError(
         f"eagle.diff.reverse takes a plan from eagle.plan.auto(kernel) (or a list of them), not "
         f"{type(plan).__name__}"
     )
@@ -189,7 +190,7 @@ class AdjointPlan:
             return kernel
         if not wrt:
             choices = ", ".join(self.gradients.values()) or "it has none"
-            raise TypeError(
+            raise EagleTypeError(
                 f"pass at least one gradient plane for the adjoint of kernel "
                 f"{self.primal.kernel.name!r} ({choices}); the adjoint adds into the ones you pass"
             )
@@ -209,12 +210,12 @@ class AdjointPlan:
             if any(p.name == given for p in kernel.planes):
                 continue
             if given in outputs:
-                raise TypeError(
+                raise EagleTypeError(
                     f"plane {given!r} is an output of kernel {name!r}: its adjoint recomputes "
                     f"what it needs and does not read it; pass its cotangent "
                     f"{self.cotangents[given]!r}"
                 )
-            raise TypeError(f"unknown plane {given!r}: {summary}")
+            raise EagleTypeError(f"unknown plane {given!r}: {summary}")
         missing = [plane for plane in takes if plane not in planes]
         if missing:
             notes = [
@@ -223,7 +224,9 @@ class AdjointPlan:
                 if plane in outputs
             ]
             note = f" ({'; '.join(notes)})" if notes else ""
-            raise TypeError(f"missing plane(s) {', '.join(map(repr, missing))}{note}: {summary}")
+            raise EagleTypeError(
+                f"missing plane(s) {', '.join(map(repr, missing))}{note}: {summary}"
+            )
 
     def _loop_plan(self, kernel: hawk.diff.AdjointKernel) -> AutoPlan:
         plan = self._loop_plans.get(kernel.wrt)
@@ -292,12 +295,12 @@ class AdjointSequence:
         """
         first = launches[0] if launches else None
         if isinstance(first, list | tuple) and all(isinstance(p, Mapping) for p in first):
-            raise TypeError(
+            raise EagleTypeError(
                 f"launches: pass one mapping of planes per launch, each as its own argument "
                 f"(unpack a list with *launches), not one {type(first).__name__} of them"
             )
         if len(launches) != len(self.primals):
-            raise TypeError(
+            raise EagleTypeError(
                 f"pass one mapping of planes per launch: {len(self.primals)} launch(es), "
                 f"{len(launches)} given"
             )
@@ -305,7 +308,7 @@ class AdjointSequence:
         for step, position in zip(self.steps, reversed(range(len(launches))), strict=True):
             planes = launches[position]
             if not isinstance(planes, Mapping):
-                raise TypeError(
+                raise EagleTypeError(
                     f"launch {position}: pass its planes as a mapping (a dict of name -> array), "
                     f"not {type(planes).__name__}"
                 )
@@ -340,7 +343,9 @@ class BoundAdjoint(Bound):
                 f"{s.plan.kernel.name} on {'the host' if s.side == 'host' else f'cuda:{s.device}'}"
                 for s in self.steps
             )
-            raise ValueError(f"every launch's planes must be on one side and device: {described}")
+            raise EagleValueError(
+                f"every launch's planes must be on one side and device: {described}"
+            )
         ((side, device),) = where
         super().__init__(side, device, [work for step in self.steps for work in step._steps])
 

@@ -39,6 +39,7 @@ import numpy as np
 
 from eagle.cuda.graph import is_capturing
 from eagle.cuda.stream import as_stream_ptr, launch_stream
+from eagle.errors import EagleValueError
 from eagle.gemm.capture import BoundGemm, CublasCaptureHandle
 from eagle.gemm.contraction import RecognizedContraction
 from eagle.gemm.dtypes import HALVES, PRODUCT_DTYPES, dtype_of
@@ -195,7 +196,7 @@ def gemm_operands(
     names = [p.name for p in plan.kernel.planes]
     for name in planes:
         if name not in names and name.removesuffix("_bar") not in names:
-            raise ValueError(
+            raise EagleValueError(
                 f"kernel {plan.kernel.name!r} has no plane {name!r} (nor {name!r} = "
                 f"<plane>_bar); its planes are {', '.join(names)}"
             )
@@ -223,23 +224,23 @@ def _forward(record: RecognizedContraction) -> LoweredPlan:
 
 def _check_math(math: str) -> None:
     if math not in MATH:
-        raise ValueError(f"math must be 'fp32' or 'tf32', not {math!r}")
+        raise EagleValueError(f"math must be 'fp32' or 'tf32', not {math!r}")
 
 
 def _matrix(name: str, array: Any, shape: tuple[int, ...]) -> Any:
     count = math.prod(shape)
     size = math.prod(array.shape)
     if size != count:
-        raise ValueError(
+        raise EagleValueError(
             f"plane {name!r} holds {size} values; its matrix is {shape} ({count} values)"
         )
     if isinstance(array, np.ndarray) or getattr(array, "is_host", False):
         host = np.asarray(array)
         if not host.flags.c_contiguous:
-            raise ValueError(f"plane {name!r} is not contiguous; pass a contiguous array")
+            raise EagleValueError(f"plane {name!r} is not contiguous; pass a contiguous array")
         return host.reshape(shape)
     if not array.is_contiguous:
-        raise ValueError(f"plane {name!r} is not contiguous; pass a contiguous array")
+        raise EagleValueError(f"plane {name!r} is not contiguous; pass a contiguous array")
     return array if tuple(array.shape) == shape else array.reshape(shape)
 
 

@@ -58,7 +58,7 @@ from hawk.emit._index_math import (
     loop_values,
     substitute,
 )
-from hawk.errors import PlaneIndexError
+from hawk.errors import HawkValueError, HawkZeroDivisionError, PlaneIndexError
 from hawk.ir.expr import INT_MAX, INT_MIN
 from hawk.ir.printing import format_access
 from hawk.kinds import Type
@@ -112,7 +112,7 @@ class CheckSite:
             extent: a flat table's length (declared extents are known).
         """
         if self.kind == "zero-division":
-            return ZeroDivisionError(
+            return HawkZeroDivisionError(
                 f"integer {self.axis} by zero at lane {lane}, in {self.access}; guard the "
                 "divisor, e.g. `b if b != 0 else 1`"
             )
@@ -192,7 +192,7 @@ class LaneCheck:
         """
         extent = self.site.extent if self.site.extent is not None else length
         if extent is None:
-            raise ValueError(
+            raise HawkValueError(
                 f"the check of {self.site.access} needs the length of flat table "
                 f"{self.site.plane!r}: pass the length of the array bound to it"
             )

@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
+from hawk.errors import HawkValueError
+
 __all__ = ["CONTRACTIONS", "MATH", "Policy", "current", "using"]
 
 #: the values ``contraction`` may take
@@ -62,7 +64,9 @@ class Policy:
             ("host_route", _HOST_ROUTES),
         ):
             if getattr(self, field) not in allowed:
-                raise ValueError(f"{field} must be one of {allowed}, not {getattr(self, field)!r}")
+                raise HawkValueError(
+                    f"{field} must be one of {allowed}, not {getattr(self, field)!r}"
+                )
 
 
 _DEFAULT = Policy()

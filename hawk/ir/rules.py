@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from hawk.errors import HawkError
+from hawk.errors import HawkError, HawkTypeError, HawkValueError
 from hawk.ir.expr import Expr
 from hawk.ir.stmt import Stmt
 
@@ -50,9 +50,11 @@ class Rules(Generic[H]):
         def register(handler: H) -> H:
             for cls in classes:
                 if not issubclass(cls, self.family):
-                    raise TypeError(f"{self.name}: {cls.__name__} is not a {self.family.__name__}")
+                    raise HawkTypeError(
+                        f"{self.name}: {cls.__name__} is not a {self.family.__name__}"
+                    )
                 if cls in self._rules:
-                    raise ValueError(f"{self.name} has a rule for {cls.__name__} already")
+                    raise HawkValueError(f"{self.name} has a rule for {cls.__name__} already")
                 self._rules[cls] = handler
             return handler
 

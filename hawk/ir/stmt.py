@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from hawk.errors import HawkError
+from hawk.errors import HawkError, HawkKeyError
 from hawk.ir.expr import TEXT_FORMS, Expr, Var, _check_index
 from hawk.ir.planes import Plane
 from hawk.kinds import PlaneKind, Type
@@ -210,7 +210,7 @@ class KernelIR:
         for plane in self.planes:
             if plane.name == name:
                 return plane
-        raise KeyError(f"kernel {self.name!r} has no plane {name!r}")
+        raise HawkKeyError(f"kernel {self.name!r} has no plane {name!r}")
 
     def loops(self) -> bool:
         """True when a lane runs a :class:`Loop` of its own, anywhere in the kernel."""

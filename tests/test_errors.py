@@ -1,0 +1,195 @@
+"""Errors: one root per package (eagle.EagleError, hawk.HawkError), kinds that are also
+their builtin, the public names' builtin bases as documented, and messages as before."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import importlib.util
+import inspect
+from pathlib import Path
+
+import pytest
+
+import eagle
+import hawk
+from eagle import errors as eagle_errors
+from eagle.cuda import CompileError, CudaDriverTooOld, CudaError, CudaUnavailable, LifetimeError
+from eagle.gemm import errors as gemm_errors
+from hawk import errors as hawk_errors
+
+ROOT = Path(hawk.__file__).parents[1]
+
+_BUILTINS = tuple(
+    value
+    for value in vars(builtins).values()
+    if isinstance(value, type) and issubclass(value, BaseException)
+)
+
+# Every error class eagle and hawk define, by name, with the builtin exceptions it also
+# is (beyond Exception): what their docs promise. A new class gets a row.
+BUILTIN_BASES: dict[str, set[type]] = {
+    "EagleError": set(),
+    "EagleValueError": {ValueError},
+    "EagleTypeError": {TypeError},
+    "EagleIndexError": {IndexError, LookupError},
+    "EagleRuntimeError": {RuntimeError},
+    "LifetimeError": {RuntimeError},
+    "EagleBufferError": {BufferError},
+    "EagleOverflowError": {OverflowError, ArithmeticError},
+    "EagleImportError": {ImportError},
+    "CudaError": {RuntimeError},
+    "CudaUnavailable": {RuntimeError},
+    "CudaDriverTooOld": {RuntimeError},
+    "CompileError": {RuntimeError},
+    "GemmCaptureUnavailable": set(),
+    "CublasUnavailable": {RuntimeError},
+    "HandleDestroyed": {RuntimeError},
+    "CaptureInProgress": {RuntimeError},
+    "NotCapturable": {ValueError},
+    "GemmMappingUnavailable": {ValueError},
+    "LoweringUnavailable": {ValueError},
+    "PlanUnavailable": {ValueError},
+    "MatmulUnavailable": {ValueError},
+    "HawkError": set(),
+    "HawkValueError": {ValueError},
+    "HawkTypeError": {TypeError},
+    "HawkKeyError": {KeyError, LookupError},
+    "HawkZeroDivisionError": {ZeroDivisionError, ArithmeticError},
+    "PlaneIndexError": {IndexError, LookupError},
+    "Unresolved": {LookupError},
+}
+
+
+def _modules() -> list[str]:
+    names = []
+    for package in ("eagle", "hawk"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            if parts[-1] == "__main__":
+                continue
+            names.append(".".join(parts))
+    return names
+
+
+def _error_classes() -> dict[str, type]:
+    """Every exception class defined in a module of eagle or hawk, by qualified name."""
+    found = {}
+    for name in _modules():
+        if name in ("eagle.torch", "eagle._torch_runner") and not importlib.util.find_spec("torch"):
+            continue
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, BaseException)
+                and value.__module__ == name
+            ):
+                found[f"{name}.{value.__qualname__}"] = value
+    return found
+
+
+def test_every_error_class_derives_from_its_package_root():
+    classes = _error_classes()
+    assert classes
+    stray = [
+        name
+        for name, cls in classes.items()
+        if not issubclass(cls, eagle.EagleError if name.startswith("eagle") else hawk.HawkError)
+    ]
+    assert stray == []
+
+
+def test_every_error_class_has_the_builtin_bases_its_docs_give():
+    classes = _error_classes()
+    found = {cls.__name__: {b for b in cls.__mro__ if b in _BUILTINS} for cls in classes.values()}
+    found = {name: bases - {Exception, BaseException} for name, bases in found.items()}
+    assert found == BUILTIN_BASES
+
+
+def test_the_roots_are_reached_lazily_and_eagle_errors_imports_nothing():
+    assert eagle.EagleError is eagle_errors.EagleError and "EagleError" in eagle.__all__
+    assert hawk.HawkError is hawk_errors.HawkError
+    tree = ast.parse(Path(eagle_errors.__file__).read_text())
+    imports = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    assert [i.module for i in imports if isinstance(i, ast.ImportFrom)] == ["__future__"]
+
+
+def test_the_seed_names_keep_their_bases():
+    assert issubclass(gemm_errors.GemmMappingUnavailable, gemm_errors.GemmCaptureUnavailable)
+    assert issubclass(gemm_errors.PlanUnavailable, gemm_errors.LoweringUnavailable)
+    assert issubclass(gemm_errors.MatmulUnavailable, gemm_errors.LoweringUnavailable)
+    assert issubclass(CudaUnavailable, CudaError) and issubclass(CompileError, CudaError)
+    assert issubclass(CudaDriverTooOld, CudaUnavailable)
+    for kind in ("CublasUnavailable", "HandleDestroyed", "CaptureInProgress", "NotCapturable"):
+        assert issubclass(getattr(gemm_errors, kind), gemm_errors.GemmCaptureUnavailable)
+        assert getattr(eagle.gemm, kind) is getattr(gemm_errors, kind)
+    assert issubclass(gemm_errors.HandleDestroyed, LifetimeError)
+
+
+@pytest.mark.parametrize(
+    ("kind", "builtin"),
+    [
+        (eagle_errors.EagleValueError, ValueError),
+        (eagle_errors.EagleTypeError, TypeError),
+        (eagle_errors.EagleIndexError, IndexError),
+        (eagle_errors.EagleRuntimeError, RuntimeError),
+        (eagle_errors.EagleBufferError, BufferError),
+        (eagle_errors.EagleOverflowError, OverflowError),
+        (eagle_errors.EagleImportError, ImportError),
+        (hawk_errors.HawkValueError, ValueError),
+        (hawk_errors.HawkTypeError, TypeError),
+        (hawk_errors.HawkKeyError, KeyError),
+        (hawk_errors.HawkZeroDivisionError, ZeroDivisionError),
+    ],
+)
+def test_a_kind_reads_as_its_builtin(kind, builtin):
+    message = "plane 'x' is int16; pass float32"
+    assert str(kind(message)) == str(builtin(message)) and isinstance(kind(message), builtin)
+
+
+def test_messages_are_as_before():
+    assert str(CudaError("cudaFree", "cudaErrorInvalidValue", "bad")) == (
+        "cudaFree failed with cudaErrorInvalidValue: bad"
+    )
+    located = hawk.HawkError("not in hawk", line=3, column=4, source="y = x @ w")
+    assert str(located) == "not in hawk\n    y = x @ w\n        ^"
+    index = hawk.PlaneIndexError("table 't': out", plane="t", axis="i", index=9, extent=4, lane=0)
+    assert str(index) == "table 't': out" and index.extent == 4
+
+
+def _bare_builtin_raises(path: Path, base: Path = ROOT) -> list[str]:
+    """``raise ValueError(...)`` and the like: a builtin raised where the package's
+    kind belongs (AttributeError stays: Python reads it as 'no such attribute')."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Raise) or node.exc is None:
+            continue
+        raised = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+        if (
+            isinstance(raised, ast.Name)
+            and raised.id in vars(builtins)
+            and raised.id != "AttributeError"
+            and isinstance(getattr(builtins, raised.id), type)
+        ):
+            found.append(f"{path.relative_to(base)}:{node.lineno} raises {raised.id}")
+    return found
+
+
+def test_eagle_and_hawk_raise_their_own_kinds_not_bare_builtins():
+    found = [
+        where
+        for package in ("eagle", "hawk")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for where in _bare_builtin_raises(path)
+    ]
+    assert found == [], "raise the package's kind (eagle.errors / hawk.errors) instead"
+
+
+def test_the_raise_check_finds_a_bare_builtin(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    raise ValueError('x')\n\ndef g():\n    raise AttributeError\n")
+    assert _bare_builtin_raises(probe, tmp_path) == ["probe.py:2 raises ValueError"]
