@@ -23,7 +23,7 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module(f"eagle.{name}")
     if name == "Array":
         return importlib.import_module("eagle.arrays").Array
-    if name == "EagleError":  # eagle.errors imports nothing
+    if name == "EagleError":  # eagle.errors imports only the standard library
         return importlib.import_module("eagle.errors").EagleError
     raise AttributeError(f"module 'eagle' has no attribute {name!r}")
 

@@ -41,6 +41,7 @@ from eagle._torch_runner import (
 )
 from eagle.diff import AdjointPlan
 from eagle.errors import EagleRuntimeError, EagleValueError
+from eagle.gemm.steps import Side
 from hawk.ir import Plane
 
 __all__ = ["Derivatives", "split"]
@@ -241,7 +242,7 @@ class Derivatives:
         key = (device.type, dtype)
         loops = self._adjoint_route.get(key)
         if loops is None:
-            side = "device" if device.type == "cuda" else "host"
+            side: Side = "device" if device.type == "cuda" else "host"
             loops = self._adjoint_route[key] = (
                 self.adjoint.route(side, DTYPE_NAMES[dtype]) == "loop"
             )

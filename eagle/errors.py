@@ -20,11 +20,15 @@ kind                           also a              raised for
 
 The named refusals live beside what raises them and derive from these:
 :class:`eagle.cuda.CudaError` (a runtime error), the product refusals of
-:mod:`eagle.gemm`. This module imports nothing, so ``eagle.EagleError`` is
-cheap to reach.
+:mod:`eagle.gemm`. This module imports only the standard library, so ``eagle.EagleError`` is
+cheap to reach. :func:`check_option` is the one check of an option eagle takes by
+string (``direction="adjoint"``, ``side="host"``): each is a ``Literal`` type beside
+what it configures.
 """
 
 from __future__ import annotations
+
+from typing import Any, get_args
 
 __all__ = [
     "EagleBufferError",
@@ -36,6 +40,7 @@ __all__ = [
     "EagleTypeError",
     "EagleValueError",
     "LifetimeError",
+    "check_option",
 ]
 
 
@@ -74,3 +79,21 @@ class EagleOverflowError(EagleError, OverflowError):
 
 class EagleImportError(EagleError, ImportError):
     """An optional dependency eagle needs for this call is not installed (an ``ImportError``)."""
+
+
+def check_option(value: Any, vocabulary: Any, argument: str) -> Any:
+    """``value`` when it is one of the strings of ``vocabulary`` (a ``Literal`` type).
+
+    Raises:
+        EagleValueError: it is not, naming ``argument`` and every value it may take.
+    """
+    allowed = get_args(vocabulary)
+    if value not in allowed:
+        raise EagleValueError(f"{argument} must be {_alternatives(allowed)}, not {value!r}")
+    return value
+
+
+def _alternatives(allowed: tuple[str, ...]) -> str:
+    """``'a' or 'b'``, ``'a', 'b' or 'c'``."""
+    quoted = [repr(value) for value in allowed]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"

@@ -72,6 +72,7 @@ from eagle._torch_runner import (
 )
 from hawk.contraction import lane_layout
 from hawk.emit import policy
+from hawk.emit.policy import Contraction
 from hawk.ir import Plane
 
 __all__ = ["Function", "function"]
@@ -89,7 +90,7 @@ _functions: weakref.WeakKeyDictionary[hawk.Kernel, dict[str, weakref.ref[Functio
 _constants: dict[tuple[float, torch.dtype, torch.device], torch.Tensor] = {}
 
 
-def function(kernel: hawk.Kernel, contraction: str | None = None) -> Function:
+def function(kernel: hawk.Kernel, contraction: Contraction | None = None) -> Function:
     """The torch op of ``kernel``: call it with tensors, differentiate through it.
 
     Args:
@@ -156,7 +157,7 @@ class Function:
         backward_op: the registered op the backward calls (shared alike).
     """
 
-    def __init__(self, kernel: hawk.Kernel, contraction: str) -> None:
+    def __init__(self, kernel: hawk.Kernel, contraction: Contraction) -> None:
         planes = kernel.planes
         names = [p.name for p in planes]
         if "lanes" in names:

@@ -34,7 +34,7 @@ from typing import Any
 
 from hawk import ir
 from hawk.errors import HawkTypeError
-from hawk.records import ContractionOperand, LaneLayout, RecognizedContraction
+from hawk.records import ContractionOperand, LaneLayout, RecognizedContraction, TermForm
 from hawk.trace import Kernel
 
 __all__ = [
@@ -222,7 +222,7 @@ def _fold_term(loop: ir.Loop, carry: ir.Carry, lets: Mapping[ir.Var, ir.Expr]) -
     return term
 
 
-def _term_form(term: ir.Expr, lets: Mapping[ir.Var, ir.Expr]) -> str:
+def _term_form(term: ir.Expr, lets: Mapping[ir.Var, ir.Expr]) -> TermForm:
     factors = _factors(term, lets)
     if not all(isinstance(factor, ir.Read) for factor in factors):
         return "transformed"

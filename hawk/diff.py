@@ -64,24 +64,27 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal, get_args
 
 from hawk import ir
 from hawk._activity import Activity
 from hawk._adjoint import BAR, Adjoint, GradientNamer, Key
 from hawk._passes import flatten, prune
 from hawk.errors import HawkError, HawkTypeError, HawkValueError
-from hawk.kinds import PlaneKind
+from hawk.kinds import PlaneKind, check_option
 from hawk.trace import Kernel
 
-__all__ = ["AdjointKernel", "cotangent_planes", "gradient_planes", "vjp"]
+__all__ = ["AdjointKernel", "LaneGradients", "cotangent_planes", "gradient_planes", "vjp"]
 
 #: the suffix of the gradient of an output's value before the launch
 INITIAL_BAR = "_in_bar"
 #: the axis of a param's one-element gradient plane
 PARAM_AXIS = "element"
-#: what the adjoint does with the per-lane gradient planes: add into them, or write them
-LANE_GRADIENTS = ("add", "store")
+LaneGradients = Literal["add", "store"]
+"""What the adjoint does with the per-lane gradient planes (add into them, or write them)."""
+
+#: the values ``lane_gradients`` may take
+LANE_GRADIENTS: tuple[LaneGradients, ...] = get_args(LaneGradients)
 
 # the primal planes the adjoint takes as they are
 _GIVEN = (PlaneKind.INPUT, PlaneKind.PARAM, PlaneKind.TABLE)
@@ -168,7 +171,7 @@ def vjp(
     kernel: Kernel,
     wrt: Iterable[str] | None = None,
     *,
-    lane_gradients: str = "add",
+    lane_gradients: LaneGradients = "add",
     broadcast: Iterable[str] = (),
 ) -> AdjointKernel:
     """The reverse-mode (vector-Jacobian product) kernel of ``kernel``.
@@ -203,10 +206,7 @@ def vjp(
     """
     candidates = gradient_planes(kernel)
     names = tuple(candidates) if wrt is None else _check_wrt(kernel, wrt, candidates)
-    if lane_gradients not in LANE_GRADIENTS:
-        raise HawkValueError(
-            f"lane_gradients must be one of {LANE_GRADIENTS}, not {lane_gradients!r}"
-        )
+    check_option(lane_gradients, LaneGradients, "lane_gradients")
     shared = _check_broadcast(kernel, broadcast)
     key = (names, lane_gradients, shared)
     adjoint = kernel._adjoints.get(key)

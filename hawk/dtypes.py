@@ -43,18 +43,23 @@ __all__ = [
     "PRODUCT_DTYPES",
     "TABLE",
     "DType",
-    "Math",
+    "Float32Math",
     "PlaneForm",
     "ProductForm",
+    "ProductMath",
     "by_dlpack",
     "find",
     "numpy_dtype",
     "plane_row",
 ]
 
-Math = Literal["fp32", "tf32", "fp64"]
+ProductMath = Literal["fp32", "tf32", "fp64"]
 """How a product sums (exact float32, float32 factors rounded to TF32 on tensor cores,
 or float64)."""
+
+Float32Math = Literal["fp32", "tf32"]
+"""How a product of float32 factors sums (the float32 row's maths), which a plan's
+policy and a cuBLAS handle choose."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,7 @@ class ProductForm:
     """
 
     out: tuple[str, ...]
-    math: tuple[Math, ...]
+    math: tuple[ProductMath, ...]
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,38 @@
-"""hawk's vocabulary: the types of IR values and the kinds of planes.
+"""hawk's vocabulary: the types of IR values and the kinds of planes, and the one check
+of an option's string.
 
 Both are :class:`enum.StrEnum`, so a member equals its string
-(``PlaneKind.TABLE == "table"``); hawk's own code uses the members.
+(``PlaneKind.TABLE == "table"``); hawk's own code uses the members. The options hawk
+takes by string (``contraction="gemm"``, ``math="tf32"``, ``lane_gradients="store"``)
+are ``Literal`` types beside what they configure, each checked by :func:`check_option`.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any, get_args
 
-__all__ = ["PlaneKind", "Type"]
+from hawk.errors import HawkValueError
+
+__all__ = ["PlaneKind", "Type", "check_option"]
+
+
+def check_option(value: Any, vocabulary: Any, argument: str) -> Any:
+    """``value`` when it is one of the strings of ``vocabulary`` (a ``Literal`` type).
+
+    Raises:
+        HawkValueError: it is not, naming ``argument`` and every value it may take.
+    """
+    allowed = get_args(vocabulary)
+    if value not in allowed:
+        raise HawkValueError(f"{argument} must be {_alternatives(allowed)}, not {value!r}")
+    return value
+
+
+def _alternatives(allowed: tuple[str, ...]) -> str:
+    """``'a' or 'b'``, ``'a', 'b' or 'c'``."""
+    quoted = [repr(value) for value in allowed]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
 
 
 class Type(StrEnum):

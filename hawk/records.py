@@ -2,17 +2,24 @@
 
 A producer (hawk, or any other) fills these; a consumer such as
 :func:`eagle.gemm.plan.lower_dense_gemm` reads them by attribute. They are
-frozen and import nothing beyond the standard library, so neither side
-depends on the other's runtime. ``eagle.gemm.contraction`` re-exports them.
+frozen and import nothing beyond the standard library and hawk's error root, so
+neither side depends on the other's runtime. ``eagle.gemm.contraction`` re-exports them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from hawk.errors import HawkValueError
 
-__all__ = ["ContractionOperand", "LaneLayout", "RecognizedContraction"]
+__all__ = ["ContractionOperand", "LaneLayout", "OperandClass", "RecognizedContraction", "TermForm"]
+
+OperandClass = Literal["gemm", "gemv"]
+"""How many tables a contraction's fold reads ("gemm" two, "gemv" one)."""
+
+TermForm = Literal["product_of_reads", "bare_read", "transformed"]
+"""What each term of a fold is (a product of two reads, one read, or anything else)."""
 
 
 @dataclass(frozen=True)
@@ -116,8 +123,8 @@ class RecognizedContraction:
     reduce_start: int | None
     reduce_step: int | None
     operands: tuple[ContractionOperand, ...]
-    operand_class: str
-    term_form: str
+    operand_class: OperandClass
+    term_form: TermForm
     outputs: tuple[tuple[str, str], ...]
     dense: bool
     refusals: tuple[str, ...] = ()

@@ -72,7 +72,9 @@ def test_nvrtc_error_carries_the_log():
 
 
 def test_capturer_refuses_bad_mode_naming_it():
-    with pytest.raises(ValueError, match="mode must be one of"):
+    with pytest.raises(
+        ValueError, match="mode must be 'thread_local', 'global' or 'relaxed', not 'sometimes'"
+    ):
         cuda.StreamCapturer(1234, mode="sometimes")
 
 

@@ -485,6 +485,7 @@ def test_api_directives_read_options(tmp_path):
     assert policy.names() == [
         "hawk.emit.policy.CONTRACTIONS",
         "hawk.emit.policy.MATH",
+        "hawk.emit.policy.Contraction",
         "hawk.emit.policy.Policy",
     ]
     assert block.names() == ["eagle.plan.BLOCK_SIZE"]

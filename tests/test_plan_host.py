@@ -181,9 +181,7 @@ def test_the_contraction_keyword_overrides_the_policy() -> None:
     assert eagle.diff.reverse(routed).route("device") == "gemm"  # the adjoint follows its primal
     assert eagle.diff.reverse(looped).route("device") == "loop"
     for bad in ("fast", "GEMM", 1):
-        with pytest.raises(
-            ValueError, match=rf"contraction must be one of \('loop', 'gemm'\), not {bad!r}"
-        ):
+        with pytest.raises(ValueError, match=rf"contraction must be 'loop' or 'gemm', not {bad!r}"):
             eagle.plan.auto(contract, contraction=bad)
 
 
@@ -203,7 +201,7 @@ def test_a_plan_keeps_the_policy_it_was_built_under() -> None:
 
 def test_bad_policy_and_side_are_refused() -> None:
     with (
-        pytest.raises(ValueError, match=r"contraction must be one of \('loop', 'gemm'\)"),
+        pytest.raises(ValueError, match=r"contraction must be 'loop' or 'gemm', not 'fast'"),
         policy.using(contraction="fast"),
     ):
         pass

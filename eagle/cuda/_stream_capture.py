@@ -25,7 +25,7 @@ from eagle.cuda._capture_state import (
 )
 from eagle.cuda._runtime import CudaError, cudart, runtime
 from eagle.cuda.stream import Stream, as_stream_ptr
-from eagle.errors import EagleValueError
+from eagle.errors import check_option
 
 __all__ = ["CapturedGraph", "StreamCapturer", "capture", "node_types"]
 
@@ -98,8 +98,7 @@ class StreamCapturer:
     """
 
     def __init__(self, stream_ptr: Stream | int, mode: CaptureMode = "thread_local") -> None:
-        if mode not in MODES:
-            raise EagleValueError(f"mode must be one of {sorted(MODES)}, not {mode!r}")
+        check_option(mode, CaptureMode, "mode")
         self._stream_ptr = as_stream_ptr(stream_ptr)
         self.mode = mode
         self.captured: CapturedGraph | None = None

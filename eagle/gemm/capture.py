@@ -35,7 +35,7 @@ from eagle.cuda._runtime import CudaUnavailable, cudart, ensure_device
 from eagle.cuda.graph import is_capturing, record_use
 from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr
-from eagle.errors import EagleTypeError, EagleValueError
+from eagle.errors import EagleTypeError, check_option
 from eagle.gemm._bound_gemm import BoundGemm
 from eagle.gemm._operands import handle_operands
 from eagle.gemm._prepared import ALIGNMENT, CACHED_CALLS, Call, Prepared, product_key, write_span
@@ -53,14 +53,14 @@ from eagle.gemm.params import (
     gemm_params_for_arrays,
     sgemm_params_for_arrays,
 )
-from hawk.dtypes import TABLE
+from hawk.dtypes import TABLE, Float32Math
 
 __all__ = ["WORKSPACE_BYTES", "BoundGemm", "CublasCaptureHandle"]
 
 WORKSPACE_BYTES = 32 * 1024 * 1024
 """The bytes of cuBLAS workspace each handle owns (32 MiB, NVIDIA's recommendation for Hopper)."""
 
-_MATH_MODES = {"fp32": "DEFAULT_MATH", "tf32": "TF32_TENSOR_OP_MATH"}
+_MATH_MODES: dict[Float32Math, str] = {"fp32": "DEFAULT_MATH", "tf32": "TF32_TENSOR_OP_MATH"}
 _ROLES = ("a", "b", "out")
 # the element types cublasGemmEx is told: each product dtype's cudaDataType_t
 _DATA_TYPES = {row.name: row.cuda for row in TABLE if row.product is not None}
@@ -104,13 +104,12 @@ class CublasCaptureHandle:
         ValueError: ``math`` is neither ``"fp32"`` nor ``"tf32"``.
     """
 
-    def __init__(self, stream_ptr: Stream | int, *, math: str = "fp32") -> None:
+    def __init__(self, stream_ptr: Stream | int, *, math: Float32Math = "fp32") -> None:
         self._closed = True
         # held while cuBLAS runs through the handle; re-entrant, so that a garbage
         # collection that destroys the handle in the holding thread cannot deadlock
         self._lock = threading.RLock()
-        if math not in _MATH_MODES:
-            raise EagleValueError(f"math must be 'fp32' or 'tf32', not {math!r}")
+        check_option(math, Float32Math, "math")
         self.math = math
         self._live_graphs: weakref.WeakSet[Any] = weakref.WeakSet()
         self._warmed: set[tuple[Params, int, int, int]] = set()

@@ -12,9 +12,9 @@ buffers for :meth:`~eagle.gemm.CublasCaptureHandle.sgemm`, and
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
-from eagle.errors import EagleTypeError, EagleValueError
+from eagle.errors import EagleTypeError, EagleValueError, check_option
 from eagle.gemm.contraction import ContractionOperand, RecognizedContraction
 from eagle.gemm.dtypes import PRODUCT_DTYPES, dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable, NotCapturable, PlanUnavailable
@@ -26,15 +26,21 @@ from eagle.gemm.params import (
     sgemm_params_for_arrays,
 )
 from eagle.gemm.steps import LoweredPlan, WorkspaceSpec, _bind_buffers, _roles
+from hawk.records import OperandClass
 
 __all__ = [
     "CapturedCall",
     "CapturedGemmCall",
+    "Direction",
     "captured_calls",
     "captured_gemm_calls",
     "check_plan_capturable",
     "lower_dense_gemm",
 ]
+
+
+Direction = Literal["forward", "adjoint"]
+"""Which products a contraction lowers to (its forward product, or the gradients' two)."""
 
 
 class CapturedGemmCall(NamedTuple):
@@ -104,7 +110,7 @@ def _check_products(plan: LoweredPlan) -> None:
 
 
 def captured_gemm_calls(
-    plan: LoweredPlan, buffers: Mapping[str, Any], *, operand_class: str
+    plan: LoweredPlan, buffers: Mapping[str, Any], *, operand_class: OperandClass
 ) -> tuple[CapturedGemmCall, ...]:
     """One :class:`CapturedGemmCall` per step of ``plan``, over your own buffers (no copies).
 
@@ -127,8 +133,7 @@ def captured_gemm_calls(
         GemmMappingUnavailable: the plan declares a buffer that is not float32,
             or cuBLAS cannot address a buffer's layout.
     """
-    if operand_class not in ("gemm", "gemv"):
-        raise EagleValueError(f"operand_class must be 'gemm' or 'gemv', not {operand_class!r}")
+    check_option(operand_class, OperandClass, "operand_class")
     if operand_class == "gemv":
         raise NotCapturable(
             "the 'gemv' class is not captured: it lowers against a ones vector; run its plan "
@@ -205,7 +210,10 @@ def _bound_products(
 
 
 def lower_dense_gemm(
-    record: RecognizedContraction | None, *, direction: str = "forward", dtype: str = "float64"
+    record: RecognizedContraction | None,
+    *,
+    direction: Direction = "forward",
+    dtype: str = "float64",
 ) -> LoweredPlan:
     """Lower a recognised dense contraction to a plan of matrix products.
 
@@ -244,8 +252,7 @@ def lower_dense_gemm(
             f"record must be a RecognizedContraction (from hawk.contraction.recognize, or "
             f"eagle.plan.auto(kernel).record), not {type(record).__name__}"
         )
-    if direction not in ("forward", "adjoint"):
-        raise EagleValueError(f"direction must be 'forward' or 'adjoint', not {direction!r}")
+    check_option(direction, Direction, "direction")
     dtype = _float_dtype(dtype)
     if record is None:
         raise PlanUnavailable(

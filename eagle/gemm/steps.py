@@ -13,12 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
 from eagle.cuda.stream import launch_stream
-from eagle.errors import EagleTypeError, EagleValueError
+from eagle.errors import EagleTypeError, check_option
 from eagle.gemm._operands import Operand, bump_written, operand, ordered
 from eagle.gemm.dtypes import dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable, MatmulUnavailable, PlanUnavailable
@@ -30,15 +30,24 @@ __all__ = [
     "LoweredPlan",
     "MatmulSpec",
     "PlanStep",
+    "Side",
     "StepFn",
+    "StepKind",
     "WorkspaceSpec",
     "assembly_step",
 ]
 
-BACKENDS = ("host", "device")
+Side = Literal["host", "device"]
+"""Where a step, a plan or a launch runs (numpy on the host, or the device)."""
+
+BACKENDS: tuple[Side, ...] = get_args(Side)
 """Where a step or plan runs."""
 
-STEP_KINDS = ("generated", "matmul", "assembly")
+StepKind = Literal["generated", "matmul", "assembly"]
+"""What a plan step is (a kernel emitted for the plan, a matrix product, or a step that
+arranges buffers)."""
+
+STEP_KINDS: tuple[StepKind, ...] = get_args(StepKind)
 """A kernel emitted for the plan, a matrix product, or a step that arranges buffers."""
 
 StepFn = Callable[[Mapping[str, Any]], None]
@@ -126,7 +135,7 @@ class PlanStep:
     """
 
     name: str
-    kind: str
+    kind: StepKind
     reads: tuple[str, ...]
     writes: tuple[str, ...]
     device_fn: StepFn = field(compare=False, repr=False)
@@ -152,7 +161,7 @@ class PlanStep:
                     f"by name), not {type(getattr(self, label)).__name__}"
                 )
 
-    def run(self, bufs: Mapping[str, Any], backend: str) -> None:
+    def run(self, bufs: Mapping[str, Any], backend: Side) -> None:
         """Run the step on ``backend`` over ``bufs`` (buffers by name), in place.
 
         Args:
@@ -292,7 +301,7 @@ class LoweredPlan:
             tuple(spec for spec in self.workspaces if spec.name in touched),
         )
 
-    def __call__(self, backend: str, buffers: Mapping[str, Any]) -> None:
+    def __call__(self, backend: Side, buffers: Mapping[str, Any]) -> None:
         """Run every step on ``backend`` over ``buffers``, writing outputs in place.
 
         Each buffer is checked against its spec first; nothing is allocated. A
@@ -491,5 +500,4 @@ def _check_mapping(label: str, buffers: Any) -> None:
 
 
 def _check_backend(backend: str) -> None:
-    if backend not in BACKENDS:
-        raise EagleValueError(f"backend must be 'host' or 'device', not {backend!r}")
+    check_option(backend, Side, "backend")

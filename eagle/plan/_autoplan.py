@@ -15,16 +15,18 @@ import numpy as np
 
 import hawk
 from eagle.cuda.stream import as_stream_ptr
-from eagle.errors import EagleTypeError, EagleValueError
+from eagle.errors import EagleTypeError, EagleValueError, check_option
+from eagle.gemm.steps import Side
 from eagle.plan import _route as gemm_route
 from eagle.plan._bound import Bound, Route, Step
 from eagle.plan._planes import WRITTEN, Planes, check_planes, layout_keys, param_number
 from eagle.plan._sites import kernel_site, product_site
 from hawk import ir
 from hawk.contraction import lane_layout, recognize
-from hawk.dtypes import PLANE_DTYPES, numpy_dtype, plane_row
+from hawk.dtypes import PLANE_DTYPES, Float32Math, numpy_dtype, plane_row
 from hawk.emit import cuda, host, policy
 from hawk.emit.checks import LaneCheck, check_launch, record_error
+from hawk.emit.policy import Contraction
 
 __all__ = ["BLOCK_SIZE", "AutoPlan", "BoundPlan", "auto"]
 
@@ -38,7 +40,6 @@ WIDE_LANES = 1 << 20
 _REUSED_BINDINGS = 4
 _NARROW_LANES = 2**31  # below it, lane loops may count in 32 bits (hawk.emit.cuda.emit)
 
-_SIDES = ("host", "device")
 _HOST_REASON = (
     "the host runs the kernel's own loop; build the plan with "
     "eagle.plan.auto(kernel, contraction='gemm', host_route='gemm') to run a recognised "
@@ -58,9 +59,9 @@ _cuda_sources: weakref.WeakKeyDictionary[hawk.Kernel, dict[tuple[Any, ...], Any]
 def auto(
     kernel: hawk.Kernel,
     *,
-    contraction: str | None = None,
-    math: str | None = None,
-    host_route: str | None = None,
+    contraction: Contraction | None = None,
+    math: Float32Math | None = None,
+    host_route: Contraction | None = None,
 ) -> AutoPlan:
     """A plan that runs ``kernel`` on the host or the device, by where its planes are.
 
@@ -102,15 +103,15 @@ class AutoPlan:
         self,
         kernel: hawk.Kernel,
         *,
-        contraction: str | None = None,
-        math: str | None = None,
-        host_route: str | None = None,
+        contraction: Contraction | None = None,
+        math: Float32Math | None = None,
+        host_route: Contraction | None = None,
     ) -> None:
         if not isinstance(kernel, hawk.Kernel):
             raise EagleTypeError(
                 f"eagle.plan.auto takes a @hawk.kernel function, not {type(kernel).__name__}"
             )
-        chosen = {
+        chosen: dict[str, Any] = {
             key: value
             for key, value in (
                 ("contraction", contraction),
@@ -151,7 +152,7 @@ class AutoPlan:
 
     # -- routing -------------------------------------------------------------------------
 
-    def route(self, side: str, dtype: Any = "float32") -> str:
+    def route(self, side: Side, dtype: Any = "float32") -> str:
         """``"gemm"`` or ``"loop"``: how ``side`` runs the kernel over planes of ``dtype``.
 
         dtypes come from the arrays at run time, so name the one you mean
@@ -172,7 +173,7 @@ class AutoPlan:
         resolved = _side_dtype(side, dtype)
         return self._decide(side, {name: resolved for name in self._names}).name
 
-    def source(self, side: str, dtype: Any = "float32") -> str:
+    def source(self, side: Side, dtype: Any = "float32") -> str:
         """The program ``side`` runs for the kernel over planes of ``dtype``.
 
         ``"host"`` gives the generated numpy program (Python source),
@@ -476,8 +477,7 @@ class AutoPlan:
 
 def _side_dtype(side: str, dtype: Any) -> np.dtype:
     """Check ``side`` and ``dtype`` (a plane's) and resolve ``dtype``."""
-    if side not in _SIDES:
-        raise EagleValueError(f"side must be 'host' or 'device', not {side!r}")
+    check_option(side, Side, "side")
     try:
         resolved = numpy_dtype(dtype) if dtype is not None else None  # np.dtype(None): float64
     except TypeError:

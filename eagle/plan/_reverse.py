@@ -9,6 +9,7 @@ import numpy as np
 
 import hawk.diff
 from eagle.errors import EagleTypeError, EagleValueError
+from eagle.gemm.steps import Side
 from eagle.plan._autoplan import AutoPlan, BoundPlan
 from eagle.plan._bound import Bound, Route, Step
 from eagle.plan._planes import check_planes
@@ -78,7 +79,7 @@ class AdjointPlan:
 
     # -- routing -------------------------------------------------------------------------
 
-    def route(self, side: str, dtype: Any = "float32") -> str:
+    def route(self, side: Side, dtype: Any = "float32") -> str:
         """``"gemm"`` or ``"loop"``: how ``side`` runs the adjoint over planes of ``dtype``.
 
         Args:
@@ -98,7 +99,7 @@ class AdjointPlan:
         any one dtype)."""
         return self._route("device", "float32").reasons
 
-    def _route(self, side: str, dtype: Any) -> Route:
+    def _route(self, side: Side, dtype: Any) -> Route:
         """The routing decision: the routed adjoint is its ``"gemm"`` outcome
         (see the module docstring)."""
         primal = self.primal.route(side, dtype)  # checks side and dtype
@@ -258,7 +259,7 @@ class AdjointSequence:
         """Pickle (and copy) as ``reverse(primals)``: built again on load."""
         return (AdjointSequence, (self.primals,))
 
-    def route(self, side: str, dtype: Any = "float32") -> tuple[str, ...]:
+    def route(self, side: Side, dtype: Any = "float32") -> tuple[str, ...]:
         """Each step's route on ``side`` for planes of ``dtype``, in the order the steps run.
 
         Raises:

@@ -39,16 +39,17 @@ import numpy as np
 
 from eagle.cuda.graph import is_capturing
 from eagle.cuda.stream import as_stream_ptr, launch_stream
-from eagle.errors import EagleValueError
+from eagle.errors import EagleValueError, check_option
 from eagle.gemm.capture import BoundGemm, CublasCaptureHandle
 from eagle.gemm.contraction import RecognizedContraction
 from eagle.gemm.dtypes import HALVES, PRODUCT_DTYPES, dtype_of
 from eagle.gemm.errors import CaptureInProgress, GemmCaptureUnavailable, PlanUnavailable
 from eagle.gemm.handles import stream_handle, warmed_handle
 from eagle.gemm.lending import record_lent
-from eagle.gemm.lowering import captured_calls, lower_dense_gemm
+from eagle.gemm.lowering import Direction, captured_calls, lower_dense_gemm
 from eagle.gemm.steps import LoweredPlan, MatmulSpec
 from hawk.contraction import LaneLayout
+from hawk.dtypes import Float32Math
 from hawk.emit import policy
 
 __all__ = [
@@ -106,7 +107,7 @@ def kernel_reasons(
     return ()
 
 
-def dtype_reasons(dtypes: Mapping[str, Any], *, math: str = "fp32") -> tuple[str, ...]:
+def dtype_reasons(dtypes: Mapping[str, Any], *, math: Float32Math = "fp32") -> tuple[str, ...]:
     """Why planes of these dtypes (by plane name) keep the loop (empty when they route).
 
     They route when they share one of :data:`ROUTE_DTYPES`. ``math`` is the
@@ -135,7 +136,7 @@ def dtype_reasons(dtypes: Mapping[str, Any], *, math: str = "fp32") -> tuple[str
 
 
 def bind_reasons(
-    dtypes: Mapping[str, Any], lanes: int, layout: LaneLayout, *, math: str = "fp32"
+    dtypes: Mapping[str, Any], lanes: int, layout: LaneLayout, *, math: Float32Math = "fp32"
 ) -> tuple[str, ...]:
     """Why planes of these dtypes and this lane count keep the loop (empty when they fit)."""
     reasons = dtype_reasons(dtypes, math=math)
@@ -212,7 +213,7 @@ def gemm_operands(
 
 
 @functools.lru_cache(maxsize=256)
-def _lowered(record: RecognizedContraction, direction: str, dtype: str) -> LoweredPlan:
+def _lowered(record: RecognizedContraction, direction: Direction, dtype: str) -> LoweredPlan:
     """The record's products over ``dtype`` buffers (lowered once per record, direction
     and dtype)."""
     return lower_dense_gemm(record, direction=direction, dtype=dtype)
@@ -223,8 +224,7 @@ def _forward(record: RecognizedContraction) -> LoweredPlan:
 
 
 def _check_math(math: str) -> None:
-    if math not in MATH:
-        raise EagleValueError(f"math must be 'fp32' or 'tf32', not {math!r}")
+    check_option(math, Float32Math, "math")
 
 
 def _matrix(name: str, array: Any, shape: tuple[int, ...]) -> Any:
@@ -285,8 +285,8 @@ class GemmLaunch:
         planes: Mapping[str, Any],
         device: int,
         *,
-        direction: str = "forward",
-        math: str = "fp32",
+        direction: Direction = "forward",
+        math: Float32Math = "fp32",
     ) -> None:
         _check_math(math)
         self.device = device
@@ -411,7 +411,7 @@ class HostGemm:
         record: RecognizedContraction,
         planes: Mapping[str, Any],
         *,
-        direction: str = "forward",
+        direction: Direction = "forward",
     ) -> None:
         views = gemm_operands(plan, record, planes).views
         dtype = dtype_of(views[record.operands[0].name].dtype).name

@@ -22,19 +22,22 @@ import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import Any, Literal, get_args
 
-from hawk.errors import HawkValueError
+from hawk.dtypes import Float32Math
+from hawk.kinds import check_option
 
-__all__ = ["CONTRACTIONS", "MATH", "Policy", "current", "using"]
+__all__ = ["CONTRACTIONS", "MATH", "Contraction", "Policy", "current", "using"]
+
+Contraction = Literal["loop", "gemm"]
+"""How a contraction runs (its own loop, or one cuBLAS product); ``host_route`` takes
+the same values."""
 
 #: the values ``contraction`` may take
-CONTRACTIONS = ("loop", "gemm")
+CONTRACTIONS: tuple[Contraction, ...] = get_args(Contraction)
 
-#: the values ``math`` may take
-MATH = ("fp32", "tf32")
-
-# the values ``host_route`` may take: those of ``contraction``
-_HOST_ROUTES = CONTRACTIONS
+#: the values ``math`` may take (how a product of float32 factors sums)
+MATH: tuple[Float32Math, ...] = get_args(Float32Math)
 
 
 @dataclass(frozen=True)
@@ -53,20 +56,14 @@ class Policy:
             the host on the kernel's own loop.
     """
 
-    contraction: str = "loop"
-    math: str = "fp32"
-    host_route: str = "loop"
+    contraction: Contraction = "loop"
+    math: Float32Math = "fp32"
+    host_route: Contraction = "loop"
 
     def __post_init__(self) -> None:
-        for field, allowed in (
-            ("contraction", CONTRACTIONS),
-            ("math", MATH),
-            ("host_route", _HOST_ROUTES),
-        ):
-            if getattr(self, field) not in allowed:
-                raise HawkValueError(
-                    f"{field} must be one of {allowed}, not {getattr(self, field)!r}"
-                )
+        check_option(self.contraction, Contraction, "contraction")
+        check_option(self.math, Float32Math, "math")
+        check_option(self.host_route, Contraction, "host_route")
 
 
 _DEFAULT = Policy()
@@ -79,7 +76,9 @@ def current() -> Policy:
 
 
 @contextmanager
-def using(*, contraction: str | None = None, math: str | None = None) -> Iterator[Policy]:
+def using(
+    *, contraction: Contraction | None = None, math: Float32Math | None = None
+) -> Iterator[Policy]:
     """Make ``contraction`` and/or ``math`` the policy inside the ``with`` block (a
     choice left None keeps the current one).
 
@@ -87,7 +86,8 @@ def using(*, contraction: str | None = None, math: str | None = None) -> Iterato
         ValueError: ``contraction`` is not ``"gemm"`` or ``"loop"``, or ``math``
             is not ``"fp32"`` or ``"tf32"``.
     """
-    changes = {k: v for k, v in (("contraction", contraction), ("math", math)) if v is not None}
+    chosen: dict[str, str | None] = {"contraction": contraction, "math": math}
+    changes: dict[str, Any] = {k: v for k, v in chosen.items() if v is not None}
     token = _current.set(replace(current(), **changes))
     try:
         yield current()
