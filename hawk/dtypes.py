@@ -188,6 +188,10 @@ TABLE: tuple[DType, ...] = (
 
 _BY_NAME = {row.name: row for row in TABLE}
 _BY_DLPACK = {row.dlpack: row for row in TABLE if row.dlpack is not None}
+# each numpy dtype met -> its row (None: the table has none); ``dtype.name`` is computed
+# in Python on every access, so each dtype is looked up by name once
+_BY_DTYPE: dict[np.dtype, DType | None] = {}
+_DTYPES_KEPT = 256
 
 PLANE_DTYPES = tuple(row.name for row in TABLE if row.plane is not None)
 """The names of the dtypes a hawk plane may have (float16, bfloat16, float32, float64)."""
@@ -204,12 +208,22 @@ def find(dtype: Any) -> DType | None:
         row = _BY_NAME.get(dtype)
         if row is not None:
             return row
-    if isinstance(dtype, np.dtype):
-        return _BY_NAME.get(dtype.name)
+    if not isinstance(dtype, np.dtype):
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError:
+            return None
+    return _row_of(dtype)
+
+
+def _row_of(dtype: np.dtype) -> DType | None:
     try:
-        return _BY_NAME.get(np.dtype(dtype).name)
-    except TypeError:
-        return None
+        return _BY_DTYPE[dtype]
+    except KeyError:
+        if len(_BY_DTYPE) >= _DTYPES_KEPT:
+            _BY_DTYPE.clear()
+        row = _BY_DTYPE[dtype] = _BY_NAME.get(dtype.name)
+        return row
 
 
 def numpy_dtype(dtype: Any) -> np.dtype:
@@ -228,7 +242,7 @@ def numpy_dtype(dtype: Any) -> np.dtype:
 
 def plane_row(dtype: np.dtype) -> DType | None:
     """The row of ``dtype`` when a hawk plane may have it (in native byte order), else None."""
-    row = _BY_NAME.get(dtype.name)
+    row = _row_of(dtype)
     if row is None or row.plane is None or dtype != row.numpy:
         return None
     return row

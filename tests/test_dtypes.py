@@ -59,6 +59,7 @@ def test_lookups_take_names_dtypes_and_types_and_know_what_is_not_a_row():
     assert dtypes.find(ml_dtypes.bfloat16).name == "bfloat16"
     assert dtypes.find("object") is None and dtypes.find("no such dtype") is None
     assert dtypes.numpy_dtype("bfloat16") == np.dtype(ml_dtypes.bfloat16)
+    assert dtypes.find(np.dtype(">f4")) is dtypes.find("float32")  # the row of either order
     assert dtypes.plane_row(np.dtype(">f4")) is None  # a plane is native byte order
     assert dtypes.plane_row(np.dtype("float16")).plane.c_type == "hawk_f16"
     with pytest.raises(TypeError):
