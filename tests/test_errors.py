@@ -183,6 +183,21 @@ def _bare_builtin_raises(path: Path, base: Path = ROOT) -> list[str]:
     return found
 
 
+def test_gemm_capture_unavailable_is_raised_only_as_one_of_its_kinds():
+    raised = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in sorted((ROOT / "eagle").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Raise)
+        and isinstance(node.exc, ast.Call)
+        and isinstance(node.exc.func, ast.Name)
+        and node.exc.func.id == "GemmCaptureUnavailable"
+    ]
+    assert raised == [], (
+        "raise CublasUnavailable, HandleDestroyed, CaptureInProgress or NotCapturable"
+    )
+
+
 def test_eagle_and_hawk_raise_their_own_kinds_not_bare_builtins():
     found = [
         where
