@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from eagle import arrays
-from eagle.arrays import _array, _foreign
+from eagle.arrays import _array, _foreign, _holder
 
 
 class _DLPackProducer:
@@ -124,7 +124,7 @@ class _Stream:
 def no_driver_ordering(monkeypatch):
     """Stand-ins for eagle's current stream and the event wait, recording the waits."""
     waits: list[tuple[int, int]] = []
-    for module in (_array, _foreign):
+    for module in (_array, _holder):
         monkeypatch.setattr(module, "launch_stream", lambda values, device=0: _Stream().ptr())
     monkeypatch.setattr(
         _foreign, "order", lambda producer, consumer: waits.append((producer, consumer))

@@ -755,13 +755,13 @@ def _eagle_arrays_only_probes(device: Any) -> dict[str, list[Callable[[], Any]]]
 def test_the_calls_take_foreign_arrays_as_the_pages_say(monkeypatch):
     """Each call EAGLE_ARRAYS_ONLY names refuses another framework's array; every other
     probed call takes one, as the pages say of every call that takes an array."""
-    from eagle.arrays import _foreign
+    from eagle.arrays import _holder
     from eagle.gemm import GemmCaptureUnavailable, MatmulUnavailable
     from tests.test_gemm_capture import FakeDevice
 
     # taking the fake device arrays: each address is on device 0, no stream to wait for
     pointer = type("A", (), {"device": 0})
-    monkeypatch.setattr(_foreign, "cudart", FakeCalls(lambda name, ptr: pointer))
+    monkeypatch.setattr(_holder, "cudart", FakeCalls(lambda name, ptr: pointer))
     probes = _eagle_arrays_only_probes(FakeDevice(monkeypatch))
     only = set(_facts().EAGLE_ARRAYS_ONLY)
     assert only <= set(probes), "a probe per call the pages name"

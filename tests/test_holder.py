@@ -1,5 +1,5 @@
 """Host tests of the one door every buffer goes through (eagle.arrays._holder) and the one
-check host and device share (eagle.arrays._checks): each producer's implementation, the
+check host and device share (eagle._checks): each producer's implementation, the
 layout keys a reused plan is found by, the refusals (byte order, null, misaligned,
 read-only, requires grad) on every call that takes buffers, with fake device arrays
 (objects with a crafted ``__cuda_array_interface__``), and the stream a foreign
@@ -17,8 +17,8 @@ import eagle.diff
 import eagle.plan
 import hawk
 from eagle import arrays
+from eagle._checks import check_buffer
 from eagle.arrays import _foreign, _holder
-from eagle.arrays._checks import check_buffer
 from eagle.cuda import stream as streams
 from eagle.gemm import (
     CublasCaptureHandle,
@@ -62,7 +62,7 @@ def no_driver(monkeypatch):
     and each event wait between two streams is recorded as (producer, consumer)."""
     waits: list[tuple[int, int]] = []
     monkeypatch.setattr(
-        _foreign, "cudart", FakeCalls(lambda name, ptr: types.SimpleNamespace(device=0))
+        _holder, "cudart", FakeCalls(lambda name, ptr: types.SimpleNamespace(device=0))
     )
     monkeypatch.setattr(_foreign, "order", lambda *streams: waits.append(streams))
     return waits
@@ -145,6 +145,7 @@ def test_describing_reads_the_layout_without_a_driver(monkeypatch):
     def refuse(*args):
         raise AssertionError("the driver was asked")
 
+    monkeypatch.setattr(_holder, "cudart", FakeCalls(refuse))
     monkeypatch.setattr(_foreign, "cudart", FakeCalls(refuse))
     layout = _holder.describe(_Interface(0x1000, (2, 3), readonly=True))
     assert (layout.ptr, layout.shape, layout.strides, layout.readonly) == (

@@ -161,26 +161,34 @@ def _module_graph(
 ) -> dict[str, set[str]]:
     """Each module -> the modules it imports anywhere: at the top, inside functions and
     under ``if TYPE_CHECKING``. ``from p import x`` imports the submodule ``p.x`` when
-    there is one, else the package ``p`` (whose ``__init__`` defines ``x``). A package's
-    ``__init__`` running before its submodules is Python's doing, not an edge."""
+    there is one, else the package ``p`` (whose ``__init__`` defines ``x``). Importing
+    ``p.q.m`` also runs the ``__init__`` of each package on the way (``p.q``), except
+    those the importing module is itself inside, which are running already."""
     modules = _modules(root, packages)
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        edges = set()
+        targets: set[str | None] = set()
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.Import):
-                edges.update(_target(alias.name, modules) for alias in node.names)
+                targets.update(_target(alias.name, modules) for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
                     anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join([*anchor, *([node.module] if node.module else [])])
                 for alias in node.names:
-                    edges.add(_target(f"{base}.{alias.name}", modules))
-        edges.discard(None)
-        edges.discard(name)
-        graph[name] = edges  # type: ignore[assignment]
+                    targets.add(_target(f"{base}.{alias.name}", modules))
+        edges = set()
+        for target in targets - {None}:
+            assert target is not None
+            parts = target.split(".")
+            for end in range(1, len(parts) + 1):
+                step = ".".join(parts[:end])
+                running = name == step or name.startswith(step + ".")
+                if step in modules and not running:
+                    edges.add(step)
+        graph[name] = edges
     return graph
 
 
@@ -234,3 +242,16 @@ def test_the_module_graph_sees_lazy_relative_and_type_checking_imports(tmp_path)
     assert graph["pkg.sub"] == {"pkg.sub.low"} and graph["pkg.sub.low"] == {"pkg.top"}
     assert graph["pkg.top"] == {"pkg.sub"}
     assert _cycle(graph) == ["pkg.sub", "pkg.sub.low", "pkg.top", "pkg.sub"]
+
+
+def test_importing_a_module_runs_the_packages_on_its_way(tmp_path):
+    for name in ("a/__init__.py", "a/x.py", "b/__init__.py", "b/y.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("")
+    (tmp_path / "a" / "x.py").write_text("from b.y import thing\nfrom a import x\n")
+    (tmp_path / "b" / "__init__.py").write_text("from b.y import thing\n")
+    (tmp_path / "b" / "y.py").write_text("def f():\n    import a.x\n")
+    graph = _module_graph(tmp_path, ("a", "b"))
+    assert graph["a.x"] == {"b", "b.y"}  # b's __init__ runs first; a's is running already
+    assert graph["b.y"] == {"a", "a.x"}
+    assert _cycle(graph) == ["a.x", "b", "b.y", "a.x"]

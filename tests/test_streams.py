@@ -12,7 +12,7 @@ import pytest
 import eagle.plan
 import hawk
 from eagle import arrays, cuda
-from eagle.arrays import _foreign
+from eagle.arrays import _foreign, _holder
 from eagle.cuda import module
 from eagle.cuda import stream as streams
 from eagle.gemm import handles, matmul_step, release_handles
@@ -77,7 +77,7 @@ def test_a_foreign_import_remembers_its_framework_and_orders_the_launch_stream(m
     monkeypatch.setattr(_foreign, "order", lambda producer, consumer: waits.append(consumer))
     monkeypatch.setitem(streams._FINDERS, "torch", lambda device: 0x70)
     monkeypatch.setattr(
-        _foreign, "cudart", FakeCalls(lambda name, ptr: type("A", (), {"device": 0}))
+        _holder, "cudart", FakeCalls(lambda name, ptr: type("A", (), {"device": 0}))
     )
 
     class Interface:  # a torch tensor as the CUDA array interface shows it

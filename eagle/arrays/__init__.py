@@ -11,7 +11,8 @@ on the host, loaded when first needed).
 
 from __future__ import annotations
 
-from eagle.arrays._array import Array, asarray, empty, full, ones, zeros
+from eagle.arrays._array import Array, empty, full, ones, zeros
+from eagle.arrays._holder import asarray
 
 __all__ = ["Array", "asarray", "empty", "full", "ones", "zeros"]
 

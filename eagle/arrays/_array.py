@@ -25,7 +25,7 @@ from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr, current_stream, launch_stream
 from eagle.errors import EagleBufferError, EagleRuntimeError, EagleTypeError, EagleValueError
 
-__all__ = ["Array", "asarray", "empty", "full", "ones", "zeros"]
+__all__ = ["Array", "empty", "full", "ones", "zeros"]
 
 
 class Array:
@@ -268,7 +268,7 @@ class Array:
             return self
         if index is None:
             return Array(host=self.numpy())
-        return asarray(np.ascontiguousarray(self.numpy()), device=device_name(index))
+        return _upload(np.ascontiguousarray(self.numpy()), index)
 
     def copy(self) -> Array:
         """A contiguous copy of the elements on the same device (on a device, a device copy
@@ -486,62 +486,10 @@ def ones(shape: ShapeLike, dtype: Any = "float64", device: str = "cpu") -> Array
     return full(shape, 1, dtype, device)
 
 
-def asarray(obj: Any, dtype: Any = None, device: str | None = None) -> Array:
-    """An :class:`Array` holding ``obj``, without a copy where possible.
-
-    Args:
-        obj: an Array; a numpy array or anything numpy converts (host); or any
-            array with ``__dlpack__`` (DLPack up to 1.1, host or device) or
-            ``__cuda_array_interface__`` (v3): PyTorch, CuPy, JAX, numba... —
-            wrapped without a copy, read-only if its producer says so, after
-            the producer's queued work (ordered on eagle's current stream,
-            without a host wait). A torch tensor that requires grad is read
-            through ``detach()`` (same memory).
-        dtype: convert to this dtype (a copy when it differs).
-        device: ``"cpu"``, ``"cuda:N"``, or None to keep ``obj`` where it is.
-
-    Raises:
-        ValueError: a bad ``device``.
-        TypeError: a non-numeric ``dtype``.
-        BufferError: the producer's memory is on a device eagle cannot use.
-    """
-    kind = None if dtype is None else check_dtype(dtype)
-    index = parse_device(device) if device is not None else None
-    source = _wrap(obj)
-    target = source._device_index if device is None else index
-    if kind is not None and kind != source.dtype:
-        host = np.ascontiguousarray(source.numpy(), dtype=kind)
-        source = Array(host=host)
-    elif source.is_host:
-        check_dtype(source.dtype, "obj's dtype")
-    if target == source._device_index:
-        return source
-    if target is None:
-        return Array(host=source.numpy())
-    return _upload(np.ascontiguousarray(source.numpy()), target)
-
-
-def _wrap(obj: Any) -> Array:
-    """``obj`` as an Array, with no copy for arrays from numpy, torch, CuPy, DLPack or the
-    CUDA array interface (:func:`eagle.arrays._holder.hold`)."""
-    if isinstance(obj, Array):
-        return obj
-    if isinstance(obj, np.generic):
-        return Array(host=np.asarray(obj))
-    from eagle.arrays import _holder  # (it builds Arrays)
-
-    held = _holder.hold(obj)
-    if held is None:
-        return Array(host=np.asarray(obj))
-    if held.producer is not None:
-        # eagle's work over it goes to launch_stream: that waits for the producer's
-        _holder.order_after((held,), launch_stream((held.array,), held.array._device))
-    return held.array
-
-
 def _restore(values: np.ndarray, device: str) -> Array:
     """An unpickled Array: ``values`` (a copy, unpickled) on ``device``."""
-    return asarray(values, device=device)
+    index = parse_device(device)
+    return Array(host=values) if index is None else _upload(np.ascontiguousarray(values), index)
 
 
 def _upload(values: np.ndarray, device_index: int) -> Array:

@@ -15,9 +15,10 @@ object, a kind says
 * a cheap layout key (:func:`layout_key`): objects with equal keys are the same
   memory in the same layout, so work prepared for one serves the other.
 
-:func:`~eagle.arrays._checks.check_buffer` is the one check of what neither the
-host nor a device takes; :func:`bump_versions` marks torch tensors eagle wrote,
-as torch's own in-place operations do.
+:func:`asarray` (``eagle.arrays.asarray``) is the public way in.
+:func:`~eagle._checks.check_buffer` is the one check of what neither the host
+nor a device takes; :func:`bump_versions` marks torch tensors eagle wrote, as torch's
+own in-place operations do.
 """
 
 from __future__ import annotations
@@ -29,16 +30,18 @@ from typing import Any
 
 import numpy as np
 
+from eagle._checks import check_buffer
 from eagle.arrays import _array, _dlpack, _foreign
-from eagle.arrays._args import check_dtype
-from eagle.arrays._checks import check_buffer
-from eagle.cuda.stream import _FINDERS
+from eagle.arrays._args import check_dtype, parse_device
+from eagle.cuda._runtime import cudart
+from eagle.cuda.stream import _FINDERS, launch_stream
 from eagle.errors import EagleBufferError, EagleTypeError
 
 __all__ = [
     "Held",
     "Layout",
     "address_view",
+    "asarray",
     "bump_versions",
     "check_buffer",
     "describe",
@@ -188,6 +191,128 @@ def bump_versions(tensors: Iterable[Any]) -> None:
     written = [tensor for tensor in tensors if tensor is not None]
     if written:  # (torch's public call; it takes a list of tensors since torch 2.5)
         sys.modules["torch"].autograd.graph.increment_version(written)
+
+
+# -- asarray: an Array over any buffer ---------------------------------------------------------
+
+
+def asarray(obj: Any, dtype: Any = None, device: str | None = None) -> _array.Array:
+    """An :class:`Array` holding ``obj``, without a copy where possible.
+
+    Args:
+        obj: an Array; a numpy array or anything numpy converts (host); or any
+            array with ``__dlpack__`` (DLPack up to 1.1, host or device) or
+            ``__cuda_array_interface__`` (v3): PyTorch, CuPy, JAX, numba... —
+            wrapped without a copy, read-only if its producer says so, after
+            the producer's queued work (ordered on eagle's current stream,
+            without a host wait). A torch tensor that requires grad is read
+            through ``detach()`` (same memory).
+        dtype: convert to this dtype (a copy when it differs).
+        device: ``"cpu"``, ``"cuda:N"``, or None to keep ``obj`` where it is.
+
+    Raises:
+        ValueError: a bad ``device``.
+        TypeError: a non-numeric ``dtype``.
+        BufferError: the producer's memory is on a device eagle cannot use.
+    """
+    kind = None if dtype is None else check_dtype(dtype)
+    index = parse_device(device) if device is not None else None
+    source = _wrap(obj)
+    target = source._device_index if device is None else index
+    if kind is not None and kind != source.dtype:
+        host = np.ascontiguousarray(source.numpy(), dtype=kind)
+        source = _array.Array(host=host)
+    elif source.is_host:
+        check_dtype(source.dtype, "obj's dtype")
+    if target == source._device_index:
+        return source
+    if target is None:
+        return _array.Array(host=source.numpy())
+    return _array._upload(np.ascontiguousarray(source.numpy()), target)
+
+
+def _wrap(obj: Any) -> _array.Array:
+    """``obj`` as an Array, with no copy for arrays from numpy, torch, CuPy, DLPack or the
+    CUDA array interface (:func:`hold`)."""
+    if isinstance(obj, _array.Array):
+        return obj
+    if isinstance(obj, np.generic):
+        return _array.Array(host=np.asarray(obj))
+    held = hold(obj)
+    if held is None:
+        return _array.Array(host=np.asarray(obj))
+    if held.producer is not None:
+        # eagle's work over it goes to launch_stream: that waits for the producer's
+        order_after((held,), launch_stream((held.array,), held.array._device))
+    return held.array
+
+
+# -- Arrays over DLPack and CUDA-array-interface memory ----------------------------------------
+
+
+def from_dlpack(obj: Any, framework: str | None, sync: bool) -> tuple[_array.Array, int | None]:
+    """``obj``'s elements through its DLPack capsule, and the stream the producer ordered
+    its work before (None: none, on the host or without ``sync``).
+
+    With ``sync`` (device memory), the capsule is asked for with the stream eagle's work
+    over ``obj`` goes to (:func:`~eagle.cuda.stream.launch_stream`) as the consumer
+    stream, so the producer orders its queued work before it; without, with -1 (no
+    wait: for calls that only read the layout).
+
+    Raises:
+        BufferError: the memory is on a device eagle cannot use.
+    """
+    kind, device_id = (int(v) for v in obj.__dlpack_device__())
+    on_host = kind in (_dlpack.CPU, _dlpack.CUDA_HOST)
+    if not on_host and kind not in (_dlpack.CUDA, _dlpack.CUDA_MANAGED):
+        raise EagleBufferError(
+            f"obj lives on DLPack device type {kind}, which eagle cannot use; "
+            "copy it to the CPU or a CUDA device first"
+        )
+    consumer = launch_stream((obj,), device_id) if sync and not on_host else None
+    # DLPack's stream 0 is ambiguous (the legacy default stream is 1); -1 asks for no wait
+    wanted = None if on_host else (-1 if consumer is None else (consumer or 1))
+    imported = _dlpack.take(obj, wanted)
+    if on_host:
+        return _array.Array(host=_foreign.host_view(imported, imported)), None
+    array = _array.Array(
+        ptr=imported.ptr,
+        shape=imported.shape,
+        dtype=imported.dtype,
+        strides=imported.strides,
+        device_index=device_id,
+        owner=_foreign.Source(imported, framework),
+        readonly=imported.readonly,
+    )
+    return array, consumer
+
+
+def from_interface(obj: Any, framework: str | None) -> tuple[_array.Array, int | None]:
+    """``obj``'s elements through its CUDA array interface, and the stream its producer
+    queued work over them on (None: nothing to wait for).
+
+    Raises:
+        TypeError: a masked interface.
+        ValueError: an interface stream of 0 (which v3 forbids).
+    """
+    info = obj.__cuda_array_interface__
+    _foreign.check_unmasked(info)
+    dtype = np.dtype(info["typestr"])
+    shape = tuple(int(d) for d in info["shape"])
+    strides = info.get("strides")
+    strides = _dlpack.compact(shape, dtype.itemsize) if strides is None else tuple(strides)
+    ptr, readonly = int(info["data"][0]), bool(info["data"][1])
+    device_index = int(cudart.cudaPointerGetAttributes(ptr).device) if ptr else 0
+    array = _array.Array(
+        ptr=ptr,
+        shape=shape,
+        dtype=dtype,
+        strides=strides,
+        device_index=device_index,
+        owner=_foreign.Source(obj, framework),
+        readonly=readonly,
+    )
+    return array, _foreign.interface_producer(info)
 
 
 # -- the kinds ---------------------------------------------------------------------------------
@@ -381,9 +506,9 @@ class _Protocols(_Kind):
     def hold(self, value: Any, sync: bool) -> Held | None:
         framework = _foreign.known(type(value).__module__.partition(".")[0])
         if isinstance(getattr(value, "__cuda_array_interface__", None), dict):
-            array, producer = _foreign.from_interface(value, framework)
+            array, producer = from_interface(value, framework)
         elif hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
-            array, producer = _foreign.from_dlpack(value, framework, sync)
+            array, producer = from_dlpack(value, framework, sync)
         else:
             return None
         check_dtype(array.dtype, "obj's dtype")

@@ -29,7 +29,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from eagle.arrays._checks import check_buffer
+from eagle._checks import check_buffer
 from eagle.cuda import _graph_nodes as graph_nodes
 from eagle.cuda._capture_state import _active, _release, record_use
 from eagle.cuda._rebind_checks import (

@@ -7,8 +7,9 @@ bound product only enqueues it, legal inside a capture once the handle warmed it
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from eagle.arrays import _holder
 from eagle.cuda.graph import is_capturing, record_use
@@ -16,12 +17,25 @@ from eagle.errors import EagleValueError
 from eagle.gemm._prepared import Call, product_key
 from eagle.gemm.params import GemmParams, SgemmParams, _check_out_apart
 
-if TYPE_CHECKING:
-    from eagle.gemm.capture import CublasCaptureHandle
-
-__all__ = ["BoundGemm"]
+__all__ = ["BoundGemm", "Handle"]
 
 Params = SgemmParams | GemmParams
+
+
+class Handle(Protocol):
+    """What a bound product uses of its handle (a :class:`~eagle.gemm.CublasCaptureHandle`,
+    which makes bound products: named here so this module needs nothing of it)."""
+
+    stream_ptr: int
+    _closed: bool
+    _warmed: set[Any]
+    _lock: threading.RLock
+
+    def _check_alive(self) -> None: ...
+
+    def _refuse_unwarmed(self, params: Params, operands: Mapping[str, Any]) -> None: ...
+
+    def _call(self, *args: Any, **kwargs: Any) -> Call: ...
 
 
 class BoundGemm:
@@ -41,7 +55,7 @@ class BoundGemm:
 
     def __init__(
         self,
-        handle: CublasCaptureHandle,
+        handle: Handle,
         params: Params,
         prepared: Call,
         used: tuple[Any, Any, Any],

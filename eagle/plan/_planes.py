@@ -3,7 +3,7 @@
 :func:`check_planes` refuses unknown or missing planes, mixed residency,
 dtypes hawk planes do not take, wrong shapes, lane planes of different
 lengths, non-contiguous arrays, what neither the host nor a device takes
-(:func:`eagle.arrays._checks.check_buffer`: non-native byte order, a null or
+(:func:`eagle._checks.check_buffer`: non-native byte order, a null or
 misaligned address, read-only outputs, outputs that are torch tensors that
 require grad), an output overlapping another plane, and a Param that does not
 fit the kernel's compute dtype. Planes of any producer (numpy, eagle, torch,

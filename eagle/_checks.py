@@ -1,7 +1,8 @@
 """The one check of a buffer that the host and every device path share: :func:`check_buffer`.
 
-It imports nothing of eagle, so that every layer that takes buffers (plan planes,
-products, graph rebinds) can ask it.
+It imports nothing of eagle but its error kinds, and sits at eagle's root, below
+``eagle.cuda`` and ``eagle.arrays``, so that every layer that takes buffers (plan
+planes, products, graph rebinds) can ask it without importing another's package.
 """
 
 from __future__ import annotations
