@@ -274,6 +274,33 @@ def test_a_numpy_scalar_argument_takes_a_new_value_in_place():
             packed.setter(index)
 
 
+def test_arguments_of_a_known_signature_are_packed_without_generating_a_packer(monkeypatch):
+    def plane(ptr: int) -> arrays.Array:
+        return arrays.Array(
+            ptr=ptr, shape=(4,), dtype=np.dtype("float32"), strides=(4,), device_index=0
+        )
+
+    first = PackedArgs([plane(0x1000), np.float32(1.5), np.int64(3)])
+    generated: list[str] = []
+
+    def counted(source: str, namespace: dict) -> None:
+        generated.append(source)
+        exec(source, namespace)
+
+    monkeypatch.setattr(module, "exec", counted, raising=False)
+    second = PackedArgs([plane(0x2000), np.float32(-2.0), np.int64(9)], device=0)
+    assert generated == [] and second._layout is first._layout  # as each bind to new memory
+    assert _slots(second, [8, 4, 8]) == [
+        (0x2000).to_bytes(8, "little"),
+        np.float32(-2.0).tobytes(),
+        np.int64(9).tobytes(),
+    ]
+    assert _slots(first, [8, 4, 8])[0] == (0x1000).to_bytes(8, "little")  # its own buffer
+    other = PackedArgs([plane(0x3000), np.float64(0.5), np.int64(3)])  # another signature
+    assert len(generated) == 1 and other._layout is not first._layout
+    assert _slots(other, [8, 8, 8])[1] == np.float64(0.5).tobytes()
+
+
 # -- lifetimes through weakref.finalize ----------------------------------------------------
 
 

@@ -266,23 +266,28 @@ _SCALARS = {
 }
 
 
-class _Layout:
-    """Where each argument of one signature (the tuple of argument types) lives in a
-    parameter buffer, and a ``pack(data, args, device)`` function written for it.
+#: one argument of a signature: its exact type, struct code, size in bytes, and the
+#: expression (a format with ``{}`` for the argument) that gives its packed value
+_Arg = tuple[type, str, int, str]
 
-    ``pack`` is generated once per signature, so a launch with an argument list
-    spends no time deciding how to convert each argument; ``fits(args)`` says
+
+class _Layout:
+    """Where each argument of one signature (the arguments' exact types, and how each
+    is packed) lives in a parameter buffer, and a ``pack(data, args, device)`` function
+    written for it.
+
+    ``pack`` is generated once per signature in the process (:func:`_layout_of` keeps
+    the layouts), so binding new arguments of a known signature generates nothing, and
+    a launch spends no time deciding how to convert each argument; ``fits(args)`` says
     whether ``args`` has this signature (each argument's exact type).
     """
 
-    def __init__(self, args: Sequence[Any]) -> None:
-        fmt, offsets, values, checks, self.arrays, offset = ["="], [], [], [], [], 0
-        self.codes: list[str] = []
-        types = {f"t{index}": type(arg) for index, arg in enumerate(args)}
-        for index, arg in enumerate(args):
-            code, size, value = _slot(arg, index)
+    def __init__(self, signature: tuple[_Arg, ...]) -> None:
+        fmt, offsets, values, checks, arrays, offset = ["="], [], [], [], [], 0
+        types = {f"t{index}": kind for index, (kind, *_) in enumerate(signature)}
+        for index, (_, code, size, value) in enumerate(signature):
             if value.endswith(".ptr"):
-                self.arrays.append(index)
+                arrays.append(index)
                 checks.append(
                     f"    if device is not None and a{index}.device_index != device:\n"
                     f"        check(a{index}, {index}, device)"
@@ -292,18 +297,20 @@ class _Layout:
                 fmt.append(f"{pad}x")
             offset += pad
             offsets.append(offset)
-            self.codes.append(code)
             fmt.append(code)
             values.append(value.format(f"a{index}"))
             offset += size
+        self.codes = tuple(code for _, code, _, _ in signature)
+        self.arrays = tuple(arrays)
         self.struct = struct.Struct("".join(fmt))
-        self.offsets = offsets
-        names = "".join(f"a{index}, " for index in range(len(args)))
-        same = "".join(f" and type(args[{index}]) is t{index}" for index in range(len(args)))
+        self.offsets = tuple(offsets)
+        count = len(signature)
+        names = "".join(f"a{index}, " for index in range(count))
+        same = "".join(f" and type(args[{index}]) is t{index}" for index in range(count))
         source = "\n".join(
             [
                 "def fits(args):",
-                f"    return len(args) == {len(args)}{same}",
+                f"    return len(args) == {count}{same}",
                 "def pack(data, args, device):",
                 f"    {names}= args" if names else "    pass",
                 *checks,
@@ -334,6 +341,25 @@ class _Layout:
             *[base + offset for offset in self.offsets]
         )
         return data, pointers, ctypes.addressof(pointers)
+
+
+_layouts: dict[tuple[_Arg, ...], _Layout] = {}
+_LAYOUTS = 1024  # signatures kept before starting afresh
+
+
+def _layout_of(args: Sequence[Any]) -> _Layout:
+    """The layout of ``args``'s signature, made on first use in the process.
+
+    Raises:
+        TypeError: an argument has no C type.
+    """
+    signature = tuple((type(arg), *_slot(arg, index)) for index, arg in enumerate(args))
+    layout = _layouts.get(signature)
+    if layout is None:
+        if len(_layouts) >= _LAYOUTS:
+            _layouts.clear()
+        layout = _layouts[signature] = _Layout(signature)
+    return layout
 
 
 def _slot(arg: Any, index: int) -> tuple[str, int, str]:
@@ -383,7 +409,7 @@ class PackedArgs:
     __slots__ = ("_data", "_layout", "_pointers", "address", "keep")
 
     def __init__(self, args: Sequence[Any], device: int | None = None) -> None:
-        layout = self._layout = _Layout(args)
+        layout = self._layout = _layout_of(args)
         self._data, self._pointers, self.address = layout.allocate()
         layout.pack(self._data, args, device)
         self.keep = tuple(args[index] for index in layout.arrays)
@@ -418,7 +444,7 @@ class _Packer:
     __slots__ = ("address", "data", "layout", "lock", "pointers")
 
     def __init__(self, args: Sequence[Any]) -> None:
-        self.layout = _Layout(args)
+        self.layout = _layout_of(args)
         self.data, self.pointers, self.address = self.layout.allocate()
         self.lock = threading.Lock()
 
