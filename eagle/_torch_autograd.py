@@ -10,10 +10,11 @@ reused, so a graph compiled for one function never runs another (it raises once 
 function is gone).
 
 **autograd.Function** classes carry plain eager calls that autograd records (they skip
-the custom-op dispatcher, which costs more than a launch) and calls under ``torch.func``
-transforms and forward-mode AD, which torch supports for these and not for custom ops.
-Each has a vmap rule (a loop over the batch); the forward and the backward have a
-forward-mode rule (``torch.func.jvp``, ``hessian``), the second-order backward refuses one.
+the custom-op dispatcher, which costs more than a launch: :class:`Forward`) and calls
+under ``torch.func`` transforms and forward-mode AD, which torch supports for these and
+not for custom ops (:class:`Transformed`). Those taken under transforms have a vmap rule
+(a loop over the batch); the forward and the backward have a forward-mode rule
+(``torch.func.jvp``, ``hessian``), the second-order backward refuses one.
 
 Both routes compute through the same methods of the function, and both make the
 backward differentiable once: the second-order backward raises when differentiated.
@@ -37,11 +38,12 @@ __all__ = [
     "Forward",
     "Gradients",
     "SecondOrder",
+    "Transformed",
     "dispatched",
     "lookup",
+    "recorder",
     "register",
     "signature_ops",
-    "tracked",
 ]
 
 
@@ -112,14 +114,17 @@ def dispatched(values: Sequence[Any], initials: Sequence[Any]) -> bool:
     return any(type(t) not in _PLAIN for t in (*values, *initials) if t is not None)
 
 
-def tracked(values: Sequence[Any], initials: Sequence[Any]) -> bool:
-    """True when an eager call goes through :class:`Forward`: autograd records it (a
-    tensor requires grad), or a ``torch.func`` transform or forward-mode AD is active."""
+def recorder(values: Sequence[Any], initials: Sequence[Any]) -> Any:
+    """The ``autograd.Function`` an eager call goes through: :class:`Transformed` while a
+    ``torch.func`` transform or forward-mode AD is active, :class:`Forward` when autograd
+    records the call (a tensor requires grad), None when nothing records it."""
     if torch._C._are_functorch_transforms_active() or _forward_ad_level() >= 0:
-        return True
-    return torch.is_grad_enabled() and any(
+        return Transformed
+    if torch.is_grad_enabled() and any(
         t.requires_grad for t in (*values, *initials) if t is not None
-    )
+    ):
+        return Forward
+    return None
 
 
 def _forward_ad_level() -> int:
@@ -136,7 +141,27 @@ def _recording() -> bool:
 
 
 class Forward(torch.autograd.Function):
-    """A function's forward: ``apply(function, lanes, dtype, *inputs, *initials)``."""
+    """A plain eager call that autograd records: ``apply(function, lanes, dtype, *inputs,
+    *initials)``. Its forward takes ``ctx`` itself: torch's ``apply`` reads the signature
+    of a forward that has a separate ``setup_context`` (``inspect.signature``) on every
+    call, which costs more than the rest of the call. Calls under a ``torch.func``
+    transform or forward-mode AD, which need ``setup_context``, take :class:`Transformed`."""
+
+    @staticmethod
+    def forward(ctx: Any, function: Function, lanes: Any, dtype: torch.dtype, *tensors: Any) -> Any:
+        ctx.function = function
+        ctx.save_for_backward(*tensors)
+        values, initials = _parts(function, tensors, 2)
+        return function._forward(values, initials, lanes, dtype)
+
+    @staticmethod
+    def backward(ctx: Any, *cotangents: Any) -> tuple[Any, ...]:
+        return _eager_backward(ctx, cotangents)
+
+
+class Transformed(torch.autograd.Function):
+    """A function's forward under a ``torch.func`` transform or forward-mode AD (as
+    :class:`Forward` takes it), with a forward-mode rule and a vmap rule."""
 
     @staticmethod
     def forward(function: Function, lanes: Any, dtype: torch.dtype, *tensors: Any) -> Any:
@@ -152,14 +177,7 @@ class Forward(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, *cotangents: Any) -> tuple[Any, ...]:
-        function = ctx.function
-        grads = function._derivatives.backward_formula(
-            ctx.saved_tensors,
-            cotangents,
-            ctx.needs_input_grad[3:],
-            functools.partial(_eager_gradients, function),
-        )
-        return (None, None, None, *grads)
+        return _eager_backward(ctx, cotangents)
 
     @staticmethod
     def jvp(ctx: Any, *tangents: Any) -> Any:
@@ -179,8 +197,23 @@ class Forward(torch.autograd.Function):
     def vmap(info: Any, in_dims: Sequence[Any], function: Function, *args: Any) -> Any:
         lanes, dtype, *tensors = args
         return _looped(
-            info, in_dims[3:], tensors, lambda *items: Forward.apply(function, lanes, dtype, *items)
+            info,
+            in_dims[3:],
+            tensors,
+            lambda *items: Transformed.apply(function, lanes, dtype, *items),
         )
+
+
+def _eager_backward(ctx: Any, cotangents: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The backward of :class:`Forward` and :class:`Transformed`."""
+    function = ctx.function
+    grads = function._derivatives.backward_formula(
+        ctx.saved_tensors,
+        cotangents,
+        ctx.needs_input_grad[3:],
+        functools.partial(_eager_gradients, function),
+    )
+    return (None, None, None, *grads)
 
 
 class Gradients(torch.autograd.Function):

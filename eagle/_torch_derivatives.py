@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -67,6 +67,26 @@ class _Adjoint:
     adds: bool
 
 
+@dataclass(frozen=True)
+class _Backward:
+    """A prepared backward: its adjoint, the planes it takes in order (the inputs, the
+    ``held`` outputs' values before the launch, every cotangent, the gradients made), the
+    outputs (by position) whose cotangent the runner reads as its one element (``one``),
+    and how each gradient is made (``made``: its slot and ``"zeros"``, added into in the
+    slot's dtype; ``"empty"``, written per lane; or ``"summed"``, added into over lanes
+    in the compute dtype)."""
+
+    adjoint: _Adjoint
+    names: tuple[str, ...]
+    held: tuple[int, ...]
+    one: frozenset[int]
+    made: tuple[tuple[int, str], ...]
+
+
+#: how a gradient written or added into in the slot's own dtype starts
+_MAKE: dict[str, Callable[..., torch.Tensor]] = {"zeros": torch.zeros, "empty": torch.empty}
+
+
 class Derivatives:
     """The derivatives of a kernel made a torch op, over its input planes ``inputs``
     (Scalar, Param, Table) and ``outputs`` (the Mutable planes). Its methods take the
@@ -95,14 +115,17 @@ class Derivatives:
             *(gradients[name] for name in self._input_names),
             *(gradients.get(p.name) if p.kind == "output" else None for p in outputs),
         )
-        self._passes = (*(False for _ in inputs), *(p.kind == "accumulator" for p in outputs))
         # the slots whose gradient a loop adjoint writes per lane (no zeroing first)
         self._lane_slots = (
             *(p.kind == "input" for p in inputs),
             *(p.kind == "output" for p in outputs),
         )
+        # the slots of Mutable[Table]s' initial values, whose gradient is their cotangent
+        self._passing_slots = tuple(
+            len(inputs) + i for i, p in enumerate(outputs) if p.kind == "accumulator"
+        )
         self._has_lane_input = any(p.kind == "input" for p in inputs)
-        self._backward_runners: dict[tuple[Any, ...], _Adjoint] = {}
+        self._backward_runners: dict[tuple[Any, ...], _Backward] = {}
         self._second_runners: dict[tuple[Any, ...], _Adjoint] = {}
         self._adjoint_route: dict[tuple[str, torch.dtype], bool] = {}
 
@@ -119,20 +142,18 @@ class Derivatives:
         through ``gradients`` (the registered backward op, or the eager one), a
         ``Mutable[Table]``'s initial value's its cotangent, reshaped in torch."""
         values, initials = split(saved, len(self._inputs), len(self._outputs))
-        slots = len(self._slot_gradients)
         needs = [
             bool(need) and gradient is not None
-            for need, gradient in zip(needs_input_grad[:slots], self._slot_gradients, strict=True)
+            for need, gradient in zip(needs_input_grad, self._slot_gradients, strict=False)
         ]
-        grads: list[Any] = [None] * slots
         if any(needs):
             computed = gradients(values, initials, cotangents, needs)
-            for slot, need in enumerate(needs):
-                if need:
-                    grads[slot] = computed[slot]
+            grads = [g if need else None for g, need in zip(computed, needs, strict=True)]
+        else:
+            grads = [None] * len(needs)
         first_initial = len(self._inputs)
-        for slot, passes in enumerate(self._passes):
-            if passes and needs_input_grad[slot]:
+        for slot in self._passing_slots:
+            if needs_input_grad[slot]:
                 start = initials[slot - first_initial]
                 bar = cotangents[slot - first_initial]
                 grads[slot] = bar.to(start.dtype).reshape(start.shape)
@@ -170,68 +191,54 @@ class Derivatives:
     ) -> list[Any]:
         """The gradient of each differentiable slot that ``needs`` asks for (None for the
         others), in its input's dtype and shape, made by one launch of the adjoint."""
-        for slot, need in enumerate(needs):
-            if need and self._slot_gradients[slot] is None:
-                raise EagleValueError(
-                    f"needs[{slot}] is True, but the kernel never reads the initial value of "
-                    f"output {self._output_names[slot - len(values)]!r} (or adds into it), so "
-                    "its adjoint has no gradient for it; pass False there"
-                )
         device = first_tensor(values, cotangents).device
-        real = compute_dtype(*values, *cotangents)
+        dtypes = {t.dtype for t in values}
+        dtypes.update(t.dtype for t in cotangents)
+        real = torch.float64 if torch.float64 in dtypes else torch.float32
         # An adjoint that runs its own loop is specialised for a fresh call: it writes the
         # lane gradients (no zeroing first) and reads a broadcast cotangent (the gradient
         # of a sum) as its one element (no copy). The GEMM route adds into zeroed planes.
-        fresh = self._adjoint_loops(device, {t.dtype for t in (*values, *cotangents)})
-        broadcast = tuple(
-            plane.name
-            for plane, bar in zip(self._outputs, cotangents, strict=True)
-            # (the adjoint needs a lane plane left to count its lanes: a Scalar input)
-            if fresh
-            and self._has_lane_input
-            and plane.kind == "output"
-            and bar.stride(0) == 0
-            and bar.numel()  # zero lanes: no element to read
+        fresh = self._adjoint_loops(device, dtypes)
+        broadcast = (
+            tuple(
+                plane.name
+                for plane, bar in zip(self._outputs, cotangents, strict=True)
+                if plane.kind == "output" and bar.stride(0) == 0 and bar.numel()
+            )
+            # (the adjoint needs a lane plane left to count its lanes: a Scalar input; zero
+            # lanes have no element to read)
+            if fresh and self._has_lane_input
+            else ()
         )
         key = (tuple(needs), fresh, broadcast)
-        adjoint = self._backward_runners.get(key)
-        if adjoint is None:
-            adjoint = self._backward_runners[key] = self._backward_adjoint(needs, fresh, broadcast)
-        names = list(self._input_names)
+        backward = self._backward_runners.get(key)
+        if backward is None:
+            backward = self._backward_runners[key] = self._backward(needs, fresh, broadcast)
         tensors = [contiguous(value) for value in values]
-        for plane, start, bar in zip(self._outputs, initials, cotangents, strict=True):
-            if plane.name in adjoint.takes:  # the value it held before the launch
-                names.append(plane.name)
-                tensors.append(_held(start, bar))
-        for plane, name, bar in zip(self._outputs, self._cotangent_names, cotangents, strict=True):
-            names.append(name)
-            tensors.append(bar if plane.name in broadcast else contiguous(bar))
+        for position in backward.held:  # the value each held output had before the launch
+            tensors.append(_held(initials[position], cotangents[position]))
+        for position, bar in enumerate(cotangents):
+            tensors.append(bar if position in backward.one else contiguous(bar))
         results: list[Any] = [None] * len(needs)
-        likes: list[Any] = [None] * len(needs)
-        for slot, need in enumerate(needs):
-            if not need:
-                continue
-            plane_name = self._slot_gradients[slot]
-            assert plane_name is not None  # refused above
-            like = likes[slot] = self._grad_like(slot, values, initials, cotangents)
-            if not fresh:  # the routed products add into planes of the primal's dtype
-                gradient = torch.zeros(like.shape, dtype=like.dtype, device=device)
-            elif self._lane_slots[slot]:
-                gradient = torch.empty(like.shape, dtype=like.dtype, device=device)
-            else:  # summed over lanes: in the compute dtype, rounded once
+        for slot, made in backward.made:
+            like = self._grad_like(slot, values, initials, cotangents)
+            if made == "summed":  # summed over lanes: in the compute dtype, rounded once
                 gradient = torch.zeros(like.shape, dtype=real, device=device)
-            names.append(plane_name)
+                results[slot] = (gradient, like.dtype)
+            else:
+                gradient = _MAKE[made](like.shape, dtype=like.dtype, device=device)
+                results[slot] = gradient
             tensors.append(gradient)
-            results[slot] = gradient
-        if adjoint.adds:
+        if backward.adjoint.adds:
             refuse_nondeterminism(
                 f"the backward of the eagle.torch op of hawk kernel {self.kernel.name!r}", device
             )
-        adjoint.runner.run(tuple(names), tensors, device)
-        return [
-            g if g is None or g.dtype == like.dtype else g.to(like.dtype)
-            for g, like in zip(results, likes, strict=True)
-        ]
+        backward.adjoint.runner.run(backward.names, tensors, device)
+        for slot, made in backward.made:
+            if made == "summed":
+                gradient, dtype = results[slot]
+                results[slot] = gradient if gradient.dtype == dtype else gradient.to(dtype)
+        return results
 
     def _adjoint_loops(self, device: torch.device, dtypes: set[torch.dtype]) -> bool:
         """True when the adjoint over tensors of ``dtypes`` on ``device`` runs its own loop
@@ -247,6 +254,38 @@ class Derivatives:
                 self.adjoint.route(side, DTYPE_NAMES[dtype]) == "loop"
             )
         return loops
+
+    def _backward(
+        self, needs: Sequence[bool], fresh: bool, broadcast: tuple[str, ...]
+    ) -> _Backward:
+        """The backward for these needs (:meth:`_backward_adjoint`), with the planes it
+        takes in order and how each call fills them.
+
+        Raises:
+            ValueError: ``needs`` asks for a gradient the kernel has not.
+        """
+        for slot, need in enumerate(needs):
+            if need and self._slot_gradients[slot] is None:
+                raise EagleValueError(
+                    f"needs[{slot}] is True, but the kernel never reads the initial value of "
+                    f"output {self._output_names[slot - len(self._inputs)]!r} (or adds into "
+                    "it), so its adjoint has no gradient for it; pass False there"
+                )
+        adjoint = self._backward_adjoint(needs, fresh, broadcast)
+        held = tuple(i for i, name in enumerate(self._output_names) if name in adjoint.takes)
+        made = tuple(
+            (slot, "zeros" if not fresh else "empty" if self._lane_slots[slot] else "summed")
+            for slot, need in enumerate(needs)
+            if need
+        )
+        names = (
+            *self._input_names,
+            *(self._output_names[i] for i in held),
+            *self._cotangent_names,
+            *(cast(str, self._slot_gradients[slot]) for slot, _ in made),
+        )
+        one = frozenset(self._output_names.index(name) for name in broadcast)
+        return _Backward(adjoint, names, held, one, made)
 
     def _backward_adjoint(
         self, needs: Sequence[bool], fresh: bool, broadcast: tuple[str, ...]

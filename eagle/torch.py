@@ -39,10 +39,10 @@ Importing this module needs PyTorch; ``import eagle`` never imports it.
 
 from __future__ import annotations
 
-import functools
 import math
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from eagle.errors import EagleImportError, EagleOverflowError, EagleTypeError, EagleValueError
@@ -179,6 +179,13 @@ class Function:
         self._outputs = tuple(p for p in planes if p.kind in _OUTPUTS)
         self._input_names = tuple(p.name for p in self._inputs)
         self._output_names = tuple(p.name for p in self._outputs)
+        self._slots = (
+            *(_Slot.of(p, initial=False) for p in self._inputs),
+            *(_Slot.of(p, initial=True) for p in self._outputs),
+        )
+        self._output_slots = self._slots[len(self._inputs) :]
+        self._param_slots = tuple(i for i, p in enumerate(self._inputs) if p.kind == "param")
+        self._param_names = frozenset(self._input_names[i] for i in self._param_slots)
         # outputs the kernel reads before writing them start at zero (others, uninitialised)
         read = hawk.diff.gradient_planes(kernel)
         self._reads_first = tuple(p.name in read for p in self._outputs)
@@ -236,145 +243,143 @@ class Function:
                 f"{', '.join(self._input_names) or '(none)'} and its initial values "
                 f"{', '.join(self._output_names)}"
             )
-        dtype, real, device = self._check(values, initials)
-        count = self._check_lanes(values, initials, lanes)
-        for slot, plane in enumerate(self._inputs):
-            if plane.kind == "param" and not isinstance(values[slot], torch.Tensor):
-                values[slot] = _constant(float(values[slot]), real, device)
-        if autograd.dispatched(values, initials):
-            return self.op(*values, *initials, count, dtype, self.key)
-        if autograd.tracked(values, initials):
-            return autograd.Forward.apply(self, count, dtype, *values, *initials)
+        dtype, real, device, lengths = self._check(values, initials)
+        count = self._check_lanes(lengths, lanes)
+        for index in self._param_slots:
+            if not isinstance(values[index], torch.Tensor):
+                values[index] = _constant(float(values[index]), real, device)
+        if autograd.dispatched(values, initials):  # compiled code takes the lanes from the planes
+            return self.op(*values, *initials, -1 if lengths else count, dtype, self.key)
+        recorder = autograd.recorder(values, initials)
+        if recorder is not None:
+            return recorder.apply(self, count, dtype, *values, *initials)
         return self._forward(values, initials, count, dtype)
 
     # -- the call's checks -------------------------------------------------------------
 
     def _check(
         self, values: list[Any], initials: list[Any]
-    ) -> tuple[torch.dtype, torch.dtype, torch.device]:
-        """The outputs' dtype, the dtype the kernel computes in, and the device, for
-        these planes (checked)."""
-        given: list[tuple[str, torch.Tensor]] = []  # the tensors that decide the dtype
-        params: list[tuple[str, torch.Tensor]] = []
-        for plane, value in zip(self._inputs, values, strict=True):
+    ) -> tuple[torch.dtype, torch.dtype, torch.device, list[tuple[str, int]]]:
+        """The outputs' dtype, the dtype the kernel computes in, the device, and the
+        length of each lane plane given (by name), for these planes (checked)."""
+        given: list[torch.Tensor] = []  # the tensors that decide the dtype
+        params: list[torch.Tensor] = []
+        lengths: list[tuple[str, int]] = []
+        for slot, value in zip(self._slots, (*values, *initials), strict=True):
             if isinstance(value, torch.Tensor):
-                self._check_tensor(plane, value, f"plane {plane.name!r}")
-                (params if plane.kind == "param" else given).append((plane.name, value))
-            elif (
-                plane.kind != "param"
-                or isinstance(value, bool)
-                or not isinstance(value, int | float)
-            ):
-                raise EagleTypeError(
-                    f"plane {plane.name!r} ({plane.declaration()}) is a {type(value).__name__}; "
-                    f"pass a tensor{' or a number (int or float)' if plane.kind == 'param' else ''}"
-                )
-        for plane, start in zip(self._outputs, initials, strict=True):
-            if start is None:
-                continue
-            if not isinstance(start, torch.Tensor):
-                raise EagleTypeError(
-                    f"the initial value of {plane.name!r} ({plane.declaration()}) is a "
-                    f"{type(start).__name__}; pass a tensor, or leave it out to start at zero"
-                )
-            self._check_tensor(plane, start, f"the initial value of {plane.name!r}")
-            given.append((plane.name, start))
+                if value.dtype not in DTYPE_NAMES:
+                    raise EagleTypeError(
+                        f"{slot.what} is a {value.dtype} tensor; hawk planes are {_DTYPE_LIST} "
+                        "(convert it with .float() or .double())"
+                    )
+                if slot.lane:
+                    if value.dim() != 1:
+                        raise EagleValueError(
+                            f"{slot.what} ({slot.plane.declaration()}) takes a 1-D tensor with "
+                            f"one value per lane, not shape {tuple(value.shape)}; pass "
+                            ".reshape(-1) if its values are the lanes"
+                        )
+                    lengths.append((slot.plane.name, value.shape[0]))
+                elif slot.param:
+                    if value.numel() != 1:
+                        raise EagleValueError(
+                            f"{slot.what} is a Param: pass a number or a one-element tensor, "
+                            f"not shape {tuple(value.shape)}"
+                        )
+                    params.append(value)
+                    continue
+                elif slot.size is not None and value.numel() != slot.size:
+                    raise EagleValueError(
+                        f"{slot.what} is {slot.plane.declaration()}: pass a tensor of its "
+                        f"{slot.size} values (shape {slot.plane.shape}, read row-major), not "
+                        f"shape {tuple(value.shape)}"
+                    )
+                given.append(value)
+            elif value is not None or not slot.initial:
+                _refuse_value(slot, value)
         tensors = given + params
         if not tensors:
             raise EagleTypeError(
                 f"pass at least one plane of kernel {self.kernel.name!r} as a tensor; its "
                 "device is where the kernel runs"
             )
-        first_name, first = tensors[0]
-        for name, tensor in tensors[1:]:
+        device = tensors[0].device
+        for tensor in tensors:
+            if tensor.device != device:
+                self._refuse_devices(values, initials)
+        # Params are like torch's scalars: they decide the outputs' dtype only when they
+        # are the only tensors
+        deciding = given or params
+        dtype = deciding[0].dtype
+        for tensor in deciding:
+            if tensor.dtype != dtype:
+                dtype = torch.promote_types(dtype, tensor.dtype)
+        wide = any(t.dtype == torch.float64 for t in tensors)
+        real = torch.float64 if wide else torch.float32
+        for index in self._param_slots:
+            if not isinstance(values[index], torch.Tensor):
+                _check_number(self._inputs[index].name, values[index], real)
+        return dtype, real, device, lengths
+
+    def _refuse_devices(self, values: list[Any], initials: list[Any]) -> None:
+        """Raise for tensors on two devices, naming two of them."""
+        named = [
+            (slot.plane.name, value)
+            for slot, value in zip(self._slots, (*values, *initials), strict=True)
+            if isinstance(value, torch.Tensor)
+        ]
+        named.sort(key=lambda item: item[0] in self._param_names)  # as the dtype: Params last
+        first_name, first = named[0]
+        for name, tensor in named[1:]:
             if tensor.device != first.device:
                 raise EagleValueError(
                     f"plane {name!r} is on {tensor.device} but plane {first_name!r} is on "
                     f"{first.device}; pass every tensor on one device (a Param may be a number)"
                 )
-        # Params are like torch's scalars: they decide the outputs' dtype only when they
-        # are the only tensors
-        dtype = functools.reduce(torch.promote_types, (t.dtype for _, t in given or params))
-        wide = any(t.dtype == torch.float64 for _, t in tensors)
-        real = torch.float64 if wide else torch.float32
-        for plane, value in zip(self._inputs, values, strict=True):
-            if plane.kind == "param" and not isinstance(value, torch.Tensor):
-                _check_number(plane.name, value, real)
-        return dtype, real, first.device
 
-    def _check_tensor(self, plane: Plane, tensor: torch.Tensor, what: str) -> None:
-        if tensor.dtype not in DTYPE_NAMES:
-            raise EagleTypeError(
-                f"{what} is a {tensor.dtype} tensor; hawk planes are {_DTYPE_LIST} (convert "
-                "it with .float() or .double())"
-            )
-        shape = tuple(tensor.shape)
-        if plane.is_lane and tensor.dim() != 1:
-            raise EagleValueError(
-                f"{what} ({plane.declaration()}) takes a 1-D tensor with one value per lane, not "
-                f"shape {shape}; pass .reshape(-1) if its values are the lanes"
-            )
-        if plane.kind == "param" and tensor.numel() != 1:
-            raise EagleValueError(
-                f"{what} is a Param: pass a number or a one-element tensor, not shape {shape}"
-            )
-        declared = plane.shape
-        if declared is not None and tensor.numel() != math.prod(declared):
-            raise EagleValueError(
-                f"{what} is {plane.declaration()}: pass a tensor of its {math.prod(declared)} "
-                f"values (shape {declared}, read row-major), not shape {shape}"
-            )
-
-    def _check_lanes(self, values: list[Any], initials: list[Any], lanes: Any) -> Any:
-        """The lane count the registered op takes: -1 when the lane planes give it."""
-        given = self._lane_tensors(values, initials)
-        for name, tensor in given[1:]:
-            if tensor.shape[0] != given[0][1].shape[0]:
+    def _check_lanes(self, lengths: list[tuple[str, int]], lanes: Any) -> Any:
+        """The lane count, from the lane planes' ``lengths`` or ``lanes`` (checked)."""
+        for name, length in lengths[1:]:
+            if length != lengths[0][1]:
                 raise EagleValueError(
-                    f"plane {name!r} has {tensor.shape[0]} values but plane {given[0][0]!r} has "
-                    f"{given[0][1].shape[0]}; every lane plane (Scalar, Mutable[Scalar]) holds "
+                    f"plane {name!r} has {length} values but plane {lengths[0][0]!r} has "
+                    f"{lengths[0][1]}; every lane plane (Scalar, Mutable[Scalar]) holds "
                     "one value per lane"
                 )
         if lanes is None:
-            if not given and self._default_lanes is None:
+            if lengths:
+                return lengths[0][1]
+            if self._default_lanes is None:
                 raise EagleTypeError(
                     f"kernel {self.kernel.name!r} has no lane plane among those given; pass lanes=N"
                 )
-            return -1 if given or self._default_lanes is None else self._default_lanes
+            return self._default_lanes
         if isinstance(lanes, bool) or not isinstance(lanes, int | torch.SymInt):
             raise EagleTypeError(f"lanes must be an int (the lane count), not {lanes!r}")
         if lanes < 0:
             raise EagleValueError(f"lanes must be a lane count, 0 or more, not {lanes}")
-        if given and given[0][1].shape[0] != lanes:
-            name, tensor = given[0]
+        if lengths and lengths[0][1] != lanes:
+            name, length = lengths[0]
             raise EagleValueError(
-                f"lanes={lanes}, but plane {name!r} has {tensor.shape[0]} values, one per "
+                f"lanes={lanes}, but plane {name!r} has {length} values, one per "
                 f"lane; leave lanes out (the lane planes give the count)"
             )
-        if not given and self._default_lanes not in (None, lanes):
+        if not lengths and self._default_lanes not in (None, lanes):
             raise EagleValueError(
                 f"lanes={lanes}, but kernel {self.kernel.name!r} has {self._default_lanes} "
                 "lanes (its contraction's product); leave lanes out"
             )
-        return -1 if given else lanes
+        return lanes
 
     # -- the forward -------------------------------------------------------------------
 
-    def _lane_tensors(
-        self, values: Sequence[Any], initials: Sequence[Any]
-    ) -> list[tuple[str, torch.Tensor]]:
-        """The lane planes (Scalar inputs, Mutable[Scalar] initial values) given, by name."""
-        planes = (*self._inputs, *self._outputs)
-        return [
-            (plane.name, tensor)
-            for plane, tensor in zip(planes, (*values, *initials), strict=True)
-            if plane.is_lane and tensor is not None
-        ]
-
     def _count(self, values: Sequence[Any], initials: Sequence[Any], lanes: Any) -> Any:
-        """The lane count: the lane planes' length, or ``lanes``."""
-        given = self._lane_tensors(values, initials)
-        return given[0][1].shape[0] if given else lanes
+        """The lane count: the lane planes' length, or ``lanes`` (-1: the lane planes
+        give it)."""
+        for slot, tensor in zip(self._slots, (*values, *initials), strict=True):
+            if slot.lane and tensor is not None:
+                return tensor.shape[0]
+        return lanes
 
     def _forward_fake(
         self, values: Sequence[Any], initials: Sequence[Any], lanes: Any, dtype: torch.dtype
@@ -391,28 +396,73 @@ class Function:
         self, values: Sequence[Any], initials: Sequence[Any], lanes: Any, dtype: torch.dtype
     ) -> Any:
         """The op's forward: the outputs, new tensors of ``dtype``."""
-        count = self._count(values, initials, lanes)
+        count = lanes if lanes >= 0 else self._count(values, initials, lanes)
         device = first_tensor(values, initials).device
         real = compute_dtype(*values, *initials)
         outputs = []
-        for plane, start, reads in zip(self._outputs, initials, self._reads_first, strict=True):
-            if plane.kind == "accumulator":  # summed in the compute dtype, rounded once
-                outputs.append(
-                    torch.zeros(_shape(plane), dtype=real, device=device)
-                    if start is None
-                    else _copy(start, real).reshape(_shape(plane))
-                )
-            elif start is not None:
-                outputs.append(_copy(start, dtype))
-            else:
+        for slot, start, reads in zip(self._output_slots, initials, self._reads_first, strict=True):
+            if start is None and slot.lane:
                 outputs.append(
                     (torch.zeros if reads else torch.empty)(count, dtype=dtype, device=device)
+                )
+            elif slot.lane:
+                outputs.append(_copy(start, dtype))
+            else:  # an accumulator: summed in the compute dtype, rounded once
+                shape = _shape(slot.plane)
+                outputs.append(
+                    torch.zeros(shape, dtype=real, device=device)
+                    if start is None
+                    else _copy(start, real).reshape(shape)
                 )
         if self._forward_adds:
             refuse_nondeterminism(f"the eagle.torch op of hawk kernel {self.kernel.name!r}", device)
         self._forward_runner.run(self._forward_names, [*map(contiguous, values), *outputs], device)
-        results = [out if out.dtype == dtype else out.to(dtype) for out in outputs]
-        return results[0] if len(results) == 1 else tuple(results)
+        if len(outputs) == 1:
+            out = outputs[0]
+            return out if out.dtype == dtype else out.to(dtype)
+        return tuple(out if out.dtype == dtype else out.to(dtype) for out in outputs)
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """What a call checks of a plane it takes (an input, or an output's initial value),
+    worked out once per function: its plane, whether it is a Param or a lane plane, a
+    table's declared number of values (None: any), and how errors name it."""
+
+    plane: Plane
+    initial: bool
+    param: bool
+    lane: bool
+    size: int | None
+    what: str
+
+    @classmethod
+    def of(cls, plane: Plane, *, initial: bool) -> _Slot:
+        shape = plane.shape
+        return cls(
+            plane,
+            initial,
+            param=plane.kind == "param",
+            lane=plane.is_lane,
+            size=None if shape is None else math.prod(shape),
+            what=f"the initial value of {plane.name!r}" if initial else f"plane {plane.name!r}",
+        )
+
+
+def _refuse_value(slot: _Slot, value: Any) -> None:
+    """Raise for ``value``, given for ``slot`` and not a tensor: it is not a number given
+    for a Param (an int or a float, not a bool), nor None for an initial value."""
+    plane = slot.plane
+    if slot.initial:
+        raise EagleTypeError(
+            f"the initial value of {plane.name!r} ({plane.declaration()}) is a "
+            f"{type(value).__name__}; pass a tensor, or leave it out to start at zero"
+        )
+    if not slot.param or isinstance(value, bool) or not isinstance(value, int | float):
+        raise EagleTypeError(
+            f"plane {plane.name!r} ({plane.declaration()}) is a {type(value).__name__}; "
+            f"pass a tensor{' or a number (int or float)' if slot.param else ''}"
+        )
 
 
 def _check_number(name: str, value: int | float, real: torch.dtype) -> None:

@@ -79,3 +79,30 @@ def test_a_call_autograd_does_not_record_runs_the_forward_alone(paths):
     assert paths["eager"] == 1 and recorded.requires_grad
     (gradient,) = torch.autograd.grad(recorded.sum(), (x,))
     torch.testing.assert_close(gradient, torch.full_like(x, 0.5))
+
+
+def test_a_recorded_eager_call_reads_no_signature(monkeypatch):
+    """torch's ``Function.apply`` reads the forward's signature (``inspect.signature``) on
+    every call of a Function with a separate ``setup_context``: the plain eager route has
+    none; torch.func transforms and forward-mode AD take the one that has."""
+    import inspect
+
+    f = eagle.torch.function(k.scale_add)
+    x = torch.randn(7, dtype=torch.float64, requires_grad=True)
+    z = torch.randn(7, dtype=torch.float64)
+    f(x=x, z=z).sum().backward()  # the backward's runner made once
+    read = []
+    signature = inspect.signature
+    monkeypatch.setattr(
+        inspect, "signature", lambda *a, **kw: read.append(a) or signature(*a, **kw)
+    )
+    x.grad = None
+    f(x=x, z=z).sum().backward()
+    assert read == [] and torch.equal(x.grad, torch.full_like(x, 0.5))
+    tangent = torch.randn(7, dtype=torch.float64)
+    _, jvp = torch.func.jvp(lambda x: f(x=x, z=z), (x.detach(),), (tangent,))
+    torch.testing.assert_close(jvp, 0.5 * tangent)
+    with torch.autograd.forward_ad.dual_level():
+        dual = torch.autograd.forward_ad.make_dual(x.detach(), tangent)
+        (_, forward) = torch.autograd.forward_ad.unpack_dual(f(x=dual, z=z))
+    torch.testing.assert_close(forward, 0.5 * tangent)
