@@ -13,6 +13,7 @@ modules import this module (it needs torch).
 from __future__ import annotations
 
 import warnings
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,7 @@ __all__ = [
 _NUMPY = {getattr(torch, row.name): row.numpy for row in TABLE if row.plane is not None}
 #: the torch dtypes hawk planes take, by their names
 DTYPE_NAMES = {torch_dtype: dtype.name for torch_dtype, dtype in _NUMPY.items()}
-_CACHED_BINDINGS = 32  # bound launches kept per plan, keyed by their tensors' addresses
+_CACHED_BINDINGS = 32  # bound launches kept per plan (the most recently used), by address
 
 
 def _host_values(tensor: torch.Tensor) -> np.ndarray:
@@ -63,14 +64,15 @@ _current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # to
 class Runner:
     """Runs a plan (or an adjoint plan) over tensors: host tensors through numpy
     views; CUDA tensors through a binding cached by the tensors' addresses and
-    sizes, prepared for and launched on torch's current stream (a routed plan's
-    cuBLAS handle for a capturing stream is the one made during the warm-up on it).
+    sizes (the most recently used of them kept), prepared for and launched
+    on torch's current stream (a routed plan's cuBLAS handle for a capturing stream is
+    the one made during the warm-up on it).
     The planes named in ``one`` take a broadcast (stride-0) tensor as its one element."""
 
     def __init__(self, plan: Any, one: frozenset[str] = frozenset()) -> None:
         self._plan = plan
         self._one = one
-        self._bound: dict[tuple, Any] = {}
+        self._bound: OrderedDict[tuple, Any] = OrderedDict()
 
     def run(self, names: tuple[str, ...], tensors: list[Any], device: torch.device) -> None:
         if device.type != "cuda":
@@ -79,10 +81,12 @@ class Runner:
             return
         index = device.index if device.index is not None else torch.cuda.current_device()
         stream = _current_raw_stream(index) if _current_raw_stream else _raw_stream(device)
-        key = (names, *((t.data_ptr(), t.numel(), t.dtype) for t in tensors))
+        key = (names, *[(t.data_ptr(), t.numel(), t.dtype) for t in tensors])
         bound = self._bound.get(key)
         if bound is None:
             bound = self._bind(names, tensors, key, stream, index)
+        else:
+            self._bound.move_to_end(key)  # the least recently used goes first
         bound.launch(stream)
 
     def _host(self, name: str, tensor: Any) -> Any:
@@ -99,7 +103,7 @@ class Runner:
         with Stream.external(stream, index):  # prepared for torch's stream
             bound = self._plan.bind(**planes)
         if len(self._bound) >= _CACHED_BINDINGS:
-            del self._bound[next(iter(self._bound))]
+            self._bound.popitem(last=False)
         self._bound[key] = bound
         return bound
 

@@ -112,6 +112,46 @@ def test_a_compiled_graph_never_runs_another_function():
         torch.testing.assert_close(result, 3.0 * x)  # compiled again, for B
 
 
+class _CountingPlan:
+    """A plan whose bindings are counted, each launch recorded with its binding's planes."""
+
+    def __init__(self) -> None:
+        self.binds = 0
+        self.launched: list[dict[str, object]] = []
+
+    def bind(self, **planes: object) -> object:
+        self.binds += 1
+        launched = self.launched
+
+        class Bound:
+            def launch(self, stream: object) -> None:
+                launched.append(planes)
+
+        return Bound()
+
+
+def test_a_runner_keeps_its_most_recently_used_bindings(monkeypatch):
+    """Two allocations alternating (torch's allocator handing a step's tensors back)
+    amid a stream of new ones bind once each: a hit is refreshed, the least recently
+    used binding is the one dropped."""
+    monkeypatch.setattr(_torch_runner, "_current_raw_stream", lambda index: 0)
+    monkeypatch.setattr(_torch_runner._holder, "address_view", lambda tensor, one=False: tensor)
+    monkeypatch.setattr(
+        _torch_runner.Stream, "external", lambda stream, index: contextlib.nullcontext()
+    )
+    plan = _CountingPlan()
+    runner = _torch_runner.Runner(plan)
+    cuda = torch.device("cuda", 0)  # the runner's device path, over host memory
+    hot = [[torch.empty(8)], [torch.empty(8)]]
+    steps = 3 * _torch_runner._CACHED_BINDINGS
+    for step in range(steps):
+        runner.run(("y",), hot[step % 2], cuda)
+        runner.run(("y",), [torch.empty(8 + step)], cuda)  # a new address every step
+    assert plan.binds == 2 + steps
+    assert len(runner._bound) == _torch_runner._CACHED_BINDINGS
+    assert plan.launched[-2]["y"] is hot[1][0]  # each launch with its own binding
+
+
 # -- torch.use_deterministic_algorithms ----------------------------------------------------
 
 
