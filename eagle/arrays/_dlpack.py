@@ -203,8 +203,11 @@ class Imported:
             weakref.finalize(self, _call_deleter, function, address).atexit = False
 
 
+_DELETER = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)  # made once: each PYFUNCTYPE is a new class
+
+
 def _call_deleter(function: int, managed: int) -> None:
-    ctypes.PYFUNCTYPE(None, ctypes.c_void_p)(function)(managed)
+    _DELETER(function)(managed)
 
 
 def compact(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
