@@ -7,8 +7,12 @@ Nothing here reaches the network: no intersphinx, no remote images.
 
 from __future__ import annotations
 
+import ast
+import builtins
+import html
 import importlib
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,12 +34,13 @@ extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
+    "sphinx.ext.viewcode",  # [source] links to highlighted module sources, made offline
 ]
 
 exclude_patterns = ["_build", "_scripts", "_ext"]
 
 myst_heading_anchors = 3
-myst_enable_extensions = ["colon_fence", "substitution"]
+myst_enable_extensions = ["colon_fence", "deflist", "substitution"]
 # ``{{ name }}`` on a page: a table or a phrase generated from the code and the recorded
 # benchmark figures when the site is built (docs/_ext/facts.py), never typed by hand.
 myst_substitutions = facts.substitutions()
@@ -62,9 +67,11 @@ nitpick_ignore_regex = [
 ]
 
 html_theme = "furo"
-html_title = "eagle + hawk"
+html_title = f"eagle + hawk {release}"
 html_static_path = ["_static"]
 html_css_files = ["eagle.css"]
+# copy buttons on code, scroll cues on wide tables (docs/_static/eagle.js: no network)
+html_js_files = ["eagle.js"]
 
 # The hawk declarations are annotations, never called: their entries show how they are
 # written instead of ``(*args, **kwargs)``.
@@ -80,17 +87,118 @@ DECLARATION_USAGE = {
 # rendered page shows a note in its place.
 GPU_MARK = "<!-- gpu -->"
 GPU_NOTE = '<p class="needs-gpu">Needs a CUDA GPU</p>'
+# A ```text fence after this marker is what the example before it prints (the tests check
+# it); the rendered page labels it.
+OUTPUT_MARK = "<!-- output -->"
+OUTPUT_NOTE = '<p class="example-output">Output</p>'
+# ``<!-- requires cupy -->`` right before an example (or its GPU marker) makes the tests
+# skip that example where the module is not installed; the page says so.
+REQUIRES_MARK = re.compile(r"^<!-- requires ([\w.]+) -->$")
+MODULE_NAMES = {"cupy": "CuPy", "torch": "PyTorch"}
+
+
+def _requires_note(module: str) -> str:
+    return f'<p class="needs-gpu">Needs {MODULE_NAMES.get(module, module)}</p>'
 
 
 def with_gpu_notes(text: str) -> str:
-    """``text`` with a visible note before each line that is the GPU marker."""
-    return "\n".join(
-        f"{GPU_NOTE}\n\n{line}" if line.strip() == GPU_MARK else line for line in text.split("\n")
+    """``text`` with a visible note before each line that is the GPU marker, the output
+    marker, or an example's module requirement."""
+    lines = text.split("\n")
+    shown = []
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        following = lines[index + 1].strip() if index + 1 < len(lines) else ""
+        required = REQUIRES_MARK.match(stripped)
+        if stripped == GPU_MARK:
+            shown.append(f"{GPU_NOTE}\n\n{line}")
+        elif stripped == OUTPUT_MARK:
+            shown.append(f"{OUTPUT_NOTE}\n\n{line}")
+        elif required and following in (GPU_MARK, "```python"):
+            shown.append(f"{_requires_note(required.group(1))}\n\n{line}")
+        else:
+            shown.append(line)
+    return "\n".join(shown)
+
+
+def _bound(tree: ast.AST) -> set[str]:
+    """The names a piece of code binds: assignments, imports, definitions, parameters."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            names.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+    return names
+
+
+def _loaded(tree: ast.AST) -> list[str]:
+    """The names a piece of code reads, in order of first use."""
+    reads = sorted(
+        (node.lineno, node.col_offset, node.id)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
     )
+    return list(dict.fromkeys(name for _, _, name in reads))
+
+
+CONTINUES_SHOWN = 5  # names listed in a continuation note; more are counted
+
+
+def continued_names(text: str) -> dict[int, list[str]]:
+    """For each ```python fence of a page (by the line index of its opening) that reads
+    names an earlier fence bound, those names."""
+    lines = text.split("\n")
+    earlier: set[str] = set()
+    found: dict[int, list[str]] = {}
+    index = 0
+    while index < len(lines):
+        if lines[index].strip() != "```python":
+            index += 1
+            continue
+        end = next((i for i in range(index + 1, len(lines)) if lines[i].strip() == "```"), None)
+        if end is None:
+            break
+        try:
+            tree = ast.parse("\n".join(lines[index + 1 : end]))
+        except SyntaxError:
+            index = end + 1
+            continue
+        mine = _bound(tree)
+        free = [n for n in _loaded(tree) if n in earlier - mine and n not in vars(builtins)]
+        if free:
+            found[index] = free
+        earlier |= mine
+        index = end + 1
+    return found
+
+
+def with_continuation_notes(text: str) -> str:
+    """``text`` with a note before each example that goes on from earlier ones, naming what
+    it uses from them (before the example's own markers)."""
+    lines = text.split("\n")
+    for index, names in sorted(continued_names(text).items(), reverse=True):
+        shown = ", ".join(f"<code>{html.escape(n)}</code>" for n in names[:CONTINUES_SHOWN])
+        if len(names) > CONTINUES_SHOWN:
+            shown += f" and {len(names) - CONTINUES_SHOWN} more"
+        note = f'<p class="continues">Continues the code above: uses {shown}.</p>\n'
+        at = index
+        while at > 0 and (
+            lines[at - 1].strip() == GPU_MARK or REQUIRES_MARK.match(lines[at - 1].strip())
+        ):
+            at -= 1
+        lines.insert(at, note)
+    return "\n".join(lines)
 
 
 def _gpu_notes(app, docname, source):
-    source[0] = with_gpu_notes(source[0])
+    source[0] = with_gpu_notes(with_continuation_notes(source[0]))
 
 
 def _skip_field_aliases(app, what, name, obj, skip, options):

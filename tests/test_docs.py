@@ -2,20 +2,24 @@
 
 Also the ``>>>`` examples in the docstrings of every eagle and hawk module.
 
-Every ```python fence of a page under docs/ is an example. A page's examples run in
-order in one namespace, as a reader would run them. A fence right after a
-``<!-- gpu -->`` line needs a device: the host test skips it, and the test marked
-``gpu`` runs the page's examples, host and device, in order. A page with a
-``<!-- requires torch -->`` line needs that module: where it is not installed (CI),
-its tests skip. Examples are compiled
-against the page's own path and line numbers, so a traceback points into the page
-and ``inspect.getsource`` (which hawk uses) reads the kernel from it.
+Every ```python fence of a page under docs/ (the API pages and the how-to guides too) is
+an example. A page's examples run in order in one namespace, as a reader would run them.
+A fence right after a ``<!-- gpu -->`` line needs a device: the host test skips it, and
+the test marked ``gpu`` runs the page's examples, host and device, in order. A page with a
+``<!-- requires torch -->`` line needs that module: where it is not installed (CI), its
+tests skip; the same line right before one example (or its ``<!-- gpu -->`` line) skips
+that example alone. A ```text fence after an ``<!-- output -->`` line, right after an
+example, is what the example prints: the test compares them. Examples are compiled
+against the page's own path and line numbers, so a traceback points into the page and
+``inspect.getsource`` (which hawk uses) reads the kernel from it.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import doctest
+import io
 import importlib
 import importlib.util
 import inspect
@@ -31,10 +35,17 @@ from typing import Any
 import pytest
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-PAGES = sorted(DOCS.glob("*.md"))
+# the guide's pages: the top level and the how-to guides
+PAGES = sorted(DOCS.glob("*.md")) + sorted((DOCS / "howto").glob("*.md"))
 API_PAGES = sorted((DOCS / "api").glob("*.md"))
 GPU_MARK = "<!-- gpu -->"
-REQUIRES = re.compile(r"^<!-- requires ([\w.]+) -->$", re.M)
+OUTPUT_MARK = "<!-- output -->"
+REQUIRES = re.compile(r"^<!-- requires ([\w.]+) -->$")
+
+
+def shown(page: Path) -> str:
+    """``page``'s path under docs/, as test ids and messages name it."""
+    return page.relative_to(DOCS).as_posix() if page.is_relative_to(DOCS) else page.name
 
 # The modules whose public names the API pages (docs/api/) document and this file checks.
 API_MODULES = (
@@ -77,17 +88,44 @@ class Example:
     line: int  # the line of the fence's first code line, 1-based
     source: str
     gpu: bool
+    output: str | None = None  # what it prints, from the ```text fence after it
+    requires: tuple[str, ...] = ()  # modules this example alone needs
 
     def run(self, namespace: dict[str, Any]) -> None:
+        """Run the example in ``namespace``; check what it prints where the page shows it."""
         padded = "\n" * (self.line - 1) + self.source
-        exec(compile(padded, str(self.page), "exec"), namespace)
+        code = compile(padded, str(self.page), "exec")
+        if self.output is None:
+            exec(code, namespace)
+            return
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(code, namespace)
+        assert _lines(printed.getvalue()) == _lines(self.output), (
+            f"docs/{shown(self.page)}:{self.line}: the example prints\n{printed.getvalue()}"
+            f"but the page shows\n{self.output}"
+        )
+
+
+def _lines(text: str) -> list[str]:
+    return [line.rstrip() for line in text.strip("\n").splitlines()]
+
+
+def _fence(lines: list[str], start: int, page: Path) -> int:
+    """The index of the line closing the fence opened at ``start``."""
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].strip() == "```"), None)
+    if end is None:
+        raise ValueError(f"{shown(page)}:{start + 1}: the fence is never closed")
+    return end
 
 
 def examples(page: Path) -> list[Example]:
-    """The ```python fences of ``page``, in order; a fence after ``GPU_MARK`` needs a device.
+    """The ```python fences of ``page``, in order; a fence after ``GPU_MARK`` needs a device,
+    a ```text fence after ``OUTPUT_MARK`` is the output of the example before it.
 
     Raises:
-        ValueError: an unclosed fence, or a ``GPU_MARK`` not right before a python fence.
+        ValueError: an unclosed fence, a ``GPU_MARK`` not right before a python fence, or
+            an ``OUTPUT_MARK`` not right before a text fence that follows an example.
     """
     lines = page.read_text().splitlines()
     found: list[Example] = []
@@ -97,52 +135,90 @@ def examples(page: Path) -> list[Example]:
         if text == GPU_MARK and not (
             index + 1 < len(lines) and lines[index + 1].strip() == "```python"
         ):
-            raise ValueError(f"{page.name}:{index + 1}: {GPU_MARK} must sit right before a fence")
+            raise ValueError(f"{shown(page)}:{index + 1}: {GPU_MARK} must sit right before a fence")
+        if text == OUTPUT_MARK:
+            raise ValueError(
+                f"{shown(page)}:{index + 1}: {OUTPUT_MARK} must sit right before a ```text "
+                "fence, after a python example (one blank line between)"
+            )
         if text != "```python":
             index += 1
             continue
-        end = next((i for i in range(index + 1, len(lines)) if lines[i].strip() == "```"), None)
-        if end is None:
-            raise ValueError(f"{page.name}:{index + 1}: the python fence is never closed")
+        end = _fence(lines, index, page)
         gpu = index > 0 and lines[index - 1].strip() == GPU_MARK
+        marks = lines[index - 2 if gpu else index - 1] if index > (1 if gpu else 0) else ""
+        required = REQUIRES.match(marks.strip())
         source = "\n".join(lines[index + 1 : end]) + "\n"
-        found.append(Example(page, index + 2, source, gpu))
+        output = None
+        after = end + 1
+        while after < len(lines) and not lines[after].strip():
+            after += 1
+        if after + 1 < len(lines) and lines[after].strip() == OUTPUT_MARK:
+            if lines[after + 1].strip() != "```text":
+                raise ValueError(f"{shown(page)}:{after + 1}: {OUTPUT_MARK} needs a ```text fence")
+            closing = _fence(lines, after + 1, page)
+            output = "\n".join(lines[after + 2 : closing]) + "\n"
+            end = closing
+        requires = (required.group(1),) if required else ()
+        found.append(Example(page, index + 2, source, gpu, output, requires))
         index = end + 1
     return found
 
 
 def required_modules(page: Path) -> list[str]:
-    """The modules the page's ``<!-- requires ... -->`` lines name."""
-    return REQUIRES.findall(page.read_text())
+    """The modules the page's ``<!-- requires ... -->`` lines name for the whole page (not
+    those right before one example)."""
+    lines = page.read_text().splitlines()
+    found = []
+    for index, line in enumerate(lines):
+        match = REQUIRES.match(line.strip())
+        following = lines[index + 1].strip() if index + 1 < len(lines) else ""
+        if match and following not in (GPU_MARK, "```python"):
+            found.append(match.group(1))
+    return found
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 def _run_page(page: Path, *, gpu: bool) -> int:
     """Run the page's examples in order, in one namespace; return how many ran (skip the
-    test where a module the page requires is not installed)."""
+    test where a module the page requires is not installed, and an example whose own
+    module is not)."""
     for module in required_modules(page):
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f"docs/{page.name} requires {module}, which is not installed")
-    chosen = [example for example in examples(page) if gpu or not example.gpu]
+        if not _installed(module):
+            pytest.skip(f"docs/{shown(page)} requires {module}, which is not installed")
+    chosen = [
+        example
+        for example in examples(page)
+        if (gpu or not example.gpu) and all(_installed(m) for m in example.requires)
+    ]
     namespace: dict[str, Any] = {"__name__": f"docs_{page.stem}"}
     for example in chosen:
         example.run(namespace)
     return len(chosen)
 
 
-HOST_PAGES = [page for page in PAGES if any(not e.gpu for e in examples(page))]
-GPU_PAGES = [page for page in PAGES if any(e.gpu for e in examples(page))]
+def _runnable(page: Path, *, gpu: bool) -> int:
+    return sum(
+        (gpu or not e.gpu) and all(_installed(m) for m in e.requires) for e in examples(page)
+    )
 
 
-@pytest.mark.parametrize("page", HOST_PAGES, ids=lambda page: page.name)
+HOST_PAGES = [page for page in PAGES + API_PAGES if any(not e.gpu for e in examples(page))]
+GPU_PAGES = [page for page in PAGES + API_PAGES if any(e.gpu for e in examples(page))]
+
+
+@pytest.mark.parametrize("page", HOST_PAGES, ids=shown)
 def test_host_examples_run(page):
-    ran = _run_page(page, gpu=False)
-    assert ran == sum(not example.gpu for example in examples(page))
+    assert _run_page(page, gpu=False) == _runnable(page, gpu=False)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("page", GPU_PAGES, ids=lambda page: page.name)
+@pytest.mark.parametrize("page", GPU_PAGES, ids=shown)
 def test_all_examples_run_on_a_device(page):
-    assert _run_page(page, gpu=True) == len(examples(page))
+    assert _run_page(page, gpu=True) == _runnable(page, gpu=True)
 
 
 def test_the_user_pages_have_examples():
@@ -185,12 +261,65 @@ def test_an_example_error_points_into_the_page(tmp_path):
     assert (info.traceback[-1].path, info.traceback[-1].lineno + 1) == (page, 5)
 
 
+def toctree_entries(page: Path) -> set[str]:
+    """The documents ``page``'s toctrees list, as paths under docs/ without ``.md``."""
+    base = page.parent.relative_to(DOCS)
+    found = set()
+    for toctree in re.findall(r"```\{toctree\}\n(.*?)```", page.read_text(), re.S):
+        for line in toctree.splitlines():
+            entry = line.strip()
+            if entry and not entry.startswith(":"):
+                found.add((base / entry).as_posix())
+    return found
+
+
 def test_every_page_is_in_the_toctree():
-    index = (DOCS / "index.md").read_text()
-    toctree = re.search(r"```\{toctree\}\n(.*?)```", index, re.S)
-    assert toctree, "docs/index.md has no toctree"
-    entries = {line.strip() for line in toctree.group(1).splitlines()}
-    assert {page.stem for page in PAGES} - {"index"} <= entries
+    assert toctree_entries(DOCS / "index.md"), "docs/index.md has no toctree"
+    listed = {entry for page in PAGES + [DOCS / "api.md"] for entry in toctree_entries(page)}
+    pages = {shown(page).removesuffix(".md") for page in PAGES} - {"index"}
+    assert pages - listed == set(), "pages in no toctree"
+
+
+def test_the_landing_example_is_short_and_shows_its_output():
+    first = examples(DOCS / "index.md")[0]
+    code = [line for line in first.source.splitlines() if line.strip()]
+    assert len(code) <= 10, "the landing page's first example is over ten lines"
+    assert first.output, "the landing page's first example shows no output"
+
+
+def test_an_example_output_is_checked(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("```python\nprint(1 + 1)\n```\n\n<!-- output -->\n```text\n3\n```\n")
+    (example,) = examples(page)
+    assert example.output == "3\n"
+    with pytest.raises(AssertionError, match="the page shows"):
+        example.run({})
+    page.write_text("```python\nprint(1 + 1)\n```\n\n<!-- output -->\n```text\n2\n```\n")
+    examples(page)[0].run({})
+
+
+def test_a_stray_output_mark_is_an_error(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("Some prose.\n\n<!-- output -->\n```text\n2\n```\n")
+    with pytest.raises(ValueError, match="must sit right before"):
+        examples(page)
+
+
+def test_an_example_that_requires_a_missing_module_is_skipped_alone(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nx = 1\n```\n\n<!-- requires no_such_module_here -->\n<!-- gpu -->\n"
+        "```python\nraise ValueError\n```\n\n<!-- requires no_such_module_here -->\n"
+        "```python\nraise ValueError\n```\n"
+    )
+    first, second, third = examples(page)
+    assert (first.requires, second.requires, third.requires) == (
+        (),
+        ("no_such_module_here",),
+        ("no_such_module_here",),
+    )
+    assert second.gpu and required_modules(page) == []
+    assert _run_page(page, gpu=True) == 1
 
 
 # The widest code line a page shows without scrolling. ruff formats the pages' code at
@@ -213,7 +342,7 @@ def long_code_lines(page: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("page", PAGES + API_PAGES, ids=lambda page: page.name)
+@pytest.mark.parametrize("page", PAGES + API_PAGES, ids=shown)
 def test_code_lines_fit_the_column(page):
     assert long_code_lines(page) == [], f"code lines over {CODE_WIDTH} characters"
 

@@ -452,51 +452,121 @@ def kan_figures() -> dict[str, Any]:
     }
 
 
-def bench_headline() -> str:
-    """The benchmarks' short version, from the recorded figures: one bullet per claim, then
-    the dates they were recorded."""
+def headline_figures() -> dict[str, str]:
+    """The recorded figures the short versions quote (the benchmarks' headline, the landing
+    page's bullets), as the pages print them."""
     data, limits = recorded(), _plots()
     products = data["gemm"]["rows"]
     ratios = [row["eagle"] / row["torch"] for row in products]
     bf16 = max(row["eagle"] for row in products if "bfloat16" in row["shape"])
     largest = data["route"]["rows"][-1]
-    route, size = largest["ms"], largest["shape"].rsplit("=", 1)[1]
+    route = largest["ms"]
     faster = [r["torch_autograd_ms"] / r["routed_adjoint_ms"] for r in data["diff"]["device"]]
     bandwidth = [row["tb_per_s"] for row in data["hawk"]["device"]["bandwidth"]]
-    percent = [b / limits.HBM_TB_S * 100 for b in bandwidth]
-    kan = kan_figures()
     over, step = data["torch"]["over_eager"], data["torch"]["host_us"]["mixed step"]
-    dates = sorted({section["date"] for section in data.values()})
-    products_line = (
+    return {
+        "gemm_ratio": _span(ratios, ".2f"),
+        "bf16_share": f"{bf16 / limits.DENSE16_TFLOPS:.0%}",
+        "route_routed_ms": f"{route['routed']:g}",
+        "route_cublas_ms": f"{route['raw_cublas']:g}",
+        "route_size": largest["shape"].rsplit("=", 1)[1],
+        "route_over_loop": f"{route['loop'] / route['routed']:.0f}",
+        "adjoint_over_torch": _span(faster, ".1f"),
+        "bandwidth": _span(bandwidth, ".2f"),
+        "bandwidth_share": _span([b / limits.HBM_TB_S * 100 for b in bandwidth], ".0f"),
+        "hbm": f"{limits.HBM_TB_S:g}",
+        "torch_forward": f"{over['forward']:g}",
+        "torch_backward": f"{over['forward+backward']:g}",
+        "graph_step_us": f"{step['eagle graph replay']:g}",
+        "eager_step_us": f"{step['torch eager']:g}",
+    }
+
+
+def bench_headline() -> str:
+    """The benchmarks' short version, from the recorded figures: one bullet per claim, then
+    the dates they were recorded."""
+    h, kan = headline_figures(), kan_figures()
+    dates = sorted({section["date"] for section in recorded().values()})
+    lines = [
         "- **A captured product runs at the speed of `torch.mm`** in every precision "
-        f"({_span(ratios, '.2f')} times its TFLOP/s: both call the same cuBLAS kernels); "
-        f"bfloat16 reaches {bf16 / limits.DENSE16_TFLOPS:.0%} of the dense tensor-core limit."
-    )
-    route_line = (
+        f"({h['gemm_ratio']} times its TFLOP/s: both call the same cuBLAS kernels); "
+        f"bfloat16 reaches {h['bf16_share']} of the dense tensor-core limit.",
         "- **A hawk contraction on the GEMM route** runs at the speed of cuBLAS called "
-        f"directly ({route['routed']:g} against {route['raw_cublas']:g} ms at R = U = B = "
-        f"{size}), {route['loop'] / route['routed']:.0f} times faster than its own loop; its "
-        f"routed gradient is {_span(faster, '.1f')} times faster than torch's autograd."
-    )
-    bandwidth_line = (
-        f"- **A memory-bound hawk kernel** moves {_span(bandwidth, '.2f')} TB/s "
-        f"({_span(percent, '.0f')}% of the datasheet's {limits.HBM_TB_S:g} TB/s)."
-    )
-    kan_line = (
+        f"directly ({h['route_routed_ms']} against {h['route_cublas_ms']} ms at "
+        f"R = U = B = {h['route_size']}), {h['route_over_loop']} times faster than its own "
+        f"loop; its routed gradient is {h['adjoint_over_torch']} times faster than torch's "
+        "autograd.",
+        f"- **A memory-bound hawk kernel** moves {h['bandwidth']} TB/s "
+        f"({h['bandwidth_share']}% of the datasheet's {h['hbm']} TB/s).",
         f"- **A KAN layer's training step**, captured in one graph, takes "
         f"**{kan['eagle_ms']} ms**, {kan['ratio']} times faster than the best torch variant "
-        f"({kan['torch_mode']}, {kan['torch_ms']} ms)."
-    )
-    torch_line = (
-        f"- **A hawk kernel as a torch op** (`eagle.torch`) costs {over['forward']:g} times "
+        f"({kan['torch_mode']}, {kan['torch_ms']} ms).",
+        f"- **A hawk kernel as a torch op** (`eagle.torch`) costs {h['torch_forward']} times "
         "torch eager's host time per forward call and "
-        f"**{over['forward+backward']:g}** times per forward and backward; a mixed step "
-        f"replayed from one `torch.cuda.graph` costs {step['eagle graph replay']:g} µs of "
-        f"host time against {step['torch eager']:g} µs eager."
-    )
+        f"**{h['torch_backward']}** times per forward and backward; a mixed step "
+        f"replayed from one `torch.cuda.graph` costs {h['graph_step_us']} µs of "
+        f"host time against {h['eager_step_us']} µs eager.",
+    ]
     recorded_line = f"Recorded {' to '.join(sorted({dates[0], dates[-1]}))}."
-    lines = [products_line, route_line, bandwidth_line, kan_line, torch_line]
     return "\n".join([*lines, "", recorded_line])
+
+
+# -- GPU architectures -----------------------------------------------------------------
+
+#: the oldest architecture CUDA 13 compiles for and runs (Turing)
+CUDA_OLDEST = "sm_75"
+
+#: per feature the pages name: the oldest GPU architecture it needs, and why. Every product
+#: dtype must have a row (a dtype missing here stops the build: say what it needs, then
+#: build); a row with no product dtype behind it stops it too.
+ARCHITECTURES: dict[str, tuple[str, str]] = {
+    "hawk kernels, every plane dtype": (
+        CUDA_OLDEST,
+        "the kernel is compiled for the device's own architecture; 16-bit table adds use "
+        "the hardware's atomic add where there is one (float16 from sm_70, bfloat16 from "
+        "sm_90) and a compare-and-swap loop before",
+    ),
+    "float32 products": (CUDA_OLDEST, "cuBLAS Sgemm"),
+    "float64 products": (CUDA_OLDEST, "cuBLAS Dgemm"),
+    "float16 products": (CUDA_OLDEST, "cuBLAS GemmEx on tensor cores"),
+    "bfloat16 products": ("sm_80", "cuBLAS GemmEx; bfloat16 tensor cores from Ampere"),
+    'float32 products with `math="tf32"`': ("sm_80", "TF32 tensor cores from Ampere"),
+}
+
+
+def architecture_table() -> str:
+    """Each feature and the oldest GPU architecture it needs, checked against the product
+    dtypes the code takes."""
+    named = {feature.split(" products")[0] for feature in ARCHITECTURES if "products" in feature}
+    missing = set(product_dtype_names()) - named
+    if missing:
+        raise KeyError(f"no architecture for {sorted(missing)} products: add them to ARCHITECTURES")
+    stale = named - set(product_dtype_names())
+    if stale:
+        raise KeyError(f"ARCHITECTURES names {sorted(stale)} products, which the code does not take")
+    rows = [[feature, f"{arch} or newer", why] for feature, (arch, why) in ARCHITECTURES.items()]
+    return _table(["feature", "GPU architecture", "why"], rows)
+
+
+# -- the release ----------------------------------------------------------------------------
+
+
+def version() -> str:
+    """The package version (``hawk/_version.py``, the one place it is written)."""
+    from hawk._version import __version__
+
+    return __version__
+
+
+def status() -> str:
+    """What the version says about stability, in a phrase."""
+    major = int(version().split(".")[0])
+    if major == 0:
+        return (
+            "an early release (0.x): names and behaviour may still change between minor "
+            "versions, and every change is in the changelog"
+        )
+    return f"a stable release: the API changes only with a new major version ({major + 1}.0)"
 
 
 # -- what the pages use -------------------------------------------------------------------
@@ -523,6 +593,11 @@ def substitutions() -> dict[str, str]:
         "python": python_version(),
         "dependencies": phrase((f"`{name}`" for name in dependencies()), "and"),
         "bench_headline": bench_headline(),
+        "version": version(),
+        "status": status(),
+        "bench_gemm_ratio": headline_figures()["gemm_ratio"],
+        "product_dtypes": phrase(product_dtype_names()),
+        "architectures": architecture_table(),
         **{f"kan_{key}": value for key, value in kan_figures().items() if key != "date"},
     }
 
