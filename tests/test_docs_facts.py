@@ -287,11 +287,14 @@ def seed_names(path: Path) -> list[str]:
 
 
 def _doc_files() -> list[Path]:
-    """The files of docs/ a user reads or whose text is drawn: the pages, the scripts of
-    the pictures, the facts generator and the Sphinx configuration."""
+    """The files a user reads or whose text is drawn: the pages, the changelog (the site
+    includes it) and the README, the scripts of the pictures, the facts generator and the
+    Sphinx configuration."""
     return [
         *PAGES,
         *API_PAGES,
+        ROOT / "CHANGELOG.md",
+        ROOT / "README.md",
         *sorted((DOCS / "_scripts").glob("*.py")),
         *sorted((DOCS / "_ext").glob("*.py")),
         DOCS / "conf.py",
