@@ -355,6 +355,44 @@ def test_random_seeds_and_other_words_are_not_development_words(tmp_path):
     assert [w for p in page_passages(page) for w in development_words(p)] == []
 
 
+# -- sentence length -------------------------------------------------------------------------
+
+#: the most words a sentence of a page may have; aim for 35
+MAX_SENTENCE_WORDS = 40
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Za-z`(*\[{])")
+
+
+def long_sentences(passage: Passage) -> list[str]:
+    """``file:line: N words`` for each sentence of ``passage`` over MAX_SENTENCE_WORDS; table
+    rows and a picture's options (its alt text) are not prose."""
+    if passage.text.startswith(("|", "---")) or "_static/" in passage.text:
+        return []
+    found, start = [], 0
+    for end in [m.start() for m in _SENTENCE_END.finditer(passage.text)] + [len(passage.text)]:
+        sentence = passage.text[start:end]
+        words = len(sentence.split())
+        if words > MAX_SENTENCE_WORDS:
+            found.append(f"{passage.where(start)}: {words} words: {sentence[:60]!r}...")
+        match = _SENTENCE_END.match(passage.text, end)
+        start = match.end() if match else end
+    return found
+
+
+def test_sentences_on_the_pages_are_short():
+    found = [s for page in PAGES + API_PAGES for p in page_passages(page) for s in long_sentences(p)]
+    assert found == [], f"sentences over {MAX_SENTENCE_WORDS} words: split them\n" + "\n".join(
+        found
+    )
+
+
+def test_long_sentences_are_found(tmp_path):
+    page = tmp_path / "page.md"
+    long = " ".join(["word"] * (MAX_SENTENCE_WORDS + 1))
+    page.write_text(f"# T\n\nShort one. {long}. `code` starts the next.\n\n| {long} |\n")
+    found = [s for p in page_passages(page) for s in long_sentences(p)]
+    assert len(found) == 1 and found[0].startswith(f"{page}:3: {MAX_SENTENCE_WORDS + 1} words")
+
+
 # -- what the API pages name ---------------------------------------------------------------
 
 _PLAIN_PATH = re.compile(r"(?<![\w/`<])docs/[\w/.-]+\.md\b")
