@@ -207,8 +207,53 @@ def _skip_field_aliases(app, what, name, obj, skip, options):
     return True if doc.startswith("Alias for field number") else None
 
 
-# Classes only eagle makes (their constructors take eagle's private types): no signature.
-MADE_BY_EAGLE = {"eagle.plan.BoundPlan", "eagle.gemm.capture.BoundGemm", "eagle.gemm.BoundGemm"}
+# Classes only eagle and hawk make (bound work, and the records a call returns): their
+# constructors are not yours to call, so their entries show no signature.
+MADE_BY_EAGLE = {
+    "eagle.plan.BoundPlan",
+    "eagle.gemm.capture.BoundGemm",
+    "eagle.gemm.BoundGemm",
+    "eagle.gemm.plan.LoweredPlan",
+    "eagle.gemm.plan.CapturedCall",
+    "eagle.gemm.plan.CapturedGemmCall",
+    "hawk.records.RecognizedContraction",
+    "hawk.records.ContractionOperand",
+}
+
+# Fields of public records that eagle and hawk fill in for their own use (how a step runs,
+# how the recogniser traced the fold): the API pages leave them out.
+INTERNAL_FIELDS = {
+    "eagle.gemm.plan.PlanStep": ("device_fn", "host_fn"),
+    "hawk.records.RecognizedContraction": (
+        "carry",
+        "reduce_var",
+        "staged_fanin",
+        "fanin_source",
+        "adjoint_accumulates",
+    ),
+    "hawk.records.ContractionOperand": ("reads", "reduce_stride", "stride_labels"),
+}
+
+
+def without_internal_fields(name: str, lines: list[str]) -> list[str]:
+    """``lines`` of ``name``'s docstring (as napoleon writes it) without the ``:ivar:`` and
+    ``:vartype:`` entries of its internal fields."""
+    hidden = INTERNAL_FIELDS.get(name, ())
+    kept: list[str] = []
+    skipping = False
+    for line in lines:
+        field = re.match(r"^:(?:ivar|vartype) (?:[^:]* )?(\w+):", line)
+        if field:
+            skipping = field.group(1) in hidden
+        elif not line.startswith((" ", "\t")) or not line.strip():
+            skipping = False
+        if not skipping:
+            kept.append(line)
+    return kept
+
+
+def _hide_internal_fields(app, what, name, obj, options, lines):
+    lines[:] = without_internal_fields(name, lines)
 
 
 def _declaration_signature(app, what, name, obj, options, signature, return_annotation):
@@ -283,6 +328,7 @@ def _resolve_alias(app, env, node, contnode):
 
 def setup(app):
     app.connect("autodoc-skip-member", _skip_field_aliases)
+    app.connect("autodoc-process-docstring", _hide_internal_fields)
     app.connect("autodoc-process-signature", _declaration_signature)
     app.connect("doctree-read", _declaration_usage)
     app.connect("source-read", _gpu_notes)

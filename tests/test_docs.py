@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import doctest
-import io
 import importlib
 import importlib.util
 import inspect
+import io
 import json
 import pkgutil
 import re
@@ -46,6 +47,7 @@ REQUIRES = re.compile(r"^<!-- requires ([\w.]+) -->$")
 def shown(page: Path) -> str:
     """``page``'s path under docs/, as test ids and messages name it."""
     return page.relative_to(DOCS).as_posix() if page.is_relative_to(DOCS) else page.name
+
 
 # The modules whose public names the API pages (docs/api/) document and this file checks.
 API_MODULES = (
@@ -275,7 +277,7 @@ def toctree_entries(page: Path) -> set[str]:
 
 def test_every_page_is_in_the_toctree():
     assert toctree_entries(DOCS / "index.md"), "docs/index.md has no toctree"
-    listed = {entry for page in PAGES + [DOCS / "api.md"] for entry in toctree_entries(page)}
+    listed = {entry for page in PAGES for entry in toctree_entries(page)}
     pages = {shown(page).removesuffix(".md") for page in PAGES} - {"index"}
     assert pages - listed == set(), "pages in no toctree"
 
@@ -771,3 +773,35 @@ def test_docstring_examples_run():
             runner.run(test, out=report.append)
     assert runner.failures == 0, "".join(report)
     assert runner.tries > 0, "no docstring holds a >>> example"
+
+
+def test_the_internal_fields_the_api_pages_hide_are_fields_of_their_records():
+    conf = _sphinx_conf()
+    for name, fields in conf.INTERNAL_FIELDS.items():
+        record = _lookup(name)
+        known = {f.name for f in dataclasses.fields(record)}
+        assert set(fields) <= known, f"{name} has no fields {set(fields) - known}"
+    for name in conf.MADE_BY_EAGLE:
+        assert inspect.isclass(_lookup(name)), name
+
+
+def test_internal_fields_are_left_out_of_a_docstring():
+    conf = _sphinx_conf()
+    lines = [
+        "A step.",
+        "",
+        ":ivar name: its name.",
+        ":vartype name: str",
+        ":ivar device_fn: runs it on the device,",
+        "    given the buffers.",
+        ":vartype device_fn: Callable",
+        ":ivar kind: its kind.",
+    ]
+    kept = conf.without_internal_fields("eagle.gemm.plan.PlanStep", lines)
+    assert kept == [
+        "A step.",
+        "",
+        ":ivar name: its name.",
+        ":vartype name: str",
+        ":ivar kind: its kind.",
+    ]

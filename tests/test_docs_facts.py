@@ -379,7 +379,9 @@ def long_sentences(passage: Passage) -> list[str]:
 
 
 def test_sentences_on_the_pages_are_short():
-    found = [s for page in PAGES + API_PAGES for p in page_passages(page) for s in long_sentences(p)]
+    found = [
+        s for page in PAGES + API_PAGES for p in page_passages(page) for s in long_sentences(p)
+    ]
     assert found == [], f"sentences over {MAX_SENTENCE_WORDS} words: split them\n" + "\n".join(
         found
     )

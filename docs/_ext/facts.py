@@ -543,7 +543,9 @@ def architecture_table() -> str:
         raise KeyError(f"no architecture for {sorted(missing)} products: add them to ARCHITECTURES")
     stale = named - set(product_dtype_names())
     if stale:
-        raise KeyError(f"ARCHITECTURES names {sorted(stale)} products, which the code does not take")
+        raise KeyError(
+            f"ARCHITECTURES names {sorted(stale)} products, which the code does not take"
+        )
     rows = [[feature, f"{arch} or newer", why] for feature, (arch, why) in ARCHITECTURES.items()]
     return _table(["feature", "GPU architecture", "why"], rows)
 
