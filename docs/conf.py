@@ -121,21 +121,23 @@ def with_gpu_notes(text: str) -> str:
     return "\n".join(shown)
 
 
-def _bound(tree: ast.AST) -> set[str]:
-    """The names a piece of code binds: assignments, imports, definitions, parameters."""
+def _bound(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """The names a piece of code binds (assignments, definitions, parameters), and those its
+    imports bind."""
     names: set[str] = set()
+    imported: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
             names.add(node.id)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(node.name)
         elif isinstance(node, ast.Import | ast.ImportFrom):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+            imported.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, ast.arg):
             names.add(node.arg)
         elif isinstance(node, ast.ExceptHandler) and node.name:
             names.add(node.name)
-    return names
+    return names, imported
 
 
 def _loaded(tree: ast.AST) -> list[str]:
@@ -151,12 +153,14 @@ def _loaded(tree: ast.AST) -> list[str]:
 CONTINUES_SHOWN = 5  # names listed in a continuation note; more are counted
 
 
-def continued_names(text: str) -> dict[int, list[str]]:
+def continued_names(text: str) -> dict[int, tuple[list[str], bool]]:
     """For each ```python fence of a page (by the line index of its opening) that reads
-    names an earlier fence bound, those names."""
+    names earlier fences bound: those names (the imported ones left out), and whether it
+    also reads names they imported."""
     lines = text.split("\n")
     earlier: set[str] = set()
-    found: dict[int, list[str]] = {}
+    imports: set[str] = set()
+    found: dict[int, tuple[list[str], bool]] = {}
     index = 0
     while index < len(lines):
         if lines[index].strip() != "```python":
@@ -170,11 +174,16 @@ def continued_names(text: str) -> dict[int, list[str]]:
         except SyntaxError:
             index = end + 1
             continue
-        mine = _bound(tree)
-        free = [n for n in _loaded(tree) if n in earlier - mine and n not in vars(builtins)]
-        if free:
-            found[index] = free
-        earlier |= mine
+        names, imported = _bound(tree)
+        mine = names | imported
+        read = [n for n in _loaded(tree) if n not in mine and n not in vars(builtins)]
+        values = [n for n in read if n in earlier]
+        modules = any(n in imports for n in read)
+        if values or modules:
+            found[index] = (values, modules)
+        earlier |= names - imported
+        imports |= imported
+        earlier -= imported
         index = end + 1
     return found
 
@@ -183,11 +192,15 @@ def with_continuation_notes(text: str) -> str:
     """``text`` with a note before each example that goes on from earlier ones, naming what
     it uses from them (before the example's own markers)."""
     lines = text.split("\n")
-    for index, names in sorted(continued_names(text).items(), reverse=True):
-        shown = ", ".join(f"<code>{html.escape(n)}</code>" for n in names[:CONTINUES_SHOWN])
-        if len(names) > CONTINUES_SHOWN:
-            shown += f" and {len(names) - CONTINUES_SHOWN} more"
-        note = f'<p class="continues">Continues the code above: uses {shown}.</p>\n'
+    for index, (names, modules) in sorted(continued_names(text).items(), reverse=True):
+        if names:
+            shown = ", ".join(f"<code>{html.escape(n)}</code>" for n in names[:CONTINUES_SHOWN])
+            if len(names) > CONTINUES_SHOWN:
+                shown += f" and {len(names) - CONTINUES_SHOWN} more"
+            uses = f"uses {shown}" + (" and its imports" if modules else "")
+        else:
+            uses = "uses its imports"
+        note = f'<p class="continues">Continues the code above: {uses}.</p>\n'
         at = index
         while at > 0 and (
             lines[at - 1].strip() == GPU_MARK or REQUIRES_MARK.match(lines[at - 1].strip())

@@ -805,3 +805,20 @@ def test_internal_fields_are_left_out_of_a_docstring():
         ":vartype name: str",
         ":ivar kind: its kind.",
     ]
+
+
+def test_an_example_that_goes_on_from_earlier_ones_is_marked():
+    conf = _sphinx_conf()
+    text = (
+        "```python\nimport numpy as np\nx = np.ones(3)\n```\n\ntext\n\n"
+        "```python\ny = 2 * x  # uses x\n```\n\n<!-- gpu -->\n```python\nz = 1\n```\n"
+    )
+    assert conf.continued_names(text) == {7: (["x"], False)}
+    shown = conf.with_continuation_notes(text)
+    assert '<p class="continues">Continues the code above: uses <code>x</code>.</p>' in shown
+    assert shown.count('class="continues"') == 1
+    imports_only = "```python\nimport numpy as np\n```\n\n```python\nz = np.ones(2)\n```\n"
+    assert conf.continued_names(imports_only) == {4: ([], True)}
+    assert "Continues the code above: uses its imports." in (
+        conf.with_continuation_notes(imports_only)
+    )
