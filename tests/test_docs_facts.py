@@ -743,6 +743,27 @@ def test_the_stated_dependencies_are_pyprojects():
     assert all(f"`{name}`" in readme for name in f.dependencies())
 
 
+# -- environment variables ------------------------------------------------------------------
+
+_ENVIRON = re.compile(
+    r"os\.environ(?:\.get\(|\[)\s*[\"']([A-Z_][A-Z0-9_]*)[\"']|SEED_ENV = \"([A-Z_]+)\""
+)
+
+
+def environment_variables() -> set[str]:
+    """The environment variables eagle, hawk and the test suite read (their sources)."""
+    files = [*(ROOT / "eagle").rglob("*.py"), *(ROOT / "hawk").rglob("*.py")]
+    files.append(ROOT / "tests" / "conftest.py")
+    return {a or b for f in files for a, b in _ENVIRON.findall(f.read_text())}
+
+
+def test_the_install_page_names_every_environment_variable():
+    page = (DOCS / "install.md").read_text()
+    table = page[page.index("## Environment variables") :]
+    named = set(re.findall(r"^\| `([A-Z_][A-Z0-9_]*)` \|", table, re.M))
+    assert named == environment_variables(), "docs/install.md's table of environment variables"
+
+
 # -- arrays of other frameworks ------------------------------------------------------------
 
 

@@ -550,6 +550,24 @@ def architecture_table() -> str:
     return _table(["feature", "GPU architecture", "why"], rows)
 
 
+def architecture_summary() -> str:
+    """The architectures in a sentence: what runs on every GPU CUDA 13 supports, and what
+    needs a newer one."""
+    architecture_table()  # the same checks against the product dtypes
+    newer: dict[str, list[str]] = {}
+    for feature, (arch, _) in ARCHITECTURES.items():
+        if arch != CUDA_OLDEST:
+            newer.setdefault(arch, []).append(feature)
+    text = f"every GPU CUDA 13 supports ({CUDA_OLDEST} and newer)"
+    if newer:
+        needs = "; ".join(
+            f"{phrase(features, 'and')} need {arch} or newer"
+            for arch, features in sorted(newer.items())
+        )
+        text += f", except that {needs}"
+    return text
+
+
 # -- the release ----------------------------------------------------------------------------
 
 
@@ -600,6 +618,7 @@ def substitutions() -> dict[str, str]:
         "bench_gemm_ratio": headline_figures()["gemm_ratio"],
         "product_dtypes": phrase(product_dtype_names()),
         "architectures": architecture_table(),
+        "architecture_summary": architecture_summary(),
         **{f"kan_{key}": value for key, value in kan_figures().items() if key != "date"},
     }
 
