@@ -121,33 +121,56 @@ def with_gpu_notes(text: str) -> str:
     return "\n".join(shown)
 
 
-def _bound(tree: ast.AST) -> tuple[set[str], set[str]]:
-    """The names a piece of code binds (assignments, definitions, parameters), and those its
-    imports bind."""
-    names: set[str] = set()
+def _scan(tree: ast.Module) -> tuple[set[str], set[str], list[str]]:
+    """What a piece of code binds at its top level (assignments, definitions), what its
+    imports bind, and the names it reads from outside itself, in order of first use. A
+    function's parameters and locals stay inside it."""
+    bound: set[str] = set()
     imported: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
-            names.add(node.id)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
+    reads: list[tuple[int, int, str]] = []
+
+    def stored(node: ast.AST) -> set[str]:
+        return {
+            n.id
+            for n in ast.walk(node)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store | ast.Del)
+        }
+
+    def visit(node: ast.AST, local: frozenset[str]) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            args = node.args
+            params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+            params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+            for default in [*args.defaults, *args.kw_defaults]:
+                if default is not None:
+                    visit(default, local)
+            if not isinstance(node, ast.Lambda):
+                for decorator in node.decorator_list:
+                    visit(decorator, local)
+                if not local:
+                    bound.add(node.name)
+            body = node.body if isinstance(node.body, list) else [node.body]
+            inner = local | params | {n for part in body for n in stored(part)}
+            for part in body:
+                visit(part, frozenset(inner))
+            return
+        if isinstance(node, ast.Import | ast.ImportFrom):
             imported.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, ast.arg):
-            names.add(node.arg)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            names.add(node.name)
-    return names, imported
+            return
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load) and node.id not in local:
+                reads.append((node.lineno, node.col_offset, node.id))
+            elif not local:
+                bound.add(node.id)
+            return
+        if isinstance(node, ast.ExceptHandler) and node.name and not local:
+            bound.add(node.name)
+        for child in ast.iter_child_nodes(node):
+            visit(child, local)
 
-
-def _loaded(tree: ast.AST) -> list[str]:
-    """The names a piece of code reads, in order of first use."""
-    reads = sorted(
-        (node.lineno, node.col_offset, node.id)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
-    )
-    return list(dict.fromkeys(name for _, _, name in reads))
+    visit(tree, frozenset())
+    order = list(dict.fromkeys(name for _, _, name in sorted(reads)))
+    return bound, imported, order
 
 
 CONTINUES_SHOWN = 5  # names listed in a continuation note; more are counted
@@ -174,9 +197,9 @@ def continued_names(text: str) -> dict[int, tuple[list[str], bool]]:
         except SyntaxError:
             index = end + 1
             continue
-        names, imported = _bound(tree)
+        names, imported, loaded = _scan(tree)
         mine = names | imported
-        read = [n for n in _loaded(tree) if n not in mine and n not in vars(builtins)]
+        read = [n for n in loaded if n not in mine and n not in vars(builtins)]
         values = [n for n in read if n in earlier]
         modules = any(n in imports for n in read)
         if values or modules:
