@@ -817,6 +817,10 @@ def test_an_example_that_goes_on_from_earlier_ones_is_marked():
     shown = conf.with_continuation_notes(text)
     assert '<p class="continues">Continues the code above: uses <code>x</code>.</p>' in shown
     assert shown.count('class="continues"') == 1
+    scoped = "```python\ny = 1\n```\n\n```python\ndef f(y):\n    return y\n\n\nw = f(y)\n```\n"
+    assert conf.continued_names(scoped) == {4: (["y"], False)}  # the call's y, not the param
+    inner = "```python\ny = 1\n```\n\n```python\ndef f(y):\n    return y\n```\n"
+    assert conf.continued_names(inner) == {}
     imports_only = "```python\nimport numpy as np\n```\n\n```python\nz = np.ones(2)\n```\n"
     assert conf.continued_names(imports_only) == {4: ([], True)}
     assert "Continues the code above: uses its imports." in (
