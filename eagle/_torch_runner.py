@@ -37,8 +37,11 @@ __all__ = [
 ]
 
 #: the numpy dtype of each torch dtype hawk planes take (bfloat16: ``ml_dtypes``'), from
-#: the plane rows of hawk's dtype table (torch names its dtypes as numpy does)
-_NUMPY = {getattr(torch, row.name): row.numpy for row in TABLE if row.plane is not None}
+#: the plane rows of hawk's dtype table (torch names its dtypes as numpy does) whose planes
+#: take adds, as an op's gradients are (so not fp8, a storage type without them)
+_NUMPY = {
+    getattr(torch, row.name): row.numpy for row in TABLE if row.plane is not None and row.plane.adds
+}
 #: the torch dtypes hawk planes take, by their names
 DTYPE_NAMES = {torch_dtype: dtype.name for torch_dtype, dtype in _NUMPY.items()}
 _CACHED_BINDINGS = 32  # bound launches kept per plan (the most recently used), by address

@@ -9,19 +9,25 @@ make), and what a product of two factors of it writes and sums in
 DLPack bridge, and ``eagle.torch`` all read these rows, so a new dtype is a row here
 plus what is truly new about it.
 
-=========================  =======  ==========  ===================  ============
-rows                       Array    hawk plane  product writes       product sums
-=========================  =======  ==========  ===================  ============
-bool, int8-64, uint8-64    yes      no          no
-float16                    yes      hawk_f16    float16 or float32   fp32
-bfloat16                   yes      hawk_bf16   bfloat16 or float32  fp32
-float32                    yes      float       float32              fp32, tf32
-float64                    yes      double      float64              fp64
-float128, complex64/128    yes      no          no
-float8_e4m3fn, e5m2        not yet  not yet     not yet
-=========================  =======  ==========  ===================  ============
+=========================  =====  ==========  ===================  ================
+rows                       Array  hawk plane  product writes       product sums
+=========================  =====  ==========  ===================  ================
+bool, int8-64, uint8-64    yes    no          no
+float16                    yes    hawk_f16    float16 or float32   fp32
+bfloat16                   yes    hawk_bf16   bfloat16 or float32  fp32
+float32                    yes    float       float32              fp32, tf32
+float64                    yes    double      float64              fp64
+float128, complex64/128    yes    no          no
+float8_e4m3fn              yes    hawk_e4m3   bfloat16 or float32  fp32, fast_accum
+float8_e5m2                yes    hawk_e5m2   bfloat16 or float32  fp32, fast_accum
+=========================  =====  ==========  ===================  ================
 
-The fp8 rows are there (codes, sizes) so that fp8 support fills them in.
+The fp8 rows are storage types: a hawk plane of them is read and written (each value
+rounded to nearest even when stored) and computed on in float32, but takes no adds
+(:attr:`PlaneForm.adds`); their products are *scaled* (:attr:`ProductForm.scaled`):
+per-tensor scales, cuBLASLt, and a partner dtype (:attr:`ProductForm.pairs`: an
+e4m3 factor pairs with e4m3 or e5m2, an e5m2 factor with e4m3 only, as cuBLASLt has
+no e5m2 x e5m2 product).
 
 Plain data, read by name: a row's numpy dtype (:attr:`DType.numpy`) is built on first
 use, so ``ml_dtypes`` (which defines bfloat16 and the fp8 types for numpy) is
@@ -41,6 +47,7 @@ import numpy as np
 __all__ = [
     "PLANE_DTYPES",
     "PRODUCT_DTYPES",
+    "SCALED_DTYPES",
     "TABLE",
     "DType",
     "Float32Math",
@@ -53,9 +60,10 @@ __all__ = [
     "plane_row",
 ]
 
-ProductMath = Literal["fp32", "tf32", "fp64"]
+ProductMath = Literal["fp32", "tf32", "fp64", "fast_accum"]
 """How a product sums (exact float32, float32 factors rounded to TF32 on tensor cores,
-or float64)."""
+float64, or for fp8 factors the tensor cores' own accumulator, which cuBLASLt's
+``FAST_ACCUM`` keeps instead of promoting partial sums to float32)."""
 
 Float32Math = Literal["fp32", "tf32"]
 """How a product of float32 factors sums (the float32 row's maths), which a plan's
@@ -72,11 +80,14 @@ class PlaneForm:
             when the element is a C float type (a cast converts it).
         store: the C expression that rounds a compute-type value ``{}`` to an
             element, or None when a cast does.
+        adds: a kernel may add into a table of it (``Mutable[Table]`` ``+=``, and
+            so the gradients of hawk's adjoints); False for fp8, which has no atomic add.
     """
 
     c_type: str
     load: str | None = None
     store: str | None = None
+    adds: bool = True
 
 
 @dataclass(frozen=True)
@@ -86,10 +97,19 @@ class ProductForm:
     Attributes:
         out: the dtypes ``out`` may have, by name.
         math: how the sums may be done, the exact one first.
+        pairs: the dtypes the other factor may have, by name; empty for its own only.
+        scaled: each factor carries a per-tensor scale (fp8: a cuBLASLt product, which
+            takes one layout only).
     """
 
     out: tuple[str, ...]
     math: tuple[ProductMath, ...]
+    pairs: tuple[str, ...] = ()
+    scaled: bool = False
+
+    def partners(self, name: str) -> tuple[str, ...]:
+        """The dtypes the other factor of a ``name`` factor may have."""
+        return self.pairs or (name,)
 
 
 @dataclass(frozen=True)
@@ -104,6 +124,7 @@ class DType:
         compute: the dtype arithmetic on it runs in: itself, or float32 for a
             storage-only dtype (16-bit and 8-bit floats).
         array: an eagle Array may hold it.
+        interface: the CUDA array interface can describe it (fp8 has no typestr there).
         plane: how a hawk plane of it is stored, or None (not a plane dtype).
         product: what a product over two factors of it does, or None (none does).
         module: ``"numpy"``, or ``"ml_dtypes"`` for the dtypes numpy lacks.
@@ -116,6 +137,7 @@ class DType:
     dlpack: tuple[int, int] | None
     compute: str
     array: bool = True
+    interface: bool = True
     plane: PlaneForm | None = None
     product: ProductForm | None = None
     module: Literal["numpy", "ml_dtypes"] = "numpy"
@@ -138,10 +160,7 @@ def _integer(name: str, bits: int, code: int, cuda: int | None) -> DType:
     return DType(name, bits // 8, cuda, (code, bits), name)
 
 
-_NOT_YET = (
-    "fp8 is a row of the dtype table but not yet an Array, plane or product dtype; "
-    "convert with .astype('float32') (or 'bfloat16')"
-)
+_FP8_MATHS: tuple[ProductMath, ...] = ("fp32", "fast_accum")
 
 TABLE: tuple[DType, ...] = (
     DType("bool", 1, None, (6, 8), "bool"),
@@ -177,11 +196,17 @@ TABLE: tuple[DType, ...] = (
     DType("complex128", 16, 5, (5, 128), "complex128"),
     DType(
         "float8_e4m3fn", 1, 28, (10, 8), "float32",
-        array=False, module="ml_dtypes", note=_NOT_YET,
+        plane=PlaneForm("hawk_e4m3", "hawk_widen({})", "hawk_round_e4m3({})", adds=False),
+        product=ProductForm(
+            ("bfloat16", "float32"), _FP8_MATHS, ("float8_e4m3fn", "float8_e5m2"), scaled=True
+        ),
+        module="ml_dtypes", interface=False,
     ),
     DType(
         "float8_e5m2", 1, 29, (12, 8), "float32",
-        array=False, module="ml_dtypes", note=_NOT_YET,
+        plane=PlaneForm("hawk_e5m2", "hawk_widen({})", "hawk_round_e5m2({})", adds=False),
+        product=ProductForm(("bfloat16", "float32"), _FP8_MATHS, ("float8_e4m3fn",), scaled=True),
+        module="ml_dtypes", interface=False,
     ),
 )  # fmt: skip
 """Every dtype eagle and hawk know, one row each."""
@@ -196,8 +221,14 @@ _DTYPES_KEPT = 256
 PLANE_DTYPES = tuple(row.name for row in TABLE if row.plane is not None)
 """The names of the dtypes a hawk plane may have (float16, bfloat16, float32, float64)."""
 
-PRODUCT_DTYPES = tuple(sorted(row.name for row in TABLE if row.product is not None))
-"""The names of the factor dtypes a product takes (bfloat16, float16, float32, float64)."""
+PRODUCT_DTYPES = tuple(
+    sorted(row.name for row in TABLE if row.product is not None and not row.product.scaled)
+)
+"""The names of the factor dtypes of a product of one dtype without scales (bfloat16,
+float16, float32, float64): what a plan of products is lowered in."""
+
+SCALED_DTYPES = tuple(row.name for row in TABLE if row.product is not None and row.product.scaled)
+"""The names of the factor dtypes of scaled products (float8_e4m3fn, float8_e5m2)."""
 
 
 def find(dtype: Any) -> DType | None:

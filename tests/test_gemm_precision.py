@@ -96,7 +96,7 @@ def test_products_outside_the_rules_are_refused_by_name(dtypes, math, message):
 def test_gemm_params_carry_the_dtypes_and_check_what_they_are_given():
     a, b = np.ones((3, 4), BF16), np.ones((4, 5), BF16)
     params = gemm_params_for_arrays(a, b, np.zeros((3, 5), np.float32))
-    assert params[9:] == ("bfloat16", "float32", "fp32") and hash(params)
+    assert params[9:] == ("bfloat16", "float32", "fp32", "bfloat16") and hash(params)
     assert params.layout == sgemm_params_for_arrays(
         *(x.astype(np.float32) for x in (a, b)), np.zeros((3, 5), np.float32)
     )
@@ -409,7 +409,7 @@ def test_captured_calls_bind_any_dtype_and_captured_gemm_calls_stay_float32(devi
     }
     calls = captured_calls(plan, buffers)
     assert [type(call) for call in calls] == [CapturedCall] * 2
-    assert {call.params[9:] for call in calls} == {("float16", "float16", "fp32")}
+    assert {call.params[9:] for call in calls} == {("float16", "float16", "fp32", "float16")}
     assert all(call.operands["out"] is buffers[call.name] for call in calls)
     with pytest.raises(GemmMappingUnavailable, match="buffer '.*' is float16; Sgemm calls "
                        r"\(captured_gemm_calls, handle.sgemm\) are float32 only: .* "

@@ -30,7 +30,9 @@ IDS = [case.name for case in CASES]
 
 
 def test_planes_may_be_16_bit_and_compute_in_float32_unless_a_plane_is_float64():
-    assert [d.name for d in DTYPES] == ["float16", "bfloat16", "float32", "float64"]
+    assert [d.name for d in DTYPES] == [
+        "float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
+    ]  # fmt: skip
     assert compute_dtype({"x": F16, "y": BF16}) == np.float32
     assert compute_dtype({"x": BF16, "y": np.dtype(np.float32)}) == np.float32
     assert compute_dtype({"x": BF16, "y": np.dtype(np.float64)}) == np.float64

@@ -74,7 +74,10 @@ def test_the_route_takes_float32_and_float64_planes():
     assert plan.route("device", np.dtype("float32")) == "gemm"
     assert plan.route("device", "float64") == "gemm"
     for dtype in ("int32", "fp32", None):
-        expected = rf"dtype must be one of float16, bfloat16, float32, float64 .*not {dtype!r}"
+        expected = (
+            rf"dtype must be one of float16, bfloat16, float32, float64, float8_e4m3fn, "
+            rf"float8_e5m2 .*not {dtype!r}"
+        )
         with pytest.raises(ValueError, match=expected):
             plan.route("device", dtype)
     with pytest.raises(ValueError, match=r"side must be 'host' or 'device', not 'gpu'"):

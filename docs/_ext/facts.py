@@ -40,9 +40,20 @@ from eagle.gemm import (  # noqa: E402
     gemm_params_for_arrays,
     sgemm_params_for_arrays,
 )
-from eagle.gemm.dtypes import OUT_DTYPES, PRODUCT_DTYPES, dtype_of, product_dtypes  # noqa: E402
-from eagle.gemm.plan import captured_calls, captured_gemm_calls, lower_dense_gemm  # noqa: E402
-from hawk.contraction import recognize  # noqa: E402
+from eagle.gemm.dtypes import (  # noqa: E402
+    OUT_DTYPES,
+    PRODUCT_DTYPES,
+    SCALED_DTYPES,
+    dtype_of,
+    product_dtypes,
+)
+from eagle.gemm.plan import (  # noqa: E402
+    LoweredPlan,
+    WorkspaceSpec,
+    captured_calls,
+    captured_gemm_calls,
+    matmul_step,
+)
 from hawk.emit import DTYPES as PLANE_DTYPES  # noqa: E402
 from hawk.emit import policy  # noqa: E402
 
@@ -56,6 +67,7 @@ SUMS_IN = {
     "fp32": ("float32", "float32"),
     "tf32": ("float32", "float32 over TF32-rounded factors"),
     "fp64": ("float64", "float64"),
+    "fast_accum": ("float32", "the tensor cores' own accumulator (fast accumulation)"),
 }
 
 #: the pages' words for the routes of :meth:`eagle.plan.AutoPlan.route`
@@ -100,15 +112,28 @@ def _refused(probe: Callable[[], Any], *refusals: type[BaseException]) -> bool:
 # -- products -----------------------------------------------------------------------------
 
 
+def partners(dtype: str) -> list[str]:
+    """The dtypes the factor ``b`` may have beside an ``a`` of ``dtype`` (its own, or for
+    fp8 the dtypes it pairs with): those with which some ``out`` is written."""
+    return [
+        b
+        for b in candidates()
+        if any(
+            not _refused(lambda b=b, out=out: product_dtypes(dtype, b, out), GemmMappingUnavailable)
+            for out in candidates()
+        )
+    ]
+
+
 def maths(dtype: str) -> list[str]:
     """The ``math`` values a product of ``dtype`` factors takes, its exact one first."""
-    out = out_dtypes(dtype)[0]
-    exact = product_dtypes(dtype, dtype, out)[2]
+    b, out = partners(dtype)[0], out_dtypes(dtype)[0]
+    exact = product_dtypes(dtype, b, out)[2]
     others = [
         m
         for m in dict.fromkeys((*policy.MATH, *SUMS_IN))
         if m != exact
-        and not _refused(lambda m=m: product_dtypes(dtype, dtype, out, m), GemmMappingUnavailable)
+        and not _refused(lambda m=m: product_dtypes(dtype, b, out, m), GemmMappingUnavailable)
     ]
     return [exact, *others]
 
@@ -126,22 +151,24 @@ def sums_in(dtype: str) -> str:
 
 
 def rounded(dtype: str) -> bool:
-    """Whether a product of ``dtype`` factors sums in a wider dtype than its own."""
-    return SUMS_IN[maths(dtype)[0]][0] != dtype
+    """Whether a product of ``dtype`` factors sums in a wider dtype than its own and may
+    write its own, rounded once."""
+    return SUMS_IN[maths(dtype)[0]][0] != dtype and dtype in out_dtypes(dtype)
 
 
 def out_dtypes(dtype: str) -> list[str]:
     """The ``out`` dtypes a product of ``dtype`` factors writes."""
+    b = partners(dtype)[0]
     return [
         out
         for out in candidates()
-        if not _refused(lambda out=out: product_dtypes(dtype, dtype, out), GemmMappingUnavailable)
+        if not _refused(lambda out=out: product_dtypes(dtype, b, out), GemmMappingUnavailable)
     ]
 
 
 def product_dtype_names() -> list[str]:
-    """The factor dtypes a product takes: those that write some ``out``."""
-    return [d for d in candidates() if out_dtypes(d)]
+    """The factor dtypes a product takes: those that pair with some dtype."""
+    return [d for d in candidates() if partners(d)]
 
 
 def product_table() -> str:
@@ -149,7 +176,9 @@ def product_table() -> str:
     rows = []
     for dtype in product_dtype_names():
         sums = sums_in(dtype) + (f", rounded once into a {dtype} `out`" if rounded(dtype) else "")
-        rows.append([dtype, phrase(out_dtypes(dtype)), sums])
+        pairs = partners(dtype)
+        factors = dtype if pairs == [dtype] else f"{dtype} (`b`: {phrase(pairs)})"
+        rows.append([factors, phrase(out_dtypes(dtype)), sums])
     return _table(["factors `a`, `b`", "`out`", "sums in"], rows)
 
 
@@ -170,41 +199,57 @@ class _DeviceBuffer:
         _DeviceBuffer._next += 1 << 20
 
 
+def _product(dtype: str) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], dict[str, bool]]:
+    """A product over ``dtype`` factors in a layout its products take, and its flags:
+    ``(2, 3) @ (3, 4)`` into an ``out`` of the factors' dtype; for scaled (fp8) factors,
+    which take one layout and write a wider ``out``, ``(16, 16) @ (16, 16).T`` beside the
+    first dtype they pair with, into the first ``out`` they write."""
+    if dtype in SCALED_DTYPES:
+        names = (dtype, partners(dtype)[0], out_dtypes(dtype)[0])
+        a, b, out = (np.ones((16, 16), dtype_of(name)) for name in names)
+        return (a, b, out), {"transpose_b": True}
+    a, b, out = (np.ones(shape, dtype_of(dtype)) for shape in ((2, 3), (3, 4), (2, 4)))
+    return (a, b, out), {}
+
+
 def _capture_probe(call: Callable[..., Any], dtype: str, **options: Any) -> bool:
-    """True when ``call`` binds a forward plan of the contraction over ``dtype`` buffers."""
-    plan = lower_dense_gemm(recognize(contraction), dtype=dtype)
+    """True when ``call`` binds a plan of one product over ``dtype`` factors (:func:`_product`)
+    to stand-in device buffers."""
+    arrays, flags = _product(dtype)
+    specs = [
+        WorkspaceSpec(name, x.shape, x.dtype.name) for name, x in zip("abc", arrays, strict=True)
+    ]
+    step = matmul_step("c", a="a", b="b", out="c", **flags)
+    plan = LoweredPlan((step,), "gemm", "run_to_run", tuple(specs[:2]), (specs[2],))
     buffers = {name: _DeviceBuffer(spec.shape, spec.dtype) for name, spec in plan.required.items()}
     return not _refused(lambda: call(plan, buffers, **options), GemmMappingUnavailable)
 
 
-def _arrays(dtype: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return tuple(np.ones(shape, dtype_of(dtype)) for shape in ((2, 3), (3, 4), (2, 4)))
-
-
 def host_matmul_dtypes() -> list[str]:
-    """The factor dtypes ``matmul_step(...).run(bufs, "host")`` takes (factors and out of
-    one dtype)."""
+    """The factor dtypes ``matmul_step(...).run(bufs, "host")`` takes (:func:`_product`)."""
     from eagle.gemm import MatmulUnavailable
-    from eagle.gemm.plan import matmul_step
 
-    step = matmul_step("c", a="a", b="b", out="c")
-    return [
-        d
-        for d in candidates()
-        if not _refused(
-            lambda d=d: step.run(dict(zip("abc", _arrays(d), strict=True)), "host"),
-            MatmulUnavailable,
-        )
-    ]
+    def run(dtype: str) -> None:
+        arrays, flags = _product(dtype)
+        step = matmul_step("c", a="a", b="b", out="c", **flags)
+        step.run(dict(zip("abc", arrays, strict=True)), "host")
+
+    return [d for d in candidates() if not _refused(lambda d=d: run(d), MatmulUnavailable)]
 
 
 #: the captured product calls: how each is asked whether it takes factors of a dtype
 CAPTURE_CALLS: dict[str, Callable[[str], bool]] = {
     "`handle.sgemm` (params from `sgemm_params_for_arrays`)": lambda d: (
-        not _refused(lambda: sgemm_params_for_arrays(*_arrays(d)), GemmMappingUnavailable)
+        not _refused(
+            lambda: sgemm_params_for_arrays(*_product(d)[0], **_product(d)[1]),
+            GemmMappingUnavailable,
+        )
     ),
     "`handle.gemm` (params from `gemm_params_for_arrays`)": lambda d: (
-        not _refused(lambda: gemm_params_for_arrays(*_arrays(d)), GemmMappingUnavailable)
+        not _refused(
+            lambda: gemm_params_for_arrays(*_product(d)[0], **_product(d)[1]),
+            GemmMappingUnavailable,
+        )
     ),
     "`captured_gemm_calls` (for `handle.sgemm`)": lambda d: _capture_probe(
         captured_gemm_calls, d, operand_class="gemm"

@@ -24,6 +24,7 @@ from eagle.cuda.graph import any_capture_active, is_capturing, record_use
 from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr, current_stream, launch_stream
 from eagle.errors import EagleBufferError, EagleRuntimeError, EagleTypeError, EagleValueError
+from hawk.dtypes import find
 
 __all__ = ["Array", "empty", "full", "ones", "zeros"]
 
@@ -344,9 +345,16 @@ class Array:
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
-        """Version 3 of the CUDA array interface (device arrays only)."""
+        """Version 3 of the CUDA array interface (device arrays only, of a dtype it can
+        describe: it has no typestr for fp8, whose Arrays go out through DLPack)."""
         if self._host is not None:
             raise AttributeError("a host Array has no __cuda_array_interface__")
+        row = find(self.dtype)
+        if row is not None and not row.interface:
+            raise AttributeError(  # (an AttributeError: consumers then ask for DLPack)
+                f"a {row.name} Array has no __cuda_array_interface__: the interface has no "
+                f"typestr for {row.name}; pass it through DLPack (torch.from_dlpack(x))"
+            )
         return {
             "shape": self.shape,
             "typestr": self.dtype.str,

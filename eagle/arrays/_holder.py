@@ -36,6 +36,7 @@ from eagle.arrays._args import check_dtype, parse_device
 from eagle.cuda._runtime import cudart
 from eagle.cuda.stream import _FINDERS, launch_stream
 from eagle.errors import EagleBufferError, EagleTypeError
+from hawk.dtypes import find
 
 __all__ = [
     "Held",
@@ -425,7 +426,8 @@ class _Torch(_Kind):
         keep = value.detach() if grad else value  # the same memory, without the graph
         device = value.device
         if device.type == "cpu":
-            if dtype.name == "bfloat16":  # (numpy has no bfloat16: torch will not view it)
+            row = find(dtype)
+            if row is not None and row.module != "numpy":  # bfloat16, fp8: no numpy view
                 host = _foreign.host_view(_tensor_layout(keep, dtype), keep)
             else:
                 host = keep.numpy()

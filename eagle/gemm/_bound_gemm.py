@@ -15,7 +15,8 @@ from eagle.arrays import _holder
 from eagle.cuda.graph import is_capturing, record_use
 from eagle.errors import EagleValueError
 from eagle.gemm._prepared import Call, product_key
-from eagle.gemm.params import GemmParams, SgemmParams, _check_out_apart
+from eagle.gemm.dtypes import SCALED_DTYPES
+from eagle.gemm.params import GemmParams, SgemmParams, _check_out_apart, check_scaled_pointer
 
 __all__ = ["BoundGemm", "Handle"]
 
@@ -51,7 +52,7 @@ class BoundGemm:
         params: the product's params.
     """
 
-    __slots__ = ("_call", "_tensor", "_used", "handle", "params")
+    __slots__ = ("_call", "_kept", "_scales", "_tensor", "_used", "handle", "params")
 
     def __init__(
         self,
@@ -60,9 +61,13 @@ class BoundGemm:
         prepared: Call,
         used: tuple[Any, Any, Any],
         tensor: Any = None,
+        scales: tuple[Any, Any] = (None, None),
     ) -> None:
         self.handle, self.params, self._call, self._used = handle, params, prepared, used
         self._tensor = tensor  # the torch tensor ``out`` was given as: its version goes up
+        # the scales of cuBLAS's first and second operand (fp8), and all it runs over
+        self._scales = scales
+        self._kept = (*used, *(scale for scale in scales if scale is not None))
 
     def __call__(self) -> None:
         """Enqueue the product (no allocation, no synchronisation).
@@ -84,16 +89,17 @@ class BoundGemm:
             if handle._closed:
                 handle._check_alive()
             prepared.function(*prepared.args)
-        record_use(handle.stream_ptr, handle, *self._used)
+        record_use(handle.stream_ptr, handle, *self._kept)
         if self._tensor is not None:
             _holder.bump_versions((self._tensor,))
 
     def rebound(self, operands: Mapping[str, Any]) -> BoundGemm:
         """The same product, with the same ``alpha`` and ``beta``, over other operands
-        laid out as its own (same shapes, strides, dtypes and device): a cheaper
-        :meth:`CublasCaptureHandle.bind` for another set of planes, as the layout
-        checks carry over. The new addresses are checked (``out`` apart from ``a``
-        and ``b``) and keyed for warming as ``bind`` keys them.
+        laid out as its own (same shapes, strides, dtypes and device; an fp8 product's
+        scales too): a cheaper :meth:`CublasCaptureHandle.bind` for another set of
+        planes, as the layout checks carry over. The new addresses are checked (``out``
+        apart from ``a`` and ``b``; an fp8 product's alignment) and keyed for warming as
+        ``bind`` keys them.
 
         Raises:
             ValueError: an operand is laid out otherwise than the one it replaces,
@@ -102,8 +108,11 @@ class BoundGemm:
         """
         handle, params = self.handle, self.params
         handle._check_alive()
-        roles = (*params.operands, "out")
-        for role, old in zip(roles, self._used, strict=True):
+        pairs = zip(params.operands, self._scales, strict=True)
+        scaled = [(f"{name}_scale", old) for name, old in pairs]
+        roles = (*params.operands, "out", *(role for role, old in scaled if old is not None))
+        olds = (*self._used, *(old for _, old in scaled if old is not None))
+        for role, old in zip(roles, olds, strict=True):
             new = operands[role]
             if (
                 getattr(new, "is_host", True)
@@ -118,11 +127,17 @@ class BoundGemm:
                     f"cuda:{old.device_index}); bind the product again with handle.bind"
                 )
         _check_out_apart(operands)
-        first, second, out = (operands[role] for role in roles)
+        first, second, out = (operands[role] for role in roles[:3])
+        first_scale, second_scale = (None if old is None else operands[r] for r, old in scaled)
+        scales = (first_scale, second_scale)
+        if isinstance(params, GemmParams) and params.dtype in SCALED_DTYPES:
+            for name in ("a", "b", "out"):
+                check_scaled_pointer(name, operands[name].ptr)
         key = product_key(params, first, second, out)
         alpha, beta = self._call.values
-        prepared = handle._call(params, first.ptr, second.ptr, out.ptr, key, alpha, beta)
-        return BoundGemm(handle, params, prepared, (first, second, out))
+        at = tuple(0 if scale is None else scale.ptr for scale in scales)
+        prepared = handle._call(params, first.ptr, second.ptr, out.ptr, key, alpha, beta, at)
+        return BoundGemm(handle, params, prepared, (first, second, out), None, scales)
 
     def __repr__(self) -> str:
         return f"BoundGemm({self.params}, {self.handle!r})"

@@ -21,6 +21,7 @@ from eagle.gemm.errors import GemmMappingUnavailable
 
 __all__ = [
     "ROLES",
+    "SCALES",
     "Operand",
     "bump_written",
     "check_flags",
@@ -154,13 +155,16 @@ def bump_written(written: Operand) -> None:
 
 ROLES = ("a", "b", "out")
 
+SCALES = ("a_scale", "b_scale")
+"""The optional operands of an fp8 product: the factors' per-tensor scales."""
+
 
 def handle_operands(operands: Any) -> tuple[Any, dict[str, _holder.Held]]:
-    """A handle's ``{"a": ..., "b": ..., "out": ...}`` with each device array of another
-    producer (torch, CuPy, the CUDA array interface, DLPack) taken as an eagle Array over
-    the same memory, and how each of those was taken, by role. Anything else stays as
-    given, for the handle's checks to name (``operands`` itself, when it is no mapping
-    or lacks a role).
+    """A handle's ``{"a": ..., "b": ..., "out": ...}`` (and the scales of :data:`SCALES`
+    it gives) with each device array of another producer (torch, CuPy, the CUDA array
+    interface, DLPack) taken as an eagle Array over the same memory, and how each of
+    those was taken, by role. Anything else stays as given, for the handle's checks to
+    name (``operands`` itself, when it is no mapping or lacks a role).
 
     Raises:
         GemmMappingUnavailable: ``out`` is a torch tensor that requires grad.
@@ -169,7 +173,7 @@ def handle_operands(operands: Any) -> tuple[Any, dict[str, _holder.Held]]:
         return operands, {}
     taken = dict(operands)
     held = {}
-    for role in ROLES:
+    for role in (*ROLES, *(scale for scale in SCALES if scale in operands)):
         value = operands[role]
         if type(value) is Array or type(value) is np.ndarray:
             continue

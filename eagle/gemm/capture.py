@@ -10,18 +10,22 @@ the capture only :meth:`~CublasCaptureHandle.sgemm` (float32) and
 run, or a product bound once with :meth:`~CublasCaptureHandle.bind`. A capture
 of a stream no handle was made for records warmed products through
 :func:`eagle.gemm.lending.record_lent`, which lends the handle to that stream.
+fp8 products run on cuBLASLt (:mod:`eagle.gemm._scaled`), made on the handle's
+first one, with the handle's stream and workspace; their per-tensor scales are
+operands, ``"a_scale"`` and ``"b_scale"``.
 
 A product's checks (dtypes, layout, overlap, device) run the first time the
 handle sees its params with operands of that pointer, shape, strides, dtype
 and device; the prepared call is kept under exactly those values, so a later
 call with the same ones only enqueues.
 
-``nvmath.bindings.cublas`` is imported on first use, so importing eagle.gemm
-loads neither a driver nor cuBLAS.
+``nvmath.bindings.cublas`` is imported on first use (``cublasLt`` on the first fp8
+product), so importing eagle.gemm loads neither a driver nor cuBLAS.
 """
 
 from __future__ import annotations
 
+import math as _math
 import threading
 import weakref
 from collections.abc import Mapping
@@ -37,9 +41,10 @@ from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr
 from eagle.errors import EagleTypeError, check_option
 from eagle.gemm._bound_gemm import BoundGemm
-from eagle.gemm._operands import handle_operands
+from eagle.gemm._operands import SCALES, handle_operands
 from eagle.gemm._prepared import ALIGNMENT, CACHED_CALLS, Call, Prepared, product_key, write_span
-from eagle.gemm.dtypes import dtype_of
+from eagle.gemm._scaled import ScaledProducts
+from eagle.gemm.dtypes import SCALED_DTYPES, dtype_of, product_dtypes
 from eagle.gemm.errors import (
     CaptureInProgress,
     CublasUnavailable,
@@ -50,6 +55,7 @@ from eagle.gemm.errors import (
 from eagle.gemm.params import (
     GemmParams,
     SgemmParams,
+    check_scaled_pointer,
     gemm_params_for_arrays,
     sgemm_params_for_arrays,
 )
@@ -64,8 +70,11 @@ _MATH_MODES: dict[Float32Math, str] = {"fp32": "DEFAULT_MATH", "tf32": "TF32_TEN
 _ROLES = ("a", "b", "out")
 # the element types cublasGemmEx is told: each product dtype's cudaDataType_t
 _DATA_TYPES = {row.name: row.cuda for row in TABLE if row.product is not None}
+_FLOAT32 = np.dtype(np.float32)
 
 Params = SgemmParams | GemmParams
+_Scales = tuple[Any, Any]
+"""The scale arrays of cuBLAS's first and second operand (None: no scale), in that order."""
 
 
 def _cublas() -> ModuleType:
@@ -116,6 +125,7 @@ class CublasCaptureHandle:
         # prepared calls by (params, each operand's pointer, shape, strides, dtype, device)
         self._sgemm_calls = Prepared()
         self._gemm_calls = Prepared()
+        self._scaled: ScaledProducts | None = None  # the cuBLASLt side, made on first use
         cublas = _cublas()
         try:
             cudart.cudaGetDeviceCount()  # no driver or no device: CudaUnavailable
@@ -184,7 +194,9 @@ class CublasCaptureHandle:
                 :func:`~eagle.gemm.gemm_params_for_arrays`), any dtype.
             operands: ``{"a": ..., "b": ..., "out": ...}``, device arrays on
                 this handle's device (eagle, torch, CuPy, CUDA array interface,
-                DLPack), laid out as ``params`` describe.
+                DLPack), laid out as ``params`` describe; for fp8 params also
+                ``"a_scale"`` and ``"b_scale"`` where the factors have scales
+                (see :meth:`gemm`).
             keep_out: leave ``out`` as it is: the product runs into a scratch
                 matrix from eagle's pool, laid out and aligned as ``out`` is
                 (so it warms ``out``'s product), freed afterwards.
@@ -199,7 +211,7 @@ class CublasCaptureHandle:
         self._check_alive()
         kind = GemmParams if isinstance(params, GemmParams) else SgemmParams
         operands, held = handle_operands(operands)
-        first, second, out, key = self._checked(params, operands, kind)
+        first, second, out, key, scales = self._checked(params, operands, kind)
         if key in self._warmed:
             return
         if is_capturing(self.stream_ptr):
@@ -214,7 +226,10 @@ class CublasCaptureHandle:
         with self._lock:
             self._check_alive()
             _holder.order_after(held.values(), self.stream_ptr)
-            self._call(params, first.ptr, second.ptr, target, key, 1.0, 0.0).run(1.0, 0.0)
+            prepared = self._call(
+                params, first.ptr, second.ptr, target, key, 1.0, 0.0, _scale_pointers(scales)
+            )
+            prepared.run(1.0, 0.0)
             cudart.cudaStreamSynchronize(self.stream_ptr)
             self._warmed.add(key)
         if "out" in held and not keep_out:
@@ -268,26 +283,40 @@ class CublasCaptureHandle:
         :meth:`sgemm` for every dtype of :mod:`eagle.gemm.dtypes`: bfloat16 and
         float16 factors (cublasGemmEx, summed in float32, ``out`` bfloat16/
         float16 or float32), float32 (Sgemm, or TF32 tensor cores for params
-        made with ``math="tf32"``) and float64 (Dgemm). The same rules: legal
+        made with ``math="tf32"``), float64 (Dgemm) and fp8 (cublasLtMatmul,
+        ``out`` bfloat16 or float32, on sm_89 or newer). The same rules: legal
         inside a capture once warmed, ``alpha`` and ``beta`` baked into the
         recorded node, in the arithmetic the sums are done in (float64 for
         float64 factors, float32 otherwise).
+
+        An fp8 product computes ``out = alpha * (a_scale * b_scale) * op(a) @ op(b)
+        + beta * out``: ``operands["a_scale"]`` and ``operands["b_scale"]`` are
+        one-element float32 device arrays (either may be left out: a scale of 1),
+        read by the device when the product runs, so a replayed graph uses the
+        values they hold then (update them in place between replays). The
+        product keeps their addresses: pass the same arrays to have it found
+        again without checks.
 
         Args:
             params: from :func:`~eagle.gemm.gemm_params_for_arrays`.
             operands: ``{"a": ..., "b": ..., "out": ...}``, device arrays on
                 this handle's device, laid out and typed as ``params`` describe
-                (any producer, as for :meth:`sgemm`).
+                (any producer, as for :meth:`sgemm`); for fp8 params, optionally
+                ``"a_scale"`` and ``"b_scale"``.
             alpha: scales the product.
             beta: scales what ``out`` held (1.0 adds into it).
 
         Raises:
             GemmCaptureUnavailable: the handle was destroyed, an operand is not
-                a device array on this device, or the stream is being captured
-                and this product was never warmed.
+                a device array on this device, the stream is being captured
+                and this product was never warmed, a scale that is not a
+                one-element float32 device array or given for a product that is
+                not fp8, or (:class:`~eagle.gemm.CublasUnavailable`) an fp8
+                product on a device older than sm_89.
             GemmMappingUnavailable: ``params`` do not describe the operands
-                (their layout or dtypes), or exact float32 params on a handle
-                made with ``math="tf32"``.
+                (their layout or dtypes), exact float32 params on a handle
+                made with ``math="tf32"``, or an fp8 operand whose address is
+                not 16-byte aligned.
             TypeError: ``params`` is not GemmParams, or ``operands`` not a mapping.
         """
         self._enqueue_product(params, operands, alpha, beta, GemmParams, self._gemm_calls)
@@ -314,6 +343,8 @@ class CublasCaptureHandle:
                    a._ptr, a.shape, a.strides, a.dtype, a._device_index,
                    b._ptr, b.shape, b.strides, b.dtype, b._device_index,
                    out._ptr, out.shape, out.strides, out.dtype, out._device_index)  # fmt: skip
+            if len(operands) > 3:  # scales (fp8): the prepared call holds their addresses
+                key += tuple(operands[r]._ptr if r in operands else None for r in SCALES)
             last = calls.last
             if last is not None and last[0] == key:  # the last call's: no hashing
                 prepared = last[1]
@@ -337,6 +368,8 @@ class CublasCaptureHandle:
                 self._check_alive()
             prepared.run(alpha, beta)
         record_use(self.stream_ptr, self, *((b, a) if prepared.swap else (a, b)), out)
+        if len(operands) > 3:
+            record_use(self.stream_ptr, *(operands[r] for r in SCALES if r in operands))
 
     def bind(
         self,
@@ -359,11 +392,12 @@ class CublasCaptureHandle:
         self._check_alive()
         kind = GemmParams if isinstance(params, GemmParams) else SgemmParams
         operands, held = handle_operands(operands)
-        first, second, out, key = self._checked(params, operands, kind)
+        first, second, out, key, scales = self._checked(params, operands, kind)
         _holder.order_after(held.values(), self.stream_ptr)
-        prepared = self._call(params, first.ptr, second.ptr, out.ptr, key, alpha, beta)
+        at = _scale_pointers(scales)
+        prepared = self._call(params, first.ptr, second.ptr, out.ptr, key, alpha, beta, at)
         written = held["out"].tensor if "out" in held else None
-        return BoundGemm(self, params, prepared, (first, second, out), written)
+        return BoundGemm(self, params, prepared, (first, second, out), written, scales)
 
     def has_warmed(self, params: Params, operands: Mapping[str, Any]) -> bool:
         """Whether :meth:`warm` ran this product: its ``params``, with operands aligned as
@@ -388,6 +422,8 @@ class CublasCaptureHandle:
             self._gemm_calls.clear()
             if not self._live_graphs:
                 self._release()  # the first call frees; later ones do nothing
+                if self._scaled is not None:
+                    self._scaled.close()
 
     def _graphs_released(self) -> None:
         """The last live graph recorded against this handle is gone."""
@@ -417,8 +453,9 @@ class CublasCaptureHandle:
         """Check a product in full and keep its prepared call under ``key``, the operands'
         values as :meth:`_enqueue_product` reads them (None: operands that are not eagle
         Arrays, which that lookup never finds)."""
-        first, second, out, warm_key = self._checked(params, operands, kind)
-        prepared = self._call(params, first.ptr, second.ptr, out.ptr, warm_key, 1.0, 0.0)
+        first, second, out, warm_key, scales = self._checked(params, operands, kind)
+        at = _scale_pointers(scales)
+        prepared = self._call(params, first.ptr, second.ptr, out.ptr, warm_key, 1.0, 0.0, at)
         if key is not None:
             if len(calls) >= CACHED_CALLS:
                 calls.clear()
@@ -427,11 +464,12 @@ class CublasCaptureHandle:
 
     def _checked(
         self, params: Params, operands: Mapping[str, Any], kind: type
-    ) -> tuple[Any, Any, Any, tuple[Params, int, int, int]]:
+    ) -> tuple[Any, Any, Any, tuple[Params, int, int, int], _Scales]:
         """Every check of a product: its params' type, the operands (device arrays on this
         device), their layout and dtypes against ``params``, ``out`` apart from ``a`` and
-        ``b``; and the handle's math. Returns cuBLAS's first and second operand, out, and
-        the product's key in the handle's record of what it warmed."""
+        ``b``; the handle's math; and for fp8 the scales and the operands' alignment.
+        Returns cuBLAS's first and second operand, out, the product's key in the handle's
+        record of what it warmed, and the scales of the first and second operand."""
         if not isinstance(params, kind):
             maker = "sgemm_params_for_arrays" if kind is SgemmParams else "gemm_params_for_arrays"
             raise EagleTypeError(
@@ -455,8 +493,7 @@ class CublasCaptureHandle:
                 a, b, out,
                 transpose_a=transpose_a, transpose_b=transpose_b, transpose_out=transpose_out,
             )  # fmt: skip
-            tf32 = params.math == "tf32" and general.dtype == "float32"
-            actual = general._replace(math="tf32") if tf32 else general
+            actual = _with_math(general, params.math)
             maker = "gemm_params_for_arrays"
         else:
             actual = sgemm_params_for_arrays(
@@ -469,15 +506,42 @@ class CublasCaptureHandle:
                 f"params {params} do not describe these operands (their layout gives "
                 f"{actual}); compute params with {maker}(a, b, out, ...)"
             )
-        exact32 = isinstance(params, GemmParams) and params[9:] == ("float32", "float32", "fp32")
+        exact32 = isinstance(params, GemmParams) and params[9:12] == ("float32", "float32", "fp32")
         if exact32 and self.math != "fp32":
             raise GemmMappingUnavailable(
                 f"params ask for exact float32 (math='fp32'), but this handle was made with "
                 f"math={self.math!r}, which rounds every float32 product to TF32; make the "
                 f"params with math='tf32', or use a handle made with math='fp32'"
             )
+        scaled = isinstance(params, GemmParams) and params.dtype in SCALED_DTYPES
+        given = self._checked_scales(operands, scaled)
+        if scaled:
+            for name in _ROLES:
+                check_scaled_pointer(name, operands[name].ptr)
         first, second = (operands[name] for name in params.operands)
-        return first, second, out, product_key(params, first, second, out)
+        first_scale, second_scale = (given.get(f"{name}_scale") for name in params.operands)
+        scales = (first_scale, second_scale)
+        return first, second, out, product_key(params, first, second, out), scales
+
+    def _checked_scales(self, operands: Mapping[str, Any], scaled: bool) -> dict[str, Any]:
+        """The scales among ``operands``, by role, each a one-element float32 device array on
+        this device; refused for a product that is not ``scaled`` (fp8)."""
+        given = {role: operands[role] for role in SCALES if role in operands}
+        if given and not scaled:
+            raise NotCapturable(
+                f"operands {sorted(given)} are per-tensor scales, which only fp8 products "
+                f"take; leave them out"
+            )
+        for role, scale in given.items():
+            self._check_device_array(role, scale)
+            shape = tuple(scale.shape)
+            if dtype_of(scale.dtype) != _FLOAT32 or _math.prod(shape) != 1:
+                raise NotCapturable(
+                    f"operand {role!r} is {dtype_of(scale.dtype)} of shape {shape}; a scale is "
+                    f"a one-element float32 device array (arrays.full((1,), s, "
+                    f"dtype='float32', device='cuda:{self.device}'))"
+                )
+        return given
 
     def _check_device_array(self, name: str, array: Any) -> None:
         if getattr(array, "is_host", True) or not isinstance(getattr(array, "ptr", None), int):
@@ -500,13 +564,21 @@ class CublasCaptureHandle:
         key: tuple[Any, ...],
         alpha: float,
         beta: float,
+        scales: tuple[int, int] = (0, 0),
     ) -> Call:
         """The prepared cuBLAS call of checked ``params`` over these pointers, with its own
         ``alpha`` and ``beta`` in the compute type (float64 for float64 factors, float32
-        otherwise)."""
+        otherwise); an fp8 product's on cuBLASLt, with the addresses of the scales of
+        cuBLAS's first and second operand (0: none)."""
         dtype = params.dtype if isinstance(params, GemmParams) else "float32"
         math = params.math if isinstance(params, GemmParams) else self.math
         scalars = np.array((alpha, beta), np.float64 if dtype == "float64" else np.float32)
+        swap = params.operands == ("b", "a")
+        if dtype in SCALED_DTYPES:
+            assert isinstance(params, GemmParams)
+            scaled = self._scaled_products().call(params, (first, second, out), scales, scalars)
+            warm = key in self._warmed
+            return Call(scaled, (), scalars, (alpha, beta), key, swap=swap, warm=warm)
         alpha_at = scalars.ctypes.data
         beta_at = alpha_at + scalars.itemsize
         head = (self._handle, self._ops[params.op_a], self._ops[params.op_b],
@@ -524,9 +596,24 @@ class CublasCaptureHandle:
             args = (*head, first, kind, params.lda, second, kind, params.ldb, beta_at,
                     out, out_kind, params.ldc, self._compute[math], self._algo)  # fmt: skip
         return Call(
-            function, args, scalars, (alpha, beta), key,
-            swap=params.operands == ("b", "a"), warm=key in self._warmed,
-        )  # fmt: skip
+            function, args, scalars, (alpha, beta), key, swap=swap, warm=key in self._warmed
+        )
+
+    def _scaled_products(self) -> ScaledProducts:
+        """The handle's cuBLASLt side (made on its first fp8 product)."""
+        if self._scaled is None:
+            self._scaled = ScaledProducts(
+                self.device, (self.stream_ptr, *self._workspace), self._cublas
+            )
+        return self._scaled
+
+    def _point_at(self, stream_ptr: int, workspace: int, nbytes: int) -> None:
+        """Point the handle's products, cuBLAS's and cuBLASLt's, at ``stream_ptr`` with the
+        workspace at ``workspace`` (``nbytes``): lending does, and points it back."""
+        self._cublas.set_stream(self._handle, stream_ptr)  # resets the workspace: set it after
+        self._cublas.set_workspace(self._handle, workspace, nbytes)
+        if self._scaled is not None:
+            self._scaled.target = (stream_ptr, workspace, nbytes)
 
     def __repr__(self) -> str:
         state = ", destroyed" if self._closed else ""
@@ -537,3 +624,22 @@ class CublasCaptureHandle:
 def _release(cublas: ModuleType, handle: int, workspace: Any) -> None:
     """Destroy a cuBLAS handle; ``workspace`` is held until then, and freed after it."""
     cublas.destroy(handle)
+
+
+def _scale_pointers(scales: _Scales) -> tuple[int, int]:
+    """The addresses of ``scales`` (0 for None), as :meth:`CublasCaptureHandle._call`
+    takes them."""
+    first, second = scales
+    return (0 if first is None else first.ptr, 0 if second is None else second.ptr)
+
+
+def _with_math(params: GemmParams, math: str) -> GemmParams:
+    """``params`` (made with the exact math) with ``math`` instead, where their dtypes
+    take it (else as they are, for the comparison with the params given to refuse)."""
+    if math == params.math:
+        return params
+    try:
+        product_dtypes(params.dtype, params.b_dtype, params.out_dtype, math)
+    except GemmMappingUnavailable:
+        return params
+    return params._replace(math=math)

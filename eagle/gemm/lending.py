@@ -10,9 +10,11 @@ that warmed them (:func:`~eagle.gemm.handles.warmed_handle` finds one).
 
 The lent handle is pointed at the captured stream with a workspace of its own,
 allocated in the capture before the products and freed in it after them, and
-then pointed back. Two facts make that legal and race-free: setting a cuBLAS
-handle's stream and workspace are host calls, allowed during a capture (setting
-the stream resets the workspace, so the workspace is set after it); and an
+then pointed back (its fp8 products, on cuBLASLt, take the stream and workspace
+with each call, and follow the handle). Two facts make that legal and race-free:
+setting a cuBLAS handle's stream and workspace are host calls, allowed during a
+capture (setting the stream resets the workspace, so the workspace is set after
+it); and an
 allocation on the captured stream from eagle's pool, with its free on the same
 stream in the same capture, records an allocation node and a free node, so the
 graph owns that memory and each replay has it to itself, while work already
@@ -79,15 +81,12 @@ def record_lent(
                 "without its own cuBLAS handle needs; run or bind the plan on that stream "
                 "(inside `with stream:`) before the capture begins"
             )
-        cublas, raw = handle._cublas, handle._handle
         with default_pool(handle.device).scoped(WORKSPACE_BYTES, stream_ptr) as workspace:
-            cublas.set_stream(raw, stream_ptr)  # resets the workspace: set it after
             try:
-                cublas.set_workspace(raw, workspace, WORKSPACE_BYTES)
+                handle._point_at(stream_ptr, workspace, WORKSPACE_BYTES)
                 for product in products:
                     product._call.function(*product._call.args)
             finally:
-                cublas.set_stream(raw, handle.stream_ptr)
-                cublas.set_workspace(raw, *handle._workspace)
+                handle._point_at(handle.stream_ptr, *handle._workspace)
     for product in products:
-        record_use(stream_ptr, *product._used)
+        record_use(stream_ptr, *product._kept)

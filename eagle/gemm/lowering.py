@@ -63,7 +63,8 @@ class CapturedCall(NamedTuple):
     Attributes:
         name: the plan step's name.
         params: the :class:`~eagle.gemm.GemmParams` of the call.
-        operands: ``{"a": ..., "b": ..., "out": ...}``, your own device arrays.
+        operands: ``{"a": ..., "b": ..., "out": ...}``, your own device arrays, with
+            ``"a_scale"`` and ``"b_scale"`` where an fp8 step names scales.
     """
 
     name: str
@@ -152,17 +153,18 @@ def captured_calls(
     """One :class:`CapturedCall` per step of ``plan``, of any product dtype, over your buffers.
 
     :func:`captured_gemm_calls` for every dtype of :mod:`eagle.gemm.dtypes`
-    (bfloat16, float16, float32, float64; no copies). Warm each call's params on
-    the handle before the capture, then record them with
-    ``handle.gemm(call.params, call.operands, ...)``.
+    (bfloat16, float16, float32, float64, fp8 with its steps' scales; no copies).
+    Warm each call's params on the handle before the capture, then record them
+    with ``handle.gemm(call.params, call.operands, ...)``.
 
     Args:
         plan: a plan of matmul steps, e.g. from ``lower_dense_gemm(record, dtype=...)``.
         buffers: device arrays by name (eagle Arrays, torch tensors, CuPy arrays,
             CUDA array interface or DLPack objects), as for ``plan("device", buffers)``;
             the calls' operands are eagle Arrays over the same memory.
-        math: None (exact) or ``"tf32"`` for a plan of float32 buffers whose
-            products accept TF32 rounding.
+        math: None (exact), ``"tf32"`` for a plan of float32 buffers whose
+            products accept TF32 rounding, or ``"fast_accum"`` for a plan of fp8
+            products summed in the tensor cores' own accumulator.
 
     Raises:
         TypeError: ``plan`` is not a LoweredPlan, or ``buffers`` not a mapping.
@@ -206,6 +208,7 @@ def _bound_products(
             transpose_out=spec.transpose_out,
             **options,
         )
+        operands.update({role: bound[name] for role, name in spec.scales.items()})
         yield step.name, params, operands
 
 

@@ -1,9 +1,10 @@
 """The matmul step: ``out = op(a) @ op(b)`` over named buffers, on the host or the device.
 
-On the host it is numpy's matmul through transposed views (16-bit factors are
-multiplied in float32 and rounded once into ``out``); on the device one cuBLAS
-call on eagle's current stream, through the stream's cached
-:class:`~eagle.gemm.CublasCaptureHandle` (no allocation, no synchronisation).
+On the host it is numpy's matmul through transposed views (16-bit and fp8 factors
+are multiplied in float32 and rounded once into ``out``; fp8 products are scaled);
+on the device one cuBLAS (or, fp8, cuBLASLt) call on eagle's current stream, through
+the stream's cached :class:`~eagle.gemm.CublasCaptureHandle` (no allocation, no
+synchronisation).
 The device step checks a product the first time it sees its buffers' pointers,
 shapes, strides, dtypes and device, and keeps the prepared call under exactly
 those values.
@@ -12,6 +13,7 @@ those values.
 from __future__ import annotations
 
 import functools
+import math
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,10 +25,15 @@ from eagle.cuda.stream import launch_stream
 from eagle.gemm._operands import Operand, bump_written, check_flags, operand, ordered
 from eagle.gemm._prepared import Call
 from eagle.gemm.capture import CublasCaptureHandle
-from eagle.gemm.dtypes import HALVES, dtype_of, product_dtypes
+from eagle.gemm.dtypes import HALVES, SCALED_DTYPES, dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable, MatmulUnavailable, PlanUnavailable
 from eagle.gemm.handles import stream_handle
-from eagle.gemm.params import GemmParams, _layout_for_arrays
+from eagle.gemm.params import (
+    GemmParams,
+    _layout_for_arrays,
+    check_scaled_layout,
+    check_scaled_pointer,
+)
 from eagle.gemm.steps import MatmulSpec, PlanStep, _out_shape, _roles, _where
 
 __all__ = ["matmul_step"]
@@ -43,20 +50,29 @@ def matmul_step(
     transpose_a: bool = False,
     transpose_b: bool = False,
     transpose_out: bool = False,
+    a_scale: str | None = None,
+    b_scale: str | None = None,
 ) -> PlanStep:
     """A step computing ``out = op(a) @ op(b)`` over the buffers named ``a``, ``b``, ``out``.
 
     The buffers' dtypes follow :mod:`eagle.gemm.dtypes` (bfloat16, float16,
-    float32 or float64 factors; a 16-bit product may write float32). On the
-    host it is numpy's matmul through transposed views, written into ``out``
-    in place; 16-bit factors are multiplied in float32 and rounded once into
-    ``out``. On the device it is one cuBLAS call (Sgemm, Dgemm, or GemmEx
-    summing in float32) on eagle's current stream, through a handle cached
-    per device and stream: no allocation and no synchronisation per call. A
-    contracted extent of 0 is a product: ``out`` is set to zeros.
-    Running the step refuses (:class:`~eagle.gemm.MatmulUnavailable`, naming
-    the buffer) a read-only ``out`` on the host, and on the device an ``out``
-    that shares memory with ``a`` or ``b``, which cuBLAS does not allow.
+    float32, float64 or fp8 factors; a 16-bit product may write float32, an fp8
+    one writes bfloat16 or float32). On the host it is numpy's matmul through
+    transposed views, written into ``out`` in place; 16-bit and fp8 factors are
+    multiplied in float32 and rounded once into ``out``. On the device it is one
+    cuBLAS call (Sgemm, Dgemm, or GemmEx summing in float32; cublasLtMatmul for
+    fp8) on eagle's current stream, through a handle cached per device and
+    stream: no allocation and no synchronisation per call. A contracted extent
+    of 0 is a product: ``out`` is set to zeros. Running the step refuses
+    (:class:`~eagle.gemm.MatmulUnavailable`, naming the buffer) a read-only
+    ``out`` on the host, and on the device an ``out`` that shares memory with
+    ``a`` or ``b``, which cuBLAS does not allow.
+
+    An fp8 product computes ``out = (a_scale * b_scale) * op(a) @ op(b)`` in the
+    one layout its products take (``transpose_a=False``, ``transpose_b=True``: see
+    :func:`~eagle.gemm.params.check_scaled_layout`), on both sides; each scale is
+    a one-element float32 buffer, read when the step runs (on the device, when the
+    product runs: a replayed capture reads its current value).
 
     Args:
         name: the step's name.
@@ -64,22 +80,24 @@ def matmul_step(
         out: the destination's buffer name.
         transpose_a, transpose_b: ``op(x)`` is ``x.T`` when set.
         transpose_out: ``out`` receives the product transposed.
+        a_scale, b_scale: the names of ``a``'s and ``b``'s scales (fp8 factors
+            only), or None for a scale of 1.
 
     Raises:
-        PlanUnavailable: ``out`` is also an operand.
+        PlanUnavailable: ``out`` is also an operand or a scale.
         TypeError: a transpose flag that is not True or False.
     """
-    if out in (a, b):
+    if out in (a, b, a_scale, b_scale):
         raise PlanUnavailable(
             f"matmul step {name!r}: out {out!r} is also an operand; a product cannot write "
             f"over its own input"
         )
     flags = check_flags(transpose_a, transpose_b, transpose_out)
-    spec = MatmulSpec(a, b, out, *flags)
+    spec = MatmulSpec(a, b, out, *flags, a_scale, b_scale)
     return PlanStep(
         name,
         "matmul",
-        tuple(dict.fromkeys((a, b))),
+        tuple(dict.fromkeys((a, b, *spec.scales.values()))),
         (out,),
         _DeviceMatmul(name, spec),
         functools.partial(_host_matmul, name, spec),
@@ -87,9 +105,11 @@ def matmul_step(
     )
 
 
-def _lookup(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+def _lookup(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The step's buffers: a, b, out, then its scales (those it names)."""
     try:
-        return bufs[spec.a], bufs[spec.b], bufs[spec.out]
+        return (bufs[spec.a], bufs[spec.b], bufs[spec.out],
+                *(bufs[name] for name in spec.scales.values()))  # fmt: skip
     except KeyError as exc:
         raise MatmulUnavailable(
             f"matmul step {step!r}: buffer {exc.args[0]!r} is not bound (bound: {sorted(bufs)})"
@@ -131,13 +151,13 @@ def _host_layout(
 
 
 def _taken(step: str, spec: MatmulSpec, bufs: Mapping[str, Any], side: str) -> list[Operand]:
-    """The step's buffers as ``side`` takes them (torch tensors, CuPy arrays...: the same
-    memory), each checked by the check host and device share."""
+    """The step's buffers (a, b, out, then its scales) as ``side`` takes them (torch
+    tensors, CuPy arrays...: the same memory), each checked by the check host and device
+    share."""
     taken = []
-    for role, name, buffer in zip(
-        ("buffer", "buffer", "out"), (spec.a, spec.b, spec.out), _lookup(step, spec, bufs),
-        strict=True,
-    ):  # fmt: skip
+    names = (spec.a, spec.b, spec.out, *spec.scales.values())
+    roles = ("buffer", "buffer", "out", *spec.scales)
+    for role, name, buffer in zip(roles, names, _lookup(step, spec, bufs), strict=True):
         label = f"matmul step {step!r}: {role} {name!r}"
         written, sync = role == "out", side == "device"
         item = operand(buffer, label, side=side, written=written, error=MatmulUnavailable,
@@ -148,20 +168,65 @@ def _taken(step: str, spec: MatmulSpec, bufs: Mapping[str, Any], side: str) -> l
 
 def _host_matmul(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> None:
     taken = _taken(step, spec, bufs, "host")
-    a, b, out = (item.array for item in taken)
+    a, b, out, *scales = (item.array for item in taken)
     dtype = _host_layout(step, spec, a.shape, b.shape, out.shape, a.dtype, b.dtype, out.dtype)
-    if dtype in HALVES:  # sum in float32, round once into out
+    _refuse_scales(step, spec, dtype)
+    scale = None
+    if dtype in SCALED_DTYPES:  # in the layout the device takes; scaled once summed
+        scale = _host_scale(step, spec, a, b, out, scales)
+    if dtype in HALVES or scale is not None:  # sum in float32, round once into out
         a, b = a.astype(np.float32), b.astype(np.float32)
     left = a.T if spec.transpose_a else a
     right = b.T if spec.transpose_b else b
     if spec.transpose_out:
         left, right = right.T, left.T  # out = (left @ right).T, written C-ordered
     with np.errstate(all="ignore"):  # inf * 0 is NaN, as on the device, never a warning
-        if a.dtype == out.dtype:
+        if scale is not None:
+            out[...] = np.matmul(left, right) * scale
+        elif a.dtype == out.dtype:
             np.matmul(left, right, out=out)
         else:
             out[...] = np.matmul(left, right)
     bump_written(taken[2])
+
+
+def _host_scale(
+    step: str, spec: MatmulSpec, a: Any, b: Any, out: Any, scales: list[Any]
+) -> np.float32:
+    """An fp8 step's scale on the host, ``a_scale * b_scale`` in float32, after the checks
+    the device makes of its layout and its scales."""
+    try:
+        layout = _layout_for_arrays(
+            {"a": a, "b": b, "out": out}, 1,
+            spec.transpose_a, spec.transpose_b, spec.transpose_out, out.dtype.itemsize,
+        )  # fmt: skip
+        check_scaled_layout(layout, out.dtype.itemsize)
+    except GemmMappingUnavailable as exc:
+        raise MatmulUnavailable(f"matmul step {step!r} ({_roles(spec)}): {exc}") from exc
+    product = np.float32(1.0)
+    for (role, name), value in zip(spec.scales.items(), scales, strict=True):
+        _check_scale(step, role, name, value)
+        product = product * np.float32(value.reshape(-1)[0])
+    return product
+
+
+def _refuse_scales(step: str, spec: MatmulSpec, dtype: str) -> None:
+    """Refuse scales named by a step whose factors are not fp8."""
+    if spec.scales and dtype not in SCALED_DTYPES:
+        named = ", ".join(f"{role}={name!r}" for role, name in spec.scales.items())
+        raise MatmulUnavailable(
+            f"matmul step {step!r}: {named} scale a {dtype} product; per-tensor scales are "
+            f"for fp8 factors ({', '.join(SCALED_DTYPES)})"
+        )
+
+
+def _check_scale(step: str, role: str, name: str, value: Any) -> None:
+    """Refuse a scale that is not one float32 element."""
+    if np.dtype(value.dtype) != np.float32 or math.prod(value.shape) != 1:
+        raise MatmulUnavailable(
+            f"matmul step {step!r}: {role} {name!r} is {value.dtype} of shape "
+            f"{tuple(value.shape)}; a scale is one float32 element"
+        )
 
 
 class _DeviceMatmul:
@@ -170,8 +235,9 @@ class _DeviceMatmul:
     def __init__(self, step: str, spec: MatmulSpec) -> None:
         self.step, self.spec = step, spec
         self._names = (spec.a, spec.b, spec.out)
-        # (each buffer's pointer, shape, strides, dtype, device) -> the checked product and
-        # its prepared call on each stream's handle
+        self._scales = tuple(spec.scales.values())  # the scale buffers' names (fp8)
+        # (each buffer's pointer, shape, strides, dtype, device, and each scale's pointer)
+        # -> the checked product and its prepared call on each stream's handle
         self._products: dict[tuple[Any, ...], _Product] = {}
         self._last: tuple[tuple[Any, ...], _Product] | None = None  # the last call's
 
@@ -184,6 +250,10 @@ class _DeviceMatmul:
             key = (a._ptr, a.shape, a.strides, a.dtype, a._device_index,
                    b._ptr, b.shape, b.strides, b.dtype, b._device_index,
                    out._ptr, out.shape, out.strides, out.dtype, out._device_index)  # fmt: skip
+            scales: tuple[Any, ...] = ()
+            if self._scales:  # (fp8) the prepared call holds their addresses
+                scales = tuple(bufs[name] for name in self._scales)
+                key += tuple(scale._ptr for scale in scales)
             last = self._last
             if last is not None and last[0] == key:  # as the last call: no hashing
                 product = last[1]
@@ -192,8 +262,9 @@ class _DeviceMatmul:
                 self._last = (key, product)
         except Exception:  # not seen, or not eagle Arrays: taken and checked
             taken = _taken(self.step, self.spec, bufs, "device")
-            a, b, out = (item.array for item in taken)
-            product = self._checked(a, b, out)
+            a, b, out, *listed = (item.array for item in taken)
+            scales = tuple(listed)
+            product = self._checked(a, b, out, scales)
         device = product.device
         stream_ptr = launch_stream((a, b, out), device)
         if taken:  # the producers' queued work comes first
@@ -202,15 +273,17 @@ class _DeviceMatmul:
         on = product.on
         prepared = on[1] if on is not None and on[0]() is handle else product.prepare(handle)
         prepared.function(*prepared.args)
-        record_use(stream_ptr, handle, a, b, out)
+        record_use(stream_ptr, handle, a, b, out, *scales)
         if taken:
             bump_written(taken[2])
 
-    def _checked(self, a: Any, b: Any, out: Any) -> _Product:
-        """The product over these device arrays: found when seen before, else checked in
-        full and kept under the buffers' values as :meth:`__call__` reads them."""
+    def _checked(self, a: Any, b: Any, out: Any, scales: tuple[Any, ...]) -> _Product:
+        """The product over these device arrays (and the scales the step names): found
+        when seen before, else checked in full and kept under the buffers' values as
+        :meth:`__call__` reads them."""
         try:
             key: tuple[Any, ...] | None = _key(a, b, out)
+            key += tuple(scale._ptr for scale in scales)  # type: ignore[operator]
         except AttributeError:
             key = None  # (never found by __call__'s lookup)
         found = None if key is None else self._products.get(key)
@@ -223,18 +296,34 @@ class _DeviceMatmul:
                 f"matmul step {step!r}: a={spec.a!r} is on {a.device}, b={spec.b!r} on "
                 f"{b.device}, out={spec.out!r} on {out.device}; put them on one device"
             )
-        dtypes = _dtypes(step, spec, (a.dtype, b.dtype, out.dtype))  # a and b have one dtype
+        dtypes = _dtypes(step, spec, (a.dtype, b.dtype, out.dtype))  # a's, out's and the math
+        _refuse_scales(step, spec, dtypes[0])
+        scaled = dtypes[0] in SCALED_DTYPES
         try:
             layout = _layout_for_arrays(
                 {"a": a, "b": b, "out": out},
                 _itemsize(a), spec.transpose_a, spec.transpose_b, spec.transpose_out,
                 _itemsize(out),
             )  # fmt: skip
+            if scaled:
+                check_scaled_layout(layout, _itemsize(out))
+                for name, array in (("a", a), ("b", b), ("out", out)):
+                    check_scaled_pointer(name, array.ptr)
         except GemmMappingUnavailable as exc:
             raise MatmulUnavailable(f"matmul step {step!r} ({_roles(spec)}): {exc}") from exc
-        params = GemmParams(*layout, *dtypes)
+        by_role = {}
+        for (role, name), scale in zip(spec.scales.items(), scales, strict=True):
+            _check_scale(step, role, name, scale)
+            if scale.device_index != device:
+                raise MatmulUnavailable(
+                    f"matmul step {step!r}: {role} {name!r} is on {scale.device}, the factors "
+                    f"on cuda:{device}; put them on one device"
+                )
+            by_role[role] = scale.ptr
+        params = GemmParams(*layout, *dtypes, dtype_of(b.dtype).name)
         first, second = (a, b) if params.operands == ("a", "b") else (b, a)
-        product = _Product(params, device, first.ptr, second.ptr, out.ptr)
+        at = tuple(by_role.get(f"{name}_scale", 0) for name in params.operands)
+        product = _Product(params, device, (first.ptr, second.ptr, out.ptr), (at[0], at[1]))
         if key is not None:
             if len(self._products) >= _CACHED_PRODUCTS:
                 self._products.clear()
@@ -260,10 +349,17 @@ class _Product:
     """A checked product of a device step: its params, device and pointers, and its
     prepared call (alpha 1, beta 0) on each handle that ran it."""
 
-    __slots__ = ("calls", "device", "on", "params", "pointers")
+    __slots__ = ("calls", "device", "on", "params", "pointers", "scales")
 
-    def __init__(self, params: GemmParams, device: int, first: int, second: int, out: int) -> None:
-        self.params, self.device, self.pointers = params, device, (first, second, out)
+    def __init__(
+        self,
+        params: GemmParams,
+        device: int,
+        pointers: tuple[int, int, int],
+        scales: tuple[int, int] = (0, 0),
+    ) -> None:
+        self.params, self.device, self.pointers = params, device, pointers
+        self.scales = scales  # the addresses of cuBLAS's first and second operand's scales
         # weakly keyed: a stream's handle goes with its stream
         self.calls: weakref.WeakKeyDictionary[CublasCaptureHandle, Call] = (
             weakref.WeakKeyDictionary()
@@ -279,7 +375,7 @@ class _Product:
             handle._check_alive()
             first, second, out = self.pointers
             key = (self.params, *self.pointers)
-            prepared = handle._call(self.params, first, second, out, key, 1.0, 0.0)
+            prepared = handle._call(self.params, first, second, out, key, 1.0, 0.0, self.scales)
             self.calls[handle] = prepared
         self.on = (weakref.ref(handle), prepared)
         return prepared

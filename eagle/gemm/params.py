@@ -9,6 +9,15 @@ column-major reading of ``out`` is the product itself and the operands keep
 their order. Leading dimensions come from the byte strides, so row- and
 column-sliced views of a larger buffer map without copies.
 
+fp8 products (cuBLASLt's, on Hopper and Ada) take one layout, "TN": cuBLAS's first
+operand transposed and its second not. Under the mapping above that is, with or
+without ``transpose_out``, ``transpose_a=False`` and ``transpose_b=True``: ``a`` of
+shape ``(M, K)`` and ``b`` of shape ``(N, K)``, both with ``K`` contiguous (as a
+linear layer's input and weight are). They also need 16-byte-aligned leading
+dimensions, the contracted extent ``K`` and ``out``'s contiguous extent multiples of
+16, and (checked where the addresses are known, by the handle) 16-byte-aligned
+pointers; :func:`check_scaled_layout` says which rule a layout breaks.
+
 Everything here is pure: no device, no driver.
 """
 
@@ -21,12 +30,15 @@ import numpy as np
 
 from eagle.errors import EagleTypeError, EagleValueError
 from eagle.gemm._operands import check_flags, described
-from eagle.gemm.dtypes import dtype_of, product_dtypes
+from eagle.gemm.dtypes import SCALED_DTYPES, dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable
 
 __all__ = [
+    "SCALED_ALIGNMENT",
     "GemmParams",
     "SgemmParams",
+    "check_scaled_layout",
+    "check_scaled_pointer",
     "gemm_params_for_arrays",
     "product_shape",
     "sgemm_params",
@@ -34,6 +46,10 @@ __all__ = [
 ]
 
 _INT_MAX = 2**31 - 1  # cuBLAS's m, n, k and leading dimensions are 32-bit ints
+
+SCALED_ALIGNMENT = 16
+"""Bytes to which an fp8 product's pointers and leading dimensions are aligned, and of
+which its ``K`` and ``out``'s contiguous extent are multiples (in elements)."""
 
 
 class _SgemmFields(NamedTuple):
@@ -157,6 +173,7 @@ class _GemmFields(NamedTuple):
     dtype: str
     out_dtype: str
     math: str
+    b_dtype: str
 
 
 class GemmParams(_GemmFields):
@@ -171,17 +188,23 @@ class GemmParams(_GemmFields):
     :class:`SgemmParams`.
 
     Attributes:
-        dtype: the factors' dtype name: ``"bfloat16"``, ``"float16"``,
-            ``"float32"`` or ``"float64"``.
+        dtype: ``a``'s dtype name, the factors' dtype: ``"bfloat16"``,
+            ``"float16"``, ``"float32"``, ``"float64"``, ``"float8_e4m3fn"`` or
+            ``"float8_e5m2"``.
         out_dtype: ``out``'s dtype name (``dtype``, or ``"float32"`` for a
-            half-precision product).
+            half-precision product; ``"bfloat16"`` or ``"float32"`` for fp8).
         math: what the sums are done in: ``"fp32"`` (float32; exact for
             float32 factors), ``"tf32"`` (float32 factors rounded to TF32 on
-            tensor cores) or ``"fp64"``.
+            tensor cores), ``"fp64"``, or ``"fast_accum"`` (fp8 factors, summed
+            in the tensor cores' own accumulator).
+        b_dtype: ``b``'s dtype name: ``dtype``, except in a mixed fp8 pair
+            (float8_e4m3fn with float8_e5m2). Given as None (or left out), it is
+            ``dtype``.
 
     Raises:
-        ValueError: a layout field as :class:`SgemmParams` refuses it, or
-            dtypes and math no product has (the message says which).
+        ValueError: a layout field as :class:`SgemmParams` refuses it, dtypes
+            and math no product has, or (fp8) a layout its products do not take
+            (:func:`check_scaled_layout`); the message says which.
     """
 
     __slots__ = ()
@@ -200,17 +223,21 @@ class GemmParams(_GemmFields):
         dtype: str,
         out_dtype: str,
         math: str,
+        b_dtype: str | None = None,
     ) -> GemmParams:
         layout = _checked_layout("GemmParams", op_a, op_b, m, n, k, lda, ldb, ldc, operands)
+        b_dtype = dtype if b_dtype is None else b_dtype
         try:
-            dtypes = product_dtypes(dtype, dtype, out_dtype, math)
+            dtypes = product_dtypes(dtype, b_dtype, out_dtype, math)
+            if dtypes[0] in SCALED_DTYPES:
+                check_scaled_layout(SgemmParams(*layout), dtype_of(dtypes[1]).itemsize)
         except (GemmMappingUnavailable, TypeError) as exc:
             raise EagleValueError(f"GemmParams: {exc}") from None
         if dtypes[2] != math:
             raise EagleValueError(
                 f"GemmParams: math is {math!r}; name it: {dtypes[2]!r} for {dtypes[0]} factors"
             )
-        return super().__new__(cls, *layout, *dtypes)
+        return super().__new__(cls, *layout, *dtypes, dtype_of(b_dtype).name)
 
     @property
     def layout(self) -> SgemmParams:
@@ -355,7 +382,11 @@ def gemm_params_for_arrays(
     The dtypes follow :mod:`eagle.gemm.dtypes`: bfloat16 x bfloat16 writes
     bfloat16 or float32, float16 x float16 writes float16 or float32 (both sum
     in float32), float32 x float32 writes float32, float64 x float64 writes
-    float64.
+    float64; fp8 factors (float8_e4m3fn with either fp8 dtype, float8_e5m2 with
+    float8_e4m3fn) write bfloat16 or float32, in the one layout their products
+    take (:func:`check_scaled_layout`: ``a`` as ``(M, K)``, ``b`` as ``(N, K)``
+    with ``transpose_b=True``). Their per-tensor scales are operands of the call
+    (:meth:`~eagle.gemm.CublasCaptureHandle.gemm`), not part of the params.
 
     Args:
         a, b, out: eagle Arrays, numpy arrays, torch tensors, CuPy arrays,
@@ -363,14 +394,16 @@ def gemm_params_for_arrays(
             waits for their streams), or anything with ``shape``, ``strides``
             (bytes) and ``dtype``.
         transpose_a, transpose_b, transpose_out: the flags of the product.
-        math: None (exact: float32 sums, float64 for float64 factors) or
-            ``"tf32"`` for float32 factors rounded to TF32 on tensor cores.
+        math: None (exact: float32 sums, float64 for float64 factors),
+            ``"tf32"`` for float32 factors rounded to TF32 on tensor cores, or
+            ``"fast_accum"`` for fp8 factors summed in the tensor cores' own
+            accumulator (``torch._scaled_mm``'s ``use_fast_accum=True``).
 
     Raises:
         GemmMappingUnavailable: naming the operand, dtypes outside those rules
             (with what to pass), a ``math`` the dtype has not, an ``out`` that
-            shares memory with ``a`` or ``b``, or any refusal of
-            :func:`sgemm_params`.
+            shares memory with ``a`` or ``b``, an fp8 layout its products do not
+            take (saying what to pass), or any refusal of :func:`sgemm_params`.
         TypeError: an operand has no shape, strides or dtype.
     """
     arrays = described({"a": a, "b": b, "out": out})
@@ -379,7 +412,60 @@ def gemm_params_for_arrays(
     layout = _layout_for_arrays(
         arrays, dtypes[0].itemsize, transpose_a, transpose_b, transpose_out, dtypes[2].itemsize
     )
-    return GemmParams(*layout, dtype, out_dtype, resolved)
+    if dtype in SCALED_DTYPES:
+        check_scaled_layout(layout, dtypes[2].itemsize)
+    return GemmParams(*layout, dtype, out_dtype, resolved, dtypes[1].name)
+
+
+def check_scaled_layout(layout: SgemmParams, out_itemsize: int) -> None:
+    """Refuse a layout an fp8 (scaled) product does not take, saying what to pass.
+
+    cuBLASLt's fp8 kernels on Hopper and Ada take cuBLAS's first operand transposed and
+    its second not ("TN"), which for eagle's row-major ``out = op(a) @ op(b)`` is
+    ``transpose_a=False`` and ``transpose_b=True`` (whatever ``transpose_out``); every
+    leading dimension a multiple of :data:`SCALED_ALIGNMENT` bytes; and ``K`` and
+    ``out``'s contiguous extent (cuBLAS's ``m``) multiples of 16.
+
+    Args:
+        layout: the column-major call (the layout fields of the product's params).
+        out_itemsize: bytes per element of ``out``.
+
+    Raises:
+        GemmMappingUnavailable: naming the operand and what to pass instead.
+    """
+    transpose_a, transpose_b, transpose_out = _transposes(layout)
+    if transpose_a:
+        raise GemmMappingUnavailable(
+            "operand 'a' is read transposed (transpose_a=True), but an fp8 product reads a "
+            "as (M, K) rows with K contiguous (the one layout cuBLASLt's fp8 kernels take): "
+            "pass a.T as a C-ordered copy, of shape (M, K), with transpose_a=False"
+        )
+    if not transpose_b:
+        raise GemmMappingUnavailable(
+            "operand 'b' is read as (K, N) (transpose_b=False), but an fp8 product reads b as "
+            "(N, K) rows with K contiguous (the one layout cuBLASLt's fp8 kernels take): pass "
+            "b transposed, a C-ordered copy of b.T of shape (N, K), with transpose_b=True"
+        )
+    align = SCALED_ALIGNMENT
+    if layout.k % align:
+        raise GemmMappingUnavailable(
+            f"the contracted extent K = {layout.k} is not a multiple of {align}, which fp8 "
+            f"products need; pad a and b with zeros along K to a multiple of {align}"
+        )
+    if layout.m % align:
+        source = "a's rows (M, as transpose_out=True)" if transpose_out else "b's rows (N)"
+        raise GemmMappingUnavailable(
+            f"operand 'out' has {layout.m} columns (its contiguous axis), not a multiple of "
+            f"{align}, which fp8 products need; pad {source} with zeros to a multiple of {align}"
+        )
+    strides = ((layout.operands[0], layout.lda, 1), (layout.operands[1], layout.ldb, 1))
+    for name, ld, itemsize in (*strides, ("out", layout.ldc, out_itemsize)):
+        if ld * itemsize % align:
+            raise GemmMappingUnavailable(
+                f"operand {name!r} has a row stride of {ld * itemsize} bytes, not a multiple "
+                f"of {align}, which fp8 products need; pass a C-ordered copy (or a view of a "
+                f"buffer whose rows are a multiple of {align} bytes)"
+            )
 
 
 def _layout_for_arrays(
@@ -399,6 +485,22 @@ def _layout_for_arrays(
     )
     _check_out_apart(arrays)
     return params
+
+
+def check_scaled_pointer(name: str, ptr: int) -> None:
+    """Refuse an fp8 product's operand ``name`` at ``ptr`` unless it is aligned to
+    :data:`SCALED_ALIGNMENT` bytes, saying what to pass instead.
+
+    Raises:
+        GemmMappingUnavailable: naming the operand and how far past a boundary it starts.
+    """
+    offset = ptr % SCALED_ALIGNMENT
+    if offset:
+        raise GemmMappingUnavailable(
+            f"operand {name!r} starts {offset} bytes past a {SCALED_ALIGNMENT}-byte boundary; "
+            f"fp8 products need {SCALED_ALIGNMENT}-byte-aligned operands: pass an array of "
+            f"its own, or a view that starts at a multiple of {SCALED_ALIGNMENT} bytes"
+        )
 
 
 def product_shape(

@@ -20,7 +20,7 @@ import numpy as np
 from eagle.cuda.stream import launch_stream
 from eagle.errors import EagleTypeError, check_option
 from eagle.gemm._operands import Operand, bump_written, operand, ordered
-from eagle.gemm.dtypes import dtype_of, product_dtypes
+from eagle.gemm.dtypes import SCALED_DTYPES, dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable, MatmulUnavailable, PlanUnavailable
 from eagle.gemm.params import product_shape
 
@@ -102,6 +102,9 @@ class MatmulSpec:
         transpose_a: ``op(a)`` is ``a.T`` when set.
         transpose_b: ``op(b)`` is ``b.T`` when set.
         transpose_out: ``out`` holds the product transposed.
+        a_scale: the name of ``a``'s per-tensor scale (a one-element float32 buffer),
+            or None: fp8 factors only, ``out = (a_scale * b_scale) * op(a) @ op(b)``.
+        b_scale: the name of ``b``'s scale, or None.
     """
 
     a: str
@@ -110,6 +113,14 @@ class MatmulSpec:
     transpose_a: bool = False
     transpose_b: bool = False
     transpose_out: bool = False
+    a_scale: str | None = None
+    b_scale: str | None = None
+
+    @property
+    def scales(self) -> dict[str, str]:
+        """The scale buffers' names by role (``"a_scale"``, ``"b_scale"``), those given."""
+        named = {"a_scale": self.a_scale, "b_scale": self.b_scale}
+        return {role: name for role, name in named.items() if name is not None}
 
 
 @dataclass(frozen=True)
@@ -397,12 +408,24 @@ def _validate(plan: LoweredPlan) -> None:
 def _check_matmul_specs(step: str, spec: MatmulSpec, declared: Mapping[str, WorkspaceSpec]) -> None:
     a, b, out = declared[spec.a], declared[spec.b], declared[spec.out]
     try:
-        product_dtypes(a.dtype, b.dtype, out.dtype)
+        dtype = product_dtypes(a.dtype, b.dtype, out.dtype)[0]
     except GemmMappingUnavailable as exc:
         raise PlanUnavailable(
             f"matmul step {step!r}: buffers {a.name!r}, {b.name!r}, {out.name!r} are declared "
             f"{a.dtype}, {b.dtype}, {out.dtype}; {exc}"
         ) from None
+    for role, name in spec.scales.items():
+        scale = declared[name]
+        if dtype not in SCALED_DTYPES:
+            raise PlanUnavailable(
+                f"matmul step {step!r}: {role} {name!r} scales a {dtype} product; per-tensor "
+                f"scales are for fp8 factors ({', '.join(SCALED_DTYPES)}); leave it out"
+            )
+        if scale.dtype != "float32" or math.prod(scale.shape) != 1:
+            raise PlanUnavailable(
+                f"matmul step {step!r}: {role} {name!r} is declared {scale.dtype} of shape "
+                f"{scale.shape}; a scale is one float32 element, e.g. shape (1,)"
+            )
     want = _out_shape(step, spec, a.shape, b.shape, PlanUnavailable)
     if out.shape != want:
         raise PlanUnavailable(

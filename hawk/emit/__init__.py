@@ -2,9 +2,11 @@
 (:mod:`hawk.emit.cuda`), and the routing policy (:mod:`hawk.emit.policy`).
 
 Both emitters specialise a kernel for concrete plane dtypes, per plane:
-float16, bfloat16 (``ml_dtypes.bfloat16`` on the host), float32 or float64 (the
-rows of :data:`hawk.dtypes.TABLE` with a plane form). The 16-bit dtypes are
-storage only. Arithmetic runs in the kernel's *compute dtype*
+float16, bfloat16 (``ml_dtypes.bfloat16`` on the host), float32, float64,
+float8_e4m3fn or float8_e5m2 (``ml_dtypes``' on the host; the rows of
+:data:`hawk.dtypes.TABLE` with a plane form). The 16-bit and 8-bit dtypes are
+storage only, and the 8-bit ones take no adds (a kernel that adds into one is
+refused, naming the plane). Arithmetic runs in the kernel's *compute dtype*
 (:func:`compute_dtype`): float64 when any plane is float64, else float32. Every
 load converts a plane's value to the compute dtype and every store (and every
 ``Mutable[Table]`` add) rounds the result to nearest in the plane's own dtype, so
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from hawk import dtypes as table
+from hawk import ir
 from hawk.ir import HawkError, KernelIR, Var
 
 __all__ = ["DTYPES", "HALVES", "Names", "compute_dtype", "plane_dtypes"]
@@ -33,7 +36,7 @@ def __getattr__(name: str) -> Any:
     if name == "DTYPES":  # the dtypes a plane may have
         return tuple(row.numpy for row in planes)
     if name == "HALVES":  # the 16-bit dtypes a plane may have: storage only, computed in float32
-        return tuple(row.numpy for row in planes if row.storage_only)
+        return tuple(row.numpy for row in planes if row.storage_only and row.itemsize == 2)
     raise AttributeError(f"module 'hawk.emit' has no attribute {name!r}")
 
 
@@ -42,9 +45,11 @@ def plane_dtypes(kernel: KernelIR, dtypes: Mapping[str, Any]) -> dict[str, np.dt
     plane (a dtype or its name; ``"bfloat16"`` is ``ml_dtypes.bfloat16``).
 
     Raises:
-        HawkError: a plane without a dtype, an unknown plane, or another dtype.
+        HawkError: a plane without a dtype, an unknown plane, another dtype, or a
+            dtype that takes no adds (fp8) for a table the kernel adds into.
     """
     names = [p.name for p in kernel.planes]
+    added = {node.plane.name for node in ir.walk(kernel) if isinstance(node, ir.Accumulate)}
     unknown = sorted(set(dtypes) - set(names))
     if unknown:
         raise HawkError(f"kernel {kernel.name!r} has no plane {unknown[0]!r}; it has {names}")
@@ -53,8 +58,15 @@ def plane_dtypes(kernel: KernelIR, dtypes: Mapping[str, Any]) -> dict[str, np.dt
         if name not in dtypes:
             raise HawkError(f"no dtype given for plane {name!r} of kernel {kernel.name!r}")
         dtype = table.numpy_dtype(dtypes[name])
-        if table.plane_row(dtype) is None:
+        row = table.plane_row(dtype)
+        if row is None or row.plane is None:
             raise HawkError(f"plane {name!r} is {dtype}; hawk planes are {_NAMES}")
+        if name in added and not row.plane.adds:
+            raise HawkError(
+                f"plane {name!r} is {dtype}, and kernel {kernel.name!r} adds into it; {dtype} "
+                f"planes are read and written but take no adds (there is no atomic add of "
+                f"them): make {name!r} float32, bfloat16 or float16"
+            )
         result[name] = dtype
     return result
 

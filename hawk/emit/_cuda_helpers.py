@@ -1,7 +1,7 @@
 """The device helpers the CUDA emitter pastes into a kernel, and the C types of planes.
 
 Text only: C types per plane dtype, read from the dtype table (:data:`hawk.dtypes.TABLE`;
-16-bit storage types are hawk's own two-byte structs, so no CUDA header is needed),
+16-bit and 8-bit storage types are hawk's own structs, so no CUDA header is needed),
 the definitions of those storage types, the helper functions the adds and the
 checks call (emitted once each, when used), and the vector type lane planes
 are moved with. :mod:`hawk.emit.cuda` reads them; the helpers of operators and
@@ -17,11 +17,14 @@ __all__ = [
     "CHECK_HELPERS",
     "CLAMP_HELPER",
     "C_TYPES",
+    "FP8_C_TYPES",
     "HALF_C_TYPES",
     "HELPERS",
     "PACK",
     "PLANE_FORMS",
+    "fp8_type",
     "half_type",
+    "storage_types",
 ]
 
 PLANE_FORMS: dict[str, PlaneForm] = {row.name: row.plane for row in TABLE if row.plane}
@@ -31,10 +34,24 @@ C_TYPES = {name: form.c_type for name, form in PLANE_FORMS.items()}
 """The C type of a plane element, by dtype name (``"bfloat16"`` -> ``"hawk_bf16"``)."""
 
 HALF_C_TYPES = tuple(
-    sorted(row.plane.c_type for row in TABLE if row.plane is not None and row.storage_only)
+    sorted(
+        row.plane.c_type
+        for row in TABLE
+        if row.plane is not None and row.storage_only and row.itemsize == 2
+    )
 )
-"""The storage-only C types (``hawk_bf16``, ``hawk_f16``), whose definitions
+"""The 16-bit storage-only C types (``hawk_bf16``, ``hawk_f16``), whose definitions
 :func:`half_type` gives."""
+
+FP8_C_TYPES = tuple(
+    sorted(
+        row.plane.c_type
+        for row in TABLE
+        if row.plane is not None and row.storage_only and row.itemsize == 1
+    )
+)
+"""The 8-bit storage-only C types (``hawk_e4m3``, ``hawk_e5m2``), whose definitions
+:func:`fp8_type` gives."""
 
 # The 16-bit storage types, emitted when a plane has one: a two-byte struct, ``hawk_widen``
 # (a load), ``hawk_round_<t>`` (a store, from float or double) and ``hawk_atomic_add`` (an
@@ -117,6 +134,99 @@ def half_type(ctype: str) -> str:
         .replace("$arch", str(_HALF_ATOMIC_ARCH[short]))
         .replace("$t", short)
     )
+
+
+# The 8-bit storage types (fp8), emitted when a plane has one: a one-byte struct,
+# ``hawk_widen`` (a load, exact) and ``hawk_round_<t>`` (a store, from float or double,
+# to nearest even, as ml_dtypes rounds on the host: from the value itself, never through
+# float32; a value beyond the largest finite one rounds to e4m3's NaN or e5m2's infinity,
+# and a NaN keeps its sign). No atomic add: fp8 planes take no adds. The rounding works on
+# the bits of a double (in which every float is exact), so it needs no fp8 hardware.
+_FP8_ROUND = """\
+__device__ __forceinline__ unsigned hawk_round_fp8(
+    double v, int mbits, int bias, int emax, unsigned largest, unsigned beyond, unsigned nan)
+{
+    // the fp8 bits nearest v (to even) for mbits mantissa bits and exponent bias `bias`:
+    // `largest` the largest finite one, `beyond` what a larger magnitude gives
+    const unsigned long long u = (unsigned long long)__double_as_longlong(v);
+    const unsigned sign = (unsigned)(u >> 56) & 0x80u;
+    const unsigned long long a = u & 0x7fffffffffffffffULL;
+    if (a > 0x7ff0000000000000ULL) return sign | nan;
+    const int e = (int)(a >> 52) - 1023;
+    if (e > emax) return sign | beyond;
+    if ((a >> 52) == 0ULL) return sign;  // zero, or a double far below fp8's least
+    const int emin = 1 - bias;
+    const unsigned long long f = (a & 0xfffffffffffffULL) | 0x10000000000000ULL;
+    const int shift = 52 - mbits + (e < emin ? emin - e : 0);
+    if (shift > 53) return sign;  // below half the least subnormal
+    unsigned long long q = f >> shift;  // whole quanta of v, then rounded to nearest even
+    const unsigned long long rest = f & ((1ULL << shift) - 1ULL), half = 1ULL << (shift - 1);
+    if (rest > half || (rest == half && (q & 1ULL))) ++q;
+    // a normal's exponent field, less one, under its mantissa with the implicit bit (a
+    // carry into the exponent is a correct rounding up); a subnormal is q itself
+    const unsigned long long bits = (e < emin ? 0ULL : (unsigned long long)(e + bias - 1)) << mbits;
+    const unsigned long long r = bits + q;
+    return r > largest ? sign | beyond : sign | (unsigned)r;
+}"""
+
+_FP8_CONVERSIONS = {
+    "e4m3": """\
+__device__ __forceinline__ float hawk_widen(hawk_e4m3 x)
+{
+    // 4 exponent bits (bias 7), 3 mantissa bits, no infinities: S.1111.111 is NaN
+    const unsigned s = ((unsigned)x.bits & 0x80u) << 24;
+    const unsigned e = ((unsigned)x.bits >> 3) & 0xfu, m = (unsigned)x.bits & 0x7u;
+    if (e == 0xfu && m == 0x7u) return __uint_as_float(s | 0x7fc00000u);
+    if (e == 0u) return __uint_as_float(__float_as_uint((float)m * 0.001953125f) | s);
+    return __uint_as_float(s | ((e + 120u) << 23) | (m << 20));
+}
+__device__ __forceinline__ hawk_e4m3 hawk_round_e4m3(double v)
+{
+    hawk_e4m3 r;
+    r.bits = (unsigned char)hawk_round_fp8(v, 3, 7, 8, 0x7eu, 0x7fu, 0x7fu);
+    return r;
+}
+__device__ __forceinline__ hawk_e4m3 hawk_round_e4m3(float v)
+{
+    return hawk_round_e4m3((double)v);
+}""",
+    "e5m2": """\
+__device__ __forceinline__ float hawk_widen(hawk_e5m2 x)
+{
+    // the top byte of an IEEE half: 5 exponent bits (bias 15), 2 mantissa bits
+    const unsigned s = ((unsigned)x.bits & 0x80u) << 24;
+    const unsigned e = ((unsigned)x.bits >> 2) & 0x1fu, m = (unsigned)x.bits & 0x3u;
+    if (e == 0x1fu) return __uint_as_float(s | 0x7f800000u | (m << 21));
+    if (e == 0u) return __uint_as_float(__float_as_uint((float)m * 1.52587890625e-05f) | s);
+    return __uint_as_float(s | ((e + 112u) << 23) | (m << 21));
+}
+__device__ __forceinline__ hawk_e5m2 hawk_round_e5m2(double v)
+{
+    hawk_e5m2 r;
+    r.bits = (unsigned char)hawk_round_fp8(v, 2, 15, 15, 0x7bu, 0x7cu, 0x7eu);
+    return r;
+}
+__device__ __forceinline__ hawk_e5m2 hawk_round_e5m2(float v)
+{
+    return hawk_round_e5m2((double)v);
+}""",
+}
+
+
+def fp8_type(ctype: str) -> str:
+    """The definitions of 8-bit storage type ``ctype`` (``hawk_e4m3`` or ``hawk_e5m2``);
+    they call ``hawk_round_fp8``, which :func:`storage_types` emits before them."""
+    short = ctype.removeprefix("hawk_")
+    return f"struct __align__(1) {ctype} {{ unsigned char bits; }};\n{_FP8_CONVERSIONS[short]}"
+
+
+def storage_types(ctypes: set[str]) -> list[str]:
+    """The definitions of the storage types among ``ctypes`` (C types of planes), in
+    order: the 16-bit ones, then what the 8-bit ones share, then the 8-bit ones."""
+    used = sorted(ctypes)
+    texts = [half_type(ctype) for ctype in used if ctype in HALF_C_TYPES]
+    fp8 = [fp8_type(ctype) for ctype in used if ctype in FP8_C_TYPES]
+    return texts + ([_FP8_ROUND, *fp8] if fp8 else [])
 
 
 # Device helpers of the adds, emitted when used. Those of operators and functions are in

@@ -45,7 +45,10 @@ rounds to nearest even (``cvt.rn.f16``; bfloat16 rounds in integer
 arithmetic, from float32, as ``ml_dtypes`` does on the host), and an add is
 the hardware's 16-bit atomic (``red.add.noftz.f16`` from sm_70,
 ``.bf16`` from sm_90; a compare-and-swap loop before), which rounds the
-value and then the sum to the plane's dtype.
+value and then the sum to the plane's dtype. Planes of fp8 dtypes are
+``hawk_e4m3`` / ``hawk_e5m2`` (one-byte structs): a load decodes the bits
+exactly, a store rounds to nearest even in integer arithmetic (as ``ml_dtypes``
+does, from the value itself), on any architecture; they take no adds.
 
 Every check of :mod:`hawk.emit.checks` is one unsigned compare per index
 axis (or one compare of a divisor with zero); a failure calls a helper kept
@@ -81,7 +84,7 @@ from hawk.emit._cuda_helpers import (
     HALF_C_TYPES,
     HELPERS,
     PACK,
-    half_type,
+    storage_types,
 )
 from hawk.emit._cuda_lanes import UNROLL, Lanes, vector_width
 from hawk.emit.checks import CheckSite, LaneCheck, division_site, index_site
@@ -219,8 +222,7 @@ class _Cuda(CStyle):
             helpers.insert(0, CLAMP_HELPER)
         if self.sites or "hawk_to_int(" in "\n".join(body):
             helpers.insert(0, self.fill(CHECK_HELPERS))
-        halves = sorted({C_TYPES[d.name] for d in self.dtypes.values()} & set(HALF_C_TYPES))
-        helpers[:0] = [half_type(ctype) for ctype in halves]
+        helpers[:0] = storage_types({C_TYPES[d.name] for d in self.dtypes.values()})
         names = ", ".join(p.name for p in self.kernel.planes)
         order = "one pointer each, declaration order"
         if self.lanes.values:
