@@ -34,11 +34,11 @@ from eagle.gemm import (
     _scaled,
     captured_calls,
     gemm_params_for_arrays,
+    lending,
     matmul_step,
 )
 from eagle.gemm.capture import WORKSPACE_BYTES
 from eagle.gemm.dtypes import product_dtypes
-from eagle.gemm import lending
 from eagle.gemm.lending import record_lent
 from tests._util import FakeCalls, rel_error
 from tests.test_gemm_capture import FakeDevice, HostBackedDeviceArray
@@ -372,7 +372,9 @@ def test_a_scale_may_be_left_out_and_is_then_one(fp8, rng):
     ],
 )  # fmt: skip
 def test_extents_that_are_not_multiples_of_16_are_refused(shapes, message):
-    a, b, out = (np.zeros(shape, dtype) for shape, dtype in zip(shapes, (E4M3, E4M3, F32)))
+    a, b, out = (
+        np.zeros(shape, dtype) for shape, dtype in zip(shapes, (E4M3, E4M3, F32), strict=True)
+    )
     with pytest.raises(GemmMappingUnavailable, match=message):
         gemm_params_for_arrays(a, b, out, transpose_b=True)
 
@@ -595,7 +597,9 @@ def test_an_fp8_matmul_step_refuses_on_the_host_what_the_device_refuses(rng):
     untransposed = matmul_step("y", a="x", b="w", out="y")
     with pytest.raises(MatmulUnavailable, match="matmul step 'y'.*operand 'b' is read as"):
         untransposed.run({"x": x, "w": np.ascontiguousarray(w.T), "y": y}, "host")
-    with pytest.raises(MatmulUnavailable, match=r"a_scale 'sx' is float64 of shape \(1,\); a scale"):
+    with pytest.raises(
+        MatmulUnavailable, match=r"a_scale 'sx' is float64 of shape \(1,\); a scale"
+    ):
         _fp8_step(a_scale="sx").run({"x": x, "w": w, "y": y, "sx": np.ones(1)}, "host")
     halves = {"x": x.astype(BF16), "w": w.astype(BF16), "y": y, "sx": np.float32([2.0])}
     with pytest.raises(MatmulUnavailable, match="a_scale='sx' scale a bfloat16 product"):
