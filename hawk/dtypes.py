@@ -24,8 +24,8 @@ float8_e5m2                yes    hawk_e5m2   bfloat16 or float32  fp32, fast_ac
 
 The fp8 rows are storage types: a hawk plane of them is read and written (each value
 rounded to nearest even when stored) and computed on in float32, but takes no adds
-(:attr:`PlaneForm.adds`); their products are *scaled* (:attr:`ProductForm.scaled`):
-per-tensor scales, cuBLASLt, and a partner dtype (:attr:`ProductForm.pairs`: an
+(a :class:`PlaneForm`'s ``adds``); their products are *scaled* (a :class:`ProductForm`'s
+``scaled``): per-tensor scales, cuBLASLt, and a partner dtype (its ``pairs``: an
 e4m3 factor pairs with e4m3 or e5m2, an e5m2 factor with e4m3 only, as cuBLASLt has
 no e5m2 x e5m2 product).
 

@@ -4,8 +4,9 @@
   or the device (cuBLAS on eagle's current stream).
 * :class:`CublasCaptureHandle` with :func:`sgemm_params_for_arrays` — a float32
   product recorded into a CUDA graph; with :func:`gemm_params_for_arrays` and
-  ``handle.gemm``, a bfloat16, float16, float32 (exact or TF32) or float64
-  one (the dtype rules are in :mod:`eagle.gemm.dtypes`).
+  ``handle.gemm``, a bfloat16, float16, float32 (exact or TF32), float64 or fp8
+  one (fp8 on cuBLASLt, with per-tensor scales; the dtype rules are in
+  :mod:`eagle.gemm.dtypes`).
 * :func:`~eagle.gemm.plan.lower_dense_gemm` — a recognised contraction as a
   plan of products, forward or adjoint;
   :func:`~eagle.gemm.plan.captured_gemm_calls` (float32) and

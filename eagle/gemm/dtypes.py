@@ -14,10 +14,10 @@ float8_e5m2 x float8_e4m3fn    bfloat16 or float32  as above
 
 Half-precision products round once, when they store ``out``. The fp8 products are
 *scaled* (:data:`SCALED_DTYPES`): each factor may carry a per-tensor scale, they run
-on cuBLASLt in one layout (:mod:`eagle.gemm.params`), and float8_e5m2 x float8_e5m2 is
-refused, as cuBLASLt has no such product. Anything else is refused by name. Every
-rule here is read from the product column of hawk's dtype table
-(:data:`hawk.dtypes.TABLE`), which also gives each dtype's ``cudaDataType`` code.
+on cuBLASLt in one layout (:func:`~eagle.gemm.params.check_scaled_layout`), and
+float8_e5m2 x float8_e5m2 is refused, as cuBLASLt has no such product. Anything else
+is refused by name. Every rule here is read from the product column of hawk's dtype
+table (:data:`hawk.dtypes.TABLE`), which also gives each dtype's ``cudaDataType`` code.
 bfloat16 and the fp8 dtypes are ``ml_dtypes``' on the host; it is loaded only when
 such a dtype is named. Everything here is pure.
 """
@@ -54,7 +54,7 @@ PRODUCT_DTYPES = tuple(name for name in table.PRODUCT_DTYPES)
 float32, float64): what a plan of products is lowered in and the GEMM route takes."""
 
 SCALED_DTYPES = tuple(name for name in table.SCALED_DTYPES)
-"""The fp8 factor dtypes: products with per-tensor scales, on cuBLASLt."""
+"""The fp8 factor dtypes, whose products take per-tensor scales and run on cuBLASLt."""
 
 HALVES = tuple(name for name in table.PRODUCT_DTYPES if _ROWS[name].storage_only)
 """The 16-bit operand dtypes, summed in float32 and rounded once when stored."""

@@ -7,7 +7,8 @@ Every one is an :class:`eagle.EagleError`. What each one says happened:
   (an ``except GemmCaptureUnavailable`` catches them all):
 
   - :class:`CublasUnavailable` — no driver, device or cuBLAS, or cuBLAS could
-    not make a handle (a ``RuntimeError`` too);
+    not make a handle, or an fp8 product on a device older than sm_89, which has
+    no fp8 tensor cores (a ``RuntimeError`` too);
   - :class:`HandleDestroyed` — a handle used after ``destroy()`` (an
     :class:`eagle.cuda.LifetimeError` too);
   - :class:`CaptureInProgress` — a call that must come before the capture
@@ -62,7 +63,9 @@ class GemmCaptureUnavailable(EagleError):
 
 
 class CublasUnavailable(GemmCaptureUnavailable, EagleRuntimeError):
-    """No CUDA driver, device or cuBLAS is usable, or cuBLAS could not make a handle."""
+    """No CUDA driver, device or cuBLAS is usable, cuBLAS could not make a handle, or the
+    device cannot run the product (fp8 below sm_89: the message names the device and its
+    compute capability)."""
 
 
 class HandleDestroyed(GemmCaptureUnavailable, LifetimeError):

@@ -204,7 +204,7 @@ class GemmParams(_GemmFields):
     Raises:
         ValueError: a layout field as :class:`SgemmParams` refuses it, dtypes
             and math no product has, or (fp8) a layout its products do not take
-            (:func:`check_scaled_layout`); the message says which.
+            (:func:`~eagle.gemm.params.check_scaled_layout`); the message says which.
     """
 
     __slots__ = ()
@@ -384,7 +384,7 @@ def gemm_params_for_arrays(
     in float32), float32 x float32 writes float32, float64 x float64 writes
     float64; fp8 factors (float8_e4m3fn with either fp8 dtype, float8_e5m2 with
     float8_e4m3fn) write bfloat16 or float32, in the one layout their products
-    take (:func:`check_scaled_layout`: ``a`` as ``(M, K)``, ``b`` as ``(N, K)``
+    take (:func:`~eagle.gemm.params.check_scaled_layout`: ``a`` as ``(M, K)``, ``b`` as ``(N, K)``
     with ``transpose_b=True``). Their per-tensor scales are operands of the call
     (:meth:`~eagle.gemm.CublasCaptureHandle.gemm`), not part of the params.
 
