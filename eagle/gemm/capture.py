@@ -336,15 +336,17 @@ class CublasCaptureHandle:
         key = None
         try:  # the prepared call for exactly these params and operands, if there is one
             a, b, out = operands["a"], operands["b"], operands["out"]
+            scaled = len(operands) > 3  # operands beside a, b and out: an fp8 product's scales
             # an Array's slots behind its read-only ptr and device_index (a third of the
             # Python this call costs when read through the properties); any other operand
             # has none and takes the checked path below
-            key = (params, params.__class__,
-                   a._ptr, a.shape, a.strides, a.dtype, a._device_index,
-                   b._ptr, b.shape, b.strides, b.dtype, b._device_index,
-                   out._ptr, out.shape, out.strides, out.dtype, out._device_index)  # fmt: skip
-            if len(operands) > 3:  # scales (fp8): the prepared call holds their addresses
-                key += tuple(operands[r]._ptr if r in operands else None for r in SCALES)
+            found = (params, params.__class__,
+                     a._ptr, a.shape, a.strides, a.dtype, a._device_index,
+                     b._ptr, b.shape, b.strides, b.dtype, b._device_index,
+                     out._ptr, out.shape, out.strides, out.dtype, out._device_index)  # fmt: skip
+            if scaled:  # the prepared call holds their addresses
+                found += tuple(operands[r]._ptr if r in operands else None for r in SCALES)
+            key = found  # (only once whole: a failed lookup keeps its call under it)
             last = calls.last
             if last is not None and last[0] == key:  # the last call's: no hashing
                 prepared = last[1]
@@ -361,6 +363,7 @@ class CublasCaptureHandle:
                 return
             prepared = self._prepared(params, operands, kind, calls, key)
             a, b, out = operands["a"], operands["b"], operands["out"]
+            scaled = len(operands) > 3
         if not prepared.warm and is_capturing(self.stream_ptr):
             self._refuse_unwarmed(params, operands)
         with self._lock:
@@ -368,7 +371,7 @@ class CublasCaptureHandle:
                 self._check_alive()
             prepared.run(alpha, beta)
         record_use(self.stream_ptr, self, *((b, a) if prepared.swap else (a, b)), out)
-        if len(operands) > 3:
+        if scaled:
             record_use(self.stream_ptr, *(operands[r] for r in SCALES if r in operands))
 
     def bind(
