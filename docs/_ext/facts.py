@@ -40,6 +40,7 @@ from eagle.gemm import (  # noqa: E402
     gemm_params_for_arrays,
     sgemm_params_for_arrays,
 )
+from eagle.gemm._scaled import FP8_ARCH as _SCALED_ARCH  # noqa: E402
 from eagle.gemm.dtypes import (  # noqa: E402
     OUT_DTYPES,
     PRODUCT_DTYPES,
@@ -561,6 +562,9 @@ def bench_headline() -> str:
 #: the oldest architecture CUDA 13 compiles for and runs (Turing)
 CUDA_OLDEST = "sm_75"
 
+#: the oldest architecture with fp8 tensor cores, as eagle's fp8 products check it
+FP8_ARCH = "sm_{}{}".format(*_SCALED_ARCH)
+
 #: per feature the pages name: the oldest GPU architecture it needs, and why. Every product
 #: dtype must have a row (a dtype missing here stops the build: say what it needs, then
 #: build); a row with no product dtype behind it stops it too.
@@ -576,6 +580,8 @@ ARCHITECTURES: dict[str, tuple[str, str]] = {
     "float16 products": (CUDA_OLDEST, "cuBLAS GemmEx on tensor cores"),
     "bfloat16 products": ("sm_80", "cuBLAS GemmEx; bfloat16 tensor cores from Ampere"),
     'float32 products with `math="tf32"`': ("sm_80", "TF32 tensor cores from Ampere"),
+    "float8_e4m3fn products": (FP8_ARCH, "cuBLASLt on fp8 tensor cores, from Ada and Hopper"),
+    "float8_e5m2 products": (FP8_ARCH, "cuBLASLt on fp8 tensor cores, from Ada and Hopper"),
 }
 
 
