@@ -665,3 +665,14 @@ def test_a_plan_declares_its_scales_as_one_float32_element_of_an_fp8_product():
     with pytest.raises(PlanUnavailable, match="a_scale 'sx' scales a bfloat16 product"):
         LoweredPlan((_fp8_step(a_scale="sx"),), "gemm", "run_to_run", halves,
                     _fp8_plan().outputs)  # fmt: skip
+
+
+def test_a_product_cublaslt_has_no_algorithm_for_is_refused(fp8, rng, monkeypatch):
+    def none_found(handle, desc, a, b, c, d, pref, requested, results, count):
+        _memory(count, 1, np.dtype(np.int32))[0] = 0
+
+    monkeypatch.setattr(fp8.lt, "matmul_algo_get_heuristic", none_found)
+    params, operands, _ = _operands(fp8, rng)
+    with pytest.raises(NotCapturable, match="cuBLASLt has no algorithm for GemmParams"):
+        CublasCaptureHandle(0).gemm(params, operands)
+    assert "matmul" not in [entry[0] for entry in fp8.lt.log]

@@ -82,7 +82,7 @@ class ScaledProducts:
         self._lt = lt
         self._handle = handle
         self.target = target
-        self._algorithms: dict[GemmParams, Any] = {}
+        self._algorithms: dict[tuple[GemmParams, tuple[bool, bool]], Any] = {}
         self._trans = {"N": int(cublas.Operation.N), "T": int(cublas.Operation.T)}
         self._compute = int(cublas.ComputeType.COMPUTE_32F)
         self._algo_at = lt.matmul_heuristic_result_dtype.fields["algo"][1]
@@ -136,7 +136,10 @@ class ScaledProducts:
         ):
             layouts.append(lt.matrix_layout_create(*stored))
         first_layout, second_layout, out_layout = layouts
-        algorithm = self._algorithm(params, desc, (first_layout, second_layout, out_layout))
+        scaled = (bool(scales[0]), bool(scales[1]))
+        algorithm = self._algorithm(
+            (params, scaled), desc, (first_layout, second_layout, out_layout)
+        )
         first, second, out = pointers
         alpha_at = scalars.ctypes.data
         head = (
@@ -152,10 +155,13 @@ class ScaledProducts:
         stream, workspace, nbytes = self.target
         self._lt.matmul(*head, workspace, nbytes, stream)
 
-    def _algorithm(self, params: GemmParams, desc: int, layouts: tuple[int, int, int]) -> Any:
-        """The algorithm of ``params``: cuBLASLt's first pick the first time they are seen
-        (for pointers aligned to 16 bytes and the handle's workspace), then kept."""
-        found = self._algorithms.get(params)
+    def _algorithm(
+        self, product: tuple[GemmParams, tuple[bool, bool]], desc: int, layouts: tuple[int, ...]
+    ) -> Any:
+        """The algorithm of ``product`` (params, and which factors have scales): cuBLASLt's
+        first pick the first time it is seen (for pointers aligned to 16 bytes and the
+        handle's workspace), then kept."""
+        found = self._algorithms.get(product)
         if found is not None:
             return found
         lt = self._lt
@@ -181,14 +187,14 @@ class ScaledProducts:
                     results.ptr, count.ctypes.data,
                 )  # fmt: skip
             except lt.cuBLASLtError as exc:
-                raise NotCapturable(f"cuBLASLt has no algorithm for {params}: {exc}") from exc
+                raise NotCapturable(f"cuBLASLt has no algorithm for {product[0]}: {exc}") from exc
         finally:
             lt.matmul_preference_destroy(preference)
         if count[0] < 1:
-            raise NotCapturable(f"cuBLASLt has no algorithm for {params}")
+            raise NotCapturable(f"cuBLASLt has no algorithm for {product[0]}")
         if len(self._algorithms) >= _CACHED_ALGORITHMS:
             self._algorithms.clear()
-        self._algorithms[params] = results
+        self._algorithms[product] = results
         return results
 
     def _set(self, desc: int, attr: Any, value: int) -> None:

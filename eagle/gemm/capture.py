@@ -346,7 +346,7 @@ class CublasCaptureHandle:
                      out._ptr, out.shape, out.strides, out.dtype, out._device_index)  # fmt: skip
             if scaled:  # the prepared call holds their addresses
                 found += tuple(operands[r]._ptr if r in operands else None for r in SCALES)
-            key = found  # (only once whole: a failed lookup keeps its call under it)
+            key = found  # (set once whole: the checked path keeps its prepared call under it)
             last = calls.last
             if last is not None and last[0] == key:  # the last call's: no hashing
                 prepared = last[1]
