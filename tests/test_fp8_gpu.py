@@ -4,10 +4,12 @@ planes; fp8 arrays through DLPack.
 
 Every product is compared with a float64 host reference of the dequantised inputs times
 their scales, by ||out - ref|| / ||ref||, on fresh random data, with ``out`` poisoned
-(NaN) first. The products of fp8 values are exact; with fast accumulation off they are
-summed in float32 (Hopper's tensor cores keep fewer bits inside one instruction, which
-cuBLASLt promotes to float32 registers), so a float32 ``out`` is within about 1e-6 to
-1e-5; a bfloat16 ``out`` within its rounding (2**-9); fast accumulation within 1e-3.
+(NaN) first (a failure prints the error it measured). The products of fp8 values are
+exact; with fast accumulation off they are summed in float32, which cuBLASLt promotes
+to from the tensor cores' narrower accumulator every few instructions, so a float32
+``out`` is expected within about 1e-6 (held to 1e-4, which any wrong operand, layout or
+scale exceeds by orders of magnitude); a bfloat16 ``out`` within its rounding (2**-9);
+fast accumulation, which never promotes, within 1e-2.
 """
 
 from __future__ import annotations
@@ -40,10 +42,10 @@ F32 = np.dtype(np.float32)
 PAIRS = [(E4M3, E4M3), (E4M3, E5M2), (E5M2, E4M3)]
 #: ||out - ref|| / ||ref|| allowed, by (out dtype, math)
 TOLERANCE = {
-    (F32, "fp32"): 1e-5,
+    (F32, "fp32"): 1e-4,
     (BF16, "fp32"): 4e-3,
-    (F32, "fast_accum"): 1e-3,
-    (BF16, "fast_accum"): 5e-3,
+    (F32, "fast_accum"): 1e-2,
+    (BF16, "fast_accum"): 1e-2,
 }
 
 
