@@ -232,22 +232,30 @@ def test_a_damaged_image_is_compiled_again_and_replaced(cache, monkeypatch, capl
 
 
 class _Driver:
-    """The driver calls of ``module._load``: a library load refuses ``refused`` images."""
+    """The driver calls of ``module._load``: ``refuser`` (the library load, or the kernel
+    lookup, as for a cubin of another architecture) refuses ``refused`` images."""
 
-    def __init__(self, refused: set[bytes], status: str = "CUDA_ERROR_INVALID_IMAGE") -> None:
-        self.refused, self.status = refused, status
+    def __init__(
+        self,
+        refused: set[bytes],
+        status: str = "CUDA_ERROR_INVALID_IMAGE",
+        refuser: str = "cuLibraryLoadData",
+    ) -> None:
+        self.refused, self.status, self.refuser = refused, status, refuser
         self.loaded: list[bytes] = []
         self.unloaded: list[Any] = []
 
     def __call__(self, name: str, *args: Any) -> Any:
         if name == "cuLibraryLoadData":
-            if args[0] in self.refused:
+            if args[0] in self.refused and self.refuser == name:
                 raise CudaError(name, self.status, "refused")
             self.loaded.append(args[0])
             return f"library{len(self.loaded)}"
         if name == "cuLibraryUnload":
             self.unloaded.append(args[0])
             return None
+        if name == self.refuser and self.loaded[-1] in self.refused:
+            raise CudaError(name, self.status, "refused")
         return 7  # cuLibraryGetKernel's handle; cuKernelGetFunction's function
 
 
@@ -276,6 +284,25 @@ def test_an_image_the_device_refuses_is_compiled_again_and_replaced(
     (warning,) = _messages(caplog, logging.WARNING)
     assert "the cached image of k1 for sm_90 failed to load (CUDA_ERROR_INVALID_IMAGE)" in warning
     assert _valid(path) == image and module._images[path.stem] == image
+
+
+def test_an_image_whose_kernel_the_device_refuses_is_compiled_again_and_unloaded(
+    cache, monkeypatch, caplog, no_device
+):
+    image = compile_cuda(_source(1), name="k1")
+    path = _only(cache)
+    planted = b"a cubin for another architecture, its digest right"
+    _plant(path, planted)
+    _forget_in_memory(monkeypatch)
+    fake = _Driver({planted}, "CUDA_ERROR_NO_BINARY_FOR_GPU", refuser="cuLibraryGetKernel")
+    monkeypatch.setattr(module, "cudadrv", FakeCalls(fake))
+    with caplog.at_level(logging.INFO, logger="eagle"):
+        kernel = module.load_kernel(_source(1), "k1")
+    assert kernel.name == "k1" and fake.loaded == [planted, image]
+    assert fake.unloaded == ["library1"]  # the refused library is not left loaded
+    (warning,) = _messages(caplog, logging.WARNING)
+    assert "failed to load (CUDA_ERROR_NO_BINARY_FOR_GPU)" in warning
+    assert _valid(path) == image
 
 
 def test_a_fresh_image_the_device_refuses_raises_and_nothing_is_kept(cache, monkeypatch, no_device):
@@ -314,7 +341,9 @@ def test_gpu_a_cached_image_the_device_refuses_is_compiled_again(cache, monkeypa
     )
     image = compile_cuda(source, name="planted", arch=module.device_arch(0))
     path = _only(cache)
-    _plant(path, image[: len(image) // 2])  # a digest that matches a half cubin
+    # a whole cubin for an architecture this device cannot run, under a digest that matches
+    # it (a truncated cubin can crash the driver's loader rather than be refused)
+    _plant(path, compile_cuda(source, name="planted", arch="sm_100"))
     _forget_in_memory(monkeypatch)
     monkeypatch.setattr(module, "_kernels", {})
     with caplog.at_level(logging.INFO, logger="eagle"):

@@ -6,13 +6,16 @@ Every product is compared with a float64 host reference of the dequantised input
 their scales, by ||out - ref|| / ||ref||, on fresh random data, with ``out`` poisoned
 (NaN) first (a failure prints the error it measured). The products of fp8 values are
 exact; with fast accumulation off they are summed in float32, which cuBLASLt promotes
-to from the tensor cores' narrower accumulator every few instructions, so a float32
-``out`` is expected within about 1e-6 (held to 1e-4, which any wrong operand, layout or
-scale exceeds by orders of magnitude); a bfloat16 ``out`` within its rounding (2**-9);
+to from the tensor cores' narrower accumulator every few instructions: a float32 ``out``
+measured 1.0e-4 to 1.3e-4 on the H200 (``torch._scaled_mm`` errs alike on the same
+inputs), held to 5e-4, which any wrong operand, layout or scale exceeds by orders of
+magnitude; a bfloat16 ``out`` within its rounding (2**-9);
 fast accumulation, which never promotes, within 1e-2.
 """
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 import ml_dtypes
 import numpy as np
@@ -43,7 +46,7 @@ F32 = np.dtype(np.float32)
 PAIRS = [(E4M3, E4M3), (E4M3, E5M2), (E5M2, E4M3)]
 #: ||out - ref|| / ||ref|| allowed, by (out dtype, math)
 TOLERANCE = {
-    (F32, "fp32"): 1e-4,
+    (F32, "fp32"): 5e-4,
     (BF16, "fp32"): 4e-3,
     (F32, "fast_accum"): 1e-2,
     (BF16, "fast_accum"): 1e-2,
@@ -230,6 +233,34 @@ def _run_convert(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return out.numpy()
 
 
+def _nearest_even(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The codes of ``dtype`` nearest ``values`` (ties to the even code), rounded from each
+    value itself. ml_dtypes' float64 conversion does this in some versions and rounds
+    through float32 first in others (the H200 image's does: it moves a float64 value just
+    off a tie onto the tie), so ml_dtypes converts only float32 values here, which is exact
+    either way, and the rest are rounded by magnitude against the positive codes (whose
+    values rise with the code up to the largest finite one)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        codes = values.astype(np.float32).astype(dtype).view(np.uint8).copy()
+    upper = np.arange(128, dtype=np.uint8).view(dtype).astype(np.float64)
+    largest = int(np.argmax(np.where(np.isfinite(upper), upper, -1.0)))
+    positive = np.arange(largest + 1, dtype=np.uint8).view(dtype).astype(np.float64)
+    wide = values.astype(np.float32).astype(np.float64) != values
+    inside = np.isfinite(values) & (np.abs(values) <= positive[-1])
+    for index in np.nonzero(wide & inside)[0]:
+        magnitude = Fraction(abs(float(values[index])))
+        above = int(np.searchsorted(positive, float(magnitude)))
+        below = max(above - 1, 0)
+        gap_below = magnitude - Fraction(float(positive[below]))
+        gap_above = Fraction(float(positive[above])) - magnitude
+        if gap_below != gap_above:
+            code = below if gap_below < gap_above else above
+        else:
+            code = below if below % 2 == 0 else above
+        codes[index] = code | (0x80 if values[index] < 0 else 0)
+    return codes
+
+
 @pytest.mark.parametrize("dtype", [E4M3, E5M2], ids=str)
 def test_the_device_converts_fp8_planes_as_ml_dtypes_does_bit_for_bit(rng, dtype):
     codes = np.arange(256, dtype=np.uint8).view(dtype)
@@ -246,8 +277,7 @@ def test_the_device_converts_fp8_planes_as_ml_dtypes_does_bit_for_bit(rng, dtype
             rng.standard_normal(100_000) * 10.0 ** rng.integers(-8, 6, 100_000), middle,
             np.nextafter(middle, np.inf), np.nextafter(middle, -np.inf), specials,
         ]).astype(wide)  # fmt: skip
-        with np.errstate(over="ignore"):
-            want = values.astype(dtype).view(np.uint8)
+        want = _nearest_even(values, dtype)
         got = _run_convert(values, np.zeros(values.size, dtype)).view(np.uint8)
         wrong = np.nonzero(got != want)[0]
         assert wrong.size == 0, (wide, values[wrong[:5]], got[wrong[:5]], want[wrong[:5]])

@@ -231,7 +231,7 @@ def _load(source: str, name: str, device: int) -> Kernel:
     image, compiled = _image(source, name, arch, None)
     ensure_device(device)
     try:
-        library = cudadrv.cuLibraryLoadData(image, None, None, 0, None, None, 0)
+        library, handle = _library_kernel(image, name)
     except CudaError as exc:
         if compiled or exc.status not in _BAD_IMAGE:
             raise
@@ -243,15 +243,24 @@ def _load(source: str, name: str, device: int) -> Kernel:
             exc.status,
         )
         image, _ = _image(source, name, arch, None, fresh=True)
-        library = cudadrv.cuLibraryLoadData(image, None, None, 0, None, None, 0)
+        library, handle = _library_kernel(image, name)
+    return Kernel(name, library, handle, device)
+
+
+def _library_kernel(image: bytes, name: str) -> tuple[Any, Any]:
+    """``image`` loaded as a library and its kernel ``name``, loaded on the current device
+    now (not mid-capture); nothing stays loaded when any step fails (the driver may
+    refuse an image at any of them: a cubin for another architecture loads, and only
+    getting its kernel fails)."""
+    library = cudadrv.cuLibraryLoadData(image, None, None, 0, None, None, 0)
     try:
         handle = cudadrv.cuLibraryGetKernel(library, name.encode())
-        cudadrv.cuKernelGetFunction(handle)  # load it on this device now, not mid-capture
+        cudadrv.cuKernelGetFunction(handle)
     except BaseException:
         with contextlib.suppress(CudaError):
             cudadrv.cuLibraryUnload(library)
         raise
-    return Kernel(name, library, handle, device)
+    return library, handle
 
 
 # -- arguments ----------------------------------------------------------------------------
