@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from eagle.gemm._host import host_product
+from eagle.gemm._host import host_product, product_views
 from eagle.gemm.dtypes import dtype_of
 
 M, K, N = 5, 7, 3
@@ -44,10 +44,10 @@ def test_the_host_product_scales_what_out_held_by_beta(
     if beta == 0.0:
         out[...] = np.nan  # never read
     transpose_a, transpose_b, transpose_out = flags
-    host_product(
-        a, b, out,
-        transpose_a=transpose_a, transpose_b=transpose_b, transpose_out=transpose_out, beta=beta,
-    )  # fmt: skip
+    left, right = product_views(
+        a, b, transpose_a=transpose_a, transpose_b=transpose_b, transpose_out=transpose_out
+    )
+    host_product(left, right, out, beta=beta)
     expected = _reference(a, b, flags) + (beta * before if beta else 0.0)
     tolerance = 1e-6 if dtype == "float32" else 1e-14
     assert np.linalg.norm(out - expected) <= tolerance * np.linalg.norm(expected)
@@ -63,7 +63,20 @@ def test_16_bit_factors_are_summed_in_float32_and_rounded_once(
     a, b = _operands(rng, dtype, flags)
     out = rng.standard_normal((N, M)).astype(dtype_of(dtype if out_dtype == "same" else out_dtype))
     held = out.astype(np.float32)
-    host_product(a, b, out, transpose_a=True, transpose_out=True, beta=beta)
+    host_product(*product_views(a, b, transpose_a=True, transpose_out=True), out, beta=beta)
     product = (a.astype(np.float32).T @ b.astype(np.float32)).T
     expected = (product + held if beta else product).astype(out.dtype)
     np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("beta", [0.0, 1.0])
+def test_alpha_scales_the_product_before_it_is_rounded_once(
+    beta: float, rng: np.random.Generator
+) -> None:
+    a, b = _operands(rng, "float16", (False, False, False))
+    out = rng.standard_normal((M, N)).astype(np.float16)
+    held = out.astype(np.float32)
+    alpha = np.float32(0.375)
+    host_product(a, b, out, alpha, beta)
+    product = (a.astype(np.float32) @ b.astype(np.float32)) * alpha
+    np.testing.assert_array_equal(out, (product + held if beta else product).astype(np.float16))
