@@ -21,6 +21,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, NamedTuple, TypeVar
 
+from eagle.errors import EagleValueError
+
 __all__ = ["CacheStats", "KeyedCache", "clear_caches", "on_clear", "stats"]
 
 K = TypeVar("K", bound=Hashable)
@@ -80,7 +82,7 @@ class KeyedCache(Generic[K, V]):
 
     def __init__(self, name: str, size: int) -> None:
         if size < 1:
-            raise ValueError(f"cache {name!r}: size must be at least 1, not {size}")
+            raise EagleValueError(f"cache {name!r}: size must be at least 1, not {size}")
         self.name = name
         self.size = size
         self._entries: OrderedDict[K, V] = OrderedDict()

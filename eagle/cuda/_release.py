@@ -15,6 +15,7 @@ from eagle._cache import on_clear
 from eagle.cuda import _records, module
 from eagle.cuda._capture_state import any_capture_active
 from eagle.cuda._runtime import cudart, ready_devices
+from eagle.errors import EagleRuntimeError
 
 __all__ = ["drop_images", "release_unused"]
 
@@ -33,7 +34,7 @@ def release_unused() -> None:
     if not module._has_unused() and not _records.has_unused():
         return
     if any_capture_active():
-        raise RuntimeError(
+        raise EagleRuntimeError(
             "eagle.clear_caches waits for the devices before it unloads the kernels nothing "
             "uses any more, which is not legal during a stream capture; call it again once "
             "the capture ends"
