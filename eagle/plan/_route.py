@@ -41,7 +41,7 @@ from eagle._cache import KeyedCache
 from eagle.cuda.graph import is_capturing
 from eagle.cuda.stream import as_stream_ptr, launch_stream
 from eagle.errors import EagleValueError, check_option
-from eagle.gemm._host import host_product
+from eagle.gemm._host import host_product, product_views
 from eagle.gemm.capture import BoundGemm, CublasCaptureHandle
 from eagle.gemm.contraction import RecognizedContraction
 from eagle.gemm.dtypes import PRODUCT_DTYPES, dtype_of
@@ -435,13 +435,13 @@ class HostGemm:
         for step in lowered.subplan(outputs).steps:
             spec = step.matmul
             assert spec is not None  # the lowered plan is products alone
-            flags = {
-                "transpose_a": spec.transpose_a,
-                "transpose_b": spec.transpose_b,
-                "transpose_out": spec.transpose_out,
-            }
-            a, b, out = views[spec.a], views[spec.b], views[spec.out]
-            self._products.append(functools.partial(host_product, a, b, out, beta=beta, **flags))
+            left, right = product_views(
+                views[spec.a], views[spec.b],
+                transpose_a=spec.transpose_a, transpose_b=spec.transpose_b,
+                transpose_out=spec.transpose_out,
+            )  # fmt: skip
+            product = functools.partial(host_product, left, right, views[spec.out], beta)
+            self._products.append(product)
         self.written = tuple(views[name] for name in outputs) if beta else ()
         self.last = None if beta else views[lowered.outputs[0].name]
 
