@@ -6,10 +6,10 @@ and on the device when they are device arrays (eagle's, torch's, CuPy's...:
 the kernel's CUDA C, launched on eagle's stream inside ``with stream:``, else
 on the current stream of the framework the planes come from, else on the CUDA
 default stream: :func:`eagle.cuda.stream.launch_stream`).
-Each side runs on a backend (``eagle.plan._backends``: emit, load, bind),
-by default ``"numpy"`` on the host and ``"cuda"`` on the device;
-``auto(kernel, backend=name)`` builds a plan for one backend, which then
-takes planes on its side only.
+Each side runs on a backend registered by name (it emits the kernel's
+program, loads it and binds it to planes): by default ``"numpy"`` on the
+host and ``"cuda"`` on the device; ``auto(kernel, backend=name)`` builds a
+plan for one backend, which then takes planes on its side only.
 ``plan.bind(**planes)`` prepares everything, so ``bound.launch()`` only
 enqueues work and is legal inside a capture; ``bound.capture(stream)``
 records it into a graph. ``plan.run(**planes)`` keeps its last few bindings
