@@ -102,13 +102,10 @@ class AdjointPlan:
     def _route(self, side: Side, dtype: Any) -> Route:
         """The routing decision: the routed adjoint is its ``"gemm"`` outcome
         (see the module docstring)."""
-        self.primal.route(side, dtype)  # checks side and dtype
+        if self.primal.route(side, dtype) == "gemm":  # (which checks side and dtype)
+            return Route("gemm", ())
         primal = decide(self.primal, side, {p.name: dtype for p in self.primal.kernel.planes})
-        if primal.name != "gemm":
-            return Route(
-                "loop", tuple(f"the primal runs its own loop: {r}" for r in primal.reasons)
-            )
-        return Route("gemm", ())
+        return Route("loop", tuple(f"the primal runs its own loop: {r}" for r in primal.reasons))
 
     # -- running -------------------------------------------------------------------------
 
