@@ -4,6 +4,8 @@ by one registration."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 from typing import Any
 
 import numpy as np
@@ -178,3 +180,11 @@ def test_register_refuses_a_taken_name_and_what_is_no_backend(traced: _Traced) -
         register(other)
     with pytest.raises(TypeError, match="register takes a Backend, not str"):
         register("traced")  # type: ignore[arg-type]
+
+
+def test_a_plan_for_one_backend_pickles_and_copies_with_it() -> None:
+    plan = eagle.plan.auto(saxpy, contraction="gemm", backend="numpy")
+    for again in (pickle.loads(pickle.dumps(plan)), copy.copy(plan), copy.deepcopy(plan)):
+        assert again.backend == "numpy" and again.kernel is saxpy
+        assert again._backends == {"host": backend_named("numpy")}
+        assert again.policy == plan.policy
