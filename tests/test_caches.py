@@ -20,6 +20,7 @@ from eagle.cuda import _records, _release, module
 from eagle.plan._backends import backend_named
 from tests._hawk_kernels import saxpy
 from tests._route_kernels import B, R, U, contract
+from tests._util import fake_calls
 
 # -- the keyed cache ------------------------------------------------------------------------
 
@@ -120,8 +121,8 @@ def driver(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     monkeypatch.setattr(_records, "_unused", [])
     monkeypatch.setattr(module, "_unused_libraries", [])
     monkeypatch.setattr(_release, "ready_devices", lambda: (0, 1))
-    monkeypatch.setattr(_release, "call", lambda *args: calls.append(args) or 0)
-    monkeypatch.setattr(module, "dcall", lambda *args: calls.append(args))
+    fake_calls(monkeypatch, lambda *args: calls.append(args) or 0, _release)
+    fake_calls(monkeypatch, lambda *args: calls.append(args), module, binding="cudadrv")
     return calls
 
 
@@ -170,7 +171,12 @@ def test_clear_caches_keeps_a_kernel_a_bound_plan_holds(
     monkeypatch.setattr(module, "ensure_device", lambda device: None)
     monkeypatch.setattr(module, "driver", lambda: _FakeDriver())
     monkeypatch.setattr(module, "runtime", lambda: _FakeDriver())
-    monkeypatch.setattr(module, "dcall", lambda name, *args: driver.append((name,)) or 7)
+
+    def load(name: str, *args: Any) -> int:  # the driver's library calls: a handle, 7
+        driver.append((name,))
+        return 7
+
+    fake_calls(monkeypatch, load, module, binding="cudadrv")
     monkeypatch.setattr(eagle.plan._bound, "launch_stream", lambda planes, device: 0x11)
     plan = eagle.plan.auto(saxpy)
     x, y = _device(10, 0x10000), _device(10, 0x20000)

@@ -30,10 +30,11 @@ import importlib
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import hawk
 from eagle.errors import EagleTypeError, EagleValueError
+from eagle.gemm.contraction import RecognizedContraction
 from eagle.gemm.lowering import Direction
 from eagle.gemm.steps import Side
 from eagle.plan._bound import Step
@@ -42,14 +43,12 @@ from hawk import ir
 from hawk.emit.checks import LaneCheck, check_launch
 from hawk.emit.policy import Policy
 
-if TYPE_CHECKING:
-    from eagle.plan._autoplan import AutoPlan
-
 __all__ = [
     "DEFAULTS",
     "PROGRAMS",
     "Backend",
     "Binding",
+    "Plan",
     "Program",
     "Side",
     "backend_named",
@@ -64,6 +63,19 @@ Signature = tuple[str, ...]
 
 #: programs a backend keeps per kernel (they go with the kernel)
 PROGRAMS = 64
+
+
+class Plan(Protocol):
+    """What a backend reads of the plan it binds (an :class:`eagle.plan.AutoPlan`)."""
+
+    @property
+    def kernel(self) -> hawk.Kernel: ...
+
+    @property
+    def policy(self) -> Policy: ...
+
+    @property
+    def record(self) -> RecognizedContraction | None: ...
 
 
 class Program(Protocol):
@@ -128,12 +140,12 @@ class Backend(abc.ABC):
         """``program`` (from :meth:`emit`) made runnable on ``device`` (None on the host)."""
 
     @abc.abstractmethod
-    def bind(self, plan: AutoPlan, checked: Planes) -> Binding:
+    def bind(self, plan: Plan, checked: Planes) -> Binding:
         """The kernel's own loop of ``plan`` bound to ``checked`` planes."""
 
     def bind_products(
         self,
-        plan: AutoPlan,
+        plan: Plan,
         checked: Planes,
         *,
         direction: Direction = "forward",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +22,15 @@ from eagle._cache import KeyedCache
 from eagle.cuda import _records, module
 from eagle.cuda.stream import as_stream_ptr
 from eagle.gemm.lowering import Direction
-from eagle.plan._backends import PROGRAMS, Backend, Binding, Signature, check_lanes, plane_dtypes
+from eagle.plan._backends import (
+    PROGRAMS,
+    Backend,
+    Binding,
+    Plan,
+    Signature,
+    check_lanes,
+    plane_dtypes,
+)
 from eagle.plan._bound import Step
 from eagle.plan._planes import Planes
 from eagle.plan._route import GemmLaunch
@@ -31,9 +39,6 @@ from hawk import ir
 from hawk.emit import cuda
 from hawk.emit.checks import record_error
 from hawk.emit.policy import Policy
-
-if TYPE_CHECKING:
-    from eagle.plan._autoplan import AutoPlan
 
 __all__ = ["BACKEND", "BLOCK_SIZE", "WIDE_LANES", "CudaBackend", "grid"]
 
@@ -97,7 +102,7 @@ class CudaBackend(Backend):
         )
         return kernel, record
 
-    def bind(self, plan: AutoPlan, checked: Planes) -> Binding:
+    def bind(self, plan: Plan, checked: Planes) -> Binding:
         device = checked.device
         assert device is not None
         # A Param given as a number is a kernel argument passed by value (the kernel is
@@ -130,7 +135,7 @@ class CudaBackend(Backend):
 
     def bind_products(
         self,
-        plan: AutoPlan,
+        plan: Plan,
         checked: Planes,
         *,
         direction: Direction = "forward",

@@ -13,21 +13,26 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import hawk
 from eagle._cache import KeyedCache
 from eagle.gemm.lowering import Direction
-from eagle.plan._backends import PROGRAMS, Backend, Binding, Signature, check_lanes, plane_dtypes
+from eagle.plan._backends import (
+    PROGRAMS,
+    Backend,
+    Binding,
+    Plan,
+    Signature,
+    check_lanes,
+    plane_dtypes,
+)
 from eagle.plan._bound import Step
 from eagle.plan._planes import WRITTEN, Planes
 from eagle.plan._route import HostGemm
 from hawk import ir
 from hawk.emit import host
 from hawk.emit.policy import Policy
-
-if TYPE_CHECKING:
-    from eagle.plan._autoplan import AutoPlan
 
 __all__ = ["BACKEND", "NumpyBackend"]
 
@@ -68,7 +73,7 @@ class NumpyBackend(Backend):
     def load(self, program: Any, device: int | None) -> Callable[..., None]:
         return program.function
 
-    def bind(self, plan: AutoPlan, checked: Planes) -> Binding:
+    def bind(self, plan: Plan, checked: Planes) -> Binding:
         emitted = self._emitted(plan.kernel, checked.signature)
         program = emitted.program
         check_lanes(plan.kernel.ir, program.launch_checks, checked)
@@ -94,7 +99,7 @@ class NumpyBackend(Backend):
 
     def bind_products(
         self,
-        plan: AutoPlan,
+        plan: Plan,
         checked: Planes,
         *,
         direction: Direction = "forward",
