@@ -374,8 +374,8 @@ class _Layout:
         return data, pointers, ctypes.addressof(pointers)
 
 
-_layouts: dict[tuple[_Arg, ...], _Layout] = {}
-_LAYOUTS = 1024  # signatures kept before starting afresh
+#: the layout of each argument signature seen (the least recently used go first)
+_layouts: KeyedCache[tuple[_Arg, ...], _Layout] = KeyedCache("argument layouts", 1024)
 
 
 def _layout_of(args: Sequence[Any]) -> _Layout:
@@ -387,8 +387,6 @@ def _layout_of(args: Sequence[Any]) -> _Layout:
     signature = tuple((type(arg), *_slot(arg, index)) for index, arg in enumerate(args))
     layout = _layouts.get(signature)
     if layout is None:
-        if len(_layouts) >= _LAYOUTS:
-            _layouts.clear()
         layout = _layouts[signature] = _Layout(signature)
     return layout
 
