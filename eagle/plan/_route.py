@@ -440,7 +440,7 @@ class HostGemm:
                 transpose_a=spec.transpose_a, transpose_b=spec.transpose_b,
                 transpose_out=spec.transpose_out,
             )  # fmt: skip
-            product = functools.partial(host_product, left, right, views[spec.out], beta)
+            product = functools.partial(host_product, left, right, views[spec.out], 1.0, beta)
             self._products.append(product)
         self.written = tuple(views[name] for name in outputs) if beta else ()
         self.last = None if beta else views[lowered.outputs[0].name]
