@@ -250,7 +250,9 @@ class _DeviceMatmul:
         name_a, name_b, name_out = self._names
         try:
             a, b, out = bufs[name_a], bufs[name_b], bufs[name_out]
-            scales: tuple[Any, ...] = tuple(bufs[name] for name in self._scales)  # (fp8)
+            scales: tuple[Any, ...] = ()
+            if self._scales:  # (fp8)
+                scales = tuple(bufs[name] for name in self._scales)
         except KeyError:  # not bound: taking them names it
             a = b = out = None
             scales = ()
