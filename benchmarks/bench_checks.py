@@ -31,7 +31,8 @@ import eagle.plan
 import hawk
 from eagle import arrays, cuda
 from eagle.cuda.module import PackedArgs
-from eagle.plan._autoplan import BLOCK_SIZE, _grid
+from eagle.plan._cuda_backend import BLOCK_SIZE
+from eagle.plan._cuda_backend import grid as _grid
 from hawk.emit import cuda as emit_cuda
 from hawk.emit import host as emit_host
 

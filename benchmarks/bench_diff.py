@@ -41,7 +41,8 @@ import eagle.plan
 import hawk
 import hawk.diff
 from eagle.cuda.module import PackedArgs
-from eagle.plan._autoplan import BLOCK_SIZE, _grid
+from eagle.plan._cuda_backend import BLOCK_SIZE
+from eagle.plan._cuda_backend import grid as _grid
 from hawk.emit import cuda as emit_cuda
 from hawk.emit import policy
 

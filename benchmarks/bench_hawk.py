@@ -34,7 +34,8 @@ import eagle.cuda
 import eagle.plan
 import hawk
 from eagle.cuda.module import PackedArgs
-from eagle.plan._autoplan import BLOCK_SIZE, _grid
+from eagle.plan._cuda_backend import BLOCK_SIZE
+from eagle.plan._cuda_backend import grid as _grid
 from hawk import math as hm
 from hawk.emit import cuda as emit_cuda
 

@@ -36,7 +36,8 @@ import eagle.cuda
 import hawk
 from eagle import arrays
 from eagle.cuda.module import PackedArgs
-from eagle.plan._autoplan import BLOCK_SIZE, _grid
+from eagle.plan._cuda_backend import BLOCK_SIZE
+from eagle.plan._cuda_backend import grid as _grid
 from hawk.emit import cuda as emit_cuda
 
 LANES = 10**8

@@ -3,7 +3,8 @@
 Submodules: :mod:`eagle.arrays`, :mod:`eagle.cuda`, :mod:`eagle.gemm`,
 :mod:`eagle.plan`, :mod:`eagle.diff`. They are imported on first attribute
 access; importing eagle never loads a CUDA driver. Every error eagle raises is
-an :class:`EagleError` (:mod:`eagle.errors`).
+an :class:`EagleError` (:mod:`eagle.errors`). :func:`clear_caches` drops what
+eagle keeps in the process only to be faster next time.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["Array", "EagleError", "arrays", "cuda", "diff", "gemm", "plan"]
+__all__ = ["Array", "EagleError", "arrays", "clear_caches", "cuda", "diff", "gemm", "plan"]
 
 _SUBMODULES = {"arrays", "cuda", "diff", "errors", "gemm", "plan"}
 
@@ -25,6 +26,8 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module("eagle.arrays").Array
     if name == "EagleError":  # eagle.errors imports only the standard library
         return importlib.import_module("eagle.errors").EagleError
+    if name == "clear_caches":
+        return importlib.import_module("eagle._cache").clear_caches
     raise AttributeError(f"module 'eagle' has no attribute {name!r}")
 
 

@@ -13,13 +13,13 @@ modules import this module (it needs torch).
 from __future__ import annotations
 
 import warnings
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 import torch
 
 import hawk
+from eagle._cache import KeyedCache
 from eagle.arrays import _holder
 from eagle.cuda.stream import Stream
 from eagle.errors import EagleRuntimeError
@@ -75,7 +75,7 @@ class Runner:
     def __init__(self, plan: Any, one: frozenset[str] = frozenset()) -> None:
         self._plan = plan
         self._one = one
-        self._bound: OrderedDict[tuple, Any] = OrderedDict()
+        self._bound: KeyedCache[tuple, Any] = KeyedCache("torch runner bindings", _CACHED_BINDINGS)
 
     def run(self, names: tuple[str, ...], tensors: list[Any], device: torch.device) -> None:
         if device.type != "cuda":
@@ -85,11 +85,15 @@ class Runner:
         index = device.index if device.index is not None else torch.cuda.current_device()
         stream = _current_raw_stream(index) if _current_raw_stream else _raw_stream(device)
         key = (names, *[(t.data_ptr(), t.numel(), t.dtype) for t in tensors])
-        bound = self._bound.get(key)
-        if bound is None:
-            bound = self._bind(names, tensors, key, stream, index)
+        kept = self._bound
+        last = kept.last
+        if last is not None and last[0] == key:  # the last call's tensors: no hashing
+            bound = last[1]
+            kept.hits += 1
         else:
-            self._bound.move_to_end(key)  # the least recently used goes first
+            bound = kept.get(key)  # (now the most recent: the least recent goes first)
+            if bound is None:
+                bound = self._bind(names, tensors, key, stream, index)
         bound.launch(stream)
 
     def _host(self, name: str, tensor: Any) -> Any:
@@ -105,8 +109,6 @@ class Runner:
         }
         with Stream.external(stream, index):  # prepared for torch's stream
             bound = self._plan.bind(**planes)
-        if len(self._bound) >= _CACHED_BINDINGS:
-            self._bound.popitem(last=False)
         self._bound[key] = bound
         return bound
 

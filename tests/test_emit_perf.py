@@ -7,7 +7,9 @@ import pytest
 
 import eagle.plan
 from eagle.cuda import compile_cuda
-from eagle.plan._autoplan import BLOCK_SIZE, _grid
+from eagle.plan._backends import backend_named
+from eagle.plan._cuda_backend import BLOCK_SIZE
+from eagle.plan._cuda_backend import grid as _grid
 from hawk.diff import vjp
 from hawk.emit import cuda
 from tests._emitperf_kernels import axpy, by_odd_sample, by_sample, contract32, two_out
@@ -123,12 +125,11 @@ def test_the_contraction_adjoint_sums_f_bar_per_warp_and_not_w_bar() -> None:
 
 
 def test_a_plan_emits_narrow_kernels_below_2_to_the_31_lanes() -> None:
-    plan = eagle.plan.auto(axpy)
+    plan, backend = eagle.plan.auto(axpy), backend_named("cuda")
     signature = tuple("float32" for _ in axpy.planes)
-    assert "for (unsigned int at" in plan._cuda_source(signature, lanes=2**31 - 1).source
-    assert "for (long long at" in plan._cuda_source(signature, lanes=2**31).source
+    assert "for (unsigned int at" in backend.emit(axpy, signature, lanes=2**31 - 1).source
+    assert "for (long long at" in backend.emit(axpy, signature, lanes=2**31).source
     assert "for (unsigned int at" in plan.source("device")  # what runs below 2**31 lanes
     # a kernel whose lanes run a loop keeps 64-bit counters at any lane count
-    looping = eagle.plan.auto(contract32)
     signature = tuple("float32" for _ in contract32.planes)
-    assert "for (long long at" in looping._cuda_source(signature, lanes=1024).source
+    assert "for (long long at" in backend.emit(contract32, signature, lanes=1024).source

@@ -10,7 +10,8 @@ import pytest
 import eagle.plan
 from eagle import arrays, cuda
 from eagle.cuda.module import PackedArgs
-from eagle.plan._autoplan import BLOCK_SIZE, _grid
+from eagle.plan._cuda_backend import BLOCK_SIZE
+from eagle.plan._cuda_backend import grid as _grid
 from hawk.diff import vjp
 from hawk.emit import cuda as emit_cuda
 from tests._emitperf_kernels import axpy, by_sample, contract32

@@ -28,6 +28,7 @@ import eagle.diff
 import eagle.plan
 import hawk
 from eagle import arrays
+from eagle._cache import KeyedCache
 from eagle.cuda import (
     Stream,
     _capture_state,
@@ -44,6 +45,7 @@ from eagle.gemm import handles as gemm_handles
 from eagle.gemm.capture import CublasCaptureHandle
 from eagle.gemm.params import gemm_params_for_arrays
 from eagle.plan import _route
+from eagle.plan._backends import backend_named
 from eagle.plan._bound import Bound, Step
 from hawk.emit import policy
 from tests import _route_kernels as k
@@ -69,7 +71,17 @@ def two_outputs(x: hawk.Scalar, s: hawk.Mutable[hawk.Scalar], y: hawk.Mutable[ha
 
 
 def _program(plan: eagle.plan.AutoPlan, dtype: str = "float64") -> Any:
-    return plan._host_program(tuple(dtype for _ in plan._names))
+    return backend_named("numpy").emit(plan.kernel, tuple(dtype for _ in plan.kernel.planes))
+
+
+def _kernels_of(bound: Any) -> list[module.Kernel]:
+    """The loaded kernels the steps of ``bound`` launch (read off their enqueue functions)."""
+    found: dict[int, module.Kernel] = {}
+    for step in bound._steps:
+        for cell in step.enqueue.__closure__ or ():
+            if isinstance(cell.cell_contents, module.Kernel):
+                found.setdefault(id(cell.cell_contents), cell.cell_contents)
+    return list(found.values())
 
 
 def _interrupted(run: Callable[[], None], function: Callable[..., Any], line: int | None) -> bool:
@@ -412,14 +424,15 @@ def test_an_error_record_that_cannot_be_allocated_gives_back_what_it_took(monkey
     monkeypatch.setattr(_records, "cudart", FakeCalls(fake))
     monkeypatch.setattr(_records, "ensure_device", lambda device: None)
     monkeypatch.setattr(_records, "_slabs", {})
-    monkeypatch.setattr(_records, "_records", {})
+    monkeypatch.setattr(_records, "_records", KeyedCache("error records", 4))
     with pytest.raises(CudaError, match="cudaErrorMemoryAllocation"):
         _records.record_for("kernel", 0, lambda words: None)
     host = ("cudaFreeHost", ctypes.addressof(fake.memory))
     assert fake.freed == ([("cudaFree", 0xE000), host] if fail == "cudaMemset" else [host])
-    assert _records._slabs == {0: []} and _records._records == {}
+    assert _records._slabs == {0: []} and len(_records._records) == 0
     record = _records.record_for("kernel", 0, lambda words: None)  # the next one is made
-    assert record.ptr == 0xD000 and _records._slabs[0][0].records == [record]
+    assert record.ptr == 0xD000 and record._slot == 0
+    assert len(_records._slabs[0][0].translates) == 1
 
 
 def test_a_routed_bind_whose_cublas_handle_cannot_be_made_keeps_nothing(
@@ -444,7 +457,7 @@ def test_a_routed_bind_whose_cublas_handle_cannot_be_made_keeps_nothing(
     }
     with pytest.raises(CudaError, match="cudaErrorMemoryAllocation"):
         plan.run(**planes)
-    assert handles == {} and not plan._bindings and plan._last is None
+    assert handles == {} and not plan._bindings and plan._bindings.last is None
     plan.run(**planes)
     assert len(handles[0x11].warmed) == 1 and len(handles[0x11].calls) == 1
 
@@ -560,10 +573,10 @@ def test_an_nvrtc_failure_during_a_bind_keeps_nothing(monkeypatch, tmp_path):
     x, y = _device_plane(1000, 0x10000), _device_plane(1000, 0x20000)
     with pytest.raises(module.CompileError, match="NVRTC_ERROR_OUT_OF_MEMORY: hawk_saxpy"):
         plan.bind(a=2.0, x=x, y=y)
-    assert plan._device_kernels == {} and module._kernels == {} and not module._images
+    assert module._kernels == {} and not module._images
     assert list(tmp_path.iterdir()) == []  # nothing on disk, no temporary file
     bound = plan.bind(a=2.0, x=x, y=y)  # the next bind compiles and loads
-    assert bound.route == "loop" and len(plan._device_kernels) == 1 and len(module._kernels) == 1
+    assert bound.route == "loop" and len(module._kernels) == 1
     assert [p.suffix for p in tmp_path.iterdir()] == [".img"]
 
 
@@ -718,7 +731,7 @@ def test_gpu_an_nvrtc_failure_during_a_bind_keeps_nothing(monkeypatch, tmp_path,
     x_d, y_d = arrays.asarray(x, device="cuda:0"), arrays.asarray(y, device="cuda:0")
     with pytest.raises(module.CompileError, match="NVRTC_ERROR_OUT_OF_MEMORY"):
         plan.bind(a=2.0, x=x_d, y=y_d)
-    assert plan._device_kernels == {} and module._kernels == {} and not module._images
+    assert module._kernels == {} and not module._images
     plan.run(a=2.0, x=x_d, y=y_d)
     assert rel_error(y_d.numpy(), 2.0 * x.astype(np.float64) + y) < 1e-6
 
@@ -733,7 +746,7 @@ def test_gpu_a_driver_error_in_the_middle_of_a_multi_step_launch(monkeypatch, rn
               (("x", x), ("s_bar", s_bar), ("y_bar", y_bar))}  # fmt: skip
     planes["x_bar"] = arrays.full(n, np.nan, "float64", "cuda:0")
     bound = adjoint.bind(planes, planes)  # two launches of the adjoint's kernel
-    (kernel,) = {id(kn): kn for s in bound.steps for kn in s.plan._device_kernels.values()}.values()
+    (kernel,) = _kernels_of(bound)
     real, launched = kernel._launch, []
 
     def second_fails(*args: Any) -> Any:
@@ -793,7 +806,7 @@ def test_gpu_out_of_memory_during_a_capture(door, monkeypatch, rng, where):
         door.fail(where, "cudaErrorMemoryAllocation")
         raised = "cudaErrorMemoryAllocation"
     else:
-        (kernel,) = plan._device_kernels.values()
+        (kernel,) = _kernels_of(bound)
         real, faults = kernel._launch, [driver_status("CUDA_ERROR_OUT_OF_MEMORY")]
         monkeypatch.setattr(kernel, "_launch", lambda *a: (faults.pop(),) if faults else real(*a))
         raised = "CUDA_ERROR_OUT_OF_MEMORY"

@@ -19,6 +19,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from eagle.arrays import Array
 from eagle.cuda import graph as eagle_graph
 from eagle.gemm import (
     CublasCaptureHandle,
@@ -197,29 +198,34 @@ class FakeCublas:
                    out_dtype, compute)  # fmt: skip
 
 
-class HostBackedDeviceArray:
-    """Stands for a device Array: a numpy buffer seen through the device attributes."""
+class HostBackedDeviceArray(Array):
+    """Stands for a device Array: a numpy buffer seen through the device attributes (an
+    eagle Array, so the handles' and the steps' fast paths take it as one)."""
 
     is_host = False
-    device_index = 0
     device = "cuda:0"
+    device_index = 0
 
     def __init__(self, values):
+        super().__init__(
+            ptr=values.ctypes.data,
+            shape=values.shape,
+            dtype=values.dtype,
+            strides=values.strides,
+            device_index=0,
+        )
         self.values = values
-        self.shape, self.strides, self.dtype = values.shape, values.strides, values.dtype
-        self.itemsize = values.itemsize
-        self.ptr = values.ctypes.data
 
     def __getitem__(self, key):
         return HostBackedDeviceArray(self.values[key])
 
     @property
-    def _ptr(self):  # the slots a handle's fast path reads on an eagle Array
-        return self.ptr
-
-    @property
-    def _device_index(self):
+    def _device_index(self):  # the slot the fast paths read, following device_index
         return self.device_index
+
+    @_device_index.setter
+    def _device_index(self, index):
+        pass  # Array.__init__ sets it; device_index (a class or instance value) is read
 
 
 class _PoolBuffer:

@@ -13,6 +13,7 @@ import eagle.diff
 import eagle.plan
 import hawk
 from eagle.cuda.module import compile_cuda
+from eagle.plan._backends import backend_named
 from eagle.plan._planes import Planes
 from hawk import ir
 from hawk.emit import checks, cuda, host
@@ -193,7 +194,7 @@ def test_the_device_binding_raises_before_it_compiles_or_loads(
         numbers={},
     )
     with pytest.raises(hawk.PlaneIndexError) as caught:
-        plan._bind_device(checked, plan._decide("device", {}))
+        backend_named("cuda").bind(plan, checked)
     assert (caught.value.index, caught.value.extent, caught.value.lane) == (11, 10, 5)
 
 

@@ -50,10 +50,18 @@ def stream() -> list[int]:
 
 
 @pytest.fixture
-def events(monkeypatch: pytest.MonkeyPatch, stream: list[int]) -> list[tuple]:
+def loaded() -> dict[str, _Kernel]:
+    """The kernels loaded (by their source), in the order they were loaded."""
+    return {}
+
+
+@pytest.fixture
+def events(
+    monkeypatch: pytest.MonkeyPatch, stream: list[int], loaded: dict[str, _Kernel]
+) -> list[tuple]:
     """Launches, and any allocation or memset or other driver call, in order."""
     made: list[tuple] = []
-    kernels: dict[str, _Kernel] = {}
+    kernels = loaded
 
     def load(source: str, name: str, device: int = 0) -> _Kernel:
         return kernels.setdefault(source, _Kernel(source, made))
@@ -76,12 +84,9 @@ def _number(event: tuple, dtype: str) -> float:
     return float(np.frombuffer(event[4][0][: np.dtype(dtype).itemsize], dtype)[0])
 
 
-def _loaded(plan: eagle.plan.AutoPlan) -> list[_Kernel]:
-    """The kernels ``plan`` loaded, in order."""
-    return list(plan._device_kernels.values())
-
-
-def test_a_number_param_is_packed_by_value_into_each_launch(events: list[tuple]) -> None:
+def test_a_number_param_is_packed_by_value_into_each_launch(
+    events: list[tuple], loaded: dict[str, _Kernel]
+) -> None:
     plan = eagle.plan.auto(saxpy)
     x, y = _device(1000, 0x10000), _device(1000, 0x20000)
     plan.run(a=2.0, x=x, y=y)
@@ -91,17 +96,17 @@ def test_a_number_param_is_packed_by_value_into_each_launch(events: list[tuple])
     assert [event[0] for event in events] == ["launch"] * 3  # no memset, no allocation
     assert [_number(event, "float32") for event in events] == [2.0, 3.0, float(np.float32(0.1))]
     assert all(event[2][:2] == (x, y) and event[3] == 0x11 for event in events)
-    (kernel,) = _loaded(plan)
+    (kernel,) = loaded.values()
     assert "const float v_a" in kernel.source and "p_a" not in kernel.source  # a by value
 
 
-def test_a_float64_number_is_packed_whole(events: list[tuple]) -> None:
+def test_a_float64_number_is_packed_whole(events: list[tuple], loaded: dict[str, _Kernel]) -> None:
     plan = eagle.plan.auto(saxpy)
     x, y = _device(1000, 0x10000, "float64"), _device(1000, 0x20000, "float64")
     plan.run(a=1.0, x=x, y=y)
     plan.run(a=0.1, x=x, y=y)
     assert [_number(event, "float64") for event in events] == [1.0, 0.1]
-    assert "const double v_a" in _loaded(plan)[0].source
+    assert "const double v_a" in next(iter(loaded.values())).source
 
 
 def test_runs_on_two_streams_with_different_numbers_each_keep_their_own(
@@ -151,7 +156,7 @@ def test_a_bound_number_is_fixed_at_bind(events: list[tuple]) -> None:
 
 
 def test_a_param_given_as_an_array_is_a_pointer_and_launches_as_it_is(
-    events: list[tuple],
+    events: list[tuple], loaded: dict[str, _Kernel]
 ) -> None:
     plan = eagle.plan.auto(saxpy)
     a, x, y = _device(1, 0x30000), _device(1000, 0x10000), _device(1000, 0x20000)
@@ -161,6 +166,6 @@ def test_a_param_given_as_an_array_is_a_pointer_and_launches_as_it_is(
     assert [event[0] for event in events] == ["launch"] * 4
     assert all(event[2][:3] == (a, x, y) and event[3] == 0x11 for event in events[:3])
     assert events[0][4][0] == (0x30000).to_bytes(8, "little")  # a's address
-    pointer, by_value = (kernel.source for kernel in _loaded(plan))
+    pointer, by_value = (kernel.source for kernel in loaded.values())
     assert "const float* __restrict__ p_a" in pointer and "const float v_a" in by_value
     assert plan.source("device") == pointer  # the source shown is the pointer form

@@ -3,6 +3,7 @@
 Nothing here loads a driver on import; the first call that needs one does.
 """
 
+from eagle.cuda import _release  # noqa: F401 (eagle.clear_caches gives back device resources)
 from eagle.cuda._runtime import CudaDriverTooOld, CudaError, CudaUnavailable, is_available
 from eagle.cuda.graph import (
     CapturedGraph,

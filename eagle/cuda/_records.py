@@ -9,11 +9,14 @@ every link supports), fills the record and sets ``failed`` last. Clearing a
 record is two host writes (``failed`` to 0, ``epoch`` up by one), so it is
 legal anywhere, a capture included.
 
-A record belongs to one loaded kernel on one device (:func:`record_for`), for
-as long as the process keeps that kernel: every launch of that kernel, from
-a plan or a graph, writes into it. Records come 64 to a page of pinned memory
-and are never freed, as loaded kernels are never unloaded.
-:func:`raise_recorded` (called by every synchronizing call) and
+A record belongs to one loaded kernel on one device (:func:`record_for`): every
+launch of that kernel, from a plan or a graph, writes into it. Records come 64
+to a page of pinned memory. A record lives while anything holds it (the cache
+of records, a bound plan, a graph that captured a launch: the record is a
+kernel argument); once nothing does, its slot waits for :func:`free_unused`
+(called by :func:`eagle.clear_caches` once the devices are idle), which
+raises a failure it recorded meanwhile and makes the slot free for another
+record. :func:`raise_recorded` (called by every synchronizing call) and
 :meth:`ErrorRecord.check` (called before each launch) clear a record that
 holds a failure and raise its error.
 """
@@ -22,14 +25,16 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import weakref
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import suppress
 
 import numpy as np
 
+from eagle._cache import KeyedCache
 from eagle.cuda._runtime import cudart, ensure_device, runtime
 
-__all__ = ["WORDS", "ErrorRecord", "raise_recorded", "record_for"]
+__all__ = ["WORDS", "ErrorRecord", "free_unused", "has_unused", "raise_recorded", "record_for"]
 
 #: 64-bit words per record
 WORDS = 8
@@ -69,7 +74,9 @@ class _Slab:
         self.words[:, _EPOCH] = 1
         self.words[:, _CLAIM] = self.claims + 8 * np.arange(_PER_SLAB, dtype=np.uint64)
         self.device = device
-        self.records: list[ErrorRecord] = []
+        # per slot handed out, what makes its error (None once the slot is free again)
+        self.translates: list[Translate | None] = []
+        self.free: list[int] = []  # slots handed out and freed since
 
 
 class ErrorRecord:
@@ -80,31 +87,44 @@ class ErrorRecord:
         device_index: the device it serves.
     """
 
-    def __init__(self, slab: _Slab, slot: int, translate: Translate) -> None:
+    def __init__(self, slab: _Slab, slot: int) -> None:
         self.ptr = slab.device_ptr + slot * WORDS * 8
         self.device_index = slab.device
+        self._slab, self._slot = slab, slot
         self._words = slab.words[slot]
-        self._translate = translate
+        unused = weakref.finalize(self, _unused.append, (slab, slot))
+        unused.atexit = False
 
     def check(self) -> None:
         """Raise the failure this record holds, after clearing it (nothing when none)."""
         if self._words[0]:
-            self._raise()
+            _raise(self._slab, self._slot)
 
-    def _raise(self) -> None:
-        with _lock:
-            if not self._words[0]:
-                return
-            words = [int(w) for w in self._words.view(np.int64)]  # the kernel writes int64
-            self._words[:5] = 0
-            self._words[_EPOCH] += 1
-        error = self._translate(words)
-        if error is not None:
-            raise error
+
+def _raise(slab: _Slab, slot: int) -> None:
+    error = _take(slab, slot)
+    if error is not None:
+        raise error
+
+
+def _take(slab: _Slab, slot: int) -> Exception | None:
+    """The error of the failure slot ``slot`` holds, after clearing it (None when none)."""
+    with _lock:
+        words = slab.words[slot]
+        if not words[0]:
+            return None
+        values = [int(w) for w in words.view(np.int64)]  # the kernel writes int64
+        words[:5] = 0
+        words[_EPOCH] += 1
+        translate = slab.translates[slot]
+    return None if translate is None else translate(values)
 
 
 _slabs: dict[int, list[_Slab]] = {}
-_records: dict[Hashable, ErrorRecord] = {}
+#: records by kernel and device (one a plan or a graph holds outlives its entry here)
+_records: KeyedCache[tuple[Hashable, int], ErrorRecord] = KeyedCache("error records", 256)
+#: the slots of records nothing holds any more, freed by free_unused
+_unused: list[tuple[_Slab, int]] = []
 _lock = threading.Lock()
 
 
@@ -119,16 +139,55 @@ def record_for(key: Hashable, device: int, translate: Translate) -> ErrorRecord:
     record = _records.get((key, device))
     if record is None:
         with _lock:
-            record = _records.get((key, device))
+            record = _records.get((key, device)) if (key, device) in _records else None
             if record is None:
-                slabs = _slabs.setdefault(device, [])
-                if not slabs or len(slabs[-1].records) == _PER_SLAB:
-                    slabs.append(_Slab(device))
-                slab = slabs[-1]
-                record = ErrorRecord(slab, len(slab.records), translate)
-                slab.records.append(record)
-                _records[(key, device)] = record
+                slab, slot = _slot(device)
+                slab.translates[slot] = translate
+                record = _records[(key, device)] = ErrorRecord(slab, slot)
     return record
+
+
+def _slot(device: int) -> tuple[_Slab, int]:
+    """A free slot on ``device``: one freed before, else the next of the last slab, else
+    the first of a new one."""
+    slabs = _slabs.setdefault(device, [])
+    for slab in slabs:
+        if slab.free:
+            return slab, slab.free.pop()
+    if not slabs or len(slabs[-1].translates) == _PER_SLAB:
+        slabs.append(_Slab(device))
+    slab = slabs[-1]
+    slab.translates.append(None)
+    return slab, len(slab.translates) - 1
+
+
+def has_unused() -> bool:
+    """Whether records nothing holds any more wait for :func:`free_unused`."""
+    return bool(_unused)
+
+
+def free_unused() -> None:
+    """Free the slots of the records nothing holds any more, so that new records take
+    them. Call it only once every device has finished the work launched before (a
+    launch may still be writing into one).
+
+    Raises:
+        Exception: the error a freed record held, as :func:`raise_recorded` would
+            (every slot is freed first).
+    """
+    with _lock:
+        unused = list(_unused)
+        _unused.clear()
+    errors = []
+    for slab, slot in unused:
+        error = _take(slab, slot)
+        if error is not None:
+            errors.append(error)
+        with _lock:
+            slab.translates[slot] = None
+            slab.free.append(slot)
+    if errors:
+        raise errors[0]
 
 
 def raise_recorded() -> None:
@@ -139,6 +198,6 @@ def raise_recorded() -> None:
     """
     for slabs in list(_slabs.values()):
         for slab in slabs:
-            failed = np.flatnonzero(slab.words[: len(slab.records), 0])
+            failed = np.flatnonzero(slab.words[: len(slab.translates), 0])
             if failed.size:
-                slab.records[int(failed[0])]._raise()
+                _raise(slab, int(failed[0]))

@@ -35,12 +35,14 @@ import re
 import struct
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
 
+from eagle._cache import KeyedCache
 from eagle.cuda import _cache
 from eagle.cuda._cache import cache_dir, clear_cache
 from eagle.cuda._capture_state import any_capture_active, record_use
@@ -87,8 +89,12 @@ _BAD_IMAGE = frozenset(
 
 _images: OrderedDict[str, bytes] = OrderedDict()
 _images_lock = threading.Lock()
-_kernels: dict[tuple[str, str, int], Kernel] = {}
+#: loaded kernels, by source, name and device (a kernel a plan or graph holds stays
+#: loaded when dropped from here: see Kernel)
+_kernels: KeyedCache[tuple[str, str, int], Kernel] = KeyedCache("loaded kernels", 256)
 _lock = threading.Lock()
+#: the libraries of kernels nothing holds any more (unloaded by eagle.clear_caches)
+_unused_libraries: list[Any] = []
 
 
 _log = logging.getLogger(__name__)
@@ -220,7 +226,7 @@ def load_kernel(source: str, name: str, *, device: int = 0) -> Kernel:
     kernel = _kernels.get(key)
     if kernel is None:
         with _lock:
-            kernel = _kernels.get(key)
+            kernel = _kernels.get(key) if key in _kernels else None
             if kernel is None:
                 kernel = _kernels[key] = _load(source, name, device)
     return kernel
@@ -261,6 +267,31 @@ def _library_kernel(image: bytes, name: str) -> tuple[Any, Any]:
             cudadrv.cuLibraryUnload(library)
         raise
     return library, handle
+
+
+def _has_unused() -> bool:
+    """Whether libraries of kernels nothing holds any more wait for :func:`_unload_unused`."""
+    return bool(_unused_libraries)
+
+
+def _unload_unused() -> None:
+    """Unload the libraries of the kernels nothing holds any more. Call it only once every
+    device has finished the work launched before (a launch may still be running one).
+
+    Raises:
+        CudaError: the driver refused to unload one (the others are unloaded).
+    """
+    with _lock:
+        libraries = list(_unused_libraries)
+        _unused_libraries.clear()
+    failures = []
+    for library in libraries:
+        try:
+            cudadrv.cuLibraryUnload(library)
+        except CudaError as exc:
+            failures.append(exc)
+    if failures:
+        raise failures[0]
 
 
 # -- arguments ----------------------------------------------------------------------------
@@ -352,8 +383,8 @@ class _Layout:
         return data, pointers, ctypes.addressof(pointers)
 
 
-_layouts: dict[tuple[_Arg, ...], _Layout] = {}
-_LAYOUTS = 1024  # signatures kept before starting afresh
+#: the layout of each argument signature seen (the least recently used go first)
+_layouts: KeyedCache[tuple[_Arg, ...], _Layout] = KeyedCache("argument layouts", 1024)
 
 
 def _layout_of(args: Sequence[Any]) -> _Layout:
@@ -365,8 +396,6 @@ def _layout_of(args: Sequence[Any]) -> _Layout:
     signature = tuple((type(arg), *_slot(arg, index)) for index, arg in enumerate(args))
     layout = _layouts.get(signature)
     if layout is None:
-        if len(_layouts) >= _LAYOUTS:
-            _layouts.clear()
         layout = _layouts[signature] = _Layout(signature)
     return layout
 
@@ -477,12 +506,20 @@ def _stream_handle(stream_ptr: int) -> Any:
 
 
 class Kernel:
-    """One loaded ``__global__`` function (a library kernel, valid on every device)."""
+    """One loaded ``__global__`` function (a library kernel, valid on every device).
+
+    Its library stays loaded while anything holds the kernel (the cache of
+    loaded kernels, a bound plan, a graph that captured a launch of it); once
+    nothing does, :func:`eagle.clear_caches` unloads it, after waiting for the
+    devices, so no launch of it is running then.
+    """
 
     def __init__(self, name: str, library: Any, handle: Any, device: int) -> None:
         self.name = name
         self.device = device
         self._library = library
+        unused = weakref.finalize(self, _unused_libraries.append, library)
+        unused.atexit = False  # at exit the driver unloads everything
         self._function = driver().CUfunction(int(handle))
         self._launch = driver().cuLaunchKernel
         self._set_device = runtime().cudaSetDevice

@@ -175,8 +175,8 @@ def handle_operands(operands: Any) -> tuple[Any, dict[str, _holder.Held]]:
     held = {}
     for role in (*ROLES, *(scale for scale in SCALES if scale in operands)):
         value = operands[role]
-        if type(value) is Array or type(value) is np.ndarray:
-            continue
+        if isinstance(value, Array) or type(value) is np.ndarray:
+            continue  # (an Array of a subclass too: held, it would be taken again and again)
         item = _holder.hold(value)
         if item is None or item.array.is_host:
             continue  # (refused by name as no device array)

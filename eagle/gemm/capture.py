@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from eagle.arrays import _holder
+from eagle.arrays import Array, _holder
 from eagle.cuda._runtime import CudaUnavailable, cudart, ensure_device
 from eagle.cuda.graph import is_capturing, record_use
 from eagle.cuda.memory import default_pool
@@ -334,26 +334,31 @@ class CublasCaptureHandle:
         if self._closed:
             self._check_alive()
         key = None
-        try:  # the prepared call for exactly these params and operands, if there is one
+        prepared = None  # the prepared call for exactly these params and operands, if any
+        try:
             a, b, out = operands["a"], operands["b"], operands["out"]
             scaled = len(operands) > 3  # operands beside a, b and out: an fp8 product's scales
+        except (KeyError, TypeError):  # a role missing, or no mapping: the checks say so
+            a = b = out = None
+        if isinstance(a, Array) and isinstance(b, Array) and isinstance(out, Array):
             # an Array's slots behind its read-only ptr and device_index (a third of the
-            # Python this call costs when read through the properties); any other operand
-            # has none and takes the checked path below
-            found = (params, params.__class__,
+            # Python this call costs when read through the properties)
+            plain = (params, params.__class__,
                      a._ptr, a.shape, a.strides, a.dtype, a._device_index,
                      b._ptr, b.shape, b.strides, b.dtype, b._device_index,
                      out._ptr, out.shape, out.strides, out.dtype, out._device_index)  # fmt: skip
-            if scaled:  # the prepared call holds their addresses
-                found += tuple(operands[r]._ptr if r in operands else None for r in SCALES)
-            key = found  # (set once whole: the checked path keeps its prepared call under it)
-            last = calls.last
-            if last is not None and last[0] == key:  # the last call's: no hashing
-                prepared = last[1]
-            else:
-                prepared = calls[key]
-                calls.last = (key, prepared)
-        except Exception:  # none: the checks say what is wrong, or prepare it
+            # the prepared call of an fp8 product holds its scales' addresses (None: a scale
+            # that is no eagle Array, for the checks to take)
+            key = _with_scales(plain, operands) if scaled else plain
+            if key is not None:
+                last = calls.last
+                if last is not None and last[0] == key:  # the last call's: no hashing
+                    prepared = last[1]
+                elif isinstance(params, kind):  # (other params: the checks refuse them)
+                    prepared = calls.get(key)
+                    if prepared is not None:
+                        calls.last = (key, prepared)
+        if prepared is None:  # not seen, or not eagle Arrays: taken and checked
             taken, held = handle_operands(operands)
             if held:  # arrays of another producer, as eagle Arrays over the same memory
                 _holder.order_after(held.values(), self.stream_ptr)  # their work comes first
@@ -370,7 +375,10 @@ class CublasCaptureHandle:
             if self._closed:
                 self._check_alive()
             prepared.run(alpha, beta)
-        record_use(self.stream_ptr, self, *((b, a) if prepared.swap else (a, b)), out)
+        if prepared.swap:  # (two calls: building the swapped tuple costs as much again)
+            record_use(self.stream_ptr, self, b, a, out)
+        else:
+            record_use(self.stream_ptr, self, a, b, out)
         if scaled:
             record_use(self.stream_ptr, *(operands[r] for r in SCALES if r in operands))
 
@@ -646,3 +654,14 @@ def _with_math(params: GemmParams, math: str) -> GemmParams:
     except GemmMappingUnavailable:
         return params
     return params._replace(math=math)
+
+
+def _with_scales(key: tuple[Any, ...], operands: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """``key`` with each scale's address (an fp8 product's prepared call holds them), or
+    None when a scale is no eagle Array."""
+    if not isinstance(operands, Mapping):
+        return None  # (the checks refuse it by name)
+    scales = [operands.get(role) for role in SCALES]
+    if not all(scale is None or isinstance(scale, Array) for scale in scales):
+        return None
+    return key + tuple(None if scale is None else scale._ptr for scale in scales)

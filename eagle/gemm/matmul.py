@@ -20,12 +20,15 @@ from typing import Any
 
 import numpy as np
 
+from eagle._cache import KeyedCache
+from eagle.arrays import Array
 from eagle.cuda.graph import record_use
 from eagle.cuda.stream import launch_stream
+from eagle.gemm._host import host_product, product_views
 from eagle.gemm._operands import Operand, bump_written, check_flags, operand, ordered
 from eagle.gemm._prepared import Call
 from eagle.gemm.capture import CublasCaptureHandle
-from eagle.gemm.dtypes import HALVES, SCALED_DTYPES, dtype_of, product_dtypes
+from eagle.gemm.dtypes import SCALED_DTYPES, dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable, MatmulUnavailable, PlanUnavailable
 from eagle.gemm.handles import stream_handle
 from eagle.gemm.params import (
@@ -38,7 +41,7 @@ from eagle.gemm.steps import MatmulSpec, PlanStep, _out_shape, _roles, _where
 
 __all__ = ["matmul_step"]
 
-_CACHED_PRODUCTS = 256  # checked products a device step keeps before starting afresh
+_CACHED_PRODUCTS = 256  # checked products a device step keeps (the least recent go first)
 
 
 def matmul_step(
@@ -129,24 +132,30 @@ def _dtypes(step: str, spec: MatmulSpec, of: Sequence[Any]) -> tuple[str, str, s
         ) from None
 
 
-@functools.lru_cache(maxsize=256)
-def _host_layout(
-    step: str,
-    spec: MatmulSpec,
-    a_shape: tuple[int, ...],
-    b_shape: tuple[int, ...],
-    out_shape: tuple[int, ...],
-    *dtypes: np.dtype,
-) -> str:
+#: the host products checked already (by step, spec, shapes and dtypes) -> their factors'
+#: dtype
+_checked_host: KeyedCache[tuple[Any, ...], str] = KeyedCache("host product checks", 256)
+
+
+def _check_host(step: str, spec: MatmulSpec, a: Any, b: Any, out: Any) -> str:
     """Check a host product's shapes and dtypes (each combination once: the answer is
     kept); its factors' dtype."""
-    dtype = _dtypes(step, spec, dtypes)[0]
-    want = _out_shape(step, spec, a_shape, b_shape, MatmulUnavailable)
-    if out_shape != want:
+    key = (step, spec, a.shape, b.shape, out.shape, a.dtype, b.dtype, out.dtype)
+    last = _checked_host.last
+    if last is not None and last[0] == key:
+        _checked_host.hits += 1
+        return last[1]
+    dtype = _checked_host.get(key)
+    if dtype is not None:
+        return dtype
+    dtype = _dtypes(step, spec, key[5:])[0]
+    want = _out_shape(step, spec, a.shape, b.shape, MatmulUnavailable)
+    if out.shape != want:
         raise MatmulUnavailable(
-            f"matmul step {step!r}: out {spec.out!r} has shape {out_shape}; it must have "
+            f"matmul step {step!r}: out {spec.out!r} has shape {out.shape}; it must have "
             f"shape {want}"
         )
+    _checked_host[key] = dtype
     return dtype
 
 
@@ -169,24 +178,18 @@ def _taken(step: str, spec: MatmulSpec, bufs: Mapping[str, Any], side: str) -> l
 def _host_matmul(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> None:
     taken = _taken(step, spec, bufs, "host")
     a, b, out, *scales = (item.array for item in taken)
-    dtype = _host_layout(step, spec, a.shape, b.shape, out.shape, a.dtype, b.dtype, out.dtype)
+    dtype = _check_host(step, spec, a, b, out)
     _refuse_scales(step, spec, dtype)
     scale = None
     if dtype in SCALED_DTYPES:  # in the layout the device takes; scaled once summed
         scale = _host_scale(step, spec, a, b, out, scales)
-    if dtype in HALVES or scale is not None:  # sum in float32, round once into out
-        a, b = a.astype(np.float32), b.astype(np.float32)
-    left = a.T if spec.transpose_a else a
-    right = b.T if spec.transpose_b else b
-    if spec.transpose_out:
-        left, right = right.T, left.T  # out = (left @ right).T, written C-ordered
+    left, right = product_views(
+        a, b,
+        transpose_a=spec.transpose_a, transpose_b=spec.transpose_b,
+        transpose_out=spec.transpose_out,
+    )  # fmt: skip
     with np.errstate(all="ignore"):  # inf * 0 is NaN, as on the device, never a warning
-        if scale is not None:
-            out[...] = np.matmul(left, right) * scale
-        elif a.dtype == out.dtype:
-            np.matmul(left, right, out=out)
-        else:
-            out[...] = np.matmul(left, right)
+        host_product(left, right, out, 1.0 if scale is None else float(scale))
     bump_written(taken[2])
 
 
@@ -238,29 +241,38 @@ class _DeviceMatmul:
         self._scales = tuple(spec.scales.values())  # the scale buffers' names (fp8)
         # (each buffer's pointer, shape, strides, dtype, device, and each scale's pointer)
         # -> the checked product and its prepared call on each stream's handle
-        self._products: dict[tuple[Any, ...], _Product] = {}
-        self._last: tuple[tuple[Any, ...], _Product] | None = None  # the last call's
+        self._products: KeyedCache[tuple[Any, ...], _Product] = KeyedCache(
+            "matmul step products", _CACHED_PRODUCTS
+        )
 
     def __call__(self, bufs: Mapping[str, Any]) -> None:
         taken: list[Operand] = []
+        name_a, name_b, name_out = self._names
         try:
-            name_a, name_b, name_out = self._names
             a, b, out = bufs[name_a], bufs[name_b], bufs[name_out]
-            # as _key reads them, inline (a call costs as much again on this path)
-            key = (a._ptr, a.shape, a.strides, a.dtype, a._device_index,
-                   b._ptr, b.shape, b.strides, b.dtype, b._device_index,
-                   out._ptr, out.shape, out.strides, out.dtype, out._device_index)  # fmt: skip
             scales: tuple[Any, ...] = ()
-            if self._scales:  # (fp8) the prepared call holds their addresses
+            if self._scales:  # (fp8)
                 scales = tuple(bufs[name] for name in self._scales)
-                key += tuple(scale._ptr for scale in scales)
-            last = self._last
-            if last is not None and last[0] == key:  # as the last call: no hashing
-                product = last[1]
-            else:
-                product = self._products[key]
-                self._last = (key, product)
-        except Exception:  # not seen, or not eagle Arrays: taken and checked
+        except KeyError:  # not bound: taking them names it
+            a = b = out = None
+            scales = ()
+        product = None
+        if isinstance(a, Array) and isinstance(b, Array) and isinstance(out, Array):
+            # as _key reads them, inline (a call costs as much again on this path)
+            plain = (a._ptr, a.shape, a.strides, a.dtype, a._device_index,
+                     b._ptr, b.shape, b.strides, b.dtype, b._device_index,
+                     out._ptr, out.shape, out.strides, out.dtype, out._device_index)  # fmt: skip
+            # (fp8) the prepared call holds the scales' addresses; None: one is no eagle Array
+            key = _scaled_key(plain, scales) if scales else plain
+            if key is not None:
+                products = self._products
+                last = products.last
+                if last is not None and last[0] == key:  # as the last call: no hashing
+                    product = last[1]
+                    products.hits += 1
+                else:
+                    product = products.get(key)
+        if product is None:  # not seen, or not eagle Arrays: taken and checked
             taken = _taken(self.step, self.spec, bufs, "device")
             a, b, out, *listed = (item.array for item in taken)
             scales = tuple(listed)
@@ -281,14 +293,12 @@ class _DeviceMatmul:
         """The product over these device arrays (and the scales the step names): found
         when seen before, else checked in full and kept under the buffers' values as
         :meth:`__call__` reads them."""
-        try:
-            key: tuple[Any, ...] | None = _key(a, b, out)
-            key += tuple(scale._ptr for scale in scales)  # type: ignore[operator]
-        except AttributeError:
-            key = None  # (never found by __call__'s lookup)
-        found = None if key is None else self._products.get(key)
-        if found is not None:
-            return found
+        arrays = isinstance(a, Array) and isinstance(b, Array) and isinstance(out, Array)
+        key = _scaled_key(_key(a, b, out), scales) if arrays else None  # (None: never found)
+        if key is not None and key in self._products:
+            found = self._products.get(key)
+            if found is not None:
+                return found
         step, spec = self.step, self.spec
         device = a.device_index
         if b.device_index != device or out.device_index != device:
@@ -325,9 +335,6 @@ class _DeviceMatmul:
         at = tuple(by_role.get(f"{name}_scale", 0) for name in params.operands)
         product = _Product(params, device, (first.ptr, second.ptr, out.ptr), (at[0], at[1]))
         if key is not None:
-            if len(self._products) >= _CACHED_PRODUCTS:
-                self._products.clear()
-                self._last = None
             self._products[key] = product
         return product
 
@@ -335,10 +342,18 @@ class _DeviceMatmul:
 def _key(a: Any, b: Any, out: Any) -> tuple[Any, ...]:
     """What a device step keeps a checked product under: each buffer's pointer, shape,
     strides, dtype and device, read from an Array's slots behind its read-only ptr and
-    device_index (cheaper than the properties); AttributeError for other buffers."""
+    device_index (cheaper than the properties)."""
     return (a._ptr, a.shape, a.strides, a.dtype, a._device_index,
             b._ptr, b.shape, b.strides, b.dtype, b._device_index,
             out._ptr, out.shape, out.strides, out.dtype, out._device_index)  # fmt: skip
+
+
+def _scaled_key(key: tuple[Any, ...], scales: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """``key`` with each scale's address (an fp8 product's call holds them), or None when
+    a scale is no eagle Array."""
+    if not all(isinstance(scale, Array) for scale in scales):
+        return None
+    return key + tuple(scale._ptr for scale in scales)
 
 
 def _itemsize(array: Any) -> int:

@@ -193,12 +193,14 @@ class PlanStep:
                 an operand.
             GemmCaptureUnavailable: (a matmul step, device) no driver or cuBLAS.
         """
-        _check_backend(backend)
-        _check_mapping("bufs", bufs)
-        if backend == "host":
-            self.host_fn(bufs)
+        if backend == "device":  # (the common case first, with one test)
+            function = self.device_fn
         else:
-            self.device_fn(bufs)
+            _check_backend(backend)  # "host", or refused naming both
+            function = self.host_fn
+        if type(bufs) is not dict:  # (a dict needs no check: the common case, inline)
+            _check_mapping("bufs", bufs)
+        function(bufs)
 
 
 def assembly_step(

@@ -6,6 +6,10 @@ and on the device when they are device arrays (eagle's, torch's, CuPy's...:
 the kernel's CUDA C, launched on eagle's stream inside ``with stream:``, else
 on the current stream of the framework the planes come from, else on the CUDA
 default stream: :func:`eagle.cuda.stream.launch_stream`).
+Each side runs on a backend registered by name (it emits the kernel's
+program, loads it and binds it to planes): by default ``"numpy"`` on the
+host and ``"cuda"`` on the device; ``auto(kernel, backend=name)`` builds a
+plan for one backend, which then takes planes on its side only.
 ``plan.bind(**planes)`` prepares everything, so ``bound.launch()`` only
 enqueues work and is legal inside a capture; ``bound.capture(stream)``
 records it into a graph. ``plan.run(**planes)`` keeps its last few bindings
@@ -52,7 +56,8 @@ device does not take the GEMM route, and a bound plan's ``route`` and
 
 from __future__ import annotations
 
-from eagle.plan._autoplan import BLOCK_SIZE, AutoPlan, BoundPlan, auto
+from eagle.plan._autoplan import AutoPlan, BoundPlan, auto
+from eagle.plan._cuda_backend import BLOCK_SIZE
 
 __all__ = ["BLOCK_SIZE", "AutoPlan", "BoundPlan", "auto"]
 

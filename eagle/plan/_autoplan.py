@@ -1,12 +1,15 @@
 """AutoPlan and BoundPlan: a hawk kernel's plan, bound to planes and launched or run
-(the public face is :mod:`eagle.plan`)."""
+(the public face is :mod:`eagle.plan`).
+
+A plan runs on one backend per side (:mod:`eagle.plan._backends`): it checks
+the planes, decides the route (:func:`decide`), and has the side's backend
+bind the kernel's own loop or the recognised contraction's products.
+"""
 
 from __future__ import annotations
 
 import functools
 import threading
-import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -14,46 +17,21 @@ from typing import Any
 import numpy as np
 
 import hawk
-from eagle.cuda.stream import as_stream_ptr
+from eagle._cache import KeyedCache
 from eagle.errors import EagleTypeError, EagleValueError, check_option
-from eagle.gemm.steps import Side
 from eagle.plan import _route as gemm_route
+from eagle.plan._backends import DEFAULTS, Backend, Side, backend_named
 from eagle.plan._bound import Bound, Route, Step
-from eagle.plan._planes import WRITTEN, Planes, check_planes, layout_keys, param_number
-from eagle.plan._sites import kernel_site, product_site
-from hawk import ir
+from eagle.plan._planes import Planes, check_planes, layout_keys, param_number
 from hawk.contraction import lane_layout, recognize
 from hawk.dtypes import PLANE_DTYPES, Float32Math, numpy_dtype, plane_row
-from hawk.emit import cuda, host, policy
-from hawk.emit.checks import LaneCheck, check_launch, record_error
+from hawk.emit import policy
 from hawk.emit.policy import Contraction
 
-__all__ = ["BLOCK_SIZE", "AutoPlan", "BoundPlan", "auto"]
-
-#: threads per block of a kernel launch
-BLOCK_SIZE = 256
-
-#: lane count from which each thread runs several lanes (see ``hawk.emit.cuda.UNROLL``)
-WIDE_LANES = 1 << 20
+__all__ = ["AutoPlan", "BoundPlan", "auto", "backend_for", "decide", "main_side"]
 
 #: bindings :meth:`AutoPlan.run` keeps for reuse (with the arrays they are bound to)
 _REUSED_BINDINGS = 4
-_NARROW_LANES = 2**31  # below it, lane loops may count in 32 bits (hawk.emit.cuda.emit)
-
-_HOST_REASON = (
-    "the host runs the kernel's own loop; build the plan with "
-    "eagle.plan.auto(kernel, contraction='gemm', host_route='gemm') to run a recognised "
-    "contraction on the host as one numpy product"
-)
-
-# Emitted programs, per kernel and dtype signature (and, for CUDA, the Params passed by
-# value), shared by every plan of a kernel.
-_host_programs: weakref.WeakKeyDictionary[hawk.Kernel, dict[tuple[str, ...], Any]] = (
-    weakref.WeakKeyDictionary()
-)
-_cuda_sources: weakref.WeakKeyDictionary[hawk.Kernel, dict[tuple[Any, ...], Any]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 def auto(
@@ -62,6 +40,7 @@ def auto(
     contraction: Contraction | None = None,
     math: Float32Math | None = None,
     host_route: Contraction | None = None,
+    backend: str | None = None,
 ) -> AutoPlan:
     """A plan that runs ``kernel`` on the host or the device, by where its planes are.
 
@@ -79,14 +58,21 @@ def auto(
         host_route: ``"gemm"`` runs a routed contraction on the host as one
             numpy product (with ``contraction="gemm"``); ``"loop"`` or None
             (the default) keeps the host on the kernel's own loop.
+        backend: the backend that runs the kernel, by name: ``"numpy"`` (host
+            arrays) or ``"cuda"`` (device arrays); the plan then takes planes
+            on that backend's side only. None (the default) picks by where the
+            planes are: numpy for host arrays, CUDA for device arrays.
 
     Raises:
         TypeError: ``kernel`` is not a ``@hawk.kernel``.
         ValueError: ``contraction`` is not ``"loop"``, ``"gemm"`` or None;
             ``math`` not ``"fp32"``, ``"tf32"`` or None; ``host_route`` not
-            ``"loop"``, ``"gemm"`` or None.
+            ``"loop"``, ``"gemm"`` or None; ``backend`` not a registered
+            backend's name or None.
     """
-    return AutoPlan(kernel, contraction=contraction, math=math, host_route=host_route)
+    return AutoPlan(
+        kernel, contraction=contraction, math=math, host_route=host_route, backend=backend
+    )
 
 
 class AutoPlan:
@@ -97,6 +83,8 @@ class AutoPlan:
         policy: the :class:`hawk.emit.policy.Policy` it was built under.
         record: the :class:`~eagle.gemm.contraction.RecognizedContraction` the
             kernel computes (:func:`hawk.contraction.recognize`), or None.
+        backend: the name of the backend it was built for, or None when it
+            picks one by where the planes are.
     """
 
     def __init__(
@@ -106,6 +94,7 @@ class AutoPlan:
         contraction: Contraction | None = None,
         math: Float32Math | None = None,
         host_route: Contraction | None = None,
+        backend: str | None = None,
     ) -> None:
         if not isinstance(kernel, hawk.Kernel):
             raise EagleTypeError(
@@ -122,13 +111,20 @@ class AutoPlan:
         }
         self.kernel = kernel
         self.policy = replace(policy.current(), **chosen)
+        self.backend = backend
         self.record = recognize(kernel)
+        # the backend of each side the plan runs on
+        self._backends: dict[Side, Backend] = (
+            {side: backend_named(name) for side, name in DEFAULTS.items()}
+            if backend is None
+            else {(named := backend_named(backend)).side: named}
+        )
         self._layout = lane_layout(kernel)
         self._names = tuple(p.name for p in kernel.planes)
-        self._device_kernels: dict[tuple[Any, ...], Any] = {}
-        self._bindings: OrderedDict[tuple[Any, ...], BoundPlan] = OrderedDict()
-        self._last: tuple[tuple[Any, ...], BoundPlan] | None = None  # the last run's, kept
-        self._lock = threading.Lock()
+        # the bindings run keeps for reuse, by their planes' layout keys
+        self._bindings: KeyedCache[tuple[Any, ...], BoundPlan] = KeyedCache(
+            "plan bindings", _REUSED_BINDINGS
+        )
 
     def __repr__(self) -> str:
         extra = "".join(
@@ -136,17 +132,21 @@ class AutoPlan:
             for key, default in (("math", "fp32"), ("host_route", "loop"))
             if getattr(self.policy, key) != default
         )
+        if self.backend is not None:
+            extra += f", backend={self.backend!r}"
         return f"AutoPlan({self.kernel.name}, contraction={self.policy.contraction!r}{extra})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle (and copy) as what makes the plan: its kernel (by reference, as a
-        function) and its policy; it is built again on load, with nothing bound."""
+        function), its policy and its backend; it is built again on load, with nothing
+        bound."""
         policy = self.policy
         build = functools.partial(
             AutoPlan,
             contraction=policy.contraction,
             math=policy.math,
             host_route=policy.host_route,
+            backend=self.backend,
         )
         return (build, (self.kernel,))
 
@@ -167,11 +167,12 @@ class AutoPlan:
                 float64.
 
         Raises:
-            ValueError: ``side`` is not ``"host"`` or ``"device"``, or ``dtype``
-                is not a dtype hawk planes take.
+            ValueError: ``side`` is not ``"host"`` or ``"device"`` (or, for a plan
+                built with ``backend=``, not its backend's side), or ``dtype`` is
+                not a dtype hawk planes take.
         """
         resolved = _side_dtype(side, dtype)
-        return self._decide(side, {name: resolved for name in self._names}).name
+        return decide(self, side, {name: resolved for name in self._names}).name
 
     def source(self, side: Side, dtype: Any = "float32") -> str:
         """The program ``side`` runs for the kernel over planes of ``dtype``.
@@ -193,42 +194,18 @@ class AutoPlan:
             ValueError: as :meth:`route`.
         """
         signature = tuple(_side_dtype(side, dtype).name for _ in self._names)
-        if side == "host":
-            return self._host_program(signature).source
-        return self._cuda_source(signature).source
+        return backend_for(self, side).emit(self.kernel, signature).source
 
     @property
     def reasons(self) -> tuple[str, ...]:
-        """Why the device does not take the GEMM route, or an empty tuple when it does.
+        """Why the device does not take the GEMM route, or an empty tuple when it does
+        (for a plan built with a host backend, why the host does not).
 
         Planes of any one of the dtypes hawk takes route alike, so these hold for
         each; planes of mixed dtypes keep the loop (a bound plan's ``reasons`` say so).
         """
-        return self._decide(
-            "device", {name: gemm_route.ROUTE_DTYPE for name in self._names}
-        ).reasons
-
-    def _decide(self, side: str, dtypes: Mapping[str, np.dtype], lanes: int | None = None) -> Route:
-        """The route of ``side`` for planes of these dtypes (and, when bound, this lane count)."""
-        if side == "host" and self.policy.host_route != "gemm":
-            return Route("loop", (_HOST_REASON,))
-        if self.policy.contraction != "gemm":
-            return Route(
-                "loop",
-                (
-                    f"built under contraction={self.policy.contraction!r}; build the plan with "
-                    "eagle.plan.auto(kernel, contraction='gemm') (or inside "
-                    "hawk.emit.policy.using(contraction='gemm')) to let it take the GEMM route",
-                ),
-            )
-        reasons = self._kernel_reasons
-        math = self.policy.math
-        if not reasons and lanes is None:
-            reasons = gemm_route.dtype_reasons(dtypes, math=math)
-        elif not reasons and lanes is not None:
-            assert self._layout is not None
-            reasons = gemm_route.bind_reasons(dtypes, lanes, self._layout, math=math)
-        return Route("loop" if reasons else "gemm", reasons)
+        dtypes = {name: gemm_route.ROUTE_DTYPE for name in self._names}
+        return decide(self, main_side(self), dtypes).reasons
 
     @functools.cached_property
     def _kernel_reasons(self) -> tuple[str, ...]:
@@ -249,7 +226,8 @@ class AutoPlan:
         checks and the preparation, and a Param given as a number is packed
         into the bound launch's arguments (on the device it is passed by
         value: no allocation, no memset, no synchronisation, legal inside a
-        capture, which keeps the number it records).
+        capture, which keeps the number it records). :func:`eagle.clear_caches`
+        drops the kept bindings.
 
         Raises:
             TypeError: an unknown or missing plane, not an array, or a dtype
@@ -257,7 +235,8 @@ class AutoPlan:
             ValueError: mixed residency, a wrong shape or lane count, a
                 non-contiguous, null or misaligned array, a written plane that is
                 read-only or a torch tensor that requires grad (pass ``.detach()``
-                of it, or use ``eagle.torch.function``), or overlapping outputs.
+                of it, or use ``eagle.torch.function``), overlapping outputs, or
+                planes on a side the plan's backend does not run on.
             OverflowError: a Param number too large for the kernel's dtype.
             hawk.PlaneIndexError: (the kernel's loop) a table index of the lane
                 and loop indices is out of range for some lane (checked before
@@ -271,9 +250,11 @@ class AutoPlan:
         if key is None:
             self.bind(**planes).launch()
             return
-        last = self._last
+        bindings = self._bindings
+        last = bindings.last
         if last is not None and last[0] == key:  # the binding the last run used
             bound, reused = last[1], True
+            bindings.hits += 1
         else:
             bound, reused = self._reused(key, planes)
         foreign = bound._foreign  # planes from torch, CuPy...: the objects given count
@@ -292,18 +273,10 @@ class AutoPlan:
     def _reused(self, key: tuple[Any, ...], planes: Mapping[str, Any]) -> tuple[BoundPlan, bool]:
         """The binding kept under ``key`` (now the most recent), or a new one kept there;
         and whether it was kept."""
-        with self._lock:
-            bound = self._bindings.get(key)
-            if bound is not None:
-                self._bindings.move_to_end(key)
-                self._last = (key, bound)
-                return bound, True
-        bound = self._bind(planes)
-        with self._lock:
-            self._bindings[key] = bound
-            if len(self._bindings) > _REUSED_BINDINGS:
-                self._bindings.popitem(last=False)
-            self._last = (key, bound)
+        bound = self._bindings.get(key)
+        if bound is not None:
+            return bound, True
+        bound = self._bindings[key] = self._bind(planes)
         return bound, False
 
     def bind(self, **planes: Any) -> BoundPlan:
@@ -331,148 +304,78 @@ class AutoPlan:
         """:meth:`bind`. A binding of the kernel's own loop takes a later run's Param
         numbers (:meth:`BoundPlan._set_numbers`) when :meth:`run` reuses it."""
         checked = check_planes(self.kernel.ir, planes)
-        dtypes = {name: np.dtype(d) for name, d in zip(self._names, checked.signature, strict=True)}
-        route = self._decide(checked.side, dtypes, checked.lanes)
-        if checked.side == "host" and route.name == "gemm":
-            assert self.record is not None
-            product = gemm_route.HostGemm(self, self.record, checked.values)
-            step = Step(product, written=product.written, last=product.last)
-            return BoundPlan(self, checked, step, route)
-        if checked.side == "host":
-            return self._bind_host(checked, route)
-        if route.name == "gemm":
-            assert self.record is not None and checked.device is not None
-            launch = gemm_route.GemmLaunch(
-                self, self.record, checked.values, checked.device, math=self.policy.math
+        backend = self._backends.get(checked.side)  # type: ignore[call-overload]
+        if backend is None:
+            (only,) = self._backends.values()
+            raise EagleValueError(
+                f"this plan was built with backend={only.name!r}, which takes "
+                f"{_SIDE_ARRAYS[only.side]}; the planes are {_SIDE_ARRAYS[checked.side]} "
+                "(pass planes on its side, or build the plan without backend=)"
             )
-            site = product_site(self._label, self.kernel.ir, checked.values, launch)
-            return BoundPlan(self, checked, Step(launch, launch.prepare, site=site), route)
-        return self._bind_device(checked, route)
+        dtypes = {name: np.dtype(d) for name, d in zip(self._names, checked.signature, strict=True)}
+        route = decide(self, checked.side, dtypes, checked.lanes)
+        if route.name == "gemm":
+            return BoundPlan(self, checked, backend.bind_products(self, checked), route)
+        binding = backend.bind(self, checked)
+        return BoundPlan(self, checked, binding.step, route, binding.setters)
 
-    def _host_program(self, signature: tuple[str, ...]) -> host.HostProgram:
-        programs = _host_programs.setdefault(self.kernel, {})
-        program = programs.get(signature)
-        if program is None:
-            dtypes = dict(zip(self._names, signature, strict=True))
-            program = programs[signature] = host.emit(self.kernel.ir, dtypes)
-        return program
 
-    def _cuda_source(
-        self, signature: tuple[str, ...], values: frozenset[str] = frozenset(), lanes: int = 0
-    ) -> cuda.CudaSource:
-        """The CUDA C for planes of ``signature`` over ``lanes`` lanes, the Params named in
-        ``values`` passed by value. Below 2**31 lanes the lane loops of a kernel whose lanes
-        run no loop of their own count in 32 bits; a looping lane keeps 64-bit counters (on
-        the H200, no faster in 32 bits, and slower at 2048**3: more registers)."""
-        key = (signature, values, lanes < _NARROW_LANES and not self._loops)
-        sources = _cuda_sources.setdefault(self.kernel, {})
-        source = sources.get(key)
-        if source is None:
-            dtypes = dict(zip(self._names, signature, strict=True))
-            source = cuda.emit(self.kernel.ir, dtypes, values=values, narrow=key[2])
-            sources[key] = source
-        return source
+#: what each side's planes are, for messages
+_SIDE_ARRAYS = {"host": "host arrays", "device": "device arrays"}
 
-    @functools.cached_property
-    def _loops(self) -> bool:
-        """Whether a lane of the kernel runs a loop of its own."""
-        return self.kernel.ir.loops()
 
-    def _bind_host(self, checked: Planes, route: Route) -> BoundPlan:
-        program = self._host_program(checked.signature)
-        self._check_lanes(program.launch_checks, checked)
-        args = [checked.values[name] for name in program.arguments]
-        lanes = checked.lanes
-        # a Param given as a number is a one-element array the program reads
-        setters = {
-            name: functools.partial(checked.values[name].__setitem__, 0) for name in checked.numbers
-        }
+def backend_for(plan: AutoPlan, side: str) -> Backend:
+    """The backend ``plan`` runs on ``side``.
 
-        def run(_stream: None) -> None:
-            program.function(*args, lanes)
-
-        last = self._written_last
-        written = tuple(
-            checked.values[p.name]
-            for p in self.kernel.planes
-            if p.kind in WRITTEN and p.name != last
+    Raises:
+        ValueError: ``plan`` was built with a backend of the other side.
+    """
+    backend = plan._backends.get(side)  # type: ignore[call-overload]
+    if backend is None:
+        (only,) = plan._backends.values()
+        raise EagleValueError(
+            f"this plan was built with backend={only.name!r}, which runs over "
+            f"{_SIDE_ARRAYS[only.side]}; it has no {side!r} side (build the plan without "
+            "backend= to run on both)"
         )
-        step = Step(run, written=written, last=None if last is None else checked.values[last])
-        return BoundPlan(self, checked, step, route, setters)
+    return backend
 
-    @functools.cached_property
-    def _written_last(self) -> str | None:
-        """The plane the body's last statement stores into, when nothing else writes it,
-        if any: the host program runs the statements in order, so that plane is untouched
-        until the last one, which completes the run (``Step.last``: a run that writes no
-        other plane needs no saved copy of it)."""
-        body = self.kernel.ir.body
-        last = body[-1] if body else None
-        if not isinstance(last, ir.Store):
-            return None
-        writes = [
-            s
-            for s in ir.walk(self.kernel.ir)
-            if isinstance(s, ir.Store | ir.Accumulate) and s.plane == last.plane
-        ]
-        return last.plane.name if writes == [last] else None
 
-    def _bind_device(self, checked: Planes, route: Route) -> BoundPlan:
-        from eagle.cuda._records import record_for
-        from eagle.cuda.module import PackedArgs, load_kernel
+def main_side(plan: AutoPlan) -> Side:
+    """The side whose route a plan's ``reasons`` speak for: the device, unless the plan
+    runs on the host only."""
+    return "device" if "device" in plan._backends else "host"
 
-        assert checked.device is not None
-        # A Param given as a number is a kernel argument passed by value (the kernel is
-        # compiled for that): packed with the others, as a scalar of the compute dtype
-        # (checked to fit it, param_number), and copied by each launch, so a later
-        # number (a setter of the packed arguments) never reaches a launch made before.
-        values = frozenset(checked.numbers)
-        key = (checked.signature, checked.device, values)
-        source = self._cuda_source(checked.signature, values, checked.lanes)
-        self._check_lanes(source.launch_checks, checked)
-        kernel = self._device_kernels.get(key)
-        if kernel is None:
-            kernel = load_kernel(source.source, source.name, device=checked.device)
-            self._device_kernels[key] = kernel
-        # A failed check is noted in the kernel's error record (hawk.emit.checks)
-        record = record_for(
-            (source.source, source.name),
-            checked.device,
-            functools.partial(record_error, source.checks),
+
+def decide(plan: AutoPlan, side: str, dtypes: Mapping[str, Any], lanes: int | None = None) -> Route:
+    """The route ``plan`` takes on ``side`` for planes of these dtypes (by plane name) and,
+    when bound, this lane count: ``"gemm"`` when the side's backend, the plan's policy,
+    the kernel, the dtypes and the lanes all allow the products, else ``"loop"`` with
+    the first reasons that keep it there.
+
+    Raises:
+        ValueError: the plan has no backend on ``side``.
+    """
+    reasons = backend_for(plan, side).product_reasons(plan.policy)
+    if reasons:
+        return Route("loop", reasons)
+    if plan.policy.contraction != "gemm":
+        return Route(
+            "loop",
+            (
+                f"built under contraction={plan.policy.contraction!r}; build the plan with "
+                "eagle.plan.auto(kernel, contraction='gemm') (or inside "
+                "hawk.emit.policy.using(contraction='gemm')) to let it take the GEMM route",
+            ),
         )
-        device = checked.device
-        args = [checked.values[name] for name in self._names]
-        lengths = [np.int64(checked.values[name].shape[0]) for name in source.lengths]
-        # the packed arguments keep the arrays alive (in a capture too)
-        packed = PackedArgs([*args, np.int64(checked.lanes), *lengths, record])
-        setters = {name: packed.setter(self._names.index(name)) for name in values}
-        grid = _grid(checked.lanes, source.width)
-
-        def enqueue(stream: Any) -> None:
-            record.check()  # an earlier launch's failure, once it is recorded
-            if not grid:
-                return
-            stream_ptr = stream if type(stream) is int else as_stream_ptr(stream, device)
-            kernel.launch(grid, BLOCK_SIZE, packed, stream_ptr)
-
-        site = kernel_site(self._label, self.kernel.ir, checked.values, packed) if grid else None
-        return BoundPlan(self, checked, Step(enqueue, site=site), route, setters)
-
-    def _check_lanes(self, checks: tuple[LaneCheck, ...], checked: Planes) -> None:
-        """Make the checks the emitted kernel leaves to its launch, for the bound lane
-        count and flat-table lengths (raising the error the kernel's check would)."""
-        if not checks:
-            return
-        lengths = {
-            p.name: int(checked.values[p.name].shape[0])
-            for p in self.kernel.planes
-            if p.is_table and p.axes is None
-        }
-        check_launch(checks, checked.lanes, lengths)
-
-    @property
-    def _label(self) -> str:
-        return f"plan {self.kernel.name!r}"
+    reasons = plan._kernel_reasons
+    math = plan.policy.math
+    if not reasons and lanes is None:
+        reasons = gemm_route.dtype_reasons(dtypes, math=math)
+    elif not reasons and lanes is not None:
+        assert plan._layout is not None
+        reasons = gemm_route.bind_reasons(dtypes, lanes, plan._layout, math=math)
+    return Route("loop" if reasons else "gemm", reasons)
 
 
 def _side_dtype(side: str, dtype: Any) -> np.dtype:
@@ -486,15 +389,6 @@ def _side_dtype(side: str, dtype: Any) -> np.dtype:
         names = ", ".join(PLANE_DTYPES)
         raise EagleValueError(f"dtype must be one of {names} (a plane's dtype), not {dtype!r}")
     return resolved
-
-
-def _grid(lanes: int, width: int = 1) -> int:
-    """Blocks for ``lanes``: one lane per thread, or, once there are enough lanes to
-    fill the device that way, :data:`hawk.emit.cuda.UNROLL` lanes per thread (each thread
-    then keeps several independent loads in flight) and at least one vector group of
-    ``width`` lanes (``CudaSource.width``: 8 for 16-bit planes), so no thread idles."""
-    per_thread = max(cuda.UNROLL, width) if lanes >= WIDE_LANES else 1
-    return -(-lanes // (BLOCK_SIZE * per_thread))
 
 
 class BoundPlan(Bound):
@@ -521,12 +415,9 @@ class BoundPlan(Bound):
         route: Route,
         setters: Mapping[str, Callable[[float], None]] | None = None,
     ) -> None:
-        planes = tuple(checked.values.values()) if checked.side == "device" else ()
         foreign = checked.foreign
         tensors = () if foreign is None else foreign.tensors
-        super().__init__(
-            checked.side, checked.device, (replace(step, planes=planes, tensors=tensors),)
-        )
+        super().__init__(checked.side, checked.device, (replace(step, tensors=tensors),))
         self._foreign = foreign
         self.plan = plan
         self.lanes = checked.lanes

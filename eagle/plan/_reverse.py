@@ -10,11 +10,10 @@ import numpy as np
 import hawk.diff
 from eagle.errors import EagleTypeError, EagleValueError
 from eagle.gemm.steps import Side
-from eagle.plan._autoplan import AutoPlan, BoundPlan
-from eagle.plan._bound import Bound, Route, Step
+from eagle.plan._autoplan import AutoPlan, BoundPlan, backend_for, decide, main_side
+from eagle.plan._bound import Bound, Route
 from eagle.plan._planes import check_planes
-from eagle.plan._route import GemmLaunch, HostGemm, dtype_reasons
-from eagle.plan._sites import product_site
+from eagle.plan._route import dtype_reasons
 
 __all__ = ["AdjointPlan", "AdjointSequence", "BoundAdjoint", "reverse"]
 
@@ -96,17 +95,17 @@ class AdjointPlan:
     @property
     def reasons(self) -> tuple[str, ...]:
         """Why the device adjoint does not take the GEMM route (the same for planes of
-        any one dtype)."""
-        return self._route("device", "float32").reasons
+        any one dtype; for a primal built with a host backend, why the host adjoint does
+        not)."""
+        return self._route(main_side(self.primal), "float32").reasons
 
     def _route(self, side: Side, dtype: Any) -> Route:
         """The routing decision: the routed adjoint is its ``"gemm"`` outcome
         (see the module docstring)."""
-        primal = self.primal.route(side, dtype)  # checks side and dtype
-        if primal != "gemm":
-            reasons = self.primal._decide(side, {p: dtype for p in self.primal._names}).reasons
-            return Route("loop", tuple(f"the primal runs its own loop: {r}" for r in reasons))
-        return Route("gemm", ())
+        if self.primal.route(side, dtype) == "gemm":  # (which checks side and dtype)
+            return Route("gemm", ())
+        primal = decide(self.primal, side, {p.name: dtype for p in self.primal.kernel.planes})
+        return Route("loop", tuple(f"the primal runs its own loop: {r}" for r in primal.reasons))
 
     # -- running -------------------------------------------------------------------------
 
@@ -128,7 +127,7 @@ class AdjointPlan:
             hawk.HawkError: a requested gradient passes through an address
                 computed with ``int()`` of data it is taken with respect to.
         """
-        if self.route("device") == "gemm":
+        if self._routes():
             self.bind(**planes).launch()
             return
         # the adjoint's own loop: its plan keeps its bindings, as AutoPlan.run does
@@ -154,35 +153,26 @@ class AdjointPlan:
         self, kernel: hawk.diff.AdjointKernel, planes: Mapping[str, Any]
     ) -> BoundPlan | None:
         """The gradient products over ``planes`` when they take the GEMM route, else None."""
-        if self.route("device") != "gemm":
+        if not self._routes():
             return None  # decided by the kernel and policy alone: no need to look at planes
         checked = check_planes(kernel.ir, planes)
-        if checked.side == "host" and self.primal.policy.host_route != "gemm":
-            return None
         names = [p.name for p in kernel.planes]
         dtypes = dict(zip(names, (np.dtype(d) for d in checked.signature), strict=True))
-        math = self.primal.policy.math
-        if dtype_reasons(dtypes, math=math):
+        if dtype_reasons(dtypes, math=self.primal.policy.math):
             return None  # planes of mixed dtypes: the loop
         dtype = next(iter(dtypes.values()))
         primal_dtypes = {p.name: dtype for p in self.primal.kernel.planes}
-        if self.primal._decide(checked.side, primal_dtypes, checked.lanes).name != "gemm":
+        side = checked.side
+        if decide(self.primal, side, primal_dtypes, checked.lanes).name != "gemm":
             return None
-        record = self.primal.record
-        assert record is not None
-        if checked.side == "host":
-            product = HostGemm(self.primal, record, checked.values, direction="adjoint")
-            step = Step(product, written=product.written)
-        else:
-            assert checked.device is not None
-            launch = GemmLaunch(
-                self.primal, record, checked.values, checked.device,
-                direction="adjoint", math=math,
-            )  # fmt: skip
-            label = f"the adjoint of {self.primal.kernel.name!r}"
-            site = product_site(label, kernel.ir, checked.values, launch)
-            step = Step(launch, launch.prepare, site=site)
+        backend = backend_for(self.primal, side)
+        step = backend.bind_products(self.primal, checked, direction="adjoint", kernel=kernel.ir)
         return BoundPlan(self.primal, checked, step, Route("gemm", ()))
+
+    def _routes(self) -> bool:
+        """Whether the adjoint may take the GEMM route at all (by the primal's kernel and
+        policy, on its main side): else it runs its own loop whatever the planes."""
+        return self.route(main_side(self.primal)) == "gemm"
 
     def _kernel_for(self, planes: Mapping[str, Any]) -> hawk.diff.AdjointKernel:
         wrt = tuple(name for name, gradient in self.gradients.items() if gradient in planes)
@@ -233,7 +223,9 @@ class AdjointPlan:
         plan = self._loop_plans.get(kernel.wrt)
         if plan is None:
             # the adjoint's route is decided here: its kernel runs its loop
-            plan = self._loop_plans[kernel.wrt] = AutoPlan(kernel, contraction="loop")
+            plan = self._loop_plans[kernel.wrt] = AutoPlan(
+                kernel, contraction="loop", backend=self.primal.backend
+            )
         return plan
 
 

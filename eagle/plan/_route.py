@@ -31,23 +31,25 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from eagle._cache import KeyedCache
 from eagle.cuda.graph import is_capturing
 from eagle.cuda.stream import as_stream_ptr, launch_stream
 from eagle.errors import EagleValueError, check_option
+from eagle.gemm._host import host_product, product_views
 from eagle.gemm.capture import BoundGemm, CublasCaptureHandle
 from eagle.gemm.contraction import RecognizedContraction
-from eagle.gemm.dtypes import HALVES, PRODUCT_DTYPES, dtype_of
+from eagle.gemm.dtypes import PRODUCT_DTYPES, dtype_of
 from eagle.gemm.errors import CaptureInProgress, GemmCaptureUnavailable, PlanUnavailable
 from eagle.gemm.handles import stream_handle, warmed_handle
 from eagle.gemm.lending import record_lent
 from eagle.gemm.lowering import Direction, captured_calls, lower_dense_gemm
-from eagle.gemm.steps import LoweredPlan, MatmulSpec
+from eagle.gemm.steps import LoweredPlan
 from hawk.contraction import LaneLayout
 from hawk.dtypes import Float32Math
 from hawk.emit import policy
@@ -201,22 +203,33 @@ def gemm_operands(
                 f"kernel {plan.kernel.name!r} has no plane {name!r} (nor {name!r} = "
                 f"<plane>_bar); its planes are {', '.join(names)}"
             )
-    shapes = {name: spec.shape for name, spec in _forward(record).required.items()}
+    forward = _forward(record)
+    shapes = {name: spec.shape for name, spec in forward.required.items()}
     views = {}
     for name, array in planes.items():
         shape = shapes.get(name, shapes.get(name.removesuffix("_bar")))
         if shape is not None:
             views[name] = _matrix(name, array, shape)
-    a = record.operands[0].name
-    b = record.operands[1].name if record.operand_class == "gemm" else "ones"
-    return GemmOperands(views, {"a": a, "b": b, "out": record.outputs[0][0]})
+    (step,) = forward.steps  # the roles as the lowering names them (lowered once, there)
+    assert step.matmul is not None
+    roles = {"a": step.matmul.a, "b": step.matmul.b, "out": step.matmul.out}
+    return GemmOperands(views, roles)
 
 
-@functools.lru_cache(maxsize=256)
+#: (record, direction, dtype) -> the record's products over buffers of that dtype
+_lowerings: KeyedCache[tuple[RecognizedContraction, str, str], LoweredPlan] = KeyedCache(
+    "lowered contractions", 256
+)
+
+
 def _lowered(record: RecognizedContraction, direction: Direction, dtype: str) -> LoweredPlan:
     """The record's products over ``dtype`` buffers (lowered once per record, direction
-    and dtype)."""
-    return lower_dense_gemm(record, direction=direction, dtype=dtype)
+    and dtype, while kept)."""
+    key = (record, direction, dtype)
+    lowered = _lowerings.get(key)
+    if lowered is None:
+        lowered = _lowerings[key] = lower_dense_gemm(record, direction=direction, dtype=dtype)
+    return lowered
 
 
 def _forward(record: RecognizedContraction) -> LoweredPlan:
@@ -417,46 +430,22 @@ class HostGemm:
         dtype = dtype_of(views[record.operands[0].name].dtype).name
         lowered = _lowered(record, direction, dtype)
         outputs = [spec.name for spec in lowered.outputs if spec.name in views]
-        add, half = direction == "adjoint", dtype in HALVES
-        self._products = [
-            _host_product(step.matmul, views, add=add, half=half)
-            for step in lowered.subplan(outputs).steps
-            if step.matmul
-        ]
-        self.written = tuple(views[name] for name in outputs) if add else ()
-        self.last = None if add else views[lowered.outputs[0].name]
+        beta = 1.0 if direction == "adjoint" else 0.0
+        self._products: list[functools.partial[None]] = []
+        for step in lowered.subplan(outputs).steps:
+            spec = step.matmul
+            assert spec is not None  # the lowered plan is products alone
+            left, right = product_views(
+                views[spec.a], views[spec.b],
+                transpose_a=spec.transpose_a, transpose_b=spec.transpose_b,
+                transpose_out=spec.transpose_out,
+            )  # fmt: skip
+            product = functools.partial(host_product, left, right, views[spec.out], 1.0, beta)
+            self._products.append(product)
+        self.written = tuple(views[name] for name in outputs) if beta else ()
+        self.last = None if beta else views[lowered.outputs[0].name]
 
     def __call__(self, _stream: None) -> None:
         """Run the products now."""
         for product in self._products:
             product()
-
-
-def _host_product(
-    spec: MatmulSpec, views: Mapping[str, Any], *, add: bool, half: bool
-) -> Callable[[], None]:
-    """A call computing ``out = op(a) @ op(b)`` (``out += ...`` when ``add``) over host
-    matrices, its operand views made once."""
-    a, b, out = views[spec.a], views[spec.b], views[spec.out]
-    transpose_a, transpose_b = spec.transpose_a, spec.transpose_b
-    if spec.transpose_out:  # out = (op(a) @ op(b)).T = op(b).T @ op(a).T, in out's order
-        a, b, transpose_a, transpose_b = b, a, not transpose_b, not transpose_a
-    if half:  # summed in float32, rounded once when stored
-
-        def product() -> None:
-            left, right = a.astype(np.float32), b.astype(np.float32)
-            result = np.matmul(left.T if transpose_a else left, right.T if transpose_b else right)
-            if add:
-                out[...] += result
-            else:
-                out[...] = result
-
-        return product
-    left, right = (a.T if transpose_a else a), (b.T if transpose_b else b)
-    if add:
-
-        def accumulate() -> None:
-            out[...] += np.matmul(left, right)
-
-        return accumulate
-    return functools.partial(np.matmul, left, right, out=out)

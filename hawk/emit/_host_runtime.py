@@ -240,7 +240,13 @@ def _contract(
     out: tuple[int, ...],
 ) -> np.ndarray:
     """The product of two operands (with the axes they vary along) summed over the axes
-    not in ``out``, as one matrix product; the result's axes are ``out``, in order."""
+    not in ``out``, as one matrix product; the result's axes are ``out``, in order.
+
+    It is not eagle's host product (``eagle.gemm._host.host_product``, which a matmul
+    step and the GEMM route run): that one writes ``op(a) @ op(b) + beta * out`` into a
+    caller's 2-D matrix, while this one is a batched product over up to three lane axes
+    whose factors first sum over axes the other lacks, returning a new array the
+    program goes on with; and hawk's programs import nothing of eagle."""
     plan = _matmul_plan(a_axes, b_axes, out)
     if plan.a_sum:
         a = a.sum(axis=plan.a_sum)

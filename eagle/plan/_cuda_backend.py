@@ -1,0 +1,169 @@
+"""The ``"cuda"`` backend: a plan's kernel as hawk's CUDA C, launched over device arrays.
+
+emit: :func:`hawk.emit.cuda.emit`, kept per kernel, signature, the Params
+passed by value and whether the lane loops may count in 32 bits; load: NVRTC
+and the driver (:func:`eagle.cuda.module.load_kernel`), with the kernel's
+error record on that device; bind: the arguments packed once
+(:class:`~eagle.cuda.module.PackedArgs`), so a launch only enqueues. A
+recognised contraction under ``contraction="gemm"`` runs as cuBLAS products
+instead (:class:`eagle.plan._route.GemmLaunch`).
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from typing import Any
+
+import numpy as np
+
+import hawk
+from eagle._cache import KeyedCache
+from eagle.cuda import _records, module
+from eagle.cuda.stream import as_stream_ptr
+from eagle.gemm.lowering import Direction
+from eagle.plan._backends import (
+    PROGRAMS,
+    Backend,
+    Binding,
+    Plan,
+    Signature,
+    check_lanes,
+    plane_dtypes,
+)
+from eagle.plan._bound import Step
+from eagle.plan._planes import Planes
+from eagle.plan._route import GemmLaunch
+from eagle.plan._sites import kernel_site, product_site
+from hawk import ir
+from hawk.emit import cuda
+from hawk.emit.checks import record_error
+from hawk.emit.policy import Policy
+
+__all__ = ["BACKEND", "BLOCK_SIZE", "WIDE_LANES", "CudaBackend", "grid"]
+
+#: threads per block of a kernel launch
+BLOCK_SIZE = 256
+
+#: lane count from which each thread runs several lanes (see ``hawk.emit.cuda.UNROLL``)
+WIDE_LANES = 1 << 20
+
+_NARROW_LANES = 2**31  # below it, lane loops may count in 32 bits (hawk.emit.cuda.emit)
+
+
+class CudaBackend(Backend):
+    """Device planes through hawk's CUDA C (see the module docstring)."""
+
+    name = "cuda"
+    side = "device"
+
+    def __init__(self) -> None:
+        # per kernel (going with it): (signature, values, narrow lanes) -> its source
+        self._sources: weakref.WeakKeyDictionary[
+            hawk.Kernel, KeyedCache[tuple[Any, ...], cuda.CudaSource]
+        ] = weakref.WeakKeyDictionary()
+
+    def product_reasons(self, policy: Policy) -> tuple[str, ...]:
+        return ()
+
+    def emit(
+        self,
+        kernel: hawk.Kernel,
+        signature: Signature,
+        *,
+        values: frozenset[str] = frozenset(),
+        lanes: int = 0,
+    ) -> cuda.CudaSource:
+        """The CUDA C for planes of ``signature`` over ``lanes`` lanes, the Params named in
+        ``values`` passed by value. Below 2**31 lanes the lane loops of a kernel whose
+        lanes run no loop of their own count in 32 bits; a looping lane keeps 64-bit
+        counters (on the H200, no faster in 32 bits, and slower at 2048**3: more
+        registers)."""
+        sources = self._sources.get(kernel)
+        if sources is None:
+            sources = self._sources[kernel] = KeyedCache("cuda sources", PROGRAMS)
+        key = (signature, values, lanes < _NARROW_LANES)
+        source = sources.get(key)
+        if source is None:
+            narrow = key[2] and not kernel.ir.loops()
+            dtypes = plane_dtypes(kernel, signature)
+            source = sources[key] = cuda.emit(kernel.ir, dtypes, values=values, narrow=narrow)
+        return source
+
+    def load(self, program: Any, device: int | None) -> tuple[module.Kernel, Any]:
+        """The loaded kernel and its error record on ``device`` (a failed check is noted
+        in the record, :mod:`hawk.emit.checks`)."""
+        assert device is not None
+        kernel = module.load_kernel(program.source, program.name, device=device)
+        record = _records.record_for(
+            (program.source, program.name),
+            device,
+            functools.partial(record_error, program.checks),
+        )
+        return kernel, record
+
+    def bind(self, plan: Plan, checked: Planes) -> Binding:
+        device = checked.device
+        assert device is not None
+        # A Param given as a number is a kernel argument passed by value (the kernel is
+        # compiled for that): packed with the others, as a scalar of the compute dtype
+        # (checked to fit it, param_number), and copied by each launch, so a later
+        # number (a setter of the packed arguments) never reaches a launch made before.
+        values = frozenset(checked.numbers)
+        source = self.emit(plan.kernel, checked.signature, values=values, lanes=checked.lanes)
+        check_lanes(plan.kernel.ir, source.launch_checks, checked)
+        kernel, record = self.load(source, device)
+        names = [p.name for p in plan.kernel.planes]
+        args = [checked.values[name] for name in names]
+        lengths = [np.int64(checked.values[name].shape[0]) for name in source.lengths]
+        # the packed arguments keep the arrays alive (in a capture too)
+        packed = module.PackedArgs([*args, np.int64(checked.lanes), *lengths, record])
+        setters = {name: packed.setter(names.index(name)) for name in values}
+        blocks = grid(checked.lanes, source.width)
+
+        def enqueue(stream: Any) -> None:
+            record.check()  # an earlier launch's failure, once it is recorded
+            if not blocks:
+                return
+            stream_ptr = stream if type(stream) is int else as_stream_ptr(stream, device)
+            kernel.launch(blocks, BLOCK_SIZE, packed, stream_ptr)
+
+        label = f"plan {plan.kernel.name!r}"
+        site = kernel_site(label, plan.kernel.ir, checked.values, packed) if blocks else None
+        planes = tuple(checked.values.values())
+        return Binding(Step(enqueue, site=site, planes=planes), setters)
+
+    def bind_products(
+        self,
+        plan: Plan,
+        checked: Planes,
+        *,
+        direction: Direction = "forward",
+        kernel: ir.KernelIR | None = None,
+    ) -> Step:
+        assert plan.record is not None and checked.device is not None
+        launch = GemmLaunch(
+            plan,
+            plan.record,
+            checked.values,
+            checked.device,
+            direction=direction,
+            math=plan.policy.math,
+        )
+        name = plan.kernel.name
+        label = f"plan {name!r}" if direction == "forward" else f"the adjoint of {name!r}"
+        bound_ir = plan.kernel.ir if kernel is None else kernel
+        site = product_site(label, bound_ir, checked.values, launch)
+        return Step(launch, launch.prepare, site=site, planes=tuple(checked.values.values()))
+
+
+def grid(lanes: int, width: int = 1) -> int:
+    """Blocks for ``lanes``: one lane per thread, or, once there are enough lanes to
+    fill the device that way, :data:`hawk.emit.cuda.UNROLL` lanes per thread (each thread
+    then keeps several independent loads in flight) and at least one vector group of
+    ``width`` lanes (``CudaSource.width``: 8 for 16-bit planes), so no thread idles."""
+    per_thread = max(cuda.UNROLL, width) if lanes >= WIDE_LANES else 1
+    return -(-lanes // (BLOCK_SIZE * per_thread))
+
+
+BACKEND = CudaBackend()
