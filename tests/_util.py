@@ -40,3 +40,20 @@ def fake_calls(
     """Send each of ``modules``' calls through ``binding`` to ``handler(name, *args)``."""
     for module in modules:
         monkeypatch.setattr(module, binding, FakeCalls(handler))
+
+
+def forget_fake_leftovers() -> None:
+    """Drop what tests with faked drivers left for :func:`eagle.clear_caches` to give back:
+    libraries of collected kernels, slots of collected error records and collected cuBLAS
+    handles. Giving them back needs the driver they were faked over; a test that calls
+    ``clear_caches`` without fakes starts with none (on a GPU this leaks a few test-made
+    libraries, which the process's end frees)."""
+    import gc
+
+    from eagle.cuda import _records, module
+    from eagle.gemm import capture
+
+    gc.collect()
+    module._unused_libraries.clear()
+    _records._unused.clear()
+    capture._retired.clear()

@@ -20,7 +20,14 @@ from eagle.cuda import _records, _release, module
 from eagle.plan._backends import backend_named
 from tests._hawk_kernels import saxpy
 from tests._route_kernels import B, R, U, contract
-from tests._util import fake_calls
+from tests._util import fake_calls, forget_fake_leftovers
+
+
+@pytest.fixture(autouse=True)
+def _no_leftovers() -> None:
+    """Each test starts with nothing other tests' fakes left for clear_caches."""
+    forget_fake_leftovers()
+
 
 # -- the keyed cache ------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import eagle
 from eagle.arrays import Array
 from eagle.cuda import graph as eagle_graph
 from eagle.gemm import (
@@ -30,8 +31,10 @@ from eagle.gemm import (
     matmul_step,
     sgemm_params_for_arrays,
 )
+from eagle.gemm import capture as capture_module
 from eagle.gemm.capture import WORKSPACE_BYTES
-from tests._util import FakeCalls
+from eagle.gemm.handles import release_handles
+from tests._util import FakeCalls, forget_fake_leftovers
 
 
 def _run(script: str, **env: str) -> subprocess.CompletedProcess:
@@ -285,7 +288,9 @@ class FakeDevice:
 
 @pytest.fixture
 def device(monkeypatch):
-    return FakeDevice(monkeypatch)
+    yield FakeDevice(monkeypatch)
+    gc.collect()  # handles the test dropped are freed while the fakes still stand in
+    capture_module.free_retired()
 
 
 FLAGS = list(itertools.product([False, True], repeat=3))
@@ -448,13 +453,26 @@ def test_destroy_frees_the_workspace_after_the_handle(device):
         handle.warm(None, {})
 
 
-def test_a_collected_handle_destroys_its_cublas_handle_and_workspace(device):
+def test_a_collected_handle_is_freed_at_the_next_safe_point(device):
     handle = CublasCaptureHandle(FakeDevice.STREAM)
     (workspace,) = device.allocations
     assert workspace() is not None
     del handle
-    gc.collect()
-    assert device.cublas.log.count(("destroy", 0xC0B1A5)) == 1 and workspace() is None
+    gc.collect()  # the collector may run inside someone's capture: nothing is freed yet
+    assert ("destroy", 0xC0B1A5) not in device.cublas.log and workspace() is not None
+    CublasCaptureHandle(FakeDevice.STREAM).destroy()  # making a handle frees it first
+    assert device.cublas.log.count(("destroy", 0xC0B1A5)) == 2 and workspace() is None
+    assert device.cublas.log.index(("destroy", 0xC0B1A5)) < device.cublas.log.index(("create",), 1)
+
+
+def test_release_handles_and_clear_caches_free_collected_handles(device):
+    forget_fake_leftovers()
+    for free in (release_handles, eagle.clear_caches):
+        CublasCaptureHandle(FakeDevice.STREAM)
+        gc.collect()
+        assert capture_module._retired
+        free()
+        assert not capture_module._retired
 
 
 @pytest.mark.parametrize("failing", ["set_stream", "set_workspace", "set_math_mode"])

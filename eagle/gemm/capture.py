@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from eagle._cache import on_clear
 from eagle.arrays import Array, _holder
 from eagle.cuda._runtime import CudaUnavailable, cudart, ensure_device
 from eagle.cuda.graph import is_capturing, record_use
@@ -143,15 +144,17 @@ class CublasCaptureHandle:
             ensure_device(self.device)
         except CudaUnavailable as exc:
             raise CublasUnavailable(f"no CUDA driver or device: {exc}") from exc
+        free_retired()  # outside a capture of this stream, as a new handle must be
         workspace = default_pool(self.device).allocate(WORKSPACE_BYTES, self._stream)
         try:
             handle = cublas.create()
         except (cublas.cuBLASError, RuntimeError, OSError) as exc:
             raise CublasUnavailable(f"cuBLAS could not make a handle: {exc}") from exc
         # The finalizer holds the raw handle and the workspace its replays use (freed after
-        # the handle); it runs on destroy(), when the handle is collected, or if the rest of
-        # __init__ fails. Nothing runs at interpreter exit: the driver frees both then.
-        self._release = weakref.finalize(self, _release, cublas, handle, workspace)
+        # the handle). destroy() and a failure in the rest of __init__ free both at once;
+        # a handle the garbage collector finds is only retired, and freed at the next safe
+        # point (see _retire). Nothing runs at interpreter exit: the driver frees both then.
+        self._release = weakref.finalize(self, _retire, cublas, handle, workspace)
         self._release.atexit = False
         try:
             cublas.set_stream(handle, self.stream_ptr)  # resets the workspace: set it after
@@ -159,7 +162,7 @@ class CublasCaptureHandle:
             cublas.set_pointer_mode(handle, cublas.PointerMode.HOST)
             cublas.set_math_mode(handle, getattr(cublas.Math, _MATH_MODES[math]))
         except BaseException:
-            self._release()
+            self._free_now()
             raise
         self._cublas = cublas
         self._handle = handle
@@ -432,9 +435,16 @@ class CublasCaptureHandle:
             self._sgemm_calls.clear()
             self._gemm_calls.clear()
             if not self._live_graphs:
-                self._release()  # the first call frees; later ones do nothing
+                self._free_now()
                 if self._scaled is not None:
                     self._scaled.close()
+
+    def _free_now(self) -> None:
+        """Free the cuBLAS handle and its workspace now (the first call; later ones and
+        the finalizer then do nothing)."""
+        detached = self._release.detach()
+        if detached is not None:
+            _release(*detached[2])
 
     def _graphs_released(self) -> None:
         """The last live graph recorded against this handle is gone."""
@@ -635,6 +645,29 @@ class CublasCaptureHandle:
 def _release(cublas: ModuleType, handle: int, workspace: Any) -> None:
     """Destroy a cuBLAS handle; ``workspace`` is held until then, and freed after it."""
     cublas.destroy(handle)
+
+
+#: handles the garbage collector found, freed by :func:`free_retired`
+_retired: list[tuple[ModuleType, int, Any]] = []
+
+
+def _retire(cublas: ModuleType, handle: int, workspace: Any) -> None:
+    """The finalizer of a handle the garbage collector found: keep it for
+    :func:`free_retired`. The collector may run inside anyone's stream capture (a
+    ``torch.cuda.graph`` of another stream, which eagle cannot see), where destroying a
+    cuBLAS handle, which may synchronise the device, would invalidate that capture."""
+    _retired.append((cublas, handle, workspace))
+
+
+def free_retired() -> None:
+    """Free the handles (and workspaces) the garbage collector retired. Called where eagle
+    is about to make a handle, by :func:`~eagle.gemm.release_handles` and by
+    :func:`eagle.clear_caches`: outside any capture."""
+    while _retired:
+        _release(*_retired.pop())
+
+
+on_clear(free_retired)
 
 
 def _scale_pointers(scales: _Scales) -> tuple[int, int]:

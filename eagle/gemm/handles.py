@@ -19,7 +19,7 @@ from typing import Any
 
 from eagle.cuda._runtime import cudart
 from eagle.cuda.stream import DEFAULT_STREAM, on_destroy, stream_object
-from eagle.gemm.capture import CublasCaptureHandle, Params
+from eagle.gemm.capture import CublasCaptureHandle, Params, free_retired
 
 __all__ = ["release_handles", "stream_handle", "warmed_handle"]
 
@@ -78,7 +78,8 @@ def release_handles() -> None:
     """Destroy every handle eagle made for its own products on a stream.
 
     Their workspaces go back to the pool once the last live graph that
-    recorded work against them is destroyed.
+    recorded work against them is destroyed. Handles the garbage collector found
+    (yours included) are freed here too.
 
     Call it after destroying the graphs and before destroying the memory pool;
     eagle makes new handles when it next needs them.
@@ -88,6 +89,7 @@ def release_handles() -> None:
         _stream_handles.clear()
     for handle in handles:
         handle.destroy()
+    free_retired()
 
 
 class _StreamToken:
