@@ -35,6 +35,8 @@ from typing import Any
 
 import pytest
 
+from tests._util import importable
+
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 # the guide's pages: the top level and the how-to guides
 PAGES = sorted(DOCS.glob("*.md")) + sorted((DOCS / "howto").glob("*.md"))
@@ -759,15 +761,12 @@ def _package_modules() -> list[str]:
     return names
 
 
-_NEED_TORCH = ("eagle.torch", "eagle._torch_autograd", "eagle._torch_runner")
-
-
 def test_docstring_examples_run():
     finder = doctest.DocTestFinder()
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     report: list[str] = []
     for name in _package_modules():
-        if name in _NEED_TORCH and importlib.util.find_spec("torch") is None:
+        if not importable(name):
             continue  # torch is optional: CI has none
         for test in finder.find(importlib.import_module(name)):
             runner.run(test, out=report.append)

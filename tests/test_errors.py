@@ -18,6 +18,7 @@ from eagle import errors as eagle_errors
 from eagle.cuda import CompileError, CudaDriverTooOld, CudaError, CudaUnavailable, LifetimeError
 from eagle.gemm import errors as gemm_errors
 from hawk import errors as hawk_errors
+from tests._util import importable
 
 ROOT = Path(hawk.__file__).parents[1]
 
@@ -79,7 +80,7 @@ def _error_classes() -> dict[str, type]:
     """Every exception class defined in a module of eagle or hawk, by qualified name."""
     found = {}
     for name in _modules():
-        if name in ("eagle.torch", "eagle._torch_runner") and not importlib.util.find_spec("torch"):
+        if not importable(name):
             continue
         module = importlib.import_module(name)
         for value in vars(module).values():
