@@ -8,6 +8,7 @@ id, so tests get different data, and a failure reports the seed that reproduces 
 
 from __future__ import annotations
 
+import gc
 import os
 import secrets
 import zlib
@@ -84,3 +85,19 @@ def rng(request: pytest.FixtureRequest) -> np.random.Generator:
     request.node.stash[_TEST_SEED] = (session_seed, test_key)
     request.node.user_properties.append((SEED_ENV, session_seed))
     return np.random.default_rng([session_seed, test_key])
+
+
+@pytest.fixture
+def collector_paused() -> Generator[None]:
+    """Collect garbage now, then keep the garbage collector off for the test.
+
+    For tests that capture: another framework's object found by the collector inside a
+    capture (a CuPy graph, say) may make a CUDA call that invalidates it, then torch's RNG
+    state stays broken for every later test of the process.
+    """
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

@@ -60,6 +60,7 @@ def _relative(got, want) -> float:
     return rel_error(got.detach().double().cpu().numpy(), want.detach().cpu().numpy())
 
 
+@pytest.mark.usefixtures("collector_paused")
 def test_the_whole_network_recipe_records_routed_and_loop_ops_forward_and_backward():
     torch = _torch()
     layer, shift, k = _ops()
@@ -128,6 +129,7 @@ def _routed(kernel):
         return eagle.plan.auto(kernel)
 
 
+@pytest.mark.usefixtures("collector_paused")
 def test_cupy_stream_capture_records_a_loop_plan_and_a_routed_plan(rng):
     cupy = pytest.importorskip("cupy")
     routed, loop = _routed(rk.contract), eagle.plan.auto(rk.square)  # y = x * x + 1
@@ -161,6 +163,7 @@ def test_cupy_stream_capture_records_a_loop_plan_and_a_routed_plan(rng):
         assert rel_error(cupy.asnumpy(z), product * product + 1.0) < 1e-5
 
 
+@pytest.mark.usefixtures("collector_paused")
 def test_a_torch_capture_nothing_warmed_for_is_refused_and_ends_cleanly():
     torch = _torch()
     import eagle.torch
@@ -182,6 +185,7 @@ def test_a_torch_capture_nothing_warmed_for_is_refused_and_ends_cleanly():
     assert _relative(got, want) < 1e-5
 
 
+@pytest.mark.usefixtures("collector_paused")
 def test_a_cupy_capture_nothing_warmed_for_is_refused_and_ends_cleanly(rng):
     cupy = pytest.importorskip("cupy")
     r, u, b = NEVER_WARMED_CUPY

@@ -124,6 +124,7 @@ def test_memory_freed_during_a_capture_leaves_it_valid(rng, mode):
     assert not pool._deferred
 
 
+@pytest.mark.usefixtures("collector_paused")
 def test_memory_freed_during_a_torch_capture_leaves_it_valid(rng):
     """The same under ``torch.cuda.graph`` (global capture mode): an eagle array dropped
     inside the capture is freed without invalidating torch's graph."""

@@ -96,6 +96,7 @@ def _warm_then_capture(torch, step, warmups: int = 3):
     return graph, result
 
 
+@pytest.mark.usefixtures("collector_paused")
 def test_plan_run_with_numeric_params_is_recorded_into_a_torch_graph():
     torch = pytest.importorskip("torch")
     plan = eagle.plan.auto(k.affine)
@@ -153,6 +154,7 @@ def test_runs_on_two_streams_with_different_numbers_each_keep_their_own(rng):
     assert _relative_error(y.cpu().numpy(), (3.0 - 5.0) * values) < 1e-14  # each its own
 
 
+@pytest.mark.usefixtures("collector_paused")
 def test_a_mixed_graph_of_torch_hawk_a_routed_product_and_torch_replays():
     torch = pytest.importorskip("torch")
     shift = eagle.plan.auto(k.affine)
@@ -181,6 +183,7 @@ def test_a_mixed_graph_of_torch_hawk_a_routed_product_and_torch_replays():
     assert _relative_error(out.cpu().numpy(), want) < 1e-5
 
 
+@pytest.mark.usefixtures("collector_paused")
 def test_the_routed_torch_op_forward_and_backward_are_recorded_into_a_torch_graph():
     torch = pytest.importorskip("torch")
     import eagle.torch

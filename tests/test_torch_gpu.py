@@ -110,6 +110,7 @@ def test_numeric_params_are_cached_constants_on_the_device():
     torch.testing.assert_close(f(x=x, a=3.0, b=-1.0), 3.0 * x - 1.0)
 
 
+@pytest.mark.usefixtures("collector_paused")
 def test_cuda_graph_captures_forward_and_backward():
     f = eagle.torch.function(k.branchy)
     c = torch.randn(4, device="cuda")
