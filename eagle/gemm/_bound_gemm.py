@@ -93,6 +93,19 @@ class BoundGemm:
         if self._tensor is not None:
             _holder.bump_versions((self._tensor,))
 
+    @property
+    def operands(self) -> dict[str, Any]:
+        """The operands it runs over, by role: ``"a"``, ``"b"``, ``"out"`` and, for an fp8
+        product, the scales given (``"a_scale"``, ``"b_scale"``)."""
+        first, second, out = self._used
+        names = self.params.operands
+        found = dict(zip(names, (first, second), strict=True))
+        found["out"] = out
+        for name, scale in zip(names, self._scales, strict=True):
+            if scale is not None:
+                found[f"{name}_scale"] = scale
+        return found
+
     def rebound(self, operands: Mapping[str, Any]) -> BoundGemm:
         """The same product, with the same ``alpha`` and ``beta``, over other operands
         laid out as its own (same shapes, strides, dtypes and device; an fp8 product's

@@ -32,6 +32,8 @@ __all__ = ["AutoPlan", "BoundPlan", "auto", "backend_for", "decide", "main_side"
 
 #: bindings :meth:`AutoPlan.run` keeps for reuse (with the arrays they are bound to)
 _REUSED_BINDINGS = 4
+#: routes a plan keeps, by its bound planes' side, signature and lane count
+_ROUTES = 16
 
 
 def auto(
@@ -125,6 +127,8 @@ class AutoPlan:
         self._bindings: KeyedCache[tuple[Any, ...], BoundPlan] = KeyedCache(
             "plan bindings", _REUSED_BINDINGS
         )
+        # the route of bound planes, by their side, signature and lane count
+        self._routes: KeyedCache[tuple[Any, ...], Route] = KeyedCache("plan routes", _ROUTES)
 
     def __repr__(self) -> str:
         extra = "".join(
@@ -312,8 +316,12 @@ class AutoPlan:
                 f"{_SIDE_ARRAYS[only.side]}; the planes are {_SIDE_ARRAYS[checked.side]} "
                 "(pass planes on its side, or build the plan without backend=)"
             )
-        dtypes = {name: np.dtype(d) for name, d in zip(self._names, checked.signature, strict=True)}
-        route = decide(self, checked.side, dtypes, checked.lanes)
+        route_key = (checked.side, checked.signature, checked.lanes)
+        route = self._routes.get(route_key)
+        if route is None:
+            names = zip(self._names, checked.signature, strict=True)
+            dtypes = {name: np.dtype(dtype) for name, dtype in names}
+            route = self._routes[route_key] = decide(self, checked.side, dtypes, checked.lanes)
         if route.name == "gemm":
             return BoundPlan(self, checked, backend.bind_products(self, checked), route)
         binding = backend.bind(self, checked)
