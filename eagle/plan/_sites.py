@@ -15,16 +15,13 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from eagle.cuda._node_args import ALIGNED
 from eagle.cuda._rebind import KernelSite, ProductSite
 from hawk import ir
 
 __all__ = ["kernel_site", "product_site", "written_planes"]
 
 _WRITTEN = ("output", "accumulator")
-
-#: operands whose addresses agree modulo this many bytes are aligned alike for cuBLAS, so a
-#: product the handle warmed for the old planes needs no warming for the new ones
-_ALIGNED = 256
 
 
 def written_planes(kernel: ir.KernelIR) -> frozenset[str]:
@@ -73,7 +70,7 @@ def product_site(
                 role: _moved(view, names[role], new) for role, view in call.operands.items()
             }
             if any(
-                operands[r].ptr % _ALIGNED != v.ptr % _ALIGNED for r, v in call.operands.items()
+                operands[r].ptr % ALIGNED != v.ptr % ALIGNED for r, v in call.operands.items()
             ):
                 first.handle.warm(call.params, operands, keep_out=True)  # aligned otherwise
             products.append(first.rebound(operands))  # the planes' layout is checked
