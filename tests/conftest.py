@@ -84,3 +84,14 @@ def rng(request: pytest.FixtureRequest) -> np.random.Generator:
     request.node.stash[_TEST_SEED] = (session_seed, test_key)
     request.node.user_properties.append((SEED_ENV, session_seed))
     return np.random.default_rng([session_seed, test_key])
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_bindings() -> None:
+    """Each test starts without the bindings and products plans share by address (those of
+    an earlier test may hold its fakes, at the fake addresses this test uses too)."""
+    from eagle import _cache
+
+    for cache in list(_cache._caches):
+        if cache.name in ("shared plan bindings", "routed products"):
+            cache.clear()

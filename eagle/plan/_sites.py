@@ -69,9 +69,7 @@ def product_site(
             operands = {
                 role: _moved(view, names[role], new) for role, view in call.operands.items()
             }
-            if any(
-                operands[r].ptr % ALIGNED != v.ptr % ALIGNED for r, v in call.operands.items()
-            ):
+            if any(operands[r].ptr % ALIGNED != v.ptr % ALIGNED for r, v in call.operands.items()):
                 first.handle.warm(call.params, operands, keep_out=True)  # aligned otherwise
             products.append(first.rebound(operands))  # the planes' layout is checked
 
