@@ -106,13 +106,16 @@ class BoundGemm:
                 found[f"{name}_scale"] = scale
         return found
 
-    def rebound(self, operands: Mapping[str, Any]) -> BoundGemm:
+    def rebound(self, operands: Mapping[str, Any], *, same_layout: bool = False) -> BoundGemm:
         """The same product, with the same ``alpha`` and ``beta``, over other operands
         laid out as its own (same shapes, strides, dtypes and device; an fp8 product's
         scales too): a cheaper :meth:`CublasCaptureHandle.bind` for another set of
         planes, as the layout checks carry over. The new addresses are checked (``out``
         apart from ``a`` and ``b``; an fp8 product's alignment) and keyed for warming as
         ``bind`` keys them.
+
+        ``same_layout`` says the caller has checked that the operands are laid out as
+        those they replace (their layout is then not compared again).
 
         Raises:
             ValueError: an operand is laid out otherwise than the one it replaces,
@@ -125,7 +128,7 @@ class BoundGemm:
         scaled = [(f"{name}_scale", old) for name, old in pairs]
         roles = (*params.operands, "out", *(role for role, old in scaled if old is not None))
         olds = (*self._used, *(old for _, old in scaled if old is not None))
-        for role, old in zip(roles, olds, strict=True):
+        for role, old in zip(() if same_layout else roles, olds, strict=False):
             new = operands[role]
             if (
                 getattr(new, "is_host", True)

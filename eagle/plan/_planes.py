@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from eagle._cache import KeyedCache
 from eagle.arrays import Array, _foreign, _holder
 from eagle.cuda.stream import framework_of, launch_stream, scoped_stream
 from eagle.errors import EagleOverflowError, EagleTypeError, EagleValueError
@@ -418,6 +419,9 @@ def _check_array(item: _Given) -> None:
         written=plane.kind in WRITTEN,
         grad=held is not None and held.grad,
     )
+    layout = (plane, item.side, array.shape, array.strides, array.dtype)
+    if layout in _LAYOUTS:  # checked before: what follows depends on nothing else
+        return
     dtype = np.dtype(array.dtype)
     if plane_row(dtype) is None:
         raise EagleTypeError(
@@ -450,6 +454,11 @@ def _check_array(item: _Given) -> None:
         raise EagleValueError(
             f"plane {item.name!r} is not contiguous (a strided view); pass a contiguous copy"
         )
+    _LAYOUTS[layout] = True
+
+
+#: (plane, side, shape, strides, dtype) of arrays whose layout a plane was found to take
+_LAYOUTS: KeyedCache[tuple[Any, ...], bool] = KeyedCache("checked plane layouts", 1024)
 
 
 def _lane_count(given: list[_Given]) -> int:

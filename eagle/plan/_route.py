@@ -39,6 +39,7 @@ import numpy as np
 
 from eagle._cache import KeyedCache
 from eagle.arrays import Array
+from eagle.arrays._dlpack import compact
 from eagle.cuda.graph import is_capturing
 from eagle.cuda.stream import as_stream_ptr, launch_stream
 from eagle.errors import EagleValueError, check_option
@@ -327,7 +328,8 @@ class _Products:
             if not handle.has_warmed(call.params, call.operands):
                 handle.warm(call.params, call.operands, keep_out=True)
         return tuple(
-            product.rebound(call.operands) for product, call in zip(kept[1], calls, strict=True)
+            product.rebound(call.operands, same_layout=True)  # (keyed by their layout)
+            for product, call in zip(kept[1], calls, strict=True)
         )
 
     def keep(
@@ -350,7 +352,13 @@ def _layout(planes: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def _view(plane: Any, shape: tuple[int, ...]) -> Any:
-    return plane if tuple(plane.shape) == shape else plane.reshape(shape)
+    """``plane`` (contiguous, as its layout was checked) seen in ``shape``."""
+    if plane.shape == shape:
+        return plane
+    return Array(
+        ptr=plane.ptr, shape=shape, dtype=plane.dtype, strides=compact(shape, plane.itemsize),
+        device_index=plane.device_index, owner=plane._owner, readonly=plane.readonly,
+    )  # fmt: skip
 
 
 def _unheld(product: BoundGemm) -> dict[str, Any]:
