@@ -284,7 +284,7 @@ class _FakeProduct:
         )
         self.handle.betas.append(self.beta)
 
-    def rebound(self, operands, *, same_layout=False):
+    def rebound(self, operands, *, checked=False):
         self.handle.rebound += 1
         return _FakeProduct(self.handle, self.params, operands, self.beta)
 

@@ -106,7 +106,7 @@ class BoundGemm:
                 found[f"{name}_scale"] = scale
         return found
 
-    def rebound(self, operands: Mapping[str, Any], *, same_layout: bool = False) -> BoundGemm:
+    def rebound(self, operands: Mapping[str, Any], *, checked: bool = False) -> BoundGemm:
         """The same product, with the same ``alpha`` and ``beta``, over other operands
         laid out as its own (same shapes, strides, dtypes and device; an fp8 product's
         scales too): a cheaper :meth:`CublasCaptureHandle.bind` for another set of
@@ -114,8 +114,10 @@ class BoundGemm:
         apart from ``a`` and ``b``; an fp8 product's alignment) and keyed for warming as
         ``bind`` keys them.
 
-        ``same_layout`` says the caller has checked that the operands are laid out as
-        those they replace (their layout is then not compared again).
+        ``checked`` says the caller has made these checks of the operands already, as a
+        plan's bind does of its planes (they are laid out as those they replace, and
+        ``out`` is apart from ``a`` and ``b``); only an fp8 product's alignment is
+        checked then.
 
         Raises:
             ValueError: an operand is laid out otherwise than the one it replaces,
@@ -128,7 +130,7 @@ class BoundGemm:
         scaled = [(f"{name}_scale", old) for name, old in pairs]
         roles = (*params.operands, "out", *(role for role, old in scaled if old is not None))
         olds = (*self._used, *(old for _, old in scaled if old is not None))
-        for role, old in zip(() if same_layout else roles, olds, strict=False):
+        for role, old in zip(() if checked else roles, olds, strict=False):
             new = operands[role]
             if (
                 getattr(new, "is_host", True)
@@ -142,7 +144,8 @@ class BoundGemm:
                     f"(shape {tuple(old.shape)}, strides {tuple(old.strides)}, {old.dtype}, "
                     f"cuda:{old.device_index}); bind the product again with handle.bind"
                 )
-        _check_out_apart(operands)
+        if not checked:
+            _check_out_apart(operands)
         first, second, out = (operands[role] for role in roles[:3])
         first_scale, second_scale = (None if old is None else operands[r] for r, old in scaled)
         scales = (first_scale, second_scale)

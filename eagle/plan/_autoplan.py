@@ -492,7 +492,9 @@ class BoundPlan(Bound):
     ) -> None:
         foreign = checked.foreign
         tensors = () if foreign is None else foreign.tensors
-        super().__init__(checked.side, checked.device, (replace(step, tensors=tensors),))
+        if tensors != step.tensors:
+            step = replace(step, tensors=tensors)
+        super().__init__(checked.side, checked.device, (step,))
         self._foreign = foreign
         self.plan = plan
         self.lanes = checked.lanes

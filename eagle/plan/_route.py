@@ -328,7 +328,7 @@ class _Products:
             if not handle.has_warmed(call.params, call.operands):
                 handle.warm(call.params, call.operands, keep_out=True)
         return tuple(
-            product.rebound(call.operands, same_layout=True)  # (keyed by their layout)
+            product.rebound(call.operands, checked=True)  # (keyed by layout; planes checked)
             for product, call in zip(kept[1], calls, strict=True)
         )
 

@@ -55,12 +55,17 @@ def product_site(
     """
     arrays = _arrays(planes)
 
-    @functools.cache
+    found: list[list[dict[str, str | None]]] = []
+
     def roles() -> list[dict[str, str | None]]:  # (found at the first rebind)
-        return [
-            {role: _plane_of(view, arrays) for role, view in call.operands.items()}
-            for call in launch.calls
-        ]
+        if not found:
+            found.append(
+                [
+                    {role: _plane_of(view, arrays) for role, view in call.operands.items()}
+                    for call in launch.calls
+                ]
+            )
+        return found[0]
 
     def reissue(stream_ptr: int, new: Mapping[str, Any]) -> Callable[[], None]:
         bound = launch.prepare(stream_ptr)  # the products as bound on the stream's handle
