@@ -750,6 +750,18 @@ def test_a_difference_no_plane_explains_leaves_the_product_always_captured(monke
     launcher.rebind(**_moved_planes(0x800000))
     assert site._words is None and capturer.captures == 2
     assert fake.sets[-2][2] == (0x800000, 0x801000, 0x802000)
+    gc.collect()  # the graph holding the nodes' parameters lives; the one before it went
+    assert fake.destroyed == [f"args{ArgsCapturer.graphs - 1}"]
+
+
+def test_learned_arguments_are_eagles_own_so_the_new_capture_goes(monkeypatch):
+    fake = ArgsCuda(monkeypatch)
+    site, launch = _args_site(fake)
+    monkeypatch.setattr(_rebind, "StreamCapturer", ArgsCapturer(fake, launch))
+    _launcher(site).rebind(**_moved_planes(0x400000))
+    gc.collect()
+    assert fake.destroyed == [f"args{ArgsCapturer.graphs}"]
+    assert read_word(site._args[0].params, 2) == 0x402000  # read from eagle's copy
 
 
 def test_a_failed_patch_is_undone(monkeypatch):

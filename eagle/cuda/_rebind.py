@@ -335,8 +335,8 @@ class ProductSite(Site):
         over ``planes``; committing it learns which words moved with them."""
         exec_handle, previous = self.exec_handle, self._current
 
-        def commit() -> None:
-            self._learn(params, planes)
+        def commit() -> None:  # (owner lives as long as this change: it holds params)
+            self._learn(params, owner, planes)
             self.take(planes)
 
         return _Change(
@@ -345,9 +345,10 @@ class ProductSite(Site):
             commit,
         )
 
-    def _learn(self, params: list[Any], planes: Mapping[str, Any]) -> None:
-        """Take ``params`` as the nodes' own, noting the words that moved with ``planes``
-        and keeping eagle's copy of the arguments while every difference is explained."""
+    def _learn(self, params: list[Any], owner: Any, planes: Mapping[str, Any]) -> None:
+        """Take ``params`` (from ``owner``'s graph) as the nodes' own, noting the words that
+        moved with ``planes`` and keeping eagle's copy of the arguments while every
+        difference is explained (else keeping ``owner``, which holds them)."""
         moved = {}
         for name, array in planes.items():
             start, end = self.spans[name]
@@ -357,7 +358,7 @@ class ProductSite(Site):
             words = _node_args.learn(self._current, params, moved)
         if words is None:  # nothing learned (now or before): always captured again
             self._words, self._learned, self._args = None, set(), []
-            self._current, self._owner = params, None
+            self._current, self._owner = params, owner
             return
         kept = [word for word in self._words or () if word.plane not in moved]
         self._words = kept + words
