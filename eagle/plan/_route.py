@@ -273,8 +273,14 @@ class _Products:
     align otherwise than any the handle warmed.
     """
 
-    def __init__(self, dtype: str, math: Float32Math | None, wanted: LoweredPlan) -> None:
-        self.dtype, self.math = dtype, math
+    def __init__(
+        self,
+        record: RecognizedContraction,
+        dtype: str,
+        math: Float32Math | None,
+        wanted: LoweredPlan,
+    ) -> None:
+        self.record, self.dtype, self.math = record, dtype, math
         shapes = {name: spec.shape for name, spec in wanted.required.items()}
         self._roles: list[tuple[str, dict[str, tuple[str, tuple[int, ...]]]]] = []
         for step in wanted.steps:
@@ -304,7 +310,7 @@ class _Products:
         # an adjoint computes only the gradients passed
         wanted = lowered.subplan(spec.name for spec in lowered.outputs if spec.name in views)
         calls = captured_calls(wanted, views, math=kept_math)
-        products = cls(dtype, kept_math, wanted)
+        products = cls(record, dtype, kept_math, wanted)
         products._params = tuple(call.params for call in calls)
         return products, calls
 
@@ -374,7 +380,7 @@ def _address(array: Any) -> Array:
     )  # fmt: skip
 
 
-#: (record, direction, math, planes' layout) -> the products bound over such planes
+#: (id of the record, direction, math, planes' layout) -> the products bound over such planes
 _products_kept: KeyedCache[tuple[Any, ...], _Products] = KeyedCache("routed products", 64)
 
 
@@ -425,9 +431,10 @@ class GemmLaunch:
         _check_math(math)
         self.device = device
         self.beta = 1.0 if direction == "adjoint" else 0.0
-        key = (record, direction, math, _layout(planes))
+        # (the record by identity: its entry holds it, so no other record takes its id)
+        key = (id(record), direction, math, _layout(planes))
         products = _products_kept.get(key)
-        if products is None:
+        if products is None or products.record is not record:
             products, self.calls = _Products.made(plan, record, planes, direction, math)
             _products_kept[key] = products
         else:
