@@ -31,7 +31,7 @@ from hawk.emit.policy import Contraction, Policy
 
 __all__ = ["AutoPlan", "BoundPlan", "auto", "backend_for", "decide", "main_side"]
 
-#: bindings :meth:`AutoPlan.run` keeps for reuse (with the arrays they are bound to)
+#: bindings :meth:`AutoPlan.run` keeps for reuse (a host one with the arrays it is bound to)
 _REUSED_BINDINGS = 4
 #: routes the plans of one kernel and options keep, by their bound planes' side,
 #: signature and lane count
@@ -115,9 +115,10 @@ class AutoPlan:
             )
             if value is not None
         }
-        self._setup(
-            kernel, replace(policy.current(), **chosen) if chosen else policy.current(), backend
-        )
+        if backend is not None:
+            backend_named(backend)  # a registered name, before it keys the shared state
+        current = policy.current()
+        self._setup(kernel, replace(current, **chosen) if chosen else current, backend)
 
     def _setup(self, kernel: hawk.Kernel, built: Policy, backend: str | None) -> None:
         """Take what plans of ``kernel`` built under ``built`` for ``backend`` share."""
