@@ -136,6 +136,14 @@ def main() -> None:
             planes["auto(kernel).run torch tensors"] / planes["plan.run torch tensors"],
         )
     )
+    rebind = figures["routed bind"]
+    print(
+        "  targets: routed bind to new addresses {:.1f} µs (at most 50), auto(kernel).run "
+        "{:.2f}x a reused plan (at most 2)".format(
+            rebind["routed bind, new addresses"],
+            planes["auto(kernel).run torch tensors"] / planes["plan.run torch tensors"],
+        )
+    )
     if len(sys.argv) > 1:
         with open(sys.argv[1], "w") as out:
             json.dump({"lanes": LANES, "host_us": figures}, out, indent=2)

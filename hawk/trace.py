@@ -37,6 +37,8 @@ class Kernel:
         ir: the :class:`~hawk.ir.KernelIR` (``print(kernel.ir)`` shows it).
         planes: its planes in declaration order.
         fn: the Python function it was read from.
+        runtime: what a runtime keeps with the kernel, so that it goes when the kernel
+            goes (eagle keeps there what its plans of the kernel share).
     """
 
     def __init__(self, fn: Callable[..., Any], kernel_ir: ir.KernelIR) -> None:
@@ -51,6 +53,7 @@ class Kernel:
         # what hawk.diff derived from this kernel, by the planes it differentiates and
         # its options: kept here (an adjoint refers to its primal) so both go with the kernel
         self._adjoints: dict[tuple[Any, ...], Kernel] = {}
+        self.runtime: dict[Any, Any] = {}
 
     def __repr__(self) -> str:
         return f"<hawk kernel {self.name}({', '.join(p.name for p in self.planes)})>"

@@ -101,3 +101,14 @@ def collector_paused() -> Generator[None]:
         yield
     finally:
         gc.enable()
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_bindings() -> None:
+    """Each test starts without the bindings and products plans share by address (those of
+    an earlier test may hold its fakes, at the fake addresses this test uses too)."""
+    from eagle import _cache
+
+    for cache in list(_cache._caches):
+        if cache.name in ("shared plan bindings", "routed products"):
+            cache.clear()

@@ -334,3 +334,34 @@ def test_a_copy_of_a_device_array_is_a_device_copy(rng, duplicate):
         assert np.all(twin.numpy() == 1.5)
         twin.fill(-1.0)
         assert np.all(original.numpy() == 1.5)  # its own memory
+
+
+def test_new_plans_share_a_run_binding_over_torch_tensors_and_bump_each_version(rng):
+    torch = _torch()
+    x = torch.tensor(rng.standard_normal(1000), device="cuda", dtype=torch.float32)
+    y = torch.zeros(1000, device="cuda")
+    for turn in range(1, 4):  # a new plan each time: the binding is shared by address
+        version = y._version
+        eagle.plan.auto(_axpb).run(x=x, a=float(turn), y=y)
+        assert y._version > version
+    torch.cuda.synchronize()
+    expected = 3.0 * x.double().cpu().numpy() + 1.0  # the last run's: y = a x + 1, a = 3
+    assert rel_error(y.double().cpu().numpy(), expected) < 1e-6
+    from eagle import _cache
+
+    shared = [c for c in _cache._caches if c.name == "shared plan bindings"]
+    assert sum(len(cache) for cache in shared) >= 1
+
+
+def test_a_routed_bind_to_fresh_tensors_moves_its_products_and_is_right(rng):
+    torch = _torch()
+    R, U, B = rk.R, rk.U, rk.B
+    plan = eagle.plan.auto(rk.contract, contraction="gemm")
+    for _ in range(4):  # fresh tensors each time (the layout's products are moved)
+        w = torch.tensor(rng.standard_normal((R, U)), device="cuda", dtype=torch.float32)
+        f = torch.tensor(rng.standard_normal((R, B)), device="cuda", dtype=torch.float32)
+        y = torch.full((B * U,), float("nan"), device="cuda")
+        plan.bind(w=w, f=f, y=y).launch()
+        torch.cuda.synchronize()
+        expected = (f.double().cpu().numpy().T @ w.double().cpu().numpy()).reshape(-1)
+        assert rel_error(y.double().cpu().numpy(), expected) < 1e-5

@@ -79,6 +79,10 @@ def events(
     return made
 
 
+def _ptrs(packed: tuple) -> list[int]:
+    return [array.ptr for array in packed]
+
+
 def _number(event: tuple, dtype: str) -> float:
     """The number a launch took as its first argument (saxpy's ``a``, by value)."""
     return float(np.frombuffer(event[4][0][: np.dtype(dtype).itemsize], dtype)[0])
@@ -95,7 +99,8 @@ def test_a_number_param_is_packed_by_value_into_each_launch(
     assert len(plan._bindings) == 1
     assert [event[0] for event in events] == ["launch"] * 3  # no memset, no allocation
     assert [_number(event, "float32") for event in events] == [2.0, 3.0, float(np.float32(0.1))]
-    assert all(event[2][:2] == (x, y) and event[3] == 0x11 for event in events)
+    # run binds address views of the planes (they keep no memory alive)
+    assert all(_ptrs(event[2][:2]) == [x.ptr, y.ptr] and event[3] == 0x11 for event in events)
     (kernel,) = loaded.values()
     assert "const float v_a" in kernel.source and "p_a" not in kernel.source  # a by value
 
@@ -164,8 +169,55 @@ def test_a_param_given_as_an_array_is_a_pointer_and_launches_as_it_is(
         plan.run(a=a, x=x, y=y)
     plan.run(a=2.0, x=x, y=y)  # the same dtypes, a by value: another kernel
     assert [event[0] for event in events] == ["launch"] * 4
-    assert all(event[2][:3] == (a, x, y) and event[3] == 0x11 for event in events[:3])
+    assert all(_ptrs(event[2][:3]) == [a.ptr, x.ptr, y.ptr] for event in events[:3])
+    assert all(event[3] == 0x11 for event in events[:3])
     assert events[0][4][0] == (0x30000).to_bytes(8, "little")  # a's address
     pointer, by_value = (kernel.source for kernel in loaded.values())
     assert "const float* __restrict__ p_a" in pointer and "const float v_a" in by_value
     assert plan.source("device") == pointer  # the source shown is the pointer form
+
+
+def test_new_plans_of_one_kernel_and_options_share_the_run_binding(
+    events: list[tuple], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checked: list[str] = []
+    check = eagle.plan._autoplan.check_planes
+    monkeypatch.setattr(
+        eagle.plan._autoplan, "check_planes", lambda k, p: checked.append(k.name) or check(k, p)
+    )
+    x, y = _device(1000, 0x10000), _device(1000, 0x20000)
+    for number in (1.0, 2.0, 3.0):
+        eagle.plan.auto(saxpy).run(a=number, x=x, y=y)  # a new plan each time
+    assert checked == ["saxpy"]  # bound once, then shared by address
+    assert [_number(event, "float32") for event in events] == [1.0, 2.0, 3.0]
+    eagle.plan.auto(saxpy, math="tf32").run(a=1.0, x=x, y=y)  # other options: its own
+    eagle.plan.auto(saxpy).run(a=1.0, x=x, y=_device(1000, 0x30000))  # other planes
+    assert checked == ["saxpy"] * 3
+
+
+def test_a_run_binding_keeps_no_plane_alive_but_one_run_in_a_capture_does(
+    events: list[tuple], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+    import weakref
+
+    class Memory:  # what keeps a plane's memory alive
+        pass
+
+    owner = Memory()
+    x = arrays.Array(ptr=0x10000, shape=(1000,), dtype=np.dtype("float32"), strides=(4,),
+                     device_index=0, owner=owner)  # fmt: skip
+    plan = eagle.plan.auto(saxpy)
+    plan.run(a=1.0, x=x, y=_device(1000, 0x20000))
+    watched = weakref.ref(owner)
+    del owner, x
+    gc.collect()
+    assert watched() is None  # the plan and the shared binding hold addresses only
+
+    owner = Memory()
+    x = arrays.Array(ptr=0x10000, shape=(1000,), dtype=np.dtype("float32"), strides=(4,),
+                     device_index=0, owner=owner)  # fmt: skip
+    monkeypatch.setattr(eagle.plan._autoplan, "any_capture_active", lambda: True)
+    plan.run(a=2.0, x=x, y=_device(1000, 0x20000))  # bound to the arrays themselves
+    assert events[-1][2][0] is x
+    assert [_number(event, "float32") for event in events] == [1.0, 2.0]

@@ -165,3 +165,22 @@ def test_an_adjoint_run_reuses_its_loop_binding(checks: list[str]) -> None:
         adjoint.run(a=a, x=x, y_bar=y_bar, x_bar=x_bar)
     np.testing.assert_array_equal(x_bar, 6.0 * y_bar)
     assert checks == ["saxpy_vjp"]  # bound once, then reused with new numbers
+
+
+def test_a_layout_checked_once_still_has_each_new_address_checked() -> None:
+    plan = eagle.plan.auto(k.contract, contraction="gemm", host_route="loop")
+    good = {
+        "w": _FakeDeviceArray((R, U), 0x10000),
+        "f": _FakeDeviceArray((R, B), 0x20000),
+        "y": _FakeDeviceArray((B * U,), 0x30000),
+    }
+    from eagle.plan._planes import check_planes
+
+    check_planes(plan.kernel.ir, good)  # the layouts are known from now on
+    for bad, message in (
+        (_FakeDeviceArray((B * U,), 0x30002), "plane 'y' is misaligned"),
+        (_FakeDeviceArray((B * U,), 0), "plane 'y' is at address 0"),
+        (_FakeDeviceArray((B * U,), 0x20000), "planes 'f' and 'y' share memory"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            check_planes(plan.kernel.ir, {**good, "y": bad})

@@ -568,3 +568,213 @@ def test_kernel_site_puts_each_array_plane_at_its_argument_position():
     site = kernel_site("plan 'contract'", k.contract.ir, planes, PackedArgs([np.int64(1)]))()
     assert site._arguments == {"w": 0, "f": 1, "y": 2}
     assert site.written == {"y"}
+
+
+# -- cuBLAS products: learned address words, patched without a capture ---------------------------
+
+_WORKSPACE = 0xEE0000  # an address the products take that is no plane's
+
+
+class ArgsNode:
+    """A kernel node's parameters with real argument memory: the products' operand
+    addresses, an address inside ``out`` (16 bytes in), two int32 extents and a
+    workspace address; ``func`` names the kernel."""
+
+    def __init__(self, func: int, a: int, b: int, out: int, extra: int = 0) -> None:
+        self.func, self.kern = func, 0
+        self.gridDimX, self.gridDimY, self.gridDimZ = 4, 1, 1
+        self.blockDimX, self.blockDimY, self.blockDimZ = 128, 1, 1
+        self.sharedMemBytes = 0
+        values = [
+            a.to_bytes(8, "little"),
+            b.to_bytes(8, "little"),
+            out.to_bytes(8, "little"),
+            (5 | (3 << 32)).to_bytes(8, "little"),  # m = 5, n = 3
+            (out + 16).to_bytes(8, "little") + extra.to_bytes(4, "little"),
+            _WORKSPACE.to_bytes(8, "little"),
+        ]
+        self._buffers = [ctypes.create_string_buffer(v, len(v)) for v in values]
+        self._array = (ctypes.c_void_p * len(values))(*map(ctypes.addressof, self._buffers))
+        self.kernelParams = ctypes.addressof(self._array)
+
+    def copy(self) -> SimpleNamespace:
+        """What the driver's get gives: a new struct pointing at the node's arguments."""
+        return SimpleNamespace(**{k: v for k, v in vars(self).items() if not k.startswith("_")})
+
+
+_SIZES = (8, 8, 8, 8, 12, 8)
+
+
+class ArgsCuda(FakeCuda):
+    """FakeCuda whose kernel nodes have arguments, with every driver call counted."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        super().__init__(monkeypatch)
+        self.args: dict[int, ArgsNode] = {}
+        self.counts: dict[str, int] = {}
+        for name in ("nodes", "edges", "kind", "kernel_params", "set_kernel", "memset_params",
+                     "set_memset", "argument_sizes"):  # fmt: skip
+            monkeypatch.setattr(_graph_nodes, name, self._counted(name, getattr(self, name)))
+        monkeypatch.setattr(_graph_nodes, "deps", self._counted("deps", lambda n: self.deps[n]))
+
+    def _counted(self, name: str, function: Any) -> Any:
+        def counted(*args: Any) -> Any:
+            self.counts[name] = self.counts.get(name, 0) + 1
+            return function(*args)
+
+        return counted
+
+    def argument_sizes(self, params: Any) -> tuple[int, ...]:
+        return _SIZES
+
+    def kernel_params(self, node: int) -> Any:
+        found = self.args.get(node)
+        return super().kernel_params(node) if found is None else found.copy()
+
+    def product(self, graph_name: str, deps: list[int], a: int, b: int, out: int, extra=0):
+        """The two kernel nodes of one product, as cuBLAS might record them."""
+        first = self.node("kernel", graph_name, deps, func=7)
+        self.args[first] = ArgsNode(7, a, b, out)
+        second = self.node("kernel", graph_name, [first], func=8)
+        self.args[second] = ArgsNode(8, out, out, out, extra)
+        return [first, second]
+
+    def driver_calls(self) -> int:
+        return sum(self.counts.values())
+
+
+class ArgsCapturer:
+    """Stands in for StreamCapturer: the new graph holds the nodes of the products the
+    launch issued inside it, with their operands' addresses as arguments."""
+
+    graphs = 0
+
+    def __init__(self, fake: ArgsCuda, launch: FakeLaunch, extra: int = 0) -> None:
+        self.fake, self.launch, self.extra = fake, launch, extra
+        self.captures = 0
+
+    def __call__(self, stream_ptr: int) -> ArgsCapturer:
+        return self
+
+    def __enter__(self) -> ArgsCapturer:
+        self.issued = len(self.launch.issued)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.captures += 1
+        ArgsCapturer.graphs += 1
+        name = f"args{ArgsCapturer.graphs}"
+        previous: list[int] = []
+        for operands in self.launch.issued[self.issued :]:
+            ptrs = (operands["a"].ptr, operands["b"].ptr, operands["out"].ptr)
+            previous = self.fake.product(name, previous, *ptrs, self.extra)[-1:]
+        held = SimpleNamespace(handles=[("cudaGraphDestroy", name)], kept=[])
+        self.captured = SimpleNamespace(_take=lambda: (name, held))
+
+
+def _args_site(fake: ArgsCuda):
+    planes = _planes(0x100000)
+    launch = FakeLaunch(planes)
+    site = product_site("plan 'k'", _ir(planes), planes, launch)()
+    site.stream_ptr = 0x5
+    before = fake.node("memset")  # what ran before the product
+    fake.memsets[before] = SimpleNamespace(dst=0xFF000, width=1, height=1, pitch=4, elementSize=4)
+    nodes = fake.product("graph", [before], planes["w"].ptr, planes["f"].ptr, planes["y"].ptr)
+    site.before, site.after = [before], nodes[-1:]
+    return site, launch
+
+
+def _moved_planes(base: int) -> dict[str, FakeArray]:
+    return {"w": FakeArray(base, (4, 3)), "f": FakeArray(base + 0x1000, (4, 5)),
+            "y": FakeArray(base + 0x2000, (15,))}  # fmt: skip
+
+
+def test_a_product_rebound_again_patches_its_learned_words_one_driver_call_per_node(
+    monkeypatch,
+):
+    fake = ArgsCuda(monkeypatch)
+    site, launch = _args_site(fake)
+    capturer = ArgsCapturer(fake, launch)
+    monkeypatch.setattr(_rebind, "StreamCapturer", capturer)
+    launcher = _launcher(site)
+    first = _moved_planes(0x400000)
+    launcher.rebind(**first)  # captured again: the words that moved are learned
+    assert capturer.captures == 1
+    assert {word.plane for word in site._words} == {"w", "f", "y"}
+    assert len(site._words) == 8  # a, b, out, out + 16; then out three times, out + 16
+    fake.counts.clear()
+    fake.sets.clear()
+    second = _moved_planes(0x800000)  # aligned as before: patched
+    launcher.rebind(**second)
+    assert capturer.captures == 1 and len(launch.issued) == 1  # no capture, no cuBLAS call
+    assert fake.counts == {"set_kernel": 2}  # one driver call per node of the product
+    assert fake.driver_calls() / len(site.nodes) == 1
+    w, f, y = second["w"].ptr, second["f"].ptr, second["y"].ptr
+    assert [s[2] for s in fake.sets] == [(w, f, y), (y, y, y)]
+    params = site._args[1].params
+    assert read_word(params, 4) == y + 16  # an address inside a plane moves with it
+    assert read_word(params, 5) == _WORKSPACE  # an address outside every plane stays
+    assert site.planes["y"] is second["y"]
+
+
+def read_word(params: Any, argument: int) -> int:
+    """The first 8 bytes of a kernel node's ``argument``."""
+    pointer = (ctypes.c_void_p * len(_SIZES)).from_address(params.kernelParams)[argument]
+    return ctypes.c_uint64.from_address(pointer).value
+
+
+def test_a_product_moved_to_other_alignment_or_unlearned_planes_is_captured_again(monkeypatch):
+    fake = ArgsCuda(monkeypatch)
+    site, launch = _args_site(fake)
+    capturer = ArgsCapturer(fake, launch)
+    monkeypatch.setattr(_rebind, "StreamCapturer", capturer)
+    launcher = _launcher(site)
+    launcher.rebind(y=FakeArray(0x400000, (15,)))  # learns y's words only
+    assert site._learned == {"y"} and capturer.captures == 1
+    launcher.rebind(w=FakeArray(0x500000, (4, 3)))  # w was never learned: captured
+    assert site._learned == {"y", "w"} and capturer.captures == 2
+    launcher.rebind(y=FakeArray(0x600000, (15,)), w=FakeArray(0x700000, (4, 3)))
+    assert capturer.captures == 2  # both learned, aligned alike: patched
+    launcher.rebind(y=FakeArray(0x800010, (15,)))  # 16 bytes off: cuBLAS may choose anew
+    assert capturer.captures == 3
+    assert fake.sets[-2][2] == (0x700000, site.planes["f"].ptr, 0x800010)
+
+
+def test_a_difference_no_plane_explains_leaves_the_product_always_captured(monkeypatch):
+    fake = ArgsCuda(monkeypatch)
+    site, launch = _args_site(fake)
+    capturer = ArgsCapturer(fake, launch, extra=1)  # a non-address argument changed
+    monkeypatch.setattr(_rebind, "StreamCapturer", capturer)
+    launcher = _launcher(site)
+    launcher.rebind(**_moved_planes(0x400000))
+    launcher.rebind(**_moved_planes(0x800000))
+    assert site._words is None and capturer.captures == 2
+    assert fake.sets[-2][2] == (0x800000, 0x801000, 0x802000)
+    gc.collect()  # the graph holding the nodes' parameters lives; the one before it went
+    assert fake.destroyed == [f"args{ArgsCapturer.graphs - 1}"]
+
+
+def test_learned_arguments_are_eagles_own_so_the_new_capture_goes(monkeypatch):
+    fake = ArgsCuda(monkeypatch)
+    site, launch = _args_site(fake)
+    monkeypatch.setattr(_rebind, "StreamCapturer", ArgsCapturer(fake, launch))
+    _launcher(site).rebind(**_moved_planes(0x400000))
+    gc.collect()
+    assert fake.destroyed == [f"args{ArgsCapturer.graphs}"]
+    assert read_word(site._args[0].params, 2) == 0x402000  # read from eagle's copy
+
+
+def test_a_failed_patch_is_undone(monkeypatch):
+    fake = ArgsCuda(monkeypatch)
+    site, launch = _args_site(fake)
+    monkeypatch.setattr(_rebind, "StreamCapturer", ArgsCapturer(fake, launch))
+    launcher = _launcher(site)
+    launcher.rebind(**_moved_planes(0x400000))
+    fake.fail_after = len(fake.sets) + 1  # the second node's update fails
+    with pytest.raises(RuntimeError, match="the driver refused"):
+        launcher.rebind(**_moved_planes(0x800000))
+    assert site.planes["y"].ptr == 0x402000
+    assert read_word(site._args[1].params, 4) == 0x402000 + 16
+    fake.fail_after = None
+    launcher.rebind(**_moved_planes(0x800000))
+    assert fake.sets[-2][2] == (0x800000, 0x801000, 0x802000)

@@ -246,6 +246,7 @@ class _FakeHandle:
 
     def __init__(self, stream_ptr):
         self.stream_ptr, self.warmed, self.calls, self.betas = stream_ptr, [], [], []
+        self.rebound = 0  # products moved to other operands
         self.keys = set()
         self.alive = True
         self.capturing = set()
@@ -267,11 +268,25 @@ class _FakeHandle:
         return self._key(params, operands) in self.keys
 
     def bind(self, params, operands, *, beta=0.0):
-        def launch():
-            self.calls.append((params, {role: array.ptr for role, array in operands.items()}))
-            self.betas.append(beta)
+        return _FakeProduct(self, params, operands, beta)
 
-        return launch
+
+class _FakeProduct:
+    """A product bound on a :class:`_FakeHandle`: records each launch; moves as
+    ``BoundGemm.rebound`` does."""
+
+    def __init__(self, handle, params, operands, beta):
+        self.handle, self.params, self.operands, self.beta = handle, params, dict(operands), beta
+
+    def __call__(self):
+        self.handle.calls.append(
+            (self.params, {role: array.ptr for role, array in self.operands.items()})
+        )
+        self.handle.betas.append(self.beta)
+
+    def rebound(self, operands, *, checked=False):
+        self.handle.rebound += 1
+        return _FakeProduct(self.handle, self.params, operands, self.beta)
 
 
 def _record_lent(handle, stream_ptr, products):
@@ -337,6 +352,59 @@ def test_a_routed_bind_prepares_its_stream_once_and_launches_one_product(fake_cu
     bound.launch(0x22)  # outside a capture, a new stream is prepared on first use
     assert len(handles[0x22].warmed) == 1 and len(handles[0x22].calls) == 1
     assert handles[0x11].lent == [(0x22, 1)]
+
+
+def _contract_planes(base):
+    return {
+        "w": _FakeDeviceArray((R, U), base),
+        "f": _FakeDeviceArray((R, B), base + 0x10000),
+        "y": _FakeDeviceArray((B * U,), base + 0x20000),
+    }
+
+
+def test_a_routed_bind_to_new_addresses_moves_the_products_kept_for_the_layout(fake_cublas):
+    handles, _ = fake_cublas
+    _route._products_kept.clear()
+    plan = _plan(k.contract)
+    plan.bind(**_contract_planes(0x100000))  # checked in full, warmed, bound
+    handle = handles[0x11]
+    assert len(handle.warmed) == 1 and handle.rebound == 1  # kept over address views
+    for turn in range(3):  # other addresses, aligned alike: moved, nothing warmed
+        planes = _contract_planes(0x200000 + 0x100000 * turn)
+        bound = _plan(k.contract).bind(**planes)
+        bound.launch()
+        assert handle.calls[-1][1] == {"a": planes["f"].ptr, "b": planes["w"].ptr,
+                                       "out": planes["y"].ptr}  # fmt: skip
+    assert len(handle.warmed) == 1 and handle.rebound == 4
+    skewed = {**_contract_planes(0x600000), "y": _FakeDeviceArray((B * U,), 0x620004)}
+    plan.bind(**skewed).launch()  # a new alignment class: warmed once, then moved
+    plan.bind(**{**skewed, "w": _FakeDeviceArray((R, U), 0x700000)})
+    assert len(handle.warmed) == 2 and handle.rebound == 6
+    assert handle.calls[-1][1]["out"] == 0x620004
+
+
+def test_the_products_kept_for_a_layout_keep_no_plane_alive(fake_cublas):
+    import gc
+    import weakref
+
+    class Memory:  # what keeps a plane's memory alive
+        pass
+
+    _route._products_kept.clear()
+    owners = [Memory() for _ in range(3)]
+    planes = {
+        name: arrays.Array(ptr=a.ptr, shape=a.shape, dtype=a.dtype, strides=a.strides,
+                           device_index=0, owner=owner)
+        for (name, a), owner in zip(_contract_planes(0x100000).items(), owners, strict=True)
+    }  # fmt: skip
+    watched = [weakref.ref(owner) for owner in owners]
+    bound = _plan(k.contract).bind(**planes)
+    del bound, planes, owners
+    gc.collect()
+    assert [ref() for ref in watched] == [None, None, None]
+    ((products),) = _route._products_kept.values()
+    ((_, kept),) = products._bound.values()
+    assert all(array._owner is None for p in kept for array in p.operands.values())
 
 
 def test_a_routed_bind_inside_a_capture_uses_the_handle_warmed_before_it(fake_cublas):

@@ -93,13 +93,31 @@ class BoundGemm:
         if self._tensor is not None:
             _holder.bump_versions((self._tensor,))
 
-    def rebound(self, operands: Mapping[str, Any]) -> BoundGemm:
+    @property
+    def operands(self) -> dict[str, Any]:
+        """The operands it runs over, by role: ``"a"``, ``"b"``, ``"out"`` and, for an fp8
+        product, the scales given (``"a_scale"``, ``"b_scale"``)."""
+        first, second, out = self._used
+        names = self.params.operands
+        found = dict(zip(names, (first, second), strict=True))
+        found["out"] = out
+        for name, scale in zip(names, self._scales, strict=True):
+            if scale is not None:
+                found[f"{name}_scale"] = scale
+        return found
+
+    def rebound(self, operands: Mapping[str, Any], *, checked: bool = False) -> BoundGemm:
         """The same product, with the same ``alpha`` and ``beta``, over other operands
         laid out as its own (same shapes, strides, dtypes and device; an fp8 product's
         scales too): a cheaper :meth:`CublasCaptureHandle.bind` for another set of
         planes, as the layout checks carry over. The new addresses are checked (``out``
         apart from ``a`` and ``b``; an fp8 product's alignment) and keyed for warming as
         ``bind`` keys them.
+
+        ``checked`` says the caller has made these checks of the operands already, as a
+        plan's bind does of its planes (they are laid out as those they replace, and
+        ``out`` is apart from ``a`` and ``b``); only an fp8 product's alignment is
+        checked then.
 
         Raises:
             ValueError: an operand is laid out otherwise than the one it replaces,
@@ -112,7 +130,7 @@ class BoundGemm:
         scaled = [(f"{name}_scale", old) for name, old in pairs]
         roles = (*params.operands, "out", *(role for role, old in scaled if old is not None))
         olds = (*self._used, *(old for _, old in scaled if old is not None))
-        for role, old in zip(roles, olds, strict=True):
+        for role, old in zip(() if checked else roles, olds, strict=False):
             new = operands[role]
             if (
                 getattr(new, "is_host", True)
@@ -126,7 +144,8 @@ class BoundGemm:
                     f"(shape {tuple(old.shape)}, strides {tuple(old.strides)}, {old.dtype}, "
                     f"cuda:{old.device_index}); bind the product again with handle.bind"
                 )
-        _check_out_apart(operands)
+        if not checked:
+            _check_out_apart(operands)
         first, second, out = (operands[role] for role in roles[:3])
         first_scale, second_scale = (None if old is None else operands[r] for r, old in scaled)
         scales = (first_scale, second_scale)

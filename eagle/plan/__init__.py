@@ -14,8 +14,9 @@ plan for one backend, which then takes planes on its side only.
 enqueues work and is legal inside a capture; ``bound.capture(stream)``
 records it into a graph. ``plan.run(**planes)`` keeps its last few bindings
 and reuses one, on any stream, when the planes have the same addresses,
-shapes, strides, dtypes and device. On the device a Param given as a number is
-a kernel argument passed by value (the kernel is compiled for it, see
+shapes, strides, dtypes and device; device bindings hold addresses only, and
+plans of one kernel built with the same options share them. On the device a
+Param given as a number is a kernel argument passed by value (the kernel is compiled for it, see
 ``hawk.emit.cuda.emit``'s ``values``): a reused binding packs a run's numbers
 into its arguments before the launch, which copies them.
 

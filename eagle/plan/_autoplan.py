@@ -18,20 +18,26 @@ import numpy as np
 
 import hawk
 from eagle._cache import KeyedCache
+from eagle.cuda.graph import any_capture_active
 from eagle.errors import EagleTypeError, EagleValueError, check_option
 from eagle.plan import _route as gemm_route
 from eagle.plan._backends import DEFAULTS, Backend, Side, backend_named
 from eagle.plan._bound import Bound, Route, Step
-from eagle.plan._planes import Planes, check_planes, layout_keys, param_number
+from eagle.plan._planes import Planes, check_planes, detached, layout_keys, param_number
 from hawk.contraction import lane_layout, recognize
 from hawk.dtypes import PLANE_DTYPES, Float32Math, numpy_dtype, plane_row
 from hawk.emit import policy
-from hawk.emit.policy import Contraction
+from hawk.emit.policy import Contraction, Policy
 
 __all__ = ["AutoPlan", "BoundPlan", "auto", "backend_for", "decide", "main_side"]
 
-#: bindings :meth:`AutoPlan.run` keeps for reuse (with the arrays they are bound to)
+#: bindings :meth:`AutoPlan.run` keeps for reuse (a host one with the arrays it is bound to)
 _REUSED_BINDINGS = 4
+#: routes the plans of one kernel and options keep, by their bound planes' side,
+#: signature and lane count
+_ROUTES = 16
+#: bindings over address views the plans of one kernel and options share
+_SHARED_BINDINGS = 16
 
 
 def auto(
@@ -109,18 +115,23 @@ class AutoPlan:
             )
             if value is not None
         }
+        if backend is not None:
+            backend_named(backend)  # a registered name, before it keys the shared state
+        current = policy.current()
+        self._setup(kernel, replace(current, **chosen) if chosen else current, backend)
+
+    def _setup(self, kernel: hawk.Kernel, built: Policy, backend: str | None) -> None:
+        """Take what plans of ``kernel`` built under ``built`` for ``backend`` share."""
+        shared = _shared_state(kernel, built, backend)
         self.kernel = kernel
-        self.policy = replace(policy.current(), **chosen)
+        self.policy = built
         self.backend = backend
-        self.record = recognize(kernel)
-        # the backend of each side the plan runs on
-        self._backends: dict[Side, Backend] = (
-            {side: backend_named(name) for side, name in DEFAULTS.items()}
-            if backend is None
-            else {(named := backend_named(backend)).side: named}
-        )
-        self._layout = lane_layout(kernel)
-        self._names = tuple(p.name for p in kernel.planes)
+        self.record = shared.record
+        self._shared = shared
+        self._backends = shared.backends  # the backend of each side the plan runs on
+        self._layout = shared.layout
+        self._names = shared.names
+        self._routes = shared.routes
         # the bindings run keeps for reuse, by their planes' layout keys
         self._bindings: KeyedCache[tuple[Any, ...], BoundPlan] = KeyedCache(
             "plan bindings", _REUSED_BINDINGS
@@ -220,13 +231,18 @@ class AutoPlan:
         raises, every plane is as it was. On the device it enqueues (on the
         stream :meth:`BoundPlan.stream` names) and returns.
 
-        The plan keeps its last four bindings (and so their arrays) and
-        reuses one, on any stream, when every plane has the same address,
-        shape, strides, dtype and device as then: a repeated run skips the
-        checks and the preparation, and a Param given as a number is packed
-        into the bound launch's arguments (on the device it is passed by
-        value: no allocation, no memset, no synchronisation, legal inside a
-        capture, which keeps the number it records). :func:`eagle.clear_caches`
+        The plan keeps its last four bindings and reuses one, on any stream,
+        when every plane has the same address, shape, strides, dtype and
+        device as then: a repeated run skips the checks and the preparation,
+        and a Param given as a number is packed into the bound launch's
+        arguments (on the device it is passed by value: no allocation, no
+        memset, no synchronisation, legal inside a capture, which keeps the
+        number it records). A device binding is made over the planes'
+        addresses and keeps no array alive; plans of the same kernel built
+        with the same options share such bindings, so
+        ``eagle.plan.auto(kernel).run(...)`` in a loop binds once. Inside an
+        eagle capture a run binds the arrays themselves, which the graph then
+        keeps. A host binding keeps its arrays. :func:`eagle.clear_caches`
         drops the kept bindings.
 
         Raises:
@@ -257,6 +273,8 @@ class AutoPlan:
             bindings.hits += 1
         else:
             bound, reused = self._reused(key, planes)
+        if bound._detached and any_capture_active():  # a graph keeps the arrays it uses
+            bound, reused = self._bind(planes), False
         foreign = bound._foreign  # planes from torch, CuPy...: the objects given count
         if foreign is not None and reused and foreign.watched:
             foreign.order(planes, bound.stream)  # after what their producers queued since
@@ -276,7 +294,14 @@ class AutoPlan:
         bound = self._bindings.get(key)
         if bound is not None:
             return bound, True
-        bound = self._bindings[key] = self._bind(planes)
+        shared = self._shared.bindings
+        bound = shared.get(key)  # another plan's of this kernel, policy and backend
+        if bound is not None:
+            self._bindings[key] = bound
+            return bound, True
+        bound = self._bindings[key] = self._bind(planes, detach=True)
+        if bound._detached:
+            shared[key] = bound
         return bound, False
 
     def bind(self, **planes: Any) -> BoundPlan:
@@ -300,10 +325,16 @@ class AutoPlan:
         """
         return self._bind(planes)
 
-    def _bind(self, planes: Mapping[str, Any]) -> BoundPlan:
+    def _bind(self, planes: Mapping[str, Any], *, detach: bool = False) -> BoundPlan:
         """:meth:`bind`. A binding of the kernel's own loop takes a later run's Param
-        numbers (:meth:`BoundPlan._set_numbers`) when :meth:`run` reuses it."""
+        numbers (:meth:`BoundPlan._set_numbers`) when :meth:`run` reuses it. With
+        ``detach``, device planes are bound through address views (:func:`detached`)
+        outside any capture, for a binding that plans of this kernel, policy and backend
+        share by the planes' layout keys."""
         checked = check_planes(self.kernel.ir, planes)
+        plan = self
+        if detach and checked.side == "device" and not any_capture_active():
+            checked, plan = detached(checked), self._shared.bare()
         backend = self._backends.get(checked.side)  # type: ignore[call-overload]
         if backend is None:
             (only,) = self._backends.values()
@@ -312,12 +343,16 @@ class AutoPlan:
                 f"{_SIDE_ARRAYS[only.side]}; the planes are {_SIDE_ARRAYS[checked.side]} "
                 "(pass planes on its side, or build the plan without backend=)"
             )
-        dtypes = {name: np.dtype(d) for name, d in zip(self._names, checked.signature, strict=True)}
-        route = decide(self, checked.side, dtypes, checked.lanes)
+        route_key = (checked.side, checked.signature, checked.lanes)
+        route = self._routes.get(route_key)
+        if route is None:
+            names = zip(self._names, checked.signature, strict=True)
+            dtypes = {name: np.dtype(dtype) for name, dtype in names}
+            route = self._routes[route_key] = decide(self, checked.side, dtypes, checked.lanes)
         if route.name == "gemm":
-            return BoundPlan(self, checked, backend.bind_products(self, checked), route)
-        binding = backend.bind(self, checked)
-        return BoundPlan(self, checked, binding.step, route, binding.setters)
+            return BoundPlan(plan, checked, backend.bind_products(plan, checked), route)
+        binding = backend.bind(plan, checked)
+        return BoundPlan(plan, checked, binding.step, route, binding.setters)
 
 
 #: what each side's planes are, for messages
@@ -391,6 +426,47 @@ def _side_dtype(side: str, dtype: Any) -> np.dtype:
     return resolved
 
 
+class _Shared:
+    """What the plans of one kernel built under one policy for one backend share, none of
+    it holding a plane: the kernel's analyses, the routes of bound planes, and the device
+    bindings :meth:`AutoPlan.run` makes over address views, by the planes' layout keys
+    (so ``eagle.plan.auto(kernel).run(...)`` in a loop binds once)."""
+
+    def __init__(self, kernel: hawk.Kernel, built: Policy, backend: str | None) -> None:
+        self.key = (kernel, built, backend)
+        self.record = recognize(kernel)
+        self.backends: dict[Side, Backend] = (
+            {side: backend_named(name) for side, name in DEFAULTS.items()}
+            if backend is None
+            else {(named := backend_named(backend)).side: named}
+        )
+        self.layout = lane_layout(kernel)
+        self.names = tuple(p.name for p in kernel.planes)
+        self.routes: KeyedCache[tuple[Any, ...], Route] = KeyedCache("plan routes", _ROUTES)
+        self.bindings: KeyedCache[tuple[Any, ...], BoundPlan] = KeyedCache(
+            "shared plan bindings", _SHARED_BINDINGS
+        )
+        self._bare: AutoPlan | None = None
+
+    def bare(self) -> AutoPlan:
+        """The plan the shared bindings name as theirs: one that keeps no binding."""
+        if self._bare is None:
+            bare = AutoPlan.__new__(AutoPlan)
+            bare._setup(*self.key)
+            self._bare = bare
+        return self._bare
+
+
+def _shared_state(kernel: hawk.Kernel, built: Policy, backend: str | None) -> _Shared:
+    """What the plans of ``kernel`` built under ``built`` for ``backend`` share, kept on the
+    kernel (``kernel.runtime``), so it goes with the kernel."""
+    key = ("eagle.plan", built, backend)
+    state = kernel.runtime.get(key)
+    if state is None:
+        state = kernel.runtime[key] = _Shared(kernel, built, backend)
+    return state
+
+
 class BoundPlan(Bound):
     """A plan bound to its planes; made by :meth:`AutoPlan.bind`.
 
@@ -417,7 +493,9 @@ class BoundPlan(Bound):
     ) -> None:
         foreign = checked.foreign
         tensors = () if foreign is None else foreign.tensors
-        super().__init__(checked.side, checked.device, (replace(step, tensors=tensors),))
+        if tensors != step.tensors:
+            step = replace(step, tensors=tensors)
+        super().__init__(checked.side, checked.device, (step,))
         self._foreign = foreign
         self.plan = plan
         self.lanes = checked.lanes
@@ -428,6 +506,7 @@ class BoundPlan(Bound):
         self._setters = tuple((setters or {}).items())
         self._lock = threading.Lock()
         self._real = checked.real
+        self._detached = checked.detached  # over address views, shared by plans
 
     def __repr__(self) -> str:
         return (

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from eagle._cache import KeyedCache
 from eagle.arrays import Array, _foreign, _holder
 from eagle.cuda.stream import framework_of, launch_stream, scoped_stream
 from eagle.errors import EagleOverflowError, EagleTypeError, EagleValueError
@@ -39,6 +40,7 @@ __all__ = [
     "ForeignPlanes",
     "Planes",
     "check_planes",
+    "detached",
     "layout_key",
     "layout_keys",
     "param_number",
@@ -70,6 +72,8 @@ class Planes:
         held: the planes another producer made (torch, CuPy, the CUDA array
             interface, DLPack), as :func:`eagle.arrays._holder.hold` took them (who
             made each, its producer's stream, the torch tensor).
+        foreign: what launches over them owe other frameworks, or None.
+        detached: the values are address views that keep no memory (:func:`detached`).
     """
 
     side: str
@@ -81,6 +85,7 @@ class Planes:
     numbers: dict[str, np.generic]
     held: dict[str, _holder.Held] = field(default_factory=dict)
     foreign: ForeignPlanes | None = None
+    detached: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,8 +96,9 @@ class ForeignPlanes:
 
     Attributes:
         device: the device index, or None on the host.
-        written: each written plane given as a torch tensor, and that tensor: a launch
-            bumps its version, as torch's in-place operations do.
+        written: each written plane given as a torch tensor, and that tensor (None in a
+            binding over address views, :func:`detached`): a launch bumps its version, as
+            torch's in-place operations do.
         watched: the device planes whose producer queues work on a stream of its own:
             a reused binding's run orders its launch after them.
         apart: those of ``watched`` whose stream is not the one the launch goes to
@@ -107,8 +113,8 @@ class ForeignPlanes:
 
     @property
     def tensors(self) -> tuple[Any, ...]:
-        """The torch tensors bound to the written planes."""
-        return tuple(tensor for _, tensor in self.written)
+        """The torch tensors bound to the written planes (none for :func:`detached` ones)."""
+        return tuple(tensor for _, tensor in self.written if tensor is not None)
 
     def order(self, planes: Mapping[str, Any], launch_stream: Callable[[], int]) -> None:
         """Make the stream a launch goes to (``launch_stream()``) wait for what the
@@ -227,6 +233,37 @@ def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
     numbers = {g.name: param_value(g.name, g.value, real) for g in given if g.side == "number"}
     values = {g.name: _prepare(g, side, numbers) for g in given}
     return Planes(side, device, lanes, signature, real, values, numbers, held, foreign)
+
+
+def detached(checked: Planes) -> Planes:
+    """``checked`` device planes seen through address views: Arrays at the same addresses,
+    in the same layout and of the same framework, that keep no memory alive; the torch
+    tensors written are left out (a run bumps the versions of those it is given).
+
+    A binding over them depends only on the planes' layout keys (address included), so
+    plans may share it by those keys without keeping anyone's arrays alive.
+    """
+    values = {
+        name: _address_view(value) if isinstance(value, Array) else value
+        for name, value in checked.values.items()
+    }
+    foreign = checked.foreign
+    if foreign is not None:
+        foreign = replace(foreign, written=tuple((name, None) for name, _ in foreign.written))
+    return replace(checked, values=values, held={}, foreign=foreign, detached=True)
+
+
+def _address_view(array: Array) -> Array:
+    framework = framework_of(array)
+    return Array(
+        ptr=array.ptr,
+        shape=array.shape,
+        dtype=array.dtype,
+        strides=array.strides,
+        device_index=array.device_index,
+        owner=None if framework is None else _foreign.Source(None, framework),
+        readonly=array.readonly,
+    )
 
 
 def param_value(name: str, value: Any, real: np.dtype) -> np.generic:
@@ -382,6 +419,9 @@ def _check_array(item: _Given) -> None:
         written=plane.kind in WRITTEN,
         grad=held is not None and held.grad,
     )
+    layout = (plane, item.side, array.shape, array.strides, array.dtype)
+    if layout in _LAYOUTS:  # checked before: what follows depends on nothing else
+        return
     dtype = np.dtype(array.dtype)
     if plane_row(dtype) is None:
         raise EagleTypeError(
@@ -414,6 +454,11 @@ def _check_array(item: _Given) -> None:
         raise EagleValueError(
             f"plane {item.name!r} is not contiguous (a strided view); pass a contiguous copy"
         )
+    _LAYOUTS[layout] = True
+
+
+#: (plane, side, shape, strides, dtype) of arrays whose layout a plane was found to take
+_LAYOUTS: KeyedCache[tuple[Any, ...], bool] = KeyedCache("checked plane layouts", 1024)
 
 
 def _lane_count(given: list[_Given]) -> int:

@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 
 from eagle._cache import KeyedCache
+from eagle.arrays import Array
+from eagle.arrays._dlpack import compact
 from eagle.cuda.graph import is_capturing
 from eagle.cuda.stream import as_stream_ptr, launch_stream
 from eagle.errors import EagleValueError, check_option
@@ -48,7 +50,7 @@ from eagle.gemm.dtypes import PRODUCT_DTYPES, dtype_of
 from eagle.gemm.errors import CaptureInProgress, GemmCaptureUnavailable, PlanUnavailable
 from eagle.gemm.handles import stream_handle, warmed_handle
 from eagle.gemm.lending import record_lent
-from eagle.gemm.lowering import Direction, captured_calls, lower_dense_gemm
+from eagle.gemm.lowering import CapturedCall, Direction, captured_calls, lower_dense_gemm
 from eagle.gemm.steps import LoweredPlan
 from hawk.contraction import LaneLayout
 from hawk.dtypes import Float32Math
@@ -257,6 +259,131 @@ def _matrix(name: str, array: Any, shape: tuple[int, ...]) -> Any:
     return array if tuple(array.shape) == shape else array.reshape(shape)
 
 
+# -- the products, kept per layout -------------------------------------------------------
+
+
+class _Products:
+    """What binding a routed plan's products over planes of one layout makes, kept for the
+    next planes laid out alike (:data:`_products_kept`): each product's params and the
+    planes its operands view, and per stream the products bound on that stream's handle
+    over address views that keep no memory alive.
+
+    A later bind of such planes checks nothing of the layout again: each product is moved
+    to the new addresses (:meth:`BoundGemm.rebound`), and warmed only when its operands
+    align otherwise than any the handle warmed.
+    """
+
+    def __init__(
+        self,
+        record: RecognizedContraction,
+        dtype: str,
+        math: Float32Math | None,
+        wanted: LoweredPlan,
+    ) -> None:
+        self.record, self.dtype, self.math = record, dtype, math
+        shapes = {name: spec.shape for name, spec in wanted.required.items()}
+        self._roles: list[tuple[str, dict[str, tuple[str, tuple[int, ...]]]]] = []
+        for step in wanted.steps:
+            spec = step.matmul
+            assert spec is not None  # the lowered plan is products alone
+            named = {"a": spec.a, "b": spec.b, "out": spec.out, **spec.scales}
+            self._roles.append((step.name, {r: (n, shapes[n]) for r, n in named.items()}))
+        self._params: tuple[Any, ...] = ()
+        # per stream: its handle, and the products bound on it over address views
+        self._bound: dict[int, tuple[CublasCaptureHandle, tuple[BoundGemm, ...]]] = {}
+
+    @classmethod
+    def made(
+        cls,
+        plan: Any,
+        record: RecognizedContraction,
+        planes: Mapping[str, Any],
+        direction: Direction,
+        math: Float32Math,
+    ) -> tuple[_Products, tuple[CapturedCall, ...]]:
+        """The products of ``record`` over ``planes``, every one checked, and what a later
+        bind over planes laid out alike keeps of them."""
+        views = gemm_operands(plan, record, planes).views
+        dtype = dtype_of(views[record.operands[0].name].dtype).name
+        kept_math = math if dtype == "float32" else None
+        lowered = _lowered(record, direction, dtype)
+        # an adjoint computes only the gradients passed
+        wanted = lowered.subplan(spec.name for spec in lowered.outputs if spec.name in views)
+        calls = captured_calls(wanted, views, math=kept_math)
+        products = cls(record, dtype, kept_math, wanted)
+        products._params = tuple(call.params for call in calls)
+        return products, calls
+
+    def calls(self, planes: Mapping[str, Any]) -> tuple[CapturedCall, ...]:
+        """The products over ``planes``, laid out as those they were made for."""
+        return tuple(
+            CapturedCall(name, params, {r: _view(planes[n], s) for r, (n, s) in roles.items()})
+            for (name, roles), params in zip(self._roles, self._params, strict=True)
+        )
+
+    def moved(
+        self, stream_ptr: int, handle: CublasCaptureHandle, calls: tuple[CapturedCall, ...]
+    ) -> tuple[BoundGemm, ...] | None:
+        """The products bound on ``handle`` over ``calls``' operands, moved from those kept
+        for ``stream_ptr`` (each warmed first if it aligns otherwise than any the handle
+        warmed); None when none are kept for this handle."""
+        kept = self._bound.get(stream_ptr)
+        if kept is None or kept[0] is not handle:
+            return None
+        for call in calls:
+            if not handle.has_warmed(call.params, call.operands):
+                handle.warm(call.params, call.operands, keep_out=True)
+        return tuple(
+            product.rebound(call.operands, checked=True)  # (keyed by layout; planes checked)
+            for product, call in zip(kept[1], calls, strict=True)
+        )
+
+    def keep(
+        self, stream_ptr: int, handle: CublasCaptureHandle, products: tuple[BoundGemm, ...]
+    ) -> None:
+        """Keep ``products`` (bound on ``handle``, ``stream_ptr``'s) for later binds, over
+        address views of their operands."""
+        self._bound[stream_ptr] = (handle, tuple(p.rebound(_unheld(p)) for p in products))
+
+
+def _layout(planes: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What products bound over ``planes`` depend on, besides their addresses: each plane's
+    name, shape, strides, dtype, device and writability."""
+    return tuple(
+        (name, a.shape, a.strides, a.dtype, a.device_index, a.readonly)
+        if hasattr(a, "ptr")
+        else (name,)
+        for name, a in planes.items()
+    )
+
+
+def _view(plane: Any, shape: tuple[int, ...]) -> Any:
+    """``plane`` (contiguous, as its layout was checked) seen in ``shape``."""
+    if plane.shape == shape:
+        return plane
+    return Array(
+        ptr=plane.ptr, shape=shape, dtype=plane.dtype, strides=compact(shape, plane.itemsize),
+        device_index=plane.device_index, owner=plane._owner, readonly=plane.readonly,
+    )  # fmt: skip
+
+
+def _unheld(product: BoundGemm) -> dict[str, Any]:
+    """The operands of ``product`` by role, as device Arrays over the same addresses that
+    keep no memory alive."""
+    return {role: _address(array) for role, array in product.operands.items()}
+
+
+def _address(array: Any) -> Array:
+    return Array(
+        ptr=array.ptr, shape=tuple(array.shape), dtype=array.dtype,
+        strides=tuple(array.strides), device_index=array.device_index,
+    )  # fmt: skip
+
+
+#: (id of the record, direction, math, planes' layout) -> the products bound over such planes
+_products_kept: KeyedCache[tuple[Any, ...], _Products] = KeyedCache("routed products", 64)
+
+
 # -- the launch --------------------------------------------------------------------------
 
 
@@ -304,13 +431,16 @@ class GemmLaunch:
         _check_math(math)
         self.device = device
         self.beta = 1.0 if direction == "adjoint" else 0.0
-        views = gemm_operands(plan, record, planes).views
-        self.dtype = dtype_of(views[record.operands[0].name].dtype).name
-        self.math = math if self.dtype == "float32" else None
-        lowered = _lowered(record, direction, self.dtype)
-        # an adjoint computes only the gradients passed
-        wanted = lowered.subplan(spec.name for spec in lowered.outputs if spec.name in views)
-        self.calls = captured_calls(wanted, views, math=self.math)
+        # (the record by identity: its entry holds it, so no other record takes its id)
+        key = (id(record), direction, math, _layout(planes))
+        products = _products_kept.get(key)
+        if products is None or products.record is not record:
+            products, self.calls = _Products.made(plan, record, planes, direction, math)
+            _products_kept[key] = products
+        else:
+            self.calls = products.calls(planes)
+        self.dtype, self.math = products.dtype, products.math
+        self._kept = products
         # per stream, its handle and the products bound on it
         self._launches: dict[int, tuple[CublasCaptureHandle, tuple[BoundGemm, ...]]] = {}
         # the handle lent to captures of unprepared streams, and the products bound on it
@@ -337,11 +467,14 @@ class GemmLaunch:
         if prepared is not None and prepared[0].alive:  # a handle dies with its stream
             return prepared[1]
         handle = stream_handle(stream_ptr, self.device)
-        for call in self.calls:
-            handle.warm(call.params, call.operands, keep_out=True)
-        launches = tuple(
-            handle.bind(call.params, call.operands, beta=self.beta) for call in self.calls
-        )
+        launches = self._kept.moved(stream_ptr, handle, self.calls)
+        if launches is None:
+            for call in self.calls:
+                handle.warm(call.params, call.operands, keep_out=True)
+            launches = tuple(
+                handle.bind(call.params, call.operands, beta=self.beta) for call in self.calls
+            )
+            self._kept.keep(stream_ptr, handle, launches)
         self._launches[stream_ptr] = (handle, launches)
         return launches
 
