@@ -37,7 +37,7 @@ from eagle.plan._route import GemmLaunch
 from eagle.plan._sites import kernel_site, product_site
 from hawk import ir
 from hawk.emit import cuda
-from hawk.emit.checks import record_error
+from hawk.emit.checks import IntOverflow, record_error
 from hawk.emit.policy import Policy
 
 __all__ = ["BACKEND", "BLOCK_SIZE", "WIDE_LANES", "CudaBackend", "grid"]
@@ -73,6 +73,7 @@ class CudaBackend(Backend):
         *,
         values: frozenset[str] = frozenset(),
         lanes: int = 0,
+        int_overflow: IntOverflow = "wrap",
     ) -> cuda.CudaSource:
         """The CUDA C for planes of ``signature`` over ``lanes`` lanes, the Params named in
         ``values`` passed by value. Below 2**31 lanes the lane loops of a kernel whose
@@ -82,12 +83,14 @@ class CudaBackend(Backend):
         sources = self._sources.get(kernel)
         if sources is None:
             sources = self._sources[kernel] = KeyedCache("cuda sources", PROGRAMS)
-        key = (signature, values, lanes < _NARROW_LANES)
+        key = (signature, values, lanes < _NARROW_LANES, int_overflow)
         source = sources.get(key)
         if source is None:
             narrow = key[2] and not kernel.ir.loops()
             dtypes = plane_dtypes(kernel, signature)
-            source = sources[key] = cuda.emit(kernel.ir, dtypes, values=values, narrow=narrow)
+            source = sources[key] = cuda.emit(
+                kernel.ir, dtypes, values=values, narrow=narrow, int_overflow=int_overflow
+            )
         return source
 
     def load(self, program: Any, device: int | None) -> tuple[module.Kernel, Any]:
@@ -110,7 +113,13 @@ class CudaBackend(Backend):
         # (checked to fit it, param_number), and copied by each launch, so a later
         # number (a setter of the packed arguments) never reaches a launch made before.
         values = frozenset(checked.numbers)
-        source = self.emit(plan.kernel, checked.signature, values=values, lanes=checked.lanes)
+        source = self.emit(
+            plan.kernel,
+            checked.signature,
+            values=values,
+            lanes=checked.lanes,
+            int_overflow=plan.policy.int_overflow,
+        )
         check_lanes(plan.kernel.ir, source.launch_checks, checked)
         kernel, record = self.load(source, device)
         names = [p.name for p in plan.kernel.planes]

@@ -312,10 +312,14 @@ __device__ __forceinline__ long long hawk_divisor(
     hawk_fail(rec, site, lane, 0, 0);
     return 1;
 }}
-__device__ __forceinline__ long long hawk_to_int($R x)
+__device__ __forceinline__ long long hawk_to_int(
+    $R x, unsigned long long* rec, long long site, long long lane)
 {{
-    // int(): toward zero; NaN, +-inf and reals beyond int64 give {INT_INVALID}
-    return fabs$f(x) < ($R)9.223372036854775808e18 ? (long long)x : ({INT_INVALID + 1}LL - 1);
+    // int(): toward zero; NaN, +-inf and reals beyond int64 are recorded (the real's
+    // bits as a double) and give {INT_INVALID}, which no table accepts
+    if (fabs$f(x) < ($R)9.223372036854775808e18) return (long long)x;
+    hawk_fail(rec, site, lane, __double_as_longlong((double)x), 0);
+    return {INT_INVALID + 1}LL - 1;
 }}"""
 
 # A checked read's index: emitted after CHECK_HELPERS when a kernel has a checked read. The

@@ -87,9 +87,9 @@ from hawk.emit._cuda_helpers import (
     storage_types,
 )
 from hawk.emit._cuda_lanes import UNROLL, Lanes, vector_width
-from hawk.emit.checks import CheckSite, LaneCheck, division_site, index_site
+from hawk.emit.checks import CheckSite, IntOverflow, LaneCheck, division_site, index_site
 from hawk.errors import HawkError
-from hawk.kinds import PlaneKind, Type
+from hawk.kinds import PlaneKind, Type, check_option
 
 __all__ = ["UNROLL", "CudaSource", "emit"]
 
@@ -136,6 +136,7 @@ def emit(
     warp_adds: bool = True,
     values: frozenset[str] = frozenset(),
     narrow: bool = False,
+    int_overflow: IntOverflow = "wrap",
 ) -> CudaSource:
     """The CUDA C of ``kernel`` for the given plane dtypes.
 
@@ -157,6 +158,9 @@ def emit(
             loops count in 32 bits; the lane is still a ``long long`` to the kernel's
             arithmetic, which the compiler then knows lies below 2**32 (integer
             division by a constant, for one, becomes a 32-bit multiply).
+        int_overflow: ``"wrap"`` (int64 values wrap, two's complement) or ``"check"``
+            (the first lane whose int value leaves int64 is recorded, and raises
+            ``HawkOverflowError``).
 
     Raises:
         HawkError: a plane without a dtype, an unknown plane or another dtype; a
@@ -178,6 +182,7 @@ def emit(
         warp_adds=warp_adds,
         values=frozenset(values),
         narrow=narrow,
+        int_overflow=check_option(int_overflow, IntOverflow, "int_overflow"),
     ).source()
 
 
@@ -197,11 +202,13 @@ class _Cuda(CStyle):
         warp_adds: bool,
         values: frozenset[str],
         narrow: bool,
+        int_overflow: IntOverflow,
     ) -> None:
-        super().__init__(kernel, C_TYPES[compute_dtype(dtypes).name], checks=checks)
+        super().__init__(
+            kernel, C_TYPES[compute_dtype(dtypes).name], checks=checks, int_overflow=int_overflow
+        )
         self.dtypes = dtypes
         self.clamps = False  # whether a read calls hawk_clamp
-        self.sites: list[CheckSite] = []
         self.lengths = tuple(p.name for p in kernel.planes if p.is_table and p.axes is None)
         self.lets = kernel.lets()
         self.warp_adds = warp_adds
@@ -220,7 +227,7 @@ class _Cuda(CStyle):
         helpers = self.helpers()
         if self.clamps:
             helpers.insert(0, CLAMP_HELPER)
-        if self.sites or "hawk_to_int(" in "\n".join(body):
+        if self.sites:
             helpers.insert(0, self.fill(CHECK_HELPERS))
         helpers[:0] = storage_types({C_TYPES[d.name] for d in self.dtypes.values()})
         names = ", ".join(p.name for p in self.kernel.planes)

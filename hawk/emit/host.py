@@ -47,8 +47,16 @@ from hawk.emit import Names, compute_dtype, plane_dtypes
 from hawk.emit._batch import Batch, batch, lane_group
 from hawk.emit._factor import GROUP, LANES, UNIT, Factoring, factor
 from hawk.emit._host_runtime import RUNTIME
-from hawk.emit.checks import CheckSite, LaneCheck, Ranges, division_site, index_site
-from hawk.kinds import PlaneKind, Type
+from hawk.emit.checks import (
+    CheckSite,
+    IntOverflow,
+    LaneCheck,
+    Ranges,
+    division_site,
+    index_site,
+    operation_site,
+)
+from hawk.kinds import PlaneKind, Type, check_option
 
 __all__ = ["HostProgram", "emit"]
 
@@ -85,7 +93,13 @@ class HostProgram:
     launch_checks: tuple[LaneCheck, ...] = ()
 
 
-def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any], *, checks: bool = True) -> HostProgram:
+def emit(
+    kernel: ir.KernelIR,
+    dtypes: Mapping[str, Any],
+    *,
+    checks: bool = True,
+    int_overflow: IntOverflow = "wrap",
+) -> HostProgram:
     """The numpy program of ``kernel`` for the given plane dtypes.
 
     Args:
@@ -96,13 +110,19 @@ def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any], *, checks: bool = True)
         checks: False leaves out the checks of :mod:`hawk.emit.checks` (and
             ``int()`` of NaN is whatever the hardware gives): unsafe, as a bad
             index then reads or writes outside its table; for measuring their cost.
+        int_overflow: ``"wrap"`` (int64 values wrap, two's complement) or ``"check"``
+            (the first lane whose int value leaves int64 raises ``HawkOverflowError``).
 
     Raises:
         HawkError: a plane without a dtype, an unknown plane or another dtype.
     """
+    check_option(int_overflow, IntOverflow, "int_overflow")
     planes = plane_dtypes(kernel, dtypes)
-    return _Emitter(kernel, planes, checks).program()
+    return _Emitter(kernel, planes, checks, int_overflow).program()
 
+
+#: the keys of an operation's check sites by kind (:meth:`_Emitter.site`; -1 a division)
+_OPERATION_AXES = {"overflow": -2, "int": -3, "exponent": -4}
 
 _STATEMENTS: ir.Rules[Callable[..., None]] = ir.Rules("host emitter", ir.Stmt)
 _EXPRESSIONS: ir.Rules[Callable[..., str]] = ir.Rules("host emitter", ir.Expr)
@@ -112,14 +132,20 @@ class _Emitter:
     """Writes one kernel's numpy program; an operation's text is its registry entry's
     host printer (the emitter is the printer's ``out``: :class:`~hawk._registry.entry.HostOut`)."""
 
-    def __init__(self, kernel: ir.KernelIR, dtypes: dict[str, np.dtype], checks: bool) -> None:
+    def __init__(
+        self,
+        kernel: ir.KernelIR,
+        dtypes: dict[str, np.dtype],
+        checks: bool,
+        int_overflow: IntOverflow = "wrap",
+    ) -> None:
         self.kernel = kernel
         self.dtypes = dtypes
         self.real = compute_dtype(dtypes)
         self.names = Names()
         self.constants: dict[str, Any] = {}
         self.lines: list[str] = []
-        self.ranges = Ranges(kernel, enabled=checks)
+        self.ranges = Ranges(kernel, enabled=checks, int_overflow=int_overflow)
         self.lets = kernel.lets()
         self.sites: list[CheckSite] = []
         self.index_checks = 0  # calls of _check_index emitted
@@ -530,6 +556,22 @@ class _Emitter:
     def checks(self) -> bool:
         """True when the program makes the checks of :mod:`hawk.emit.checks`."""
         return self.ranges.enabled
+
+    def wraps(self, node: ir.Expr) -> bool:
+        """True when the int operation ``node`` may leave int64."""
+        return self.ranges.wraps(node)
+
+    def check_site(self, node: ir.Expr, kind: str) -> str | None:
+        """The name of the check site of kind ``kind`` that operation ``node`` makes, or
+        None when it makes none."""
+        if kind not in self.ranges.operation_checks(node):
+            return None
+        return self.site(operation_site(node, kind), node, _OPERATION_AXES[kind])
+
+    def lanes(self) -> str:
+        """The arguments naming the lanes a check sees: the mask, ``n`` and, on factored
+        lanes, the unit."""
+        return f"{self.mask}, n" + (f", {self.unit}" if self.unit else "")
 
     def define(self, name: str, value: object) -> str:
         """Bind ``name`` to ``value`` in the program's namespace (a registry entry's own
