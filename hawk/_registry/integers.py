@@ -44,6 +44,9 @@ $inline long long hawk_wrap_$name(long long a, long long b)
     return (long long)((unsigned long long)a $op (unsigned long long)b);  // modulo 2**64
 }"""
 
+#: the key of ``hawk_mul_overflows``, sorting before the helpers that call it
+_MUL_KEY = ("int", "mul overflows")
+
 _MUL_OVERFLOWS = f"""\
 $inline bool hawk_mul_overflows(long long a, long long b)
 {{
@@ -144,11 +147,11 @@ def binary_c(name: str, plain: Callable[..., str]) -> Callable[..., str]:
             out.helper((name, "wrap"), _WRAP.replace("$name", name).replace("$op", node.op))
             return f"hawk_wrap_{name}({a}, {b})"
         if name == "mul":
-            out.helper(("mul", "overflows"), _MUL_OVERFLOWS)
+            out.helper(_MUL_KEY, _MUL_OVERFLOWS)
         if name == "floordiv":
             plain(out, node, a, b)  # its helper, which the checked form calls
         out.helper(
-            (name, "checked"),
+            (name, "int, checked"),  # after the plain helper it calls (helpers sort by key)
             _CHECKED_FORM.replace("$name", name)
             .replace("$value", _CHECKED_VALUE[name])
             .replace("$test", _CHECKED[name]),
@@ -199,7 +202,7 @@ def int_pow_c(out: COut, node: Any, a: str, b: str) -> str:
     if negative is None and overflow is None:
         out.helper(("pow", "int"), _POW)
         return f"hawk_ipow({a}, {b})"
-    out.helper(("mul", "overflows"), _MUL_OVERFLOWS)
+    out.helper(_MUL_KEY, _MUL_OVERFLOWS)
     out.helper(("pow", "checked"), _POW_CHECKED)
     sites = ", ".join(site or "-1LL" for site in (negative, overflow))
     return f"hawk_ipow_checked({a}, {b}, hawk_rec, {sites}, lane)"
