@@ -227,6 +227,14 @@ def _ipow(
     return result if result.ndim else result.item()
 
 
+def _round_sums(table: np.ndarray, sums: np.ndarray) -> None:
+    """Add a launch's ``sums`` (in the compute type) into the 16-bit ``table``, rounding
+    each element whose sum is not 0 once (as the device's last block does)."""
+    added = sums != 0
+    if added.any():
+        table[added] = table[added].astype(sums.dtype) + sums[added]
+
+
 #: one element, broadcast to a column of a chunk's rows
 _ONE = np.empty((1, 1), bool)
 
@@ -475,6 +483,7 @@ RUNTIME = {
     "_check_index": _check_index,
     "_check_divisor": _check_divisor,
     "_to_int": _to_int,
+    "_round_sums": _round_sums,
     "_wrap": _wrap,
     "_checked": _checked,
     "_ipow": _ipow,

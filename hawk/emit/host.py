@@ -158,6 +158,12 @@ class _Emitter:
         self.unit = 0
         self.aliases: dict[ir.Var | ir.Plane, str] = {}
         self.lane_shape = "n"  # the shape of a lane value (for a uniform one made varying)
+        # the 16-bit tables added into, each with the name of its sums in the compute type
+        self.sums = {
+            p.name: f"s_{p.name}"
+            for p in kernel.planes
+            if p.kind == PlaneKind.ACCUMULATOR and dtypes[p.name].itemsize == 2
+        }
         # the names of the check sites emitted, by access (id) and axis (-1: a division),
         # so that the two forms of a chunked loop share theirs
         self.site_names: dict[tuple[int, int], str] = {}
@@ -170,7 +176,11 @@ class _Emitter:
         if any(isinstance(node, ir.Lane) for node in ir.walk(self.kernel)):
             self.emit(2, "lane = _np.arange(n, dtype=_np.int64)")
         self.loads(2)
+        for table, sums in self.sums.items():
+            self.emit(2, f"{sums} = _np.zeros({Names.plane(table)}.shape, _real)")
         self.block(self.kernel.body, 2, None)
+        for table, sums in self.sums.items():
+            self.emit(2, f"_round_sums({Names.plane(table)}, {sums})")
         if self.index_checks:
             self.lines.insert(1, "    " * 2 + f"_last = [None] * {self.index_checks}")
         source = "\n".join([f"def {name}({params}):", *self.lines, ""])
@@ -187,6 +197,11 @@ class _Emitter:
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("    " * depth + text)
+
+    def add_target(self, plane: ir.Plane) -> str:
+        """The array an add into ``plane`` goes to: a 16-bit table's sums in the compute
+        type (rounded into it once, at the end), else the table itself."""
+        return self.sums.get(plane.name) or Names.plane(plane.name)
 
     def at(self, depth: int, mask: str | None) -> None:
         """Expressions emitted next evaluate at ``depth``, for the lanes of ``mask``."""
@@ -356,7 +371,7 @@ class _Emitter:
     def add_product(self, stmt: ir.Accumulate, layout: Factoring, sizes: str, depth: int) -> None:
         """An add on factored lanes: its value's factors, summed over what its address does
         not depend on, added with ``_add_product``."""
-        target = Names.plane(stmt.plane.name)
+        target = self.add_target(stmt.plane)
         offset = self.offset(stmt.plane, self.indices(stmt))
         factors = ", ".join(self.expr(f) for f in layout.factors(stmt.value))
         self.emit(depth, f"_add_product({target}, {offset}, {sizes}, {factors})")
@@ -415,7 +430,7 @@ class _Emitter:
 
     @_STATEMENTS.rule(ir.Accumulate)
     def accumulate(self, stmt: ir.Accumulate, depth: int, mask: str | None) -> None:
-        target = Names.plane(stmt.plane.name)
+        target = self.add_target(stmt.plane)
         checked = self.ranges.read_checked(stmt)
         offset = self.offset(stmt.plane, self.indices(stmt))
         value = self.expr(stmt.value)
