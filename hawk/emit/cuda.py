@@ -42,13 +42,17 @@ Planes of 16-bit dtypes are ``hawk_f16`` / ``hawk_bf16`` (two-byte structs
 the emitted code defines, laid out as IEEE binary16 and bfloat16) and need
 no header: a load widens with ``cvt.f32.f16`` (bfloat16: a shift), a store
 rounds to nearest even (``cvt.rn.f16``; bfloat16 rounds in integer
-arithmetic, from float32, as ``ml_dtypes`` does on the host), and an add is
-the hardware's 16-bit atomic (``red.add.noftz.f16`` from sm_70,
-``.bf16`` from sm_90; a compare-and-swap loop before), which rounds the
-value and then the sum to the plane's dtype. Planes of fp8 dtypes are
+arithmetic, from float32, as ``ml_dtypes`` does on the host). An add into a
+16-bit table goes to a scratch of its sums in the compute type
+(``CudaSource.sums``), by the adds of a float table; the last block to finish
+(counted in ``hawk_done``) takes each sum out, leaving 0, and rounds the
+element plus a sum that is not 0 once. Planes of fp8 dtypes are
 ``hawk_e4m3`` / ``hawk_e5m2`` (one-byte structs): a load decodes the bits
 exactly, a store rounds to nearest even in integer arithmetic (as ``ml_dtypes``
 does, from the value itself), on any architecture; they take no adds.
+
+Ints are ``long long``; an int operation that may leave int64 is written through the
+unsigned helpers of :mod:`hawk._registry.integers`, so it wraps as on the host.
 
 Every check of :mod:`hawk.emit.checks` is one unsigned compare per index
 axis (or one compare of a divisor with zero); a failure calls a helper kept
