@@ -310,11 +310,9 @@ class _Cuda(CStyle):
         lines = [
             "    // 16-bit tables: this launch's sums, rounded into each element once",
             "    __shared__ bool hawk_last;",
+            "    __threadfence();  // this thread's adds, before its block's ticket",
             "    __syncthreads();",
-            "    if (threadIdx.x == 0) {",
-            "        __threadfence();",
-            "        hawk_last = atomicAdd(hawk_done, 1u) == gridDim.x - 1u;",
-            "    }",
+            "    if (threadIdx.x == 0) hawk_last = atomicAdd(hawk_done, 1u) == gridDim.x - 1u;",
             "    __syncthreads();",
             "    if (hawk_last) {",
         ]
