@@ -52,7 +52,7 @@ exactly, a store rounds to nearest even in integer arithmetic (as ``ml_dtypes``
 does, from the value itself), on any architecture; they take no adds.
 
 Ints are ``long long``; an int operation that may leave int64 is written through the
-unsigned helpers of :mod:`hawk._registry.integers`, so it wraps as on the host.
+unsigned helpers (C leaves a signed overflow undefined), so it wraps as on the host.
 
 Every check of :mod:`hawk.emit.checks` is one unsigned compare per index
 axis (or one compare of a divisor with zero); a failure calls a helper kept

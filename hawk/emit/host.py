@@ -30,7 +30,7 @@ failure. A failed check raises :class:`~hawk.errors.PlaneIndexError` or
 stay made: ``eagle.plan`` restores the planes of a run that raises).
 
 Ints are numpy int64, which wraps; a uniform int that may leave int64 (a Python int) is
-brought back into it (:mod:`hawk._registry.integers`). Adds into a 16-bit table go to its
+brought back into it, modulo 2**64. Adds into a 16-bit table go to its
 sums in the compute type, rounded into the table once at the end (as on the device).
 
 The emitted function takes one flat numpy array per plane in declaration
