@@ -87,7 +87,8 @@ class HawkZeroDivisionError(HawkError, ZeroDivisionError):
 
 class HawkOverflowError(HawkError, OverflowError):
     """A kernel's int value left int64 where it is checked (``int_overflow="check"``),
-    or ``int()`` met an infinity or a real beyond int64 (:mod:`hawk.emit.checks`)."""
+    or ``int()`` met an infinity or a real beyond int64 (an ``OverflowError``,
+    :mod:`hawk.emit.checks`)."""
 
 
 class PlaneIndexError(HawkError, IndexError):
