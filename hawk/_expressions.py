@@ -85,7 +85,8 @@ def _syntax(form: Form) -> dict[type[ast.AST], str]:
 
 
 #: Python's arithmetic operators in a kernel, as the IR spells them; ``**`` is the
-#: function ``pow`` (folded exactly between constants)
+#: function ``pow`` (folded exactly between constants; of two ints an int, unless the
+#: exponent is a negative constant)
 BINOPS = {**_syntax(Form.BINARY), ast.Pow: "**"}
 
 _UNARY_OPS = _syntax(Form.UNARY)
@@ -191,6 +192,8 @@ class ExpressionTracer(ir.Builder):
                 if isinstance(value, complex):
                     raise self.error(node, f"{snippet(node)} is not a real number")
                 return ir.Const(value)
+            if isinstance(right, ir.Const) and right.type == Type.INT and right.value < 0:
+                left = self.real(node, left, op)  # an int to a negative power is a real
             return self.call_math(node, "pow", [left, right])
         if op == "/" or left.type != right.type:
             left, right = self.real(node, left, op), self.real(node, right, op)

@@ -14,6 +14,7 @@ kind                               also a                 raised for
 :class:`HawkKeyError`              ``KeyError``           a name looked up that is not there
 :class:`PlaneIndexError`           ``IndexError``         a kernel's table index out of range
 :class:`HawkZeroDivisionError`     ``ZeroDivisionError``  a kernel's integer division by zero
+:class:`HawkOverflowError`         ``OverflowError``      a kernel's int beyond int64 (checked)
 =================================  =====================  ===================================
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 __all__ = [
     "HawkError",
     "HawkKeyError",
+    "HawkOverflowError",
     "HawkTypeError",
     "HawkValueError",
     "HawkZeroDivisionError",
@@ -83,14 +85,19 @@ class HawkZeroDivisionError(HawkError, ZeroDivisionError):
     """A kernel divided an integer by zero on some lane (:mod:`hawk.emit.checks`)."""
 
 
+class HawkOverflowError(HawkError, OverflowError):
+    """A kernel's int value left int64 where it is checked (``int_overflow="check"``),
+    or ``int()`` met an infinity or a real beyond int64 (an ``OverflowError``,
+    :mod:`hawk.emit.checks`)."""
+
+
 class PlaneIndexError(HawkError, IndexError):
     """A kernel addressed a table outside it (:mod:`hawk.emit.checks`).
 
     Attributes:
         plane: the table's name.
         axis: the axis label, or ``"index"`` for a flat table.
-        index: the offending index (``hawk.emit.checks.INT_INVALID`` for
-            ``int()`` of NaN, +-inf or a real beyond int64).
+        index: the offending index.
         extent: the axis's extent (a flat table's length).
         lane: the lane that failed.
     """

@@ -3,6 +3,8 @@ emitted (and compiled) here and run in tests/test_bounds_gpu.py."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -26,7 +28,7 @@ def _index_error(kernel: hawk.Kernel, **planes: object) -> hawk.PlaneIndexError:
 
 def test_the_issue_lookup_raises_naming_plane_axis_index_extent_and_lane() -> None:
     t = np.arange(12.0).reshape(3, 4)
-    error = _index_error(k.lookup, t=t, i=np.array([5.0, -2.0, np.nan]), y=np.zeros(3))
+    error = _index_error(k.lookup, t=t, i=np.array([5.0, -2.0, 7.0]), y=np.zeros(3))
     message = str(error)
     assert "'t'" in message and "'row'" in message and "index 5 " in message
     assert "extent 3" in message and "lane 0" in message
@@ -54,11 +56,18 @@ def test_each_axis_is_checked_on_its_own_extent() -> None:
     assert (error.axis, error.index, error.extent, error.lane) == ("col", 5, 4, 1)
 
 
-@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf, 1e30])
-def test_int_of_nan_inf_or_beyond_int64_is_out_of_range(value: float) -> None:
-    error = _index_error(k.lookup, t=np.ones((3, 4)), i=np.array([0.0, value]), y=np.zeros(2))
-    assert error.index == checks.INT_INVALID and error.lane == 1
-    assert "NaN" in str(error)
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        (np.nan, hawk.errors.HawkValueError),
+        (np.inf, hawk.errors.HawkOverflowError),
+        (-np.inf, hawk.errors.HawkOverflowError),
+        (1e30, hawk.errors.HawkOverflowError),
+    ],
+)
+def test_int_of_nan_inf_or_beyond_int64_raises_as_python_does(value: float, kind: type) -> None:
+    with pytest.raises(kind, match=re.escape(f"int() of {value!r} at lane 1, in int(i):")):
+        _run(k.lookup, t=np.ones((3, 4)), i=np.array([0.0, value]), y=np.zeros(2))
 
 
 def test_int_truncates_toward_zero_so_small_negatives_are_row_zero() -> None:
@@ -169,13 +178,20 @@ def test_provable_indices_are_not_checked() -> None:
 def test_device_records_become_the_host_errors() -> None:
     dtypes = {p.name: "float64" for p in k.lookup.planes}
     sites = cuda.emit(k.lookup.ir, dtypes).checks
-    error = checks.record_error(sites, [1, 0, 0, 5, 3, 0, 0, 0])
+    assert [site.kind for site in sites] == ["int", "index"]  # int(i), then the row
+    error = checks.record_error(sites, [1, 1, 0, 5, 3, 0, 0, 0])
     with pytest.raises(IndexError) as caught:
         _run(k.lookup, t=np.ones((3, 4)), i=np.array([5.0]), y=np.zeros(1))
     assert isinstance(error, hawk.PlaneIndexError) and str(error) == str(caught.value)
+    # int() records the bits of its real, as a double
+    nan_bits = int(np.array(np.nan).view(np.int64))
+    error = checks.record_error(sites, [1, 0, 0, nan_bits, 0, 0, 0, 0])
+    with pytest.raises(ValueError) as caught_nan:
+        _run(k.lookup, t=np.ones((3, 4)), i=np.array([np.nan]), y=np.zeros(1))
+    assert isinstance(error, hawk.errors.HawkValueError) and str(error) == str(caught_nan.value)
     assert checks.record_error(sites, [0] * checks.RECORD_WORDS) is None
     flat_sites = cuda.emit(k.flat.ir, {p.name: "float32" for p in k.flat.planes}).checks
-    assert "length 6" in str(checks.record_error(flat_sites, [1, 0, 2, 9, 6, 0, 0, 0]))
+    assert "length 6" in str(checks.record_error(flat_sites, [1, 1, 2, 9, 6, 0, 0, 0]))
 
 
 KERNELS = [getattr(k, name) for name in dir(k) if isinstance(getattr(k, name), hawk.Kernel)]

@@ -40,7 +40,7 @@ def test_a_gather_loads_at_its_clamped_index_with_no_branch() -> None:
     lines = _body(bk.lookup)
     text = "\n".join(lines)
     assert "[&]" not in text and "hawk_in(" not in text
-    clamp = _line(lines, r"const long long (cx\d+) = hawk_clamp\((ix\d+), 3LL, hawk_rec, 0LL, "
+    clamp = _line(lines, r"const long long (cx\d+) = hawk_clamp\((ix\d+), 3LL, hawk_rec, \d+LL, "
                          r"lane\);")  # fmt: skip
     load = _line(lines, r"const float rd\d+ = p_t\[cx\d+ \* 4LL \+ 1LL\];")
     select = _line(lines, r"const float v\d+_y = \(\(cx\d+ == ix\d+\) \? rd\d+ : \(float\)0\);")
@@ -51,14 +51,14 @@ def test_a_gather_loads_at_its_clamped_index_with_no_branch() -> None:
 
 def test_a_flat_read_loads_only_from_a_table_that_is_not_empty() -> None:
     lines = _body(bk.flat, "float64")
-    _line(lines, r"const long long cx\d+ = hawk_clamp\(ix\d+, n_t, hawk_rec, 0LL, lane\);")
+    _line(lines, r"const long long cx\d+ = hawk_clamp\(ix\d+, n_t, hawk_rec, \d+LL, lane\);")
     _line(lines, r"const double rd\d+ = n_t > 0LL \? p_t\[cx\d+\] : \(double\)0;")
 
 
 def test_each_checked_axis_is_clamped() -> None:
     lines = _body(bk.lookup2)
-    _line(lines, r"const long long cx\d+ = hawk_clamp\(ix\d+, 3LL, hawk_rec, 0LL, .*")
-    _line(lines, r"const long long cx\d+ = hawk_clamp\(ix\d+, 4LL, hawk_rec, 1LL, .*")
+    _line(lines, r"const long long cx\d+ = hawk_clamp\(ix\d+, 3LL, hawk_rec, \d+LL, .*")
+    _line(lines, r"const long long cx\d+ = hawk_clamp\(ix\d+, 4LL, hawk_rec, \d+LL, .*")
     _line(lines, r"const float rd\d+ = p_t\[cx\d+ \* 4LL \+ cx\d+\];")
     _line(lines, r".* = \(\(cx\d+ == ix\d+ && cx\d+ == ix\d+\) \? rd\d+ : \(float\)0\);")
 

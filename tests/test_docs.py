@@ -617,6 +617,7 @@ def test_api_directives_read_options(tmp_path):
     policy, block, diff = api_directives([page])
     assert policy.names() == [
         "hawk.emit.policy.CONTRACTIONS",
+        "hawk.emit.policy.INT_OVERFLOWS",
         "hawk.emit.policy.MATH",
         "hawk.emit.policy.Contraction",
         "hawk.emit.policy.Policy",

@@ -58,6 +58,7 @@ BUILTIN_BASES: dict[str, set[type]] = {
     "HawkTypeError": {TypeError},
     "HawkKeyError": {KeyError, LookupError},
     "HawkZeroDivisionError": {ZeroDivisionError, ArithmeticError},
+    "HawkOverflowError": {OverflowError, ArithmeticError},
     "PlaneIndexError": {IndexError, LookupError},
     "Unresolved": {LookupError},
 }
@@ -149,6 +150,7 @@ def test_the_seed_names_keep_their_bases():
         (hawk_errors.HawkTypeError, TypeError),
         (hawk_errors.HawkKeyError, KeyError),
         (hawk_errors.HawkZeroDivisionError, ZeroDivisionError),
+        (hawk_errors.HawkOverflowError, OverflowError),
     ],
 )
 def test_a_kind_reads_as_its_builtin(kind, builtin):

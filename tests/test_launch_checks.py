@@ -54,7 +54,7 @@ def test_the_contraction_loop_makes_no_check_in_the_kernel() -> None:
 def test_a_data_dependent_index_keeps_its_check_in_the_kernel() -> None:
     program, source = _emitted(k.lookup)
     assert program.launch_checks == source.launch_checks == ()
-    assert [(s.plane, s.axis) for s in source.checks] == [("t", "row")]
+    assert [(s.plane, s.axis) for s in source.checks] == [(None, "int"), ("t", "row")]
     assert "hawk_in(" in source.source
 
 

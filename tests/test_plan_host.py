@@ -231,7 +231,7 @@ def test_programs_are_emitted_once_per_kernel_and_dtypes(
 
     calls = []
     emit = host.emit
-    monkeypatch.setattr(host, "emit", lambda *a: calls.append(a[1]) or emit(*a))
+    monkeypatch.setattr(host, "emit", lambda *a, **kw: calls.append(a[1]) or emit(*a, **kw))
     for dtype in (np.float32, np.float64, np.float32):
         for _ in range(2):
             y = np.zeros(5, dtype)
@@ -289,7 +289,7 @@ def test_any_exception_from_the_program_restores_the_planes(
 
     emitted = host.emit(fill.ir, dict.fromkeys("xyzh", "float64"))
     monkeypatch.setattr(
-        host, "emit", lambda *a: host.HostProgram("fill", "", program, emitted.arguments)
+        host, "emit", lambda *a, **kw: host.HostProgram("fill", "", program, emitted.arguments)
     )
     y, z, h = np.arange(4.0), np.arange(4.0), np.arange(2.0)
     with pytest.raises(KeyboardInterrupt):

@@ -123,9 +123,10 @@ def test_half_planes_convert_at_loads_stores_and_adds():
     assert "const hawk_bf16* __restrict__ p_lo" in source
     assert "hawk_f16* __restrict__ p_counts" in source
     assert "(double)hawk_widen(p_lo[0])" in source  # widened to the compute type
-    assert "hawk_atomic_add(&p_counts[" in source  # rounded by the add itself
-    assert "hawk_add_uniform16(&p_stats[" in source  # a warp sums in double first
-    assert "red.add.noftz.bf16" in source and "red.add.noftz.f16" in source
+    # adds sum in the compute type, into scratch sums, rounded once by the last block
+    assert "atomicAdd(&hawk_s_counts[" in source
+    assert "hawk_add_uniform(&hawk_s_stats[" in source  # a warp sums first
+    assert "p_counts[i] = hawk_round_f16(hawk_widen(p_counts[i]) + s);" in source
     compile_cuda(source, name="hawk_histogram", arch="sm_90")
     stored = cuda.emit(saxpy.ir, {"a": "float32", "x": "float16", "y": "bfloat16"}).source
     assert "p_y[lane] = hawk_round_bf16(" in stored

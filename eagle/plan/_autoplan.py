@@ -27,6 +27,7 @@ from eagle.plan._planes import Planes, check_planes, detached, layout_keys, para
 from hawk.contraction import lane_layout, recognize
 from hawk.dtypes import PLANE_DTYPES, Float32Math, numpy_dtype, plane_row
 from hawk.emit import policy
+from hawk.emit.checks import IntOverflow
 from hawk.emit.policy import Contraction, Policy
 
 __all__ = ["AutoPlan", "BoundPlan", "auto", "backend_for", "decide", "main_side"]
@@ -47,6 +48,7 @@ def auto(
     math: Float32Math | None = None,
     host_route: Contraction | None = None,
     backend: str | None = None,
+    int_overflow: IntOverflow | None = None,
 ) -> AutoPlan:
     """A plan that runs ``kernel`` on the host or the device, by where its planes are.
 
@@ -68,16 +70,27 @@ def auto(
             arrays) or ``"cuda"`` (device arrays); the plan then takes planes
             on that backend's side only. None (the default) picks by where the
             planes are: numpy for host arrays, CUDA for device arrays.
+        int_overflow: ``"wrap"``: an int value beyond int64 wraps, two's
+            complement, on every backend; ``"check"``: a run raises
+            ``hawk.errors.HawkOverflowError`` naming the expression and the first
+            lane. None takes the current policy's (``"wrap"`` unless inside
+            ``hawk.emit.policy.using(int_overflow=...)``).
 
     Raises:
         TypeError: ``kernel`` is not a ``@hawk.kernel``.
         ValueError: ``contraction`` is not ``"loop"``, ``"gemm"`` or None;
             ``math`` not ``"fp32"``, ``"tf32"`` or None; ``host_route`` not
             ``"loop"``, ``"gemm"`` or None; ``backend`` not a registered
-            backend's name or None.
+            backend's name or None; ``int_overflow`` not ``"wrap"``, ``"check"``
+            or None.
     """
     return AutoPlan(
-        kernel, contraction=contraction, math=math, host_route=host_route, backend=backend
+        kernel,
+        contraction=contraction,
+        math=math,
+        host_route=host_route,
+        backend=backend,
+        int_overflow=int_overflow,
     )
 
 
@@ -101,6 +114,7 @@ class AutoPlan:
         math: Float32Math | None = None,
         host_route: Contraction | None = None,
         backend: str | None = None,
+        int_overflow: IntOverflow | None = None,
     ) -> None:
         if not isinstance(kernel, hawk.Kernel):
             raise EagleTypeError(
@@ -112,6 +126,7 @@ class AutoPlan:
                 ("contraction", contraction),
                 ("math", math),
                 ("host_route", host_route),
+                ("int_overflow", int_overflow),
             )
             if value is not None
         }
@@ -140,7 +155,7 @@ class AutoPlan:
     def __repr__(self) -> str:
         extra = "".join(
             f", {key}={getattr(self.policy, key)!r}"
-            for key, default in (("math", "fp32"), ("host_route", "loop"))
+            for key, default in (("math", "fp32"), ("host_route", "loop"), ("int_overflow", "wrap"))
             if getattr(self.policy, key) != default
         )
         if self.backend is not None:
@@ -158,6 +173,7 @@ class AutoPlan:
             math=policy.math,
             host_route=policy.host_route,
             backend=self.backend,
+            int_overflow=policy.int_overflow,
         )
         return (build, (self.kernel,))
 
@@ -205,7 +221,8 @@ class AutoPlan:
             ValueError: as :meth:`route`.
         """
         signature = tuple(_side_dtype(side, dtype).name for _ in self._names)
-        return backend_for(self, side).emit(self.kernel, signature).source
+        backend = backend_for(self, side)
+        return backend.emit(self.kernel, signature, int_overflow=self.policy.int_overflow).source
 
     @property
     def reasons(self) -> tuple[str, ...]:

@@ -40,7 +40,7 @@ from eagle.gemm.steps import Side
 from eagle.plan._bound import Step
 from eagle.plan._planes import Planes
 from hawk import ir
-from hawk.emit.checks import LaneCheck, check_launch
+from hawk.emit.checks import IntOverflow, LaneCheck, check_launch
 from hawk.emit.policy import Policy
 
 __all__ = [
@@ -131,9 +131,11 @@ class Backend(abc.ABC):
         *,
         values: frozenset[str] = frozenset(),
         lanes: int = 0,
+        int_overflow: IntOverflow = "wrap",
     ) -> Program:
         """The program of ``kernel`` for planes of ``signature`` over ``lanes`` lanes (0:
-        any), the Params named in ``values`` given as numbers."""
+        any), the Params named in ``values`` given as numbers, its int values wrapping or
+        checked (``int_overflow``, :data:`hawk.emit.checks.IntOverflow`)."""
 
     @abc.abstractmethod
     def load(self, program: Any, device: int | None) -> Any:

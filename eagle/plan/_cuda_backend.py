@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 
 import hawk
+from eagle import arrays
 from eagle._cache import KeyedCache
+from eagle.arrays import Array
 from eagle.cuda import _records, module
 from eagle.cuda.stream import as_stream_ptr
 from eagle.gemm.lowering import Direction
@@ -36,8 +38,8 @@ from eagle.plan._planes import Planes
 from eagle.plan._route import GemmLaunch
 from eagle.plan._sites import kernel_site, product_site
 from hawk import ir
-from hawk.emit import cuda
-from hawk.emit.checks import record_error
+from hawk.emit import compute_dtype, cuda
+from hawk.emit.checks import IntOverflow, record_error
 from hawk.emit.policy import Policy
 
 __all__ = ["BACKEND", "BLOCK_SIZE", "WIDE_LANES", "CudaBackend", "grid"]
@@ -73,6 +75,7 @@ class CudaBackend(Backend):
         *,
         values: frozenset[str] = frozenset(),
         lanes: int = 0,
+        int_overflow: IntOverflow = "wrap",
     ) -> cuda.CudaSource:
         """The CUDA C for planes of ``signature`` over ``lanes`` lanes, the Params named in
         ``values`` passed by value. Below 2**31 lanes the lane loops of a kernel whose
@@ -82,12 +85,14 @@ class CudaBackend(Backend):
         sources = self._sources.get(kernel)
         if sources is None:
             sources = self._sources[kernel] = KeyedCache("cuda sources", PROGRAMS)
-        key = (signature, values, lanes < _NARROW_LANES)
+        key = (signature, values, lanes < _NARROW_LANES, int_overflow)
         source = sources.get(key)
         if source is None:
             narrow = key[2] and not kernel.ir.loops()
             dtypes = plane_dtypes(kernel, signature)
-            source = sources[key] = cuda.emit(kernel.ir, dtypes, values=values, narrow=narrow)
+            source = sources[key] = cuda.emit(
+                kernel.ir, dtypes, values=values, narrow=narrow, int_overflow=int_overflow
+            )
         return source
 
     def load(self, program: Any, device: int | None) -> tuple[module.Kernel, Any]:
@@ -110,14 +115,21 @@ class CudaBackend(Backend):
         # (checked to fit it, param_number), and copied by each launch, so a later
         # number (a setter of the packed arguments) never reaches a launch made before.
         values = frozenset(checked.numbers)
-        source = self.emit(plan.kernel, checked.signature, values=values, lanes=checked.lanes)
+        source = self.emit(
+            plan.kernel,
+            checked.signature,
+            values=values,
+            lanes=checked.lanes,
+            int_overflow=plan.policy.int_overflow,
+        )
         check_lanes(plan.kernel.ir, source.launch_checks, checked)
         kernel, record = self.load(source, device)
         names = [p.name for p in plan.kernel.planes]
         args = [checked.values[name] for name in names]
         lengths = [np.int64(checked.values[name].shape[0]) for name in source.lengths]
+        sums = _sums(plan.kernel, source, checked, device)
         # the packed arguments keep the arrays alive (in a capture too)
-        packed = module.PackedArgs([*args, np.int64(checked.lanes), *lengths, record])
+        packed = module.PackedArgs([*args, np.int64(checked.lanes), *lengths, record, *sums])
         setters = {name: packed.setter(names.index(name)) for name in values}
         blocks = grid(checked.lanes, source.width)
 
@@ -167,3 +179,20 @@ def grid(lanes: int, width: int = 1) -> int:
 
 
 BACKEND = CudaBackend()
+
+
+def _sums(
+    kernel: hawk.Kernel, source: cuda.CudaSource, checked: Planes, device: int
+) -> list[Array]:
+    """The scratch of a kernel that adds into 16-bit tables (``CudaSource.sums``): zeroed
+    sums in the compute type for each, then the counter of finished blocks. They belong
+    to the binding, whose launches run one after another (on one stream, or replays of
+    one graph), each leaving them zero."""
+    if not source.sums:
+        return []
+    real = compute_dtype(hawk.emit.plane_dtypes(kernel.ir, plane_dtypes(kernel, checked.signature)))
+    where = f"cuda:{device}"
+    scratch = [
+        arrays.zeros(int(np.prod(checked.values[name].shape)), real, where) for name in source.sums
+    ]
+    return [*scratch, arrays.zeros(1, "int32", where)]

@@ -32,6 +32,7 @@ from eagle.plan._planes import WRITTEN, Planes
 from eagle.plan._route import HostGemm
 from hawk import ir
 from hawk.emit import host
+from hawk.emit.checks import IntOverflow
 from hawk.emit.policy import Policy
 
 __all__ = ["BACKEND", "NumpyBackend"]
@@ -52,9 +53,9 @@ class NumpyBackend(Backend):
     def __init__(self) -> None:
         # per kernel (going with it): signature -> its program and the plane a run needs no
         # saved copy of
-        self._programs: weakref.WeakKeyDictionary[hawk.Kernel, KeyedCache[Signature, _Emitted]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._programs: weakref.WeakKeyDictionary[
+            hawk.Kernel, KeyedCache[tuple[Signature, IntOverflow], _Emitted]
+        ] = weakref.WeakKeyDictionary()
 
     def product_reasons(self, policy: Policy) -> tuple[str, ...]:
         return () if policy.host_route == "gemm" else (_HOST_REASON,)
@@ -66,15 +67,16 @@ class NumpyBackend(Backend):
         *,
         values: frozenset[str] = frozenset(),
         lanes: int = 0,
+        int_overflow: IntOverflow = "wrap",
     ) -> host.HostProgram:
         # (a Param given as a number is a one-element array the program reads: one program)
-        return self._emitted(kernel, signature).program
+        return self._emitted(kernel, signature, int_overflow).program
 
     def load(self, program: Any, device: int | None) -> Callable[..., None]:
         return program.function
 
     def bind(self, plan: Plan, checked: Planes) -> Binding:
-        emitted = self._emitted(plan.kernel, checked.signature)
+        emitted = self._emitted(plan.kernel, checked.signature, plan.policy.int_overflow)
         program = emitted.program
         check_lanes(plan.kernel.ir, program.launch_checks, checked)
         function = self.load(program, None)
@@ -109,14 +111,18 @@ class NumpyBackend(Backend):
         product = HostGemm(plan, plan.record, checked.values, direction=direction)
         return Step(product, written=product.written, last=product.last)
 
-    def _emitted(self, kernel: hawk.Kernel, signature: Signature) -> _Emitted:
+    def _emitted(
+        self, kernel: hawk.Kernel, signature: Signature, int_overflow: IntOverflow
+    ) -> _Emitted:
         programs = self._programs.get(kernel)
         if programs is None:
             programs = self._programs[kernel] = KeyedCache("numpy programs", PROGRAMS)
-        emitted = programs.get(signature)
+        key = (signature, int_overflow)
+        emitted = programs.get(key)
         if emitted is None:
-            program = host.emit(kernel.ir, plane_dtypes(kernel, signature))
-            emitted = programs[signature] = _Emitted(program, _written_last(kernel.ir))
+            dtypes = plane_dtypes(kernel, signature)
+            program = host.emit(kernel.ir, dtypes, int_overflow=int_overflow)
+            emitted = programs[key] = _Emitted(program, _written_last(kernel.ir))
         return emitted
 
 

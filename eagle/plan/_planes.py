@@ -34,6 +34,7 @@ from eagle.errors import EagleOverflowError, EagleTypeError, EagleValueError
 from hawk import ir
 from hawk.dtypes import PLANE_DTYPES, plane_row
 from hawk.emit import compute_dtype
+from hawk.emit.checks import MAX_LANES
 
 __all__ = [
     "WRITTEN",
@@ -464,6 +465,11 @@ _LAYOUTS: KeyedCache[tuple[Any, ...], bool] = KeyedCache("checked plane layouts"
 def _lane_count(given: list[_Given]) -> int:
     lanes = [(g.name, int(g.value.shape[0])) for g in given if g.plane.is_lane]
     first_name, count = lanes[0]
+    if count > MAX_LANES:  # the emitters take every lane below it (int64 proofs)
+        raise EagleValueError(
+            f"plane {first_name!r} has {count} values: a kernel runs at most {MAX_LANES} "
+            "lanes; split the work into several launches"
+        )
     for name, other in lanes[1:]:
         if other != count:
             raise EagleValueError(

@@ -70,6 +70,18 @@ class HostOut(Protocol):
     def define(self, name: str, value: object) -> str:
         """Bind ``name`` to ``value`` in the program's namespace; gives ``name``."""
 
+    def wraps(self, node: Any) -> bool:
+        """True when the int operation ``node`` may leave int64 (its printer then wraps
+        it, or checks it: :mod:`hawk._registry.integers`)."""
+
+    def check_site(self, node: Any, kind: str) -> str | None:
+        """The name of the check site of kind ``kind`` that operation ``node`` makes
+        (:meth:`hawk.emit.checks.Ranges.operation_checks`), or None when it makes none."""
+
+    def lanes(self) -> str:
+        """The arguments naming the lanes a check sees: the mask, ``n`` and the unit of
+        factored lanes."""
+
 
 class COut(Protocol):
     """What the C text being written offers a C printer."""
@@ -89,6 +101,15 @@ class COut(Protocol):
     def helper(self, key: tuple[str, str], definition: str) -> None:
         """Emit ``definition`` once, before the kernel (``$R`` is the compute type, ``$f``
         the math suffix and ``$inline`` the target's qualifier of a helper function)."""
+
+    def wraps(self, node: Any) -> bool:
+        """True when the int operation ``node`` may leave int64 (its printer then wraps
+        it, or checks it: :mod:`hawk._registry.integers`)."""
+
+    def check_site(self, node: Any, kind: str) -> str | None:
+        """The C text of the check site of kind ``kind`` that operation ``node`` makes
+        (:meth:`hawk.emit.checks.Ranges.operation_checks`), or None when it makes none; a
+        checking helper takes ``hawk_rec, <site>, lane``."""
 
 
 #: a host printer: ``form(out, node, *args)`` -> the operation's numpy text

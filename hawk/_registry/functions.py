@@ -12,7 +12,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from hawk._registry.entry import Builtin, function, numpy, own
+from hawk._registry import integers
+from hawk._registry.entry import Builtin, COut, Form, HostOut, function, numpy, own
 from hawk.kinds import Type
 
 __all__ = ["FUNCTIONS"]
@@ -48,6 +49,26 @@ def _select(name: str, test: str) -> Builtin:
 
 def _first(x: Any, y: Any, test: str) -> Any:
     return x < y if test == "<" else x > y
+
+
+# an int's absolute value, -2**63 wrapping to itself (C's llabs leaves it undefined)
+_ABS = """\
+$inline long long hawk_abs(long long a)
+{
+    return a < 0LL ? (long long)(0ULL - (unsigned long long)a) : a;
+}"""
+
+
+def _pow_host(out: HostOut, node: Any, x: str, y: str) -> str:
+    if node.type == Type.INT:
+        return integers.int_pow_host(out, node, x, y)
+    return f"_np.power({x}, {y})"
+
+
+def _pow_c(out: COut, node: Any, x: str, y: str) -> str:
+    if node.type == Type.INT:
+        return integers.int_pow_c(out, node, x, y)
+    return f"pow{out.suffix}({x}, {y})"
 
 
 # -- erf and erfc ----------------------------------------------------------------------
@@ -351,21 +372,27 @@ FUNCTIONS: tuple[Builtin, ...] = (
         ("x",),
         "The absolute value (int for an int).",
         host=numpy("abs"),
-        c={Type.REAL: "fabs$f", Type.INT: "llabs"},
+        c={Type.REAL: "fabs$f", Type.INT: "hawk_abs"},
         derivative=lambda bar, result, x: ((x > 0.0).select(bar, (x < 0.0).select(-bar, 0.0)),),
+        definitions={Type.INT: _ABS},
     ),
     _select("minimum", "<"),
     _select("maximum", ">"),
-    function(
+    Builtin(
+        "pow",
+        Form.CALL,
         "pow",
         ("x", "y"),
-        "x ** y for reals (also written ``x ** y`` in a kernel).",
-        host=numpy("power"),
-        c={Type.REAL: "pow$f"},
-        derivative=lambda bar, result, x, y: (
+        "x ** y (also written ``x ** y`` in a kernel): of reals, or of ints exactly "
+        "(modulo 2**64; a negative int exponent raises).",
+        np.power,
+        _pow_host,
+        _pow_c,
+        lambda bar, result, x, y: (
             bar * (y * x.call("pow", y - 1.0)),
             bar * (result * x.call("log")),
         ),
+        keeps_int=True,
     ),
     function(
         "erf",

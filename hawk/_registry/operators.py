@@ -14,6 +14,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+from hawk._registry import integers
 from hawk._registry.entry import Builtin, COut, Form, HostOut
 from hawk.kinds import Type
 
@@ -29,7 +30,13 @@ def _infix(out: HostOut | COut, node: Any, a: str, b: str) -> str:
 
 
 def _unary(
-    name: str, spelling: str, syntax: type[ast.AST], doc: str, evaluate: Callable[[Any], Any]
+    name: str,
+    spelling: str,
+    syntax: type[ast.AST],
+    doc: str,
+    evaluate: Callable[[Any], Any],
+    host: Callable[..., str] = _prefix,
+    c: Callable[..., str] = _prefix,
 ) -> Builtin:
     return Builtin(
         name,
@@ -38,8 +45,8 @@ def _unary(
         ("x",),
         doc,
         evaluate,
-        _prefix,
-        _prefix,
+        host,
+        c,
         (lambda bar, result, x: (bar,)) if spelling == "+" else lambda bar, result, x: (-bar,),
         syntax=syntax,
     )
@@ -47,19 +54,29 @@ def _unary(
 
 _UNARY = (
     _unary("pos", "+", ast.UAdd, "+x, of a number.", operator.pos),
-    _unary("neg", "-", ast.USub, "-x, of a number.", operator.neg),
+    _unary(
+        "neg",
+        "-",
+        ast.USub,
+        "-x, of a number (an int wraps at -2**63).",
+        operator.neg,
+        integers.negate_host,
+        integers.negate_c,
+    ),
 )
 
 # -- arithmetic ------------------------------------------------------------------------
 
 # C helpers of Python's floor division and remainder, by operand type; the int ones divide
-# in 32 bits (unsigned) where both operands allow it.
+# in 32 bits (unsigned) where both operands allow it, and by -1 without a signed overflow
+# (-2**63 // -1 wraps to -2**63, as int64 arithmetic does).
 _FLOORDIV = {
     Type.INT: """\
 $inline long long hawk_floordiv(long long a, long long b)
 {
     if (0 <= a && a <= 0xffffffffLL && 0 < b && b <= 0xffffffffLL)  // as 32-bit unsigned
         return (long long)((unsigned int)a / (unsigned int)b);
+    if (b == -1LL) return (long long)(0ULL - (unsigned long long)a);
     const long long q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }""",
@@ -82,6 +99,7 @@ $inline long long hawk_mod(long long a, long long b)
 {
     if (0 <= a && a <= 0xffffffffLL && 0 < b && b <= 0xffffffffLL)  // as 32-bit unsigned
         return (long long)((unsigned int)a % (unsigned int)b);
+    if (b == -1LL) return 0LL;
     const long long r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }""",
@@ -115,6 +133,7 @@ def _arithmetic(
     evaluate: Callable[[Any, Any], Any],
     derivative: Callable[..., tuple[Any, ...]] | None,
     c: Callable[..., str] = _infix,
+    host: Callable[..., str] = _infix,
 ) -> Builtin:
     return Builtin(
         name,
@@ -123,21 +142,57 @@ def _arithmetic(
         ("x", "y"),
         doc,
         evaluate,
-        _infix,
+        host,
         c,
         derivative,
         syntax=syntax,
     )
 
 
+def _wrapping(
+    name: str,
+    spelling: str,
+    syntax: type[ast.AST],
+    doc: str,
+    evaluate: Callable[[Any, Any], Any],
+    derivative: Callable[..., tuple[Any, ...]] | None,
+    c: Callable[..., str] = _infix,
+) -> Builtin:
+    """An arithmetic operator whose int value may leave int64 (and then wraps)."""
+    return _arithmetic(
+        name,
+        spelling,
+        syntax,
+        doc,
+        evaluate,
+        derivative,
+        integers.binary_c(name, c),
+        integers.binary_host(_infix),
+    )
+
+
 _ARITHMETIC = (
-    _arithmetic("add", "+", ast.Add, "x + y.", operator.add, lambda bar, result, x, y: (bar, bar)),
-    _arithmetic("sub", "-", ast.Sub, "x - y.", operator.sub, lambda bar, result, x, y: (bar, -bar)),
-    _arithmetic(
+    _wrapping(
+        "add",
+        "+",
+        ast.Add,
+        "x + y (ints wrap).",
+        operator.add,
+        lambda bar, result, x, y: (bar, bar),
+    ),
+    _wrapping(
+        "sub",
+        "-",
+        ast.Sub,
+        "x - y (ints wrap).",
+        operator.sub,
+        lambda bar, result, x, y: (bar, -bar),
+    ),
+    _wrapping(
         "mul",
         "*",
         ast.Mult,
-        "x * y.",
+        "x * y (ints wrap).",
         operator.mul,
         lambda bar, result, x, y: (bar * y, bar * x),
     ),
@@ -149,11 +204,12 @@ _ARITHMETIC = (
         operator.truediv,
         lambda bar, result, x, y: (bar / y, -((bar * x) / (y * y))),
     ),
-    _arithmetic(
+    _wrapping(
         "floordiv",
         "//",
         ast.FloorDiv,
-        "Python's floor division, of ints or reals; an int divided by zero raises.",
+        "Python's floor division, of ints or reals; an int divided by zero raises "
+        "(-2**63 // -1 wraps).",
         operator.floordiv,
         None,
         _c_helper("floordiv", _FLOORDIV),
@@ -246,14 +302,16 @@ _LOGIC = (
 def _int_host(out: HostOut, node: Any, a: str) -> str:
     if node.operand.type == Type.INT:
         return a
-    if not out.checks:
+    site = out.check_site(node, "int")
+    if site is None:
         return f"{a}.astype(_np.int64)" if node.varying else f"int({a})"
-    return f"_to_int({a})" if node.varying else f"_to_int1({a})"
+    return f"_to_int({a}, {site}, {out.lanes()})"
 
 
 def _cast_c(out: COut, node: Any, a: str) -> str:
-    if node.to == Type.INT and node.operand.type == Type.REAL and out.checks:
-        return f"hawk_to_int({a})"  # a helper of the checks
+    site = out.check_site(node, "int") if node.to == Type.INT else None
+    if site is not None:
+        return f"hawk_to_int({a}, hawk_rec, {site}, lane)"  # a helper of the checks
     return f"(({out.ctype(node.to)})({a}))"
 
 
@@ -273,8 +331,7 @@ _CASTS_AND_SELECT = (
         Form.CAST,
         Type.INT,
         ("x",),
-        "int(x): a real toward zero (NaN, +-inf and reals beyond int64 give "
-        "hawk.emit.checks.INT_INVALID); an int unchanged.",
+        "int(x): a real toward zero (NaN, +-inf and reals beyond int64 raise); an int unchanged.",
         int,
         _int_host,
         _cast_c,

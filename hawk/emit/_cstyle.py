@@ -33,7 +33,7 @@ from hawk import ir
 from hawk._registry import BUILTINS
 from hawk._registry.entry import CForm
 from hawk.emit import Names
-from hawk.emit.checks import Ranges
+from hawk.emit.checks import CheckSite, IntOverflow, Ranges, operation_site
 from hawk.kinds import Type
 
 __all__ = ["CStyle"]
@@ -57,6 +57,7 @@ class CStyle(abc.ABC):
         lines: the body written so far.
         depth: the nesting of the statement being written (a read declares its load there).
         code_for_op: the operator table, by registry entry name.
+        sites: the check sites of the kernel, in the order the text numbers them.
     """
 
     #: the qualifier of a helper function hawk defines (``$inline`` in a definition)
@@ -64,11 +65,19 @@ class CStyle(abc.ABC):
     #: the target's own printers, by registry entry name, for what it writes otherwise
     operators: ClassVar[Mapping[str, CForm]] = {}
 
-    def __init__(self, kernel: ir.KernelIR, real: str, *, checks: bool) -> None:
+    def __init__(
+        self,
+        kernel: ir.KernelIR,
+        real: str,
+        *,
+        checks: bool,
+        int_overflow: IntOverflow = "wrap",
+    ) -> None:
         self.kernel = kernel
         self.real = real
         self.names = Names()
-        self.ranges = Ranges(kernel, enabled=checks)
+        self.ranges = Ranges(kernel, enabled=checks, int_overflow=int_overflow)
+        self.sites: list[CheckSite] = []
         self.lines: list[str] = []
         self.depth = 0
         self.code_for_op: dict[str, CForm] = {
@@ -92,6 +101,18 @@ class CStyle(abc.ABC):
     def ctype(self, type_: Type) -> str:
         """The C type of an IR value of ``type_``."""
         return {Type.INT: "long long", Type.REAL: self.real, Type.BOOL: "bool"}[type_]
+
+    def wraps(self, node: ir.Expr) -> bool:
+        """True when the int operation ``node`` may leave int64."""
+        return self.ranges.wraps(node)
+
+    def check_site(self, node: ir.Expr, kind: str) -> str | None:
+        """The C text of the check site of kind ``kind`` that operation ``node`` makes (a
+        new site of :attr:`sites`), or None when it makes none."""
+        if kind not in self.ranges.operation_checks(node):
+            return None
+        self.sites.append(operation_site(node, kind))
+        return f"{len(self.sites) - 1}LL"
 
     def helper(self, key: tuple[str, str], definition: str) -> None:
         """Emit ``definition`` once, among :meth:`helpers`."""

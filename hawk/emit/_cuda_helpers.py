@@ -54,8 +54,8 @@ FP8_C_TYPES = tuple(
 :func:`fp8_type` gives."""
 
 # The 16-bit storage types, emitted when a plane has one: a two-byte struct, ``hawk_widen``
-# (a load), ``hawk_round_<t>`` (a store, from float or double) and ``hawk_atomic_add`` (an
-# add of a compute-type value).
+# (a load) and ``hawk_round_<t>`` (a store, from float or double; an add into a 16-bit
+# table sums in the compute type and rounds once, hawk.emit.cuda).
 _HALF_CONVERSIONS = {
     "f16": """\
 __device__ __forceinline__ float hawk_widen(hawk_f16 x)
@@ -97,43 +97,15 @@ __device__ __forceinline__ hawk_bf16 hawk_round_bf16(double v)
 }""",
 }
 
-# the first architecture with a 16-bit atomic add of each type
-_HALF_ATOMIC_ARCH = {"f16": 700, "bf16": 900}
-
 _HALF_TYPE = """\
 struct __align__(2) hawk_$t { unsigned short bits; };
-$conversions
-template <typename V>
-__device__ __forceinline__ void hawk_atomic_add(hawk_$t* target, V value)
-{
-    const hawk_$t v = hawk_round_$t(value);
-#if __CUDA_ARCH__ >= $arch
-    asm volatile("red.add.noftz.$t [%0], %1;" :: "l"(target), "h"(v.bits) : "memory");
-#else
-    // no 16-bit atomic add: compare-and-swap the aligned word that holds the element
-    unsigned* word = (unsigned*)((unsigned long long)target & ~3ULL);
-    const unsigned shift = ((unsigned long long)target & 2ULL) ? 16u : 0u;
-    unsigned old = *word, assumed;
-    do {
-        assumed = old;
-        hawk_$t current;
-        current.bits = (unsigned short)(assumed >> shift);
-        const hawk_$t sum = hawk_round_$t(hawk_widen(current) + hawk_widen(v));
-        const unsigned next = (assumed & ~(0xffffu << shift)) | ((unsigned)sum.bits << shift);
-        old = atomicCAS(word, assumed, next);
-    } while (old != assumed);
-#endif
-}"""
+$conversions"""
 
 
 def half_type(ctype: str) -> str:
     """The definitions of 16-bit storage type ``ctype`` (``hawk_f16`` or ``hawk_bf16``)."""
     short = ctype.removeprefix("hawk_")
-    return (
-        _HALF_TYPE.replace("$conversions", _HALF_CONVERSIONS[short])
-        .replace("$arch", str(_HALF_ATOMIC_ARCH[short]))
-        .replace("$t", short)
-    )
+    return _HALF_TYPE.replace("$conversions", _HALF_CONVERSIONS[short]).replace("$t", short)
 
 
 # The 8-bit storage types (fp8), emitted when a plane has one: a one-byte struct,
@@ -264,21 +236,6 @@ __device__ __forceinline__ void hawk_add_warp(T* target, T value)
         value += __shfl_xor_sync(mask, value, offset);
     if ((threadIdx.x & 31) == 0) atomicAdd(target, value);
 }""",
-    ("add", "uniform16"): """\
-template <typename T, typename V>
-__device__ __forceinline__ void hawk_add_uniform16(T* target, V value)
-{
-    // as hawk_add_uniform, into a 16-bit plane: the warp sums in the compute type and
-    // rounds once, when it adds
-    const unsigned mask = __activemask();
-    if (mask != 0xffffffffu) {
-        hawk_atomic_add(target, value);
-        return;
-    }
-    for (int offset = 16; offset > 0; offset >>= 1)
-        value += __shfl_xor_sync(mask, value, offset);
-    if ((threadIdx.x & 31) == 0) hawk_atomic_add(target, value);
-}""",
 }
 
 CHECK_HELPERS = f"""\
@@ -312,10 +269,14 @@ __device__ __forceinline__ long long hawk_divisor(
     hawk_fail(rec, site, lane, 0, 0);
     return 1;
 }}
-__device__ __forceinline__ long long hawk_to_int($R x)
+__device__ __forceinline__ long long hawk_to_int(
+    $R x, unsigned long long* rec, long long site, long long lane)
 {{
-    // int(): toward zero; NaN, +-inf and reals beyond int64 give {INT_INVALID}
-    return fabs$f(x) < ($R)9.223372036854775808e18 ? (long long)x : ({INT_INVALID + 1}LL - 1);
+    // int(): toward zero; NaN, +-inf and reals beyond int64 are recorded (the real's
+    // bits as a double) and give {INT_INVALID}, which no table accepts
+    if (fabs$f(x) < ($R)9.223372036854775808e18) return (long long)x;
+    hawk_fail(rec, site, lane, __double_as_longlong((double)x), 0);
+    return {INT_INVALID + 1}LL - 1;
 }}"""
 
 # A checked read's index: emitted after CHECK_HELPERS when a kernel has a checked read. The

@@ -19,8 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from hawk._registry.integers import wrapped
 from hawk.emit._factor import GROUP, UNIT
-from hawk.emit.checks import INT_INVALID, CheckSite
+from hawk.emit.checks import CheckSite
+from hawk.ir.expr import INT_MAX, INT_MIN
 
 __all__ = ["RUNTIME"]
 
@@ -111,18 +113,126 @@ def _check_divisor(
     return 1
 
 
-def _to_int(value: np.ndarray) -> np.ndarray:
-    """``int()`` of every lane: toward zero, :data:`INT_INVALID` for NaN, inf or beyond int64."""
-    result = value.astype(np.int64)
-    valid = np.abs(value) < 2.0**63
-    if not valid.all():
-        result[~valid] = INT_INVALID
-    return result
+def _fail_first(
+    site: CheckSite, bad: Any, values: Any, mask: np.ndarray | None, n: int, unit: int
+) -> None:
+    """Raise ``site``'s error for the first lane (under ``mask``) where ``bad`` holds, with
+    that lane's element of ``values``."""
+    if mask is not None:
+        bad = bad & mask
+    where = _first(bad, n) if isinstance(bad, np.ndarray) else () if bad and n > 0 else None
+    if where is not None:
+        raise site.error(_lane(where, unit), np.broadcast_to(values, np.shape(bad))[where].item())
 
 
-def _to_int1(value: Any) -> int:
-    """``int()`` of a uniform real, as :func:`_to_int`."""
-    return int(value) if abs(value) < 2.0**63 else INT_INVALID
+def _to_int(value: Any, site: CheckSite, mask: np.ndarray | None, n: int, unit: int = 0) -> Any:
+    """``int()`` of a lane value, toward zero, raising for the first lane (under ``mask``)
+    of NaN, +-inf or a real beyond int64 (its real's bits as a double, :mod:`hawk.emit.checks`)."""
+    array = np.asarray(value)
+    invalid = ~(np.abs(array) < 2.0**63)
+    if invalid.any():
+        _fail_first(site, invalid, array.astype(np.float64).view(np.int64), mask, n, unit)
+        array = np.where(invalid, 0, array)  # lanes outside the mask: never used
+    return array.astype(np.int64) if array.ndim else int(array)
+
+
+def _wrap(value: Any) -> Any:
+    """An int value brought into int64 (two's complement): numpy's int64 wraps already,
+    a Python int (a uniform value) is taken modulo 2**64."""
+    if type(value) is int and not INT_MIN <= value <= INT_MAX:
+        return wrapped(value)
+    return value
+
+
+_EXACT = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "//": lambda a, b: a // b,
+    "neg": lambda a, b: -a,
+}
+
+
+def _checked(
+    op: str, a: Any, b: Any, site: CheckSite, mask: np.ndarray | None, n: int, unit: int = 0
+) -> Any:
+    """``a op b`` in int64 (``op`` one of :data:`_EXACT`; ``neg`` negates ``a``), raising for
+    the first lane (under ``mask``) where its value leaves int64."""
+    if type(a) is int and type(b) is int:
+        exact = _EXACT[op](a, b)
+        _fail_first(site, exact != wrapped(exact), wrapped(exact), mask, n, unit)
+        return wrapped(exact)
+    x, y = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    result: np.ndarray = np.asarray(_EXACT[op](x, y), np.int64)
+    if op == "+":
+        bad = ((x ^ result) & (y ^ result)) < 0
+    elif op == "-":
+        bad = ((x ^ y) & (x ^ result)) < 0
+    elif op == "*":
+        bad = _mul_overflows(x, y, result)
+    elif op == "//":
+        bad = (x == INT_MIN) & (y == -1)
+    else:
+        bad = x == INT_MIN
+    _fail_first(site, bad, result, mask, n, unit)
+    return result if result.ndim else result.item()
+
+
+def _mul_overflows(x: np.ndarray, y: np.ndarray, product: np.ndarray) -> np.ndarray:
+    """Where ``x * y`` leaves int64, given its wrapped ``product``."""
+    divisor = np.where((x == 0) | (x == -1), 1, x)
+    return np.where(x == -1, y == INT_MIN, (x != 0) & (product // divisor != y))
+
+
+def _ipow(
+    base: Any,
+    exponent: Any,
+    negative: CheckSite | None,
+    overflow: CheckSite | None,
+    mask: np.ndarray | None,
+    n: int,
+    unit: int = 0,
+) -> Any:
+    """An int ``base ** exponent`` by squaring, modulo 2**64; a negative exponent raises
+    ``negative``'s error (when it is a site; the power is then 0) and, when ``overflow``
+    is a site, a power beyond int64 raises its error."""
+    if type(base) is int and type(exponent) is int:
+        if exponent < 0:
+            if negative is not None:
+                _fail_first(negative, True, exponent, mask, n, unit)
+            return 0
+        exact = pow(base, exponent)
+        if overflow is not None:
+            _fail_first(overflow, not INT_MIN <= exact <= INT_MAX, wrapped(exact), mask, n, unit)
+        return wrapped(exact)
+    x, e = np.asarray(base, np.int64), np.asarray(exponent, np.int64)
+    below = e < 0
+    if negative is not None and below.any():
+        _fail_first(negative, below, e, mask, n, unit)
+    e = np.where(below, 0, e)
+    shape = np.broadcast_shapes(x.shape, e.shape)
+    result, beyond = np.ones(shape, np.int64), np.zeros(shape, bool)
+    while e.any():
+        odd = (e & 1) != 0
+        product = result * x
+        beyond |= odd & _mul_overflows(result, x, product)
+        result = np.where(odd, product, result)
+        e = e >> 1
+        square = x * x
+        beyond |= (e != 0) & _mul_overflows(x, x, square)
+        x = square
+    result = np.where(below, 0, result)
+    if overflow is not None:
+        _fail_first(overflow, beyond, result, mask, n, unit)
+    return result if result.ndim else result.item()
+
+
+def _round_sums(table: np.ndarray, sums: np.ndarray) -> None:
+    """Add a launch's ``sums`` (in the compute type) into the 16-bit ``table``, rounding
+    each element whose sum is not 0 once (as the device's last block does)."""
+    added = sums != 0
+    if added.any():
+        table[added] = table[added].astype(sums.dtype) + sums[added]
 
 
 #: one element, broadcast to a column of a chunk's rows
@@ -373,7 +483,10 @@ RUNTIME = {
     "_check_index": _check_index,
     "_check_divisor": _check_divisor,
     "_to_int": _to_int,
-    "_to_int1": _to_int1,
+    "_round_sums": _round_sums,
+    "_wrap": _wrap,
+    "_checked": _checked,
+    "_ipow": _ipow,
     "_add_rows": _add_rows,
     "_add_groups": _add_groups,
     "_sum_rows": _sum_rows,

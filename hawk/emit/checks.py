@@ -4,7 +4,12 @@ Every table access (``t.at(...)`` and ``t.add(...)``) checks each index against
 its axis's extent (a flat table: against its length), and every integer ``//``
 and ``%`` checks its divisor, on the host and the device alike; an access or a
 division that fails its check is not made. ``int()`` of NaN, of +-inf or of a
-real beyond the int64 range is ``INT_INVALID``, which no table accepts.
+real beyond the int64 range raises (``HawkValueError`` for NaN,
+``HawkOverflowError`` for the others), and so does an int ``**`` with a
+negative exponent (``HawkValueError``). With
+``int_overflow="check"`` (:data:`IntOverflow`), an int ``+``, ``-``, ``*``,
+unary ``-``, ``**`` or ``//`` whose value leaves int64 raises
+``HawkOverflowError`` too; by default such a value wraps (two's complement).
 
 An emitter lists its *check sites* (``CheckSite``), one per checked axis
 of an access and one per checked divisor; a check that holds for every lane
@@ -32,7 +37,8 @@ it from pinned host memory): ``failed`` is 0 until a check fails, ``epoch`` is
 at least 1 and ``claim`` the address of a word of device memory that starts
 below it. The first failing thread of an epoch raises that word to ``epoch``
 with ``atomicMax``, writes ``site`` (an index into the kernel's check sites),
-``lane``, ``value`` (the index) and ``extent``, then sets ``failed`` to 1. The
+``lane``, ``value`` (the index; the bits of the real, as a double, for
+``int()``) and ``extent``, then sets ``failed`` to 1. The
 runtime clears a failure it has read by zeroing ``failed`` and increasing
 ``epoch``, without a device call.
 """
@@ -40,9 +46,11 @@ runtime clears a failure it has read by zeroing ``failed`` and increasing
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Literal
 
 import numpy as np
 
@@ -58,7 +66,12 @@ from hawk.emit._index_math import (
     loop_values,
     substitute,
 )
-from hawk.errors import HawkValueError, HawkZeroDivisionError, PlaneIndexError
+from hawk.errors import (
+    HawkOverflowError,
+    HawkValueError,
+    HawkZeroDivisionError,
+    PlaneIndexError,
+)
 from hawk.ir.expr import INT_MAX, INT_MIN
 from hawk.ir.printing import format_access
 from hawk.kinds import Type
@@ -66,18 +79,33 @@ from hawk.kinds import Type
 __all__ = [
     "INT_INVALID",
     "MAX_ITERATIONS",
+    "MAX_LANES",
     "RECORD_WORDS",
     "CheckSite",
+    "IntOverflow",
     "LaneCheck",
     "Ranges",
     "check_launch",
     "division_site",
     "index_site",
+    "operation_site",
     "record_error",
 ]
 
-#: what ``int()`` gives for NaN, +-inf or a real beyond the int64 range
+#: what ``int()`` gives for NaN, +-inf or a real beyond the int64 range where the checks
+#: are left out (``checks=False``), and after its check failed on the device
 INT_INVALID = -(2**63)
+
+IntOverflow = Literal["wrap", "check"]
+"""What an int value that leaves int64 does: ``"wrap"`` (two's complement, the default)
+or ``"check"`` (the kernel raises ``HawkOverflowError`` naming the expression)."""
+
+#: the lanes a launch may run at most (eagle refuses more; no array holds as many
+#: elements), so the emitters prove ``lane * 4 + k`` and the like stay in int64
+MAX_LANES = 2**48
+
+#: the check sites of operations (their ``kind``), by what they check
+_OPERATION_KINDS = ("overflow", "int", "exponent")
 
 #: int64 words in a device error record
 RECORD_WORDS = 8
@@ -88,13 +116,14 @@ class CheckSite:
     """One checked index axis of a table access, or one checked integer divisor.
 
     Attributes:
-        kind: ``"index"`` or ``"zero-division"``.
-        plane: the table's name (None for a division).
+        kind: ``"index"``, ``"zero-division"``, ``"overflow"`` (an int value leaving
+            int64), ``"int"`` (``int()`` of a real) or ``"exponent"`` (an int ``**``).
+        plane: the table's name (None for an operation).
         axis: the axis label, ``"index"`` for a flat table, or the operator
-            (``"//"`` or ``"%"``) of a division.
+            (``"//"``, ``"%"``, ``"*"``, ``"int"``, ...) of an operation.
         extent: the axis's declared extent; None for a flat table (its length
-            is known at run time) and for a division.
-        access: the access or division as hawk source, e.g. ``t.at(row=r, col=1)``.
+            is known at run time) and for an operation.
+        access: the access or operation as hawk source, e.g. ``t.at(row=r, col=1)``.
     """
 
     kind: str
@@ -108,7 +137,9 @@ class CheckSite:
 
         Args:
             lane: the lane that failed.
-            value: the offending index (unused for a division).
+            value: the offending index; the wrapped value of an overflow; the bits of
+                the real (as a double) of ``int()``; the exponent of ``**``; unused for
+                a division.
             extent: a flat table's length (declared extents are known).
         """
         if self.kind == "zero-division":
@@ -116,9 +147,26 @@ class CheckSite:
                 f"integer {self.axis} by zero at lane {lane}, in {self.access}; guard the "
                 "divisor, e.g. `b if b != 0 else 1`"
             )
+        if self.kind == "overflow":
+            return HawkOverflowError(
+                f"int64 overflow at lane {lane}, in {self.access} (it wraps to {value}); "
+                "compute in reals, or build the plan with int_overflow='wrap' to wrap"
+            )
+        if self.kind == "int":
+            real = struct.unpack("<d", struct.pack("<q", value))[0]
+            kind = HawkValueError if math.isnan(real) else HawkOverflowError
+            return kind(
+                f"int() of {real!r} at lane {lane}, in {self.access}: an int is finite and "
+                "within int64; guard the real first, e.g. `int(x) if abs(x) < 1e18 else 0`"
+            )
+        if self.kind == "exponent":
+            return HawkValueError(
+                f"negative exponent {value} of an int ** at lane {lane}, in {self.access}; "
+                "an int ** a negative int is a real: write float(x) ** y"
+            )
         size = self.extent if self.extent is not None else extent
         assert self.plane is not None and size is not None
-        shown = "int() of NaN, +-inf or a real beyond int64" if value == INT_INVALID else value
+        shown = value
         where = (
             f"(length {size})" if self.axis == "index" else f"axis {self.axis!r} (extent {size})"
         )
@@ -297,13 +345,23 @@ class Ranges:
     same index on the same axis anywhere else. Made with ``enabled=False`` it
     proves every check (an emitter then makes none).
 
+    It also says which int operations may leave int64 (:meth:`wraps`: the emitters
+    then wrap them explicitly, as C leaves a signed overflow undefined and Python's
+    ints never overflow) and which operations make a check of their own
+    (:meth:`operation_checks`: ``int()`` of a real, an int ``**`` whose exponent may
+    be negative and, with ``int_overflow="check"``, an operation that may overflow).
+
     Attributes:
         launch_checks: the kernel's launch checks, one per table, axis and
             index, in program order.
     """
 
-    def __init__(self, kernel: ir.KernelIR, *, enabled: bool = True) -> None:
+    def __init__(
+        self, kernel: ir.KernelIR, *, enabled: bool = True, int_overflow: IntOverflow = "wrap"
+    ) -> None:
         self.enabled = enabled
+        self.int_overflow = int_overflow
+        self._spans: dict[ir.Expr, tuple[int, int] | None] = {}
         self._lets = kernel.lets()
         self._loops = {
             node.index: range(node.start, node.stop, node.step)
@@ -447,13 +505,84 @@ class Ranges:
         return None
 
     def sites(self, node: ir.Expr | ir.Stmt) -> bool:
-        """True when running ``node`` makes a check (a read or a division to check)."""
+        """True when running ``node`` makes a check (a read, a division or another
+        operation to check)."""
         for item in ir.walk(node):
             if isinstance(item, ir.Read) and self.read_checked(item):
                 return True
             if self.divides(item):
                 return True
+            if isinstance(item, ir.Expr) and self.operation_checks(item):
+                return True
         return False
+
+    def span(self, node: ir.Expr) -> tuple[int, int] | None:
+        """The smallest and largest value of an int ``node`` when every int operation on
+        the way to it is proved to stay in int64 (the lane below :data:`MAX_LANES`), or
+        None."""
+        if node not in self._spans:
+            self._spans[node] = self._span(node)
+        return self._spans[node]
+
+    def _span(self, node: ir.Expr) -> tuple[int, int] | None:
+        if node.type != Type.INT:
+            return None
+        found: tuple[int, int] | None = None
+        if isinstance(node, ir.Lane):
+            found = 0, MAX_LANES - 1
+        elif isinstance(node, ir.Ref | ir.Const):
+            found = self.bounds(node) if not isinstance(node, ir.Ref) else self._ref(node)
+        elif isinstance(node, ir.Unary):
+            inner = self.span(node.operand)
+            found = inner if inner is None or node.op == "+" else (-inner[1], -inner[0])
+        elif isinstance(node, ir.Binary):
+            found = _arithmetic(node.op, self.span(node.left), self.span(node.right))
+        elif isinstance(node, ir.Call) and node.fn == "pow":
+            found = _power(self.span(node.args[0]), self.span(node.args[1]))
+        elif isinstance(node, ir.Select):
+            sides = self.span(node.if_true), self.span(node.if_false)
+            if sides[0] is not None and sides[1] is not None:
+                found = min(sides[0][0], sides[1][0]), max(sides[0][1], sides[1][1])
+        if found is None or found[0] < INT_MIN or found[1] > INT_MAX:
+            return None
+        return found
+
+    def _ref(self, node: ir.Ref) -> tuple[int, int] | None:
+        if node.var in self._loops:
+            return self.bounds(node)
+        value = self._lets.get(node.var)
+        return None if value is None else self.span(value)
+
+    def wraps(self, node: ir.Expr) -> bool:
+        """True when ``node`` is an int ``+``, ``-``, ``*``, ``//``, unary ``-`` or ``**``
+        whose value may leave int64 (it then wraps, or is checked)."""
+        if node.type != Type.INT:
+            return False
+        kind = (
+            (isinstance(node, ir.Binary) and node.op in ("+", "-", "*", "//"))
+            or (isinstance(node, ir.Unary) and node.op == "-")
+            or (isinstance(node, ir.Call) and node.fn == "pow")
+        )
+        return kind and self.span(node) is None
+
+    def operation_checks(self, node: ir.Expr) -> tuple[str, ...]:
+        """The kinds of the checks an operation makes itself (:class:`CheckSite`),
+        in the order its helper takes their sites: ``"int"`` for ``int()`` of a
+        real; ``"exponent"`` for an int ``**`` whose exponent may be negative;
+        ``"overflow"`` for an operation that may leave int64, with
+        ``int_overflow="check"``."""
+        if not self.enabled:
+            return ()
+        if isinstance(node, ir.Cast):
+            return ("int",) if node.to == Type.INT and node.operand.type == Type.REAL else ()
+        kinds: tuple[str, ...] = ()
+        if isinstance(node, ir.Call) and node.fn == "pow" and node.type == Type.INT:
+            exponent = self.span(node.args[1])
+            if exponent is None or exponent[0] < 0:
+                kinds = ("exponent",)
+        if self.int_overflow == "check" and self.wraps(node):
+            kinds += ("overflow",)
+        return kinds
 
     def read_checked(self, node: ir.Read | ir.Accumulate) -> bool:
         """True when some axis of a table access needs a check."""
@@ -478,6 +607,50 @@ class Ranges:
             and node.type == Type.INT
             and not self.nonzero(node.right)
         )
+
+
+def _arithmetic(
+    op: str, left: tuple[int, int] | None, right: tuple[int, int] | None
+) -> tuple[int, int] | None:
+    """The span of ``left op right`` from its operands' spans, or None."""
+    if right is not None and op == "%" and right[0] > 0:
+        return 0, right[1] - 1
+    if left is None or right is None:
+        return None
+    if op == "+":
+        return left[0] + right[0], left[1] + right[1]
+    if op == "-":
+        return left[0] - right[1], left[1] - right[0]
+    if op == "*":
+        products = [a * b for a in left for b in right]
+        return min(products), max(products)
+    if op == "//" and right[0] > 0:
+        quotients = [a // b for a in left for b in right]
+        return min(quotients), max(quotients)
+    return None
+
+
+def _power(
+    base: tuple[int, int] | None, exponent: tuple[int, int] | None
+) -> tuple[int, int] | None:
+    """The span of an int ``base ** exponent`` for one small exponent >= 0, or None."""
+    if base is None or exponent is None or exponent[0] != exponent[1]:
+        return None
+    power = exponent[0]
+    if not 0 <= power <= 64 or max(abs(base[0]), abs(base[1])) > 2**32:
+        return None
+    values = [base[0] ** power, base[1] ** power]
+    if base[0] <= 0 <= base[1]:
+        values.append(0)
+    return min(values), max(values)
+
+
+def operation_site(node: ir.Expr, kind: str) -> CheckSite:
+    """The check site of kind ``kind`` (``"overflow"``, ``"int"``, ``"exponent"``) of an
+    operation."""
+    assert kind in _OPERATION_KINDS, kind
+    spelling = getattr(node, "op", None) or ("int" if isinstance(node, ir.Cast) else "**")
+    return CheckSite(kind, None, spelling, None, str(node))
 
 
 def index_site(node: ir.Read | ir.Accumulate, position: int) -> CheckSite:

@@ -42,13 +42,17 @@ Planes of 16-bit dtypes are ``hawk_f16`` / ``hawk_bf16`` (two-byte structs
 the emitted code defines, laid out as IEEE binary16 and bfloat16) and need
 no header: a load widens with ``cvt.f32.f16`` (bfloat16: a shift), a store
 rounds to nearest even (``cvt.rn.f16``; bfloat16 rounds in integer
-arithmetic, from float32, as ``ml_dtypes`` does on the host), and an add is
-the hardware's 16-bit atomic (``red.add.noftz.f16`` from sm_70,
-``.bf16`` from sm_90; a compare-and-swap loop before), which rounds the
-value and then the sum to the plane's dtype. Planes of fp8 dtypes are
+arithmetic, from float32, as ``ml_dtypes`` does on the host). An add into a
+16-bit table goes to a scratch of its sums in the compute type
+(``CudaSource.sums``), by the adds of a float table; the last block to finish
+(counted in ``hawk_done``) takes each sum out, leaving 0, and rounds the
+element plus a sum that is not 0 once. Planes of fp8 dtypes are
 ``hawk_e4m3`` / ``hawk_e5m2`` (one-byte structs): a load decodes the bits
 exactly, a store rounds to nearest even in integer arithmetic (as ``ml_dtypes``
 does, from the value itself), on any architecture; they take no adds.
+
+Ints are ``long long``; an int operation that may leave int64 is written through the
+unsigned helpers (C leaves a signed overflow undefined), so it wraps as on the host.
 
 Every check of :mod:`hawk.emit.checks` is one unsigned compare per index
 axis (or one compare of a divisor with zero); a failure calls a helper kept
@@ -68,6 +72,7 @@ only the side it takes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -87,9 +92,9 @@ from hawk.emit._cuda_helpers import (
     storage_types,
 )
 from hawk.emit._cuda_lanes import UNROLL, Lanes, vector_width
-from hawk.emit.checks import CheckSite, LaneCheck, division_site, index_site
+from hawk.emit.checks import CheckSite, IntOverflow, LaneCheck, division_site, index_site
 from hawk.errors import HawkError
-from hawk.kinds import PlaneKind, Type
+from hawk.kinds import PlaneKind, Type, check_option
 
 __all__ = ["UNROLL", "CudaSource", "emit"]
 
@@ -113,6 +118,10 @@ class CudaSource:
         width: the lanes of one group of the vectorised lane loop (1: the kernel
             has none); a launch over many lanes gives each thread at least one
             group, as fewer threads than groups leave the rest idle.
+        sums: the 16-bit tables the kernel adds into, in order: after the error
+            record it takes, for each, a scratch array of its element count in the
+            compute type, then one ``unsigned int`` counter, all zero before the
+            first launch; each launch leaves them zero.
     """
 
     name: str
@@ -122,6 +131,7 @@ class CudaSource:
     checks: tuple[CheckSite, ...] = ()
     launch_checks: tuple[LaneCheck, ...] = ()
     width: int = 1
+    sums: tuple[str, ...] = ()
 
 
 _BLOCK_SIZE_NOTE = "a grid-stride loop over lanes"
@@ -136,6 +146,7 @@ def emit(
     warp_adds: bool = True,
     values: frozenset[str] = frozenset(),
     narrow: bool = False,
+    int_overflow: IntOverflow = "wrap",
 ) -> CudaSource:
     """The CUDA C of ``kernel`` for the given plane dtypes.
 
@@ -157,6 +168,9 @@ def emit(
             loops count in 32 bits; the lane is still a ``long long`` to the kernel's
             arithmetic, which the compiler then knows lies below 2**32 (integer
             division by a constant, for one, becomes a 32-bit multiply).
+        int_overflow: ``"wrap"`` (int64 values wrap, two's complement) or ``"check"``
+            (the first lane whose int value leaves int64 is recorded, and raises
+            ``HawkOverflowError``).
 
     Raises:
         HawkError: a plane without a dtype, an unknown plane or another dtype; a
@@ -178,6 +192,7 @@ def emit(
         warp_adds=warp_adds,
         values=frozenset(values),
         narrow=narrow,
+        int_overflow=check_option(int_overflow, IntOverflow, "int_overflow"),
     ).source()
 
 
@@ -197,14 +212,22 @@ class _Cuda(CStyle):
         warp_adds: bool,
         values: frozenset[str],
         narrow: bool,
+        int_overflow: IntOverflow,
     ) -> None:
-        super().__init__(kernel, C_TYPES[compute_dtype(dtypes).name], checks=checks)
+        super().__init__(
+            kernel, C_TYPES[compute_dtype(dtypes).name], checks=checks, int_overflow=int_overflow
+        )
         self.dtypes = dtypes
         self.clamps = False  # whether a read calls hawk_clamp
-        self.sites: list[CheckSite] = []
         self.lengths = tuple(p.name for p in kernel.planes if p.is_table and p.axes is None)
         self.lets = kernel.lets()
         self.warp_adds = warp_adds
+        # the 16-bit tables added into: summed in the compute type, rounded once (_finish)
+        self.sums = tuple(
+            p.name
+            for p in kernel.planes
+            if p.kind == PlaneKind.ACCUMULATOR and C_TYPES[dtypes[p.name].name] in HALF_C_TYPES
+        )
         width = vector_width(kernel, dtypes) if vector else 1
         self.lanes = Lanes(kernel, dtypes, self.real, width, values, narrow)
 
@@ -213,6 +236,9 @@ class _Cuda(CStyle):
         params = [self.lanes.parameter(p) for p in self.kernel.planes] + ["long long n"]
         params += [f"long long {_length(name)}" for name in self.lengths]
         params.append("unsigned long long* __restrict__ hawk_rec")
+        params += [f"{self.real}* __restrict__ {_sum(name)}" for name in self.sums]
+        if self.sums:
+            params.append("unsigned int* __restrict__ hawk_done")
         self.lines = []
         for stmt in self.kernel.body:
             self.statement(stmt, 0)
@@ -220,7 +246,7 @@ class _Cuda(CStyle):
         helpers = self.helpers()
         if self.clamps:
             helpers.insert(0, CLAMP_HELPER)
-        if self.sites or "hawk_to_int(" in "\n".join(body):
+        if self.sites:
             helpers.insert(0, self.fill(CHECK_HELPERS))
         helpers[:0] = storage_types({C_TYPES[d.name] for d in self.dtypes.values()})
         names = ", ".join(p.name for p in self.kernel.planes)
@@ -246,6 +272,7 @@ class _Cuda(CStyle):
                 *self.lanes.packed(body),
             ]
         lanes += self.lanes.scalar(body)
+        lanes += self.finish()
         text = "\n".join(
             [
                 *header,
@@ -266,7 +293,44 @@ class _Cuda(CStyle):
             tuple(self.sites),
             self.ranges.launch_checks,
             self.lanes.width,
+            self.sums,
         )
+
+    def finish(self) -> list[str]:
+        """The end of a kernel that adds into 16-bit tables: the last block to finish
+        (its ticket from ``hawk_done``) takes each element's sum out of the scratch
+        (leaving 0) and, where it is not 0, rounds the element plus it once."""
+        if not self.sums:
+            return []
+        take = (
+            "atomicExch(&{s}[i], 0.0f)"
+            if self.real == "float"
+            else "__longlong_as_double((long long)atomicExch((unsigned long long*)&{s}[i], 0ULL))"
+        )
+        lines = [
+            "    // 16-bit tables: this launch's sums, rounded into each element once",
+            "    __shared__ bool hawk_last;",
+            "    __threadfence();  // this thread's adds, before its block's ticket",
+            "    __syncthreads();",
+            "    if (threadIdx.x == 0) hawk_last = atomicAdd(hawk_done, 1u) == gridDim.x - 1u;",
+            "    __syncthreads();",
+            "    if (hawk_last) {",
+        ]
+        for name in self.sums:
+            plane = next(p for p in self.kernel.planes if p.name == name)
+            size = (
+                _length(name) if plane.axes is None else f"{math.prod(e for _, e in plane.axes)}LL"
+            )
+            table, short = Names.plane(name), C_TYPES[self.dtypes[name].name].removeprefix("hawk_")
+            lines += [
+                f"        for (long long i = threadIdx.x; i < {size}; i += blockDim.x) {{",
+                f"            const {self.real} s = {take.format(s=_sum(name))};",
+                f"            if (s != ({self.real})0)",
+                f"                {table}[i] = hawk_round_{short}(hawk_widen({table}[i]) + s);",
+                "        }",
+            ]
+        lines += ["        if (threadIdx.x == 0) *hawk_done = 0u;", "    }"]
+        return lines
 
     # -- what the C-family renderer leaves to its target ---------------------------------
 
@@ -298,14 +362,19 @@ class _Cuda(CStyle):
         declarations, indices, checks = self.indices(stmt)
         target = f"&{Names.plane(stmt.plane.name)}[{self.offset(stmt.plane, indices)}]"
         varying = any(item.varying for item in stmt.index)
-        if C_TYPES[self.dtypes[stmt.plane.name].name] in HALF_C_TYPES:
-            # summed in the compute type, rounded to the plane's type by the add itself
-            value = self.value(stmt.value, depth)
-            if varying:
-                add = f"hawk_atomic_add({target}, {value});"
-            else:
-                self.helper(("add", "uniform16"), HELPERS[("add", "uniform16")])
-                add = f"hawk_add_uniform16({target}, {value});"
+        summed = stmt.plane.name in self.sums
+        if summed:  # into its scratch sums, in the compute type (rounded by finish())
+            target = f"&{_sum(stmt.plane.name)}[{self.offset(stmt.plane, indices)}]"
+        if summed and varying and not self.warp_adds:
+            add = f"atomicAdd({target}, {self.value(stmt.value, depth)});"
+        elif summed and not varying:
+            self.helper(("add", "uniform"), HELPERS[("add", "uniform")])
+            add = f"hawk_add_uniform({target}, {self.value(stmt.value, depth)});"
+        elif summed and all(self.warp_same(item) for item in stmt.index):
+            self.helper(("add", "warp"), HELPERS[("add", "warp")])
+            add = f"hawk_add_warp({target}, {self.value(stmt.value, depth)});"
+        elif summed:
+            add = f"atomicAdd({target}, {self.value(stmt.value, depth)});"
         elif varying and self.warp_adds and all(self.warp_same(item) for item in stmt.index):
             value = self.lanes.convert(self.value(stmt.value, depth), stmt.plane, to_real=False)
             self.helper(("add", "warp"), HELPERS[("add", "warp")])
@@ -407,6 +476,11 @@ class _Cuda(CStyle):
         loaded = self.names.fresh("rd")
         self.emit(self.depth, f"const {self.real} {loaded} = {value};")
         return f"(({' && '.join(valid)}) ? {loaded} : {zero})"
+
+
+def _sum(name: str) -> str:
+    """The identifier of a 16-bit table's scratch sums."""
+    return Names.plane(name).replace("p", "hawk_s", 1)
 
 
 def _length(name: str) -> str:

@@ -29,6 +29,10 @@ failure. A failed check raises :class:`~hawk.errors.PlaneIndexError` or
 ``ZeroDivisionError`` naming the first lane that failed (adds made before it
 stay made: ``eagle.plan`` restores the planes of a run that raises).
 
+Ints are numpy int64, which wraps; a uniform int that may leave int64 (a Python int) is
+brought back into it, modulo 2**64. Adds into a 16-bit table go to its
+sums in the compute type, rounded into the table once at the end (as on the device).
+
 The emitted function takes one flat numpy array per plane in declaration
 order (a param as a one-element array), then the lane count ``n``; it writes
 outputs and accumulators in place and returns None.
@@ -47,8 +51,16 @@ from hawk.emit import Names, compute_dtype, plane_dtypes
 from hawk.emit._batch import Batch, batch, lane_group
 from hawk.emit._factor import GROUP, LANES, UNIT, Factoring, factor
 from hawk.emit._host_runtime import RUNTIME
-from hawk.emit.checks import CheckSite, LaneCheck, Ranges, division_site, index_site
-from hawk.kinds import PlaneKind, Type
+from hawk.emit.checks import (
+    CheckSite,
+    IntOverflow,
+    LaneCheck,
+    Ranges,
+    division_site,
+    index_site,
+    operation_site,
+)
+from hawk.kinds import PlaneKind, Type, check_option
 
 __all__ = ["HostProgram", "emit"]
 
@@ -85,7 +97,13 @@ class HostProgram:
     launch_checks: tuple[LaneCheck, ...] = ()
 
 
-def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any], *, checks: bool = True) -> HostProgram:
+def emit(
+    kernel: ir.KernelIR,
+    dtypes: Mapping[str, Any],
+    *,
+    checks: bool = True,
+    int_overflow: IntOverflow = "wrap",
+) -> HostProgram:
     """The numpy program of ``kernel`` for the given plane dtypes.
 
     Args:
@@ -96,13 +114,19 @@ def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any], *, checks: bool = True)
         checks: False leaves out the checks of :mod:`hawk.emit.checks` (and
             ``int()`` of NaN is whatever the hardware gives): unsafe, as a bad
             index then reads or writes outside its table; for measuring their cost.
+        int_overflow: ``"wrap"`` (int64 values wrap, two's complement) or ``"check"``
+            (the first lane whose int value leaves int64 raises ``HawkOverflowError``).
 
     Raises:
         HawkError: a plane without a dtype, an unknown plane or another dtype.
     """
+    check_option(int_overflow, IntOverflow, "int_overflow")
     planes = plane_dtypes(kernel, dtypes)
-    return _Emitter(kernel, planes, checks).program()
+    return _Emitter(kernel, planes, checks, int_overflow).program()
 
+
+#: the keys of an operation's check sites by kind (:meth:`_Emitter.site`; -1 a division)
+_OPERATION_AXES = {"overflow": -2, "int": -3, "exponent": -4}
 
 _STATEMENTS: ir.Rules[Callable[..., None]] = ir.Rules("host emitter", ir.Stmt)
 _EXPRESSIONS: ir.Rules[Callable[..., str]] = ir.Rules("host emitter", ir.Expr)
@@ -112,14 +136,20 @@ class _Emitter:
     """Writes one kernel's numpy program; an operation's text is its registry entry's
     host printer (the emitter is the printer's ``out``: :class:`~hawk._registry.entry.HostOut`)."""
 
-    def __init__(self, kernel: ir.KernelIR, dtypes: dict[str, np.dtype], checks: bool) -> None:
+    def __init__(
+        self,
+        kernel: ir.KernelIR,
+        dtypes: dict[str, np.dtype],
+        checks: bool,
+        int_overflow: IntOverflow = "wrap",
+    ) -> None:
         self.kernel = kernel
         self.dtypes = dtypes
         self.real = compute_dtype(dtypes)
         self.names = Names()
         self.constants: dict[str, Any] = {}
         self.lines: list[str] = []
-        self.ranges = Ranges(kernel, enabled=checks)
+        self.ranges = Ranges(kernel, enabled=checks, int_overflow=int_overflow)
         self.lets = kernel.lets()
         self.sites: list[CheckSite] = []
         self.index_checks = 0  # calls of _check_index emitted
@@ -132,6 +162,12 @@ class _Emitter:
         self.unit = 0
         self.aliases: dict[ir.Var | ir.Plane, str] = {}
         self.lane_shape = "n"  # the shape of a lane value (for a uniform one made varying)
+        # the 16-bit tables added into, each with the name of its sums in the compute type
+        self.sums = {
+            p.name: f"s_{p.name}"
+            for p in kernel.planes
+            if p.kind == PlaneKind.ACCUMULATOR and dtypes[p.name].itemsize == 2
+        }
         # the names of the check sites emitted, by access (id) and axis (-1: a division),
         # so that the two forms of a chunked loop share theirs
         self.site_names: dict[tuple[int, int], str] = {}
@@ -144,7 +180,11 @@ class _Emitter:
         if any(isinstance(node, ir.Lane) for node in ir.walk(self.kernel)):
             self.emit(2, "lane = _np.arange(n, dtype=_np.int64)")
         self.loads(2)
+        for table, sums in self.sums.items():
+            self.emit(2, f"{sums} = _np.zeros({Names.plane(table)}.shape, _real)")
         self.block(self.kernel.body, 2, None)
+        for table, sums in self.sums.items():
+            self.emit(2, f"_round_sums({Names.plane(table)}, {sums})")
         if self.index_checks:
             self.lines.insert(1, "    " * 2 + f"_last = [None] * {self.index_checks}")
         source = "\n".join([f"def {name}({params}):", *self.lines, ""])
@@ -161,6 +201,11 @@ class _Emitter:
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("    " * depth + text)
+
+    def add_target(self, plane: ir.Plane) -> str:
+        """The array an add into ``plane`` goes to: a 16-bit table's sums in the compute
+        type (rounded into it once, at the end), else the table itself."""
+        return self.sums.get(plane.name) or Names.plane(plane.name)
 
     def at(self, depth: int, mask: str | None) -> None:
         """Expressions emitted next evaluate at ``depth``, for the lanes of ``mask``."""
@@ -330,7 +375,7 @@ class _Emitter:
     def add_product(self, stmt: ir.Accumulate, layout: Factoring, sizes: str, depth: int) -> None:
         """An add on factored lanes: its value's factors, summed over what its address does
         not depend on, added with ``_add_product``."""
-        target = Names.plane(stmt.plane.name)
+        target = self.add_target(stmt.plane)
         offset = self.offset(stmt.plane, self.indices(stmt))
         factors = ", ".join(self.expr(f) for f in layout.factors(stmt.value))
         self.emit(depth, f"_add_product({target}, {offset}, {sizes}, {factors})")
@@ -389,7 +434,7 @@ class _Emitter:
 
     @_STATEMENTS.rule(ir.Accumulate)
     def accumulate(self, stmt: ir.Accumulate, depth: int, mask: str | None) -> None:
-        target = Names.plane(stmt.plane.name)
+        target = self.add_target(stmt.plane)
         checked = self.ranges.read_checked(stmt)
         offset = self.offset(stmt.plane, self.indices(stmt))
         value = self.expr(stmt.value)
@@ -530,6 +575,22 @@ class _Emitter:
     def checks(self) -> bool:
         """True when the program makes the checks of :mod:`hawk.emit.checks`."""
         return self.ranges.enabled
+
+    def wraps(self, node: ir.Expr) -> bool:
+        """True when the int operation ``node`` may leave int64."""
+        return self.ranges.wraps(node)
+
+    def check_site(self, node: ir.Expr, kind: str) -> str | None:
+        """The name of the check site of kind ``kind`` that operation ``node`` makes, or
+        None when it makes none."""
+        if kind not in self.ranges.operation_checks(node):
+            return None
+        return self.site(operation_site(node, kind), node, _OPERATION_AXES[kind])
+
+    def lanes(self) -> str:
+        """The arguments naming the lanes a check sees: the mask, ``n`` and, on factored
+        lanes, the unit."""
+        return f"{self.mask}, n" + (f", {self.unit}" if self.unit else "")
 
     def define(self, name: str, value: object) -> str:
         """Bind ``name`` to ``value`` in the program's namespace (a registry entry's own

@@ -1,6 +1,7 @@
 """How plans built now treat contractions: ``"loop"`` (the default) or ``"gemm"``,
-and in what arithmetic a routed float32 product sums: ``"fp32"`` (the default) or
-``"tf32"``.
+in what arithmetic a routed float32 product sums: ``"fp32"`` (the default) or
+``"tf32"``, and what an int value beyond int64 does: ``"wrap"`` (the default) or
+``"check"``.
 
 >>> from hawk.emit import policy
 >>> with policy.using(contraction="gemm", math="tf32"):
@@ -25,9 +26,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
 from hawk.dtypes import Float32Math
+from hawk.emit.checks import IntOverflow
 from hawk.kinds import check_option
 
-__all__ = ["CONTRACTIONS", "MATH", "Contraction", "Policy", "current", "using"]
+__all__ = ["CONTRACTIONS", "INT_OVERFLOWS", "MATH", "Contraction", "Policy", "current", "using"]
 
 Contraction = Literal["loop", "gemm"]
 """How a contraction runs (its own loop, or one cuBLAS product); ``host_route`` takes
@@ -38,6 +40,9 @@ CONTRACTIONS: tuple[Contraction, ...] = get_args(Contraction)
 
 #: the values ``math`` may take (how a product of float32 factors sums)
 MATH: tuple[Float32Math, ...] = get_args(Float32Math)
+
+#: the values ``int_overflow`` may take (what an int value beyond int64 does)
+INT_OVERFLOWS: tuple[IntOverflow, ...] = get_args(IntOverflow)
 
 
 @dataclass(frozen=True)
@@ -54,16 +59,21 @@ class Policy:
         host_route: ``"gemm"`` also runs a routed contraction on the host as
             one numpy product (with ``contraction="gemm"``); ``"loop"`` keeps
             the host on the kernel's own loop.
+        int_overflow: ``"wrap"``: an int value beyond int64 wraps, two's
+            complement; ``"check"``: the run raises ``HawkOverflowError`` naming
+            the expression and the first lane.
     """
 
     contraction: Contraction = "loop"
     math: Float32Math = "fp32"
     host_route: Contraction = "loop"
+    int_overflow: IntOverflow = "wrap"
 
     def __post_init__(self) -> None:
         check_option(self.contraction, Contraction, "contraction")
         check_option(self.math, Float32Math, "math")
         check_option(self.host_route, Contraction, "host_route")
+        check_option(self.int_overflow, IntOverflow, "int_overflow")
 
 
 _DEFAULT = Policy()
@@ -77,16 +87,23 @@ def current() -> Policy:
 
 @contextmanager
 def using(
-    *, contraction: Contraction | None = None, math: Float32Math | None = None
+    *,
+    contraction: Contraction | None = None,
+    math: Float32Math | None = None,
+    int_overflow: IntOverflow | None = None,
 ) -> Iterator[Policy]:
-    """Make ``contraction`` and/or ``math`` the policy inside the ``with`` block (a
-    choice left None keeps the current one).
+    """Make ``contraction``, ``math`` and/or ``int_overflow`` the policy inside the
+    ``with`` block (a choice left None keeps the current one).
 
     Raises:
-        ValueError: ``contraction`` is not ``"gemm"`` or ``"loop"``, or ``math``
-            is not ``"fp32"`` or ``"tf32"``.
+        ValueError: ``contraction`` is not ``"gemm"`` or ``"loop"``, ``math`` not
+            ``"fp32"`` or ``"tf32"``, or ``int_overflow`` not ``"wrap"`` or ``"check"``.
     """
-    chosen: dict[str, str | None] = {"contraction": contraction, "math": math}
+    chosen: dict[str, str | None] = {
+        "contraction": contraction,
+        "math": math,
+        "int_overflow": int_overflow,
+    }
     changes: dict[str, Any] = {k: v for k, v in chosen.items() if v is not None}
     token = _current.set(replace(current(), **changes))
     try:

@@ -1,0 +1,128 @@
+"""int64 semantics on the host: values wrap two's complement (no warning, no unbounded
+Python int), ``int ** int`` is exact, ``int()`` of a real that is no int64 raises, and
+``int_overflow="check"`` reports the first overflow; the device's kernels compile here and
+run in tests/test_ints_gpu.py."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import get_args
+
+import numpy as np
+import pytest
+
+import eagle.plan
+import hawk
+from eagle.cuda.module import compile_cuda
+from hawk.emit import checks, cuda, policy
+from hawk.errors import HawkOverflowError, HawkValueError
+from tests import _int_kernels as k
+from tests._int_reference import OUTPUTS, edges_expected, edges_inputs, wrap
+
+KERNELS = [value for value in vars(k).values() if isinstance(value, hawk.Kernel)]
+
+
+def _run(kernel: hawk.Kernel, int_overflow: str = "wrap", **planes: object) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy overflow warning escapes
+        eagle.plan.auto(kernel, int_overflow=int_overflow).run(**planes)
+
+
+def test_int_arithmetic_matches_python_with_explicit_wrapping(rng) -> None:
+    inputs = edges_inputs(rng, 400)
+    expected = edges_expected(inputs)
+    out = {name: np.full(400, np.nan) for name in expected}
+    _run(k.edges, **inputs, **out)
+    for name, values in expected.items():
+        np.testing.assert_array_equal(out[name], values, err_msg=name)
+
+
+def test_a_lane_times_a_large_constant_wraps() -> None:
+    y = np.full(4, np.nan)
+    _run(k.lane_times, y=y)
+    assert [int(v) for v in y] == [wrap(lane * 2**62) for lane in range(4)]
+    assert y[2] == -(2.0**63)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_int_power_is_exact_modulo_2_64(dtype: type) -> None:
+    y = np.full(80, np.nan, dtype)
+    _run(k.power_mod, y=y)
+    expected = [wrap(3**lane) % 1000 for lane in range(80)]
+    assert [int(v) for v in y] == expected
+    assert expected[35] == 3**35 % 1000  # exact where 3**lane fits int64
+
+
+def test_an_int_to_a_negative_constant_power_is_a_real() -> None:
+    y = np.full(5, np.nan)
+    _run(k.reciprocal, y=y)
+    np.testing.assert_array_equal(y, 1.0 / np.arange(1.0, 6.0))
+
+
+def test_a_negative_int_exponent_raises_where_a_lane_takes_it() -> None:
+    y = np.full(3, np.nan)
+    _run(k.power_of, x=np.array([3.0, -200.0, 62.0]), y=y)  # -200: the other side
+    np.testing.assert_array_equal(y, [8.0, 0.0, 2.0**62])
+    message = "negative exponent -2 of an int ** at lane 1, in pow(2, e)"
+    with pytest.raises(HawkValueError, match=re.escape(message)):
+        _run(k.power_of, x=np.array([3.0, -2.0]), y=np.zeros(2))
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [(np.nan, HawkValueError), (np.inf, HawkOverflowError), (-1e30, HawkOverflowError)],
+)
+def test_float_of_int_of_a_real_that_is_no_int64_raises(value: float, kind: type) -> None:
+    y = np.zeros(3)
+    with pytest.raises(kind, match=re.escape(f"int() of {value!r} at lane 2, in int(x)")):
+        _run(k.round_trip, x=np.array([1.5, -2.5, value]), y=y)
+    assert not y.any()  # nothing half-written
+    _run(k.round_trip, x=np.array([1.5, -2.5, 2.0**62]), y=y)
+    np.testing.assert_array_equal(y, [1.0, -2.0, 2.0**62])
+
+
+def test_check_mode_raises_naming_the_expression_and_the_first_lane() -> None:
+    x = np.array([0.0, 1.0, 2.0, 3.0])
+    y = np.full(4, np.nan)
+    _run(k.scaled, x=x, y=y)  # wraps by default
+    expected = [float(wrap(int(v) * 2**62 + i)) for i, v in enumerate(x)]
+    np.testing.assert_array_equal(y[1:], expected[1:])
+    message = "int64 overflow at lane 2, in int(x) * 4611686018427387904 (it wraps to "
+    with pytest.raises(HawkOverflowError, match=re.escape(message)):
+        _run(k.scaled, "check", x=x, y=y)
+    x[2] = -2.0  # -2**63 fits: lane 3 is the first to overflow
+    with policy.using(int_overflow="check"), pytest.raises(HawkOverflowError, match="lane 3"):
+        eagle.plan.auto(k.scaled).run(x=x, y=y)
+
+
+def test_check_mode_checks_uniform_values_too() -> None:
+    out = {f"{name}_{part}": np.zeros(1) for name in OUTPUTS for part in ("hi", "lo")}
+    inputs = {"xa": np.ones(1), "xb": np.zeros(1), "xc": np.full(1, 2.0), "xe": np.ones(1)}
+    with pytest.raises(HawkOverflowError, match="int64 overflow at lane 0, in acc"):
+        _run(k.edges, "check", **inputs, **out)
+
+
+def test_the_int_overflow_option_is_a_checked_vocabulary() -> None:
+    assert policy.INT_OVERFLOWS == get_args(checks.IntOverflow) == ("wrap", "check")
+    with pytest.raises(ValueError, match="int_overflow must be 'wrap' or 'check', not 'trap'"):
+        eagle.plan.auto(k.scaled, int_overflow="trap")  # type: ignore[arg-type]
+    plan = eagle.plan.auto(k.scaled, int_overflow="check")
+    assert "int_overflow='check'" in repr(plan)
+    assert "_checked(" in plan.source("host", "float64")
+    assert "hawk_checked_mul(" in plan.source("device", "float64")
+
+
+def test_an_operation_proved_within_int64_is_written_plainly() -> None:
+    source = cuda.emit(k.power_mod.ir, {"y": "float32"}).source
+    assert "hawk_ipow(3LL, v0_lane)" in source and "hawk_wrap" not in source
+    lanes = cuda.emit(k.lane_times.ir, {"y": "float32"}).source
+    assert "hawk_wrap_mul(" in lanes
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda kernel: kernel.name)
+@pytest.mark.parametrize("int_overflow", ["wrap", "check"])
+def test_every_int_kernel_compiles_for_the_device(kernel: hawk.Kernel, int_overflow: str) -> None:
+    dtypes = {p.name: "float64" for p in kernel.planes}
+    source = cuda.emit(kernel.ir, dtypes, int_overflow=int_overflow)  # type: ignore[arg-type]
+    compile_cuda(source.source, name=source.name, arch="sm_90")

@@ -1,0 +1,86 @@
+"""int64 semantics on the device, against the host and a Python reference with explicit
+wrapping: the same wrapped bits, ``int ** int`` exact, ``int()`` of a real that is no int64
+and a negative exponent reported through the error record as the host raises them, and
+``int_overflow="check"`` naming the same expression."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import eagle.plan
+from eagle import arrays
+from hawk.errors import HawkOverflowError, HawkValueError
+from tests import _int_kernels as k
+from tests._int_reference import edges_expected, edges_inputs
+
+pytestmark = pytest.mark.gpu
+
+
+def _device(planes: dict[str, np.ndarray]) -> dict[str, arrays.Array]:
+    return {name: arrays.asarray(value, device="cuda:0") for name, value in planes.items()}
+
+
+def _host_error(kernel, planes, int_overflow="wrap") -> BaseException:
+    with pytest.raises(Exception) as caught:
+        eagle.plan.auto(kernel, int_overflow=int_overflow).run(**planes)
+    return caught.value
+
+
+def test_int_edges_match_the_host_and_python_bit_for_bit(rng) -> None:
+    lanes = 5000
+    inputs = edges_inputs(rng, lanes)
+    expected = edges_expected(inputs)
+    device = _device({name: np.full(lanes, np.nan) for name in expected})
+    eagle.plan.auto(k.edges).run(**_device(inputs), **device)
+    host = {name: np.full(lanes, np.nan) for name in expected}
+    eagle.plan.auto(k.edges).run(**inputs, **host)
+    for name, values in expected.items():
+        np.testing.assert_array_equal(device[name].numpy(), values, err_msg=name)
+        np.testing.assert_array_equal(host[name], values, err_msg=name)
+
+
+@pytest.mark.parametrize("kernel", [k.lane_times, k.power_mod])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lane_products_and_powers_wrap_as_on_the_host(kernel, dtype) -> None:
+    lanes = 100_000
+    host = np.full(lanes, np.nan, dtype)
+    eagle.plan.auto(kernel).run(y=host)
+    device = arrays.asarray(np.full(lanes, np.nan, dtype), device="cuda:0")
+    eagle.plan.auto(kernel).run(y=device)
+    np.testing.assert_array_equal(device.numpy(), host)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -1e30])
+def test_int_of_a_real_that_is_no_int64_is_the_hosts_error(rng, value) -> None:
+    x = rng.standard_normal(4096) * 1e6
+    x[1234] = value
+    expected = _host_error(k.round_trip, {"x": x, "y": np.zeros(4096)})
+    assert isinstance(expected, HawkValueError | HawkOverflowError)
+    y = arrays.asarray(np.zeros(4096), device="cuda:0")
+    with pytest.raises(type(expected)) as caught:
+        eagle.plan.auto(k.round_trip).run(x=arrays.asarray(x, device="cuda:0"), y=y)
+    assert str(caught.value) == str(expected)
+
+
+def test_a_negative_exponent_is_the_hosts_error() -> None:
+    x = np.full(1000, 3.0)
+    x[700] = -250.0  # the select's other side: no error
+    x[800] = -5.0
+    expected = _host_error(k.power_of, {"x": x, "y": np.zeros(1000)})
+    y = arrays.asarray(np.zeros(1000), device="cuda:0")
+    with pytest.raises(HawkValueError) as caught:
+        eagle.plan.auto(k.power_of).run(x=arrays.asarray(x, device="cuda:0"), y=y)
+    assert str(caught.value) == str(expected)
+
+
+def test_check_mode_reports_the_overflow_the_host_reports() -> None:
+    x = np.zeros(3000)
+    x[2999] = 3.0  # the only lane that overflows
+    expected = _host_error(k.scaled, {"x": x, "y": np.zeros(3000)}, "check")
+    assert isinstance(expected, HawkOverflowError)
+    y = arrays.asarray(np.zeros(3000), device="cuda:0")
+    plan = eagle.plan.auto(k.scaled, int_overflow="check")
+    with pytest.raises(HawkOverflowError) as caught:
+        plan.run(x=arrays.asarray(x, device="cuda:0"), y=y)
+    assert str(caught.value) == str(expected)
