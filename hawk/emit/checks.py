@@ -288,7 +288,8 @@ class Ranges:
     """What an emitter can prove about a kernel's int values, to skip checks.
 
     A value's range is known for constants, loop indices, ``x % K`` for a
-    constant ``K > 0``, sums, differences and products of known ranges, int
+    constant ``K > 0``, sums, differences and products of known ranges, their
+    ``// K`` for a constant ``K > 0``, int
     ``minimum`` and ``maximum`` (a clamp, ``minimum(maximum(i, 0), N - 1)``,
     is in ``0 .. N - 1`` whatever ``i``), and variables bound to such values.
     An index on an access every lane makes (not inside an ``if``, a side of
@@ -450,6 +451,8 @@ class Ranges:
         if node.op == "*":
             products = [a * b for a in left for b in right]
             return min(products), max(products)
+        if node.op == "//" and right[0] == right[1] and right[0] > 0:  # floor: monotone
+            return left[0] // right[0], left[1] // right[0]
         return None
 
     def sites(self, node: ir.Expr | ir.Stmt) -> bool:
