@@ -186,17 +186,16 @@ def kan_kernels(
             k1 = hm.minimum(hm.maximum(j - 2, 0), NB - 1)
             k2 = hm.minimum(hm.maximum(j - 1, 0), NB - 1)
             k3 = hm.minimum(hm.maximum(j, 0), NB - 1)
-            w0 = r * r * r * (1.0 / 6.0) if k0 == j - 3 else 0.0
-            w1 = ((3.0 * t - 6.0) * t * t + 4.0) * (1.0 / 6.0) if k1 == j - 2 else 0.0
-            w2 = (((-3.0 * t + 3.0) * t + 3.0) * t + 1.0) * (1.0 / 6.0) if k2 == j - 1 else 0.0
-            w3 = t * t * t * (1.0 / 6.0) if k3 == j else 0.0
-            acc = (
-                acc
-                + w0 * c.at(input=i, fn=k0, out=o)
+            w0 = r * r * r if k0 == j - 3 else 0.0  # six times the weights
+            w1 = (3.0 * t - 6.0) * t * t + 4.0 if k1 == j - 2 else 0.0
+            w2 = ((-3.0 * t + 3.0) * t + 3.0) * t + 1.0 if k2 == j - 1 else 0.0
+            w3 = t * t * t if k3 == j else 0.0
+            acc = acc + (
+                w0 * c.at(input=i, fn=k0, out=o)
                 + w1 * c.at(input=i, fn=k1, out=o)
                 + w2 * c.at(input=i, fn=k2, out=o)
                 + w3 * c.at(input=i, fn=k3, out=o)
-            )
+            ) * (1.0 / 6.0)
         y = acc
 
     @hawk.kernel
@@ -249,7 +248,8 @@ def kan_kernels(
             a = hm.abs((x.at(input=i, sample=s) - G0) * INV_H - k - 2.0)
             b = 2.0 - a
             near = (0.5 * a - 1.0) * a * a + 2.0 / 3.0
-            w = near if a < 1.0 else (b * b * b * (1.0 / 6.0) if a < 2.0 else 0.0)
+            far = b * b * b * (1.0 / 6.0) if a < 2.0 else 0.0
+            w = near if a < 1.0 else far
             acc = acc + w * g
         partial = acc
 
