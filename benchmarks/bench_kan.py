@@ -752,13 +752,18 @@ def _recorded(report: dict[str, Any]) -> dict[str, Any]:
     table of dense against local steps): one row per shape and dtype measured."""
     rows = []
     for row in report.get("sweep", []):
-        rows.append({k: row.get(k) for k in ("samples", "width", "intervals", "dtype")})
+        shape = _shape(row["samples"], row["width"], row["intervals"])
+        rows.append({"shape": shape, "dtype": row["dtype"]})
         rows[-1].update({k: row.get(f"{k}_ms") for k in _PUBLIC_STEPS})
     if not rows:
         steps = report.get("public", {}).get("steps", {})
-        row = {"samples": SAMPLES, "width": INPUTS, "intervals": INTERVALS, "dtype": "float32"}
+        row = {"shape": _shape(SAMPLES, INPUTS, INTERVALS), "dtype": "float32"}
         rows.append({**row, **{k: steps.get(k, {}).get("ms") for k in _PUBLIC_STEPS}})
     return {"device": report["device"], "date": report["date"], "rows": rows}
+
+
+def _shape(samples: int, width: int, intervals: int) -> str:
+    return f"{samples:,} x {width} -> {width}, G = {intervals}"
 
 
 _PUBLIC_STEPS = ("dense_written", "local_by_hand", "local_derived")

@@ -180,14 +180,15 @@ def test_the_docs_page_runs_these_kernels():
     for example in examples(DOCS / "kan.md"):
         if not example.gpu:
             example.run(namespace)
-    extents = (namespace[name] for name in ("S", "NI", "NO", "G", "LO", "HI"))
+    extents = (namespace[name] for name in ("S", "NI", "NO", "G", "LO", "HI", "CH"))
     layer = kan.kan_kernels(*extents)
-    for name in ("basis", "contract", "basis_adjoint"):
+    for name in ("basis", "contract", "basis_adjoint", *LOCAL_KERNELS):
         assert str(namespace[name].ir) == str(getattr(layer, name).ir), name
 
 
 # -- the local kernels ---------------------------------------------------------------------
 
+LOCAL_KERNELS = ("local", "local_x_bar", "local_c_bar", "local_c_bar_sum")
 # (samples, inputs, outputs, intervals, chunk): chunks that do and do not divide the samples
 LOCAL_SHAPES = [(37, 3, 4, 8, 8), (20, 2, 5, 5, 4), (64, 4, 3, 16, 64)]
 
