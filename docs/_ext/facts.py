@@ -503,6 +503,7 @@ KAN_LOCAL_STEPS = {
     "dense_written": "dense, gradients written",
     "local_by_hand": "local, backward by hand",
     "local_derived": "local, `eagle.diff.reverse`",
+    "local_hybrid": "local, `c_bar` as a product",
 }
 
 
