@@ -16,7 +16,7 @@ from hawk import math as hm
 from hawk.emit import cuda, host
 from hawk.emit.checks import INT_INVALID
 from hawk.kinds import Type
-from tests._floor_kernels import KNOTS, SCALE, floors, interpolate, truncated
+from tests._floor_kernels import KNOTS, SCALE, floors, interpolate, quarters, truncated
 
 
 def test_floor_outside_a_kernel_gives_ints() -> None:
@@ -107,3 +107,11 @@ def test_a_clamped_floor_proves_its_reads() -> None:
         assert len(compile_cuda(device.source, name=device.name, arch="sm_90")) > 0
     unchecked = cuda.emit(interpolate.ir, dict.fromkeys(dtypes, "float32"), checks=False)
     assert "((long long)floorf(" in unchecked.source
+
+
+def test_a_floor_division_of_a_known_range_is_bounded() -> None:
+    dtypes = {p.name: "float32" for p in quarters.planes}
+    assert not cuda.emit(quarters.ir, dtypes).checks
+    y = np.full(24, np.nan)
+    eagle.plan.auto(quarters).run(x=np.ones(24), t=np.arange(4.0), y=y)
+    assert y.tolist() == [float((lane % 12) // 3) for lane in range(24)]
