@@ -42,6 +42,7 @@ numpy (float64) or torch arrays.
 # No ``from __future__ import annotations`` here: the table extents come from the factory's
 # arguments, and hawk evaluates annotations in the kernel's module, where those are not.
 
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -97,7 +98,8 @@ def kan_kernels(
         intervals: G, the grid's intervals on ``[lo, hi)``; each input has G + 3 functions.
         lo, hi: the grid's ends; inputs outside them get the basis functions' tails (zero
             beyond three intervals).
-        chunk: the samples one lane of :func:`KanKernels.local_c_bar` sums over.
+        chunk: the most samples one lane of :func:`KanKernels.local_c_bar` sums over; it
+            sums over ``gcd(samples, chunk)``, a chunk that divides the samples.
     """
     S, NI, NO, NB = samples, inputs, outputs, intervals + 3
     R = NI * NB
@@ -166,8 +168,8 @@ def kan_kernels(
     # (dw: their slopes in u). A function k outside 0 .. NB - 1 (x in a tail of the grid)
     # does not exist: its index is clamped, so the read stays in range, and its weight is 0.
     # c is read as (input, function, out), the same memory as the dense (row, out).
-    CH = chunk
-    NCH = -(-S // CH)  # chunks of samples
+    CH = math.gcd(S, chunk)  # samples per chunk: they divide S
+    NCH = S // CH  # chunks
 
     @hawk.kernel
     def local(
@@ -243,8 +245,8 @@ def kan_kernels(
         k = row % NB
         acc = 0.0
         for p in range(CH):
-            s = hm.minimum(hm.maximum(first + p, 0), S - 1)  # (proved in range)
-            g = y_bar.at(sample=s, out=o) if first + p < S else 0.0
+            s = first + p
+            g = y_bar.at(sample=s, out=o)
             a = hm.abs((x.at(input=i, sample=s) - G0) * INV_H - k - 2.0)
             b = 2.0 - a
             near = (0.5 * a - 1.0) * a * a + 2.0 / 3.0
@@ -272,7 +274,7 @@ def kan_kernels(
         local_x_bar,
         local_c_bar,
         local_c_bar_sum,
-        chunk,
+        CH,
         S,
         NI,
         NO,

@@ -189,7 +189,7 @@ def test_the_docs_page_runs_these_kernels():
 # -- the local kernels ---------------------------------------------------------------------
 
 LOCAL_KERNELS = ("local", "local_x_bar", "local_c_bar", "local_c_bar_sum")
-# (samples, inputs, outputs, intervals, chunk): chunks that do and do not divide the samples
+# (samples, inputs, outputs, intervals, chunk): chunk limits that do and do not divide S
 LOCAL_SHAPES = [(37, 3, 4, 8, 8), (20, 2, 5, 5, 4), (64, 4, 3, 16, 64)]
 
 
