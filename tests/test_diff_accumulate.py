@@ -145,3 +145,20 @@ def test_accumulate_is_kept_by_copies_and_named_in_the_repr():
     assert all(step.accumulate is False for step in sequence.steps)
     with pytest.raises(TypeError, match="accumulate is True .* or False"):
         eagle.diff.reverse(plan, accumulate=0)
+
+
+def test_a_written_sequence_of_products_zeroes_a_plane_an_adding_step_reaches_first(rng):
+    """The launch that runs second adds into ``w_bar`` (the other wrote it) and reaches
+    ``f_bar`` first: that plane is zeroed before its product adds."""
+    plan = eagle.plan.auto(k.contract, contraction="gemm", host_route="gemm")
+    w, f = rng.standard_normal((R, U)), rng.standard_normal((R, B))
+    y_bars = [rng.standard_normal(B * U) for _ in range(2)]
+    w_bar, f_bar = np.full((R, U), np.nan), np.full((R, B), np.nan)
+    sequence = eagle.diff.reverse([plan, plan], accumulate=False)
+    sequence.run(
+        {"w": w, "f": f, "y_bar": y_bars[0], "w_bar": w_bar, "f_bar": f_bar},
+        {"w": w, "f": f, "y_bar": y_bars[1], "w_bar": w_bar},
+    )
+    g0, g1 = (y.reshape(B, U) for y in y_bars)
+    np.testing.assert_allclose(w_bar, f @ g0 + f @ g1, rtol=1e-12)
+    np.testing.assert_allclose(f_bar, w @ g0.T, rtol=1e-12)

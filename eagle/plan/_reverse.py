@@ -171,12 +171,11 @@ class AdjointPlan:
         sequence that writes)."""
         kernel = self._kernel_for(planes, add)
         self._check_names(kernel, planes)
-        if not add:  # what several lanes add to is zeroed first
-            zero = zero | _shared_gradients(kernel)
-        routed = self._bind_routed(kernel, planes, add)
-        if routed is not None:
-            return _Part(routed, ())
-        bound = self._loop_plan(kernel).bind(**planes)
+        bound = self._bind_routed(kernel, planes, add)  # products with beta = 0 write
+        if bound is None:
+            bound = self._loop_plan(kernel).bind(**planes)
+            if not add:  # what several lanes add to is zeroed first
+                zero = zero | _shared_gradients(kernel)
         return _Part(bound, _zero_fills(kernel, planes, zero) if zero else ())
 
     def _bind_routed(
