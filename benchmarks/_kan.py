@@ -27,8 +27,9 @@ They read ``c`` as ``(input, function, out)``, the same memory as the dense ``(r
 * :func:`KanKernels.local_x_bar`: a lane per ``(i, s)`` that sums ``c[i, k, o] *
   y_bar[s, o]`` over the outputs for its 4 functions and writes ``x_bar``;
 * :func:`KanKernels.local_c_bar`, a chunked reduction over samples: a lane per
-  ``(chunk, row, o)`` writes the sum over its chunk of ``B_row(x) * y_bar``, and
-  :func:`KanKernels.local_c_bar_sum` writes ``c_bar`` as the sum over the chunks.
+  ``(chunk, row)`` and 4 outputs writes the sums over its chunk of ``B_row(x) * y_bar``
+  (each weight serves 4 outputs), and :func:`KanKernels.local_c_bar_sum` writes ``c_bar``
+  as the sum over the chunks.
 
 Differentiated by ``eagle.diff.reverse``, the local forward gives both gradients too: the
 address through ``hm.floor`` is piecewise constant, so the gradient flows through the
@@ -170,6 +171,7 @@ def kan_kernels(
     # c is read as (input, function, out), the same memory as the dense (row, out).
     CH = math.gcd(S, chunk)  # samples per chunk: they divide S
     NCH = S // CH  # chunks
+    QO = -(-NO // 4)  # outputs per quarter: a local_c_bar lane sums for 4 of them
 
     @hawk.kernel
     def local(
@@ -233,37 +235,59 @@ def kan_kernels(
     def local_c_bar(
         x: hawk.Table["input":NI, "sample":S],
         y_bar: hawk.Table["sample":S, "out":NO],
-        partial: hawk.Mutable[hawk.Scalar],
+        p0: hawk.Mutable[hawk.Scalar],
+        p1: hawk.Mutable[hawk.Scalar],
+        p2: hawk.Mutable[hawk.Scalar],
+        p3: hawk.Mutable[hawk.Scalar],
     ):
-        # lane = (chunk * R + i * NB + k) * NO + o: the sum over one chunk of samples of
-        # B_k(x[i, s]) * y_bar[s, o], written; N(v) = N(4 - v), so with a = |v - 2| it is
-        # 2/3 - a^2 + a^3 / 2 below a = 1 and (2 - a)^3 / 6 up to a = 2
-        q, o = hm.split_index(NO)
+        # lane = (chunk * R + i * NB + k) * QO + og: the sums over one chunk of samples of
+        # B_k(x[i, s]) * y_bar[s, o] for the 4 outputs o = og + m * QO, written into pm
+        # (an output past the last repeats it). N(v) = N(4 - v), so with a = |v - 2| it is
+        # 2/3 - a^2 + a^3 / 2 below a = 1 and (2 - a)^3 / 6 up to a = 2.
+        q, og = hm.split_index(QO)
         first = (q // R) * CH
         row = q % R
         i = row // NB
         k = row % NB
-        acc = 0.0
+        o1 = hm.minimum(og + QO, NO - 1)
+        o2 = hm.minimum(og + 2 * QO, NO - 1)
+        o3 = hm.minimum(og + 3 * QO, NO - 1)
+        a0, a1, a2, a3 = 0.0, 0.0, 0.0, 0.0
         for p in range(CH):
             s = first + p
-            g = y_bar.at(sample=s, out=o)
             a = hm.abs((x.at(input=i, sample=s) - G0) * INV_H - k - 2.0)
             b = 2.0 - a
             near = (0.5 * a - 1.0) * a * a + 2.0 / 3.0
             far = b * b * b * (1.0 / 6.0) if a < 2.0 else 0.0
             w = near if a < 1.0 else far
-            acc = acc + w * g
-        partial = acc
+            a0 = a0 + w * y_bar.at(sample=s, out=og)
+            a1 = a1 + w * y_bar.at(sample=s, out=o1)
+            a2 = a2 + w * y_bar.at(sample=s, out=o2)
+            a3 = a3 + w * y_bar.at(sample=s, out=o3)
+        p0, p1, p2, p3 = a0, a1, a2, a3
 
     @hawk.kernel
     def local_c_bar_sum(
-        partial: hawk.Table["chunk":NCH, "row":R, "out":NO],
+        p0: hawk.Table["chunk":NCH, "row":R, "og":QO],
+        p1: hawk.Table["chunk":NCH, "row":R, "og":QO],
+        p2: hawk.Table["chunk":NCH, "row":R, "og":QO],
+        p3: hawk.Table["chunk":NCH, "row":R, "og":QO],
         c_bar: hawk.Mutable[hawk.Scalar],
     ):
         row, o = hm.split_index(NO)  # lane = row * NO + o: c_bar[row, o], written
+        m = o // QO  # which of a local_c_bar lane's 4 outputs o is
+        og = o % QO
         acc = 0.0
         for chunk in range(NCH):
-            acc = acc + partial.at(chunk=chunk, row=row, out=o)
+            if m == 0:
+                v = p0.at(chunk=chunk, row=row, og=og)
+            elif m == 1:
+                v = p1.at(chunk=chunk, row=row, og=og)
+            elif m == 2:
+                v = p2.at(chunk=chunk, row=row, og=og)
+            else:
+                v = p3.at(chunk=chunk, row=row, og=og)
+            acc = acc + v
         c_bar = acc
 
     return KanKernels(

@@ -364,7 +364,8 @@ class _PublicSteps:
         self.c_bar = poisoned(rows, outputs)
         phi, phi_bar = poisoned(rows, samples), poisoned(rows, samples)
         chunks = -(-samples // layer.chunk)
-        partial = poisoned(chunks * rows * outputs)
+        quarter = -(-outputs // 4)
+        sums = {f"p{m}": poisoned(chunks * rows * quarter) for m in range(4)}
         basis = eagle.plan.auto(layer.basis)
         with policy.using(contraction="gemm"):
             contract = eagle.plan.auto(layer.contract)
@@ -390,9 +391,9 @@ class _PublicSteps:
                     eagle.plan.auto(layer.local_x_bar).bind(
                         x=x, c=c3, y_bar=y_bar2, x_bar=x_bar_lanes
                     ),
-                    eagle.plan.auto(layer.local_c_bar).bind(x=x, y_bar=y_bar2, partial=partial),
+                    eagle.plan.auto(layer.local_c_bar).bind(x=x, y_bar=y_bar2, **sums),
                     eagle.plan.auto(layer.local_c_bar_sum).bind(
-                        partial=partial, c_bar=self.c_bar.reshape(-1)
+                        **sums, c_bar=self.c_bar.reshape(-1)
                     ),
                 ],
                 "local_derived": [

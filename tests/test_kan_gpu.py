@@ -216,7 +216,8 @@ class _Local:
 
         self.y = poisoned(layer.samples * layer.outputs)
         self.x_bar = poisoned(layer.inputs, layer.samples)
-        self.partial = poisoned(chunks * layer.rows * layer.outputs)
+        quarter = -(-layer.outputs // 4)
+        self.sums = {f"p{m}": poisoned(chunks * layer.rows * quarter) for m in range(4)}
         self.c_bar = poisoned(layer.inputs, layer.functions, layer.outputs)
 
     def by_hand(self) -> list[Any]:
@@ -227,12 +228,8 @@ class _Local:
             eagle.plan.auto(layer.local_x_bar).bind(
                 x=self.x, c=self.c, y_bar=self.y_bar, x_bar=self.x_bar.reshape(-1)
             ),
-            eagle.plan.auto(layer.local_c_bar).bind(
-                x=self.x, y_bar=self.y_bar, partial=self.partial
-            ),
-            eagle.plan.auto(layer.local_c_bar_sum).bind(
-                partial=self.partial, c_bar=self.c_bar.reshape(-1)
-            ),
+            eagle.plan.auto(layer.local_c_bar).bind(x=self.x, y_bar=self.y_bar, **self.sums),
+            eagle.plan.auto(layer.local_c_bar_sum).bind(**self.sums, c_bar=self.c_bar.reshape(-1)),
         ]
 
     def derived(self) -> list[Any]:
