@@ -17,6 +17,24 @@ one lane per ``(i, s)`` that sums the 11 slopes times ``phi_bar`` and adds the r
 ``x_bar`` with no atomics (``eagle.diff.reverse`` of the basis plan adds every lane's term
 atomically instead).
 
+The *local* kernels use that each input reaches only 4 of its ``NB`` basis functions:
+the cell ``j = hm.floor(u)`` of ``u = (x - g0) / h`` names them (``k = j - 3 .. j``) and
+the fraction ``u - j`` gives their 4 weights, so no ``phi`` is stored and no product runs.
+They read ``c`` as ``(input, function, out)``, the same memory as the dense ``(row, out)``:
+
+* :func:`KanKernels.local`, the forward: a lane per ``(s, o)`` over the inputs and their
+  4 functions;
+* :func:`KanKernels.local_x_bar`: a lane per ``(i, s)`` that sums ``c[i, k, o] *
+  y_bar[s, o]`` over the outputs for its 4 functions and writes ``x_bar``;
+* :func:`KanKernels.local_c_bar`, a chunked reduction over samples: a lane per
+  ``(chunk, row)`` and 4 outputs writes the sums over its chunk of ``B_row(x) * y_bar``
+  (each weight serves 4 outputs), and :func:`KanKernels.local_c_bar_sum` writes ``c_bar``
+  as the sum over the chunks.
+
+Differentiated by ``eagle.diff.reverse``, the local forward gives both gradients too: the
+address through ``hm.floor`` is piecewise constant, so the gradient flows through the
+weights.
+
 :func:`cardinal`, :func:`cardinal_slope` and :func:`reference` are the same math on
 numpy (float64) or torch arrays.
 """
@@ -25,6 +43,7 @@ numpy (float64) or torch arrays.
 # No ``from __future__ import annotations`` here: the table extents come from the factory's
 # arguments, and hawk evaluates annotations in the kernel's module, where those are not.
 
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -40,6 +59,11 @@ class KanKernels(NamedTuple):
     basis: hawk.Kernel
     contract: hawk.Kernel
     basis_adjoint: hawk.Kernel
+    local: hawk.Kernel
+    local_x_bar: hawk.Kernel
+    local_c_bar: hawk.Kernel
+    local_c_bar_sum: hawk.Kernel
+    chunk: int
     samples: int
     inputs: int
     outputs: int
@@ -59,15 +83,24 @@ class KanKernels(NamedTuple):
 
 
 def kan_kernels(
-    samples: int, inputs: int, outputs: int, intervals: int, lo: float = -1.0, hi: float = 1.0
+    samples: int,
+    inputs: int,
+    outputs: int,
+    intervals: int,
+    lo: float = -1.0,
+    hi: float = 1.0,
+    chunk: int = 64,
 ) -> KanKernels:
-    """The basis, contraction and hand-written basis adjoint for these extents.
+    """The dense kernels (basis, contraction, hand-written basis adjoint) and the local
+    ones (forward, ``x_bar``, ``c_bar``) for these extents.
 
     Args:
         samples, inputs, outputs: the batch size S, the layer's widths I and O.
         intervals: G, the grid's intervals on ``[lo, hi)``; each input has G + 3 functions.
         lo, hi: the grid's ends; inputs outside them get the basis functions' tails (zero
             beyond three intervals).
+        chunk: the most samples one lane of :func:`KanKernels.local_c_bar` sums over; it
+            sums over ``gcd(samples, chunk)``, a chunk that divides the samples.
     """
     S, NI, NO, NB = samples, inputs, outputs, intervals + 3
     R = NI * NB
@@ -130,7 +163,149 @@ def kan_kernels(
             acc = acc + slope * phi_bar.at(row=i * NB + k, sample=s)
         x_bar = x_bar + acc * INV_H
 
-    return KanKernels(basis, contract, basis_adjoint, S, NI, NO, intervals, lo, hi)
+    # -- the local kernels: each input reaches 4 basis functions and 4 rows of c ------------
+    # With u = (x - G0) / h, j = floor(u) and t = u - j, the functions that are not 0 at x
+    # are k = j - 3 + m, m = 0..3, weighing N(t + 3 - m): the four cubic pieces in t below
+    # (dw: their slopes in u). A function k outside 0 .. NB - 1 (x in a tail of the grid)
+    # does not exist: its index is clamped, so the read stays in range, and its weight is 0.
+    # c is read as (input, function, out), the same memory as the dense (row, out).
+    CH = math.gcd(S, chunk)  # samples per chunk: they divide S
+    NCH = S // CH  # chunks
+    QO = -(-NO // 4)  # outputs per quarter: a local_c_bar lane sums for 4 of them
+
+    @hawk.kernel
+    def local(
+        x: hawk.Table["input":NI, "sample":S],
+        c: hawk.Table["input":NI, "fn":NB, "out":NO],
+        y: hawk.Mutable[hawk.Scalar],
+    ):
+        s, o = hm.split_index(NO)  # lane = s * NO + o: y[s, o]
+        acc = 0.0
+        for i in range(NI):
+            u = (x.at(input=i, sample=s) - G0) * INV_H
+            j = hm.floor(u)
+            t = u - j
+            r = 1.0 - t
+            k0 = hm.minimum(hm.maximum(j - 3, 0), NB - 1)
+            k1 = hm.minimum(hm.maximum(j - 2, 0), NB - 1)
+            k2 = hm.minimum(hm.maximum(j - 1, 0), NB - 1)
+            k3 = hm.minimum(hm.maximum(j, 0), NB - 1)
+            w0 = r * r * r if k0 == j - 3 else 0.0  # six times the weights
+            w1 = (3.0 * t - 6.0) * t * t + 4.0 if k1 == j - 2 else 0.0
+            w2 = ((-3.0 * t + 3.0) * t + 3.0) * t + 1.0 if k2 == j - 1 else 0.0
+            w3 = t * t * t if k3 == j else 0.0
+            acc = acc + (
+                w0 * c.at(input=i, fn=k0, out=o)
+                + w1 * c.at(input=i, fn=k1, out=o)
+                + w2 * c.at(input=i, fn=k2, out=o)
+                + w3 * c.at(input=i, fn=k3, out=o)
+            ) * (1.0 / 6.0)
+        y = acc
+
+    @hawk.kernel
+    def local_x_bar(
+        x: hawk.Table["input":NI, "sample":S],
+        c: hawk.Table["input":NI, "fn":NB, "out":NO],
+        y_bar: hawk.Table["sample":S, "out":NO],
+        x_bar: hawk.Mutable[hawk.Scalar],
+    ):
+        i, s = hm.split_index(S)  # lane = i * S + s: x_bar[i, s], written
+        u = (x.at(input=i, sample=s) - G0) * INV_H
+        j = hm.floor(u)
+        t = u - j
+        r = 1.0 - t
+        k0 = hm.minimum(hm.maximum(j - 3, 0), NB - 1)
+        k1 = hm.minimum(hm.maximum(j - 2, 0), NB - 1)
+        k2 = hm.minimum(hm.maximum(j - 1, 0), NB - 1)
+        k3 = hm.minimum(hm.maximum(j, 0), NB - 1)
+        g0, g1, g2, g3 = 0.0, 0.0, 0.0, 0.0
+        for o in range(NO):  # the cotangent reaching each of the 4 functions
+            g = y_bar.at(sample=s, out=o)
+            g0 = g0 + c.at(input=i, fn=k0, out=o) * g
+            g1 = g1 + c.at(input=i, fn=k1, out=o) * g
+            g2 = g2 + c.at(input=i, fn=k2, out=o) * g
+            g3 = g3 + c.at(input=i, fn=k3, out=o) * g
+        dw0 = -0.5 * r * r if k0 == j - 3 else 0.0
+        dw1 = (1.5 * t - 2.0) * t if k1 == j - 2 else 0.0
+        dw2 = (-1.5 * t + 1.0) * t + 0.5 if k2 == j - 1 else 0.0
+        dw3 = 0.5 * t * t if k3 == j else 0.0
+        x_bar = (dw0 * g0 + dw1 * g1 + dw2 * g2 + dw3 * g3) * INV_H
+
+    @hawk.kernel
+    def local_c_bar(
+        x: hawk.Table["input":NI, "sample":S],
+        y_bar: hawk.Table["sample":S, "out":NO],
+        p0: hawk.Mutable[hawk.Scalar],
+        p1: hawk.Mutable[hawk.Scalar],
+        p2: hawk.Mutable[hawk.Scalar],
+        p3: hawk.Mutable[hawk.Scalar],
+    ):
+        # lane = (chunk * R + i * NB + k) * QO + og: the sums over one chunk of samples of
+        # B_k(x[i, s]) * y_bar[s, o] for the 4 outputs o = og + m * QO, written into pm
+        # (an output past the last repeats it). N(v) = N(4 - v), so with a = |v - 2| it is
+        # 2/3 - a^2 + a^3 / 2 below a = 1 and (2 - a)^3 / 6 up to a = 2.
+        q, og = hm.split_index(QO)
+        first = (q // R) * CH
+        row = q % R
+        i = row // NB
+        k = row % NB
+        o1 = hm.minimum(og + QO, NO - 1)
+        o2 = hm.minimum(og + 2 * QO, NO - 1)
+        o3 = hm.minimum(og + 3 * QO, NO - 1)
+        a0, a1, a2, a3 = 0.0, 0.0, 0.0, 0.0
+        for p in range(CH):
+            s = first + p
+            a = hm.abs((x.at(input=i, sample=s) - G0) * INV_H - k - 2.0)
+            b = 2.0 - a
+            near = (0.5 * a - 1.0) * a * a + 2.0 / 3.0
+            far = b * b * b * (1.0 / 6.0) if a < 2.0 else 0.0
+            w = near if a < 1.0 else far
+            a0 = a0 + w * y_bar.at(sample=s, out=og)
+            a1 = a1 + w * y_bar.at(sample=s, out=o1)
+            a2 = a2 + w * y_bar.at(sample=s, out=o2)
+            a3 = a3 + w * y_bar.at(sample=s, out=o3)
+        p0, p1, p2, p3 = a0, a1, a2, a3
+
+    @hawk.kernel
+    def local_c_bar_sum(
+        p0: hawk.Table["chunk":NCH, "row":R, "og":QO],
+        p1: hawk.Table["chunk":NCH, "row":R, "og":QO],
+        p2: hawk.Table["chunk":NCH, "row":R, "og":QO],
+        p3: hawk.Table["chunk":NCH, "row":R, "og":QO],
+        c_bar: hawk.Mutable[hawk.Scalar],
+    ):
+        row, o = hm.split_index(NO)  # lane = row * NO + o: c_bar[row, o], written
+        m = o // QO  # which of a local_c_bar lane's 4 outputs o is
+        og = o % QO
+        acc = 0.0
+        for chunk in range(NCH):
+            if m == 0:
+                v = p0.at(chunk=chunk, row=row, og=og)
+            elif m == 1:
+                v = p1.at(chunk=chunk, row=row, og=og)
+            elif m == 2:
+                v = p2.at(chunk=chunk, row=row, og=og)
+            else:
+                v = p3.at(chunk=chunk, row=row, og=og)
+            acc = acc + v
+        c_bar = acc
+
+    return KanKernels(
+        basis,
+        contract,
+        basis_adjoint,
+        local,
+        local_x_bar,
+        local_c_bar,
+        local_c_bar_sum,
+        CH,
+        S,
+        NI,
+        NO,
+        intervals,
+        lo,
+        hi,
+    )
 
 
 Where = Callable[[Any, Any, Any], Any]

@@ -1,6 +1,6 @@
 """One KAN layer training step on a GPU: eagle's captured graph vs torch, and where it goes.
 
-    python benchmarks/bench_kan.py results.json    (eagle installed, or PYTHONPATH=.)
+    python benchmarks/bench_kan.py results.json [--sweep]   (eagle installed, or PYTHONPATH=.)
 
 The layer (``benchmarks/_kan.py``, the kernels docs/kan.md walks through) at 16,384
 samples, 64 inputs, 64 outputs and 8 grid intervals, float32: a uniform cubic B-spline
@@ -22,6 +22,17 @@ cotangent ``y_bar``, the gradient planes zeroed first. Timed per step:
   ``torch.compile`` and ``torch.compile(mode="reduce-overhead")``;
 * eagle's step launch by launch, each captured alone (20 times in one graph, so no host
   time is counted) with the bytes it must move and its TB/s against the H200's 4.8 TB/s.
+
+The local kernels (``_kan.py``: each input reaches 4 basis functions, found with
+``hm.floor``; no ``phi``, no product) against the dense step, both through the public API
+only (``eagle.plan.auto`` launches and ``eagle.diff.reverse(..., accumulate=False)``,
+captured in one graph): the dense step with written gradient products; the local step
+with its hand-written backward (``x_bar`` and the chunked ``c_bar`` reduction); the
+local step whose backward is ``eagle.diff.reverse`` of the local forward; and a hybrid,
+the local forward and ``x_bar`` with ``c_bar`` as the dense layer's product over ``phi``.
+The default run measures them at the shape above in float32; ``--sweep`` measures every
+S in {4096, 16384, 65536}, width (inputs = outputs) in {32, 64, 128} and G in {5, 8,
+16}, in float32 and float64 (several minutes, most of it compiling).
 
 Step figures are medians over batches of back-to-back steps between CUDA events (a batch
 per trial, after warm-up), the same shapes and data for every side. Gradients are checked
@@ -323,6 +334,228 @@ def _eagle_side(layer: KanKernels, data: dict[str, np.ndarray]) -> dict[str, Any
     return side
 
 
+# -- dense against local, through the public API ------------------------------------------
+
+SWEEP_SAMPLES = (4096, 16384, 65536)
+SWEEP_WIDTHS = (32, 64, 128)
+SWEEP_INTERVALS = (5, 8, 16)
+SWEEP_DTYPES = ("float32", "float64")
+LOCAL_TARGET_MS = 0.10  # whole step at S=16384, 64 -> 64, G=8, float32
+
+
+class _PublicSteps:
+    """One layer's device planes and its three captured steps, each made only of
+    ``eagle.plan.auto`` launches and ``eagle.diff.reverse(..., accumulate=False)``."""
+
+    def __init__(self, layer: KanKernels, data: dict[str, np.ndarray], dtype: str) -> None:
+        self.layer, self.dtype = layer, dtype
+        self.stream = cuda.Stream(non_blocking=True)
+        samples, rows, outputs = layer.samples, layer.rows, layer.outputs
+        by_function = (layer.inputs, layer.functions, outputs)
+
+        def device(values: np.ndarray) -> arrays.Array:
+            return arrays.asarray(np.ascontiguousarray(values, dtype), device="cuda:0")
+
+        def poisoned(*shape: int) -> arrays.Array:
+            return arrays.full(shape, np.nan, dtype, "cuda:0")
+
+        x, c, y_bar = device(data["x"]), device(data["c"]), device(data["y_bar"])
+        self.y, self.x_bar = poisoned(samples * outputs), poisoned(layer.inputs, samples)
+        self.c_bar = poisoned(rows, outputs)
+        phi, phi_bar = poisoned(rows, samples), poisoned(rows, samples)
+        chunks = -(-samples // layer.chunk)
+        quarter = -(-outputs // 4)
+        sums = {f"p{m}": poisoned(chunks * rows * quarter) for m in range(4)}
+        basis = eagle.plan.auto(layer.basis)
+        with policy.using(contraction="gemm"):
+            contract = eagle.plan.auto(layer.contract)
+        local = eagle.plan.auto(layer.local)
+        c3, c_bar3 = c.reshape(*by_function), self.c_bar.reshape(*by_function)
+        y_bar2 = y_bar.reshape(samples, outputs)
+        x_bar_lanes = self.x_bar.reshape(-1)
+        with self.stream:
+            self.steps: dict[str, list[Any]] = {
+                "dense_written": [
+                    basis.bind(x=x, phi=phi.reshape(-1)),
+                    contract.bind(c=c, phi=phi, y=self.y),
+                    _Fill(self.x_bar),  # the basis adjoint adds into x_bar
+                    eagle.diff.reverse(contract, accumulate=False).bind(
+                        c=c, phi=phi, y_bar=y_bar, c_bar=self.c_bar, phi_bar=phi_bar
+                    ),
+                    eagle.plan.auto(layer.basis_adjoint).bind(
+                        x=x, phi_bar=phi_bar, x_bar=x_bar_lanes
+                    ),
+                ],
+                "local_by_hand": [
+                    local.bind(x=x, c=c3, y=self.y),
+                    eagle.plan.auto(layer.local_x_bar).bind(
+                        x=x, c=c3, y_bar=y_bar2, x_bar=x_bar_lanes
+                    ),
+                    eagle.plan.auto(layer.local_c_bar).bind(x=x, y_bar=y_bar2, **sums),
+                    eagle.plan.auto(layer.local_c_bar_sum).bind(
+                        **sums, c_bar=self.c_bar.reshape(-1)
+                    ),
+                ],
+                "local_derived": [
+                    local.bind(x=x, c=c3, y=self.y),
+                    eagle.diff.reverse(local, accumulate=False).bind(
+                        x=x, c=c3, y_bar=y_bar, x_bar=self.x_bar, c_bar=c_bar3
+                    ),
+                ],
+                # the local forward and x_bar, c_bar as the dense layer's product over phi
+                "local_hybrid": [
+                    local.bind(x=x, c=c3, y=self.y),
+                    eagle.plan.auto(layer.local_x_bar).bind(
+                        x=x, c=c3, y_bar=y_bar2, x_bar=x_bar_lanes
+                    ),
+                    basis.bind(x=x, phi=phi.reshape(-1)),
+                    eagle.diff.reverse(contract, accumulate=False).bind(
+                        c=c, phi=phi, y_bar=y_bar, c_bar=self.c_bar
+                    ),
+                ],
+            }
+        self.routes = {name: [_route(b) for b in bound] for name, bound in self.steps.items()}
+
+    def launches(self, name: str) -> Callable[[Any], None]:
+        def enqueue(stream: Any) -> None:
+            for launch in self.steps[name]:
+                launch.launch(stream)
+
+        return enqueue
+
+    def measure(self, name: str) -> dict[str, Any]:
+        """The step captured alone: ms per step, node kinds, and one step's results from
+        poisoned planes."""
+        record: dict[str, Any] = {}
+        with cuda.StreamCapturer(self.stream) as capturer:
+            self.launches(name)(self.stream)
+        graph = cuda.Graph.from_captured(capturer.captured)
+        try:
+            record["nodes"] = graph.node_types()
+            runner = graph.launcher().stream(self.stream)
+            record["ms"] = _per_call_ms(runner.launch, self.stream, BATCH)
+            for plane in (self.y, self.x_bar, self.c_bar):
+                plane.fill(np.nan, self.stream)
+            runner.launch()
+            self.stream.synchronize()
+            record["results"] = {
+                "y": self.y.numpy(),
+                "c_bar": self.c_bar.numpy(),
+                "x_bar": self.x_bar.numpy(),
+            }
+        finally:
+            graph.destroy()
+        return record
+
+    def pieces(self, name: str) -> list[dict[str, Any]]:
+        """Each launch of step ``name`` captured alone (PIECE_TIMES times in one graph)."""
+        rows = []
+        for launch in self.steps[name]:
+            row: dict[str, Any] = {"launch": repr(launch)}
+
+            def timed(launch: Any = launch) -> float:
+                with cuda.StreamCapturer(self.stream) as capturer:
+                    for _ in range(PIECE_TIMES):
+                        launch.launch(self.stream)
+                graph = cuda.Graph.from_captured(capturer.captured)
+                try:
+                    runner = graph.launcher().stream(self.stream)
+                    return device_ms(runner.launch, self.stream, TRIALS) / PIECE_TIMES
+                finally:
+                    graph.destroy()
+
+            row["ms"] = _guard(row, "error", timed)
+            rows.append(row)
+        return rows
+
+
+def _route(bound: Any) -> Any:
+    """How a launch of a step runs: a plan's route, an adjoint's per step, or a fill."""
+    if isinstance(bound, _Fill):
+        return "fill"
+    steps = getattr(bound, "steps", None)
+    return bound.route if steps is None else [step.route for step in steps]
+
+
+class _Fill:
+    """Zeroes a plane as a launch of a step would (``launch(stream)``)."""
+
+    def __init__(self, plane: arrays.Array) -> None:
+        self.plane = plane
+
+    def launch(self, stream: Any) -> None:
+        self.plane.fill(0.0, stream)
+
+    def __repr__(self) -> str:
+        return f"fill({self.plane.shape})"
+
+
+def _public_side(
+    layer: KanKernels, data: dict[str, np.ndarray], dtype: str, pieces: bool
+) -> dict[str, Any]:
+    """The dense and local steps of one layer: ms, errors against float64, and (with
+    ``pieces``) each launch alone."""
+    side: dict[str, Any] = {}
+    built = _guard(side, "error", lambda: _PublicSteps(layer, data, dtype))
+    if built is None:
+        return side
+    e: _PublicSteps = built
+    side["routes"] = e.routes
+    truth = reference(layer, data["x"], data["c"], data["y_bar"])
+    side["steps"] = {}
+    for name in e.steps:
+        record: dict[str, Any] = {}
+        measured = _guard(record, "error", lambda name=name: e.measure(name))
+        if measured is not None:
+            record.update(measured)
+            record["vs_float64"] = _checks(record.pop("results"), truth)
+        if pieces:
+            record["pieces"] = e.pieces(name)
+        side["steps"][name] = record
+    return side
+
+
+def _layer_data(layer: KanKernels, dtype: str) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    data = {
+        "x": rng.uniform(layer.lo, layer.hi, (layer.inputs, layer.samples)),
+        "c": rng.standard_normal((layer.rows, layer.outputs)) / np.sqrt(layer.rows),
+        "y_bar": rng.standard_normal(layer.samples * layer.outputs),
+    }
+    return {k: v.astype(dtype) for k, v in data.items()}
+
+
+def _sweep() -> list[dict[str, Any]]:
+    """Dense against local at every shape and dtype of the sweep."""
+    rows = []
+    for dtype in SWEEP_DTYPES:
+        for samples in SWEEP_SAMPLES:
+            for width in SWEEP_WIDTHS:
+                for intervals in SWEEP_INTERVALS:
+                    layer = kan_kernels(samples, width, width, intervals)
+                    side = _public_side(layer, _layer_data(layer, dtype), dtype, pieces=False)
+                    steps = side.get("steps", {})
+                    row = {
+                        "samples": samples,
+                        "width": width,
+                        "intervals": intervals,
+                        "dtype": dtype,
+                        **{f"{name}_ms": r.get("ms") for name, r in steps.items()},
+                        "errors": {name: r.get("vs_float64") for name, r in steps.items()},
+                    }
+                    if "error" in side:
+                        row["error"] = side["error"]
+                    print(_sweep_line(row), flush=True)
+                    rows.append(row)
+    return rows
+
+
+def _sweep_line(row: dict[str, Any]) -> str:
+    shape = f"S={row['samples']:<6} {row['width']:>3}->{row['width']:<3} G={row['intervals']:<2}"
+    times = "  ".join(f"{name} {_fmt(row.get(f'{name}_ms'))}" for name in _PUBLIC_STEPS)
+    return f"{row['dtype']:<8} {shape}  {times}"
+
+
 # -- torch ----------------------------------------------------------------------------------
 
 
@@ -422,6 +655,20 @@ def _print_table(report: dict[str, Any]) -> None:
             print(f"  failed: {record['error']}")
     if "error" in torch_side:
         print(f"torch not timed: {torch_side['error']}")
+    public = report.get("public", {})
+    if public.get("steps"):
+        print(f"\nthrough the public API only (dense vs local), {SAMPLES} samples, float32")
+        print(f"{'step':<28}{'ms/step':>9}   rel. error vs float64: y / c_bar / x_bar")
+        for name, record in public["steps"].items():
+            errors = record.get("vs_float64", {})
+            shown = " / ".join(_fmt(errors.get(k), ".1e") for k in ("y", "c_bar", "x_bar"))
+            print(f"{name:<28}{_fmt(record.get('ms')):>9}   {shown}")
+            for piece in record.get("pieces", []):
+                print(f"    {piece['launch'][:60]:<60}{_fmt(piece.get('ms')):>9}")
+            if "error" in record:
+                print(f"  failed: {record['error']}")
+    if "error" in public:
+        print(f"public steps failed: {public['error']}")
     for key, text in report["targets"].items():
         print(f"target {key}: {text}")
     print(f"device: {report['device']}; times: medians of CUDA events, TF32 off")
@@ -435,6 +682,12 @@ def _targets(report: dict[str, Any]) -> dict[str, str]:
         return {"step": "eagle's graph was not measured"}
     met = "met" if best_eagle <= TARGET_MS else "NOT met"
     targets = {"step": f"eagle {best_eagle:.3f} ms (<= {TARGET_MS} ms: {met})"}
+    public = report.get("public", {}).get("steps", {})
+    local_ms = [public.get(k, {}).get("ms") for k in _PUBLIC_STEPS if k.startswith("local")]
+    best_local = min((ms for ms in local_ms if ms), default=None)
+    if best_local is not None:
+        met = "met" if best_local <= LOCAL_TARGET_MS else "NOT met"
+        targets["local_step"] = f"{best_local:.3f} ms (<= {LOCAL_TARGET_MS} ms: {met})"
     torch_ms = [r["ms"] for r in report["torch"].get("modes", {}).values() if r.get("ms")]
     if torch_ms:
         ratio = min(torch_ms) / best_eagle
@@ -444,9 +697,12 @@ def _targets(report: dict[str, Any]) -> dict[str, str]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[1].startswith("-"):
+    sweep = "--sweep" in argv[1:]
+    paths = [arg for arg in argv[1:] if arg != "--sweep"]
+    if len(paths) != 1 or paths[0].startswith("-"):
         print(__doc__)
         return 2
+    out_path = paths[0]
     if not cuda.is_available():
         print("bench_kan needs a CUDA device; none is usable here")
         return 1
@@ -471,8 +727,11 @@ def main(argv: list[str]) -> int:
             "rows": layer.rows,
         },
         "eagle": _eagle_side(layer, data),
+        "public": _public_side(layer, data, "float32", pieces=True),
         "torch": _torch_side(layer, data),
     }
+    if sweep:
+        report["sweep"] = _sweep()
     torch_truth = report["torch"].get("modes", {}).get("eager", {}).get("results")
     for record in report["torch"].get("modes", {}).values():
         if "results" in record:
@@ -489,12 +748,35 @@ def main(argv: list[str]) -> int:
         if all(pieces.get(k) for k in keys):
             report[f"sum_of_pieces_{name}_ms"] = sum(pieces[k] for k in keys)
     report["targets"] = _targets(report)
+    report["recorded"] = _recorded(report)
     report["seconds"] = time.perf_counter() - began
-    with open(argv[1], "w") as out:
+    with open(out_path, "w") as out:
         json.dump(report, out, indent=2, default=float)
     _print_table(report)
-    print(f"wrote {argv[1]} ({report['seconds']:.0f} s)")
+    print(f"wrote {out_path} ({report['seconds']:.0f} s)")
     return 0
+
+
+def _recorded(report: dict[str, Any]) -> dict[str, Any]:
+    """The figures docs/_scripts/recorded.json keeps under ``kan_local`` (docs/kan.md's
+    table of dense against local steps): one row per shape and dtype measured."""
+    rows = []
+    for row in report.get("sweep", []):
+        shape = _shape(row["samples"], row["width"], row["intervals"])
+        rows.append({"shape": shape, "dtype": row["dtype"]})
+        rows[-1].update({k: row.get(f"{k}_ms") for k in _PUBLIC_STEPS})
+    if not rows:
+        steps = report.get("public", {}).get("steps", {})
+        row = {"shape": _shape(SAMPLES, INPUTS, INTERVALS), "dtype": "float32"}
+        rows.append({**row, **{k: steps.get(k, {}).get("ms") for k in _PUBLIC_STEPS}})
+    return {"device": report["device"], "date": report["date"], "rows": rows}
+
+
+def _shape(samples: int, width: int, intervals: int) -> str:
+    return f"{samples:,} x {width} -> {width}, G = {intervals}"
+
+
+_PUBLIC_STEPS = ("dense_written", "local_by_hand", "local_derived", "local_hybrid")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,12 @@ The adjoint of a plan runs the reverse mode of its kernel
   the launch, when the kernel reads it first). A gradient plane you do not
   pass is not computed: the adjoint is specialised to the ones you pass.
 
+``reverse(plan, accumulate=False)`` writes the gradients instead, whatever
+the planes held, so they need no zeroing before each step: the routed
+products run with beta = 0 (the plane is not read), a loop adjoint stores
+its per-lane gradients, and the table and param gradients that several lanes
+add to are zeroed first (a fill, legal inside a capture).
+
 ::
 
     plan = eagle.plan.auto(contract)
@@ -25,7 +31,8 @@ captured into one graph. ``reverse([plan1, plan2])`` reverses a sequence of
 launches into one :class:`AdjointSequence` that runs their adjoints in
 reverse order; pass the same array as a later launch's gradient plane and an
 earlier launch's cotangent to chain them, and the same gradient plane to
-several launches to sum their gradients.
+several launches to sum their gradients (with ``accumulate=False`` the first
+adjoint to reach a plane writes it and the later ones add).
 
 **Routes.** :meth:`AdjointPlan.route` is the one routing decision. When the
 primal plan takes the GEMM route (planes of one dtype, lanes that are the

@@ -3,8 +3,10 @@
 :class:`Activity` reads a flattened body (:func:`hawk._passes.flatten`) and
 records which values depend on the planes the gradient is taken with
 respect to, which of those carry a gradient (*active*), and which ints come
-from ``int()`` of such data (*stepped*: an address computed from them has
-no derivative).
+from a step of such data (*stepped*: an address computed from them has no
+derivative). A step is an int computed from real data by an operation with
+no derivative rule, ``int()``; ``hawk.math.floor`` declares a zero
+derivative, so an address through it is piecewise constant, not a step.
 """
 
 from __future__ import annotations
@@ -24,12 +26,12 @@ _ACTIVE: ir.Rules[Callable[[Activity, Any], bool]] = ir.Rules("activity", ir.Exp
 class Activity:
     """Which values carry a gradient (*active*: real, and a differentiable
     function of a plane in ``wrt``), which depend on ``wrt`` at all, and which
-    ints come from ``int()`` of such data (*stepped*, with the cast)."""
+    ints come from a step of such data (*stepped*, with the step)."""
 
     def __init__(self, wrt: set[ir.Plane]) -> None:
         self.wrt = wrt
         self.depends: dict[ir.Var, frozenset[str]] = {}
-        self.stepped: dict[ir.Var, ir.Cast] = {}
+        self.stepped: dict[ir.Var, ir.Operation] = {}
         self.active: set[ir.Var] = set()
 
     def block(self, stmts: Iterable[ir.Stmt]) -> None:
@@ -88,15 +90,16 @@ class Activity:
             found |= self.planes_of(child)
         return found
 
-    def step(self, node: ir.Expr) -> ir.Cast | None:
-        """An ``int()`` of ``wrt`` data that ``node`` is computed from, if any."""
+    def step(self, node: ir.Expr) -> ir.Operation | None:
+        """A step of ``wrt`` data that ``node`` is computed from, if any: an int made
+        from a real by an operation with no derivative rule (``int()``)."""
         if isinstance(node, ir.Ref):
             return self.stepped.get(node.var)
         if (
-            isinstance(node, ir.Cast)
-            and node.to == Type.INT
-            and node.operand.type == Type.REAL
-            and self.planes_of(node.operand)
+            isinstance(node, ir.Operation)
+            and node.type == Type.INT
+            and node.builtin.derivative is None
+            and any(c.type == Type.REAL and self.planes_of(c) for c in node.children())
         ):
             return node
         for child in node.children():
@@ -105,7 +108,7 @@ class Activity:
                 return cast
         return None
 
-    def step_in(self, index: tuple[ir.Expr, ...]) -> ir.Cast | None:
+    def step_in(self, index: tuple[ir.Expr, ...]) -> ir.Operation | None:
         for item in index:
             cast = self.step(item)
             if cast is not None:

@@ -278,15 +278,16 @@ class Adjoint(ir.Builder):
             self.add(atom.plane, contribution(), grads)
 
     def check_address(self, plane: ir.Plane, index: tuple[ir.Expr, ...], method: str) -> None:
-        cast = self.analysis.step_in(index)
-        if cast is None:
+        step = self.analysis.step_in(index)
+        if step is None:
             return
-        planes = sorted(self.analysis.planes_of(cast.operand))
+        planes = sorted(set().union(*(self.analysis.planes_of(c) for c in step.children())))
         raise HawkError(
             f"kernel {self.name!r}: cannot differentiate {plane.name}.{method}(...) with respect "
-            f"to {', '.join(planes)}: its address uses {cast}, a step in that data, so it has no "
+            f"to {', '.join(planes)}: its address uses {step}, a step in that data, so it has no "
             "derivative through the address; take the gradient with respect to other planes "
-            "(vjp(kernel, wrt=...)), or read two neighbouring elements and interpolate"
+            "(vjp(kernel, wrt=...)), read two neighbouring elements and interpolate, or make "
+            "the address with hawk.math.floor, which declares it piecewise constant"
         )
 
     def backprop(

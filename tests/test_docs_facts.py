@@ -847,3 +847,15 @@ def test_the_calls_take_foreign_arrays_as_the_pages_say(monkeypatch):
         "these calls no longer do what the pages say of another framework's array: a call "
         "EAGLE_ARRAYS_ONLY in docs/_ext/facts.py names must refuse one, any other take it"
     )
+
+
+def test_the_kan_local_table_marks_what_is_not_measured(monkeypatch):
+    f = _facts()
+    rows = [
+        {"shape": "16,384 x 64 -> 64, G = 8", "dtype": "float32",
+         "dense_written": 0.184, "local_by_hand": None, "local_derived": 0.25},
+    ]  # fmt: skip
+    monkeypatch.setattr(f, "recorded", lambda: {"kan_local": {"device": "H", "rows": rows}})
+    table = f.kan_local_table().splitlines()
+    assert table[2] == "| 16,384 x 64 -> 64, G = 8 | float32 | 0.184 | pending | 0.25 | pending |"
+    assert table[-1] == "On H; whole training steps, one graph each."

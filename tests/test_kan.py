@@ -180,7 +180,107 @@ def test_the_docs_page_runs_these_kernels():
     for example in examples(DOCS / "kan.md"):
         if not example.gpu:
             example.run(namespace)
-    extents = (namespace[name] for name in ("S", "NI", "NO", "G", "LO", "HI"))
+    extents = (namespace[name] for name in ("S", "NI", "NO", "G", "LO", "HI", "CH"))
     layer = kan.kan_kernels(*extents)
-    for name in ("basis", "contract", "basis_adjoint"):
+    for name in ("basis", "contract", "basis_adjoint", *LOCAL_KERNELS):
         assert str(namespace[name].ir) == str(getattr(layer, name).ir), name
+
+
+# -- the local kernels ---------------------------------------------------------------------
+
+LOCAL_KERNELS = ("local", "local_x_bar", "local_c_bar", "local_c_bar_sum")
+# (samples, inputs, outputs, intervals, chunk): chunk limits that do and do not divide S
+LOCAL_SHAPES = [(37, 3, 4, 8, 8), (20, 2, 5, 5, 4), (64, 4, 3, 16, 64)]
+
+
+def _local(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> tuple[Any, ...]:
+    *extents, chunk = shape
+    layer = kan.kan_kernels(*extents, lo=-0.5, hi=2.0, chunk=chunk)
+    data = {k: v.astype(dtype) for k, v in _data(rng, layer, spread=1.5).items()}
+    ref = kan.reference(layer, data["x"], data["c"], data["y_bar"])
+    return layer, data, ref
+
+
+def _by_function(layer: Any, c: np.ndarray) -> np.ndarray:
+    """``c`` (R, O) as the local kernels read it, (I, NB, O): the same memory."""
+    return c.reshape(layer.inputs, layer.functions, layer.outputs)
+
+
+def _local_by_hand(layer: Any, data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The local forward, x_bar and c_bar kernels on poisoned planes."""
+    dtype = data["x"].dtype
+    c, y_bar = _by_function(layer, data["c"]), data["y_bar"].reshape(layer.samples, -1)
+    y = np.full(layer.samples * layer.outputs, np.nan, dtype)
+    eagle.plan.auto(layer.local).run(x=data["x"], c=c, y=y)
+    x_bar = np.full(layer.inputs * layer.samples, np.nan, dtype)
+    eagle.plan.auto(layer.local_x_bar).run(x=data["x"], c=c, y_bar=y_bar, x_bar=x_bar)
+    chunks = -(-layer.samples // layer.chunk)
+    quarter = -(-layer.outputs // 4)
+    sums = {f"p{m}": np.full(chunks * layer.rows * quarter, np.nan, dtype) for m in range(4)}
+    eagle.plan.auto(layer.local_c_bar).run(x=data["x"], y_bar=y_bar, **sums)
+    c_bar = np.full(layer.rows * layer.outputs, np.nan, dtype)
+    eagle.plan.auto(layer.local_c_bar_sum).run(**sums, c_bar=c_bar)
+    return {"y": y, "x_bar": x_bar, "c_bar": c_bar}
+
+
+@pytest.mark.parametrize("shape", LOCAL_SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_local_kernels_match_the_reference(rng, shape, dtype):
+    layer, data, ref = _local(rng, shape, dtype)
+    got = _local_by_hand(layer, data)
+    tolerance = 1e-13 if dtype == "float64" else 1e-5
+    for name in ("y", "x_bar", "c_bar"):
+        assert _rel(got[name], ref[name].reshape(-1)) < tolerance, name
+
+
+@pytest.mark.parametrize("shape", LOCAL_SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_reverse_of_the_local_forward_matches_the_reference(rng, shape, dtype):
+    """Derived through the floor address: written from NaN, or added to a start."""
+    layer, data, ref = _local(rng, shape, dtype)
+    plan = eagle.plan.auto(layer.local)
+    common = {"x": data["x"], "c": _by_function(layer, data["c"]), "y_bar": data["y_bar"]}
+    x_bar, c_bar = np.full_like(data["x"], np.nan), np.full_like(data["c"], np.nan)
+    eagle.diff.reverse(plan, accumulate=False).run(
+        **common, x_bar=x_bar, c_bar=_by_function(layer, c_bar)
+    )
+    tolerance = 1e-13 if dtype == "float64" else 1e-5
+    assert _rel(x_bar, ref["x_bar"]) < tolerance
+    assert _rel(c_bar, ref["c_bar"]) < tolerance
+    start = rng.standard_normal(data["x"].shape).astype(dtype)
+    added = start.copy()
+    eagle.diff.reverse(plan).run(**common, x_bar=added)
+    assert _rel(added, start + ref["x_bar"]) < tolerance
+
+
+def test_the_local_kernels_check_little_as_they_run_and_compile_for_sm90():
+    layer = kan.kan_kernels(16384, 64, 64, 8)
+    kernels = (layer.local, layer.local_x_bar, layer.local_c_bar, layer.local_c_bar_sum)
+    for kernel in (*kernels, hawk.diff.vjp(layer.local)):
+        emitted = cuda.emit(kernel.ir, {p.name: "float32" for p in kernel.planes}, narrow=True)
+        checked = {(site.plane, site.axis) for site in emitted.checks}
+        if kernel is layer.local_c_bar_sum:  # its reads are on the sides of an if: the
+            assert checked == {(f"p{m}", "row") for m in range(4)}  # lane's row is checked
+        else:
+            assert checked == set(), kernel.name  # every index proved, or checked at launch
+        assert len(compile_cuda(emitted.source, name=emitted.name, arch="sm_90")) > 0
+
+
+def test_the_local_kernels_run_through_eagle_torch(rng):
+    torch = pytest.importorskip("torch")
+    import eagle.torch
+
+    layer, data, ref = _local(rng, LOCAL_SHAPES[0], "float64")
+    x = torch.tensor(data["x"], requires_grad=True)
+    c = torch.tensor(_by_function(layer, data["c"]), requires_grad=True)
+    y = eagle.torch.function(layer.local)(lanes=layer.samples * layer.outputs, x=x, c=c)
+    y.backward(torch.tensor(data["y_bar"]))
+    assert _rel(y.detach().numpy(), ref["y"]) < 1e-13
+    assert _rel(x.grad.numpy(), ref["x_bar"]) < 1e-13
+    assert _rel(c.grad.numpy().reshape(layer.rows, -1), ref["c_bar"]) < 1e-13
+    y_bar = torch.tensor(data["y_bar"].reshape(layer.samples, -1))
+    lanes = layer.inputs * layer.samples
+    x_bar = eagle.torch.function(layer.local_x_bar)(
+        lanes=lanes, x=x.detach(), c=c.detach(), y_bar=y_bar
+    )
+    assert _rel(x_bar.numpy(), ref["x_bar"].reshape(-1)) < 1e-13

@@ -157,3 +157,123 @@ def test_the_training_step_in_one_graph_gives_one_steps_gradients(rng, shape, by
         assert _rel(t.x_bar, t.ref["x_bar"]) < bound["x_bar"] + bound["phi_bar"]
     finally:
         graph.destroy()
+
+
+# -- written gradients and the local kernels ------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_the_written_products_need_no_zeroing(rng, shape):
+    """``reverse(contract, accumulate=False)``: both products with beta = 0 over poisoned
+    gradient planes, in a graph replayed three times."""
+    t = _Layer(rng, shape)
+    bound = t.bounds()
+    stream = cuda.Stream(non_blocking=True)
+    with stream:
+        forward = [
+            t.basis.bind(x=t.x, phi=t.phi.reshape(-1)),
+            t.contract.bind(c=t.c, phi=t.phi, y=t.y),
+        ]
+        backward = eagle.diff.reverse(t.contract, accumulate=False).bind(
+            c=t.c, phi=t.phi, y_bar=t.y_bar, c_bar=t.c_bar, phi_bar=t.phi_bar
+        )
+    with cuda.StreamCapturer(stream) as capturer:
+        for launch in (*forward, backward):
+            launch.launch(stream)
+    graph = cuda.Graph.from_captured(capturer.captured)
+    try:
+        assert "memset" not in graph.node_types()  # nothing zeroed
+        runner = graph.launcher().stream(stream)
+        for _ in range(3):
+            runner.launch()
+        runner.synchronize()
+        assert _rel(t.c_bar, t.ref["c_bar"]) < bound["c_bar"]
+        assert _rel(t.phi_bar, t.ref["phi_bar"]) < bound["phi_bar"]
+    finally:
+        graph.destroy()
+
+
+class _Local:
+    """The local kernels' device planes over one layer's data (``c`` read as (I, NB, O))."""
+
+    def __init__(self, rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> None:
+        *extents, chunk = shape
+        self.layer = layer = kan.kan_kernels(*extents, chunk=chunk)
+        host = {
+            "x": rng.uniform(layer.lo - 0.1, layer.hi + 0.1, (layer.inputs, layer.samples)),
+            "c": rng.standard_normal((layer.rows, layer.outputs)) / np.sqrt(layer.rows),
+            "y_bar": rng.standard_normal(layer.samples * layer.outputs),
+        }
+        host = {k: v.astype(dtype) for k, v in host.items()}
+        self.ref = kan.reference(layer, host["x"], host["c"], host["y_bar"])
+        on = {k: arrays.asarray(v, device="cuda:0") for k, v in host.items()}
+        self.x, self.y_bar = on["x"], on["y_bar"].reshape(layer.samples, layer.outputs)
+        self.c = on["c"].reshape(layer.inputs, layer.functions, layer.outputs)
+        chunks = -(-layer.samples // layer.chunk)
+
+        def poisoned(*shape: int) -> arrays.Array:
+            return arrays.full(shape, np.nan, dtype, "cuda:0")
+
+        self.y = poisoned(layer.samples * layer.outputs)
+        self.x_bar = poisoned(layer.inputs, layer.samples)
+        quarter = -(-layer.outputs // 4)
+        self.sums = {f"p{m}": poisoned(chunks * layer.rows * quarter) for m in range(4)}
+        self.c_bar = poisoned(layer.inputs, layer.functions, layer.outputs)
+
+    def by_hand(self) -> list[Any]:
+        """The bound launches of a step with the hand-written backward."""
+        layer = self.layer
+        return [
+            eagle.plan.auto(layer.local).bind(x=self.x, c=self.c, y=self.y),
+            eagle.plan.auto(layer.local_x_bar).bind(
+                x=self.x, c=self.c, y_bar=self.y_bar, x_bar=self.x_bar.reshape(-1)
+            ),
+            eagle.plan.auto(layer.local_c_bar).bind(x=self.x, y_bar=self.y_bar, **self.sums),
+            eagle.plan.auto(layer.local_c_bar_sum).bind(**self.sums, c_bar=self.c_bar.reshape(-1)),
+        ]
+
+    def derived(self) -> list[Any]:
+        """The bound launches of a step with ``eagle.diff.reverse`` (written)."""
+        plan = eagle.plan.auto(self.layer.local)
+        return [
+            plan.bind(x=self.x, c=self.c, y=self.y),
+            eagle.diff.reverse(plan, accumulate=False).bind(
+                x=self.x, c=self.c, y_bar=self.y_bar.reshape(-1), x_bar=self.x_bar,
+                c_bar=self.c_bar,
+            ),
+        ]  # fmt: skip
+
+    def errors(self) -> dict[str, float]:
+        return {
+            "y": _rel(self.y, self.ref["y"]),
+            "x_bar": _rel(self.x_bar, self.ref["x_bar"]),
+            "c_bar": _rel(self.c_bar, self.ref["c_bar"].reshape(self.c_bar.shape)),
+        }
+
+
+LOCAL_SHAPES = [(1000, 5, 7, 8, 64), (16384, 64, 64, 8, 64)]
+
+
+@pytest.mark.parametrize("derived", [False, True], ids=["by_hand", "derived"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", LOCAL_SHAPES, ids=str)
+def test_the_local_step_in_one_graph_matches_the_reference(rng, shape, dtype, derived):
+    t = _Local(rng, shape, dtype)
+    stream = cuda.Stream(non_blocking=True)
+    with stream:
+        launches = t.derived() if derived else t.by_hand()
+    with cuda.StreamCapturer(stream) as capturer:
+        for launch in launches:
+            launch.launch(stream)
+    graph = cuda.Graph.from_captured(capturer.captured)
+    try:
+        assert "memalloc" not in graph.node_types()
+        runner = graph.launcher().stream(stream)
+        for _ in range(3):  # every gradient is written: replays do not accumulate
+            runner.launch()
+        runner.synchronize()
+        tolerance = 1e-5 if dtype == "float32" else 1e-12
+        for name, error in t.errors().items():
+            assert error < tolerance, (name, error)
+    finally:
+        graph.destroy()

@@ -498,6 +498,34 @@ def kan_figures() -> dict[str, Any]:
     }
 
 
+#: the steps of ``kan_local`` rows, and the pages' words for them
+KAN_LOCAL_STEPS = {
+    "dense_written": "dense, gradients written",
+    "local_by_hand": "local, backward by hand",
+    "local_derived": "local, `eagle.diff.reverse`",
+    "local_hybrid": "local, `c_bar` as a product",
+}
+
+
+def kan_local_table() -> str:
+    """docs/kan.md's table of dense against local KAN steps, from the ``kan_local`` rows of
+    the recorded figures (``bench_kan.py`` writes them under ``recorded``); a step not
+    measured yet reads "pending"."""
+    section = recorded()["kan_local"]
+    header = ["samples x inputs -> outputs", "dtype"]
+    header += [f"{word}, ms" for word in KAN_LOCAL_STEPS.values()]
+    rows = []
+    for row in section["rows"]:
+        times = [_ms_or_pending(row.get(step)) for step in KAN_LOCAL_STEPS]
+        rows.append([row["shape"], row["dtype"], *times])
+    where = section.get("device") or "a device not measured yet"
+    return _table(header, rows) + f"\n\nOn {where}; whole training steps, one graph each."
+
+
+def _ms_or_pending(value: float | None) -> str:
+    return "pending" if value is None else f"{value:g}"
+
+
 def headline_figures() -> dict[str, str]:
     """The recorded figures the short versions quote (the benchmarks' headline, the landing
     page's bullets), as the pages print them."""
@@ -532,7 +560,7 @@ def bench_headline() -> str:
     """The benchmarks' short version, from the recorded figures: one bullet per claim, then
     the dates they were recorded."""
     h, kan = headline_figures(), kan_figures()
-    dates = sorted({section["date"] for section in recorded().values()})
+    dates = sorted({s["date"] for s in recorded().values() if s.get("date")})
     lines = [
         "- **A captured product runs at the speed of `torch.mm`** in every precision "
         f"({h['gemm_ratio']} times its TFLOP/s: both call the same cuBLAS kernels); "
@@ -671,6 +699,7 @@ def substitutions() -> dict[str, str]:
         "architectures": architecture_table(),
         "architecture_summary": architecture_summary(),
         **{f"kan_{key}": value for key, value in kan_figures().items() if key != "date"},
+        "kan_local_table": kan_local_table(),
     }
 
 

@@ -152,11 +152,13 @@ class Backend(abc.ABC):
         *,
         direction: Direction = "forward",
         kernel: ir.KernelIR | None = None,
+        accumulate: bool = True,
     ) -> Step:
         """The products of ``plan``'s recognised contraction bound to ``checked`` planes:
         ``direction="forward"`` writes the output, ``"adjoint"`` adds into the gradient
-        planes passed (the planes of ``kernel``, the adjoint's IR). Called only when
-        :meth:`product_reasons` and the route's checks allow it.
+        planes passed (the planes of ``kernel``, the adjoint's IR), or writes them with
+        ``accumulate=False``. Called only when :meth:`product_reasons` and the route's
+        checks allow it.
 
         Raises:
             TypeError: the backend has no product route.

@@ -152,6 +152,7 @@ class CudaBackend(Backend):
         *,
         direction: Direction = "forward",
         kernel: ir.KernelIR | None = None,
+        accumulate: bool = True,
     ) -> Step:
         assert plan.record is not None and checked.device is not None
         launch = GemmLaunch(
@@ -161,6 +162,7 @@ class CudaBackend(Backend):
             checked.device,
             direction=direction,
             math=plan.policy.math,
+            accumulate=accumulate,
         )
         name = plan.kernel.name
         label = f"plan {name!r}" if direction == "forward" else f"the adjoint of {name!r}"

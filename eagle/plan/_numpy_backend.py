@@ -106,9 +106,12 @@ class NumpyBackend(Backend):
         *,
         direction: Direction = "forward",
         kernel: ir.KernelIR | None = None,
+        accumulate: bool = True,
     ) -> Step:
         assert plan.record is not None
-        product = HostGemm(plan, plan.record, checked.values, direction=direction)
+        product = HostGemm(
+            plan, plan.record, checked.values, direction=direction, accumulate=accumulate
+        )
         return Step(product, written=product.written, last=product.last)
 
     def _emitted(

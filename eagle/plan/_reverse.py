@@ -2,38 +2,54 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 import hawk.diff
+from eagle.arrays import asarray
 from eagle.errors import EagleTypeError, EagleValueError
 from eagle.gemm.steps import Side
 from eagle.plan._autoplan import AutoPlan, BoundPlan, backend_for, decide, main_side
-from eagle.plan._bound import Bound, Route
+from eagle.plan._bound import Bound, Route, Step
 from eagle.plan._planes import check_planes
 from eagle.plan._route import dtype_reasons
 
 __all__ = ["AdjointPlan", "AdjointSequence", "BoundAdjoint", "reverse"]
 
 
-def reverse(plan: AutoPlan | Sequence[AutoPlan]) -> AdjointPlan | AdjointSequence:
+def reverse(
+    plan: AutoPlan | Sequence[AutoPlan], *, accumulate: bool = True
+) -> AdjointPlan | AdjointSequence:
     """The adjoint of ``plan``, or of a sequence of launches.
 
     Args:
         plan: an :class:`eagle.plan.AutoPlan`, or a list of them in the order
             they are launched.
+        accumulate: True (the default) adds the gradients into the gradient
+            planes you pass; False writes them, whatever the planes held: the
+            routed products run with beta = 0, a loop adjoint stores its
+            per-lane gradients, and table and param gradients, which several
+            lanes add to, are zeroed first.
 
     Returns:
         An :class:`AdjointPlan`, or for a list an :class:`AdjointSequence`.
 
     Raises:
-        TypeError: ``plan`` is not a plan or a list of plans.
+        TypeError: ``plan`` is not a plan or a list of plans; ``accumulate``
+            is not a bool.
         ValueError: the list is empty.
     """
+    if not isinstance(accumulate, bool):
+        raise EagleTypeError(
+            f"accumulate is True (add into the gradient planes) or False (write them), not "
+            f"{accumulate!r}"
+        )
     if isinstance(plan, AutoPlan):
-        return AdjointPlan(plan)
+        return AdjointPlan(plan, accumulate=accumulate)
     if isinstance(plan, list | tuple):
         if not plan:
             raise EagleValueError("eagle.diff.reverse takes a plan or a non-empty list of plans")
@@ -43,7 +59,7 @@ def reverse(plan: AutoPlan | Sequence[AutoPlan]) -> AdjointPlan | AdjointSequenc
                     f"launch {position} is a {type(item).__name__}, not a plan; make one with "
                     "eagle.plan.auto(kernel)"
                 )
-        return AdjointSequence(plan)
+        return AdjointSequence(plan, accumulate=accumulate)
     raise EagleTypeError(
         f"eagle.diff.reverse takes a plan from eagle.plan.auto(kernel) (or a list of them), not "
         f"{type(plan).__name__}"
@@ -55,26 +71,30 @@ class AdjointPlan:
 
     Attributes:
         primal: the :class:`eagle.plan.AutoPlan` it is the adjoint of.
+        accumulate: True when it adds into the gradient planes, False when it
+            writes them (see :func:`reverse`).
         gradients: ``{primal plane: gradient plane}`` for every plane a
             gradient can be taken with respect to.
         cotangents: ``{output: cotangent plane}`` for every output.
     """
 
-    def __init__(self, primal: AutoPlan) -> None:
+    def __init__(self, primal: AutoPlan, *, accumulate: bool = True) -> None:
         self.primal = primal
+        self.accumulate = accumulate
         self.gradients = hawk.diff.gradient_planes(primal.kernel)
         self.cotangents = hawk.diff.cotangent_planes(primal.kernel)
-        self._loop_plans: dict[tuple[str, ...], AutoPlan] = {}
-        # the adjoint kernel of each set of gradients asked for (hawk.diff.vjp's own cache
-        # is reached only after it works out the kernel's gradient planes again)
-        self._kernels: dict[tuple[str, ...], hawk.diff.AdjointKernel] = {}
+        self._loop_plans: dict[hawk.diff.AdjointKernel, AutoPlan] = {}
+        # the adjoint kernel of each set of gradients asked for, added or stored (hawk.diff.vjp's
+        # own cache is reached only after it works out the kernel's gradient planes again)
+        self._kernels: dict[tuple[tuple[str, ...], bool], hawk.diff.AdjointKernel] = {}
 
     def __repr__(self) -> str:
-        return f"AdjointPlan({self.primal.kernel.name})"
+        written = "" if self.accumulate else ", accumulate=False"
+        return f"AdjointPlan({self.primal.kernel.name}{written})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Pickle (and copy) as ``reverse(primal)``: built again on load."""
-        return (AdjointPlan, (self.primal,))
+        """Pickle (and copy) as ``reverse(primal, accumulate=...)``: built again on load."""
+        return (functools.partial(AdjointPlan, accumulate=self.accumulate), (self.primal,))
 
     # -- routing -------------------------------------------------------------------------
 
@@ -110,7 +130,8 @@ class AdjointPlan:
     # -- running -------------------------------------------------------------------------
 
     def run(self, **planes: Any) -> None:
-        """Add the gradients into the gradient planes passed (one keyword per plane).
+        """Add the gradients into the gradient planes passed (one keyword per plane), or
+        write them there when made with ``accumulate=False``.
 
         On the host it returns when the gradients are in your arrays; on the
         device it enqueues on eagle's current stream and returns. An adjoint
@@ -127,11 +148,11 @@ class AdjointPlan:
             hawk.HawkError: a requested gradient passes through an address
                 computed with ``int()`` of data it is taken with respect to.
         """
-        if self._routes():
+        kernel = self._kernel_for(planes, self.accumulate)
+        if self._routes() or (not self.accumulate and _shared_gradients(kernel)):
             self.bind(**planes).launch()
             return
         # the adjoint's own loop: its plan keeps its bindings, as AutoPlan.run does
-        kernel = self._kernel_for(planes)
         self._check_names(kernel, planes)
         self._loop_plan(kernel).run(**planes)
 
@@ -142,17 +163,26 @@ class AdjointPlan:
         Raises:
             TypeError, ValueError, hawk.HawkError: as :meth:`run`.
         """
-        kernel = self._kernel_for(planes)
+        return BoundAdjoint([self._bind(planes, self.accumulate, set())])
+
+    def _bind(self, planes: Mapping[str, Any], add: bool, zero: set[str]) -> _Part:
+        """The adjoint over ``planes``, adding into its gradient planes (``add``) or
+        writing them; ``zero``: gradient planes to zero first (an adding step of a
+        sequence that writes)."""
+        kernel = self._kernel_for(planes, add)
         self._check_names(kernel, planes)
-        routed = self._bind_routed(kernel, planes)
-        if routed is not None:
-            return BoundAdjoint((routed,))
-        return BoundAdjoint((self._loop_plan(kernel).bind(**planes),))
+        bound = self._bind_routed(kernel, planes, add)  # products with beta = 0 write
+        if bound is None:
+            bound = self._loop_plan(kernel).bind(**planes)
+            if not add:  # what several lanes add to is zeroed first
+                zero = zero | _shared_gradients(kernel)
+        return _Part(bound, _zero_fills(kernel, planes, zero) if zero else ())
 
     def _bind_routed(
-        self, kernel: hawk.diff.AdjointKernel, planes: Mapping[str, Any]
+        self, kernel: hawk.diff.AdjointKernel, planes: Mapping[str, Any], add: bool
     ) -> BoundPlan | None:
-        """The gradient products over ``planes`` when they take the GEMM route, else None."""
+        """The gradient products over ``planes`` when they take the GEMM route, else None
+        (added into the gradient planes with beta = 1, or written with beta = 0)."""
         if not self._routes():
             return None  # decided by the kernel and policy alone: no need to look at planes
         checked = check_planes(kernel.ir, planes)
@@ -166,7 +196,9 @@ class AdjointPlan:
         if decide(self.primal, side, primal_dtypes, checked.lanes).name != "gemm":
             return None
         backend = backend_for(self.primal, side)
-        step = backend.bind_products(self.primal, checked, direction="adjoint", kernel=kernel.ir)
+        step = backend.bind_products(
+            self.primal, checked, direction="adjoint", kernel=kernel.ir, accumulate=add
+        )
         return BoundPlan(self.primal, checked, step, Route("gemm", ()))
 
     def _routes(self) -> bool:
@@ -174,9 +206,11 @@ class AdjointPlan:
         policy, on its main side): else it runs its own loop whatever the planes."""
         return self.route(main_side(self.primal)) == "gemm"
 
-    def _kernel_for(self, planes: Mapping[str, Any]) -> hawk.diff.AdjointKernel:
+    def _kernel_for(self, planes: Mapping[str, Any], add: bool) -> hawk.diff.AdjointKernel:
+        """The adjoint kernel for the gradient planes in ``planes``: adding into its
+        per-lane gradient planes (``add``) or storing them."""
         wrt = tuple(name for name, gradient in self.gradients.items() if gradient in planes)
-        kernel = self._kernels.get(wrt)
+        kernel = self._kernels.get((wrt, add))
         if kernel is not None:
             return kernel
         if not wrt:
@@ -185,7 +219,9 @@ class AdjointPlan:
                 f"pass at least one gradient plane for the adjoint of kernel "
                 f"{self.primal.kernel.name!r} ({choices}); the adjoint adds into the ones you pass"
             )
-        kernel = self._kernels[wrt] = hawk.diff.vjp(self.primal.kernel, wrt)
+        kernel = self._kernels[(wrt, add)] = hawk.diff.vjp(
+            self.primal.kernel, wrt, lane_gradients="add" if add else "store"
+        )
         return kernel
 
     def _check_names(self, kernel: hawk.diff.AdjointKernel, planes: Mapping[str, Any]) -> None:
@@ -220,16 +256,65 @@ class AdjointPlan:
             )
 
     def _loop_plan(self, kernel: hawk.diff.AdjointKernel) -> AutoPlan:
-        plan = self._loop_plans.get(kernel.wrt)
+        plan = self._loop_plans.get(kernel)
         if plan is None:
             # the adjoint's route is decided here: its kernel runs its loop
-            plan = self._loop_plans[kernel.wrt] = AutoPlan(
+            plan = self._loop_plans[kernel] = AutoPlan(
                 kernel,
                 contraction="loop",
                 backend=self.primal.backend,
                 int_overflow=self.primal.policy.int_overflow,  # as the primal's ints
             )
         return plan
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One launch's bound adjoint and the fills that zero gradient planes before it."""
+
+    bound: BoundPlan
+    fills: tuple[Step, ...]
+
+
+def _shared_gradients(kernel: hawk.diff.AdjointKernel) -> set[str]:
+    """The gradient planes of ``kernel`` that several lanes add to (a table's or a
+    param's): an adjoint that writes its gradients zeroes these first."""
+    lane_planes = {p.name for p in kernel.planes if p.is_lane}
+    return {name for name in kernel.gradients.values() if name not in lane_planes}
+
+
+def _zero_fills(
+    kernel: hawk.diff.AdjointKernel, planes: Mapping[str, Any], names: set[str]
+) -> tuple[Step, ...]:
+    """A step per plane of ``names`` in ``planes`` that fills it with zeros (stream-ordered
+    and legal inside a capture on a device; saved for an all-or-nothing run on the host)."""
+    checked = check_planes(kernel.ir, planes)
+    fills = []
+    for name in sorted(names & checked.values.keys()):
+        value = checked.values[name]
+        if checked.side == "host":
+            fills.append(Step(functools.partial(_fill_host, value), written=(value,)))
+        else:
+            fills.append(Step(functools.partial(_fill_device, value), planes=(value,)))
+    return tuple(fills)
+
+
+def _memory(value: Any) -> tuple[int, int] | None:
+    """Where an array's elements lie (address and size), or None for what is not an array
+    (binding then refuses it by name)."""
+    try:
+        array = asarray(value)
+    except (TypeError, ValueError):
+        return None
+    return array.ptr, array.nbytes
+
+
+def _fill_host(array: np.ndarray, _stream: None) -> None:
+    array.fill(0)
+
+
+def _fill_device(array: Any, stream: Any) -> None:
+    array.fill(0, stream)
 
 
 class AdjointSequence:
@@ -243,16 +328,20 @@ class AdjointSequence:
         steps: their :class:`AdjointPlan`, in the order they run (reversed).
     """
 
-    def __init__(self, plans: Sequence[AutoPlan]) -> None:
+    def __init__(self, plans: Sequence[AutoPlan], *, accumulate: bool = True) -> None:
         self.primals = tuple(plans)
-        self.steps = tuple(AdjointPlan(plan) for plan in reversed(self.primals))
+        self.accumulate = accumulate
+        self.steps = tuple(
+            AdjointPlan(plan, accumulate=accumulate) for plan in reversed(self.primals)
+        )
 
     def __repr__(self) -> str:
-        return f"AdjointSequence({', '.join(s.primal.kernel.name for s in self.steps)})"
+        written = "" if self.accumulate else ", accumulate=False"
+        return f"AdjointSequence({', '.join(s.primal.kernel.name for s in self.steps)}{written})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Pickle (and copy) as ``reverse(primals)``: built again on load."""
-        return (AdjointSequence, (self.primals,))
+        """Pickle (and copy) as ``reverse(primals, accumulate=...)``: built again on load."""
+        return (functools.partial(AdjointSequence, accumulate=self.accumulate), (self.primals,))
 
     def route(self, side: Side, dtype: Any = "float32") -> tuple[str, ...]:
         """Each step's route on ``side`` for planes of ``dtype``, in the order the steps run.
@@ -270,6 +359,10 @@ class AdjointSequence:
 
     def run(self, *launches: Mapping[str, Any]) -> None:
         """Run the adjoints of every launch, the last launch's first.
+
+        Made with ``accumulate=False``, each gradient plane ends holding the
+        gradient of the whole sequence: the first adjoint to reach a plane
+        writes it and later ones add into it.
 
         Args:
             launches: one mapping of planes per launch, in forward order (as
@@ -300,7 +393,8 @@ class AdjointSequence:
                 f"pass one mapping of planes per launch: {len(self.primals)} launch(es), "
                 f"{len(launches)} given"
             )
-        bound: list[BoundPlan] = []
+        parts: list[_Part] = []
+        reached: set[tuple[int, int]] = set()  # the memory of the gradient planes so far
         for step, position in zip(self.steps, reversed(range(len(launches))), strict=True):
             planes = launches[position]
             if not isinstance(planes, Mapping):
@@ -309,11 +403,23 @@ class AdjointSequence:
                     f"not {type(planes).__name__}"
                 )
             try:
-                bound.extend(step.bind(**planes).steps)
+                gradients = {
+                    name: memory
+                    for name in step.gradients.values()
+                    if name in planes and (memory := _memory(planes[name])) is not None
+                }
+                if self.accumulate:
+                    parts.append(step._bind(planes, True, set()))
+                elif reached.isdisjoint(gradients.values()):
+                    parts.append(step._bind(planes, False, set()))
+                else:  # a plane an earlier adjoint wrote: add, the new planes zeroed first
+                    fresh = {name for name, memory in gradients.items() if memory not in reached}
+                    parts.append(step._bind(planes, True, fresh))
+                reached.update(gradients.values())
             except (TypeError, ValueError) as exc:
                 exc.add_note(f"in launch {position} ({step.primal.kernel.name}) of the adjoint")
                 raise
-        return BoundAdjoint(bound)
+        return BoundAdjoint(parts)
 
 
 class BoundAdjoint(Bound):
@@ -331,8 +437,8 @@ class BoundAdjoint(Bound):
 
     _what = "adjoint"
 
-    def __init__(self, steps: Sequence[BoundPlan]) -> None:
-        self.steps = tuple(steps)
+    def __init__(self, parts: Sequence[_Part]) -> None:
+        self.steps = tuple(part.bound for part in parts)
         where = {(step.side, step.device) for step in self.steps}
         if len(where) != 1:
             described = ", ".join(
@@ -343,7 +449,8 @@ class BoundAdjoint(Bound):
                 f"every launch's planes must be on one side and device: {described}"
             )
         ((side, device),) = where
-        super().__init__(side, device, [work for step in self.steps for work in step._steps])
+        work = [item for part in parts for item in (*part.fills, *part.bound._steps)]
+        super().__init__(side, device, work)
 
     def __repr__(self) -> str:
         names = ", ".join(step.plan.kernel.name for step in self.steps)

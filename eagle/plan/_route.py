@@ -393,11 +393,12 @@ class GemmLaunch:
     Made by ``AutoPlan.bind`` (``direction="forward"``: the one product,
     written over the output) and by ``eagle.diff`` (``direction="adjoint"``:
     one product per gradient plane in ``planes``, added into it with beta =
-    1). It lowers the record over the planes' dtype, binds the planes (no
-    copies) through :func:`~eagle.gemm.captured_calls` as any caller would,
-    and prepares cuBLAS for the stream its launches go to: every check of the
-    products runs here, once. Calling it enqueues the products, legal inside
-    a capture of a prepared stream.
+    1, or written with beta = 0 for ``accumulate=False``). It lowers the
+    record over the planes' dtype, binds the planes (no copies) through
+    :func:`~eagle.gemm.captured_calls` as any caller would, and prepares
+    cuBLAS for the stream its launches go to: every check of the products
+    runs here, once. Calling it enqueues the products, legal inside a capture
+    of a prepared stream.
 
     Args:
         plan: the routed plan.
@@ -408,6 +409,8 @@ class GemmLaunch:
         direction: ``"forward"`` or ``"adjoint"``.
         math: the plan's float32 policy, ``"fp32"`` (exact) or ``"tf32"``;
             planes of other dtypes ignore it.
+        accumulate: for an adjoint, True adds into the gradient planes (beta =
+            1) and False writes them (beta = 0).
 
     Raises:
         PlanUnavailable: the record does not lower to products.
@@ -427,12 +430,14 @@ class GemmLaunch:
         *,
         direction: Direction = "forward",
         math: Float32Math = "fp32",
+        accumulate: bool = True,
     ) -> None:
         _check_math(math)
         self.device = device
-        self.beta = 1.0 if direction == "adjoint" else 0.0
-        # (the record by identity: its entry holds it, so no other record takes its id)
-        key = (id(record), direction, math, _layout(planes))
+        self.beta = 1.0 if direction == "adjoint" and accumulate else 0.0
+        # (the record by identity: its entry holds it, so no other record takes its id;
+        # beta too, since the kept products are bound with it)
+        key = (id(record), direction, math, self.beta, _layout(planes))
         products = _products_kept.get(key)
         if products is None or products.record is not record:
             products, self.calls = _Products.made(plan, record, planes, direction, math)
@@ -535,8 +540,8 @@ class HostGemm:
     ``host_route="gemm"``: the products of ``lower_dense_gemm(record,
     direction)`` as numpy products over views of the planes (no copies of
     them), the forward written over the output, each adjoint product added
-    into its gradient plane. 16-bit planes are summed in float32 and rounded
-    once, when stored.
+    into its gradient plane (written, for ``accumulate=False``). 16-bit
+    planes are summed in float32 and rounded once, when stored.
 
     Args:
         plan: the routed plan.
@@ -544,9 +549,12 @@ class HostGemm:
         planes: the caller's host planes by name (numpy arrays or host eagle
             Arrays), of one dtype of :data:`ROUTE_DTYPES`.
         direction: ``"forward"`` or ``"adjoint"``.
+        accumulate: for an adjoint, True adds into the gradient planes and False
+            writes them.
 
     Attributes:
-        written: the gradient planes an adjoint adds into (empty for the forward).
+        written: the gradient planes an adjoint adds into or writes (empty for the
+            forward).
         last: the forward's output, which its one product writes whole (None for an
             adjoint).
     """
@@ -558,12 +566,14 @@ class HostGemm:
         planes: Mapping[str, Any],
         *,
         direction: Direction = "forward",
+        accumulate: bool = True,
     ) -> None:
         views = gemm_operands(plan, record, planes).views
         dtype = dtype_of(views[record.operands[0].name].dtype).name
         lowered = _lowered(record, direction, dtype)
         outputs = [spec.name for spec in lowered.outputs if spec.name in views]
-        beta = 1.0 if direction == "adjoint" else 0.0
+        adjoint = direction == "adjoint"
+        beta = 1.0 if adjoint and accumulate else 0.0
         self._products: list[functools.partial[None]] = []
         for step in lowered.subplan(outputs).steps:
             spec = step.matmul
@@ -575,8 +585,8 @@ class HostGemm:
             )  # fmt: skip
             product = functools.partial(host_product, left, right, views[spec.out], 1.0, beta)
             self._products.append(product)
-        self.written = tuple(views[name] for name in outputs) if beta else ()
-        self.last = None if beta else views[lowered.outputs[0].name]
+        self.written = tuple(views[name] for name in outputs) if adjoint else ()
+        self.last = None if adjoint else views[lowered.outputs[0].name]
 
     def __call__(self, _stream: None) -> None:
         """Run the products now."""

@@ -148,6 +148,11 @@ class Builtin:
         syntax: the Python operator class that writes it in a kernel (``ast.Add``);
             None for one written otherwise.
         keeps_int: a function whose int arguments give an int (the others take reals).
+        result: the type of its result when it is not its arguments' type (``floor``:
+            an int from a real); None for one whose result has its arguments' type.
+        bounds: for a function that keeps ints, its least and greatest int result from
+            its arguments' least and greatest values (``minimum``: the least of each);
+            the emitters prove table indices in range with it. None when unknown.
     """
 
     name: str
@@ -162,6 +167,8 @@ class Builtin:
     lazy: tuple[int, ...] = ()
     syntax: type[ast.AST] | None = None
     keeps_int: bool = False
+    result: Type | None = None
+    bounds: Callable[..., tuple[int, int]] | None = None
 
     @property
     def arity(self) -> int:
@@ -221,6 +228,7 @@ def function(
     c: Mapping[Type, str],
     derivative: Derivative,
     definitions: Mapping[Type, str] | None = None,
+    bounds: Callable[..., tuple[int, int]] | None = None,
 ) -> Builtin:
     """A ``hawk.math`` function's entry.
 
@@ -234,6 +242,7 @@ def function(
         derivative: its derivative rule.
         definitions: C definitions of the functions hawk defines itself (``hawk_<name>``),
             by argument type, emitted when a kernel calls them.
+        bounds: its int results' range from its int arguments' (see :class:`Builtin`).
     """
     return Builtin(
         name,
@@ -246,4 +255,5 @@ def function(
         _CFunction(name, c, definitions or {}),
         derivative,
         keeps_int=Type.INT in c,
+        bounds=bounds,
     )

@@ -28,6 +28,7 @@ def _real(name: str, doc: str, derivative: Any) -> Builtin:
 
 def _select(name: str, test: str) -> Builtin:
     """``minimum`` / ``maximum``: NaN when either argument is NaN, like numpy."""
+    pick = min if name == "minimum" else max
     return function(
         name,
         ("x", "y"),
@@ -38,6 +39,7 @@ def _select(name: str, test: str) -> Builtin:
             _first(x, y, test).select(bar, 0.0),
             _first(x, y, test).select(0.0, bar),
         ),
+        bounds=lambda x, y: (pick(x[0], y[0]), pick(x[1], y[1])),
         definitions={
             Type.INT: f"$inline long long hawk_{name}(long long a, long long b)"
             f"\n{{\n    return a {test} b ? a : b;\n}}",
@@ -355,6 +357,54 @@ def _erfc(x: Any) -> Any:
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
+# -- floor -----------------------------------------------------------------------------
+# An int from a real, as int() gives one: NaN, +-inf and reals beyond int64 give
+# hawk.emit.checks.INT_INVALID (the least int64) where the kernel makes its checks.
+
+
+def _floor(x: Any) -> Any:
+    """The greatest int at most ``x``, for a number or a numpy array (int64)."""
+    values = np.asarray(x, np.float64)
+    floors = np.floor(values)
+    with np.errstate(invalid="ignore"):
+        result = np.where(np.abs(floors) < 2.0**63, floors, np.iinfo(np.int64).min)
+    result = result.astype(np.int64)
+    return int(result) if result.ndim == 0 else result
+
+
+def _floor_host(out: HostOut, node: Any, a: str) -> str:
+    if not out.checks:
+        return f"_np.floor({a}).astype(_np.int64)" if node.varying else f"int(_np.floor({a}))"
+    return f"_to_int(_np.floor({a}))" if node.varying else f"_to_int1(_np.floor({a}))"
+
+
+def _floor_c(out: COut, node: Any, a: str) -> str:
+    floor = f"floor{out.suffix}({a})"
+    return f"hawk_to_int({floor})" if out.checks else f"((long long){floor})"
+
+
+def _piecewise_constant(bar: Any, result: Any, x: Any) -> tuple[None]:
+    """The derivative of a step function where it has one: zero (it sends no gradient)."""
+    return (None,)
+
+
+_FLOOR = Builtin(
+    "floor",
+    Form.CALL,
+    "floor",
+    ("x",),
+    "The greatest int at most x, an int usable in a table address (NaN, +-inf and reals "
+    "beyond int64 give hawk.emit.checks.INT_INVALID, as int() does). Its derivative is "
+    "zero: hawk.diff takes an address through floor as piecewise constant, so a gradient "
+    "flows through the values computed from x, never through the address.",
+    _floor,
+    _floor_host,
+    _floor_c,
+    _piecewise_constant,
+    result=Type.INT,
+)
+
+
 #: every ``hawk.math`` function
 FUNCTIONS: tuple[Builtin, ...] = (
     _real("exp", "e ** x.", lambda bar, result, x: (bar * result,)),
@@ -410,4 +460,5 @@ FUNCTIONS: tuple[Builtin, ...] = (
         c={Type.REAL: "erfc$f"},
         derivative=lambda bar, result, x: (-(bar * (_TWO_OVER_SQRT_PI * (-(x * x)).call("exp"))),),
     ),
+    _FLOOR,
 )

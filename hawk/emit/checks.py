@@ -336,13 +336,16 @@ class Ranges:
     """What an emitter can prove about a kernel's int values, to skip checks.
 
     A value's range is known for constants, loop indices, ``x % K`` for a
-    constant ``K > 0``, sums, differences and products of known ranges, and
-    variables bound to such values. An index on an access every lane makes
-    (not inside an ``if``, a side of ``x if c else y`` or the right of ``and``
-    / ``or``, nor a loop that never runs) that depends on the lane (never
-    decreasing) and the indices of the loops around it, as a :class:`LaneCheck`
-    describes, is left to a launch check (:attr:`launch_checks`), and so is the
-    same index on the same axis anywhere else. Made with ``enabled=False`` it
+    constant ``K > 0``, sums, differences and products of known ranges, their
+    ``// K`` for a constant ``K > 0``, int
+    ``minimum`` and ``maximum`` (a clamp, ``minimum(maximum(i, 0), N - 1)``,
+    is in ``0 .. N - 1`` whatever ``i``), and variables bound to such values.
+    An index on an access every lane makes (not inside an ``if``, a side of
+    ``x if c else y`` or the right of ``and`` / ``or``, nor a loop that never
+    runs) that depends on the lane (never decreasing) and the indices of the
+    loops around it, as a :class:`LaneCheck` describes, is left to a launch
+    check (:attr:`launch_checks`), and so is the same index on the same axis
+    anywhere else. Made with ``enabled=False`` it
     proves every check (an emitter then makes none).
 
     It also says which int operations may leave int64 (:meth:`wraps`: the emitters
@@ -486,6 +489,10 @@ class Ranges:
             return None if value is None else self.bounds(value)
         if isinstance(node, ir.Binary) and node.type == Type.INT:
             return self._binary(node)
+        if isinstance(node, ir.Call) and node.type == Type.INT and node.builtin.bounds:
+            # an argument of unknown range may be any int64
+            args = [self.bounds(arg) or (INT_MIN, INT_MAX) for arg in node.args]
+            return node.builtin.bounds(*args)
         return None
 
     def _binary(self, node: ir.Binary) -> tuple[int, int] | None:
@@ -502,6 +509,8 @@ class Ranges:
         if node.op == "*":
             products = [a * b for a in left for b in right]
             return min(products), max(products)
+        if node.op == "//" and right[0] == right[1] and right[0] > 0:  # floor: monotone
+            return left[0] // right[0], left[1] // right[0]
         return None
 
     def sites(self, node: ir.Expr | ir.Stmt) -> bool:

@@ -393,7 +393,8 @@ class Call(Operation):
     """A ``hawk.math`` function (a registry entry, :mod:`hawk._registry`).
 
     Arguments share one type; the result is that type (ints only for a
-    function that keeps ints, such as ``abs``; the others take reals).
+    function that keeps ints, such as ``abs``; the others take reals), or the
+    entry's own result type (``floor``: an int from a real).
     """
 
     fn: str
@@ -421,7 +422,7 @@ class Call(Operation):
         (kind,) = types
         if kind == Type.INT and not function.keeps_int:
             raise HawkError(f"{self.fn} takes reals; cast int arguments with Cast('real', ...)")
-        _set(self, kind, any(arg.varying for arg in self.args))
+        _set(self, function.result or kind, any(arg.varying for arg in self.args))
 
     def children(self) -> tuple[Expr, ...]:
         return self.args
