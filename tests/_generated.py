@@ -1,0 +1,51 @@
+"""Kernels written to a file at test time (hawk reads a kernel's source, so a generated
+kernel needs a file): a kernel of any name, and one whose output is a long sum."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import hawk
+
+_SCALE = """\
+import hawk
+
+
+@hawk.kernel
+def {name}(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = x * 2.0
+"""
+
+_SUM = """\
+import hawk
+
+
+@hawk.kernel
+def long_sum(x: hawk.Scalar, w: hawk.Table, y: hawk.Mutable[hawk.Scalar]):
+    y = {terms}
+"""
+
+
+def load(folder: Path, module: str, source: str, name: str) -> hawk.Kernel:
+    """The kernel ``name`` of ``source``, written to ``folder/module.py`` and imported."""
+    path = folder / f"{module}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(module, path)
+    assert spec is not None and spec.loader is not None
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    kernel = getattr(loaded, name)
+    assert isinstance(kernel, hawk.Kernel)
+    return kernel
+
+
+def scale_kernel(folder: Path, name: str) -> hawk.Kernel:
+    """``y = x * 2.0`` as a kernel called ``name``."""
+    return load(folder, f"named_{name}", _SCALE.format(name=name), name)
+
+
+def long_sum(folder: Path, terms: int) -> hawk.Kernel:
+    """``y = w.at(0) * x + w.at(1) * x + ...``: one statement of ``terms`` terms."""
+    text = " + ".join(f"w.at({i}) * x" for i in range(terms))
+    return load(folder, f"long_sum_{terms}", _SUM.format(terms=text), "long_sum")
