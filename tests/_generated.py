@@ -45,7 +45,10 @@ def scale_kernel(folder: Path, name: str) -> hawk.Kernel:
     return load(folder, f"named_{name}", _SCALE.format(name=name), name)
 
 
-def long_sum(folder: Path, terms: int) -> hawk.Kernel:
-    """``y = w.at(0) * x + w.at(1) * x + ...``: one statement of ``terms`` terms."""
-    text = " + ".join(f"w.at({i}) * x" for i in range(terms))
-    return load(folder, f"long_sum_{terms}", _SUM.format(terms=text), "long_sum")
+def long_sum(folder: Path, terms: int, *, reads: bool = False) -> hawk.Kernel:
+    """One statement of ``terms`` terms: ``y = x * 0.0 + x * 1.0 + ...``, or with
+    ``reads``, ``y = w.at(0) * x + w.at(1) * x + ...`` (``w`` unused without)."""
+    weights = (f"w.at({i})" if reads else f"{i}.0" for i in range(terms))
+    text = " + ".join(f"{weight} * x" for weight in weights)
+    module = f"long_sum_{terms}_{'reads' if reads else 'constants'}"
+    return load(folder, module, _SUM.format(terms=text), "long_sum")

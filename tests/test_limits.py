@@ -9,12 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import eagle.diff
 import eagle.plan
+import hawk.diff
 from eagle.cuda import compile_cuda
+from hawk import ir
+from hawk._expressions import DEPTH
 from hawk.emit import cuda
 from hawk.emit._cuda_helpers import RESERVED
-from tests._generated import scale_kernel
+from tests._generated import load, long_sum, scale_kernel
 from tests._hawk_kernels import CASES, signature
+from tests._util import rel_error
 
 
 @pytest.mark.parametrize("name", ["pack", "f16", "bf16", "widen", "rec", "fail"])
@@ -42,3 +47,71 @@ def test_every_hawk_identifier_emitted_is_reserved(dtype: str) -> None:
         emitted = cuda.emit(case.kernel.ir, signature(case, dtype))
         used = set(re.findall(r"\bhawk_\w+", emitted.source)) - {emitted.name}
         assert used <= RESERVED, (case.name, used - RESERVED)
+
+
+TERMS = 2000  # compiles on CPython 3.11; nests far deeper than its recursion limit
+
+
+def test_a_long_sum_runs_on_the_host(tmp_path: Path, rng: np.random.Generator) -> None:
+    kernel = long_sum(tmp_path, TERMS, reads=True)
+    assert all(_depth(stmt) <= DEPTH + 2 for stmt in kernel.ir.body)
+    x, w = rng.standard_normal(50), rng.standard_normal(TERMS)
+    y = np.full(50, np.nan)
+    plan = eagle.plan.auto(kernel)
+    plan.run(x=x, w=w, y=y)
+    assert rel_error(y, x * w.sum()) < 1e-12
+    compile(plan.source("host"), "<program>", "exec")  # within Python's parser's limits
+    str(kernel.ir)
+    x_bar, w_bar = np.zeros(50), np.zeros(TERMS)
+    eagle.diff.reverse(plan).run(x=x, w=w, y_bar=np.ones(50), x_bar=x_bar, w_bar=w_bar)
+    assert rel_error(x_bar, np.full(50, w.sum())) < 1e-12
+    assert rel_error(w_bar, np.full(TERMS, x.sum())) < 1e-12
+
+
+def test_a_long_sum_compiles_for_the_device(tmp_path: Path) -> None:
+    kernel = long_sum(tmp_path, TERMS)
+    for ir_ in (kernel.ir, hawk.diff.vjp(kernel).ir):
+        emitted = cuda.emit(ir_, {p.name: "float32" for p in ir_.planes})
+        compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
+
+
+def test_a_long_product_and_conjunction_run(tmp_path: Path) -> None:
+    product = " * ".join(["x"] * TERMS)
+    both = " and ".join(f"x > {i}.0" for i in range(TERMS))
+    source = (
+        "import hawk\n\n\n@hawk.kernel\n"
+        "def chains(x: hawk.Scalar, p: hawk.Mutable[hawk.Scalar], c: hawk.Mutable[hawk.Scalar]):\n"
+        f"    p = {product}\n"
+        f"    c = 1.0 if {both} else 0.0\n"
+    )
+    kernel = load(tmp_path, "chains", source, "chains")
+    x = np.array([1.0001, 0.5, 2500.0])
+    p, c = np.zeros(3), np.zeros(3)
+    eagle.plan.auto(kernel).run(x=x, p=p, c=c)
+    with np.errstate(over="ignore"):
+        np.testing.assert_allclose(p, x**TERMS, rtol=1e-12)
+    np.testing.assert_array_equal(c, [0.0, 0.0, 1.0])
+
+
+def test_a_long_side_of_a_conditional_runs(tmp_path: Path) -> None:
+    terms = " + ".join(f"x * {i}.0" for i in range(TERMS))
+    source = (
+        "import hawk\n\n\n@hawk.kernel\n"
+        "def side(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):\n"
+        f"    y = x if x > 0.0 else {terms}\n"
+    )
+    kernel = load(tmp_path, "side", source, "side")
+    x = np.array([-1.0, 2.0])
+    y = np.zeros(2)
+    eagle.plan.auto(kernel).run(x=x, y=y)
+    np.testing.assert_array_equal(y, [-sum(range(TERMS)), 2.0])
+
+
+def _depth(node: ir.Stmt | ir.Expr) -> int:
+    """How deep the expressions of ``node`` nest."""
+    depths = {}
+    for item in reversed(list(ir.walk(node))):
+        children = item.children()
+        below = [depths[id(c)] for c in children if isinstance(c, ir.Expr)]
+        depths[id(item)] = 1 + max(below, default=0) if isinstance(item, ir.Expr) else 0
+    return max(depths.values())
