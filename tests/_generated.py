@@ -52,3 +52,21 @@ def long_sum(folder: Path, terms: int, *, reads: bool = False) -> hawk.Kernel:
     text = " + ".join(f"{weight} * x" for weight in weights)
     module = f"long_sum_{terms}_{'reads' if reads else 'constants'}"
     return load(folder, module, _SUM.format(terms=text), "long_sum")
+
+
+_HORNER = """\
+import hawk
+
+
+@hawk.kernel
+def horner(x: hawk.Scalar, c: hawk.Table, y: hawk.Mutable[hawk.Scalar]):
+    p = 0.0
+    for t in range({steps}):
+        p = p * x + c.at(t)
+    y = p
+"""
+
+
+def horner(folder: Path, steps: int) -> hawk.Kernel:
+    """Horner's rule over ``steps`` coefficients: a loop whose gradient needs its carry."""
+    return load(folder, f"horner_{steps}", _HORNER.format(steps=steps), "horner")

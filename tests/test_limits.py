@@ -4,6 +4,7 @@ expressions (host runs and NVRTC compiles; the device runs are in test_limits_gp
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -11,14 +12,16 @@ import pytest
 
 import eagle.diff
 import eagle.plan
+import hawk
 import hawk.diff
 from eagle.cuda import compile_cuda
 from hawk import ir
 from hawk._expressions import DEPTH
+from hawk.diff import RERUN_WARNING
 from hawk.emit import cuda
 from hawk.emit._cuda_helpers import RESERVED
-from tests._generated import load, long_sum, scale_kernel
-from tests._hawk_kernels import CASES, signature
+from tests._generated import horner, load, long_sum, scale_kernel
+from tests._hawk_kernels import CASES, contract, signature
 from tests._util import rel_error
 
 
@@ -115,3 +118,27 @@ def _depth(node: ir.Stmt | ir.Expr) -> int:
         below = [depths[id(c)] for c in children if isinstance(c, ir.Expr)]
         depths[id(item)] = 1 + max(below, default=0) if isinstance(item, ir.Expr) else 0
     return max(depths.values())
+
+
+def test_the_adjoint_of_a_long_rerun_loop_warns_its_cost(tmp_path: Path) -> None:
+    long = horner(tmp_path, 3200)
+    with pytest.warns(hawk.AdjointCostWarning) as caught:
+        hawk.diff.vjp(long)
+    (warning,) = caught
+    text = str(warning.message)
+    assert "kernel 'horner': the adjoint of the loop 'for t in range(0, 3200, 1)'" in text
+    assert "needs the carried 'p'" in text and "5,121,600 evaluations" in text
+    assert "1,600 times" in text and warning.filename == __file__
+    assert isinstance(warning.message, UserWarning)
+    x, c, x_bar = np.array([0.5]), np.ones(3200), np.zeros(1)
+    adjoint = eagle.diff.reverse(eagle.plan.auto(horner(tmp_path, 400)))
+    with pytest.warns(hawk.AdjointCostWarning, match="range.0, 400, 1.' reruns it"):
+        adjoint.run(x=x, c=c[:400], y_bar=np.ones(1), x_bar=x_bar)  # warns, and runs
+    assert x_bar[0] == pytest.approx(sum(t * 0.5 ** (t - 1) for t in range(1, 400)))
+
+
+def test_short_or_tape_free_loops_do_not_warn(tmp_path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hawk.diff.vjp(horner(tmp_path, RERUN_WARNING - 1))
+        hawk.diff.vjp(contract)  # a fold whose gradient needs no carried value
