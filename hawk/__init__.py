@@ -25,10 +25,11 @@ module is private: its name starts with ``_``.
 from hawk import math
 from hawk._version import __version__ as __version__
 from hawk.decl import Mutable, Param, Scalar, Table
-from hawk.errors import HawkError, PlaneIndexError
+from hawk.errors import AdjointCostWarning, HawkError, PlaneIndexError
 from hawk.trace import Kernel, kernel
 
 __all__ = [
+    "AdjointCostWarning",
     "HawkError",
     "Kernel",
     "Mutable",

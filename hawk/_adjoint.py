@@ -119,6 +119,7 @@ class _ReverseLoop:
     loop: ir.Loop
     initial: dict[ir.Var, ir.Var]
     outer: dict[Key, ir.Var]
+    needs: tuple[str, ...] = ()  # the carried values each reverse iteration reruns to
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,8 @@ class Adjoint(ir.Builder):
         self.loads = loads
         self.cotangent = cotangent
         self.gradient = gradient
+        # each loop whose reverse sweep reruns it, with the carried values it reruns to
+        self.reruns: list[tuple[ir.Loop, tuple[str, ...]]] = []
 
     def let(self, base: str, value: ir.Expr) -> ir.Expr:
         if is_atom(value):
@@ -404,6 +407,8 @@ class Adjoint(ir.Builder):
                 break
             kinds = attempt
         self.emit(attempt.loop)
+        if attempt.needs:
+            self.reruns.append((stmt, attempt.needs))
         grads.update({key: ir.Ref(var) for key, var in attempt.outer.items()})
         for carry in active:
             self.give(carry.init, _given(ir.Ref(attempt.initial[carry.var])), grads)
@@ -447,13 +452,14 @@ class Adjoint(ir.Builder):
         roots = set().union(*(refs(c.update) for c in carries))
         live = set(roots)
         pruned = prune(body, live)
-        if any(var in live for var in entry.values()):  # the gradient needs carried values
+        needs = tuple(base_name(old) for old, new in entry.items() if new in live)
+        if needs:  # the gradient needs carried values
             with self.nested() as rerun:
                 self.rerun_to(stmt, env, index, entry)
             pruned = prune((*rerun, *body), set(roots))
         last = stmt.start + (stmt.trip_count - 1) * stmt.step
         loop = ir.Loop(index, last, stmt.start - stmt.step, -stmt.step, tuple(carries), pruned)
-        return _ReverseLoop(loop, carried, outer)
+        return _ReverseLoop(loop, carried, outer, needs)
 
     def rerun_to(
         self,

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ast
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +26,12 @@ from hawk._scope import Unresolved, as_number, module_attribute, resolve
 from hawk.errors import HawkError
 from hawk.kinds import PlaneKind, Type
 
-__all__ = ["BINOPS", "ExpressionTracer", "Gone", "assigned_names", "snippet"]
+__all__ = ["BINOPS", "DEPTH", "ExpressionTracer", "Gone", "assigned_names", "snippet"]
+
+#: how deep the operations of one IR expression nest at most where a kernel's expression
+#: nests deeper (ExpressionTracer.bounded): well inside the recursion of the passes over
+#: the IR and the parentheses Python's parser takes in a generated program (200)
+DEPTH = 32
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,15 @@ _LOGIC_OPS = _syntax(Form.LOGIC)
 _NOT_OPS = _syntax(Form.NOT)
 
 
+def _checks_nothing(value: ir.Expr) -> bool:
+    """True when evaluating ``value`` on any lane makes no check that could fail."""
+    return not any(
+        isinstance(node, ir.Read | ir.Cast)
+        or (isinstance(node, ir.Operation) and node.type == Type.INT)
+        for node in ir.walk(value)
+    )
+
+
 def assigned_names(stmts: list[ast.stmt]) -> list[str]:
     """Names a block assigns (anywhere inside it), in first-assignment order."""
     names: dict[str, None] = {}
@@ -118,6 +134,10 @@ class ExpressionTracer(ir.Builder):
         self.locals = set(assigned_names(node.body))
         self.versions: dict[str, int] = {}
         self.env: dict[str, ir.Expr | ir.Plane | Gone] = {}
+        # how many sides of a conditional (x if c else y, and/or) enclose the expression
+        # being traced: a value there is not bound to a variable of its own (see bounded)
+        self.guarded = 0
+        self._depths: dict[int, tuple[ir.Expr, int]] = {}
 
     # -- errors and names ----------------------------------------------------------------
 
@@ -204,9 +224,94 @@ class ExpressionTracer(ir.Builder):
     def expr(self, node: ast.expr) -> ir.Expr:
         """The IR of ``node``; a refusal by the IR itself names ``node``'s line."""
         try:
-            return self.expression(node)
+            if isinstance(node, ast.BinOp | ast.UnaryOp):
+                return self.operators(node)
+            return self.bounded(self.expression(node))
         except HawkError as exc:
             raise self.located(node, exc) from exc
+
+    def operators(self, root: ast.BinOp | ast.UnaryOp) -> ir.Expr:
+        """The IR of a tree of arithmetic operators, walked without recursion (a sum of
+        thousands of terms is one such tree), each operation :meth:`bounded`."""
+        stack: list[tuple[ast.expr, bool]] = [(root, False)]
+        values: list[ir.Expr] = []
+        while stack:
+            node, ready = stack.pop()
+            if ready:
+                count = 2 if isinstance(node, ast.BinOp) else 1
+                operands = values[-count:]
+                del values[-count:]
+                try:
+                    values.append(self.bounded(self.operation(node, operands)))
+                except HawkError as exc:
+                    raise self.located(node, exc) from exc
+            elif isinstance(node, ast.BinOp):
+                stack += [(node, True), (node.right, False), (node.left, False)]
+            elif isinstance(node, ast.UnaryOp):
+                stack += [(node, True), (node.operand, False)]
+            else:
+                values.append(self.expr(node))
+        (value,) = values
+        return value
+
+    def operation(self, node: ast.expr, operands: list[ir.Expr]) -> ir.Expr:
+        """The IR of the operator ``node`` (a ``BinOp`` or ``UnaryOp``) of ``operands``."""
+        if isinstance(node, ast.BinOp):
+            op = BINOPS.get(type(node.op))
+            if op is None:
+                raise self.error(node, f"operator in {snippet(node)} is not in hawk")
+            left, right = operands
+            return self.arith(node, op, left, right)
+        assert isinstance(node, ast.UnaryOp)
+        (operand,) = operands
+        if type(node.op) in _NOT_OPS:
+            if operand.type != Type.BOOL:
+                raise self.error(node, f"'not' takes a comparison: {snippet(node)}")
+            return fold(ir.Not(operand))
+        unary = _UNARY_OPS.get(type(node.op))
+        if unary is not None and operand.type != Type.BOOL:
+            return fold(ir.Unary(unary, operand))
+        raise self.error(node, f"operator in {snippet(node)} is not in hawk")
+
+    def bounded(self, value: ir.Expr) -> ir.Expr:
+        """``value``, or a reference to a new variable bound to it where its operations
+        nest deeper than :data:`DEPTH`: so no expression of the IR, and no line of a
+        generated program, nests deeper however long the kernel's expression is. On a
+        side of a conditional, binding a value evaluates it on every lane, so a value
+        there is bound only when it makes no check (no table read, no operation on
+        ints, no conversion)."""
+        if self.depth(value) <= DEPTH or (self.guarded and not _checks_nothing(value)):
+            return value
+        var = self.new_var("_part", value.type, value.varying)
+        self.emit(ir.Let(var, value))
+        return ir.Ref(var)
+
+    def depth(self, value: ir.Expr) -> int:
+        """How deep the operations of ``value`` nest (1: no operands), without recursion."""
+        known = self._depths
+        stack = [value]
+        while stack:
+            node = stack[-1]
+            if id(node) in known:
+                stack.pop()
+                continue
+            pending = [c for c in node.children() if id(c) not in known]
+            if pending:
+                stack += pending
+                continue
+            stack.pop()
+            below = [known[id(c)][1] for c in node.children()]
+            known[id(node)] = (node, 1 + max(below, default=0))
+        return known[id(value)][1]
+
+    @contextmanager
+    def conditional(self) -> Iterator[None]:
+        """Trace a side of a conditional inside the ``with`` (see :meth:`bounded`)."""
+        self.guarded += 1
+        try:
+            yield
+        finally:
+            self.guarded -= 1
 
     def expression(self, node: ast.expr) -> ir.Expr:
         if isinstance(node, ast.Constant):
@@ -216,35 +321,21 @@ class ExpressionTracer(ir.Builder):
             raise self.error(node, f"the constant {value!r} is not a number")
         if isinstance(node, ast.Name):
             return self.load_name(node.id, node)
-        if isinstance(node, ast.BinOp):
-            op = BINOPS.get(type(node.op))
-            if op is None:
-                raise self.error(node, f"operator in {snippet(node)} is not in hawk")
-            return self.arith(node, op, self.expr(node.left), self.expr(node.right))
-        if isinstance(node, ast.UnaryOp):
-            operand = self.expr(node.operand)
-            if type(node.op) in _NOT_OPS:
-                if operand.type != Type.BOOL:
-                    raise self.error(node, f"'not' takes a comparison: {snippet(node)}")
-                return fold(ir.Not(operand))
-            unary = _UNARY_OPS.get(type(node.op))
-            if unary is not None and operand.type != Type.BOOL:
-                return fold(ir.Unary(unary, operand))
-            raise self.error(node, f"operator in {snippet(node)} is not in hawk")
         if isinstance(node, ast.Compare):
             return self.compare(node)
         if isinstance(node, ast.BoolOp):
             op = _LOGIC_OPS[type(node.op)]
-            values = [self.condition(v) for v in node.values]
-            result = values[0]
-            for term in values[1:]:
-                result = fold(ir.Logic(op, result, term))
+            result = self.condition(node.values[0])
+            for item in node.values[1:]:
+                with self.conditional():
+                    term = self.condition(item)
+                result = self.bounded(fold(ir.Logic(op, result, term)))
             return result
         if isinstance(node, ast.IfExp):
             cond = self.condition(node.test)
-            a, b = self.join(
-                node, "the conditional expression", self.expr(node.body), self.expr(node.orelse)
-            )
+            with self.conditional():
+                body, orelse = self.expr(node.body), self.expr(node.orelse)
+            a, b = self.join(node, "the conditional expression", body, orelse)
             return fold(ir.Select(cond, a, b))
         if isinstance(node, ast.Call):
             return self.call(node)
@@ -260,7 +351,11 @@ class ExpressionTracer(ir.Builder):
             op = _COMPARE_OPS.get(type(op_node))
             if op is None:
                 raise self.error(node, f"comparison in {snippet(node)} is not in hawk")
-            right = self.expr(right_node)
+            if result is None:
+                right = self.expr(right_node)
+            else:  # evaluated only where the comparisons before it hold
+                with self.conditional():
+                    right = self.expr(right_node)
             for side in (left, right):
                 if side.type == Type.BOOL:
                     raise self.error(node, f"{op} compares numbers: {snippet(node)}")

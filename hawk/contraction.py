@@ -66,7 +66,7 @@ def recognize(kernel: Kernel | ir.KernelIR) -> RecognizedContraction | None:
     Raises:
         TypeError: ``kernel`` is not a ``@hawk.kernel`` (or its IR).
     """
-    analysis = _analysis(kernel)
+    analysis = _analysis(kernel, "recognize")
     return None if analysis is None else analysis.record
 
 
@@ -78,7 +78,7 @@ def lane_layout(kernel: Kernel | ir.KernelIR) -> LaneLayout | None:
     Raises:
         TypeError: ``kernel`` is not a ``@hawk.kernel`` (or its IR).
     """
-    analysis = _analysis(kernel)
+    analysis = _analysis(kernel, "lane_layout")
     return None if analysis is None else analysis.layout
 
 
@@ -94,12 +94,14 @@ class _Analysis:
 _analyses: weakref.WeakKeyDictionary[Kernel, _Analysis | None] = weakref.WeakKeyDictionary()
 
 
-def _analysis(kernel: Kernel | ir.KernelIR) -> _Analysis | None:
+def _analysis(kernel: Kernel | ir.KernelIR, caller: str) -> _Analysis | None:
+    """The analysis of ``kernel``, for the public function ``caller`` (named when
+    ``kernel`` is not one)."""
     if isinstance(kernel, ir.KernelIR):
         return _analyse(kernel)
     if not isinstance(kernel, Kernel):
         raise HawkTypeError(
-            f"recognize takes a @hawk.kernel function (or its IR), not {type(kernel).__name__}"
+            f"{caller} takes a @hawk.kernel function (or its IR), not {type(kernel).__name__}"
         )
     if kernel not in _analyses:
         _analyses[kernel] = _analyse(kernel.ir)

@@ -48,7 +48,9 @@ would have to allocate and keep, so nothing is stored:
   carried value (Horner's ``p * x`` needs ``p``), each reverse iteration first
   reruns the forward loop up to that iteration: T(T+1)/2 body evaluations
   for T iterations. A fold whose gradient needs no carried value (a sum of
-  products, ``acc + w.at(..) * f.at(..)``) costs T.
+  products, ``acc + w.at(..) * f.at(..)``) costs T. A rerun loop of
+  :data:`RERUN_WARNING` iterations or more warns
+  (:class:`~hawk.AdjointCostWarning`) with its estimated cost.
 
 Steps have a zero derivative: comparisons, ``//``, and ``int()`` of a value
 (the gradient is the one almost everywhere, as finite differences away from
@@ -63,14 +65,15 @@ with respect to other planes (``wrt``), or interpolate between two reads.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Iterable
 from typing import Any, Literal, get_args
 
 from hawk import ir
 from hawk._activity import Activity
 from hawk._adjoint import BAR, Adjoint, GradientNamer, Key
-from hawk._passes import flatten, prune
-from hawk.errors import HawkError, HawkTypeError, HawkValueError
+from hawk._passes import base_name, flatten, prune
+from hawk.errors import AdjointCostWarning, HawkError, HawkTypeError, HawkValueError
 from hawk.kinds import PlaneKind, check_option
 from hawk.trace import Kernel
 
@@ -270,6 +273,28 @@ def _read_first(kernel_ir: ir.KernelIR) -> set[ir.Plane]:
 
 # -- building the adjoint ----------------------------------------------------------------
 
+#: the trip count from which an adjoint that reruns a loop warns of its cost
+#: (:class:`~hawk.errors.AdjointCostWarning`): (T + 1) / 2 times the forward loop, 64 times
+RERUN_WARNING = 128
+
+
+def _warn_cost(kernel: str, loop: ir.Loop, needs: tuple[str, ...]) -> None:
+    """Warn when the reverse sweep of ``loop`` (which reruns it up to each iteration, to
+    have the carried values ``needs``) is long."""
+    trips = loop.trip_count
+    if trips < RERUN_WARNING:
+        return
+    index = base_name(loop.index)
+    message = (
+        f"kernel {kernel!r}: the adjoint of the loop 'for {index} in range({loop.start}, "
+        f"{loop.stop}, {loop.step})' reruns it up to each iteration (its gradient needs the "
+        f"carried {', '.join(repr(n) for n in needs)}): about {trips * (trips + 1) // 2:,} "
+        f"evaluations of the body per lane against {trips:,} forward, {(trips + 1) // 2:,} "
+        "times the loop's cost; splitting the loop into k consecutive loops divides that "
+        "by about k"
+    )
+    warnings.warn(AdjointCostWarning(message), stacklevel=4)
+
 
 def _build(
     primal: ir.KernelIR,
@@ -298,6 +323,8 @@ def _build(
     grads: dict[Key, ir.Expr] = {}
     builder.forward(body, env)
     builder.reverse(body, env, grads)
+    for loop, needs in builder.reruns:
+        _warn_cost(primal.name, loop, needs)
     for plane, target in gradient.items():
         if plane.kind == PlaneKind.PARAM and plane in grads:
             builder.emit(ir.Accumulate(target, (ir.Const(0),), grads[plane]))

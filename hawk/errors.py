@@ -21,6 +21,7 @@ kind                               also a                 raised for
 from __future__ import annotations
 
 __all__ = [
+    "AdjointCostWarning",
     "HawkError",
     "HawkKeyError",
     "HawkOverflowError",
@@ -111,3 +112,8 @@ class PlaneIndexError(HawkError, IndexError):
         self.index = index
         self.extent = extent
         self.lane = lane
+
+
+class AdjointCostWarning(HawkError, UserWarning):
+    """Warned (a ``UserWarning``) when an adjoint costs far more than its kernel: a
+    loop whose reverse sweep reruns it up to each iteration (:mod:`hawk.diff`)."""

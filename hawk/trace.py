@@ -410,7 +410,22 @@ class _Tracer(ExpressionTracer):
             and 1 <= len(it.args) <= 3
             and not it.keywords
         ):
-            raise self.error(node, f"loops are for x in range(<constant>), not {snippet(it)}")
+            shadowed = ""
+            if isinstance(it, ast.Call) and isinstance(it.func, ast.Name):
+                name = it.func.id
+                if name == "range" and (name in self.env or name in self.locals):
+                    shadowed = (
+                        "; the kernel assigns a variable called 'range', which hides Python's "
+                        "range (rename the variable)"
+                    )
+                elif name == "range" and self.resolve_or_none(name) is not builtins.range:
+                    shadowed = (
+                        "; 'range' in the kernel's module is not Python's range: a name there "
+                        "hides it (rename that name)"
+                    )
+            raise self.error(
+                node, f"loops are for x in range(<constant>), not {snippet(it)}{shadowed}"
+            )
         bounds: list[int] = []
         for arg in it.args:
             value = self.expr(arg)

@@ -54,6 +54,7 @@ BUILTIN_BASES: dict[str, set[type]] = {
     "PlanUnavailable": {ValueError},
     "MatmulUnavailable": {ValueError},
     "HawkError": set(),
+    "AdjointCostWarning": {UserWarning, Warning},
     "HawkValueError": {ValueError},
     "HawkTypeError": {TypeError},
     "HawkKeyError": {KeyError, LookupError},

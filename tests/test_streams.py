@@ -16,6 +16,7 @@ from eagle.arrays import _foreign, _holder
 from eagle.cuda import module
 from eagle.cuda import stream as streams
 from eagle.gemm import handles, matmul_step, release_handles
+from tests._hawk_kernels import contract
 from tests._util import FakeCalls, rel_error
 from tests.test_gemm_capture import FakeDevice
 
@@ -116,6 +117,20 @@ def test_plan_source_gives_the_numpy_program_and_the_cuda_c():
         plan.source("gpu")
     with pytest.raises(ValueError, match="dtype must be one of float16, bfloat16"):
         plan.source("host", "int32")
+
+
+def test_plan_source_of_a_routed_plan_gives_its_products():
+    plan = eagle.plan.auto(contract, contraction="gemm", host_route="gemm")
+    for side in ("host", "device"):
+        source = plan.source(side)
+        assert "def hawk_" not in source and "__global__" not in source
+        assert "y = f.T @ w  # f: (16, 12), w: (16, 8), y: (12, 8)" in source
+    assert "numpy.matmul" in plan.source("host")
+    assert "cuBLAS" in plan.source("device", "float64") and "float64" in plan.source(
+        "device", "float64"
+    )
+    loop = eagle.plan.auto(contract, contraction="gemm")  # the host keeps its loop
+    assert loop.source("host").startswith("def hawk_contract(")
 
 
 def test_compiles_are_logged_under_the_eagle_logger(monkeypatch, tmp_path, caplog):

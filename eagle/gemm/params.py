@@ -510,16 +510,18 @@ def product_shape(
     transpose_a: bool,
     transpose_b: bool,
     transpose_out: bool,
+    cublas: bool = True,
 ) -> tuple[int, int]:
-    """The shape ``out`` must have for ``op(a) @ op(b)`` (transposed with ``transpose_out``).
+    """The shape ``out`` must have for ``op(a) @ op(b)`` (transposed with ``transpose_out``);
+    ``cublas=False`` for a product numpy computes, which has no 32-bit limit on extents.
 
     Raises:
         GemmMappingUnavailable: an operand is not 2-D, or the contracted
-            extents disagree.
+            extents disagree, or (``cublas``) an extent is beyond cuBLAS's 32 bits.
     """
     transpose_a, transpose_b, transpose_out = check_flags(transpose_a, transpose_b, transpose_out)
     for name, shape in (("a", a_shape), ("b", b_shape)):
-        _require_matrix(name, shape)
+        _require_matrix(name, shape, cublas=cublas)
     m, ka = _op_shape(tuple(a_shape), transpose_a)
     kb, n = _op_shape(tuple(b_shape), transpose_b)
     if ka != kb:
@@ -614,7 +616,7 @@ def _dtype_of(name: str, array: Any) -> np.dtype:
     return dtype_of(array.dtype)
 
 
-def _require_matrix(name: str, shape: Sequence[int]) -> None:
+def _require_matrix(name: str, shape: Sequence[int], *, cublas: bool = True) -> None:
     if len(shape) != 2:
         raise GemmMappingUnavailable(
             f"operand {name!r} is {len(shape)}-D (shape {tuple(shape)}); a product takes "
@@ -626,7 +628,7 @@ def _require_matrix(name: str, shape: Sequence[int]) -> None:
                 f"operand {name!r} has shape {tuple(shape)}: extent {extent!r} along axis {axis} "
                 f"is not a non-negative int"
             )
-    if any(extent > _INT_MAX for extent in shape):
+    if cublas and any(extent > _INT_MAX for extent in shape):
         raise GemmMappingUnavailable(
             f"operand {name!r} has shape {tuple(shape)}, beyond cuBLAS's 32-bit extents; "
             f"split the product"

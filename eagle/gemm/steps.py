@@ -441,13 +441,16 @@ def _out_shape(
     a_shape: Sequence[int],
     b_shape: Sequence[int],
     error: type[Exception],
+    *,
+    cublas: bool = True,
 ) -> tuple[int, int]:
-    """The shape a matmul step's ``out`` must have, or ``error`` naming the step's buffers."""
+    """The shape a matmul step's ``out`` must have, or ``error`` naming the step's buffers
+    (``cublas=False``: on the host, where extents have no 32-bit limit)."""
     try:
         return product_shape(
             a_shape, b_shape,
             transpose_a=spec.transpose_a, transpose_b=spec.transpose_b,
-            transpose_out=spec.transpose_out,
+            transpose_out=spec.transpose_out, cublas=cublas,
         )  # fmt: skip
     except GemmMappingUnavailable as exc:
         raise error(f"matmul step {step!r} ({_roles(spec)}): {exc}") from exc

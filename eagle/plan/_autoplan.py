@@ -206,11 +206,13 @@ class AutoPlan:
 
         ``"host"`` gives the generated numpy program (Python source),
         ``"device"`` the generated CUDA C (what NVRTC compiles for fewer than
-        2**31 lanes, its lane loops counting in 32 bits; a plan on the GEMM route
-        runs a cuBLAS product instead, see :meth:`route`), with
+        2**31 lanes, its lane loops counting in 32 bits), with
         every Param a pointer to its one element, as for a Param given as an
         array (one given as a number is passed by value instead: a ``const
-        float v_<name>`` parameter, ``hawk.emit.cuda.emit(..., values=...)``).
+        float v_<name>`` parameter, ``hawk.emit.cuda.emit(..., values=...)``). Where the
+        side takes the GEMM route (:meth:`route`) it gives the products that run
+        instead, one line each (``y = w.T @ f``, numpy's on the host, cuBLAS's on the
+        device).
 
         Args:
             side: ``"host"`` or ``"device"``.
@@ -220,7 +222,11 @@ class AutoPlan:
         Raises:
             ValueError: as :meth:`route`.
         """
-        signature = tuple(_side_dtype(side, dtype).name for _ in self._names)
+        resolved = _side_dtype(side, dtype)
+        if self.route(side, resolved) == "gemm":
+            assert self.record is not None
+            return gemm_route.products_source(self.kernel.name, self.record, side, resolved.name)
+        signature = tuple(resolved.name for _ in self._names)
         backend = backend_for(self, side)
         return backend.emit(self.kernel, signature, int_overflow=self.policy.int_overflow).source
 

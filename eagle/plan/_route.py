@@ -67,6 +67,7 @@ __all__ = [
     "dtype_reasons",
     "gemm_operands",
     "kernel_reasons",
+    "products_source",
 ]
 
 ROUTE_DTYPE = np.dtype(np.float32)
@@ -592,3 +593,26 @@ class HostGemm:
         """Run the products now."""
         for product in self._products:
             product()
+
+
+def products_source(name: str, record: RecognizedContraction, side: str, dtype: str) -> str:
+    """What a plan of the kernel ``name`` on the GEMM route runs on ``side`` over planes
+    of ``dtype``, as text: its products (``plan.source(side)``)."""
+    lowered = _lowered(record, "forward", dtype)
+    what = "numpy.matmul" if side == "host" else "cuBLAS (cublasGemmEx)"
+    lines = [
+        f"# hawk kernel {name!r} on the GEMM route ({side}, {dtype}): the kernel's loop does",
+        f"# not run; {what} computes, over views of the planes (no copies):",
+    ]
+    shapes = {spec.name: spec.shape for spec in (*lowered.inputs, *lowered.outputs)}
+    for step in lowered.steps:
+        spec = step.matmul
+        assert spec is not None  # the lowered plan is products alone
+        out = f"{spec.out}{'.T' if spec.transpose_out else ''}"
+        a = f"{spec.a}{'.T' if spec.transpose_a else ''}"
+        b = f"{spec.b}{'.T' if spec.transpose_b else ''}"
+        lines.append(
+            f"{out} = {a} @ {b}  # {spec.a}: {shapes[spec.a]}, {spec.b}: {shapes[spec.b]}, "
+            f"{spec.out}: {shapes[spec.out]}"
+        )
+    return "\n".join([*lines, ""])

@@ -10,6 +10,9 @@ math functions live in their registry entries (:mod:`hawk._registry`).
 
 from __future__ import annotations
 
+import re
+
+from hawk._registry import BUILTINS
 from hawk.dtypes import TABLE, PlaneForm
 from hawk.emit.checks import INT_INVALID
 
@@ -22,6 +25,7 @@ __all__ = [
     "HELPERS",
     "PACK",
     "PLANE_FORMS",
+    "RESERVED",
     "fp8_type",
     "half_type",
     "storage_types",
@@ -299,3 +303,24 @@ template <typename T, int V>
 struct alignas(sizeof(T) * V) hawk_pack {
     T v[V];
 };"""
+
+
+RESERVED = frozenset(
+    re.findall(
+        r"\bhawk_\w+",
+        "\n".join(
+            [
+                *storage_types(set(C_TYPES.values())),
+                *HELPERS.values(),
+                CHECK_HELPERS,
+                CLAMP_HELPER,
+                PACK,
+                "hawk_rec",  # the error record's parameter
+            ]
+        ),
+    )
+) | {f"hawk_{name}" for name in BUILTINS}
+"""Every identifier hawk's CUDA C may use besides the kernel's own: the storage types,
+the helpers (``hawk_<entry>`` for a registry entry's) and the error record's parameter.
+A kernel whose ``hawk_<name>`` is one of them gets another symbol
+(:func:`hawk.emit.cuda.symbol`)."""

@@ -89,6 +89,7 @@ from hawk.emit._cuda_helpers import (
     HALF_C_TYPES,
     HELPERS,
     PACK,
+    RESERVED,
     storage_types,
 )
 from hawk.emit._cuda_lanes import UNROLL, Lanes, vector_width
@@ -96,7 +97,7 @@ from hawk.emit.checks import CheckSite, IntOverflow, LaneCheck, division_site, i
 from hawk.errors import HawkError
 from hawk.kinds import PlaneKind, Type, check_option
 
-__all__ = ["UNROLL", "CudaSource", "emit"]
+__all__ = ["UNROLL", "CudaSource", "emit", "symbol"]
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,17 @@ class CudaSource:
 
 
 _BLOCK_SIZE_NOTE = "a grid-stride loop over lanes"
+
+
+def symbol(name: str) -> str:
+    """The ``extern "C"`` name of a kernel called ``name``: ``hawk_<name>``, or
+    ``hawk_kernel_<name>`` where ``hawk_<name>`` is one of hawk's own identifiers
+    (a kernel called ``pack`` or ``f16``), and ``hawk_kernel`` for a name that is not
+    ASCII (NVRTC takes ASCII identifiers only)."""
+    if not name.isascii():
+        return "hawk_kernel"
+    plain = "hawk_" + name
+    return "hawk_kernel_" + name if plain in RESERVED else plain
 
 
 def emit(
@@ -232,7 +244,7 @@ class _Cuda(CStyle):
         self.lanes = Lanes(kernel, dtypes, self.real, width, values, narrow)
 
     def source(self) -> CudaSource:
-        symbol = "hawk_" + (self.kernel.name if self.kernel.name.isascii() else "kernel")
+        name = symbol(self.kernel.name)
         params = [self.lanes.parameter(p) for p in self.kernel.planes] + ["long long n"]
         params += [f"long long {_length(name)}" for name in self.lengths]
         params.append("unsigned long long* __restrict__ hawk_rec")
@@ -277,7 +289,7 @@ class _Cuda(CStyle):
             [
                 *header,
                 *helpers,
-                f'extern "C" __global__ void {symbol}({", ".join(params)})',
+                f'extern "C" __global__ void {name}({", ".join(params)})',
                 "{",
                 *lanes,
                 "}",
@@ -286,7 +298,7 @@ class _Cuda(CStyle):
         )
         arguments = tuple(p.name for p in self.kernel.planes)
         return CudaSource(
-            symbol,
+            name,
             text,
             arguments,
             self.lengths,
