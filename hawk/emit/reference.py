@@ -194,7 +194,7 @@ class _Lanes:
     @_EXPRESSIONS.rule(ir.Unary, ir.Compare, ir.Not, ir.Call)
     def operation(self, node: ir.Operation) -> Any:
         """Its registry entry's value on its operands' values."""
-        return node.builtin.evaluate(*(self.expr(child) for child in node.children()))
+        return _apply(node, *(self.expr(child) for child in node.children()))
 
     @_EXPRESSIONS.rule(ir.Binary)
     def binary(self, node: ir.Binary) -> Any:
@@ -202,7 +202,7 @@ class _Lanes:
         left, right = self.expr(node.left), self.expr(node.right)
         if node.type == Type.INT and node.op in ("//", "%") and right == 0:
             raise division_site(node).error(self.lane, 0)
-        return node.builtin.evaluate(left, right)
+        return _apply(node, left, right)
 
     @_EXPRESSIONS.rule(ir.Cast)
     def cast(self, node: ir.Cast) -> Any:
@@ -227,3 +227,18 @@ class _Lanes:
     def select(self, node: ir.Select) -> Any:
         """The side the condition takes, the other not evaluated."""
         return self.expr(node.if_true if self.expr(node.cond) else node.if_false)
+
+
+def _apply(node: ir.Operation, *values: Any) -> Any:
+    """The registry entry's ``evaluate`` of ``node`` on its operands' ``values``, as the
+    numpy program makes it. A varying real is computed on one-element arrays (a varying
+    operand) and numbers (a uniform one), as numpy's array loops compute it there: its
+    scalar math may round otherwise, and ``x ** 2.0`` of an array squares. The rest is
+    computed on numbers, as the numpy program computes a uniform value."""
+    if not (node.varying and node.type == Type.REAL):
+        return node.builtin.evaluate(*values)
+    arrays = (
+        np.reshape(value, 1) if operand.varying else value
+        for operand, value in zip(node.children(), values, strict=True)
+    )
+    return node.builtin.evaluate(*arrays)[0]
