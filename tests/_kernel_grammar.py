@@ -330,7 +330,8 @@ class _Builder:
     def add(self, depth: int, plane: PlaneSpec) -> None:
         """``h.add(bin=..., value=...)`` (flat: ``h.add(i, value=...)``) at an index
         inside the accumulator, of a bounded real (or now and then int) value."""
-        self.added.add(plane.name)
+        if not self.scope.ifs:  # a branch may be dropped (a constant condition)
+            self.added.add(plane.name)
         value, _ = self.real_expr(self.integer(0, 2)) if self.integer(0, 3) else self.int_expr(1)
         if plane.axes is None:
             address = self.add_index(plane.shape[0])

@@ -316,3 +316,24 @@ def test_a_masked_add_of_a_carry_that_became_uniform() -> None:
     neg = x < 0.0
     want = np.bincount(np.arange(32)[neg] // 16, minlength=2) * (0.25 / 0.5 + -3 / 0.5)
     assert np.array_equal(h, want)
+
+
+@hawk.kernel
+def add_at_a_uniform_choice(
+    p: hawk.Param, x: hawk.Scalar, h: hawk.Mutable[hawk.Table], y: hawk.Mutable[hawk.Scalar]
+):
+    for i in range(3):
+        h.add(int(x if p > 0.0 else 1.0), value=-1.0)
+    k = hm.sample_index() if p > 0.0 else 2
+    h.add(k, value=x)
+    y = x
+
+
+@pytest.mark.parametrize("backend", ["numpy", "reference"])
+def test_an_add_at_an_index_a_uniform_condition_chose_adds_once_per_lane(backend: str) -> None:
+    """A lane index that is one number at run time (a uniform condition chose its uniform
+    side) still adds once per lane: in a loop run a chunk at a time, and beside a value
+    that varies (found by the reference backend)."""
+    x, h = np.linspace(1.0, 2.0, 16), np.zeros(4)
+    eagle.plan.auto(add_at_a_uniform_choice, backend=backend).run(p=-1.0, x=x, h=h, y=x.copy())
+    np.testing.assert_allclose(h, [0.0, -48.0, x.sum(), 0.0], rtol=1e-15)
