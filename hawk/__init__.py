@@ -14,12 +14,13 @@ with ``eagle.plan.auto(kernel)``::
     print(axpy.ir)
 
 hawk's compiler API, the modules a runtime such as eagle builds on, is the IR
-(:mod:`hawk.ir`), the emitters (:mod:`hawk.emit.host`, :mod:`hawk.emit.cuda`,
-:mod:`hawk.emit.checks`, the routing policy :mod:`hawk.emit.policy` and the dtypes they
-share), contraction recognition (:mod:`hawk.contraction`) with its :mod:`hawk.records`,
-and reverse mode (:mod:`hawk.diff`), beside the user's surface: this package,
-:mod:`hawk.math`, and the declarations, errors, kinds and tracer behind them. Every other
-module is private: its name starts with ``_``.
+(:mod:`hawk.ir`), the emitters (:mod:`hawk.emit.host`, :mod:`hawk.emit.cuda`, the
+per-lane interpreter :mod:`hawk.emit.reference`, :mod:`hawk.emit.checks`, the routing
+policy :mod:`hawk.emit.policy` and the dtypes they share), contraction recognition
+(:mod:`hawk.contraction`) with its :mod:`hawk.records`, and reverse mode
+(:mod:`hawk.diff`), beside the user's surface: this package, :mod:`hawk.math`, and the
+declarations, errors, kinds and tracer behind them. Every other module is private: its
+name starts with ``_``.
 """
 
 from hawk import math

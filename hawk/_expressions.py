@@ -21,7 +21,7 @@ from typing import Any
 
 from hawk import ir
 from hawk._fold import fold
-from hawk._registry import BUILTINS, Form, spelled
+from hawk._registry import BUILTINS, DEBUG_CALLS, Form, spelled
 from hawk._scope import Unresolved, as_number, module_attribute, resolve
 from hawk.errors import HawkError
 from hawk.kinds import PlaneKind, Type
@@ -448,6 +448,8 @@ class ExpressionTracer(ir.Builder):
                 if node.args:
                     raise self.error(node, "sample_index() takes no arguments")
                 return ir.Lane()
+            if op in DEBUG_CALLS:
+                raise self.error(node, f"hm.{op}(...) gives no value; call it on a line of its own")
             if op == "split_index":
                 raise self.error(
                     node, "split_index gives two values; unpack it: a, b = hm.split_index(n)"

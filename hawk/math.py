@@ -3,6 +3,8 @@
 Inside a kernel they become IR; outside one the numeric functions work on
 numbers and numpy arrays (so a reference can be written with them), while
 ``sample_index`` and ``split_index`` only have a meaning per lane and raise.
+The debugging calls ``debug_print`` and ``breakpoint`` act per lane on the reference
+backend and are compiled out on the others; outside a kernel they print or break.
 
 The numeric functions are made from hawk's one table of operations (each
 entry's vectorised form and documentation), so this list and what a kernel may
@@ -15,10 +17,10 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from hawk._registry import Builtin, math_functions
+from hawk._registry import DEBUG_CALLS, Builtin, DebugCall, math_functions
 from hawk.errors import HawkError, HawkTypeError
 
-__all__ = ["sample_index", "split_index", *math_functions()]
+__all__ = ["sample_index", "split_index", *math_functions(), *DEBUG_CALLS]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -63,3 +65,19 @@ def _public(entry: Builtin) -> Callable[..., Any]:
 
 
 globals().update({name: _public(entry) for name, entry in math_functions().items()})
+
+
+def _debugging(call: DebugCall) -> Callable[..., Any]:
+    """``hawk.math.<name>`` of a debugging call: outside a kernel, its ``outside``."""
+    action = call.outside
+
+    def function(*values: Any) -> None:
+        action(*values)
+
+    function.__name__ = function.__qualname__ = call.name
+    function.__module__ = __name__
+    function.__doc__ = call.doc
+    return _op(call.name)(function)
+
+
+globals().update({name: _debugging(call) for name, call in DEBUG_CALLS.items()})

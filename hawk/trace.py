@@ -18,10 +18,12 @@ import sys
 import textwrap
 import types
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from hawk import ir
 from hawk._expressions import BINOPS, ExpressionTracer, Gone, assigned_names, snippet
+from hawk._registry import DEBUG_CALLS
 from hawk.decl import VALUE_KEYWORD, _declared_plane
 from hawk.errors import HawkError, HawkTypeError
 from hawk.kinds import PlaneKind, Type
@@ -34,7 +36,11 @@ class Kernel:
 
     Attributes:
         name: the function's name.
-        ir: the :class:`~hawk.ir.KernelIR` (``print(kernel.ir)`` shows it).
+        ir: the :class:`~hawk.ir.KernelIR` (``print(kernel.ir)`` shows it), without
+            the debugging calls (``hm.debug_print``, ``hm.breakpoint``): what every
+            pass and emitter reads.
+        debug_ir: the IR with its debugging calls (:class:`~hawk.ir.Debug`), which
+            the reference interpreter runs (:mod:`hawk.emit.reference`).
         planes: its planes in declaration order.
         fn: the Python function it was read from.
         runtime: what a runtime keeps with the kernel, so that it goes when the kernel
@@ -43,7 +49,9 @@ class Kernel:
 
     def __init__(self, fn: Callable[..., Any], kernel_ir: ir.KernelIR) -> None:
         self.fn = fn
-        self.ir = kernel_ir
+        self.debug_ir = kernel_ir
+        body = ir.without_debug(kernel_ir.body)
+        self.ir = kernel_ir if body == kernel_ir.body else replace(kernel_ir, body=body)
         self.name = kernel_ir.name
         self.planes = kernel_ir.planes
         self.__doc__ = fn.__doc__
@@ -291,9 +299,30 @@ class _Tracer(ExpressionTracer):
             index = self.address(call, plane, [k for k in call.keywords if k.arg != VALUE_KEYWORD])
             self.emit(ir.Accumulate(plane, index, value))
             return
+        if isinstance(call, ast.Call) and self.math_op(call.func) in DEBUG_CALLS:
+            self.debug_call(call)
+            return
         if isinstance(call, ast.Constant) and isinstance(call.value, str):
             return  # a string on its own line is a comment
         raise self.error(node, f"this expression has no effect: {snippet(node)}")
+
+    def debug_call(self, call: ast.Call) -> None:
+        """``hm.debug_print(...)`` or ``hm.breakpoint()``: a :class:`~hawk.ir.Debug`, with
+        the names in scope here."""
+        op = self.math_op(call.func)
+        assert op is not None
+        if call.keywords:
+            raise self.error(call, f"{op}() takes positional arguments: {snippet(call)}")
+        items: list[str | ir.Expr] = []
+        for arg in call.args:
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                items.append(arg.value)
+            else:
+                items.append(self.expr(arg))
+        names = tuple(
+            (name, value) for name, value in self.env.items() if isinstance(value, ir.Expr)
+        )
+        self.emit(ir.Debug(op, tuple(items), names))
 
     def if_statement(self, node: ast.If) -> None:
         cond = self.condition(node.test)

@@ -36,6 +36,11 @@ outputs. The grammar covers, in typed and bounded form:
   host sums per group before adding (for such kernels, lane counts of 32 or 64 and
   ``U`` of 16 or 32 now and then, where that summing applies).
 
+Each kernel also draws a storage dtype per plane (:attr:`GeneratedKernel.storage`): all
+float64 half of the time, else a mix of float32, float16 and bfloat16, float64 now and
+then (the kernel computes in float64 when any plane is float64, else in float32; 16-bit
+planes are read as float32 and rounded at each store and add).
+
 Every real expression carries a bound on its magnitude; one that could grow
 past :data:`REAL_LIMIT` is wrapped in ``hm.tanh`` or a ``minimum``/``maximum``
 clamp, so no value overflows and carries keep a loop-invariant bound.
@@ -64,6 +69,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 import eagle.plan
+from hawk.dtypes import numpy_dtype
 
 #: a real expression whose bound passes this is wrapped (tanh or a clamp)
 REAL_LIMIT = 64.0
@@ -81,6 +87,8 @@ _CLAMPS = (1.0, 4.0, 8.0, 16.0)
 #: before adding them (``_add_groups`` of ``hawk/emit/_host_runtime.py``)
 _WIDE_LANES = (32, 64)
 _WIDE_SPLITS = (16, 32)
+#: the storage dtypes a plane of a mixed kernel draws from (float64 once in a while)
+_MIXED = ("float32", "float16", "bfloat16", "float16", "bfloat16", "float32", "float64")
 
 
 @dataclass(frozen=True)
@@ -124,12 +132,15 @@ class GeneratedKernel:
         planes: the planes in declaration order.
         lanes: the lane count to run it over.
         seed: the seed of its input data.
+        storage: a storage dtype name per plane, in plane order
+            (:meth:`make_planes` without a dtype).
     """
 
     source: str
     planes: tuple[PlaneSpec, ...]
     lanes: int
     seed: int
+    storage: tuple[str, ...] = ()
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -139,17 +150,24 @@ class GeneratedKernel:
     def accumulators(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.planes if p.kind == "accumulator")
 
-    def make_planes(self, dtype: Any = np.float64) -> dict[str, np.ndarray]:
+    @property
+    def mixed(self) -> bool:
+        """True when its planes' storage dtypes are not all float64."""
+        return any(dtype != "float64" for dtype in self.storage)
+
+    def make_planes(self, dtype: Any = None) -> dict[str, np.ndarray]:
         """Fresh arrays for every plane (outputs hold their initial values),
-        uniform in ``[-INPUT_BOUND, INPUT_BOUND]`` from this kernel's seed."""
+        uniform in ``[-INPUT_BOUND, INPUT_BOUND]`` from this kernel's seed, of ``dtype``
+        (None: each plane's :attr:`storage` dtype)."""
         rng = np.random.default_rng(self.seed)
+        dtypes = [dtype] * len(self.planes) if dtype is not None else self.storage
         planes = {}
-        for plane in self.planes:
+        for plane, plane_dtype in zip(self.planes, dtypes, strict=True):
             shape = {"table": plane.shape, "accumulator": plane.shape, "param": (1,)}.get(
                 plane.kind, (self.lanes,)
             )
             values = rng.uniform(-INPUT_BOUND, INPUT_BOUND, shape)
-            planes[plane.name] = values.astype(dtype)
+            planes[plane.name] = values.astype(numpy_dtype(plane_dtype))
         return planes
 
 
@@ -312,7 +330,8 @@ class _Builder:
     def add(self, depth: int, plane: PlaneSpec) -> None:
         """``h.add(bin=..., value=...)`` (flat: ``h.add(i, value=...)``) at an index
         inside the accumulator, of a bounded real (or now and then int) value."""
-        self.added.add(plane.name)
+        if not self.scope.ifs:  # a branch may be dropped (a constant condition)
+            self.added.add(plane.name)
         value, _ = self.real_expr(self.integer(0, 2)) if self.integer(0, 3) else self.int_expr(1)
         if plane.axes is None:
             address = self.add_index(plane.shape[0])
@@ -745,7 +764,11 @@ def kernels(draw: Callable[[st.SearchStrategy[Any]], Any]) -> GeneratedKernel:
         ]
     )
     seed = draw(st.integers(0, 2**32 - 1))
-    return GeneratedKernel(source, tuple(planes), lanes, seed)
+    if draw(st.booleans()):
+        storage = tuple("float64" for _ in planes)
+    else:
+        storage = tuple(draw(st.sampled_from(_MIXED)) for _ in planes)
+    return GeneratedKernel(source, tuple(planes), lanes, seed, storage)
 
 
 # -- loading and evaluating --------------------------------------------------------------
@@ -758,7 +781,7 @@ class KernelLoader:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.modules: dict[str, types.ModuleType] = {}
-        self.plans: dict[str, eagle.plan.AutoPlan] = {}
+        self.plans: dict[tuple[str, str | None], eagle.plan.AutoPlan] = {}
 
     def load(self, source: str) -> types.ModuleType:
         """The module of ``source`` (hawk reads the kernel's source from its file)."""
@@ -774,11 +797,13 @@ class KernelLoader:
             self.modules[source] = module
         return module
 
-    def plan(self, source: str) -> eagle.plan.AutoPlan:
-        """``eagle.plan.auto`` of the kernel of ``source`` (it compiles once per dtype)."""
-        plan = self.plans.get(source)
+    def plan(self, source: str, backend: str | None = None) -> eagle.plan.AutoPlan:
+        """``eagle.plan.auto`` of the kernel of ``source`` on ``backend`` (None: by the
+        planes; it compiles once per dtype)."""
+        plan = self.plans.get((source, backend))
         if plan is None:
-            plan = self.plans[source] = eagle.plan.auto(self.load(source).kernel)
+            kernel = self.load(source).kernel
+            plan = self.plans[source, backend] = eagle.plan.auto(kernel, backend=backend)
         return plan
 
 

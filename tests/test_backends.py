@@ -36,12 +36,14 @@ def test_the_built_in_backends_are_registered_by_name_and_side() -> None:
     assert plan._backends == {"host": numpy_backend, "device": cuda_backend}
 
 
-@pytest.mark.parametrize("name", ["reference", "host", "", None, 3])
+@pytest.mark.parametrize("name", ["interpreter", "host", "", None, 3])
 def test_an_unknown_backend_is_refused_naming_the_known_ones(name: Any) -> None:
     if name is None:
         assert eagle.plan.auto(saxpy, backend=name).backend is None  # None: by the planes
         return
-    with pytest.raises(ValueError, match=r"backend must be one of 'numpy', 'cuda'.*not "):
+    with pytest.raises(
+        ValueError, match=r"backend must be one of 'numpy', 'cuda', 'reference'.*not "
+    ):
         eagle.plan.auto(saxpy, backend=name)
 
 

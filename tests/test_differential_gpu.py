@@ -29,6 +29,12 @@ warp-summed adds on the device) element by element within ``rtol * (|start| + th
   ``test_float32_host_within_tolerance_of_float64`` keeps checking that bound in the host
   suite.
 
+Mixed storage: the kernels whose planes drew float32, float16, bfloat16 (and float64 now
+and then) run once more in those dtypes, device against host, held to the tolerance of
+their compute dtype above, widened per plane to one unit in the last place of its storage
+dtype (the device may fuse a multiply-add and round the store to the neighbouring 16-bit
+value). A table element is held to ``(adds + 1)`` such units of its magnitude.
+
 A lane is stable (:func:`tests._kernel_grammar.stable_lanes`) when its float64 outputs move
 by less than the tolerance when every input and every rounded math result is perturbed by a
 relative 1e-13 (float64) or 1e-5 (float32). Two correct programs that round differently can
@@ -43,11 +49,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from eagle import arrays
+from hawk.emit import compute_dtype
 from tests._kernel_grammar import (
     GeneratedKernel,
     KernelLoader,
@@ -107,3 +115,55 @@ def test_device_matches_host(loader: KernelLoader, dtype: type, generated: Gener
             f"{name} ({np.dtype(dtype)}) differs in lanes {bad.tolist()}: device {got[bad]}, "
             f"host {host[name][bad]}\n{generated.source}"
         )
+
+
+@settings(
+    max_examples=int(os.environ.get("EAGLE_GPU_DIFF_EXAMPLES", "60")),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(generated=kernels())
+def test_device_matches_host_in_mixed_storage(
+    loader: KernelLoader, generated: GeneratedKernel
+) -> None:
+    if not generated.mixed:
+        return  # the float64 and float32 runs above cover it
+    planes = generated.make_planes()
+    real = compute_dtype({name: values.dtype for name, values in planes.items()})
+    rtol, atol, delta = TOLERANCES[real]
+    plan = loader.plan(generated.source)
+    host = {name: values.copy() for name, values in planes.items()}
+    plan.run(**host)
+    device = {name: arrays.asarray(values, device="cuda:0") for name, values in planes.items()}
+    plan.run(**device)
+    module = loader.load(generated.source)
+    wide = {name: values.astype(np.float64) for name, values in planes.items()}
+    reference = evaluate_per_lane(module, generated, wide)
+    stable = stable_lanes(module, generated, wide, delta, rtol, atol, reference=reference)
+    for name in generated.accumulators:
+        got = device[name].numpy().astype(np.float64).reshape(-1)
+        want = host[name].astype(np.float64).reshape(-1)
+        eps = max(rtol, _eps(planes[name].dtype))
+        counts = reference.adds[name].sum(axis=0) + 1
+        bad = disagreements(got, want, eps, eps, reference.magnitudes[name] * counts)
+        bad = bad[reference.comparable(name, stable)[bad]]
+        assert bad.size == 0, (
+            f"{name} ({planes[name].dtype}) differs at {bad.tolist()}: device {got[bad]}, "
+            f"host {want[bad]}\n{generated.source}"
+        )
+    for name in generated.outputs:
+        got = device[name].numpy().astype(np.float64)
+        want = host[name].astype(np.float64)
+        widened = max(rtol, _eps(planes[name].dtype))
+        bad = disagreements(got, want, widened, max(atol, widened))
+        bad = bad[stable[bad]]
+        assert bad.size == 0, (
+            f"{name} ({planes[name].dtype}) differs in lanes {bad.tolist()}: device "
+            f"{got[bad]}, host {want[bad]}\n{generated.source}"
+        )
+
+
+def _eps(dtype: np.dtype) -> float:
+    """One unit in the last place, relative, of ``dtype``."""
+    return float(ml_dtypes.finfo(dtype).eps)

@@ -426,7 +426,7 @@ def test_every_picture_is_shown_on_a_page():
 # -- the API pages ----------------------------------------------------------------------
 
 # Modules shown on the API pages by their docstring only: how hawk emits code.
-INSIDE_MODULES = ("hawk.emit.host", "hawk.emit.cuda", "hawk.emit.checks")
+INSIDE_MODULES = ("hawk.emit.host", "hawk.emit.cuda", "hawk.emit.checks", "hawk.emit.reference")
 # The compiler's inner layers: reached through hawk's API, not called by users, and not
 # listed name by name.
 INTERNAL_MODULES = (
@@ -434,6 +434,7 @@ INTERNAL_MODULES = (
     "hawk.emit.checks",
     "hawk.emit.cuda",
     "hawk.emit.host",
+    "hawk.emit.reference",
     "hawk.ir",
     "hawk.ir.build",
     "hawk.ir.expr",

@@ -18,7 +18,7 @@ from eagle.cuda import compile_cuda
 from hawk import ir
 from hawk import math as hm
 from hawk._expressions import _COMPARE_OPS, _LOGIC_OPS, _NOT_OPS, _UNARY_OPS, BINOPS
-from hawk._registry import BUILTINS, Builtin, Form, math_functions
+from hawk._registry import BUILTINS, DEBUG_CALLS, Builtin, Form, math_functions
 from hawk._registry.entry import function, numpy
 from hawk.emit import cuda, host
 from hawk.kinds import PlaneKind, Type
@@ -111,7 +111,8 @@ def test_a_function_is_added_by_one_entry(expm1_registered: None) -> None:
 
 
 def test_math_has_exactly_the_registry_and_the_lane_indices() -> None:
-    assert set(hm.__all__) == {"sample_index", "split_index", *math_functions()}
+    every = {"sample_index", "split_index", *math_functions(), *DEBUG_CALLS}
+    assert set(hm.__all__) == every
 
 
 # -- operators ---------------------------------------------------------------------------

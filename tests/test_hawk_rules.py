@@ -20,7 +20,7 @@ from hawk._activity import Activity
 from hawk._adjoint import Adjoint, GradientNamer
 from hawk._fold import fold
 from hawk._passes import Namer, flatten, prune
-from hawk.emit import cuda, host
+from hawk.emit import cuda, host, reference
 from hawk.emit.checks import Ranges
 from hawk.kinds import PlaneKind, Type
 
@@ -83,7 +83,13 @@ DRIVERS: dict[tuple[str, type], Callable[[], Any]] = {
     ("host emitter", STATEMENT): lambda: host.emit(_with_statement(), DTYPES, checks=False),
     ("C emitter", EXPRESSION): lambda: cuda.emit(_with_expression(), DTYPES, checks=False),
     ("C emitter", STATEMENT): lambda: cuda.emit(_with_statement(), DTYPES, checks=False),
+    ("reference", EXPRESSION): lambda: _interpret(_with_expression()),
+    ("reference", STATEMENT): lambda: _interpret(_with_statement()),
 }
+
+
+def _interpret(kernel: ir.KernelIR) -> None:
+    reference.emit(kernel, DTYPES).function(np.zeros(2), np.zeros(2), 2)
 
 
 def _key(table: ir.Rules[Any]) -> tuple[str, type]:

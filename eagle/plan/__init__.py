@@ -9,7 +9,8 @@ default stream: :func:`eagle.cuda.stream.launch_stream`).
 Each side runs on a backend registered by name (it emits the kernel's
 program, loads it and binds it to planes): by default ``"numpy"`` on the
 host and ``"cuda"`` on the device; ``auto(kernel, backend=name)`` builds a
-plan for one backend, which then takes planes on its side only.
+plan for one backend, which then takes planes on its side only (``"reference"``
+interprets a kernel one lane at a time on the host, for debugging).
 ``plan.bind(**planes)`` prepares everything, so ``bound.launch()`` only
 enqueues work and is legal inside a capture; ``bound.capture(stream)``
 records it into a graph. ``plan.run(**planes)`` keeps its last few bindings

@@ -67,8 +67,10 @@ def auto(
             numpy product (with ``contraction="gemm"``); ``"loop"`` or None
             (the default) keeps the host on the kernel's own loop.
         backend: the backend that runs the kernel, by name: ``"numpy"`` (host
-            arrays) or ``"cuda"`` (device arrays); the plan then takes planes
-            on that backend's side only. None (the default) picks by where the
+            arrays), ``"cuda"`` (device arrays) or ``"reference"`` (host arrays, a
+            lane at a time in plain Python, for debugging: ``hm.debug_print`` and
+            ``hm.breakpoint`` act there alone); the plan then takes planes on that
+            backend's side only. None (the default) picks by where the
             planes are: numpy for host arrays, CUDA for device arrays.
         int_overflow: ``"wrap"``: an int value beyond int64 wraps, two's
             complement, on every backend; ``"check"``: a run raises

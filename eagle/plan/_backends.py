@@ -176,6 +176,7 @@ DEFAULTS: dict[Side, str] = {"host": "numpy", "device": "cuda"}
 _REGISTERED: dict[str, Backend | str] = {
     "numpy": "eagle.plan._numpy_backend",
     "cuda": "eagle.plan._cuda_backend",
+    "reference": "eagle.plan._reference_backend",
 }
 _lock = threading.Lock()
 

@@ -12,11 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from hawk._registry.entry import Builtin, Form
-from hawk._registry.functions import FUNCTIONS
+from hawk._registry.entry import Builtin, DebugCall, Form
+from hawk._registry.functions import DEBUG_CALLS, FUNCTIONS
 from hawk._registry.operators import OPERATORS
 
-__all__ = ["BUILTINS", "Builtin", "Form", "math_functions", "spelled", "spellings"]
+__all__ = [
+    "BUILTINS",
+    "DEBUG_CALLS",
+    "Builtin",
+    "DebugCall",
+    "Form",
+    "math_functions",
+    "spelled",
+    "spellings",
+]
 
 #: every built-in operation, by name: the operators, then the ``hawk.math`` functions
 BUILTINS: dict[str, Builtin] = {entry.name: entry for entry in (*OPERATORS, *FUNCTIONS)}

@@ -15,6 +15,10 @@ hawk needs to know of it:
   :mod:`hawk.emit.host`, and :attr:`Builtin.c`, its text in C, read by every C-family
   renderer (:mod:`hawk.emit.cuda` is one).
 
+A debugging call (``hawk.math.debug_print``, ``hawk.math.breakpoint``) is a
+:class:`DebugCall`: a statement with an action per lane, which only the reference
+interpreter (:mod:`hawk.emit.reference`) takes; the other backends never see it.
+
 A printer is a small function ``form(out, node, *args) -> str``: ``node`` is the IR node
 (its ``type``, ``varying`` and operands), ``args`` its operands' texts, and ``out`` what
 the emitter offers a printer (:class:`HostOut`, :class:`COut`). A new backend adds one
@@ -37,6 +41,7 @@ __all__ = [
     "Builtin",
     "CForm",
     "COut",
+    "DebugCall",
     "Derivative",
     "Form",
     "HostForm",
@@ -257,3 +262,24 @@ def function(
         keeps_int=Type.INT in c,
         bounds=bounds,
     )
+
+
+@dataclass(frozen=True)
+class DebugCall:
+    """A debugging call of the hawk language: a statement that does something per lane on
+    the reference backend (:mod:`hawk.emit.reference`) and is compiled out elsewhere
+    (``kernel.ir``, which the numpy and C emitters read, leaves it out).
+
+    Attributes:
+        name: its name in ``hawk.math``.
+        doc: what it does (the docstring of ``hawk.math.<name>``).
+        run: its action for one lane, ``run(lane, values, scope)``: ``values`` are its
+            arguments (text or the lane's numbers), ``scope`` the kernel's names in scope
+            there and the lane's values of them.
+        outside: what ``hawk.math.<name>(*values)`` does outside a kernel.
+    """
+
+    name: str
+    doc: str
+    run: Callable[[int, tuple[Any, ...], Mapping[str, Any]], None]
+    outside: Callable[..., None]

@@ -6,17 +6,18 @@ emitters and the adjoint read them, so a function is added by adding one entry h
 
 from __future__ import annotations
 
+import builtins
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from hawk._registry import integers
-from hawk._registry.entry import Builtin, COut, Form, HostOut, function, numpy, own
+from hawk._registry.entry import Builtin, COut, DebugCall, Form, HostOut, function, numpy, own
 from hawk.kinds import Type
 
-__all__ = ["FUNCTIONS"]
+__all__ = ["DEBUG_CALLS", "FUNCTIONS"]
 
 
 def _real(name: str, doc: str, derivative: Any) -> Builtin:
@@ -462,3 +463,40 @@ FUNCTIONS: tuple[Builtin, ...] = (
     ),
     _FLOOR,
 )
+
+
+# -- debugging calls -------------------------------------------------------------------
+
+
+def _print_lane(lane: int, values: tuple[Any, ...], scope: Mapping[str, Any]) -> None:
+    print(f"lane {lane}:", *values)
+
+
+def _break_lane(lane: int, values: tuple[Any, ...], scope: Mapping[str, Any]) -> None:
+    # the debugger's frame is the exec's: the lane and the kernel's names are its locals
+    namespace = {"lane": lane, **scope}
+    exec(compile("breakpoint()", "<hawk lane>", "exec"), {"__builtins__": builtins}, namespace)
+
+
+#: every debugging call, by name
+DEBUG_CALLS: dict[str, DebugCall] = {
+    call.name: call
+    for call in (
+        DebugCall(
+            "debug_print",
+            "Print the values (and texts) given, per lane with its index, on the reference "
+            "backend (``eagle.plan.auto(kernel, backend='reference')``); compiled out on "
+            "the others. Outside a kernel, print them.",
+            _print_lane,
+            print,
+        ),
+        DebugCall(
+            "breakpoint",
+            "Stop in the debugger (``breakpoint()``) at this point of each lane on the "
+            "reference backend, with ``lane`` and the kernel's names as local variables; "
+            "compiled out on the other backends. Outside a kernel, call ``breakpoint()``.",
+            _break_lane,
+            builtins.breakpoint,
+        ),
+    )
+}

@@ -239,17 +239,20 @@ def _round_sums(table: np.ndarray, sums: np.ndarray) -> None:
 _ONE = np.empty((1, 1), bool)
 
 
-def _by_rows(offset: Any, value: Any, rows: int) -> tuple[np.ndarray, np.ndarray]:
+def _by_rows(offset: Any, value: Any, rows: int, lanes: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """``offset`` and ``value`` broadcast to ``rows`` rows of a common shape (one row per
-    iteration of a chunk, also where neither depends on the iteration)."""
-    offset, value, _ = np.broadcast_arrays(offset, value, np.broadcast_to(_ONE, (rows, 1)))
+    iteration of a chunk, also where neither depends on the iteration), of at least
+    ``lanes`` columns."""
+    shape = (rows, lanes)
+    offset, value, _ = np.broadcast_arrays(offset, value, np.broadcast_to(_ONE, shape))
     return offset, value
 
 
-def _add_rows(table: np.ndarray, offset: Any, value: Any, rows: int = 1) -> None:
-    """Add ``value`` into ``table`` at ``offset``, both broadcast to ``rows`` rows
-    (:func:`_by_rows`; repeated offsets add up)."""
-    offset, value = _by_rows(offset, value, rows)
+def _add_rows(table: np.ndarray, offset: Any, value: Any, rows: int = 1, lanes: int = 1) -> None:
+    """Add ``value`` into ``table`` at ``offset``, both broadcast to ``rows`` rows of
+    ``lanes`` columns (:func:`_by_rows`; repeated offsets add up): a lane index that is
+    one number at run time (chosen by a uniform condition) still adds once per lane."""
+    offset, value = _by_rows(offset, value, rows, lanes)
     np.add.at(table, offset.ravel(), value.ravel())
 
 

@@ -460,12 +460,14 @@ class _Emitter:
             self.emit(depth, f"_add_groups({target}, {offset}, {value}, n, {size}, {runs}{rows})")
             return
         if self.chunk is not None:
-            self.emit(depth, f"_add_rows({target}, {offset}, {value}{rows})")
+            self.emit(depth, f"_add_rows({target}, {offset}, {value}{rows}, n)")
             return
-        if mask:
-            offset = f"_masked({offset}, {mask})"
-            if stmt.value.varying:
-                value = f"_masked({value}, {mask})"
+        if not mask:  # (an index that is one number at run time still adds per lane)
+            self.emit(depth, f"_add_rows({target}, {offset}, {value}, 1, n)")
+            return
+        offset = f"_masked({offset}, {mask})"
+        if stmt.value.varying:
+            value = f"_masked({value}, {mask})"
         self.emit(depth, f"_np.add.at({target}, {offset}, {value})")
 
     # -- expressions ---------------------------------------------------------------------

@@ -56,6 +56,7 @@ from hawk.ir.stmt import (
     STATEMENTS,
     Accumulate,
     Carry,
+    Debug,
     If,
     KernelIR,
     Let,
@@ -64,6 +65,7 @@ from hawk.ir.stmt import (
     Stmt,
     Store,
     walk,
+    without_debug,
 )
 from hawk.kinds import PlaneKind, Type
 
@@ -82,6 +84,7 @@ __all__ = [
     "Cast",
     "Compare",
     "Const",
+    "Debug",
     "Expr",
     "HawkError",
     "If",
@@ -107,4 +110,5 @@ __all__ = [
     "Var",
     "map_children",
     "walk",
+    "without_debug",
 ]

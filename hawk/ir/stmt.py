@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hawk.errors import HawkError, HawkKeyError
 from hawk.ir.expr import TEXT_FORMS, Expr, Var, _check_index
@@ -14,6 +14,7 @@ __all__ = [
     "STATEMENTS",
     "Accumulate",
     "Carry",
+    "Debug",
     "If",
     "KernelIR",
     "Let",
@@ -22,6 +23,7 @@ __all__ = [
     "Stmt",
     "Store",
     "walk",
+    "without_debug",
 ]
 
 
@@ -180,6 +182,43 @@ class Accumulate(Stmt):
 
     def children(self) -> tuple[Expr | Stmt, ...]:
         return (*self.index, self.value)
+
+
+@dataclass(frozen=True)
+class Debug(Stmt):
+    """A debugging call (``hm.debug_print``, ``hm.breakpoint``): an entry of
+    :data:`hawk._registry.DEBUG_CALLS`, run per lane by the reference interpreter alone.
+
+    Only a kernel's ``debug_ir`` holds it: its ``ir``, which every pass and emitter
+    reads, leaves it out (:func:`without_debug`), so it is compiled out everywhere else.
+    That is why it is not one of :data:`STATEMENTS`.
+
+    Attributes:
+        call: the entry's name.
+        items: its arguments: a text, or a value to show.
+        names: the kernel's names in scope at the call, and their values.
+    """
+
+    call: str
+    items: tuple[str | Expr, ...]
+    names: tuple[tuple[str, Expr], ...]
+
+    def children(self) -> tuple[Expr | Stmt, ...]:
+        return tuple(item for item in self.items if isinstance(item, Expr))
+
+
+def without_debug(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    """``body`` with every :class:`Debug` left out, in nested blocks too."""
+    kept: list[Stmt] = []
+    for stmt in body:
+        if isinstance(stmt, Debug):
+            continue
+        if isinstance(stmt, Loop):
+            stmt = replace(stmt, body=without_debug(stmt.body))
+        elif isinstance(stmt, If):
+            stmt = replace(stmt, then=without_debug(stmt.then), orelse=without_debug(stmt.orelse))
+        kept.append(stmt)
+    return tuple(kept)
 
 
 #: every statement class a block holds: each pass and emitter has a rule for each

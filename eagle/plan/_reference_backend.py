@@ -1,0 +1,84 @@
+"""The ``"reference"`` backend: a plan's kernel interpreted one lane at a time, for debugging.
+
+``eagle.plan.auto(kernel, backend="reference")`` runs over host arrays as the
+``"numpy"`` backend does, with the same results and refusals, but each lane runs the
+kernel's statements in plain Python (:mod:`hawk.emit.reference`), so ``hm.debug_print``
+prints per lane and ``hm.breakpoint`` stops in the debugger. emit: the interpreter for a
+signature, kept per kernel; load: its function; bind: the function and the planes' flat
+arrays, run whole when launched. It has no product route: a recognised contraction runs
+as the kernel's own loop.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import hawk
+from eagle._cache import KeyedCache
+from eagle.plan._backends import (
+    PROGRAMS,
+    Backend,
+    Binding,
+    Plan,
+    Signature,
+    plane_dtypes,
+)
+from eagle.plan._bound import Step
+from eagle.plan._planes import WRITTEN, Planes
+from hawk.emit import reference
+
+__all__ = ["BACKEND", "ReferenceBackend"]
+
+
+class ReferenceBackend(Backend):
+    """Host planes through hawk's per-lane interpreter (see the module docstring)."""
+
+    name = "reference"
+    side = "host"
+
+    def __init__(self) -> None:
+        self._programs: weakref.WeakKeyDictionary[
+            hawk.Kernel, KeyedCache[Signature, reference.ReferenceProgram]
+        ] = weakref.WeakKeyDictionary()
+
+    def emit(
+        self,
+        kernel: hawk.Kernel,
+        signature: Signature,
+        *,
+        values: frozenset[str] = frozenset(),
+        lanes: int = 0,
+    ) -> reference.ReferenceProgram:
+        programs = self._programs.get(kernel)
+        if programs is None:
+            programs = self._programs[kernel] = KeyedCache("reference programs", PROGRAMS)
+        program = programs.get(signature)
+        if program is None:
+            dtypes = plane_dtypes(kernel, signature)
+            program = programs[signature] = reference.emit(kernel.debug_ir, dtypes)
+        return program
+
+    def load(self, program: Any, device: int | None) -> Callable[..., None]:
+        return program.function
+
+    def bind(self, plan: Plan, checked: Planes) -> Binding:
+        program = self.emit(plan.kernel, checked.signature)
+        function = self.load(program, None)
+        args = [checked.values[name] for name in program.arguments]
+        lanes = checked.lanes
+        # a Param given as a number is a one-element array the interpreter reads
+        setters = {
+            name: functools.partial(checked.values[name].__setitem__, 0) for name in checked.numbers
+        }
+
+        def run(_stream: None) -> None:
+            function(*args, lanes)
+
+        written = tuple(checked.values[p.name] for p in plan.kernel.planes if p.kind in WRITTEN)
+        return Binding(Step(run, written=written), setters)
+
+
+BACKEND = ReferenceBackend()
