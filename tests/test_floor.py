@@ -103,10 +103,10 @@ def test_a_clamped_floor_proves_its_reads() -> None:
         device = cuda.emit(interpolate.ir, dtypes)
         assert "hawk_clamp" not in device.source and not device.checks
         assert "_check_index" not in host.emit(interpolate.ir, dtypes).source
-        assert "hawk_to_int(floor" in device.source  # the unclamped floor is still checked
+        assert "hawk_floor_int(" in device.source  # NaN and inf give an invalid int
         assert len(compile_cuda(device.source, name=device.name, arch="sm_90")) > 0
     unchecked = cuda.emit(interpolate.ir, dict.fromkeys(dtypes, "float32"), checks=False)
-    assert "((long long)floorf(" in unchecked.source
+    assert "hawk_floor_int((double)floorf(" in unchecked.source
 
 
 def test_a_floor_division_of_a_known_range_is_bounded() -> None:

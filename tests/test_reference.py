@@ -140,7 +140,7 @@ def gather(
     ("x", "error", "message"),
     [
         ([0.0, 1.0, 7.0], hawk.PlaneIndexError, "index 7 is out of range at lane 2"),
-        ([0.0, np.nan, 1.0], hawk.PlaneIndexError, "int\\(\\) of NaN"),
+        ([0.0, np.nan, 1.0], ValueError, "int\\(\\) of nan at lane 1"),
         ([0.0, 2.0, 1.0], ZeroDivisionError, "integer // by zero at lane 1"),
     ],
 )

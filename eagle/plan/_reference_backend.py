@@ -29,6 +29,7 @@ from eagle.plan._backends import (
 from eagle.plan._bound import Step
 from eagle.plan._planes import WRITTEN, Planes
 from hawk.emit import reference
+from hawk.emit.checks import IntOverflow
 
 __all__ = ["BACKEND", "ReferenceBackend"]
 
@@ -41,7 +42,7 @@ class ReferenceBackend(Backend):
 
     def __init__(self) -> None:
         self._programs: weakref.WeakKeyDictionary[
-            hawk.Kernel, KeyedCache[Signature, reference.ReferenceProgram]
+            hawk.Kernel, KeyedCache[tuple[Signature, IntOverflow], reference.ReferenceProgram]
         ] = weakref.WeakKeyDictionary()
 
     def emit(
@@ -51,21 +52,24 @@ class ReferenceBackend(Backend):
         *,
         values: frozenset[str] = frozenset(),
         lanes: int = 0,
+        int_overflow: IntOverflow = "wrap",
     ) -> reference.ReferenceProgram:
         programs = self._programs.get(kernel)
         if programs is None:
             programs = self._programs[kernel] = KeyedCache("reference programs", PROGRAMS)
-        program = programs.get(signature)
+        program = programs.get((signature, int_overflow))
         if program is None:
             dtypes = plane_dtypes(kernel, signature)
-            program = programs[signature] = reference.emit(kernel.debug_ir, dtypes)
+            program = programs[signature, int_overflow] = reference.emit(
+                kernel.debug_ir, dtypes, int_overflow
+            )
         return program
 
     def load(self, program: Any, device: int | None) -> Callable[..., None]:
         return program.function
 
     def bind(self, plan: Plan, checked: Planes) -> Binding:
-        program = self.emit(plan.kernel, checked.signature)
+        program = self.emit(plan.kernel, checked.signature, int_overflow=plan.policy.int_overflow)
         function = self.load(program, None)
         args = [checked.values[name] for name in program.arguments]
         lanes = checked.lanes

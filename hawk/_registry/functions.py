@@ -363,7 +363,7 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 # hawk.emit.checks.INT_INVALID (the least int64) where the kernel makes its checks.
 
 
-def _floor(x: Any) -> Any:
+def floor_int(x: Any) -> Any:
     """The greatest int at most ``x``, for a number or a numpy array (int64)."""
     values = np.asarray(x, np.float64)
     floors = np.floor(values)
@@ -374,14 +374,21 @@ def _floor(x: Any) -> Any:
 
 
 def _floor_host(out: HostOut, node: Any, a: str) -> str:
-    if not out.checks:
-        return f"_np.floor({a}).astype(_np.int64)" if node.varying else f"int(_np.floor({a}))"
-    return f"_to_int(_np.floor({a}))" if node.varying else f"_to_int1(_np.floor({a}))"
+    return f"_floor_int({a})"
+
+
+_FLOOR_INT = """\
+$inline long long hawk_floor_int(double f)
+{
+    // floor of a real as an int; NaN, +-inf and beyond int64 give INT_INVALID (an address
+    // through it then fails its index check)
+    return fabs(f) < 9223372036854775808.0 ? (long long)f : (long long)(1ULL << 63);
+}"""
 
 
 def _floor_c(out: COut, node: Any, a: str) -> str:
-    floor = f"floor{out.suffix}({a})"
-    return f"hawk_to_int({floor})" if out.checks else f"((long long){floor})"
+    out.helper(("floor", "int"), _FLOOR_INT)
+    return f"hawk_floor_int((double)floor{out.suffix}({a}))"
 
 
 def _piecewise_constant(bar: Any, result: Any, x: Any) -> tuple[None]:
@@ -398,7 +405,7 @@ _FLOOR = Builtin(
     "beyond int64 give hawk.emit.checks.INT_INVALID, as int() does). Its derivative is "
     "zero: hawk.diff takes an address through floor as piecewise constant, so a gradient "
     "flows through the values computed from x, never through the address.",
-    _floor,
+    floor_int,
     _floor_host,
     _floor_c,
     _piecewise_constant,

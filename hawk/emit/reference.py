@@ -32,9 +32,9 @@ import numpy as np
 
 from hawk import ir
 from hawk._registry import DEBUG_CALLS
+from hawk._registry.integers import wrapped
 from hawk.emit import compute_dtype, plane_dtypes
-from hawk.emit._host_runtime import _to_int1
-from hawk.emit.checks import LaneCheck, division_site, index_site
+from hawk.emit.checks import LaneCheck, division_site, index_site, operation_site
 from hawk.kinds import PlaneKind, Type
 
 __all__ = ["ReferenceProgram", "emit"]
@@ -63,9 +63,12 @@ class ReferenceProgram:
         return str(ir.KernelIR(kernel.name, kernel.planes, ir.without_debug(kernel.body)))
 
 
-def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any]) -> ReferenceProgram:
+def emit(
+    kernel: ir.KernelIR, dtypes: Mapping[str, Any], int_overflow: str = "wrap"
+) -> ReferenceProgram:
     """The interpreter of ``kernel`` (its ``debug_ir``, to run its debugging calls) for
-    the given plane dtypes.
+    the given plane dtypes. Ints wrap as the numpy program's do; with ``int_overflow``
+    ``"check"`` an int operation whose exact value leaves int64 raises instead.
 
     Raises:
         HawkError: as :func:`hawk.emit.host.emit`: a plane without a dtype, an unknown
@@ -78,9 +81,11 @@ def emit(kernel: ir.KernelIR, dtypes: Mapping[str, Any]) -> ReferenceProgram:
     def function(*arrays: np.ndarray) -> None:
         *values, n = arrays
         lanes = _Lanes(kernel, dict(zip(arguments, values, strict=True)), real)
+        lanes.checked = int_overflow == "check"
         with np.errstate(all="ignore"):
             for lane in range(int(n)):
                 lanes.run(lane)
+            lanes.round_sums()
 
     return ReferenceProgram(kernel, function, arguments)
 
@@ -98,6 +103,9 @@ class _Lanes:
         self.real = real
         self.lane = 0
         self.env: dict[ir.Var, Any] = {}
+        self.checked = False
+        # a 16-bit table's adds, summed in the compute dtype and rounded in once at the end
+        self.sums: dict[str, np.ndarray] = {}
 
     def run(self, lane: int) -> None:
         self.lane, self.env = lane, {}
@@ -148,7 +156,20 @@ class _Lanes:
     def accumulate(self, stmt: ir.Accumulate) -> None:
         table = self.planes[stmt.plane.name]
         offset = self.offset(stmt, table)
-        np.add.at(table, offset, self.expr(stmt.value))  # rounds as the numpy program's add
+        value = self.expr(stmt.value)
+        if table.dtype.itemsize == 2:  # bfloat16 or float16: one rounding per element
+            sums = self.sums.get(stmt.plane.name)
+            if sums is None:
+                sums = self.sums[stmt.plane.name] = np.zeros(table.shape, self.real)
+            table = sums
+        np.add.at(table, offset, value)  # rounds as the numpy program's add
+
+    def round_sums(self) -> None:
+        """Each 16-bit table element with a non-zero sum becomes its value plus the sum,
+        rounded once (as the numpy program's ``_round_sums``)."""
+        for name, sums in self.sums.items():
+            table, added = self.planes[name], sums != 0
+            table[added] = table[added].astype(sums.dtype) + sums[added]
 
     # -- expressions ---------------------------------------------------------------------
 
@@ -193,27 +214,49 @@ class _Lanes:
 
     @_EXPRESSIONS.rule(ir.Unary, ir.Compare, ir.Not, ir.Call)
     def operation(self, node: ir.Operation) -> Any:
-        """Its registry entry's value on its operands' values."""
-        return _apply(node, *(self.expr(child) for child in node.children()))
+        """Its registry entry's value on its operands' values; an int's ``-`` and ``abs``
+        exact, then wrapped into int64."""
+        values = tuple(self.expr(child) for child in node.children())
+        kind = _int_unary(node) if node.type == Type.INT else None
+        if kind is not None:
+            value = int(values[0])
+            return self.wrapped(node, abs(value) if kind == "abs" else -value)
+        return _apply(node, *values)
 
     @_EXPRESSIONS.rule(ir.Binary)
     def binary(self, node: ir.Binary) -> Any:
-        """As :meth:`operation`, an integer ``//`` or ``%`` by zero refused first."""
+        """As :meth:`operation`; of two ints exact, then wrapped into int64 (an integer
+        ``//`` or ``%`` by zero and a negative ``**`` exponent refused first)."""
         left, right = self.expr(node.left), self.expr(node.right)
-        if node.type == Type.INT and node.op in ("//", "%") and right == 0:
+        if node.type != Type.INT or node.op not in _INT_EXACT:
+            return _apply(node, left, right)
+        a, b = int(left), int(right)
+        if node.op in ("//", "%") and b == 0:
             raise division_site(node).error(self.lane, 0)
-        return _apply(node, left, right)
+        if node.op == "**" and b < 0:
+            raise operation_site(node, "exponent").error(self.lane, b)
+        return self.wrapped(node, _INT_EXACT[node.op](a, b))
+
+    def wrapped(self, node: ir.Expr, exact: int) -> np.int64:
+        """``exact`` brought into int64; raised for a value beyond it when checking."""
+        value = wrapped(exact)
+        if self.checked and value != exact:
+            raise operation_site(node, "overflow").error(self.lane, value)
+        return np.int64(value)
 
     @_EXPRESSIONS.rule(ir.Cast)
     def cast(self, node: ir.Cast) -> Any:
-        """``float()`` in the compute dtype; ``int()`` toward zero, ``INT_INVALID`` for
-        NaN, +-inf and reals beyond int64 (as the numpy program's)."""
+        """``float()`` in the compute dtype; ``int()`` toward zero, raising for NaN, +-inf
+        and reals beyond int64 (as the numpy program does)."""
         value = self.expr(node.operand)
         if node.to == Type.REAL:
             return self.real(value)
         if node.operand.type == Type.INT:
             return value
-        return np.int64(_to_int1(value))
+        if not abs(value) < 2.0**63:  # NaN, +-inf or beyond int64: raised, as on the host
+            bits = np.float64(value).view(np.int64).item()
+            raise operation_site(node, "int").error(self.lane, bits)
+        return np.int64(int(value))
 
     @_EXPRESSIONS.rule(ir.Logic)
     def logic(self, node: ir.Logic) -> Any:
@@ -227,6 +270,26 @@ class _Lanes:
     def select(self, node: ir.Select) -> Any:
         """The side the condition takes, the other not evaluated."""
         return self.expr(node.if_true if self.expr(node.cond) else node.if_false)
+
+
+#: an int operation's exact value, on Python ints (floor division and modulo as Python's)
+_INT_EXACT: dict[str, Callable[[int, int], int]] = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "//": lambda a, b: a // b,
+    "%": lambda a, b: a % b,
+    "**": pow,
+}
+
+
+def _int_unary(node: ir.Operation) -> str | None:
+    """``"neg"`` or ``"abs"`` for an int negation or absolute value, else None."""
+    if isinstance(node, ir.Unary) and node.op == "-":
+        return "neg"
+    if isinstance(node, ir.Call) and node.fn == "abs":
+        return "abs"
+    return None
 
 
 def _apply(node: ir.Operation, *values: Any) -> Any:
