@@ -39,7 +39,7 @@ class Kernel:
         ir: the :class:`~hawk.ir.KernelIR` (``print(kernel.ir)`` shows it), without
             the debugging calls (``hm.debug_print``, ``hm.breakpoint``): what every
             pass and emitter reads.
-        debug_ir: the IR with its debugging calls (:class:`~hawk.ir.Debug`), which
+        debug_ir: the IR with its debugging calls (``hawk.ir.Debug``), which
             the reference interpreter runs (:mod:`hawk.emit.reference`).
         planes: its planes in declaration order.
         fn: the Python function it was read from.
@@ -307,7 +307,7 @@ class _Tracer(ExpressionTracer):
         raise self.error(node, f"this expression has no effect: {snippet(node)}")
 
     def debug_call(self, call: ast.Call) -> None:
-        """``hm.debug_print(...)`` or ``hm.breakpoint()``: a :class:`~hawk.ir.Debug`, with
+        """``hm.debug_print(...)`` or ``hm.breakpoint()``: a ``hawk.ir.Debug``, with
         the names in scope here."""
         op = self.math_op(call.func)
         assert op is not None

@@ -455,6 +455,12 @@ def _last_row(term: Any, uniform: bool) -> Any:
     return term[-1, 0] if uniform else term[-1]
 
 
+def _as_mask(cond: Any, shape: int | tuple[int, ...]) -> Any:
+    """A condition as a mask of lanes: a condition the IR calls varying that is one number
+    at run time (a uniform condition chose its uniform side) becomes ``shape`` of it."""
+    return cond if np.ndim(cond) else np.full(shape, bool(cond))
+
+
 def _masked(value: Any, mask: np.ndarray) -> np.ndarray:
     """The lanes of ``mask`` of a lane value (a number or a 1-D array: a value the IR
     calls varying can be a number at run time, such as a carry a loop set to its index)."""
@@ -498,6 +504,7 @@ RUNTIME = {
     "_last_row": _last_row,
     "_take_flat": _take_flat,
     "_masked": _masked,
+    "_as_mask": _as_mask,
     "_lane_sum": _lane_sum,
     "_factored": _factored,
     "_flat_lanes": _flat_lanes,

@@ -425,7 +425,10 @@ class _Emitter:
         if not needed:
             return mask
         name = self.names.fresh("mask")
-        self.emit(depth, f"{name} = {mask} & {cond}" if mask else f"{name} = {cond}")
+        if mask:
+            self.emit(depth, f"{name} = {mask} & {cond}")
+        else:  # (a varying condition may be one number at run time)
+            self.emit(depth, f"{name} = _as_mask({cond}, {self.lane_shape})")
         return name
 
     def block_inline(self, stmts: tuple[ir.Stmt, ...], depth: int, mask: str | None) -> None:

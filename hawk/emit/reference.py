@@ -14,7 +14,7 @@ Every table access and every integer ``//`` and ``%`` is checked when a lane mak
 raising :class:`~hawk.errors.PlaneIndexError` or ``ZeroDivisionError`` for that lane;
 only the side of an ``if``, a select, ``and`` or ``or`` that a lane takes is evaluated.
 
-Debugging calls (:class:`~hawk.ir.Debug`, in the kernel's ``debug_ir``) run here alone:
+Debugging calls (``hawk.ir.Debug``, in the kernel's ``debug_ir``) run here alone:
 ``hm.debug_print`` prints per lane, ``hm.breakpoint`` stops in the debugger with ``lane``
 and the kernel's names as local variables.
 
