@@ -20,6 +20,7 @@ int ``**`` that its exponent is not negative, whenever the kernel makes its chec
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ from hawk._registry.entry import COut, HostOut
 __all__ = [
     "binary_c",
     "binary_host",
+    "c_identifiers",
     "int_pow_c",
     "int_pow_host",
     "negate_c",
@@ -217,3 +219,15 @@ def int_pow_host(out: HostOut, node: Any, a: str, b: str) -> str:
 def wrapped(value: int) -> int:
     """``value`` modulo ``2**64``, as an int64 (two's complement)."""
     return (value + 2**63) % 2**64 - 2**63
+
+
+def c_identifiers() -> frozenset[str]:
+    """Every ``hawk_...`` C identifier the int helpers above may emit (their templates'
+    ``$name`` expanded for each operation), which a kernel's own symbol must avoid."""
+    texts = [value for value in globals().values() if isinstance(value, str)]
+    texts += [t for value in (_CHECKED, _NEGATE) for t in value.values()]
+    found = set()
+    for text in texts:
+        for name in _CHECKED:
+            found.update(re.findall(r"\bhawk_\w+", text.replace("$name", name)))
+    return frozenset(name for name in found if not name.endswith("_"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from hawk._registry import BUILTINS
+from hawk._registry import BUILTINS, integers
 from hawk.dtypes import TABLE, PlaneForm
 from hawk.emit.checks import INT_INVALID
 
@@ -26,6 +26,7 @@ __all__ = [
     "PACK",
     "PLANE_FORMS",
     "RESERVED",
+    "SUM_PREFIX",
     "fp8_type",
     "half_type",
     "storage_types",
@@ -305,21 +306,30 @@ struct alignas(sizeof(T) * V) hawk_pack {
 };"""
 
 
-RESERVED = frozenset(
-    re.findall(
-        r"\bhawk_\w+",
-        "\n".join(
-            [
-                *storage_types(set(C_TYPES.values())),
-                *HELPERS.values(),
-                CHECK_HELPERS,
-                CLAMP_HELPER,
-                PACK,
-                "hawk_rec",  # the error record's parameter
-            ]
-        ),
+#: the prefix of a 16-bit table's scratch sums (``hawk_s_<plane>``): reserved as a family
+SUM_PREFIX = "hawk_s_"
+
+RESERVED = (
+    frozenset(
+        re.findall(
+            r"\bhawk_\w+",
+            "\n".join(
+                [
+                    *storage_types(set(C_TYPES.values())),
+                    *HELPERS.values(),
+                    CHECK_HELPERS,
+                    CLAMP_HELPER,
+                    PACK,
+                    "hawk_rec",  # the error record's parameter
+                    "hawk_done hawk_last",  # the 16-bit adds' finishing block's
+                ]
+            ),
+        )
     )
-) | {f"hawk_{name}" for name in BUILTINS}
+    | {f"hawk_{name}" for name in BUILTINS}
+    | integers.c_identifiers()
+    | {"hawk_floor_int"}
+)
 """Every identifier hawk's CUDA C may use besides the kernel's own: the storage types,
 the helpers (``hawk_<entry>`` for a registry entry's) and the error record's parameter.
 A kernel whose ``hawk_<name>`` is one of them gets another symbol

@@ -90,6 +90,7 @@ from hawk.emit._cuda_helpers import (
     HELPERS,
     PACK,
     RESERVED,
+    SUM_PREFIX,
     storage_types,
 )
 from hawk.emit._cuda_lanes import UNROLL, Lanes, vector_width
@@ -146,7 +147,8 @@ def symbol(name: str) -> str:
     if not name.isascii():
         return "hawk_kernel"
     plain = "hawk_" + name
-    return "hawk_kernel_" + name if plain in RESERVED else plain
+    reserved = plain in RESERVED or plain.startswith(SUM_PREFIX)
+    return "hawk_kernel_" + name if reserved else plain
 
 
 def emit(
@@ -492,7 +494,7 @@ class _Cuda(CStyle):
 
 def _sum(name: str) -> str:
     """The identifier of a 16-bit table's scratch sums."""
-    return Names.plane(name).replace("p", "hawk_s", 1)
+    return SUM_PREFIX + Names.plane(name).removeprefix("p_")
 
 
 def _length(name: str) -> str:
