@@ -51,6 +51,7 @@ HAWK_API = frozenset(
         "hawk.emit.cuda",
         "hawk.emit.host",
         "hawk.emit.policy",
+        "hawk.emit.private",
         "hawk.errors",
         "hawk.ir",
         "hawk.kinds",

@@ -26,7 +26,7 @@ from eagle.plan._planes import Planes, check_planes, layout_keys, param_number
 from hawk.contraction import lane_layout, recognize
 from hawk.dtypes import PLANE_DTYPES, Float32Math, numpy_dtype, plane_row
 from hawk.emit import policy
-from hawk.emit.policy import Contraction
+from hawk.emit.policy import Contraction, TableAdds
 
 __all__ = ["AutoPlan", "BoundPlan", "auto", "backend_for", "decide", "main_side"]
 
@@ -40,6 +40,7 @@ def auto(
     contraction: Contraction | None = None,
     math: Float32Math | None = None,
     host_route: Contraction | None = None,
+    adds: TableAdds | None = None,
     backend: str | None = None,
 ) -> AutoPlan:
     """A plan that runs ``kernel`` on the host or the device, by where its planes are.
@@ -58,6 +59,11 @@ def auto(
         host_route: ``"gemm"`` runs a routed contraction on the host as one
             numpy product (with ``contraction="gemm"``); ``"loop"`` or None
             (the default) keeps the host on the kernel's own loop.
+        adds: where the device sums the kernel's adds into a small table:
+            ``"shared"`` in a copy per block in shared memory (refused for a
+            table that cannot be), ``"global"`` as global atomics, ``"auto"``
+            in shared memory when the table and the lanes qualify
+            (:mod:`hawk.emit.private`). None (the default) is ``"auto"``.
         backend: the backend that runs the kernel, by name: ``"numpy"`` (host
             arrays) or ``"cuda"`` (device arrays); the plan then takes planes
             on that backend's side only. None (the default) picks by where the
@@ -67,11 +73,16 @@ def auto(
         TypeError: ``kernel`` is not a ``@hawk.kernel``.
         ValueError: ``contraction`` is not ``"loop"``, ``"gemm"`` or None;
             ``math`` not ``"fp32"``, ``"tf32"`` or None; ``host_route`` not
-            ``"loop"``, ``"gemm"`` or None; ``backend`` not a registered
-            backend's name or None.
+            ``"loop"``, ``"gemm"`` or None; ``adds`` not ``"auto"``, ``"shared"``,
+            ``"global"`` or None; ``backend`` not a registered backend's name or None.
     """
     return AutoPlan(
-        kernel, contraction=contraction, math=math, host_route=host_route, backend=backend
+        kernel,
+        contraction=contraction,
+        math=math,
+        host_route=host_route,
+        adds=adds,
+        backend=backend,
     )
 
 
@@ -94,6 +105,7 @@ class AutoPlan:
         contraction: Contraction | None = None,
         math: Float32Math | None = None,
         host_route: Contraction | None = None,
+        adds: TableAdds | None = None,
         backend: str | None = None,
     ) -> None:
         if not isinstance(kernel, hawk.Kernel):
@@ -106,6 +118,7 @@ class AutoPlan:
                 ("contraction", contraction),
                 ("math", math),
                 ("host_route", host_route),
+                ("adds", adds),
             )
             if value is not None
         }
@@ -129,7 +142,7 @@ class AutoPlan:
     def __repr__(self) -> str:
         extra = "".join(
             f", {key}={getattr(self.policy, key)!r}"
-            for key, default in (("math", "fp32"), ("host_route", "loop"))
+            for key, default in (("math", "fp32"), ("host_route", "loop"), ("adds", "auto"))
             if getattr(self.policy, key) != default
         )
         if self.backend is not None:
@@ -146,6 +159,7 @@ class AutoPlan:
             contraction=policy.contraction,
             math=policy.math,
             host_route=policy.host_route,
+            adds=policy.adds,
             backend=self.backend,
         )
         return (build, (self.kernel,))

@@ -224,7 +224,10 @@ class AdjointPlan:
         if plan is None:
             # the adjoint's route is decided here: its kernel runs its loop
             plan = self._loop_plans[kernel.wrt] = AutoPlan(
-                kernel, contraction="loop", backend=self.primal.backend
+                kernel,
+                contraction="loop",
+                adds=self.primal.policy.adds,
+                backend=self.primal.backend,
             )
         return plan
 

@@ -88,6 +88,7 @@ from hawk.emit._cuda_helpers import (
 )
 from hawk.emit._cuda_lanes import UNROLL, Lanes, vector_width
 from hawk.emit.checks import CheckSite, LaneCheck, division_site, index_site
+from hawk.emit.private import SharedTable, reasons
 from hawk.errors import HawkError
 from hawk.kinds import PlaneKind, Type
 
@@ -113,6 +114,13 @@ class CudaSource:
         width: the lanes of one group of the vectorised lane loop (1: the kernel
             has none); a launch over many lanes gives each thread at least one
             group, as fewer threads than groups leave the rest idle.
+        shared: the tables whose adds each block sums in shared memory
+            (:mod:`hawk.emit.private`): a launch passes
+            :func:`~hawk.emit.private.shared_bytes` of them as its dynamic shared
+            memory and runs a bounded grid.
+        deterministic: the adds into the ``shared`` tables are summed in a fixed order
+            (one copy per warp, a scratch buffer after the error record's pointer:
+            :func:`~hawk.emit.private.scratch_bytes`).
     """
 
     name: str
@@ -122,6 +130,8 @@ class CudaSource:
     checks: tuple[CheckSite, ...] = ()
     launch_checks: tuple[LaneCheck, ...] = ()
     width: int = 1
+    shared: tuple[SharedTable, ...] = ()
+    deterministic: bool = False
 
 
 _BLOCK_SIZE_NOTE = "a grid-stride loop over lanes"
@@ -136,6 +146,8 @@ def emit(
     warp_adds: bool = True,
     values: frozenset[str] = frozenset(),
     narrow: bool = False,
+    shared: tuple[SharedTable, ...] = (),
+    deterministic: bool = False,
 ) -> CudaSource:
     """The CUDA C of ``kernel`` for the given plane dtypes.
 
@@ -157,10 +169,20 @@ def emit(
             loops count in 32 bits; the lane is still a ``long long`` to the kernel's
             arithmetic, which the compiler then knows lies below 2**32 (integer
             division by a constant, for one, becomes a 32-bit multiply).
+        shared: the tables whose adds each block sums in a copy in shared memory
+            (from :func:`hawk.emit.private.choose`): the kernel zeroes the copies,
+            runs its lanes, waits for the block's threads and adds each non-zero cell
+            into the table.
+        deterministic: sum the adds into the ``shared`` tables in an order fixed by the
+            lane count (see :mod:`hawk.emit.private`): each warp adds into its own
+            copies, its lanes in turn; each block writes its sums into its row of the
+            scratch buffer (a parameter after the error record's pointer), and the
+            last block to finish adds their sums, in block order, into the tables.
 
     Raises:
         HawkError: a plane without a dtype, an unknown plane or another dtype; a
-            name in ``values`` that is not a Param of the kernel.
+            name in ``values`` that is not a Param of the kernel; a table in
+            ``shared`` that cannot be privatised.
     """
     planes = plane_dtypes(kernel, dtypes)
     params = [p.name for p in kernel.planes if p.kind == PlaneKind.PARAM]
@@ -170,6 +192,15 @@ def emit(
                 f"cannot pass plane {name!r} of kernel {kernel.name!r} by value: only a Param "
                 f"is (its Params: {', '.join(params) or 'none'})"
             )
+    if shared:
+        lengths = {t.name: t.cells or 0 for t in shared}
+        possible = reasons(kernel, planes, lengths, deterministic=deterministic)
+        for table in shared:
+            reason = possible.get(table.name, "it takes no add at a lane-dependent address")
+            if reason is not None:
+                raise HawkError(
+                    f"cannot privatise table {table.name!r} of kernel {kernel.name!r}: {reason}"
+                )
     return _Cuda(
         kernel,
         planes,
@@ -178,6 +209,8 @@ def emit(
         warp_adds=warp_adds,
         values=frozenset(values),
         narrow=narrow,
+        shared=shared,
+        deterministic=deterministic and bool(shared),
     ).source()
 
 
@@ -197,6 +230,8 @@ class _Cuda(CStyle):
         warp_adds: bool,
         values: frozenset[str],
         narrow: bool,
+        shared: tuple[SharedTable, ...] = (),
+        deterministic: bool = False,
     ) -> None:
         super().__init__(kernel, C_TYPES[compute_dtype(dtypes).name], checks=checks)
         self.dtypes = dtypes
@@ -205,14 +240,20 @@ class _Cuda(CStyle):
         self.lengths = tuple(p.name for p in kernel.planes if p.is_table and p.axes is None)
         self.lets = kernel.lets()
         self.warp_adds = warp_adds
-        width = vector_width(kernel, dtypes) if vector else 1
-        self.lanes = Lanes(kernel, dtypes, self.real, width, values, narrow)
+        # a deterministic kernel's warps run their lanes together (see copies)
+        width = vector_width(kernel, dtypes) if vector and not deterministic else 1
+        self.lanes = Lanes(kernel, dtypes, self.real, width, values, narrow, deterministic)
+        self.shared = shared
+        self.private = {table.name for table in shared}
+        self.deterministic = deterministic
 
     def source(self) -> CudaSource:
         symbol = "hawk_" + (self.kernel.name if self.kernel.name.isascii() else "kernel")
         params = [self.lanes.parameter(p) for p in self.kernel.planes] + ["long long n"]
         params += [f"long long {_length(name)}" for name in self.lengths]
         params.append("unsigned long long* __restrict__ hawk_rec")
+        if self.deterministic:
+            params.append("unsigned char* __restrict__ hawk_scratch")
         self.lines = []
         for stmt in self.kernel.body:
             self.statement(stmt, 0)
@@ -246,6 +287,20 @@ class _Cuda(CStyle):
                 *self.lanes.packed(body),
             ]
         lanes += self.lanes.scalar(body)
+        if self.shared:
+            tables = ", ".join(t.name for t in self.shared)
+            if self.deterministic:
+                header += [
+                    f"// Adds into {tables} go to the warp's copy in shared memory, in lane order;",
+                    "// each block's sums go to its row of hawk_scratch, summed in block "
+                    "order by the last.",
+                ]
+            else:
+                header.append(
+                    f"// Adds into {tables} go to the block's copy in shared memory, flushed "
+                    "after its lanes."
+                )
+            lanes = self.copies(lanes)
         text = "\n".join(
             [
                 *header,
@@ -266,7 +321,96 @@ class _Cuda(CStyle):
             tuple(self.sites),
             self.ranges.launch_checks,
             self.lanes.width,
+            self.shared,
+            self.deterministic,
         )
+
+    def copies(self, lanes: list[str]) -> list[str]:
+        """The lane loops ``lanes`` between the zeroing of the block's copies of the
+        privatised tables and their flush into the tables, a barrier on each side (no
+        lane leaves the loops early, so every thread reaches both)."""
+        copies = "hawk_warps * " if self.deterministic else ""
+        start = ["    extern __shared__ unsigned long long hawk_shared[];"]
+        if self.deterministic:
+            start.append("    const long long hawk_warps = blockDim.x / 32;")
+        zero, flush = [], []
+        offset = "0LL"
+        for table in self.shared:
+            ctype = C_TYPES[self.dtypes[table.name].name]
+            copy, cells = _copy(table.name), _cells(table.name)
+            size = _length(table.name) if table.cells is None else f"{table.cells}LL"
+            start += [
+                f"    const long long {cells} = {size};",
+                f"    {ctype}* const {copy} = reinterpret_cast<{ctype}*>(",
+                f"        reinterpret_cast<char*>(hawk_shared) + {offset});",
+            ]
+            if self.deterministic:
+                start.append(
+                    f"    {ctype}* const {_warp_copy(table.name)} = {copy} + "
+                    f"(long long)(threadIdx.x / 32) * {cells};"
+                )
+            offset = f"{offset} + ({copies}{cells} * {table.itemsize}LL + 15LL) / 16LL * 16LL"
+            zero.append(
+                f"    for (long long c = threadIdx.x; c < {copies}{cells}; c += blockDim.x) "
+                f"{copy}[c] = ({ctype})0;"
+            )
+            if not self.deterministic:
+                target = Names.plane(table.name)
+                flush += [
+                    f"    for (long long c = threadIdx.x; c < {cells}; c += blockDim.x) {{",
+                    f"        const {ctype} sum = {copy}[c];",
+                    f"        if (sum != ({ctype})0) atomicAdd(&{target}[c], sum);",
+                    "    }",
+                ]
+        if self.deterministic:
+            flush = self.ordered_flush()
+        return [*start, *zero, "    __syncthreads();", *lanes, "    __syncthreads();", *flush]
+
+    def ordered_flush(self) -> list[str]:
+        """A deterministic kernel's end: the block's sums of its warps' copies, in warp
+        order, into its rows of the scratch buffer; then the last block to finish (the
+        count of finished blocks, at the buffer's start, says which; it sets it back to
+        zero) adds each table's rows, in block order, into the table."""
+        rows, final = [], []
+        offset = "16LL"
+        for table in self.shared:
+            ctype = C_TYPES[self.dtypes[table.name].name]
+            copy, cells = _copy(table.name), _cells(table.name)
+            row = _rows(table.name)
+            rows += [
+                f"    {ctype}* const {row} = reinterpret_cast<{ctype}*>(hawk_scratch + {offset});",
+                f"    for (long long c = threadIdx.x; c < {cells}; c += blockDim.x) {{",
+                f"        {ctype} sum = {copy}[c];",
+                "        for (long long w = 1; w < hawk_warps; ++w)",
+                f"            sum += {copy}[w * {cells} + c];",
+                f"        {row}[blockIdx.x * {cells} + c] = sum;",
+                "    }",
+            ]
+            offset = (
+                f"{offset} + ((long long)gridDim.x * {cells} * {table.itemsize}LL + 15LL) "
+                "/ 16LL * 16LL"
+            )
+            final += [
+                f"        for (long long c = threadIdx.x; c < {cells}; c += blockDim.x) {{",
+                f"            {ctype} sum = __ldcg(&{row}[c]);",
+                "            for (long long b = 1; b < gridDim.x; ++b)",
+                f"                sum += __ldcg(&{row}[b * {cells} + c]);",
+                f"            if (sum != ({ctype})0) {Names.plane(table.name)}[c] += sum;",
+                "        }",
+            ]
+        return [
+            *rows,
+            "    __threadfence();",
+            "    __shared__ bool hawk_last;",
+            "    unsigned int* const hawk_done = reinterpret_cast<unsigned int*>(hawk_scratch);",
+            "    if (threadIdx.x == 0) hawk_last = atomicAdd(hawk_done, 1u) == gridDim.x - 1;",
+            "    __syncthreads();",
+            "    if (hawk_last) {",
+            "        __threadfence();",
+            *final,
+            "        if (threadIdx.x == 0) *hawk_done = 0u;",
+            "    }",
+        ]
 
     # -- what the C-family renderer leaves to its target ---------------------------------
 
@@ -296,8 +440,22 @@ class _Cuda(CStyle):
     def accumulate(self, stmt: ir.Accumulate, depth: int) -> None:
         self.depth = depth  # where reads in the indices declare their loads
         declarations, indices, checks = self.indices(stmt)
-        target = f"&{Names.plane(stmt.plane.name)}[{self.offset(stmt.plane, indices)}]"
+        plane = stmt.plane.name
+        base = Names.plane(plane)
+        if plane in self.private:
+            base = _warp_copy(plane) if self.deterministic else _copy(plane)
+        target = f"&{base}[{self.offset(stmt.plane, indices)}]"
         varying = any(item.varying for item in stmt.index)
+        if self.deterministic and plane in self.private:
+            value = self.lanes.convert(self.value(stmt.value, depth), stmt.plane, to_real=False)
+            self.helper(("add", "ordered"), HELPERS[("add", "ordered")])
+            ok = checks or "true"
+            self.emit(depth, "{")
+            for line in declarations:
+                self.emit(depth + 1, line)
+            self.emit(depth + 1, f"hawk_add_ordered({target}, {value}, {ok}, hawk_lanes);")
+            self.emit(depth, "}")
+            return
         if C_TYPES[self.dtypes[stmt.plane.name].name] in HALF_C_TYPES:
             # summed in the compute type, rounded to the plane's type by the add itself
             value = self.value(stmt.value, depth)
@@ -412,3 +570,23 @@ class _Cuda(CStyle):
 def _length(name: str) -> str:
     """The identifier of a flat table's length parameter."""
     return Names.plane(name).replace("p", "n", 1)
+
+
+def _copy(name: str) -> str:
+    """The identifier of a privatised table's copy in shared memory."""
+    return Names.plane(name).replace("p", "s", 1)
+
+
+def _warp_copy(name: str) -> str:
+    """The identifier of the warp's own copy of a privatised table (deterministic)."""
+    return Names.plane(name).replace("p", "w", 1)
+
+
+def _rows(name: str) -> str:
+    """The identifier of a privatised table's rows of block sums in the scratch buffer."""
+    return Names.plane(name).replace("p", "r", 1)
+
+
+def _cells(name: str) -> str:
+    """The identifier of a privatised table's element count."""
+    return Names.plane(name).replace("p", "c", 1)

@@ -13,7 +13,9 @@ instead (``eagle.plan.auto(kernel, contraction="gemm", math="tf32")``), which
 win over it. TF32 is never chosen silently: it applies only to a plan built
 with ``math="tf32"``, here or by keyword. ``host_route`` (``"loop"`` unless
 a plan is built with ``eagle.plan.auto(kernel, host_route="gemm")``) is a
-per-plan opt-in and has no ``using`` default.
+per-plan opt-in and has no ``using`` default. So is ``adds``, where a device kernel sums
+its adds into a small table (:mod:`hawk.emit.private`): ``"auto"`` (the default),
+``"shared"``, ``"global"`` or ``"deterministic"``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,16 @@ from typing import Any, Literal, get_args
 from hawk.dtypes import Float32Math
 from hawk.kinds import check_option
 
-__all__ = ["CONTRACTIONS", "MATH", "Contraction", "Policy", "current", "using"]
+__all__ = [
+    "CONTRACTIONS",
+    "MATH",
+    "TABLE_ADDS",
+    "Contraction",
+    "Policy",
+    "TableAdds",
+    "current",
+    "using",
+]
 
 Contraction = Literal["loop", "gemm"]
 """How a contraction runs (its own loop, or one cuBLAS product); ``host_route`` takes
@@ -35,6 +46,15 @@ the same values."""
 
 #: the values ``contraction`` may take
 CONTRACTIONS: tuple[Contraction, ...] = get_args(Contraction)
+
+TableAdds = Literal["auto", "shared", "global", "deterministic"]
+"""Where a device kernel sums its adds into a small table: in a copy per block in shared
+memory (``"shared"``), as global atomics (``"global"``), in shared memory when the
+table and the lanes qualify (``"auto"``), or in shared memory in an order fixed by the
+lane count alone (``"deterministic"``); :mod:`hawk.emit.private` says when and how."""
+
+#: the values ``adds`` may take
+TABLE_ADDS: tuple[TableAdds, ...] = get_args(TableAdds)
 
 #: the values ``math`` may take (how a product of float32 factors sums)
 MATH: tuple[Float32Math, ...] = get_args(Float32Math)
@@ -54,16 +74,20 @@ class Policy:
         host_route: ``"gemm"`` also runs a routed contraction on the host as
             one numpy product (with ``contraction="gemm"``); ``"loop"`` keeps
             the host on the kernel's own loop.
+        adds: where a device kernel sums its adds into a small table (see
+            :data:`TableAdds`); the host ignores it.
     """
 
     contraction: Contraction = "loop"
     math: Float32Math = "fp32"
     host_route: Contraction = "loop"
+    adds: TableAdds = "auto"
 
     def __post_init__(self) -> None:
         check_option(self.contraction, Contraction, "contraction")
         check_option(self.math, Float32Math, "math")
         check_option(self.host_route, Contraction, "host_route")
+        check_option(self.adds, TableAdds, "adds")
 
 
 _DEFAULT = Policy()
