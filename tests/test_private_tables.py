@@ -9,8 +9,10 @@ import pickle
 import numpy as np
 import pytest
 
+import eagle.diff
 import eagle.plan
 import hawk
+import hawk.diff
 from eagle.cuda.module import compile_cuda
 from hawk.emit import cuda, policy, private
 from hawk.emit.private import SharedTable

@@ -242,8 +242,7 @@ __device__ __forceinline__ void hawk_add_ordered(T* target, T value, bool ok, un
     const unsigned me = threadIdx.x & 31;
     const unsigned peers = __match_any_sync(lanes, (unsigned long long)target);
     const unsigned turn = __popc(peers & ((1u << me) - 1u));
-    const unsigned turns = __reduce_max_sync(lanes, turn);
-    for (unsigned t = 0; t <= turns; ++t) {
+    for (unsigned t = 0; __any_sync(lanes, t <= turn); ++t) {
         if (ok && t == turn) *target += value;
         __syncwarp(lanes);
     }

@@ -38,6 +38,16 @@ depends on the lane only through ``lane // K`` for a multiple ``K`` of 32 (the
 32 lanes of a warp share it, e.g. a contraction adjoint's ``f_bar`` at
 ``sample``), after a run-time check that the warp's addresses agree.
 
+A table named in ``emit(..., shared=...)`` is privatised (:mod:`hawk.emit.private`):
+its copies live in dynamic shared memory (``extern __shared__``; the launch passes
+:func:`~hawk.emit.private.shared_bytes` of them). The kernel zeroes them, runs its lanes
+with their adds into the block's copy, waits for the block's threads and adds each
+non-zero cell into the table. No lane leaves the lane loop early, so every thread
+reaches both barriers. With ``deterministic=True`` each warp keeps its own copy and
+the scalar loop runs a warp's 32 threads together: a thread past ``n`` runs no lane
+but keeps pace, so the warp's lanes can take turns at each add (``hawk_add_ordered``).
+Such a kernel takes a scratch buffer after the error record's pointer.
+
 Planes of 16-bit dtypes are ``hawk_f16`` / ``hawk_bf16`` (two-byte structs
 the emitted code defines, laid out as IEEE binary16 and bfloat16) and need
 no header: a load widens with ``cvt.f32.f16`` (bfloat16: a shift), a store
@@ -401,6 +411,7 @@ class _Cuda(CStyle):
         return [
             *rows,
             "    __threadfence();",
+            "    __syncthreads();",
             "    __shared__ bool hawk_last;",
             "    unsigned int* const hawk_done = reinterpret_cast<unsigned int*>(hawk_scratch);",
             "    if (threadIdx.x == 0) hawk_last = atomicAdd(hawk_done, 1u) == gridDim.x - 1;",
