@@ -13,6 +13,7 @@ import pytest
 import eagle.plan
 import hawk
 from eagle import cuda
+from eagle.cuda import _graph_nodes, module
 from eagle.plan import _cuda_backend
 from hawk.emit import private
 from tests import _private_kernels as k
@@ -178,3 +179,32 @@ def test_a_captured_graph_replays_and_rebinds(adds, rng):
         launcher.launch()
         launcher.synchronize()
         assert sets[1][0]["counts"].numpy().tobytes() == once.tobytes()
+
+
+@pytest.mark.parametrize("adds", ["auto", "deterministic", "global"])
+def test_the_captured_launch_carries_the_bounded_grid_and_the_copies(adds, rng):
+    stream = cuda.Stream(non_blocking=True)
+    planes = {"x": dev(rng.random(N), np.float32), "w": dev(np.ones(N), np.float32)}
+    planes["counts"] = dev(np.zeros(k.BINS), np.float32)
+    with stream:
+        bound = eagle.plan.auto(k.histogram, adds=adds).bind(**planes)
+    with cuda.StreamCapturer(stream) as cap:
+        bound.launch(stream)
+    graph = cuda.Graph.from_captured(cap.captured)
+    (node,) = _graph_nodes.nodes(graph._graph)
+    params = _graph_nodes.kernel_params(node)
+    sms = module.multiprocessors(0)
+    if adds == "global":
+        assert params.sharedMemBytes == 0
+        assert params.gridDimX == _cuda_backend.grid(N)
+    elif adds == "auto":
+        assert params.sharedMemBytes == k.BINS * 4
+        assert sms <= params.gridDimX <= sms * _cuda_backend.PRIVATE_BLOCKS_PER_SM
+    else:
+        assert params.sharedMemBytes == k.BINS * 4 * _cuda_backend.BLOCK_SIZE // 32
+        assert params.gridDimX == private.DETERMINISTIC_BLOCKS
+    graph.launcher().stream(stream).launch()
+    stream.synchronize()
+    np.testing.assert_array_equal(
+        planes["counts"].numpy(), _reference(planes["x"].numpy(), np.ones(N), k.BINS, np.float32)
+    )

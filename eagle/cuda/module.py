@@ -527,6 +527,7 @@ class Kernel:
         self.name = name
         self.device = device
         self._library = library
+        self._handle = handle
         unused = weakref.finalize(self, _unused_libraries.append, library)
         unused.atexit = False  # at exit the driver unloads everything
         self._function = driver().CUfunction(int(handle))
@@ -548,8 +549,9 @@ class Kernel:
         found = self._resident.get(key)
         if found is None:
             ensure_device(self.device)
+            function = cudadrv.cuKernelGetFunction(self._handle)  # in the device's context
             per_sm = cudadrv.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                self._function, block, shared_mem
+                function, block, shared_mem
             )
             found = self._resident[key] = int(per_sm) * multiprocessors(self.device)
         return found

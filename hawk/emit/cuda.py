@@ -403,6 +403,7 @@ class _Cuda(CStyle):
             final += [
                 f"        for (long long c = threadIdx.x; c < {cells}; c += blockDim.x) {{",
                 f"            {ctype} sum = __ldcg(&{row}[c]);",
+                "#pragma unroll 8",  # loads in flight; the adds stay in block order
                 "            for (long long b = 1; b < gridDim.x; ++b)",
                 f"                sum += __ldcg(&{row}[b * {cells} + c]);",
                 f"            if (sum != ({ctype})0) {Names.plane(table.name)}[c] += sum;",

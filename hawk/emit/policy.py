@@ -48,10 +48,10 @@ the same values."""
 CONTRACTIONS: tuple[Contraction, ...] = get_args(Contraction)
 
 TableAdds = Literal["auto", "shared", "global", "deterministic"]
-"""Where a device kernel sums its adds into a small table: in a copy per block in shared
-memory (``"shared"``), as global atomics (``"global"``), in shared memory when the
-table and the lanes qualify (``"auto"``), or in shared memory in an order fixed by the
-lane count alone (``"deterministic"``); :mod:`hawk.emit.private` says when and how."""
+"""Where a device kernel sums its adds into a small table. ``"shared"`` sums them in a copy
+per block in shared memory, ``"global"`` makes global atomics, ``"auto"`` uses shared
+memory when the table and the lanes qualify, and ``"deterministic"`` uses it in an order
+fixed by the lane count alone; :mod:`hawk.emit.private` says when and how."""
 
 #: the values ``adds`` may take
 TABLE_ADDS: tuple[TableAdds, ...] = get_args(TableAdds)

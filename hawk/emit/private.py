@@ -66,8 +66,8 @@ __all__ = [
 #: bytes of shared memory a block's private copies may take together (32 KiB)
 SHARED_BYTES = 32 * 1024
 
-#: the table dtypes whose adds can be privatised (16-bit tables round each add: they
-#: keep their global adds)
+#: the table dtypes whose adds can be privatised (a 16-bit table rounds each add, so it
+#: keeps its global adds)
 PRIVATE_DTYPES = frozenset({"float32", "float64", "int32", "int64"})
 
 #: lanes per cell of a block's copies from which ``"auto"`` privatises
