@@ -26,7 +26,7 @@ WARPS = 8
 
 def _choose(kernel, dtypes, lengths=None, *, adds="auto", lanes=MANY):
     return private.choose(
-        kernel.ir, dtypes, lengths or {}, adds=adds, lanes=lanes, blocks=BLOCKS, warps=WARPS
+        kernel.ir, dtypes, lengths or {}, adds=adds, lanes=lanes, blocks=lambda: BLOCKS, warps=WARPS
     )
 
 

@@ -146,10 +146,12 @@ def test_two_tables_of_two_dtypes(adds, rng, chosen):
         i=dev(i, np.float32), w=dev(w, np.float32), a=a, b=b
     )
     assert [t.name for t in chosen[-1]] == ["a", "b"]
-    host_a, host_b = np.zeros(97, np.float32), np.zeros((3, 5))
-    eagle.plan.auto(k.two_tables).run(i=i, w=w, a=host_a, b=host_b)
-    assert rel_error(a.numpy(), host_a) < 1e-5
-    assert rel_error(b.numpy(), host_b) < 1e-12
+    cells, w64 = i.astype(np.int64), w.astype(np.float64)
+    ref_a = np.bincount(cells, weights=w64, minlength=97)
+    ref_b = np.zeros((3, 5))
+    np.add.at(ref_b, (cells % 3, cells % 5), 2.0 * w64)
+    assert rel_error(a.numpy(), ref_a) < 5e-5  # float32 sums of ~20,000 values a cell
+    assert rel_error(b.numpy(), ref_b) < 1e-12
 
 
 @pytest.mark.parametrize("adds", ["shared", "deterministic"])

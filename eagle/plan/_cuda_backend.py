@@ -60,8 +60,8 @@ WIDE_LANES = 1 << 20
 #: zeroes and flushes its copies once, so fewer, longer blocks flush less)
 PRIVATE_BLOCKS_PER_SM = 8
 
-_NARROW_LANES = 2**31
-_WARPS = BLOCK_SIZE // 32  # below it, lane loops may count in 32 bits (hawk.emit.cuda.emit)
+_NARROW_LANES = 2**31  # below it, lane loops may count in 32 bits (hawk.emit.cuda.emit)
+_WARPS = BLOCK_SIZE // 32  # per block: a deterministic block keeps a copy per warp
 
 
 class CudaBackend(Backend):
@@ -147,7 +147,7 @@ class CudaBackend(Backend):
             sizes,
             adds=plan.policy.adds,
             lanes=checked.lanes,
-            blocks=module.multiprocessors(device) * PRIVATE_BLOCKS_PER_SM,
+            blocks=lambda: module.multiprocessors(device) * PRIVATE_BLOCKS_PER_SM,
             warps=_WARPS,
         )
         source = self.emit(
@@ -163,19 +163,14 @@ class CudaBackend(Backend):
         names = [p.name for p in plan.kernel.planes]
         args = [checked.values[name] for name in names]
         lengths = [np.int64(sizes[name]) for name in source.lengths]
-        blocks = grid(checked.lanes, source.width)
-        shared_mem = private.shared_bytes(shared, sizes, _WARPS if deterministic else 1)
-        scratch = []
-        if shared and blocks and deterministic:  # a grid fixed by the lane count alone
-            blocks = min(blocks, private.DETERMINISTIC_BLOCKS)
-            size = private.scratch_bytes(shared, sizes, blocks)
-            scratch.append(
-                arrays.asarray(np.zeros(-(-size // 8), np.int64), device=f"cuda:{device}")
-            )
-        elif shared and blocks:  # a bounded grid: every block resident at once, many lanes each
-            resident = kernel.resident_blocks(BLOCK_SIZE, shared_mem)
-            per_sm = PRIVATE_BLOCKS_PER_SM * module.multiprocessors(device)
-            blocks = min(blocks, max(1, min(resident, per_sm)))
+        blocks, shared_mem, scratch = _private_launch(
+            kernel,
+            shared,
+            sizes,
+            blocks=grid(checked.lanes, source.width),
+            deterministic=deterministic,
+            device=device,
+        )
         # the packed arguments keep the arrays alive (in a capture too)
         packed = module.PackedArgs([*args, np.int64(checked.lanes), *lengths, record, *scratch])
         setters = {name: packed.setter(names.index(name)) for name in values}
@@ -214,6 +209,33 @@ class CudaBackend(Backend):
         bound_ir = plan.kernel.ir if kernel is None else kernel
         site = product_site(label, bound_ir, checked.values, launch)
         return Step(launch, launch.prepare, site=site, planes=tuple(checked.values.values()))
+
+
+def _private_launch(
+    kernel: module.Kernel,
+    shared: tuple[private.SharedTable, ...],
+    sizes: dict[str, int],
+    *,
+    blocks: int,
+    deterministic: bool,
+    device: int,
+) -> tuple[int, int, list[Any]]:
+    """The blocks (from ``blocks``, the unbounded grid), the dynamic shared memory and the
+    arguments after the error record (a deterministic kernel's scratch buffer) of a launch
+    whose adds into ``shared`` are privatised."""
+    if not shared or not blocks:
+        return blocks, 0, []
+    if deterministic:  # a grid fixed by the lane count alone
+        blocks = min(blocks, private.DETERMINISTIC_BLOCKS)
+        size = private.scratch_bytes(shared, sizes, blocks)
+        # zeroed: uploaded, the stream synchronised (the last block zeroes its count again)
+        scratch = arrays.asarray(np.zeros(-(-size // 8), np.int64), device=f"cuda:{device}")
+        return blocks, private.shared_bytes(shared, sizes, _WARPS), [scratch]
+    shared_mem = private.shared_bytes(shared, sizes)
+    # a bounded grid: every block resident at once, each running many lanes
+    resident = kernel.resident_blocks(BLOCK_SIZE, shared_mem)
+    per_sm = PRIVATE_BLOCKS_PER_SM * module.multiprocessors(device)
+    return min(blocks, max(1, min(resident, per_sm))), shared_mem, []
 
 
 def grid(lanes: int, width: int = 1) -> int:

@@ -39,7 +39,7 @@ numbers below 2**24 per cell in float32 (2**53 in float64).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,7 +186,7 @@ def choose(
     *,
     adds: TableAdds,
     lanes: int,
-    blocks: int,
+    blocks: Callable[[], int],
     warps: int,
 ) -> tuple[SharedTable, ...]:
     """The tables whose adds a launch of ``kernel`` over ``lanes`` lanes privatises (see
@@ -198,8 +198,9 @@ def choose(
         lengths: each flat table's length, by name.
         adds: the policy's ``"auto"``, ``"shared"``, ``"global"`` or ``"deterministic"``.
         lanes: the lanes of the launch.
-        blocks: the most blocks a privatised launch runs (``"auto"`` weighs the
-            copies' zeroing and flushing, once per block, against the lanes).
+        blocks: gives the most blocks a privatised launch runs (``"auto"`` weighs the
+            copies' zeroing and flushing, once per block, against the lanes; it asks
+            only when some table qualifies).
         warps: the warps of a block (a deterministic block keeps a copy per warp).
 
     Raises:
@@ -229,9 +230,9 @@ def choose(
                 f"kernel {kernel.name!r} cannot add into table {name!r} in shared memory "
                 f"(adds={adds!r}): {reason}; build the plan with adds='auto' or adds='global'"
             )
-    if adds == "auto":
+    if adds == "auto" and chosen:
         cells = sum(table.size(lengths) for table in chosen)
-        if lanes < LANES_PER_CELL * cells * blocks:
+        if lanes < LANES_PER_CELL * cells * blocks():
             return ()
     return tuple(chosen)
 
