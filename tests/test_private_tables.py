@@ -20,13 +20,13 @@ from tests import _private_kernels as k
 
 F32 = {"x": "float32", "w": "float32", "counts": "float32"}
 MANY = 10**8  # lanes
-BLOCKS = 132 * 8  # the most blocks of a privatised launch on an H200
+SMS = 132  # an H200's multiprocessors
 WARPS = 8
 
 
 def _choose(kernel, dtypes, lengths=None, *, adds="auto", lanes=MANY):
     return private.choose(
-        kernel.ir, dtypes, lengths or {}, adds=adds, lanes=lanes, blocks=lambda: BLOCKS, warps=WARPS
+        kernel.ir, dtypes, lengths or {}, adds=adds, lanes=lanes, blocks=lambda: SMS, warps=WARPS
     )
 
 
@@ -34,9 +34,12 @@ def test_auto_privatises_a_small_table_over_many_lanes_only():
     counts = SharedTable("counts", k.BINS, 4)
     assert _choose(k.histogram, F32) == (counts,)
     assert _choose(k.histogram, F32, adds="shared", lanes=10) == (counts,)
-    # each block zeroes and flushes its copy once: too few lanes do not pay for it
-    assert _choose(k.histogram, F32, lanes=k.BINS * BLOCKS) == (counts,)
-    assert _choose(k.histogram, F32, lanes=k.BINS * BLOCKS - 1) == ()
+    # each block zeroes and flushes its copy once: a block per multiprocessor must run as
+    # many lanes as the copy has cells
+    assert _choose(k.histogram, F32, lanes=k.BINS * SMS) == (counts,)
+    assert _choose(k.histogram, F32, lanes=k.BINS * SMS - 1) == ()
+    assert private.blocks_for((counts,), {}, 10**8) == 10**8 // k.BINS
+    assert private.blocks_for((counts,), {}, 10) == 1
     assert _choose(k.histogram, F32, adds="global") == ()
 
 

@@ -8,7 +8,8 @@ error record on that device; bind: the arguments packed once
 kernel whose adds into a small table are privatised in shared memory
 (:mod:`hawk.emit.private`, by the plan's ``adds``) launches with those copies'
 dynamic shared memory and a bounded grid: at most :data:`PRIVATE_BLOCKS_PER_SM`
-blocks per multiprocessor, as many as the device holds at once (with
+blocks per multiprocessor, as many as the device holds at once, and at most
+:func:`hawk.emit.private.blocks_for` (with
 ``adds="deterministic"``, at most :data:`hawk.emit.private.DETERMINISTIC_BLOCKS`
 blocks, and a scratch buffer the binding owns: launches of one binding, or of
 graphs captured from it, must not run at the same time). A
@@ -147,7 +148,7 @@ class CudaBackend(Backend):
             sizes,
             adds=plan.policy.adds,
             lanes=checked.lanes,
-            blocks=lambda: module.multiprocessors(device) * PRIVATE_BLOCKS_PER_SM,
+            blocks=lambda: module.multiprocessors(device),
             warps=_WARPS,
         )
         source = self.emit(
@@ -168,6 +169,7 @@ class CudaBackend(Backend):
             shared,
             sizes,
             blocks=grid(checked.lanes, source.width),
+            lanes=checked.lanes,
             deterministic=deterministic,
             device=device,
         )
@@ -217,14 +219,16 @@ def _private_launch(
     sizes: dict[str, int],
     *,
     blocks: int,
+    lanes: int,
     deterministic: bool,
     device: int,
 ) -> tuple[int, int, list[Any]]:
     """The blocks (from ``blocks``, the unbounded grid), the dynamic shared memory and the
     arguments after the error record (a deterministic kernel's scratch buffer) of a launch
-    whose adds into ``shared`` are privatised."""
+    over ``lanes`` lanes whose adds into ``shared`` are privatised."""
     if not shared or not blocks:
         return blocks, 0, []
+    blocks = min(blocks, private.blocks_for(shared, sizes, lanes))
     if deterministic:  # a grid fixed by the lane count alone
         blocks = min(blocks, private.DETERMINISTIC_BLOCKS)
         size = private.scratch_bytes(shared, sizes, blocks)

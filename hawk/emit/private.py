@@ -5,8 +5,9 @@ queue at those cells' global atomics. A table can instead be *privatised*: each 
 of the launch keeps its own copy in shared memory, zeroes it, adds its lanes into it
 with shared-memory atomics, waits for its threads (``__syncthreads()``) and then adds
 each non-zero cell of its copy into the table with one global atomic. The launch then
-runs a bounded grid (a few blocks per multiprocessor), whose grid-stride loop gives
-each block many lanes, so those flushes are few.
+runs a bounded grid (a few blocks per multiprocessor, and no more than
+:func:`blocks_for` allows), whose grid-stride loop gives each block many lanes, so
+those flushes are few.
 
 A table can be privatised when the kernel adds into it (a ``Mutable[Table]``, which a
 kernel never reads), its dtype is one of :data:`PRIVATE_DTYPES`, and the copies of
@@ -19,15 +20,16 @@ decides by the policy's ``adds`` (:data:`hawk.emit.policy.TableAdds`):
 * ``"shared"``: every table the kernel adds into at a lane-dependent address,
   refusing one that cannot be privatised (naming it and why).
 * ``"auto"``: the tables that can be, in declaration order while their copies fit,
-  when the lanes pay for it: at least :data:`LANES_PER_CELL` lanes per cell of each
-  block's copies, over the most blocks a launch runs.
+  when the lanes pay for it: when every multiprocessor can run a block whose lanes are
+  at least :data:`LANES_PER_CELL` per cell of its copies.
 * ``"deterministic"``: every table the kernel adds into, summed in an order that
   depends on the lane count alone, so a run gives the same bits each time. Each warp
   keeps its own copy (so the copies of a block must fit :data:`SHARED_BYTES` once per
   warp); the lanes of a warp that add at one address take turns by lane; a block sums
   its warps' copies in warp order into its row of a scratch buffer; the last block to
   finish sums the rows in block order and adds each non-zero sum into the table. The
-  launch runs at most :data:`DETERMINISTIC_BLOCKS` blocks. Every lane of a warp must
+  launch runs at most :data:`DETERMINISTIC_BLOCKS` blocks (and :func:`blocks_for`).
+  Every lane of a warp must
   reach each add, so an add under an ``if`` whose condition depends on the lane is
   refused: add ``value if cond else 0.0`` instead.
 
@@ -57,6 +59,7 @@ __all__ = [
     "PRIVATE_DTYPES",
     "SHARED_BYTES",
     "SharedTable",
+    "blocks_for",
     "choose",
     "reasons",
     "scratch_bytes",
@@ -70,7 +73,8 @@ SHARED_BYTES = 32 * 1024
 #: keeps its global adds)
 PRIVATE_DTYPES = frozenset({"float32", "float64", "int32", "int64"})
 
-#: lanes per cell of a block's copies from which ``"auto"`` privatises
+#: the fewest lanes a block of a privatised launch runs per cell of its copies (it zeroes
+#: and flushes them once)
 LANES_PER_CELL = 1
 
 #: the most blocks a deterministic launch runs (the same on every device, so the order
@@ -111,6 +115,14 @@ def shared_bytes(
     """The dynamic shared memory a block needs for ``copies`` copies (one, or one per
     warp) of each of ``tables``, the flat tables' lengths from ``lengths``."""
     return sum(_aligned(copies * t.size(lengths) * t.itemsize) for t in tables)
+
+
+def blocks_for(tables: tuple[SharedTable, ...], lengths: Mapping[str, int], lanes: int) -> int:
+    """The most blocks a launch over ``lanes`` lanes that privatises ``tables`` runs: each
+    block runs at least :data:`LANES_PER_CELL` lanes per cell of its copies (one block
+    at least)."""
+    cells = sum(table.size(lengths) for table in tables)
+    return max(1, lanes // max(1, LANES_PER_CELL * cells))
 
 
 def scratch_bytes(tables: tuple[SharedTable, ...], lengths: Mapping[str, int], blocks: int) -> int:
@@ -198,9 +210,9 @@ def choose(
         lengths: each flat table's length, by name.
         adds: the policy's ``"auto"``, ``"shared"``, ``"global"`` or ``"deterministic"``.
         lanes: the lanes of the launch.
-        blocks: gives the most blocks a privatised launch runs (``"auto"`` weighs the
-            copies' zeroing and flushing, once per block, against the lanes; it asks
-            only when some table qualifies).
+        blocks: gives the blocks that fill the device, one per multiprocessor:
+            ``"auto"`` privatises only when :func:`blocks_for` allows that many (it
+            asks only when some table qualifies).
         warps: the warps of a block (a deterministic block keeps a copy per warp).
 
     Raises:
@@ -230,10 +242,8 @@ def choose(
                 f"kernel {kernel.name!r} cannot add into table {name!r} in shared memory "
                 f"(adds={adds!r}): {reason}; build the plan with adds='auto' or adds='global'"
             )
-    if adds == "auto" and chosen:
-        cells = sum(table.size(lengths) for table in chosen)
-        if lanes < LANES_PER_CELL * cells * blocks():
-            return ()
+    if adds == "auto" and chosen and blocks_for(tuple(chosen), lengths, lanes) < blocks():
+        return ()
     return tuple(chosen)
 
 
