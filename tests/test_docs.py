@@ -426,7 +426,13 @@ def test_every_picture_is_shown_on_a_page():
 # -- the API pages ----------------------------------------------------------------------
 
 # Modules shown on the API pages by their docstring only: how hawk emits code.
-INSIDE_MODULES = ("hawk.emit.host", "hawk.emit.cuda", "hawk.emit.checks", "hawk.emit.reference")
+INSIDE_MODULES = (
+    "hawk.emit.host",
+    "hawk.emit.cuda",
+    "hawk.emit.checks",
+    "hawk.emit.reference",
+    "hawk.emit.private",
+)
 # The compiler's inner layers: reached through hawk's API, not called by users, and not
 # listed name by name.
 INTERNAL_MODULES = (
@@ -620,8 +626,10 @@ def test_api_directives_read_options(tmp_path):
         "hawk.emit.policy.CONTRACTIONS",
         "hawk.emit.policy.INT_OVERFLOWS",
         "hawk.emit.policy.MATH",
+        "hawk.emit.policy.TABLE_ADDS",
         "hawk.emit.policy.Contraction",
         "hawk.emit.policy.Policy",
+        "hawk.emit.policy.TableAdds",
     ]
     assert block.names() == ["eagle.plan.BLOCK_SIZE"]
     assert diff.names() == []

@@ -26,7 +26,8 @@ class _Kernel:
     def __init__(self, source: str, events: list[tuple]) -> None:
         self.source, self.events = source, events
 
-    def launch(self, grid: Any, block: Any, args: Any, stream: Any) -> None:
+    def launch(self, grid: Any, block: Any, args: Any, stream: Any, shared_mem: int = 0) -> None:
+        assert shared_mem == 0  # no table of these kernels is privatised
         taken = [ctypes.string_at(pointer, 8) for pointer in args._pointers]
         self.events.append(("launch", grid, args.keep, stream, taken))
 

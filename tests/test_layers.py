@@ -52,6 +52,7 @@ HAWK_API = frozenset(
         "hawk.emit.host",
         "hawk.emit.policy",
         "hawk.emit.reference",
+        "hawk.emit.private",
         "hawk.errors",
         "hawk.ir",
         "hawk.kinds",

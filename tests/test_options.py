@@ -27,6 +27,7 @@ ROOT = Path(hawk.__file__).parents[1]
 def test_the_public_tuples_are_their_vocabularies():
     assert policy.CONTRACTIONS == get_args(policy.Contraction) == ("loop", "gemm")
     assert policy.MATH == get_args(dtypes.Float32Math) == dtypes.find("float32").product.math
+    assert get_args(policy.TableAdds) == policy.TABLE_ADDS
     assert hawk.diff.LANE_GRADIENTS == get_args(hawk.diff.LaneGradients) == ("add", "store")
     assert eagle.gemm.steps.BACKENDS == get_args(eagle.gemm.steps.Side) == ("host", "device")
     assert get_args(eagle.gemm.steps.StepKind) == eagle.gemm.steps.STEP_KINDS

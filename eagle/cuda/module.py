@@ -70,6 +70,7 @@ __all__ = [
     "compile_cuda",
     "device_arch",
     "load_kernel",
+    "multiprocessors",
 ]
 
 
@@ -107,6 +108,14 @@ def device_arch(device: int = 0) -> str:
     major = cudart.cudaDeviceGetAttribute(attr.cudaDevAttrComputeCapabilityMajor, device)
     minor = cudart.cudaDeviceGetAttribute(attr.cudaDevAttrComputeCapabilityMinor, device)
     return f"sm_{major}{minor}"
+
+
+@functools.cache
+def multiprocessors(device: int = 0) -> int:
+    """The streaming multiprocessors of ``device``."""
+    ensure_device(device)
+    attr = runtime().cudaDeviceAttr.cudaDevAttrMultiProcessorCount
+    return int(cudart.cudaDeviceGetAttribute(attr, device))
 
 
 def _nvrtc_version() -> str:
@@ -518,6 +527,7 @@ class Kernel:
         self.name = name
         self.device = device
         self._library = library
+        self._handle = handle
         unused = weakref.finalize(self, _unused_libraries.append, library)
         unused.atexit = False  # at exit the driver unloads everything
         self._function = driver().CUfunction(int(handle))
@@ -525,6 +535,26 @@ class Kernel:
         self._set_device = runtime().cudaSetDevice
         self._packers: dict[tuple[type, ...], _Packer] = {}
         self._last: _Packer | None = None  # the packer of the last argument list launched
+        self._resident: dict[tuple[int, int], int] = {}
+
+    def resident_blocks(self, block: int, shared_mem: int = 0) -> int:
+        """How many blocks of ``block`` threads, each with ``shared_mem`` bytes of dynamic
+        shared memory, the kernel's device runs at once: its multiprocessors times the
+        blocks of this kernel each holds (by its registers, threads and shared memory).
+
+        Raises:
+            CudaError: the driver refused the query.
+        """
+        key = (block, shared_mem)
+        found = self._resident.get(key)
+        if found is None:
+            ensure_device(self.device)
+            function = cudadrv.cuKernelGetFunction(self._handle)  # in the device's context
+            per_sm = cudadrv.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                function, block, shared_mem
+            )
+            found = self._resident[key] = int(per_sm) * multiprocessors(self.device)
+        return found
 
     def launch(
         self,

@@ -28,7 +28,7 @@ from hawk.contraction import lane_layout, recognize
 from hawk.dtypes import PLANE_DTYPES, Float32Math, numpy_dtype, plane_row
 from hawk.emit import policy
 from hawk.emit.checks import IntOverflow
-from hawk.emit.policy import Contraction, Policy
+from hawk.emit.policy import Contraction, Policy, TableAdds
 
 __all__ = ["AutoPlan", "BoundPlan", "auto", "backend_for", "decide", "main_side"]
 
@@ -47,6 +47,7 @@ def auto(
     contraction: Contraction | None = None,
     math: Float32Math | None = None,
     host_route: Contraction | None = None,
+    adds: TableAdds | None = None,
     backend: str | None = None,
     int_overflow: IntOverflow | None = None,
 ) -> AutoPlan:
@@ -66,6 +67,11 @@ def auto(
         host_route: ``"gemm"`` runs a routed contraction on the host as one
             numpy product (with ``contraction="gemm"``); ``"loop"`` or None
             (the default) keeps the host on the kernel's own loop.
+        adds: where the device sums the kernel's adds into a small table:
+            ``"shared"`` in a copy per block in shared memory (refused for a
+            table that cannot be), ``"global"`` as global atomics, ``"auto"``
+            in shared memory when the table and the lanes qualify
+            (:mod:`hawk.emit.private`). None (the default) is ``"auto"``.
         backend: the backend that runs the kernel, by name: ``"numpy"`` (host
             arrays), ``"cuda"`` (device arrays) or ``"reference"`` (host arrays, a
             lane at a time in plain Python, for debugging: ``hm.debug_print`` and
@@ -82,15 +88,16 @@ def auto(
         TypeError: ``kernel`` is not a ``@hawk.kernel``.
         ValueError: ``contraction`` is not ``"loop"``, ``"gemm"`` or None;
             ``math`` not ``"fp32"``, ``"tf32"`` or None; ``host_route`` not
-            ``"loop"``, ``"gemm"`` or None; ``backend`` not a registered
-            backend's name or None; ``int_overflow`` not ``"wrap"``, ``"check"``
-            or None.
+            ``"loop"``, ``"gemm"`` or None; ``adds`` not ``"auto"``, ``"shared"``,
+            ``"global"``, ``"deterministic"`` or None; ``backend`` not a registered
+            backend's name or None; ``int_overflow`` not ``"wrap"``, ``"check"`` or None.
     """
     return AutoPlan(
         kernel,
         contraction=contraction,
         math=math,
         host_route=host_route,
+        adds=adds,
         backend=backend,
         int_overflow=int_overflow,
     )
@@ -115,6 +122,7 @@ class AutoPlan:
         contraction: Contraction | None = None,
         math: Float32Math | None = None,
         host_route: Contraction | None = None,
+        adds: TableAdds | None = None,
         backend: str | None = None,
         int_overflow: IntOverflow | None = None,
     ) -> None:
@@ -129,6 +137,7 @@ class AutoPlan:
                 ("math", math),
                 ("host_route", host_route),
                 ("int_overflow", int_overflow),
+                ("adds", adds),
             )
             if value is not None
         }
@@ -157,7 +166,12 @@ class AutoPlan:
     def __repr__(self) -> str:
         extra = "".join(
             f", {key}={getattr(self.policy, key)!r}"
-            for key, default in (("math", "fp32"), ("host_route", "loop"), ("int_overflow", "wrap"))
+            for key, default in (
+                ("math", "fp32"),
+                ("host_route", "loop"),
+                ("int_overflow", "wrap"),
+                ("adds", "auto"),
+            )
             if getattr(self.policy, key) != default
         )
         if self.backend is not None:
@@ -174,6 +188,7 @@ class AutoPlan:
             contraction=policy.contraction,
             math=policy.math,
             host_route=policy.host_route,
+            adds=policy.adds,
             backend=self.backend,
             int_overflow=policy.int_overflow,
         )

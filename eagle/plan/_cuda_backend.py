@@ -5,6 +5,14 @@ passed by value and whether the lane loops may count in 32 bits; load: NVRTC
 and the driver (:func:`eagle.cuda.module.load_kernel`), with the kernel's
 error record on that device; bind: the arguments packed once
 (:class:`~eagle.cuda.module.PackedArgs`), so a launch only enqueues. A
+kernel whose adds into a small table are privatised in shared memory
+(:mod:`hawk.emit.private`, by the plan's ``adds``) launches with those copies'
+dynamic shared memory and a bounded grid: at most :data:`PRIVATE_BLOCKS_PER_SM`
+blocks per multiprocessor, as many as the device holds at once, and at most
+:func:`hawk.emit.private.blocks_for` (with
+``adds="deterministic"``, at most :data:`hawk.emit.private.DETERMINISTIC_BLOCKS`
+blocks, and a scratch buffer the binding owns: launches of one binding, or of
+graphs captured from it, must not run at the same time). A
 recognised contraction under ``contraction="gemm"`` runs as cuBLAS products
 instead (:class:`eagle.plan._route.GemmLaunch`).
 """
@@ -38,11 +46,11 @@ from eagle.plan._planes import Planes
 from eagle.plan._route import GemmLaunch
 from eagle.plan._sites import kernel_site, product_site
 from hawk import ir
-from hawk.emit import compute_dtype, cuda
+from hawk.emit import compute_dtype, cuda, private
 from hawk.emit.checks import IntOverflow, record_error
 from hawk.emit.policy import Policy
 
-__all__ = ["BACKEND", "BLOCK_SIZE", "WIDE_LANES", "CudaBackend", "grid"]
+__all__ = ["BACKEND", "BLOCK_SIZE", "PRIVATE_BLOCKS_PER_SM", "WIDE_LANES", "CudaBackend", "grid"]
 
 #: threads per block of a kernel launch
 BLOCK_SIZE = 256
@@ -50,7 +58,12 @@ BLOCK_SIZE = 256
 #: lane count from which each thread runs several lanes (see ``hawk.emit.cuda.UNROLL``)
 WIDE_LANES = 1 << 20
 
+#: the most blocks per multiprocessor a launch with privatised tables runs (each block
+#: zeroes and flushes its copies once, so fewer, longer blocks flush less)
+PRIVATE_BLOCKS_PER_SM = 8
+
 _NARROW_LANES = 2**31  # below it, lane loops may count in 32 bits (hawk.emit.cuda.emit)
+_WARPS = BLOCK_SIZE // 32  # per block: a deterministic block keeps a copy per warp
 
 
 class CudaBackend(Backend):
@@ -76,22 +89,31 @@ class CudaBackend(Backend):
         values: frozenset[str] = frozenset(),
         lanes: int = 0,
         int_overflow: IntOverflow = "wrap",
+        shared: tuple[private.SharedTable, ...] = (),
+        deterministic: bool = False,
     ) -> cuda.CudaSource:
         """The CUDA C for planes of ``signature`` over ``lanes`` lanes, the Params named in
-        ``values`` passed by value. Below 2**31 lanes the lane loops of a kernel whose
-        lanes run no loop of their own count in 32 bits; a looping lane keeps 64-bit
-        counters (on the H200, no faster in 32 bits, and slower at 2048**3: more
-        registers)."""
+        ``values`` passed by value, the adds into the tables of ``shared`` privatised
+        (:func:`hawk.emit.private.choose`), in a fixed order when ``deterministic``. Below
+        2**31 lanes the lane loops of a kernel whose lanes run no loop of their own count
+        in 32 bits; a looping lane keeps 64-bit counters (on the H200, no faster in 32
+        bits, and slower at 2048**3: more registers)."""
         sources = self._sources.get(kernel)
         if sources is None:
             sources = self._sources[kernel] = KeyedCache("cuda sources", PROGRAMS)
-        key = (signature, values, lanes < _NARROW_LANES, int_overflow)
+        key = (signature, values, lanes < _NARROW_LANES, int_overflow, shared, deterministic)
         source = sources.get(key)
         if source is None:
             narrow = key[2] and not kernel.ir.loops()
             dtypes = plane_dtypes(kernel, signature)
             source = sources[key] = cuda.emit(
-                kernel.ir, dtypes, values=values, narrow=narrow, int_overflow=int_overflow
+                kernel.ir,
+                dtypes,
+                values=values,
+                narrow=narrow,
+                int_overflow=int_overflow,
+                shared=shared,
+                deterministic=deterministic,
             )
         return source
 
@@ -115,30 +137,59 @@ class CudaBackend(Backend):
         # (checked to fit it, param_number), and copied by each launch, so a later
         # number (a setter of the packed arguments) never reaches a launch made before.
         values = frozenset(checked.numbers)
+        ir_ = plan.kernel.ir
+        sizes = {
+            p.name: int(checked.values[p.name].shape[0])
+            for p in ir_.planes
+            if p.is_table and p.axes is None
+        }
+        dtypes = plane_dtypes(plan.kernel, checked.signature)
+        deterministic = plan.policy.adds == "deterministic"
+        shared = private.choose(
+            ir_,
+            dtypes,
+            sizes,
+            adds=plan.policy.adds,
+            lanes=checked.lanes,
+            blocks=lambda: module.multiprocessors(device),
+            warps=_WARPS,
+        )
         source = self.emit(
             plan.kernel,
             checked.signature,
             values=values,
             lanes=checked.lanes,
             int_overflow=plan.policy.int_overflow,
+            shared=shared,
+            deterministic=deterministic,
         )
-        check_lanes(plan.kernel.ir, source.launch_checks, checked)
+        check_lanes(ir_, source.launch_checks, checked)
         kernel, record = self.load(source, device)
         names = [p.name for p in plan.kernel.planes]
         args = [checked.values[name] for name in names]
-        lengths = [np.int64(checked.values[name].shape[0]) for name in source.lengths]
+        lengths = [np.int64(sizes[name]) for name in source.lengths]
         sums = _sums(plan.kernel, source, checked, device)
+        blocks, shared_mem, scratch = _private_launch(
+            kernel,
+            shared,
+            sizes,
+            blocks=grid(checked.lanes, source.width),
+            lanes=checked.lanes,
+            deterministic=deterministic,
+            device=device,
+        )
         # the packed arguments keep the arrays alive (in a capture too)
-        packed = module.PackedArgs([*args, np.int64(checked.lanes), *lengths, record, *sums])
+        packed = module.PackedArgs(
+            [*args, np.int64(checked.lanes), *lengths, record, *sums, *scratch]
+        )
         setters = {name: packed.setter(names.index(name)) for name in values}
-        blocks = grid(checked.lanes, source.width)
 
         def enqueue(stream: Any) -> None:
             record.check()  # an earlier launch's failure, once it is recorded
             if not blocks:
                 return
             stream_ptr = stream if type(stream) is int else as_stream_ptr(stream, device)
-            kernel.launch(blocks, BLOCK_SIZE, packed, stream_ptr)
+            kernel.launch(blocks, BLOCK_SIZE, packed, stream_ptr, shared_mem)
 
         label = f"plan {plan.kernel.name!r}"
         site = kernel_site(label, plan.kernel.ir, checked.values, packed) if blocks else None
@@ -169,6 +220,35 @@ class CudaBackend(Backend):
         bound_ir = plan.kernel.ir if kernel is None else kernel
         site = product_site(label, bound_ir, checked.values, launch)
         return Step(launch, launch.prepare, site=site, planes=tuple(checked.values.values()))
+
+
+def _private_launch(
+    kernel: module.Kernel,
+    shared: tuple[private.SharedTable, ...],
+    sizes: dict[str, int],
+    *,
+    blocks: int,
+    lanes: int,
+    deterministic: bool,
+    device: int,
+) -> tuple[int, int, list[Any]]:
+    """The blocks (from ``blocks``, the unbounded grid), the dynamic shared memory and the
+    arguments after the error record (a deterministic kernel's scratch buffer) of a launch
+    over ``lanes`` lanes whose adds into ``shared`` are privatised."""
+    if not shared or not blocks:
+        return blocks, 0, []
+    blocks = min(blocks, private.blocks_for(shared, sizes, lanes))
+    if deterministic:  # a grid fixed by the lane count alone
+        blocks = min(blocks, private.DETERMINISTIC_BLOCKS)
+        size = private.scratch_bytes(shared, sizes, blocks)
+        # zeroed: uploaded, the stream synchronised (the last block zeroes its count again)
+        scratch = arrays.asarray(np.zeros(-(-size // 8), np.int64), device=f"cuda:{device}")
+        return blocks, private.shared_bytes(shared, sizes, _WARPS), [scratch]
+    shared_mem = private.shared_bytes(shared, sizes)
+    # a bounded grid: every block resident at once, each running many lanes
+    resident = kernel.resident_blocks(BLOCK_SIZE, shared_mem)
+    per_sm = PRIVATE_BLOCKS_PER_SM * module.multiprocessors(device)
+    return min(blocks, max(1, min(resident, per_sm))), shared_mem, []
 
 
 def grid(lanes: int, width: int = 1) -> int:

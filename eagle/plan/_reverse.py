@@ -262,6 +262,7 @@ class AdjointPlan:
             plan = self._loop_plans[kernel] = AutoPlan(
                 kernel,
                 contraction="loop",
+                adds=self.primal.policy.adds,
                 backend=self.primal.backend,
                 int_overflow=self.primal.policy.int_overflow,  # as the primal's ints
             )

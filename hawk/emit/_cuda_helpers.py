@@ -209,6 +209,21 @@ def storage_types(ctypes: set[str]) -> list[str]:
 # Device helpers of the adds, emitted when used. Those of operators and functions are in
 # their registry entries (hawk._registry).
 HELPERS = {
+    ("add", "ordered"): """\
+template <typename T>
+__device__ __forceinline__ void hawk_add_ordered(T* target, T value, bool ok, unsigned lanes)
+{
+    // The lanes of `lanes` (this warp's, every one at this add) add into the warp's own
+    // copy of a table in lane order: lanes at one address take turns by lane, lanes at
+    // distinct addresses add at once; a lane whose index failed its check adds nothing.
+    const unsigned me = threadIdx.x & 31;
+    const unsigned peers = __match_any_sync(lanes, (unsigned long long)target);
+    const unsigned turn = __popc(peers & ((1u << me) - 1u));
+    for (unsigned t = 0; __any_sync(lanes, t <= turn); ++t) {
+        if (ok && t == turn) *target += value;
+        __syncwarp(lanes);
+    }
+}""",
     ("add", "uniform"): """\
 template <typename T>
 __device__ __forceinline__ void hawk_add_uniform(T* target, T value)

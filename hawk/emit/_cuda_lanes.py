@@ -33,6 +33,9 @@ class Lanes:
         width: lanes per group of the vectorised loop (1: none).
         values: the Params passed by value (in the compute type), by name.
         narrow: the lane loops count in 32 bits (fewer than 2**31 lanes).
+        together: the 32 threads of a warp run their passes of the scalar loop together,
+            every one of them to the last (a lane past ``n`` runs none of the body), and
+            ``hawk_lanes`` holds the warp's lanes that run the body.
         unroll: how many passes of a lane loop the compiler unrolls: :data:`UNROLL`, or 1
             when a lane runs a loop of its own.
         stored: each plane a lane stores, with the name of the value it stores
@@ -47,6 +50,7 @@ class Lanes:
         width: int,
         values: frozenset[str] = frozenset(),
         narrow: bool = False,
+        together: bool = False,
     ) -> None:
         self.kernel = kernel
         self.dtypes = dtypes
@@ -54,6 +58,7 @@ class Lanes:
         self.width = width
         self.values = values
         self.narrow = narrow
+        self.together = together
         # a lane that runs a loop of its own is not unrolled (its pass is long already, and
         # each unrolled copy of the inner loop costs registers: on the H200 the seed
         # contraction's adjoint at 2048**3 took 14.6 ms not unrolled against 17.8 unrolled)
@@ -110,6 +115,19 @@ class Lanes:
         """The scalar lane loop: one lane per pass, from ``start`` (the lanes the vectorised
         loop left, when the kernel has one) or from the thread's first lane."""
         start = "start + first" if self.width > 1 else "first"
+        if self.together:  # the warp's first lane, then each thread's own
+            return [
+                f"#pragma unroll {self.unroll}",
+                f"    for ({self.counter} at = first - threadIdx.x % 32; at < n; at += stride) {{",
+                "        const long long lane = at + threadIdx.x % 32;",
+                "        const unsigned hawk_lanes = __ballot_sync(0xffffffffu, lane < n);",
+                "        if (lane < n) {",
+                *self.loads(3, packed=False),
+                *("            " + line for line in body),
+                *self.stores(3, packed=False),
+                "        }",
+                "    }",
+            ]
         return [
             f"#pragma unroll {self.unroll}",
             f"    for ({self.counter} at = {start}; at < n; at += stride) {{",

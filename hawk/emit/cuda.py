@@ -38,6 +38,16 @@ depends on the lane only through ``lane // K`` for a multiple ``K`` of 32 (the
 32 lanes of a warp share it, e.g. a contraction adjoint's ``f_bar`` at
 ``sample``), after a run-time check that the warp's addresses agree.
 
+A table named in ``emit(..., shared=...)`` is privatised (:mod:`hawk.emit.private`):
+its copies live in dynamic shared memory (``extern __shared__``; the launch passes
+:func:`~hawk.emit.private.shared_bytes` of them). The kernel zeroes them, runs its lanes
+with their adds into the block's copy, waits for the block's threads and adds each
+non-zero cell into the table. No lane leaves the lane loop early, so every thread
+reaches both barriers. With ``deterministic=True`` each warp keeps its own copy and
+the scalar loop runs a warp's 32 threads together: a thread past ``n`` runs no lane
+but keeps pace, so the warp's lanes can take turns at each add (``hawk_add_ordered``).
+Such a kernel takes a scratch buffer after the error record's pointer.
+
 Planes of 16-bit dtypes are ``hawk_f16`` / ``hawk_bf16`` (two-byte structs
 the emitted code defines, laid out as IEEE binary16 and bfloat16) and need
 no header: a load widens with ``cvt.f32.f16`` (bfloat16: a shift), a store
@@ -95,6 +105,7 @@ from hawk.emit._cuda_helpers import (
 )
 from hawk.emit._cuda_lanes import UNROLL, Lanes, vector_width
 from hawk.emit.checks import CheckSite, IntOverflow, LaneCheck, division_site, index_site
+from hawk.emit.private import SharedTable, reasons
 from hawk.errors import HawkError
 from hawk.kinds import PlaneKind, Type, check_option
 
@@ -124,6 +135,13 @@ class CudaSource:
             record it takes, for each, a scratch array of its element count in the
             compute type, then one ``unsigned int`` counter, all zero before the
             first launch; each launch leaves them zero.
+        shared: the tables whose adds each block sums in shared memory
+            (:mod:`hawk.emit.private`): a launch passes
+            :func:`~hawk.emit.private.shared_bytes` of them as its dynamic shared
+            memory and runs a bounded grid.
+        deterministic: the adds into the ``shared`` tables are summed in a fixed order
+            (one copy per warp, a scratch buffer after the error record's pointer:
+            :func:`~hawk.emit.private.scratch_bytes`).
     """
 
     name: str
@@ -134,6 +152,8 @@ class CudaSource:
     launch_checks: tuple[LaneCheck, ...] = ()
     width: int = 1
     sums: tuple[str, ...] = ()
+    shared: tuple[SharedTable, ...] = ()
+    deterministic: bool = False
 
 
 _BLOCK_SIZE_NOTE = "a grid-stride loop over lanes"
@@ -161,6 +181,8 @@ def emit(
     values: frozenset[str] = frozenset(),
     narrow: bool = False,
     int_overflow: IntOverflow = "wrap",
+    shared: tuple[SharedTable, ...] = (),
+    deterministic: bool = False,
 ) -> CudaSource:
     """The CUDA C of ``kernel`` for the given plane dtypes.
 
@@ -185,10 +207,20 @@ def emit(
         int_overflow: ``"wrap"`` (int64 values wrap, two's complement) or ``"check"``
             (the first lane whose int value leaves int64 is recorded, and raises
             ``HawkOverflowError``).
+        shared: the tables whose adds each block sums in a copy in shared memory
+            (from :func:`hawk.emit.private.choose`): the kernel zeroes the copies,
+            runs its lanes, waits for the block's threads and adds each non-zero cell
+            into the table.
+        deterministic: sum the adds into the ``shared`` tables in an order fixed by the
+            lane count (see :mod:`hawk.emit.private`): each warp adds into its own
+            copies, its lanes in turn; each block writes its sums into its row of the
+            scratch buffer (a parameter after the error record's pointer), and the
+            last block to finish adds their sums, in block order, into the tables.
 
     Raises:
         HawkError: a plane without a dtype, an unknown plane or another dtype; a
-            name in ``values`` that is not a Param of the kernel.
+            name in ``values`` that is not a Param of the kernel; a table in
+            ``shared`` that cannot be privatised.
     """
     planes = plane_dtypes(kernel, dtypes)
     params = [p.name for p in kernel.planes if p.kind == PlaneKind.PARAM]
@@ -198,6 +230,15 @@ def emit(
                 f"cannot pass plane {name!r} of kernel {kernel.name!r} by value: only a Param "
                 f"is (its Params: {', '.join(params) or 'none'})"
             )
+    if shared:
+        lengths = {t.name: t.cells or 0 for t in shared}
+        possible = reasons(kernel, planes, lengths, deterministic=deterministic)
+        for table in shared:
+            reason = possible.get(table.name, "it takes no add at a lane-dependent address")
+            if reason is not None:
+                raise HawkError(
+                    f"cannot privatise table {table.name!r} of kernel {kernel.name!r}: {reason}"
+                )
     return _Cuda(
         kernel,
         planes,
@@ -207,6 +248,8 @@ def emit(
         values=frozenset(values),
         narrow=narrow,
         int_overflow=check_option(int_overflow, IntOverflow, "int_overflow"),
+        shared=shared,
+        deterministic=deterministic and bool(shared),
     ).source()
 
 
@@ -227,6 +270,8 @@ class _Cuda(CStyle):
         values: frozenset[str],
         narrow: bool,
         int_overflow: IntOverflow,
+        shared: tuple[SharedTable, ...] = (),
+        deterministic: bool = False,
     ) -> None:
         super().__init__(
             kernel, C_TYPES[compute_dtype(dtypes).name], checks=checks, int_overflow=int_overflow
@@ -242,8 +287,12 @@ class _Cuda(CStyle):
             for p in kernel.planes
             if p.kind == PlaneKind.ACCUMULATOR and C_TYPES[dtypes[p.name].name] in HALF_C_TYPES
         )
-        width = vector_width(kernel, dtypes) if vector else 1
-        self.lanes = Lanes(kernel, dtypes, self.real, width, values, narrow)
+        # a deterministic kernel's warps run their lanes together (see copies)
+        width = vector_width(kernel, dtypes) if vector and not deterministic else 1
+        self.lanes = Lanes(kernel, dtypes, self.real, width, values, narrow, deterministic)
+        self.shared = shared
+        self.private = {table.name for table in shared}
+        self.deterministic = deterministic
 
     def source(self) -> CudaSource:
         name = symbol(self.kernel.name)
@@ -253,6 +302,8 @@ class _Cuda(CStyle):
         params += [f"{self.real}* __restrict__ {_sum(name)}" for name in self.sums]
         if self.sums:
             params.append("unsigned int* __restrict__ hawk_done")
+        if self.deterministic:
+            params.append("unsigned char* __restrict__ hawk_scratch")
         self.lines = []
         for stmt in self.kernel.body:
             self.statement(stmt, 0)
@@ -286,6 +337,20 @@ class _Cuda(CStyle):
                 *self.lanes.packed(body),
             ]
         lanes += self.lanes.scalar(body)
+        if self.shared:
+            tables = ", ".join(t.name for t in self.shared)
+            if self.deterministic:
+                header += [
+                    f"// Adds into {tables} go to the warp's copy in shared memory, in lane order;",
+                    "// each block's sums go to its row of hawk_scratch, summed in block "
+                    "order by the last.",
+                ]
+            else:
+                header.append(
+                    f"// Adds into {tables} go to the block's copy in shared memory, flushed "
+                    "after its lanes."
+                )
+            lanes = self.copies(lanes)
         lanes += self.finish()
         text = "\n".join(
             [
@@ -308,7 +373,98 @@ class _Cuda(CStyle):
             self.ranges.launch_checks,
             self.lanes.width,
             self.sums,
+            self.shared,
+            self.deterministic,
         )
+
+    def copies(self, lanes: list[str]) -> list[str]:
+        """The lane loops ``lanes`` between the zeroing of the block's copies of the
+        privatised tables and their flush into the tables, a barrier on each side (no
+        lane leaves the loops early, so every thread reaches both)."""
+        copies = "hawk_warps * " if self.deterministic else ""
+        start = ["    extern __shared__ unsigned long long hawk_shared[];"]
+        if self.deterministic:
+            start.append("    const long long hawk_warps = blockDim.x / 32;")
+        zero, flush = [], []
+        offset = "0LL"
+        for table in self.shared:
+            ctype = C_TYPES[self.dtypes[table.name].name]
+            copy, cells = _copy(table.name), _cells(table.name)
+            size = _length(table.name) if table.cells is None else f"{table.cells}LL"
+            start += [
+                f"    const long long {cells} = {size};",
+                f"    {ctype}* const {copy} = reinterpret_cast<{ctype}*>(",
+                f"        reinterpret_cast<char*>(hawk_shared) + {offset});",
+            ]
+            if self.deterministic:
+                start.append(
+                    f"    {ctype}* const {_warp_copy(table.name)} = {copy} + "
+                    f"(long long)(threadIdx.x / 32) * {cells};"
+                )
+            offset = f"{offset} + ({copies}{cells} * {table.itemsize}LL + 15LL) / 16LL * 16LL"
+            zero.append(
+                f"    for (long long c = threadIdx.x; c < {copies}{cells}; c += blockDim.x) "
+                f"{copy}[c] = ({ctype})0;"
+            )
+            if not self.deterministic:
+                target = Names.plane(table.name)
+                flush += [
+                    f"    for (long long c = threadIdx.x; c < {cells}; c += blockDim.x) {{",
+                    f"        const {ctype} sum = {copy}[c];",
+                    f"        if (sum != ({ctype})0) atomicAdd(&{target}[c], sum);",
+                    "    }",
+                ]
+        if self.deterministic:
+            flush = self.ordered_flush()
+        return [*start, *zero, "    __syncthreads();", *lanes, "    __syncthreads();", *flush]
+
+    def ordered_flush(self) -> list[str]:
+        """A deterministic kernel's end: the block's sums of its warps' copies, in warp
+        order, into its rows of the scratch buffer; then the last block to finish (the
+        count of finished blocks, at the buffer's start, says which; it sets it back to
+        zero) adds each table's rows, in block order, into the table."""
+        rows, final = [], []
+        offset = "16LL"
+        for table in self.shared:
+            ctype = C_TYPES[self.dtypes[table.name].name]
+            copy, cells = _copy(table.name), _cells(table.name)
+            row = _rows(table.name)
+            rows += [
+                f"    {ctype}* const {row} = reinterpret_cast<{ctype}*>(hawk_scratch + {offset});",
+                f"    for (long long c = threadIdx.x; c < {cells}; c += blockDim.x) {{",
+                f"        {ctype} sum = {copy}[c];",
+                "        for (long long w = 1; w < hawk_warps; ++w)",
+                f"            sum += {copy}[w * {cells} + c];",
+                f"        {row}[blockIdx.x * {cells} + c] = sum;",
+                "    }",
+            ]
+            offset = (
+                f"{offset} + ((long long)gridDim.x * {cells} * {table.itemsize}LL + 15LL) "
+                "/ 16LL * 16LL"
+            )
+            final += [
+                f"        for (long long c = threadIdx.x; c < {cells}; c += blockDim.x) {{",
+                f"            {ctype} sum = __ldcg(&{row}[c]);",
+                "#pragma unroll 8",  # loads in flight; the adds stay in block order
+                "            for (long long b = 1; b < gridDim.x; ++b)",
+                f"                sum += __ldcg(&{row}[b * {cells} + c]);",
+                f"            if (sum != ({ctype})0) {Names.plane(table.name)}[c] += sum;",
+                "        }",
+            ]
+        return [
+            *rows,
+            "    __threadfence();",
+            "    __syncthreads();",
+            "    __shared__ bool hawk_last;",
+            "    unsigned int* const hawk_ticket = reinterpret_cast<unsigned int*>(hawk_scratch);",
+            "    if (threadIdx.x == 0) hawk_last = atomicAdd(hawk_ticket, 1u) == gridDim.x - 1;",
+            "    __syncthreads();",
+            "    if (hawk_last) {",
+            "        __threadfence();",
+            *final,
+            "        if (threadIdx.x == 0) *hawk_ticket = 0u;",
+            "    }",
+        ]
 
     def finish(self) -> list[str]:
         """The end of a kernel that adds into 16-bit tables: the last block to finish
@@ -374,8 +530,22 @@ class _Cuda(CStyle):
     def accumulate(self, stmt: ir.Accumulate, depth: int) -> None:
         self.depth = depth  # where reads in the indices declare their loads
         declarations, indices, checks = self.indices(stmt)
-        target = f"&{Names.plane(stmt.plane.name)}[{self.offset(stmt.plane, indices)}]"
+        plane = stmt.plane.name
+        base = Names.plane(plane)
+        if plane in self.private:
+            base = _warp_copy(plane) if self.deterministic else _copy(plane)
+        target = f"&{base}[{self.offset(stmt.plane, indices)}]"
         varying = any(item.varying for item in stmt.index)
+        if self.deterministic and plane in self.private:
+            value = self.lanes.convert(self.value(stmt.value, depth), stmt.plane, to_real=False)
+            self.helper(("add", "ordered"), HELPERS[("add", "ordered")])
+            ok = checks or "true"
+            self.emit(depth, "{")
+            for line in declarations:
+                self.emit(depth + 1, line)
+            self.emit(depth + 1, f"hawk_add_ordered({target}, {value}, {ok}, hawk_lanes);")
+            self.emit(depth, "}")
+            return
         summed = stmt.plane.name in self.sums
         if summed:  # into its scratch sums, in the compute type (rounded by finish())
             target = f"&{_sum(stmt.plane.name)}[{self.offset(stmt.plane, indices)}]"
@@ -500,3 +670,23 @@ def _sum(name: str) -> str:
 def _length(name: str) -> str:
     """The identifier of a flat table's length parameter."""
     return Names.plane(name).replace("p", "n", 1)
+
+
+def _copy(name: str) -> str:
+    """The identifier of a privatised table's copy in shared memory."""
+    return Names.plane(name).replace("p", "s", 1)
+
+
+def _warp_copy(name: str) -> str:
+    """The identifier of the warp's own copy of a privatised table (deterministic)."""
+    return Names.plane(name).replace("p", "w", 1)
+
+
+def _rows(name: str) -> str:
+    """The identifier of a privatised table's rows of block sums in the scratch buffer."""
+    return Names.plane(name).replace("p", "r", 1)
+
+
+def _cells(name: str) -> str:
+    """The identifier of a privatised table's element count."""
+    return Names.plane(name).replace("p", "c", 1)

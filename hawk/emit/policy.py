@@ -14,7 +14,9 @@ instead (``eagle.plan.auto(kernel, contraction="gemm", math="tf32")``), which
 win over it. TF32 is never chosen silently: it applies only to a plan built
 with ``math="tf32"``, here or by keyword. ``host_route`` (``"loop"`` unless
 a plan is built with ``eagle.plan.auto(kernel, host_route="gemm")``) is a
-per-plan opt-in and has no ``using`` default.
+per-plan opt-in and has no ``using`` default. So is ``adds``, where a device kernel sums
+its adds into a small table (:mod:`hawk.emit.private`): ``"auto"`` (the default),
+``"shared"``, ``"global"`` or ``"deterministic"``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,17 @@ from hawk.dtypes import Float32Math
 from hawk.emit.checks import IntOverflow
 from hawk.kinds import check_option
 
-__all__ = ["CONTRACTIONS", "INT_OVERFLOWS", "MATH", "Contraction", "Policy", "current", "using"]
+__all__ = [
+    "CONTRACTIONS",
+    "INT_OVERFLOWS",
+    "MATH",
+    "TABLE_ADDS",
+    "Contraction",
+    "Policy",
+    "TableAdds",
+    "current",
+    "using",
+]
 
 Contraction = Literal["loop", "gemm"]
 """How a contraction runs (its own loop, or one cuBLAS product); ``host_route`` takes
@@ -37,6 +49,15 @@ the same values."""
 
 #: the values ``contraction`` may take
 CONTRACTIONS: tuple[Contraction, ...] = get_args(Contraction)
+
+TableAdds = Literal["auto", "shared", "global", "deterministic"]
+"""Where a device kernel sums its adds into a small table. ``"shared"`` sums them in a copy
+per block in shared memory, ``"global"`` makes global atomics, ``"auto"`` uses shared
+memory when the table and the lanes qualify, and ``"deterministic"`` uses it in an order
+fixed by the lane count alone; :mod:`hawk.emit.private` says when and how."""
+
+#: the values ``adds`` may take
+TABLE_ADDS: tuple[TableAdds, ...] = get_args(TableAdds)
 
 #: the values ``math`` may take (how a product of float32 factors sums)
 MATH: tuple[Float32Math, ...] = get_args(Float32Math)
@@ -62,18 +83,22 @@ class Policy:
         int_overflow: ``"wrap"``: an int value beyond int64 wraps, two's
             complement; ``"check"``: the run raises ``HawkOverflowError`` naming
             the expression and the first lane.
+        adds: where a device kernel sums its adds into a small table (see
+            :data:`TableAdds`); the host ignores it.
     """
 
     contraction: Contraction = "loop"
     math: Float32Math = "fp32"
     host_route: Contraction = "loop"
     int_overflow: IntOverflow = "wrap"
+    adds: TableAdds = "auto"
 
     def __post_init__(self) -> None:
         check_option(self.contraction, Contraction, "contraction")
         check_option(self.math, Float32Math, "math")
         check_option(self.host_route, Contraction, "host_route")
         check_option(self.int_overflow, IntOverflow, "int_overflow")
+        check_option(self.adds, TableAdds, "adds")
 
 
 _DEFAULT = Policy()

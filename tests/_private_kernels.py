@@ -1,0 +1,68 @@
+# ruff: noqa: F821, UP037 - hawk's axis annotations
+"""Kernels that add into small tables, for the privatised adds (hawk.emit.private)."""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+
+import hawk
+from hawk import math as hm
+
+BINS = 1024
+#: float32 cells whose one copy is exactly the 32 KiB a block's copies may take
+AT_BOUND = 8192
+
+
+_TEMPLATE = """
+@hawk.kernel
+def histogram(x: hawk.Scalar, w: hawk.Scalar, counts: hawk.Mutable[hawk.Table["bin":{bins}]]):
+    b = int(hm.minimum(hm.maximum(x * {bins}.0, 0.0), {last}.0))
+    counts.add(bin=b, value=w)
+"""
+_made = itertools.count()
+
+
+def make_histogram(bins: int) -> hawk.Kernel:
+    """``counts[bin(x)] += w``, ``x`` in [0, 1) over ``bins`` bins, ``bin`` clamped."""
+    source = _TEMPLATE.format(bins=bins, last=bins - 1)
+    filename = f"<private kernel {next(_made)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    namespace = {"hawk": hawk, "hm": hm}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace["histogram"]
+
+
+histogram = make_histogram(BINS)
+
+
+@hawk.kernel
+def at_index(i: hawk.Scalar, w: hawk.Scalar, t: hawk.Mutable[hawk.Table]):
+    """``t[int(i)] += w``, unclamped: a bad index is refused."""
+    t.add(int(i), value=w)
+
+
+@hawk.kernel
+def two_tables(
+    i: hawk.Scalar,
+    w: hawk.Scalar,
+    a: hawk.Mutable[hawk.Table],
+    b: hawk.Mutable[hawk.Table["row":3, "col":5]],
+):
+    """Adds into a flat table and a named one."""
+    k = int(i)
+    a.add(k, value=w)
+    b.add(row=k % 3, col=k % 5, value=w * 2.0)
+
+
+@hawk.kernel
+def branched(i: hawk.Scalar, w: hawk.Scalar, t: hawk.Mutable[hawk.Table["bin":16]]):
+    """An add under an if whose condition depends on the lane."""
+    if w > 0.0:
+        t.add(bin=int(i), value=w)
+
+
+@hawk.kernel
+def uniform(w: hawk.Scalar, t: hawk.Mutable[hawk.Table["bin":4]]):
+    """An add at the same address on every lane."""
+    t.add(bin=1, value=w)
