@@ -16,9 +16,8 @@ Each figure is the host wall-clock of one operation, the median of many after a 
 * rebind one plane: ``launcher.rebind(a0=...)``, the first launch's input, alternating
   between two arrays (one node changes);
 * rebind every plane: all N + 1 chain planes at once, alternating between two sets (for
-  cuBLAS nodes, the first such rebind captures the products again and learns which
-  argument words hold plane addresses; the median is of the later ones, which patch those
-  words, one node update per node); "first rebind all" is that first one alone;
+  cuBLAS nodes each one captures the products again over the new planes); "first rebind
+  all" is the first one alone;
 * capture + instantiate: capturing the same bound launches again, instantiating the graph
   (and destroying the one it replaces), which is what a rebind saves;
 * node update (hawk only): the one ``cuGraphExecKernelNodeSetParams`` a one-plane rebind
@@ -198,8 +197,8 @@ def report(rows: list[dict[str, Any]]) -> None:
         print(
             f"target: every plane of {r['launches']} routed products <= 1/3 of capture + "
             f"instantiate: {us['rebind_all']:.1f} / {us['capture_instantiate']:.1f} us = "
-            f"{us['rebind_all'] / us['capture_instantiate']:.3f} (first rebind, which captures "
-            f"the products again: {us['first_rebind_all']:.1f} us)"
+            f"{us['rebind_all'] / us['capture_instantiate']:.3f} (the first one: "
+            f"{us['first_rebind_all']:.1f} us)"
         )
 
 

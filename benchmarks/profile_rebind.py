@@ -8,9 +8,8 @@ of one plane at 28.7x, but a rebind of every plane of 200 routed products at 0.2
 against 5.4 ms). This script builds the same graph (``bench_rebind.Chain``, 200 routed
 64^3 products in a chain), rebinds every plane ``rebinds`` times (20 by default) under
 cProfile after a warm-up, and prints per rebind: each CUDA runtime/driver call eagle made
-(count and µs, timed around eagle's checked wrapper), how many products patch their learned
-argument words rather than being captured again, then the functions with the most own time
-and the most time below them, so the next change goes where the time is.
+(count and µs, timed around eagle's checked wrapper), then the functions with the most
+own time and the most time below them, so the next change goes where the time is.
 """
 
 from __future__ import annotations
@@ -79,9 +78,6 @@ def main(argv: list[str]) -> int:
     wall = (time.perf_counter() - began) / rebinds
     print(f"{rebinds} rebinds of every plane, {NODES} routed products, {chain.nodes} nodes:")
     print(f"  {wall * 1e3:.2f} ms per rebind under cProfile")
-    sites = chain.graph._rebind_state.sites
-    learned = sum(bool(getattr(site, "_words", None)) for site in sites)
-    print(f"  {learned} of {len(sites)} products patch their learned words (no capture)")
     print(f"  {'CUDA call':<40} {'per rebind':>10} {'µs per rebind':>14}")
     for name, (count, seconds) in sorted(seen.items(), key=lambda item: -item[1][1]):
         print(f"  {name:<40} {count / rebinds:>10.1f} {seconds / rebinds * 1e6:>14.1f}")

@@ -40,10 +40,10 @@ def test_a_bad_lookup_raises_the_host_error_at_numpy(dtype: type, bad: float) ->
     expected = host_error(k.lookup, t=t, i=i, y=np.zeros(4))
     y = dev(np.full(4, np.nan), dtype)
     eagle.plan.auto(k.lookup).run(t=dev(t, dtype), i=dev(i, dtype), y=y)
-    with pytest.raises(hawk.PlaneIndexError) as caught:
+    # an index out of range, or int() of a real that is no int64 (NaN, inf, 1e30)
+    with pytest.raises(type(expected)) as caught:
         y.numpy()
-    assert str(caught.value) == str(expected)
-    assert caught.value.lane == 2
+    assert str(caught.value) == str(expected) and "at lane 2" in str(expected)
     values = y.numpy()  # the record was cleared; the good lanes were written
     assert np.array_equal(values[[0, 1, 3]], [5.0, 9.0, 1.0])
     assert values[2] == 0.0  # the read was not made
@@ -54,7 +54,7 @@ def test_the_issue_lookup_raises_on_the_device() -> None:
     plan = eagle.plan.auto(k.lookup)
     plan.run(
         t=dev(np.arange(12.0).reshape(3, 4), np.float64),
-        i=dev([5.0, -2.0, np.nan], np.float64),
+        i=dev([5.0, -2.0, 7.0], np.float64),
         y=y,
     )
     with pytest.raises(IndexError, match=r"table 't', axis 'row' \(extent 3\)"):
@@ -110,7 +110,7 @@ def test_flat_tables_are_checked_against_their_length(dtype: type) -> None:
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_bad_adds_are_not_made_and_nothing_outside_the_plane_changes(dtype: type) -> None:
     buffer, acc, initial = guarded(5 * 2, dtype, 0.0)
-    i = np.array([0.0, 4.0, -1.0, 5.0, 1e9, np.nan, -1e9, 2.0])
+    i = np.array([0.0, 4.0, -1.0, 5.0, 1e9, 1e12, -1e9, 2.0])
     expected = host_error(k.add_named, i=i, x=np.ones(8), acc=np.zeros((5, 2)))
     eagle.plan.auto(k.add_named).run(i=dev(i, dtype), x=dev(np.ones(8), dtype), acc=acc)
     with pytest.raises(hawk.PlaneIndexError) as caught:
@@ -140,7 +140,7 @@ def test_flat_adds_past_the_end_leave_the_guard_intact(dtype: type) -> None:
 
 @pytest.mark.parametrize("kernel", [k.guarded, k.guarded_select, k.guarded_logic])
 def test_lanes_that_do_not_take_the_read_do_not_raise(kernel: hawk.Kernel) -> None:
-    t, i = np.array([1.0, 2.0, 3.0, 4.0]), np.array([0.0, 9.0, -3.0, 3.0, np.nan])
+    t, i = np.array([1.0, 2.0, 3.0, 4.0]), np.array([0.0, 9.0, -3.0, 3.0, 1e12])
     host_y = np.zeros(5)
     eagle.plan.auto(kernel).run(t=t, i=i, y=host_y)
     y = dev(np.full(5, np.nan), np.float64)
@@ -150,7 +150,7 @@ def test_lanes_that_do_not_take_the_read_do_not_raise(kernel: hawk.Kernel) -> No
 
 def test_lanes_that_do_not_take_the_add_do_not_raise() -> None:
     acc = dev(np.zeros(4), np.float64)
-    i = dev([0.0, 9.0, -3.0, 3.0, 3.0, np.nan], np.float64)
+    i = dev([0.0, 9.0, -3.0, 3.0, 3.0, 1e12], np.float64)
     eagle.plan.auto(k.guarded_add).run(i=i, acc=acc)
     assert np.array_equal(acc.numpy(), [1.0, 0.0, 0.0, 2.0])
 

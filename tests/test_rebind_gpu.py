@@ -108,28 +108,6 @@ def test_forward_and_reverse_rebound_three_times_equal_fresh_captures(rng, route
     assert np.isnan(first["y"].numpy()).all()
 
 
-def test_later_rebinds_patch_the_learned_words_without_capturing(rng, routed, stream, monkeypatch):
-    _, first = _planes(rng)
-    launcher = _capture(routed, first, stream)
-    captures: list[int] = []
-    real = _rebind.StreamCapturer
-    monkeypatch.setattr(_rebind, "StreamCapturer", lambda ptr: captures.append(ptr) or real(ptr))
-    sets = [_planes(rng) for _ in range(3)]
-    for turn in range(7):
-        host, planes = sets[turn % 3]
-        launcher.rebind(**planes)
-        _check(_replay(launcher, planes, stream), host)
-    products = [
-        site
-        for site in launcher._graph._rebind_state.sites
-        if isinstance(site, _rebind.ProductSite)
-    ]
-    assert len(products) == 2 and all(site._words for site in products)  # learned
-    aligned = {a.ptr % _rebind._node_args.ALIGNED for _, p in sets for a in p.values()}
-    if aligned == {first["w"].ptr % _rebind._node_args.ALIGNED}:
-        assert len(captures) == 1  # the first rebind alone captured the products again
-
-
 def test_rebinding_by_the_arrays_replaced_and_the_graph_keeping_the_new_ones(rng, routed, stream):
     _, old = _planes(rng)
     launcher = _capture(routed, old, stream)

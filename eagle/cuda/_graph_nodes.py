@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from eagle.cuda._runtime import CudaError, cudadrv, cudart, driver
+from eagle.cuda._runtime import cudadrv, cudart, driver
 from eagle.errors import EagleValueError
 
 __all__ = [
-    "argument_sizes",
     "chain",
     "copy_params",
     "deps",
@@ -105,27 +104,6 @@ def span(after: list[Any], before: list[Any]) -> tuple[dict[int, Any], dict[int,
 
 def kernel_params(node: Any) -> Any:
     return cudadrv.cuGraphKernelNodeGetParams(driver().CUgraphNode(int(node)))
-
-
-def argument_sizes(params: Any) -> tuple[int, ...] | None:
-    """The byte size of each argument of the kernel that kernel-node ``params`` launch
-    (``cuFuncGetParamInfo``, asked until past the last), or None when the driver cannot
-    say."""
-    func = params.func
-    sizes: list[int] = []
-    try:
-        if not int(func):
-            func = cudadrv.cuKernelGetFunction(params.kern)
-        while True:
-            try:
-                _, size = cudadrv.cuFuncGetParamInfo(func, len(sizes))
-            except CudaError as exc:
-                if sizes and exc.status == "CUDA_ERROR_INVALID_VALUE":  # past the last
-                    return tuple(sizes)
-                raise
-            sizes.append(int(size))
-    except CudaError:
-        return None
 
 
 def set_kernel(exec_handle: Any, node: Any, params: Any) -> None:

@@ -14,10 +14,7 @@ graph node by node, the cheapest way each node allows:
   the same warmed handle (nothing allocates; every changed product of a stream in one
   small capture), and each of their nodes' parameters is copied onto the matching
   node of the instantiated graph (``cuGraphExecKernelNodeSetParams``,
-  ``cudaGraphExecMemsetNodeSetParams``); nothing is instantiated. That capture also
-  shows which argument words hold each plane's address (:mod:`eagle.cuda._node_args`):
-  a later rebind of those planes to addresses aligned as before patches eagle's copy
-  of the arguments instead, one node update per node, with no capture;
+  ``cudaGraphExecMemsetNodeSetParams``); nothing is instantiated;
 * a memset node (an ``Array.fill``) whose destination lies in a rebound array: its
   destination, ``cudaGraphExecMemsetNodeSetParams``.
 """
@@ -34,7 +31,6 @@ from typing import Any, Protocol
 
 from eagle._checks import check_buffer
 from eagle.cuda import _graph_nodes as graph_nodes
-from eagle.cuda import _node_args
 from eagle.cuda._capture_state import _active, _release, record_use
 from eagle.cuda._rebind_checks import (
     check_disjoint,
@@ -234,11 +230,7 @@ class _KernelChange:
 
 class ProductSite(Site):
     """Work whose nodes are another library's (cuBLAS products): rebinding captures it
-    again, alone, on the same stream, and copies its nodes' parameters over; once two
-    captures have shown which argument words hold each plane's address
-    (:func:`~eagle.cuda._node_args.learn`), a rebind of those planes to addresses
-    aligned as before patches eagle's own copy of the arguments instead, one node update
-    per node and no capture.
+    again, alone, on the same stream, and copies its nodes' parameters over.
 
     Args:
         label, planes, written: as for :class:`Site`.
@@ -260,12 +252,6 @@ class ProductSite(Site):
         self.signature: list[tuple[str, int, int]] = []
         self._current: list[Any] = []  # the parameters the instantiated graph's nodes have
         self._owner: Any = None  # keeps the graph holding those parameters
-        # the argument words that hold plane addresses (None: no capture explains them),
-        # the planes whose words are known, and eagle's copy of each node's arguments
-        self._words: list[_node_args.Word] | None = []
-        self._learned: set[str] = set()
-        self._args: list[Any] = []
-        self._handles: list[tuple[Any, Any]] = []
 
     def resolve(self) -> list[Any]:
         found, deps = graph_nodes.span(self.after, self.before)
@@ -279,64 +265,12 @@ class ProductSite(Site):
         self.signature, self._current = graph_nodes.node_params(order, self.label)
         return order
 
-    def patchable(self, planes: Mapping[str, Any]) -> bool:
-        """Whether a rebind to ``planes`` (name -> new array) can patch the learned words:
-        each plane's words are known and it moves by a multiple of
-        :data:`~eagle.cuda._node_args.ALIGNED` bytes."""
-        if not self._args:
-            return False
-        held = self.planes
-        return all(
-            name in self._learned and (array.ptr - held[name].ptr) % _node_args.ALIGNED == 0
-            for name, array in planes.items()
-        )
-
-    def patched(self, planes: Mapping[str, Any]) -> _Change:
-        """The change that moves the learned words of ``planes``' old arrays to them."""
-        distance = {name: array.ptr - self.planes[name].ptr for name, array in planes.items()}
-        words = [word for word in self._words or () if word.plane in distance]
-        touched = sorted({word.node for word in words})
-
-        def shift(sign: int) -> None:
-            args = self._args
-            for word in words:
-                node_args = args[word.node]
-                if word.argument < 0:
-                    node_args.dst = int(node_args.dst) + sign * distance[word.plane]
-                else:
-                    node_args.add(word.argument, word.at, sign * distance[word.plane])
-
-        def put(nodes: Iterable[int]) -> None:
-            args, handles = self._args, self._handles
-            for node in nodes:
-                node_args = args[node]
-                if isinstance(node_args, _node_args.NodeArgs):
-                    graph_nodes.set_kernel(*handles[node], node_args.params)
-                else:
-                    graph_nodes.set_memset(self.exec_handle, self.nodes[node], node_args)
-
-        def move(sign: int) -> None:
-            """Shift the words and update the nodes; all or nothing."""
-            shift(sign)
-            done: list[int] = []
-            try:
-                for node in touched:
-                    put((node,))
-                    done.append(node)
-            except BaseException:
-                shift(-sign)
-                put(done)
-                raise
-
-        return _Change(lambda: move(1), lambda: move(-1), lambda: self.take(planes))
-
     def changed(self, params: list[Any], owner: Any, planes: Mapping[str, Any]) -> _Change:
-        """The change that gives the nodes ``params`` (from ``owner``'s graph), captured
-        over ``planes``; committing it learns which words moved with them."""
+        """The change that gives the nodes ``params`` (from ``owner``'s graph)."""
         exec_handle, previous = self.exec_handle, self._current
 
-        def commit() -> None:  # (owner lives as long as this change: it holds params)
-            self._learn(params, owner, planes)
+        def commit() -> None:
+            self._current, self._owner = params, owner
             self.take(planes)
 
         return _Change(
@@ -344,38 +278,6 @@ class ProductSite(Site):
             lambda: graph_nodes.copy_params(exec_handle, self.nodes, previous),
             commit,
         )
-
-    def _learn(self, params: list[Any], owner: Any, planes: Mapping[str, Any]) -> None:
-        """Take ``params`` (from ``owner``'s graph) as the nodes' own, noting the words that
-        moved with ``planes`` and keeping eagle's copy of the arguments while every
-        difference is explained (else keeping ``owner``, which holds them)."""
-        moved = {}
-        for name, array in planes.items():
-            start, end = self.spans[name]
-            moved[name] = (start, end, array.ptr)
-        words = None
-        if self._words is not None:
-            words = _node_args.learn(self._current, params, moved)
-        if words is None:  # nothing learned (now or before): always captured again
-            self._words, self._learned, self._args = None, set(), []
-            self._current, self._owner = params, owner
-            return
-        kept = [word for word in self._words or () if word.plane not in moved]
-        self._words = kept + words
-        self._learned.update(moved)
-        copies: list[Any] = []
-        for node_params in params:
-            if hasattr(node_params, "kernelParams"):
-                sizes = _node_args.argument_sizes(node_params)
-                assert sizes is not None  # learn read them
-                copies.append(_node_args.NodeArgs(node_params, sizes))
-            else:
-                copies.append(node_params)
-        self._args = copies
-        self._current = [getattr(copy, "params", copy) for copy in copies]
-        self._owner = None  # the arguments are eagle's own now
-        if not self._handles:
-            self._handles = [graph_nodes.driver_handles(self.exec_handle, n) for n in self.nodes]
 
 
 class _Captured:
@@ -639,8 +541,6 @@ class _State:
             check_written(site, planes)
             if isinstance(site, KernelSite):
                 changes.append(_KernelChange(site, planes))
-            elif isinstance(site, ProductSite) and site.patchable(planes):
-                changes.append(site.patched(planes))
             elif isinstance(site, ProductSite) and site.nodes:
                 products.setdefault(site.stream_ptr, []).append((site, planes))
             elif isinstance(site, ProductSite):

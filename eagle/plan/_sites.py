@@ -15,13 +15,16 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from eagle.cuda._node_args import ALIGNED
 from eagle.cuda._rebind import KernelSite, ProductSite
 from hawk import ir
 
 __all__ = ["kernel_site", "product_site", "written_planes"]
 
 _WRITTEN = ("output", "accumulator")
+
+#: operands whose addresses agree modulo this many bytes are aligned alike for cuBLAS, so a
+#: product the handle warmed for the old planes needs no warming for the new ones
+_ALIGNED = 256
 
 
 def written_planes(kernel: ir.KernelIR) -> frozenset[str]:
@@ -54,27 +57,21 @@ def product_site(
     matrices); captured again, each is the same view of the new plane.
     """
     arrays = _arrays(planes)
-
-    found: list[list[dict[str, str | None]]] = []
-
-    def roles() -> list[dict[str, str | None]]:  # (found at the first rebind)
-        if not found:
-            found.append(
-                [
-                    {role: _plane_of(view, arrays) for role, view in call.operands.items()}
-                    for call in launch.calls
-                ]
-            )
-        return found[0]
+    roles = [
+        {role: _plane_of(view, arrays) for role, view in call.operands.items()}
+        for call in launch.calls
+    ]
 
     def reissue(stream_ptr: int, new: Mapping[str, Any]) -> Callable[[], None]:
         bound = launch.prepare(stream_ptr)  # the products as bound on the stream's handle
         products = []
-        for call, names, first in zip(launch.calls, roles(), bound, strict=True):
+        for call, names, first in zip(launch.calls, roles, bound, strict=True):
             operands = {
                 role: _moved(view, names[role], new) for role, view in call.operands.items()
             }
-            if any(operands[r].ptr % ALIGNED != v.ptr % ALIGNED for r, v in call.operands.items()):
+            if any(
+                operands[r].ptr % _ALIGNED != v.ptr % _ALIGNED for r, v in call.operands.items()
+            ):
                 first.handle.warm(call.params, operands, keep_out=True)  # aligned otherwise
             products.append(first.rebound(operands))  # the planes' layout is checked
 
