@@ -259,7 +259,8 @@ class _Cuda(CStyle):
                 *self.lanes.packed(body),
             ]
         lanes += self.lanes.scalar(body)
-        name = symbol(self.kernel.name, set(re.findall(r"\bhawk_\w+", "\n".join(helpers + lanes))))
+        used = set(re.findall(r"\bhawk_\w+", "\n".join(params + helpers + lanes)))
+        name = symbol(self.kernel.name, used)
         text = "\n".join(
             [
                 *header,
