@@ -259,8 +259,7 @@ class _Cuda(CStyle):
                 *self.lanes.packed(body),
             ]
         lanes += self.lanes.scalar(body)
-        used = set(re.findall(r"\bhawk_\w+", "\n".join(params + helpers + lanes)))
-        name = symbol(self.kernel.name, used)
+        name = symbol(self.kernel.name, set(re.findall(r"\bhawk_\w+", "\n".join(helpers + lanes))))
         text = "\n".join(
             [
                 *header,
