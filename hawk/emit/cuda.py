@@ -68,8 +68,7 @@ only the side it takes.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,16 +128,15 @@ class CudaSource:
 _BLOCK_SIZE_NOTE = "a grid-stride loop over lanes"
 
 
-def symbol(name: str, used: Collection[str] = ()) -> str:
+def symbol(name: str) -> str:
     """The ``extern "C"`` name of a kernel called ``name``: ``hawk_<name>``, or
     ``hawk_kernel_<name>`` where ``hawk_<name>`` is one of hawk's own identifiers
-    (:data:`~hawk.emit._cuda_helpers.RESERVED`: a kernel called ``pack`` or ``f16``) or
-    among those its source ``used`` besides, and ``hawk_kernel`` for a name that is not
+    (a kernel called ``pack`` or ``f16``), and ``hawk_kernel`` for a name that is not
     ASCII (NVRTC takes ASCII identifiers only)."""
     if not name.isascii():
         return "hawk_kernel"
     plain = "hawk_" + name
-    return "hawk_kernel_" + name if plain in RESERVED or plain in used else plain
+    return "hawk_kernel_" + name if plain in RESERVED else plain
 
 
 def emit(
@@ -223,6 +221,7 @@ class _Cuda(CStyle):
         self.lanes = Lanes(kernel, dtypes, self.real, width, values, narrow)
 
     def source(self) -> CudaSource:
+        name = symbol(self.kernel.name)
         params = [self.lanes.parameter(p) for p in self.kernel.planes] + ["long long n"]
         params += [f"long long {_length(name)}" for name in self.lengths]
         params.append("unsigned long long* __restrict__ hawk_rec")
@@ -259,7 +258,6 @@ class _Cuda(CStyle):
                 *self.lanes.packed(body),
             ]
         lanes += self.lanes.scalar(body)
-        name = symbol(self.kernel.name, set(re.findall(r"\bhawk_\w+", "\n".join(helpers + lanes))))
         text = "\n".join(
             [
                 *header,
