@@ -26,12 +26,24 @@ from hawk._scope import Unresolved, as_number, module_attribute, resolve
 from hawk.errors import HawkError
 from hawk.kinds import PlaneKind, Type
 
-__all__ = ["BINOPS", "DEPTH", "ExpressionTracer", "Gone", "assigned_names", "snippet"]
+__all__ = [
+    "BINOPS",
+    "DEPTH",
+    "GUARDED_DEPTH",
+    "ExpressionTracer",
+    "Gone",
+    "assigned_names",
+    "snippet",
+]
 
 #: how deep the operations of one IR expression nest at most where a kernel's expression
 #: nests deeper (ExpressionTracer.bounded): well inside the recursion of the passes over
 #: the IR and the parentheses Python's parser takes in a generated program (200)
 DEPTH = 32
+
+#: how deep an expression on a side of a conditional that makes checks may nest (it is
+#: never bound to a variable: ExpressionTracer.bounded)
+GUARDED_DEPTH = 150
 
 
 @dataclass(frozen=True)
@@ -279,9 +291,20 @@ class ExpressionTracer(ir.Builder):
         generated program, nests deeper however long the kernel's expression is. On a
         side of a conditional, binding a value evaluates it on every lane, so a value
         there is bound only when it makes no check (no table read, no operation on
-        ints, no conversion)."""
-        if self.depth(value) <= DEPTH or (self.guarded and not _checks_nothing(value)):
+        ints, no conversion); one that makes checks is refused past
+        :data:`GUARDED_DEPTH`."""
+        depth = self.depth(value)
+        if depth <= DEPTH:
             return value
+        if self.guarded and not _checks_nothing(value):
+            if depth <= GUARDED_DEPTH:
+                return value
+            raise HawkError(
+                f"an expression on a side of a conditional (x if c else y, and, or) nests "
+                f"deeper than {GUARDED_DEPTH} operations and reads a table or computes with "
+                "ints; assign it to a variable before the conditional (every lane then "
+                "evaluates it), or split it into shorter parts"
+            )
         var = self.new_var("_part", value.type, value.varying)
         self.emit(ir.Let(var, value))
         return ir.Ref(var)

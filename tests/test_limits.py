@@ -16,7 +16,7 @@ import hawk
 import hawk.diff
 from eagle.cuda import compile_cuda
 from hawk import ir
-from hawk._expressions import DEPTH
+from hawk._expressions import DEPTH, GUARDED_DEPTH
 from hawk.diff import RERUN_WARNING
 from hawk.emit import cuda
 from hawk.emit._cuda_helpers import RESERVED, SUM_PREFIX
@@ -143,3 +143,20 @@ def test_short_or_tape_free_loops_do_not_warn(tmp_path: Path) -> None:
         warnings.simplefilter("error")
         hawk.diff.vjp(horner(tmp_path, RERUN_WARNING - 1))
         hawk.diff.vjp(contract)  # a fold whose gradient needs no carried value
+
+
+def test_a_long_side_that_reads_tables_is_refused_by_name(tmp_path: Path) -> None:
+    def side(terms: int) -> str:
+        text = " + ".join(f"w.at({i}) * x" for i in range(terms))
+        return (
+            "import hawk\n\n\n@hawk.kernel\n"
+            "def reads(x: hawk.Scalar, w: hawk.Table, y: hawk.Mutable[hawk.Scalar]):\n"
+            f"    y = x if x > 0.0 else {text}\n"
+        )
+
+    with pytest.raises(hawk.HawkError, match="assign it to a variable before the conditional"):
+        load(tmp_path, "deep", side(GUARDED_DEPTH), "reads")
+    kernel = load(tmp_path, "shallow", side(GUARDED_DEPTH - 10), "reads")
+    y = np.zeros(2)
+    eagle.plan.auto(kernel).run(x=np.array([-1.0, 1.0]), w=np.ones(GUARDED_DEPTH - 10), y=y)
+    np.testing.assert_array_equal(y, [-(GUARDED_DEPTH - 10), 1.0])
