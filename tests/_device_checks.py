@@ -20,7 +20,7 @@ def dev(values: np.ndarray, dtype: type) -> arrays.Array:
 
 def host_error(kernel: hawk.Kernel, **planes: np.ndarray) -> Exception:
     """The error a host run of ``kernel`` over copies of ``planes`` raises."""
-    with pytest.raises((IndexError, ZeroDivisionError)) as caught:
+    with pytest.raises((IndexError, ZeroDivisionError, ValueError, OverflowError)) as caught:
         eagle.plan.auto(kernel).run(**{name: value.copy() for name, value in planes.items()})
     return caught.value
 
