@@ -26,6 +26,7 @@ that defines it as ``BACKEND``), or a call to :func:`register`.
 from __future__ import annotations
 
 import abc
+import functools
 import importlib
 import threading
 from collections.abc import Callable, Mapping
@@ -53,6 +54,7 @@ __all__ = [
     "Side",
     "backend_named",
     "check_lanes",
+    "host_call",
     "plane_dtypes",
     "register",
     "registered",
@@ -235,6 +237,24 @@ def check_lanes(kernel: ir.KernelIR, checks: tuple[LaneCheck, ...], checked: Pla
         if p.is_table and p.axes is None
     }
     check_launch(checks, checked.lanes, lengths)
+
+
+def host_call(
+    function: Callable[..., None], arguments: tuple[str, ...], checked: Planes
+) -> tuple[Callable[[None], None], dict[str, Callable[[float], None]]]:
+    """A host program's call over ``checked`` planes (its ``arguments`` in order, then the
+    lane count), and the setters of the Params given as numbers (one-element arrays the
+    program reads)."""
+    args = [checked.values[name] for name in arguments]
+    lanes = checked.lanes
+    setters: dict[str, Callable[[float], None]] = {
+        name: functools.partial(checked.values[name].__setitem__, 0) for name in checked.numbers
+    }
+
+    def run(_stream: None) -> None:
+        function(*args, lanes)
+
+    return run, setters
 
 
 def plane_dtypes(kernel: hawk.Kernel, signature: Signature) -> dict[str, str]:

@@ -10,7 +10,6 @@ recognised contraction as numpy products instead
 
 from __future__ import annotations
 
-import functools
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +24,7 @@ from eagle.plan._backends import (
     Plan,
     Signature,
     check_lanes,
+    host_call,
     plane_dtypes,
 )
 from eagle.plan._bound import Step
@@ -79,17 +79,7 @@ class NumpyBackend(Backend):
         emitted = self._emitted(plan.kernel, checked.signature, plan.policy.int_overflow)
         program = emitted.program
         check_lanes(plan.kernel.ir, program.launch_checks, checked)
-        function = self.load(program, None)
-        args = [checked.values[name] for name in program.arguments]
-        lanes = checked.lanes
-        # a Param given as a number is a one-element array the program reads
-        setters = {
-            name: functools.partial(checked.values[name].__setitem__, 0) for name in checked.numbers
-        }
-
-        def run(_stream: None) -> None:
-            function(*args, lanes)
-
+        run, setters = host_call(self.load(program, None), program.arguments, checked)
         last = emitted.written_last
         written = tuple(
             checked.values[p.name]

@@ -11,7 +11,6 @@ as the kernel's own loop.
 
 from __future__ import annotations
 
-import functools
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +23,7 @@ from eagle.plan._backends import (
     Binding,
     Plan,
     Signature,
+    host_call,
     plane_dtypes,
 )
 from eagle.plan._bound import Step
@@ -70,17 +70,7 @@ class ReferenceBackend(Backend):
 
     def bind(self, plan: Plan, checked: Planes) -> Binding:
         program = self.emit(plan.kernel, checked.signature, int_overflow=plan.policy.int_overflow)
-        function = self.load(program, None)
-        args = [checked.values[name] for name in program.arguments]
-        lanes = checked.lanes
-        # a Param given as a number is a one-element array the interpreter reads
-        setters = {
-            name: functools.partial(checked.values[name].__setitem__, 0) for name in checked.numbers
-        }
-
-        def run(_stream: None) -> None:
-            function(*args, lanes)
-
+        run, setters = host_call(self.load(program, None), program.arguments, checked)
         written = tuple(checked.values[p.name] for p in plan.kernel.planes if p.kind in WRITTEN)
         return Binding(Step(run, written=written), setters)
 
