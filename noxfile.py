@@ -75,7 +75,7 @@ def lint(session: nox.Session) -> None:
 
 BENCHMARKS = (
     "launch", "gemm", "precision", "hawk", "route", "diff", "param_grad",
-    "checks", "rebind", "loops", "torch", "kan", "fp8", "ints",
+    "checks", "rebind", "loops", "torch", "kan", "fp8", "ints", "scatter", "user_paths",
 )  # fmt: skip
 
 
