@@ -64,6 +64,8 @@ _THIRD_PARTY = (
 nitpick_ignore_regex = [
     (r"py:(class|obj|data|exc)", _THIRD_PARTY + r"(\..+)?"),
     (r"py:mod", r"ast|inspect|linecache"),
+    # private records in the signatures of objects eagle makes (never user-constructed)
+    (r"py:class", r"(eagle|hawk)(\.\w+)*\._\w+"),
 ]
 
 html_theme = "furo"

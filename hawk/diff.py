@@ -49,7 +49,7 @@ would have to allocate and keep, so nothing is stored:
   reruns the forward loop up to that iteration: T(T+1)/2 body evaluations
   for T iterations. A fold whose gradient needs no carried value (a sum of
   products, ``acc + w.at(..) * f.at(..)``) costs T. A rerun loop of
-  :data:`RERUN_WARNING` iterations or more warns
+  ``RERUN_WARNING`` (128) iterations or more warns
   (:class:`~hawk.AdjointCostWarning`) with its estimated cost.
 
 Steps have a zero derivative: comparisons, ``//``, and ``int()`` of a value

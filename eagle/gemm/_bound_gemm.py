@@ -95,8 +95,8 @@ class BoundGemm:
 
     @property
     def operands(self) -> dict[str, Any]:
-        """The operands it runs over, by role: ``"a"``, ``"b"``, ``"out"`` and, for an fp8
-        product, the scales given (``"a_scale"``, ``"b_scale"``)."""
+        """Its operands by role, ``"a"``, ``"b"`` and ``"out"``, and for an fp8 product the
+        scales given (``"a_scale"``, ``"b_scale"``)."""
         first, second, out = self._used
         names = self.params.operands
         found = dict(zip(names, (first, second), strict=True))

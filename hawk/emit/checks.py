@@ -7,7 +7,7 @@ division that fails its check is not made. ``int()`` of NaN, of +-inf or of a
 real beyond the int64 range raises (``HawkValueError`` for NaN,
 ``HawkOverflowError`` for the others), and so does an int ``**`` with a
 negative exponent (``HawkValueError``). With
-``int_overflow="check"`` (:data:`IntOverflow`), an int ``+``, ``-``, ``*``,
+``int_overflow="check"`` (``IntOverflow``), an int ``+``, ``-``, ``*``,
 unary ``-``, ``**`` or ``//`` whose value leaves int64 raises
 ``HawkOverflowError`` too; by default such a value wraps (two's complement).
 
