@@ -18,8 +18,8 @@ timeout 260 python3 -m pytest -q -m gpu -n 8 -p no:cacheprovider tests -k "not (
 stamp serial
 timeout 90 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_rebind_gpu.py tests/test_streams_gpu.py -k "$MEM" 2>&1 | tail -3
 stamp memcheck
-timeout ${MEMT:-170} /usr/local/cuda/bin/compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 1 python3 -m pytest -q -m gpu -p no:cacheprovider -x $MEMFILES 2>&1 | tee $R/memcheck.log | grep -E "passed|failed|ERROR SUMMARY|Invalid|error" | tail -12
-for b in $BENCHES; do
+timeout ${MEMT:-170} /usr/local/cuda/bin/compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 1 python3 -m pytest -q -m gpu -p no:cacheprovider -x ${MEMFILES:-tests/test_ints_gpu.py} 2>&1 | tee $R/memcheck.log | grep -E "passed|failed|ERROR SUMMARY|Invalid|error" | tail -12
+for b in ${BENCHES:-}; do
   stamp "$b"; timeout ${BENCHT:-150} python3 benchmarks/bench_$b.py $R/$b.json ${BENCHARGS:-} 2>&1 | tail -40
 done
 stamp done
