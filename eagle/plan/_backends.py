@@ -29,11 +29,13 @@ import abc
 import functools
 import importlib
 import threading
-from collections.abc import Callable, Mapping
+import weakref
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import hawk
+from eagle._cache import KeyedCache
 from eagle.errors import EagleTypeError, EagleValueError
 from eagle.gemm.contraction import RecognizedContraction
 from eagle.gemm.lowering import Direction
@@ -49,6 +51,7 @@ __all__ = [
     "PROGRAMS",
     "Backend",
     "Binding",
+    "KernelPrograms",
     "Plan",
     "Program",
     "Side",
@@ -63,8 +66,34 @@ __all__ = [
 Signature = tuple[str, ...]
 """Each plane's dtype name, in the kernel's plane order."""
 
+V = TypeVar("V")
+
 #: programs a backend keeps per kernel (they go with the kernel)
 PROGRAMS = 64
+
+
+class KernelPrograms(Generic[V]):
+    """A backend's emitted programs: per kernel (going with it), a :class:`KeyedCache` of
+    at most :data:`PROGRAMS` programs by the backend's key (its signature and options)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._by_kernel: weakref.WeakKeyDictionary[hawk.Kernel, KeyedCache[Any, V]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __getitem__(self, kernel: hawk.Kernel) -> KeyedCache[Any, V]:
+        return self._by_kernel[kernel]
+
+    def get(self, kernel: hawk.Kernel, key: Hashable, make: Callable[[], V]) -> V:
+        """The program of ``kernel`` for ``key``, made by ``make()`` the first time."""
+        programs = self._by_kernel.get(kernel)
+        if programs is None:
+            programs = self._by_kernel[kernel] = KeyedCache(self.name, PROGRAMS)
+        program = programs.get(key)
+        if program is None:
+            program = programs[key] = make()
+        return program
 
 
 class Plan(Protocol):

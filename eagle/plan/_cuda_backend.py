@@ -20,22 +20,20 @@ instead (:class:`eagle.plan._route.GemmLaunch`).
 from __future__ import annotations
 
 import functools
-import weakref
 from typing import Any
 
 import numpy as np
 
 import hawk
 from eagle import arrays
-from eagle._cache import KeyedCache
 from eagle.arrays import Array
 from eagle.cuda import _records, module
 from eagle.cuda.stream import as_stream_ptr
 from eagle.gemm.lowering import Direction
 from eagle.plan._backends import (
-    PROGRAMS,
     Backend,
     Binding,
+    KernelPrograms,
     Plan,
     Signature,
     check_lanes,
@@ -74,9 +72,7 @@ class CudaBackend(Backend):
 
     def __init__(self) -> None:
         # per kernel (going with it): (signature, values, narrow lanes) -> its source
-        self._sources: weakref.WeakKeyDictionary[
-            hawk.Kernel, KeyedCache[tuple[Any, ...], cuda.CudaSource]
-        ] = weakref.WeakKeyDictionary()
+        self._sources: KernelPrograms[cuda.CudaSource] = KernelPrograms("cuda sources")
 
     def product_reasons(self, policy: Policy) -> tuple[str, ...]:
         return ()
@@ -98,24 +94,20 @@ class CudaBackend(Backend):
         2**31 lanes the lane loops of a kernel whose lanes run no loop of their own count
         in 32 bits; a looping lane keeps 64-bit counters (on the H200, no faster in 32
         bits, and slower at 2048**3: more registers)."""
-        sources = self._sources.get(kernel)
-        if sources is None:
-            sources = self._sources[kernel] = KeyedCache("cuda sources", PROGRAMS)
         key = (signature, values, lanes < _NARROW_LANES, int_overflow, shared, deterministic)
-        source = sources.get(key)
-        if source is None:
-            narrow = key[2] and not kernel.ir.loops()
-            dtypes = plane_dtypes(kernel, signature)
-            source = sources[key] = cuda.emit(
+
+        def make() -> cuda.CudaSource:
+            return cuda.emit(
                 kernel.ir,
-                dtypes,
+                plane_dtypes(kernel, signature),
                 values=values,
-                narrow=narrow,
+                narrow=key[2] and not kernel.ir.loops(),
                 int_overflow=int_overflow,
                 shared=shared,
                 deterministic=deterministic,
             )
-        return source
+
+        return self._sources.get(kernel, key, make)
 
     def load(self, program: Any, device: int | None) -> tuple[module.Kernel, Any]:
         """The loaded kernel and its error record on ``device`` (a failed check is noted

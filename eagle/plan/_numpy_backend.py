@@ -10,17 +10,15 @@ recognised contraction as numpy products instead
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 import hawk
-from eagle._cache import KeyedCache
 from eagle.gemm.lowering import Direction
 from eagle.plan._backends import (
-    PROGRAMS,
     Backend,
     Binding,
+    KernelPrograms,
     Plan,
     Signature,
     check_lanes,
@@ -53,9 +51,7 @@ class NumpyBackend(Backend):
     def __init__(self) -> None:
         # per kernel (going with it): signature -> its program and the plane a run needs no
         # saved copy of
-        self._programs: weakref.WeakKeyDictionary[
-            hawk.Kernel, KeyedCache[tuple[Signature, IntOverflow], _Emitted]
-        ] = weakref.WeakKeyDictionary()
+        self._programs: KernelPrograms[_Emitted] = KernelPrograms("numpy programs")
 
     def product_reasons(self, policy: Policy) -> tuple[str, ...]:
         return () if policy.host_route == "gemm" else (_HOST_REASON,)
@@ -107,16 +103,12 @@ class NumpyBackend(Backend):
     def _emitted(
         self, kernel: hawk.Kernel, signature: Signature, int_overflow: IntOverflow
     ) -> _Emitted:
-        programs = self._programs.get(kernel)
-        if programs is None:
-            programs = self._programs[kernel] = KeyedCache("numpy programs", PROGRAMS)
-        key = (signature, int_overflow)
-        emitted = programs.get(key)
-        if emitted is None:
+        def make() -> _Emitted:
             dtypes = plane_dtypes(kernel, signature)
             program = host.emit(kernel.ir, dtypes, int_overflow=int_overflow)
-            emitted = programs[key] = _Emitted(program, _written_last(kernel.ir))
-        return emitted
+            return _Emitted(program, _written_last(kernel.ir))
+
+        return self._programs.get(kernel, (signature, int_overflow), make)
 
 
 class _Emitted:

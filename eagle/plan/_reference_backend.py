@@ -11,16 +11,14 @@ as the kernel's own loop.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 import hawk
-from eagle._cache import KeyedCache
 from eagle.plan._backends import (
-    PROGRAMS,
     Backend,
     Binding,
+    KernelPrograms,
     Plan,
     Signature,
     host_call,
@@ -41,9 +39,9 @@ class ReferenceBackend(Backend):
     side = "host"
 
     def __init__(self) -> None:
-        self._programs: weakref.WeakKeyDictionary[
-            hawk.Kernel, KeyedCache[tuple[Signature, IntOverflow], reference.ReferenceProgram]
-        ] = weakref.WeakKeyDictionary()
+        self._programs: KernelPrograms[reference.ReferenceProgram] = KernelPrograms(
+            "reference programs"
+        )
 
     def emit(
         self,
@@ -54,16 +52,11 @@ class ReferenceBackend(Backend):
         lanes: int = 0,
         int_overflow: IntOverflow = "wrap",
     ) -> reference.ReferenceProgram:
-        programs = self._programs.get(kernel)
-        if programs is None:
-            programs = self._programs[kernel] = KeyedCache("reference programs", PROGRAMS)
-        program = programs.get((signature, int_overflow))
-        if program is None:
-            dtypes = plane_dtypes(kernel, signature)
-            program = programs[signature, int_overflow] = reference.emit(
-                kernel.debug_ir, dtypes, int_overflow
-            )
-        return program
+        return self._programs.get(
+            kernel,
+            (signature, int_overflow),
+            lambda: reference.emit(kernel.debug_ir, plane_dtypes(kernel, signature), int_overflow),
+        )
 
     def load(self, program: Any, device: int | None) -> Callable[..., None]:
         return program.function
