@@ -130,21 +130,9 @@ class BoundGemm:
         scaled = [(f"{name}_scale", old) for name, old in pairs]
         roles = (*params.operands, "out", *(role for role, old in scaled if old is not None))
         olds = (*self._used, *(old for _, old in scaled if old is not None))
-        for role, old in zip(() if checked else roles, olds, strict=False):
-            new = operands[role]
-            if (
-                getattr(new, "is_host", True)
-                or new.shape != old.shape
-                or new.strides != old.strides
-                or new.dtype != old.dtype
-                or new.device_index != old.device_index
-            ):
-                raise EagleValueError(
-                    f"operand {role!r} is laid out otherwise than the one it replaces "
-                    f"(shape {tuple(old.shape)}, strides {tuple(old.strides)}, {old.dtype}, "
-                    f"cuda:{old.device_index}); bind the product again with handle.bind"
-                )
         if not checked:
+            for role, old in zip(roles, olds, strict=True):
+                _check_laid_out_as(role, operands[role], old)
             _check_out_apart(operands)
         first, second, out = (operands[role] for role in roles[:3])
         first_scale, second_scale = (None if old is None else operands[r] for r, old in scaled)
@@ -160,3 +148,20 @@ class BoundGemm:
 
     def __repr__(self) -> str:
         return f"BoundGemm({self.params}, {self.handle!r})"
+
+
+def _check_laid_out_as(role: str, new: Any, old: Any) -> None:
+    """Refuse operand ``role``'s ``new`` array unless it is a device array laid out as
+    ``old``, the one it replaces."""
+    if (
+        getattr(new, "is_host", True)
+        or new.shape != old.shape
+        or new.strides != old.strides
+        or new.dtype != old.dtype
+        or new.device_index != old.device_index
+    ):
+        raise EagleValueError(
+            f"operand {role!r} is laid out otherwise than the one it replaces "
+            f"(shape {tuple(old.shape)}, strides {tuple(old.strides)}, {old.dtype}, "
+            f"cuda:{old.device_index}); bind the product again with handle.bind"
+        )
