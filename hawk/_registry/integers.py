@@ -27,6 +27,7 @@ from typing import Any
 from hawk._registry.entry import COut, HostOut
 
 __all__ = [
+    "EXACT",
     "binary_c",
     "binary_host",
     "c_identifiers",
@@ -214,6 +215,19 @@ def int_pow_host(out: HostOut, node: Any, a: str, b: str) -> str:
     """The numpy printer of an int ``**``."""
     sites = ", ".join(out.check_site(node, kind) or "None" for kind in ("exponent", "overflow"))
     return f"_ipow({a}, {b}, {sites}, {out.lanes()})"
+
+
+#: an int operation's exact value (``neg`` negates ``a``), on Python ints or numpy arrays
+#: (floor division and modulo as Python's)
+EXACT: dict[str, Callable[[Any, Any], Any]] = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "//": lambda a, b: a // b,
+    "%": lambda a, b: a % b,
+    "**": pow,
+    "neg": lambda a, b: -a,
+}
 
 
 def wrapped(value: int) -> int:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from hawk._registry.functions import floor_int
-from hawk._registry.integers import wrapped
+from hawk._registry.integers import EXACT, wrapped
 from hawk.emit._factor import GROUP, UNIT
 from hawk.emit.checks import CheckSite
 from hawk.ir.expr import INT_MAX, INT_MIN
@@ -145,26 +145,18 @@ def _wrap(value: Any) -> Any:
     return value
 
 
-_EXACT = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "//": lambda a, b: a // b,
-    "neg": lambda a, b: -a,
-}
-
-
 def _checked(
     op: str, a: Any, b: Any, site: CheckSite, mask: np.ndarray | None, n: int, unit: int = 0
 ) -> Any:
-    """``a op b`` in int64 (``op`` one of :data:`_EXACT`; ``neg`` negates ``a``), raising for
-    the first lane (under ``mask``) where its value leaves int64."""
+    """``a op b`` in int64 (``op`` one of ``+``, ``-``, ``*``, ``//`` and ``neg``, which
+    negates ``a``), raising for the first lane (under ``mask``) where its value leaves
+    int64."""
     if type(a) is int and type(b) is int:
-        exact = _EXACT[op](a, b)
+        exact = EXACT[op](a, b)
         _fail_first(site, exact != wrapped(exact), wrapped(exact), mask, n, unit)
         return wrapped(exact)
     x, y = np.asarray(a, np.int64), np.asarray(b, np.int64)
-    result: np.ndarray = np.asarray(_EXACT[op](x, y), np.int64)
+    result: np.ndarray = np.asarray(EXACT[op](x, y), np.int64)
     if op == "+":
         bad = ((x ^ result) & (y ^ result)) < 0
     elif op == "-":

@@ -32,7 +32,7 @@ import numpy as np
 
 from hawk import ir
 from hawk._registry import DEBUG_CALLS
-from hawk._registry.integers import wrapped
+from hawk._registry.integers import EXACT, wrapped
 from hawk.emit import compute_dtype, plane_dtypes
 from hawk.emit.checks import LaneCheck, division_site, index_site, operation_site
 from hawk.kinds import PlaneKind, Type
@@ -228,14 +228,14 @@ class _Lanes:
         """As :meth:`operation`; of two ints exact, then wrapped into int64 (an integer
         ``//`` or ``%`` by zero and a negative ``**`` exponent refused first)."""
         left, right = self.expr(node.left), self.expr(node.right)
-        if node.type != Type.INT or node.op not in _INT_EXACT:
+        if node.type != Type.INT or node.op not in _INT_OPS:
             return _apply(node, left, right)
         a, b = int(left), int(right)
         if node.op in ("//", "%") and b == 0:
             raise division_site(node).error(self.lane, 0)
         if node.op == "**" and b < 0:
             raise operation_site(node, "exponent").error(self.lane, b)
-        return self.wrapped(node, _INT_EXACT[node.op](a, b))
+        return self.wrapped(node, EXACT[node.op](a, b))
 
     def wrapped(self, node: ir.Expr, exact: int) -> np.int64:
         """``exact`` brought into int64; raised for a value beyond it when checking."""
@@ -272,15 +272,8 @@ class _Lanes:
         return self.expr(node.if_true if self.expr(node.cond) else node.if_false)
 
 
-#: an int operation's exact value, on Python ints (floor division and modulo as Python's)
-_INT_EXACT: dict[str, Callable[[int, int], int]] = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "//": lambda a, b: a // b,
-    "%": lambda a, b: a % b,
-    "**": pow,
-}
+#: the int operators computed exactly, then wrapped (:data:`~hawk._registry.integers.EXACT`)
+_INT_OPS = frozenset(("+", "-", "*", "//", "%", "**"))
 
 
 def _int_unary(node: ir.Operation) -> str | None:
