@@ -35,9 +35,9 @@ def test_in_range_lookups_agree_with_the_reference(dtype: type, rng: np.random.G
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("bad", [5.0, -2.0, np.nan, np.inf, -np.inf, 1e30])
 def test_a_bad_lookup_raises_the_host_error_at_numpy(dtype: type, bad: float) -> None:
-    t = np.arange(12.0).reshape(3, 4)
-    i = np.array([1.0, 2.0, bad, 0.0])
-    expected = host_error(k.lookup, t=t, i=i, y=np.zeros(4))
+    t = np.arange(12.0).reshape(3, 4).astype(dtype)
+    i = np.array([1.0, 2.0, bad, 0.0]).astype(dtype)  # 1e30 as float32 is 1.0000000150e30
+    expected = host_error(k.lookup, t=t, i=i, y=np.zeros(4, dtype))
     y = dev(np.full(4, np.nan), dtype)
     eagle.plan.auto(k.lookup).run(t=dev(t, dtype), i=dev(i, dtype), y=y)
     # an index out of range, or int() of a real that is no int64 (NaN, inf, 1e30)
