@@ -29,6 +29,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
@@ -102,10 +103,10 @@ print(json.dumps({name: statistics.median(v) for name, v in figures.items()}))
 """
 
 
-def _run(tree: Path) -> dict[str, float]:
+def _run(tree: Path, probe: Path) -> dict[str, float]:
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
     done = subprocess.run(
-        [sys.executable, "-c", PROBE], env=env, cwd=tree, capture_output=True, text=True
+        [sys.executable, str(probe)], env=env, cwd=tree, capture_output=True, text=True
     )
     if done.returncode:
         raise SystemExit(f"the probe failed in {tree}:\n{done.stderr}")
@@ -117,10 +118,13 @@ def main(argv: list[str]) -> int:
     rounds = int(argv[3]) if len(argv) > 3 else 5
     trees = {"this": HERE, "other": other}
     runs: dict[str, list[dict[str, float]]] = {"this": [], "other": []}
-    for turn in range(rounds):
-        order = ("this", "other") if turn % 2 == 0 else ("other", "this")
-        for which in order:
-            runs[which].append(_run(trees[which]))
+    with tempfile.TemporaryDirectory() as folder:
+        probe = Path(folder) / "host_probe.py"  # hawk reads kernel sources from a file
+        probe.write_text(PROBE)
+        for turn in range(rounds):
+            order = ("this", "other") if turn % 2 == 0 else ("other", "this")
+            for which in order:
+                runs[which].append(_run(trees[which], probe))
     names = list(runs["this"][0])
     table = {}
     print(f"host µs per call, {rounds} alternating rounds (this: {HERE}, other: {other})")
