@@ -301,6 +301,7 @@ def test_argument_list_launches_in_one_capture_keep_their_own_values(rng):
     graph.destroy()
 
 
+@pytest.mark.device_memory
 def test_freed_memory_returns_to_the_device_after_trim():
     pool = cuda.default_pool()
     cudart.cudaDeviceSynchronize()

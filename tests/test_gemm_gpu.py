@@ -368,6 +368,7 @@ def test_a_capture_never_contains_an_allocation(rng, stream, m, k, n, math):
     handle.destroy()
 
 
+@pytest.mark.device_memory
 def test_one_handle_captured_100_times_does_not_grow_device_memory(rng, stream, handle):
     operands, params, _ = _product(rng, 512, 512, 512)
     handle.warm(params, operands)

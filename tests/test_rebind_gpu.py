@@ -141,6 +141,7 @@ def test_a_refused_rebind_leaves_replays_correct(rng, routed, stream, make, erro
     _check(_replay(launcher, planes, stream), {**host, "w": other["w"].numpy()})
 
 
+@pytest.mark.device_memory
 def test_a_thousand_rebinds_do_not_grow_device_memory(rng, routed, stream):
     sets = [_planes(rng) for _ in range(3)]
     launcher = _capture(routed, sets[0][1], stream)

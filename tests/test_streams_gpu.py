@@ -210,6 +210,7 @@ def test_the_routed_torch_op_forward_and_backward_are_recorded_into_a_torch_grap
     assert _relative_error(grad.cpu(), ref_grad.cpu()) < 1e-5
 
 
+@pytest.mark.device_memory
 def test_short_lived_streams_take_their_cublas_handles_with_them(rng):
     a, b = (arrays.asarray(rng.standard_normal((256, 256)), "float32", "cuda:0") for _ in "ab")
     out = arrays.full((256, 256), np.nan, "float32", "cuda:0")
