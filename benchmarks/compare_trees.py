@@ -104,7 +104,8 @@ print(json.dumps({name: statistics.median(v) for name, v in figures.items()}))
 
 
 def _run(tree: Path, probe: Path) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
+    paths = [str(tree), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), PYTHONDONTWRITEBYTECODE="1")
     done = subprocess.run(
         [sys.executable, str(probe)], env=env, cwd=tree, capture_output=True, text=True
     )
