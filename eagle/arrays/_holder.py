@@ -190,8 +190,27 @@ def bump_versions(tensors: Iterable[Any]) -> None:
     torch's in-place operations do), so autograd refuses a backward that saved them;
     None stands for no tensor."""
     written = [tensor for tensor in tensors if tensor is not None]
-    if written:  # (torch's public call; it takes a list of tensors since torch 2.5)
-        sys.modules["torch"].autograd.graph.increment_version(written)
+    if written:
+        (_increments[0] if _increments else _increment())(written)
+
+
+#: the call that bumps a list of tensors' versions, found on first use
+_increments: list[Callable[[list[Any]], None]] = []
+
+
+def _increment() -> Callable[[list[Any]], None]:
+    """torch's C call behind ``torch.autograd.graph.increment_version``, which takes a list
+    of tensors since torch 2.5 (the public wrapper's ``isinstance`` check costs more than
+    the bump itself), or the public call where the C one takes no list."""
+    torch = sys.modules["torch"]
+    found = getattr(torch._C, "_increment_version", None)
+    try:
+        if found is not None:
+            found([])
+    except TypeError:
+        found = None
+    _increments.append(found or torch.autograd.graph.increment_version)
+    return _increments[0]
 
 
 # -- asarray: an Array over any buffer ---------------------------------------------------------
