@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hawk import ir
-from hawk._fold import fold
+from hawk._fold import check_constant, fold
 from hawk._registry import BUILTINS, DEBUG_CALLS, Form, spelled
 from hawk._scope import Unresolved, as_number, module_attribute, resolve
 from hawk.errors import HawkError
@@ -223,6 +223,7 @@ class ExpressionTracer(ir.Builder):
                     raise self.error(node, f"{snippet(node)}: {exc}") from exc
                 if isinstance(value, complex):
                     raise self.error(node, f"{snippet(node)} is not a real number")
+                check_constant(snippet(node), value)
                 return ir.Const(value)
             if isinstance(right, ir.Const) and right.type == Type.INT and right.value < 0:
                 left = self.real(node, left, op)  # an int to a negative power is a real

@@ -12,9 +12,10 @@ from typing import Any
 
 from hawk import ir
 from hawk.errors import HawkError
+from hawk.ir.expr import INT_MAX, INT_MIN
 from hawk.kinds import Type
 
-__all__ = ["fold"]
+__all__ = ["check_constant", "fold"]
 
 _RULES: ir.Rules[Callable[[Any], ir.Expr]] = ir.Rules("fold", ir.Expr)
 
@@ -25,8 +26,9 @@ def fold(node: ir.Expr) -> ir.Expr:
     A real division by a constant zero is left to the device's IEEE rules.
 
     Raises:
-        HawkError: an int ``//`` or ``%`` by the constant 0, or an int result
-            outside 64 bits; a node with no folding rule.
+        HawkError: an int ``//`` or ``%`` by the constant 0, or an int result of
+            constants outside 64 bits (run-time ints wrap; a constant expression must
+            fit, as a written constant must); a node with no folding rule.
     """
     return _RULES(node)(node)
 
@@ -49,10 +51,36 @@ def _binary(node: ir.Binary) -> ir.Expr:
     values = _constants(node)
     if values is None or (node.op in ("/", "//", "%") and values[1] == 0):
         return node
-    return ir.Const(node.builtin.evaluate(*values))
+    return _constant(node, node.builtin.evaluate(*values))
 
 
 @_RULES.rule(ir.Unary, ir.Compare, ir.Logic, ir.Not, ir.Cast, ir.Select)
 def _evaluated(node: ir.Operation) -> ir.Expr:
     values = _constants(node)
-    return node if values is None else ir.Const(node.builtin.evaluate(*values))
+    return node if values is None else _constant(node, node.builtin.evaluate(*values))
+
+
+def _constant(node: ir.Operation, value: int | float | bool) -> ir.Const:
+    """The constant ``node`` of constants folds to.
+
+    Raises:
+        HawkError: an int beyond int64 (:func:`check_constant`).
+    """
+    check_constant(str(node), value)
+    return ir.Const(value)
+
+
+def check_constant(text: str, value: int | float | bool) -> None:
+    """Refuse the value of the constant expression ``text`` when it is an int beyond int64,
+    as a constant written so is: an expression of constants is a constant its author
+    wrote, whose exact value they meant (operations on run-time values wrap instead).
+
+    Raises:
+        HawkError: ``value`` is an int outside int64.
+    """
+    if type(value) is int and not INT_MIN <= value <= INT_MAX:
+        raise HawkError(
+            f"the constant expression {text} is {value}, which does not fit in 64 bits; "
+            f"hawk ints are from {INT_MIN} to {INT_MAX}, and a constant expression must "
+            f"fit (write a float, e.g. {float(value):g}, for a real value)"
+        )

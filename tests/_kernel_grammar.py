@@ -10,6 +10,8 @@ outputs. The grammar covers, in typed and bounded form:
   constant, unary minus, int/real mixing;
 * int arithmetic ``+ - *``, ``//`` and ``%`` by a nonzero divisor of either
   sign (constant or ``abs(e) + 1``), ``int()`` of reals of either sign,
+  products, ``int ** int`` powers and negations that leave int64 (hawk wraps them, two's
+  complement), reduced modulo a power of two, which any multiple of 2**64 leaves alone,
   ``float()``, ``hm.sample_index()`` and ``hm.split_index(n)``;
 * every ``hawk.math`` function with its argument in its domain (``log`` and
   ``sqrt`` of ``c + e*e`` or ``c + abs(e)``, ``pow``/``**`` of a positive base);
@@ -87,6 +89,11 @@ _CLAMPS = (1.0, 4.0, 8.0, 16.0)
 #: before adding them (``_add_groups`` of ``hawk/emit/_host_runtime.py``)
 _WIDE_LANES = (32, 64)
 _WIDE_SPLITS = (16, 32)
+#: factors that take a product of ints past int64 (the first is 2**62), exponents that
+#: take a power of 2..8 past it, and the powers of two the wrapped value is reduced by
+_WRAPPING = (2**62, 3_037_000_507, -(2**61) - 5, 9_007_199_254_740_993)
+_EXPONENTS = (0, 5, 31, 63, 64, 70)
+_MODULI = (2, 16, 64, 512)
 #: the storage dtypes a plane of a mixed kernel draws from (float64 once in a while)
 _MIXED = ("float32", "float16", "bfloat16", "float16", "bfloat16", "float32", "float64")
 
@@ -645,9 +652,12 @@ class _Builder:
         """An int expression and a bound on its magnitude."""
         if depth <= 0:
             return self.int_leaf()
-        kind = self.choice(["leaf", "arith", "arith", "div", "trunc", "call", "select", "neg"])
+        kinds = ["leaf", "arith", "arith", "div", "trunc", "call", "select", "neg", "wrap"]
+        kind = self.choice(kinds)
         if kind == "leaf":
             return self.int_leaf()
+        if kind == "wrap":
+            return self.int_wrap(depth)
         if kind == "arith":
             (a, ba), (b, bb) = self.int_expr(depth - 1), self.int_expr(depth - 1)
             return self.int_limit(*self.combine(a, ba, b, bb))
@@ -679,6 +689,27 @@ class _Builder:
             return f"({a} if {cond} else {b})", max(ba, bb)
         a, ba = self.int_expr(depth - 1)
         return f"(-{a})", ba
+
+    def int_wrap(self, depth: int) -> tuple[str, float]:
+        """An int expression of the lane whose products or powers leave int64 (hawk wraps
+        them, two's complement), reduced modulo a power of two: two's complement wrapping
+        changes a value by a multiple of 2**64, which leaves its floor modulo 2**k alone,
+        so the per-lane reference's unbounded Python ints give the same value."""
+        a, _ = self.int_expr(depth - 1)
+        # (the lane keeps the operand from being a constant: an expression of constants
+        # beyond int64 is refused when the kernel is decorated)
+        a = f"({a} + hm.sample_index())"
+        form = self.choice(["product", "power", "negated"])
+        if form == "product":
+            b, _ = self.int_expr(depth - 1)
+            big = self.choice(_WRAPPING)
+            inner = f"({a} * {big} + {b})" if big > 0 else f"({a} * ({big}) - {b})"
+        elif form == "power":  # exact by squaring, wrapping past int64
+            inner = f"((hm.abs({a}) % 7 + 2) ** {self.choice(_EXPONENTS)})"
+        else:  # the most negative int64 and what - and abs make of it
+            inner = f"(-(hm.abs({a}) * {_WRAPPING[0]} * 2 - {a}))"
+        modulus = self.choice(_MODULI)
+        return f"({inner} % {modulus})", modulus - 1
 
     def int_limit(self, text: str, bound: float) -> tuple[str, float]:
         if bound <= INT_LIMIT:

@@ -237,7 +237,8 @@ def test_generated_kernels_cover_the_grammar(loader: KernelLoader) -> None:
         "(not ", "for ", ", -1):", ", -2):", "        for ", "hawk.Mutable[hawk.Table]",
         'hawk.Mutable[hawk.Table["bin":', ".add(bin=", ".add(hm.", "value=hm.",
         "hm.split_index(32)", "hm.sample_index() // ",
-        "hm.sample_index() % ", "            h0.add(",
+        "hm.sample_index() % ", "            h0.add(", " * 4611686018427387904 + ", " ** 70)",
+        " ** 63)", "(-(hm.abs((",
     ]  # fmt: skip
     missing = [c for c in constructs if c not in text]
     assert not missing

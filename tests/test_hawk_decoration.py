@@ -11,6 +11,7 @@ import eagle.plan
 import hawk
 from eagle.cuda import compile_cuda
 from hawk import ir
+from hawk import math as hm
 from hawk.emit import cuda
 from hawk.kinds import PlaneKind, Type
 
@@ -45,6 +46,32 @@ def test_an_ir_refusal_points_at_its_expression() -> None:
             y = x * float(2**64)
 
     assert caught.value.column == 18  # 2**64 in the dedented source, not the statement
+
+
+def test_an_operation_of_constants_beyond_int64_is_refused_by_name() -> None:
+    """A product or power of int constants is a constant its author wrote: it must fit
+    (operations on run-time ints wrap instead)."""
+    with pytest.raises(hawk.HawkError, match="does not fit in 64 bits") as caught:
+
+        @hawk.kernel
+        def k(y: hawk.Mutable[hawk.Scalar]):
+            y = float(-7 * 4611686018427387904 + hm.sample_index())
+
+    message = "the constant expression -7 * 4611686018427387904 is -32281802128991715328,"
+    assert message in str(caught.value)
+    with pytest.raises(hawk.HawkError, match=r"the constant expression 3 \*\* 70 is 2503"):
+
+        @hawk.kernel
+        def power(y: hawk.Mutable[hawk.Scalar]):
+            y = float(3**70)
+
+    @hawk.kernel
+    def wraps(y: hawk.Mutable[hawk.Scalar]):
+        y = float((hm.sample_index() - 7) * 4611686018427387904 % 512)
+
+    y = np.zeros(3)
+    eagle.plan.auto(wraps).run(y=y)
+    assert list(y) == [(k - 7) * 4611686018427387904 % 512 for k in range(3)]
 
 
 def test_a_non_ascii_plane_name_runs_on_host_and_compiles_for_the_device() -> None:
