@@ -116,6 +116,25 @@ def test_a_second_process_reads_the_image_from_disk(cache, monkeypatch, caplog):
     assert any("disk cache hit" in m for m in _messages(caplog, logging.DEBUG))
 
 
+def test_a_cache_hit_reads_image_bytes_and_deserialises_nothing(cache, monkeypatch, caplog):
+    """docs/install.md: nothing is unpickled; a cached file holds an image's bytes and
+    their digest, which the driver loads as it would a fresh compile's."""
+    import marshal
+    import pickle
+
+    image = compile_cuda(_source(1), name="k1")
+    _forget_in_memory(monkeypatch)
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the compile cache deserialised an object")
+
+    for target, name in ((pickle, "loads"), (pickle, "load"), (marshal, "loads")):
+        monkeypatch.setattr(target, name, refused)
+    with caplog.at_level(logging.DEBUG, logger="eagle"):
+        assert compile_cuda(_source(1), name="k1") == image
+    assert _compiles(caplog) == 0  # read from disk, with nothing unpickled
+
+
 # -- whom eagle trusts -----------------------------------------------------------------------
 
 

@@ -298,6 +298,35 @@ def test_misaligned_null_and_read_only_device_planes_are_refused(rng):
         gemm_params_for_arrays(a, a, read_only[:16].reshape(4, 4))
 
 
+class _BigEndian:
+    """Real device memory described, through the CUDA array interface, as big-endian
+    float32 (``>f4``): what no device kernel or cuBLAS call reads as such."""
+
+    def __init__(self, array: arrays.Array) -> None:
+        self.__cuda_array_interface__ = {
+            "shape": tuple(array.shape), "typestr": ">f4", "data": (array.ptr, False),
+            "strides": None, "version": 3,
+        }  # fmt: skip
+
+
+def test_big_endian_device_arrays_are_refused_by_every_call_that_takes_them(rng):
+    x = arrays.asarray(rng.standard_normal(4096).astype(np.float32), device="cuda:0")
+    y = arrays.full(4096, np.nan, "float32", "cuda:0")
+    plan = eagle.plan.auto(_axpb)
+    with pytest.raises(TypeError, match="plane 'x' is >f4, in non-native byte order"):
+        plan.run(x=_BigEndian(x), a=1.0, y=y)
+    with pytest.raises(TypeError, match="plane 'y' is >f4, in non-native byte order"):
+        plan.bind(x=x, a=1.0, y=_BigEndian(y))
+    a = arrays.asarray(rng.standard_normal((4, 4)).astype(np.float32), device="cuda:0")
+    out = arrays.full((4, 4), np.nan, "float32", "cuda:0")
+    with pytest.raises(GemmMappingUnavailable, match="operand 'b' is >f4"):
+        gemm_params_for_arrays(a, _BigEndian(a), out)
+    step = matmul_step("out", a="a", b="b", out="out")
+    with pytest.raises(MatmulUnavailable, match="buffer 'a' is >f4"):
+        step.run({"a": _BigEndian(a), "b": a, "out": out}, "device")
+    assert np.isnan(y.numpy()).all() and np.isnan(out.numpy()).all()  # nothing ran
+
+
 def test_a_rebind_refuses_misaligned_null_and_read_only_arrays(rng):
     plan = eagle.plan.auto(_axpb)
     x = arrays.asarray(rng.standard_normal(4096).astype(np.float32), device="cuda:0")
