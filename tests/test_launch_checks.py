@@ -51,6 +51,29 @@ def test_the_contraction_loop_makes_no_check_in_the_kernel() -> None:
     compile_cuda(source.source, name=source.name, arch="sm_90")
 
 
+@hawk.kernel
+def constant_reads(x: hawk.Scalar, w: hawk.Table, y: hawk.Mutable[hawk.Scalar]):
+    y = w.at(0) * x + w.at(3) * x  # noqa: F841 (a kernel assigns to its output plane)
+
+
+def test_a_constant_index_into_a_flat_table_is_checked_once_at_bind() -> None:
+    """Every lane reads ``w.at(3)`` alike: the launch checks it against the table's length,
+    and the kernel reads ``w`` with no check (a 2,000-term sum of such reads compiled in
+    minutes, each read clamped and recorded per lane)."""
+    program, source = _emitted(constant_reads)
+    assert _where(program.launch_checks) == _where(source.launch_checks) == [("w", "index")] * 2
+    assert program.checks == () and source.checks == ()
+    assert "p_w[3LL]" in source.source and "hawk_clamp" not in source.source
+    compile_cuda(source.source, name=source.name, arch="sm_90")
+    x, y = np.arange(4.0), np.full(4, np.nan)
+    error = _index_error(constant_reads, x=x, w=np.ones(3), y=y)
+    assert (error.lane, error.index, error.extent) == (0, 3, 3)
+    assert "w.at(3)" in str(error) and np.isnan(y).all()  # raised at bind: nothing ran
+    eagle.plan.auto(constant_reads).run(x=x, w=np.array([2.0, 0.0, 0.0, 5.0]), y=y)
+    np.testing.assert_array_equal(y, 7.0 * x)
+    assert checks.LaneCheck(source.launch_checks[1].site, ir.Const(3)).first_failure(0, 3) is None
+
+
 def test_a_data_dependent_index_keeps_its_check_in_the_kernel() -> None:
     program, source = _emitted(k.lookup)
     assert program.launch_checks == source.launch_checks == ()

@@ -79,6 +79,18 @@ def test_a_long_sum_compiles_for_the_device(tmp_path: Path) -> None:
         compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
 
 
+def test_a_long_sum_of_table_reads_compiles_for_the_device(tmp_path: Path) -> None:
+    """Its 2,000 reads at constant indices are checked at launch, and its long body is
+    emitted once per loop, neither vectorised nor unrolled: NVRTC takes seconds (it ran
+    for more than 25 minutes with a clamp per read in 16 copies)."""
+    kernel = long_sum(tmp_path, TERMS, reads=True)
+    emitted = cuda.emit(kernel.ir, {"x": "float32", "w": "float32", "y": "float32"})
+    assert len(emitted.launch_checks) == TERMS and "hawk_clamp" not in emitted.source
+    assert emitted.width == 1 and "#pragma unroll 1\n" in emitted.source
+    assert "#pragma unroll 4" not in emitted.source
+    compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
+
+
 def test_a_long_product_and_conjunction_run(tmp_path: Path) -> None:
     product = " * ".join(["x"] * TERMS)
     both = " and ".join(f"x > {i}.0" for i in range(TERMS))

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import eagle.plan
+import hawk
 from eagle import arrays
 from tests._generated import long_sum, scale_kernel
 from tests._util import rel_error
@@ -38,3 +39,18 @@ def test_a_long_sum_runs(tmp_path: Path, rng: np.random.Generator) -> None:
     for i in range(2000):
         expected += i * x  # the kernel's own order
     assert rel_error(y.numpy(), expected) < 1e-13
+
+
+def test_a_long_sum_of_table_reads_runs(tmp_path: Path, rng: np.random.Generator) -> None:
+    kernel = long_sum(tmp_path, 2000, reads=True)
+    x, w = rng.standard_normal(10_000), rng.standard_normal(2000)
+    y = arrays.full((10_000,), np.nan, device="cuda:0")
+    plan = eagle.plan.auto(kernel)
+    x_d, w_d = arrays.asarray(x, device="cuda:0"), arrays.asarray(w, device="cuda:0")
+    plan.run(x=x_d, w=w_d, y=y)
+    expected = np.zeros_like(x)
+    for i in range(2000):
+        expected += w[i] * x  # the kernel's own order
+    assert rel_error(y.numpy(), expected) < 1e-13
+    with pytest.raises(hawk.PlaneIndexError, match=r"w\.at\(1500\)"):  # checked at bind
+        plan.bind(x=x_d, w=w_d[:1500], y=y)

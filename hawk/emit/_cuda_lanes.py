@@ -14,13 +14,19 @@ from hawk.emit import Names
 from hawk.emit._cuda_helpers import C_TYPES, PLANE_FORMS
 from hawk.kinds import PlaneKind
 
-__all__ = ["UNROLL", "VECTOR_BYTES", "Lanes", "vector_width"]
+__all__ = ["LONG_BODY", "UNROLL", "VECTOR_BYTES", "Lanes", "vector_width"]
 
 #: how many iterations of the grid-stride loop the compiler unrolls
 UNROLL = 4
 
 #: bytes a vectorised lane plane access moves at once
 VECTOR_BYTES = 16
+
+#: a lane body of more characters of C than this is emitted once per loop, neither
+#: vectorised nor unrolled: each copy multiplies NVRTC's work, and such a body is bound
+#: by its arithmetic, not by the loads the vectorised loop widens (a 2,000-term sum of
+#: table reads, one line of 50 KB, took 49 s to compile in 16 copies)
+LONG_BODY = 16_384
 
 
 class Lanes:
@@ -30,14 +36,15 @@ class Lanes:
         kernel: the kernel's IR.
         dtypes: each plane's dtype, by name.
         real: the C type of the compute dtype.
-        width: lanes per group of the vectorised loop (1: none).
+        width: lanes per group of the vectorised loop (1: none, or a long body, see
+            :meth:`fit`).
         values: the Params passed by value (in the compute type), by name.
         narrow: the lane loops count in 32 bits (fewer than 2**31 lanes).
         together: the 32 threads of a warp run their passes of the scalar loop together,
             every one of them to the last (a lane past ``n`` runs none of the body), and
             ``hawk_lanes`` holds the warp's lanes that run the body.
         unroll: how many passes of a lane loop the compiler unrolls: :data:`UNROLL`, or 1
-            when a lane runs a loop of its own.
+            when a lane runs a loop of its own or its body is long (:meth:`fit`).
         stored: each plane a lane stores, with the name of the value it stores
             (filled as the body is emitted).
     """
@@ -64,6 +71,12 @@ class Lanes:
         # contraction's adjoint at 2048**3 took 14.6 ms not unrolled against 17.8 unrolled)
         self.unroll = 1 if kernel.loops() else UNROLL
         self.stored: list[tuple[ir.Plane, str]] = []
+
+    def fit(self, body: list[str]) -> None:
+        """Emit a body of more than :data:`LONG_BODY` characters once per loop: no
+        vectorised loop, no unrolling."""
+        if sum(len(line) for line in body) > LONG_BODY:
+            self.width, self.unroll = 1, 1
 
     def packed(self, body: list[str]) -> list[str]:
         """The vectorised lane loop: when every lane plane it loads or stores is aligned to

@@ -246,6 +246,9 @@ class LaneCheck:
             )
         if lanes <= 0:
             return None
+        if not self.loops and isinstance(self.index, ir.Const):  # every lane alike
+            index = int(self.index.value)
+            return None if 0 <= index < extent else (0, index)
         if self._fails(0, extent):
             return 0, self._first_index(0, extent)
         if not self._fails(lanes - 1, extent):
@@ -450,7 +453,11 @@ class Ranges:
             return None
         used = {node.var for node in ir.walk(index) if isinstance(node, ir.Ref)}
         nest = tuple((var, steps) for var, steps in loops if var in used)
-        if not (index.varying or nest) or math.prod(len(s) for _, s in nest) > MAX_ITERATIONS:
+        constant = isinstance(index, ir.Const)  # a flat table's length is known at launch
+        if (
+            not (index.varying or nest or constant)
+            or math.prod(len(s) for _, s in nest) > MAX_ITERATIONS
+        ):
             return None
         sums = lane_loop_sums(index)
         if not sums or not all(self._fits(total.loop) for total in sums):

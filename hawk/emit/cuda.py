@@ -308,6 +308,7 @@ class _Cuda(CStyle):
         for stmt in self.kernel.body:
             self.statement(stmt, 0)
         body = self.lines
+        self.lanes.fit(body)
         helpers = self.helpers()
         if self.clamps:
             helpers.insert(0, CLAMP_HELPER)
