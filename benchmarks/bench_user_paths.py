@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import cupy
 import torch
@@ -96,18 +96,22 @@ def _plane_sides() -> dict[str, float]:
     }
 
 
-def _rebind_sides() -> dict[str, float]:
-    plan = eagle.plan.auto(contract, contraction="gemm")
-    sets = [
+def tensor_sets(count: int = 4) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """``count`` sets of fresh CUDA tensors (w, f, y) for the routed contraction."""
+    return [
         (
             torch.randn(R, U, device="cuda"),
             torch.randn(R, B, device="cuda"),
             torch.empty(B * U, device="cuda"),
         )
-        for _ in range(4)
+        for _ in range(count)
     ]
-    for w, f, y in sets:  # each set's addresses once, so the alignment class is warm
-        plan.bind(w=w, f=f, y=y)
+
+
+def cycling_binds(
+    plan: eagle.plan.AutoPlan, sets: Sequence[tuple[torch.Tensor, ...]]
+) -> Callable[[], None]:
+    """A call that binds ``plan`` to the next of ``sets`` each time, cycling."""
     turn = [0]
 
     def fresh() -> None:
@@ -115,6 +119,15 @@ def _rebind_sides() -> dict[str, float]:
         turn[0] += 1
         plan.bind(w=w, f=f, y=y)
 
+    return fresh
+
+
+def _rebind_sides() -> dict[str, float]:
+    plan = eagle.plan.auto(contract, contraction="gemm")
+    sets = tensor_sets()
+    for w, f, y in sets:  # each set's addresses once, so the alignment class is warm
+        plan.bind(w=w, f=f, y=y)
+    fresh = cycling_binds(plan, sets)
     w, f, y = sets[0]
     return {
         "routed bind, same tensors": _us(lambda: plan.bind(w=w, f=f, y=y), 400),

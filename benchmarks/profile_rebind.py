@@ -19,6 +19,7 @@ import pstats
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,36 @@ def _timed_calls() -> tuple[dict[str, list[float]], list[tuple[Any, str, Any]]]:
     return seen, originals
 
 
+def profiled(
+    step: Callable[[], object], times: int
+) -> tuple[dict[str, list[float]], cProfile.Profile, float]:
+    """Run ``step`` ``times`` times under cProfile with every checked CUDA call timed:
+    the calls (name -> [count, seconds]), the profile, and wall seconds per step."""
+    seen, originals = _timed_calls()
+    profile = cProfile.Profile()
+    began = time.perf_counter()
+    try:
+        profile.enable()
+        for _ in range(times):
+            step()
+        profile.disable()
+    finally:
+        for binding, name, function in originals:
+            vars(binding)[name] = function
+    return seen, profile, (time.perf_counter() - began) / times
+
+
+def report(seen: dict[str, list[float]], profile: cProfile.Profile, times: int, per: str) -> None:
+    """Print each CUDA call's count and µs per ``per`` (one of ``times``), then the
+    functions with the most own and the most cumulative time."""
+    print(f"  {'CUDA call':<40} {'per ' + per:>12} {'µs per ' + per:>16}")
+    for name, (count, seconds) in sorted(seen.items(), key=lambda item: -item[1][1]):
+        print(f"  {name:<40} {count / times:>12.2f} {seconds / times * 1e6:>16.1f}")
+    stats = pstats.Stats(profile).strip_dirs()
+    stats.sort_stats("tottime").print_stats(30)
+    stats.sort_stats("cumulative").print_stats(40)
+
+
 def _timed(name: str, function: Any, seen: dict[str, list[float]]) -> Any:
     def timed(*args: Any) -> Any:
         began = time.perf_counter()
@@ -64,26 +95,10 @@ def main(argv: list[str]) -> int:
     chain = Chain("cublas", NODES, np.random.default_rng(0))
     for _ in range(4):
         chain.rebind_all()
-    seen, original = _timed_calls()
-    profile = cProfile.Profile()
-    began = time.perf_counter()
-    try:
-        profile.enable()
-        for _ in range(rebinds):
-            chain.rebind_all()
-        profile.disable()
-    finally:
-        for binding, name, function in original:
-            vars(binding)[name] = function
-    wall = (time.perf_counter() - began) / rebinds
+    seen, profile, wall = profiled(chain.rebind_all, rebinds)
     print(f"{rebinds} rebinds of every plane, {NODES} routed products, {chain.nodes} nodes:")
     print(f"  {wall * 1e3:.2f} ms per rebind under cProfile")
-    print(f"  {'CUDA call':<40} {'per rebind':>10} {'µs per rebind':>14}")
-    for name, (count, seconds) in sorted(seen.items(), key=lambda item: -item[1][1]):
-        print(f"  {name:<40} {count / rebinds:>10.1f} {seconds / rebinds * 1e6:>14.1f}")
-    stats = pstats.Stats(profile).strip_dirs()
-    stats.sort_stats("tottime").print_stats(30)
-    stats.sort_stats("cumulative").print_stats(30)
+    report(seen, profile, rebinds, "rebind")
     error = chain.check()
     print(f"replayed after the rebinds: rel. error {error:.1e} against numpy")
     return 0

@@ -23,6 +23,7 @@ own in-place operations do.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -191,13 +192,10 @@ def bump_versions(tensors: Iterable[Any]) -> None:
     None stands for no tensor."""
     written = [tensor for tensor in tensors if tensor is not None]
     if written:
-        (_increments[0] if _increments else _increment())(written)
+        _increment()(written)
 
 
-#: the call that bumps a list of tensors' versions, found on first use
-_increments: list[Callable[[list[Any]], None]] = []
-
-
+@functools.cache
 def _increment() -> Callable[[list[Any]], None]:
     """torch's C call behind ``torch.autograd.graph.increment_version``, which takes a list
     of tensors since torch 2.5 (the public wrapper's ``isinstance`` check costs more than
@@ -209,8 +207,7 @@ def _increment() -> Callable[[list[Any]], None]:
             found([])
     except TypeError:
         found = None
-    _increments.append(found or torch.autograd.graph.increment_version)
-    return _increments[0]
+    return found or torch.autograd.graph.increment_version
 
 
 # -- asarray: an Array over any buffer ---------------------------------------------------------
