@@ -3,6 +3,7 @@ expressions (host runs and NVRTC compiles; the device runs are in test_limits_gp
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 from pathlib import Path
@@ -63,12 +64,14 @@ def test_a_long_sum_runs_on_the_host(tmp_path: Path, rng: np.random.Generator) -
     y = np.full(50, np.nan)
     plan = eagle.plan.auto(kernel)
     plan.run(x=x, w=w, y=y)
-    assert rel_error(y, x * w.sum()) < 1e-12
+    # a sum of 2,000 terms may nearly cancel: bound the error by the terms' sizes
+    total, size = math.fsum(w), float(np.abs(w).sum())
+    assert np.abs(y - x * total).max() <= 1e-12 * size * np.abs(x).max()
     compile(plan.source("host"), "<program>", "exec")  # within Python's parser's limits
     str(kernel.ir)
     x_bar, w_bar = np.zeros(50), np.zeros(TERMS)
     eagle.diff.reverse(plan).run(x=x, w=w, y_bar=np.ones(50), x_bar=x_bar, w_bar=w_bar)
-    assert rel_error(x_bar, np.full(50, w.sum())) < 1e-12
+    assert np.abs(x_bar - total).max() <= 1e-12 * size
     assert rel_error(w_bar, np.full(TERMS, x.sum())) < 1e-12
 
 
