@@ -35,6 +35,52 @@ def make_histogram(bins: int) -> hawk.Kernel:
 
 histogram = make_histogram(BINS)
 
+_COUNTER = """
+@hawk.kernel
+def counter(x: hawk.Scalar, counts: hawk.Mutable[hawk.Table["bin":{bins}]]):
+    b = int(hm.minimum(hm.maximum(x * {bins}.0, 0.0), {last}.0))
+    counts.add(bin=b, value={value})
+"""
+
+
+def make_counter(bins: int, value: float = 1.0) -> hawk.Kernel:
+    """``counts[bin(x)] += value`` for a constant ``value``: a counted table."""
+    source = _COUNTER.format(bins=bins, last=bins - 1, value=repr(value))
+    filename = f"<private kernel {next(_made)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    namespace = {"hawk": hawk, "hm": hm}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace["counter"]
+
+
+counter = make_counter(BINS)
+
+
+@hawk.kernel
+def counted_twice(x: hawk.Scalar, counts: hawk.Mutable[hawk.Table["bin":BINS]]):
+    """Two adds of 0.5 a lane, one of them under an if: counted."""
+    b = int(hm.minimum(hm.maximum(x * 1024.0, 0.0), 1023.0))
+    counts.add(bin=b, value=0.5)
+    if x > 0.5:
+        counts.add(bin=1023 - b, value=0.5)
+
+
+@hawk.kernel
+def two_constants(x: hawk.Scalar, counts: hawk.Mutable[hawk.Table["bin":BINS]]):
+    """Adds of two different constants: not counted."""
+    b = int(hm.minimum(hm.maximum(x * 1024.0, 0.0), 1023.0))
+    counts.add(bin=b, value=1.0)
+    counts.add(bin=1023 - b, value=2.0)
+
+
+@hawk.kernel
+def counted_in_a_loop(x: hawk.Scalar, counts: hawk.Mutable[hawk.Table["bin":BINS]]):
+    """Adds of one constant inside a loop: not counted (the count is not bounded by the
+    lanes)."""
+    b = int(hm.minimum(hm.maximum(x * 1024.0, 0.0), 1023.0))
+    for m in range(3):
+        counts.add(bin=(b + m) % 1024, value=1.0)
+
 
 @hawk.kernel
 def at_index(i: hawk.Scalar, w: hawk.Scalar, t: hawk.Mutable[hawk.Table]):

@@ -131,6 +131,59 @@ def test_privatised_kernels_compile_with_nvrtc(checks, deterministic, narrow):
         assert compile_cuda(text, name=source.name)
 
 
+def test_adds_of_one_constant_are_counted_in_32_bit_cells():
+    x = {"x": "float32"}
+    assert _choose(k.counter, dict(x, counts="float32")) == (SharedTable("counts", k.BINS, 4, 1.0),)
+    # a float64 table's counted copy takes 4 bytes a cell: 8,192 cells fit
+    f64 = dict(x, counts="float64")
+    assert _choose(k.make_counter(8192, 0.25), f64) == (SharedTable("counts", 8192, 4, 0.25),)
+    assert _choose(k.counted_twice, dict(x, counts="float32")) == (
+        SharedTable("counts", k.BINS, 4, 0.5),
+    )
+    # counts could reach 2**32: the adds are summed as floats
+    assert _choose(k.counter, dict(x, counts="float32"), lanes=2**32) == (
+        SharedTable("counts", k.BINS, 4),
+    )
+    assert _choose(k.counted_twice, dict(x, counts="float32"), lanes=2**31) == (
+        SharedTable("counts", k.BINS, 4),
+    )
+    # deterministic copies keep their floats
+    assert _choose(k.counter, dict(x, counts="float32"), adds="deterministic") == (
+        SharedTable("counts", k.BINS, 4),
+    )
+
+
+@pytest.mark.parametrize(
+    ("kernel", "dtypes"),
+    [
+        (k.histogram, F32),  # value=w
+        (k.two_constants, {"x": "float32", "counts": "float32"}),
+        (k.counted_in_a_loop, {"x": "float32", "counts": "float32"}),
+        (k.counter, {"x": "float32", "counts": "int32"}),  # integer atomics already
+        (k.make_counter(8, 0.0), {"x": "float32", "counts": "float32"}),
+    ],
+)
+def test_other_adds_are_not_counted(kernel, dtypes):
+    (table,) = _choose(kernel, dtypes, adds="shared")
+    assert table.count is None
+    assert private.counted(kernel.ir, "counts", dtypes) is None
+
+
+@pytest.mark.parametrize("checks", [True, False])
+@pytest.mark.parametrize("narrow", [True, False])
+def test_counted_kernels_count_and_flush_count_times_the_constant(checks, narrow):
+    for kernel, table in [(k.counter, "float32"), (k.counted_twice, "float64")]:
+        dtypes = {"x": "float32", "counts": table}
+        shared = _choose(kernel, dtypes)
+        source = cuda.emit(kernel.ir, dtypes, checks=checks, narrow=narrow, shared=shared)
+        text = source.source
+        assert "unsigned int* const s_counts" in text
+        assert "atomicAdd(&s_counts[" in text and "1u);" in text
+        ctype = "float" if table == "float32" else "double"
+        assert f"({ctype})((double)count * {shared[0].count!r})" in text
+        assert compile_cuda(text, name=source.name)
+
+
 def test_a_kernel_that_does_not_privatise_is_emitted_as_before():
     plain = cuda.emit(k.histogram.ir, F32)
     assert plain.shared == () and "__shared__" not in plain.source

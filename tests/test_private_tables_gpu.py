@@ -79,6 +79,52 @@ def test_every_lane_in_one_bin(adds, n):
     np.testing.assert_array_equal(counts, expected)
 
 
+def _counted(kernel, x, dtype, adds, bins=k.BINS):
+    counts = dev(np.zeros(bins), dtype)
+    eagle.plan.auto(kernel, adds=adds).run(x=dev(x, np.float32), counts=counts)
+    return counts.numpy()
+
+
+def _bins(x: np.ndarray, bins: int = k.BINS) -> np.ndarray:
+    x32 = x.astype(np.float32)
+    return np.clip(np.trunc(x32 * np.float32(bins)), 0, bins - 1).astype(np.int64)
+
+
+@pytest.mark.parametrize("adds", ["auto", "shared", "deterministic", "global"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("value", [1.0, 0.25, 3.0])
+def test_counted_adds_equal_numpy(adds, dtype, value, rng, chosen):
+    x = rng.random(N)
+    kernel = k.make_counter(k.BINS, value)
+    counts = _counted(kernel, x, dtype, adds)
+    (table,) = chosen[-1] or (None,)
+    assert (table is not None and table.count == value) == (adds in ("auto", "shared"))
+    expected = np.bincount(_bins(x), minlength=k.BINS) * value  # exact: whole quarters
+    np.testing.assert_array_equal(counts, expected)
+
+
+@pytest.mark.parametrize("n", [300_001, 20_000_003])
+def test_counted_adds_of_every_lane_in_one_bin(n, chosen):
+    x = np.full(n, 0.5)
+    counts = _counted(k.counter, x, np.float32, "shared")
+    assert chosen[-1][0].count == 1.0
+    expected = np.zeros(k.BINS)
+    expected[k.BINS // 2] = n  # over 2**24 for the second: each block's count is exact
+    assert rel_error(counts, expected) < 1e-7
+    if n < 2**24:
+        np.testing.assert_array_equal(counts, expected)
+
+
+def test_two_counted_adds_a_lane_one_under_an_if(rng, chosen):
+    x = rng.random(N)
+    counts = _counted(k.counted_twice, x, np.float64, "auto")
+    assert chosen[-1][0].count == 0.5
+    b = _bins(x)
+    expected = 0.5 * np.bincount(b, minlength=k.BINS)
+    expected += 0.5 * np.bincount(1023 - b[x.astype(np.float32) > 0.5], minlength=k.BINS)
+    np.testing.assert_array_equal(counts, expected)
+
+
 @pytest.mark.parametrize("adds", [*PRIVATISED, "global"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_weighted_sums_agree_with_a_float64_reference(adds, dtype, rng):

@@ -42,7 +42,9 @@ A table named in ``emit(..., shared=...)`` is privatised (:mod:`hawk.emit.privat
 its copies live in dynamic shared memory (``extern __shared__``; the launch passes
 :func:`~hawk.emit.private.shared_bytes` of them). The kernel zeroes them, runs its lanes
 with their adds into the block's copy, waits for the block's threads and adds each
-non-zero cell into the table. No lane leaves the lane loop early, so every thread
+non-zero cell into the table (a counted table's copy counts its adds of one constant
+in ``unsigned int`` cells, and the flush adds count times the constant). No lane leaves the
+lane loop early, so every thread
 reaches both barriers. With ``deterministic=True`` each warp keeps its own copy and
 the scalar loop runs a warp's 32 threads together: a thread past ``n`` runs no lane
 but keeps pace, so the warp's lanes can take turns at each add (``hawk_add_ordered``).
@@ -292,6 +294,7 @@ class _Cuda(CStyle):
         self.lanes = Lanes(kernel, dtypes, self.real, width, values, narrow, deterministic)
         self.shared = shared
         self.private = {table.name for table in shared}
+        self.counted = {table.name for table in shared if table.count is not None}
         self.deterministic = deterministic
 
     def source(self) -> CudaSource:
@@ -390,11 +393,12 @@ class _Cuda(CStyle):
         offset = "0LL"
         for table in self.shared:
             ctype = C_TYPES[self.dtypes[table.name].name]
+            counts = "unsigned int" if table.count is not None else ctype
             copy, cells = _copy(table.name), _cells(table.name)
             size = _length(table.name) if table.cells is None else f"{table.cells}LL"
             start += [
                 f"    const long long {cells} = {size};",
-                f"    {ctype}* const {copy} = reinterpret_cast<{ctype}*>(",
+                f"    {counts}* const {copy} = reinterpret_cast<{counts}*>(",
                 f"        reinterpret_cast<char*>(hawk_shared) + {offset});",
             ]
             if self.deterministic:
@@ -405,10 +409,18 @@ class _Cuda(CStyle):
             offset = f"{offset} + ({copies}{cells} * {table.itemsize}LL + 15LL) / 16LL * 16LL"
             zero.append(
                 f"    for (long long c = threadIdx.x; c < {copies}{cells}; c += blockDim.x) "
-                f"{copy}[c] = ({ctype})0;"
+                f"{copy}[c] = ({counts})0;"
             )
-            if not self.deterministic:
-                target = Names.plane(table.name)
+            target = Names.plane(table.name)
+            if table.count is not None:  # the block's count of adds, times their constant
+                flush += [
+                    f"    for (long long c = threadIdx.x; c < {cells}; c += blockDim.x) {{",
+                    f"        const unsigned int count = {copy}[c];",
+                    f"        if (count != 0u) atomicAdd(&{target}[c], "
+                    f"({ctype})((double)count * {table.count!r}));",
+                    "    }",
+                ]
+            elif not self.deterministic:
                 flush += [
                     f"    for (long long c = threadIdx.x; c < {cells}; c += blockDim.x) {{",
                     f"        const {ctype} sum = {copy}[c];",
@@ -550,7 +562,9 @@ class _Cuda(CStyle):
         summed = stmt.plane.name in self.sums
         if summed:  # into its scratch sums, in the compute type (rounded by finish())
             target = f"&{_sum(stmt.plane.name)}[{self.offset(stmt.plane, indices)}]"
-        if summed and varying and not self.warp_adds:
+        if plane in self.counted:  # one more add of the table's constant
+            add = f"atomicAdd({target}, 1u);"
+        elif summed and varying and not self.warp_adds:
             add = f"atomicAdd({target}, {self.value(stmt.value, depth)});"
         elif summed and not varying:
             self.helper(("add", "uniform"), HELPERS[("add", "uniform")])

@@ -37,6 +37,16 @@ A privatised sum adds each block's partial sum into the table, so its value diff
 from a global atomic's only in the order of its float additions, which global atomics
 do not fix either. Integer adds are exact in any order, and so are float counts: whole
 numbers below 2**24 per cell in float32 (2**53 in float64).
+
+A float table that every add of the kernel adds one constant into (a histogram's
+``value=1.0``), outside any loop, is *counted* (:attr:`SharedTable.count`, not when
+deterministic): its copy holds 32-bit unsigned counts of the adds, taken with the
+shared-memory integer atomics the device runs natively (a float add into shared memory
+is a compare-and-swap loop), and the flush adds ``count * constant``, rounded once to the
+table's dtype. A launch counts only when its lanes times the table's adds stay below
+2**32, so no count wraps; each cell's block sum is then exact where the per-add sums
+were (whole numbers below 2**24 in float32), and otherwise rounded once instead of once
+per add.
 """
 
 from __future__ import annotations
@@ -61,9 +71,11 @@ __all__ = [
     "SharedTable",
     "blocks_for",
     "choose",
+    "counted",
     "reasons",
     "scratch_bytes",
     "shared_bytes",
+    "shared_table",
 ]
 
 #: bytes of shared memory a block's private copies may take together (32 KiB)
@@ -93,12 +105,15 @@ class SharedTable:
         name: the plane's name.
         cells: its elements: a named table's size, or None for a flat table (its
             length, known when bound).
-        itemsize: bytes per element.
+        itemsize: bytes per element of its copy.
+        count: for a counted table, the constant each add adds (its copy then holds
+            32-bit unsigned counts, see the module docstring); None otherwise.
     """
 
     name: str
     cells: int | None
     itemsize: int
+    count: float | None = None
 
     def size(self, lengths: Mapping[str, int]) -> int:
         """Its elements, a flat table's from ``lengths`` (name -> length)."""
@@ -139,6 +154,7 @@ def reasons(
     *,
     deterministic: bool = False,
     copies: int = 1,
+    lanes: int | None = None,
 ) -> dict[str, str | None]:
     """For the tables ``kernel`` adds into at a lane-dependent address (every table it
     adds into, when ``deterministic``), in declaration order: why each cannot be
@@ -150,6 +166,8 @@ def reasons(
         lengths: each flat table's length, by name (a missing one cannot be privatised).
         deterministic: the copies are summed in a fixed order (see the module docstring).
         copies: the copies of each table a block keeps (one per warp when deterministic).
+        lanes: the lanes of the launch, when known: a table it would count is sized by
+            its counts (:func:`shared_table`).
     """
     added = [node for node in ir.walk(kernel) if isinstance(node, ir.Accumulate)]
     wanted = {
@@ -169,7 +187,7 @@ def reasons(
         if plane.name not in wanted:
             continue
         dtype = numpy_dtype(dtypes[plane.name])
-        table = _table(plane, dtype)
+        table = shared_table(kernel, plane, dtypes, lanes, deterministic=deterministic)
         if dtype.name not in PRIVATE_DTYPES:
             found[plane.name] = (
                 f"it is {dtype.name} (privatised: {', '.join(sorted(PRIVATE_DTYPES))})"
@@ -227,10 +245,12 @@ def choose(
     copies = warps if deterministic else 1
     planes = {p.name: p for p in kernel.planes}
     chosen: list[SharedTable] = []
-    found = reasons(kernel, dtypes, lengths, deterministic=deterministic, copies=copies)
+    found = reasons(
+        kernel, dtypes, lengths, deterministic=deterministic, copies=copies, lanes=lanes
+    )
     for name, reason in found.items():
         if reason is None:
-            table = _table(planes[name], numpy_dtype(dtypes[name]))
+            table = shared_table(kernel, planes[name], dtypes, lanes, deterministic=deterministic)
             if shared_bytes((*chosen, table), lengths, copies) <= SHARED_BYTES:
                 chosen.append(table)
                 continue
@@ -247,7 +267,44 @@ def choose(
     return tuple(chosen)
 
 
-def _table(plane: ir.Plane, dtype: np.dtype) -> SharedTable:
+def shared_table(
+    kernel: ir.KernelIR,
+    plane: ir.Plane,
+    dtypes: Mapping[str, Any],
+    lanes: int | None,
+    *,
+    deterministic: bool = False,
+) -> SharedTable:
+    """The :class:`SharedTable` of ``plane``: counted when :func:`counted` allows it, the
+    launch is not deterministic and no count over ``lanes`` lanes can reach 2**32."""
     shape = plane.shape
     cells = None if shape is None else int(np.prod(shape))
-    return SharedTable(plane.name, cells, dtype.itemsize)
+    value = None if deterministic or lanes is None else counted(kernel, plane.name, dtypes)
+    adds = sum(
+        1 for node in ir.walk(kernel) if isinstance(node, ir.Accumulate) and node.plane == plane
+    )
+    if value is None or lanes is None or lanes * adds >= 2**32:
+        return SharedTable(plane.name, cells, numpy_dtype(dtypes[plane.name]).itemsize)
+    return SharedTable(plane.name, cells, 4, value)
+
+
+def counted(kernel: ir.KernelIR, name: str, dtypes: Mapping[str, Any]) -> float | None:
+    """The constant every add of ``kernel`` into table ``name`` adds, when the table is a
+    float table, the kernel adds into it outside any loop and always the same finite,
+    non-zero constant (the adds can then be counted); else None."""
+    if numpy_dtype(dtypes[name]).kind != "f":
+        return None
+    values = set()
+    for node in ir.walk(kernel):
+        if isinstance(node, ir.Loop) and any(
+            isinstance(inner, ir.Accumulate) and inner.plane.name == name for inner in ir.walk(node)
+        ):
+            return None
+        if isinstance(node, ir.Accumulate) and node.plane.name == name:
+            if not isinstance(node.value, ir.Const):
+                return None
+            values.add(float(node.value.value))
+    if len(values) != 1:
+        return None
+    (value,) = values
+    return value if value != 0.0 and np.isfinite(value) else None
