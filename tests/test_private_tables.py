@@ -184,6 +184,18 @@ def test_counted_kernels_count_and_flush_count_times_the_constant(checks, narrow
         assert compile_cuda(text, name=source.name)
 
 
+@pytest.mark.parametrize("adds", ["auto", "global", "deterministic"])
+def test_a_privatised_histogram_loads_several_lanes_at_once(adds):
+    """Adds into the block's copy keep no lane order: each thread runs groups of 4 lanes
+    and loads their x as one vector (not with global or deterministic adds)."""
+    dtypes = {"x": "float32", "counts": "float32"}
+    shared = _choose(k.counter, dtypes, adds=adds)
+    source = cuda.emit(k.counter.ir, dtypes, shared=shared, deterministic=adds == "deterministic")
+    assert (source.width == 4) == (adds == "auto")
+    assert ("hawk_pack<float, 4> i_x" in source.source) == (adds == "auto")
+    assert compile_cuda(source.source, name=source.name)
+
+
 def test_a_kernel_that_does_not_privatise_is_emitted_as_before():
     plain = cuda.emit(k.histogram.ir, F32)
     assert plain.shared == () and "__shared__" not in plain.source

@@ -217,16 +217,22 @@ class Lanes:
         return f"({form.c_type})({text})" if form.store is None else form.store.format(text)
 
 
-def vector_width(kernel: ir.KernelIR, dtypes: Mapping[str, np.dtype]) -> int:
+def vector_width(
+    kernel: ir.KernelIR, dtypes: Mapping[str, np.dtype], private: frozenset[str] = frozenset()
+) -> int:
     """Lanes per vector access of the vectorised lane loop (1: the kernel has none).
 
     A kernel gets one when it loads or stores a lane plane and reads no table and adds to
     no table at a lane-dependent address (a gather or scatter gains nothing from running
     consecutive lanes on one thread, and a warp's adds must keep their lanes, see
-    ``hawk_add_warp``); the widest lane plane then moves :data:`VECTOR_BYTES` at once.
+    ``hawk_add_warp``), except into the tables named in ``private``, whose adds go to the
+    block's copy in shared memory (a histogram's thread then loads several lanes' inputs
+    at once); the widest lane plane then moves :data:`VECTOR_BYTES` at once.
     """
     planes = set()
     for node in ir.walk(kernel):
+        if isinstance(node, ir.Accumulate) and node.plane.name in private:
+            continue
         if isinstance(node, ir.Read | ir.Accumulate) and any(i.varying for i in node.index):
             return 1
         if isinstance(node, ir.Load | ir.Store) and node.plane.is_lane:

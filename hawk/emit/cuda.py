@@ -20,7 +20,8 @@ Every pointer is ``__restrict__``: eagle.plan refuses a written plane that share
 with another.
 
 A kernel that reads no table and adds to no table at a lane-dependent
-address (an elementwise kernel) first runs a vectorised loop when every lane
+address (an elementwise kernel; adds into a privatised table do not count, as they
+go to the block's copy) first runs a vectorised loop when every lane
 plane it loads or stores is aligned to a group of lanes (checked in the
 kernel, from the pointers): each thread takes groups of consecutive lanes
 (4 in float32, 2 when a plane is float64) and loads and stores each plane's
@@ -290,10 +291,11 @@ class _Cuda(CStyle):
             if p.kind == PlaneKind.ACCUMULATOR and C_TYPES[dtypes[p.name].name] in HALF_C_TYPES
         )
         # a deterministic kernel's warps run their lanes together (see copies)
-        width = vector_width(kernel, dtypes) if vector and not deterministic else 1
+        private = frozenset(table.name for table in shared)
+        width = vector_width(kernel, dtypes, private) if vector and not deterministic else 1
         self.lanes = Lanes(kernel, dtypes, self.real, width, values, narrow, deterministic)
         self.shared = shared
-        self.private = {table.name for table in shared}
+        self.private = set(private)
         self.counted = {table.name for table in shared if table.count is not None}
         self.deterministic = deterministic
 
