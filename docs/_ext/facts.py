@@ -522,6 +522,40 @@ def kan_local_table() -> str:
     return _table(header, rows) + f"\n\nOn {where}; whole training steps, one graph each."
 
 
+#: bench_scatter.py's cases, and the pages' words for them
+SCATTER_CASES = {
+    "histogram": "histogram of 10⁸ float32 samples, 1,024 bins",
+    "deposit random": "deposit of 10⁷ particles on 1024², random order",
+    "deposit sorted": "the same deposit, particles sorted by cell",
+    "gather (adjoint)": "its adjoint for the charges (`eagle.diff.reverse`)",
+}
+
+
+def scatter_table() -> str:
+    """docs/benchmarks.md's table of scatter-adds, from the ``scatter`` figures recorded:
+    eagle's fastest side and torch's fastest side of each case, and their ratio."""
+    section = recorded()["scatter"]
+    rows = []
+    for case, words in SCATTER_CASES.items():
+        sides = scatter_sides(section, case)
+        ours = min((ms, name) for name, (ms, _) in sides.items() if name.startswith("hawk"))
+        best = min((ms, name) for name, (ms, _) in sides.items() if name.startswith("torch"))
+        name = best[1] if "." in best[1] else best[1].removeprefix("torch ")
+        rows.append(
+            [words, f"{ours[0]:.3f}", f"{best[0]:.3f} (`{name}`)", f"{best[0] / ours[0]:.2f}"]
+        )
+    header = ["case", "eagle, ms", "torch's fastest, ms", "torch / eagle"]
+    return _table(header, rows) + f"\n\nOn {section['device']}, medians of 20 CUDA-event timings."
+
+
+def scatter_sides(data: dict[str, Any], case: str) -> dict[str, list[float]]:
+    """The sides of one case of ``bench_scatter.py``'s figures, by name: (ms, error) each
+    (the gather is the random deposit's ``gather``)."""
+    if case == "gather (adjoint)":
+        return data["deposit random"]["gather"]
+    return data[case]["sides"]
+
+
 def _ms_or_pending(value: float | None) -> str:
     return "pending" if value is None else f"{value:g}"
 
@@ -700,6 +734,7 @@ def substitutions() -> dict[str, str]:
         "architecture_summary": architecture_summary(),
         **{f"kan_{key}": value for key, value in kan_figures().items() if key != "date"},
         "kan_local_table": kan_local_table(),
+        "scatter_table": scatter_table(),
     }
 
 

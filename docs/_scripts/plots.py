@@ -214,12 +214,38 @@ def bandwidth() -> Svg:
     )  # fmt: skip
 
 
+#: bench_scatter.py's cases, in the chart's order, and their labels
+SCATTER_CASES = {
+    "histogram": "histogram, 10⁸ samples",
+    "deposit random": "deposit, random order",
+    "deposit sorted": "deposit, sorted",
+    "gather (adjoint)": "its adjoint (a gather)",
+}
+
+
+def scatter() -> Svg:
+    data, source = load("scatter")
+    hawk_ms, torch_ms = [], []
+    for case in SCATTER_CASES:  # the gather is the random deposit's "gather"
+        sides = (
+            data["deposit random"]["gather"] if case.startswith("gather") else data[case]["sides"]
+        )
+        hawk_ms.append(min(ms for name, (ms, _) in sides.items() if name.startswith("hawk")))
+        torch_ms.append(min(ms for name, (ms, _) in sides.items() if name.startswith("torch")))
+    return bars(
+        "Scatter-adds: eagle's fastest against torch's fastest (lower is better)",
+        list(SCATTER_CASES.values()), [EAGLE, TORCH], [hawk_ms, torch_ms], "ms",
+        source=source,
+    )  # fmt: skip
+
+
 PLOTS = {
     "bench-gemm.svg": gemm,
     "bench-precisions.svg": precisions,
     "bench-route.svg": route,
     "bench-diff.svg": diff,
     "bench-bandwidth.svg": bandwidth,
+    "bench-scatter.svg": scatter,
 }
 
 
