@@ -6,6 +6,7 @@ At S = 16384, 64 -> 64, G = 8, float32: the local forward with 1, 4 and 8 output
 ``x_bar`` with ``y_bar`` read sample-major (as ``_kan.py`` does) and output-major, and the
 chunked ``c_bar``, each a hawk kernel emitted by ``hawk.emit.cuda`` as it is (64-bit ints)
 with ``floor`` of a float taken to int64 without a double (``64, ff``, :func:`float_floor`),
+with only the offsets of table reads in 32 bits (``64, o32``, :func:`narrow_offsets`),
 and with its int values rewritten to 32 bits by :func:`narrowed` (a text rewrite, good
 for these kernels only: every int they compute is below 2**31). Each line gives the
 median CUDA-event time of a direct launch, the registers ptxas gives it and the relative
@@ -167,6 +168,21 @@ def float_floor(source: str) -> str:
     return head + _FLOOR_FLOAT + sep + body
 
 
+def narrow_offsets(source: str) -> str:
+    """``source`` with the element offset of each table read computed in 32 bits (each
+    index variable cast to ``int``), every other int left in 64 bits: what an emitter can
+    do where it proves each index within its axis and the table below 2**31 elements."""
+    head, sep, body = source.partition('extern "C"')
+
+    def offset(match: re.Match[str]) -> str:
+        inside = re.sub(r"\b(v\d+_\w+)", r"(int)\1", match.group(2))
+        inside = re.sub(r"\b(\d+)LL\b", r"\1", inside)
+        return f"{match.group(1)}[{inside}]"
+
+    body = re.sub(r"\b(p_\w+)\[([^\[\]]*v\d+_[^\[\]]*)\]", offset, body)
+    return head + sep + body
+
+
 def narrowed(source: str) -> str:
     """``source`` with its int variables, loop indices and constants in 32 bits (valid for
     these kernels' non-negative lanes and indices below 2**31 only)."""
@@ -236,6 +252,7 @@ def main() -> int:
         sources = (
             ("64-bit", emitted.source),
             ("64, ff", float_floor(emitted.source)),
+            ("64, o32", narrow_offsets(emitted.source)),
             ("32-bit", narrowed(emitted.source)),
         )
         for ints, source in sources:
