@@ -42,7 +42,7 @@ def test_a_gather_loads_at_its_clamped_index_with_no_branch() -> None:
     assert "[&]" not in text and "hawk_in(" not in text
     clamp = _line(lines, r"const long long (cx\d+) = hawk_clamp\((ix\d+), 3LL, hawk_rec, \d+LL, "
                          r"lane\);")  # fmt: skip
-    load = _line(lines, r"const float rd\d+ = p_t\[cx\d+ \* 4LL \+ 1LL\];")
+    load = _line(lines, r"const float rd\d+ = p_t\[\(int\)\(cx\d+\) \* 4 \+ 1\];")
     select = _line(lines, r"const float v\d+_y = \(\(cx\d+ == ix\d+\) \? rd\d+ : \(float\)0\);")
     assert clamp < load < select and _depth(lines[clamp]) == _depth(lines[select])
     # a failing index is recorded by the clamp itself: the lane loop keeps no failure state
@@ -59,7 +59,7 @@ def test_each_checked_axis_is_clamped() -> None:
     lines = _body(bk.lookup2)
     _line(lines, r"const long long cx\d+ = hawk_clamp\(ix\d+, 3LL, hawk_rec, \d+LL, .*")
     _line(lines, r"const long long cx\d+ = hawk_clamp\(ix\d+, 4LL, hawk_rec, \d+LL, .*")
-    _line(lines, r"const float rd\d+ = p_t\[cx\d+ \* 4LL \+ cx\d+\];")
+    _line(lines, r"const float rd\d+ = p_t\[\(int\)\(cx\d+\) \* 4 \+ \(int\)\(cx\d+\)\];")
     _line(lines, r".* = \(\(cx\d+ == ix\d+ && cx\d+ == ix\d+\) \? rd\d+ : \(float\)0\);")
 
 
@@ -68,7 +68,7 @@ def test_axes_proved_or_checked_at_bind_are_not_clamped() -> None:
     # once, at bind (hawk.emit.checks.LaneCheck)
     text = "\n".join(_body(bk.contract))
     assert "hawk_clamp(" not in text
-    assert re.search(r"p_f\[v\d+_r \* 12LL \+ v\d+_sample\]", text)
+    assert re.search(r"p_f\[\(int\)\(v\d+_r\) \* 12 \+ \(int\)\(v\d+_sample\)\]", text)
 
 
 @pytest.mark.parametrize("kernel", [bk.add_named, bk.add_flat, bk.add_uniform, bk.guarded_add])
