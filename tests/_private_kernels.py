@@ -14,45 +14,43 @@ BINS = 1024
 AT_BOUND = 8192
 
 
-_TEMPLATE = """
+_HISTOGRAM = """
 @hawk.kernel
 def histogram(x: hawk.Scalar, w: hawk.Scalar, counts: hawk.Mutable[hawk.Table["bin":{bins}]]):
     b = int(hm.minimum(hm.maximum(x * {bins}.0, 0.0), {last}.0))
     counts.add(bin=b, value=w)
 """
-_made = itertools.count()
-
-
-def make_histogram(bins: int) -> hawk.Kernel:
-    """``counts[bin(x)] += w``, ``x`` in [0, 1) over ``bins`` bins, ``bin`` clamped."""
-    source = _TEMPLATE.format(bins=bins, last=bins - 1)
-    filename = f"<private kernel {next(_made)}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    namespace = {"hawk": hawk, "hm": hm}
-    exec(compile(source, filename, "exec"), namespace)
-    return namespace["histogram"]
-
-
-histogram = make_histogram(BINS)
-
 _COUNTER = """
 @hawk.kernel
 def counter(x: hawk.Scalar, counts: hawk.Mutable[hawk.Table["bin":{bins}]]):
     b = int(hm.minimum(hm.maximum(x * {bins}.0, 0.0), {last}.0))
     counts.add(bin=b, value={value})
 """
+_made = itertools.count()
 
 
-def make_counter(bins: int, value: float = 1.0) -> hawk.Kernel:
-    """``counts[bin(x)] += value`` for a constant ``value``: a counted table."""
-    source = _COUNTER.format(bins=bins, last=bins - 1, value=repr(value))
+def _kernel(template: str, name: str, **fields: object) -> hawk.Kernel:
+    """Kernel ``name`` of ``template`` filled with ``fields``, its source kept where hawk
+    reads it (``linecache``)."""
+    source = template.format(**fields)
     filename = f"<private kernel {next(_made)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     namespace = {"hawk": hawk, "hm": hm}
     exec(compile(source, filename, "exec"), namespace)
-    return namespace["counter"]
+    return namespace[name]
 
 
+def make_histogram(bins: int) -> hawk.Kernel:
+    """``counts[bin(x)] += w``, ``x`` in [0, 1) over ``bins`` bins, ``bin`` clamped."""
+    return _kernel(_HISTOGRAM, "histogram", bins=bins, last=bins - 1)
+
+
+def make_counter(bins: int, value: float = 1.0) -> hawk.Kernel:
+    """``counts[bin(x)] += value`` for a constant ``value``: a counted table."""
+    return _kernel(_COUNTER, "counter", bins=bins, last=bins - 1, value=repr(value))
+
+
+histogram = make_histogram(BINS)
 counter = make_counter(BINS)
 
 
