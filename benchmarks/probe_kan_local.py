@@ -6,8 +6,7 @@ At S = 16384, 64 -> 64, G = 8, float32: the local forward with 1, 4 and 8 output
 ``x_bar`` with ``y_bar`` read sample-major (as ``_kan.py`` does) and output-major, and the
 chunked ``c_bar``, each a hawk kernel emitted by ``hawk.emit.cuda`` as it is (64-bit ints)
 with ``floor`` of a float taken to int64 without a double (``64, ff``, :func:`float_floor`),
-as hawk emits it now, with the offsets of in-range reads of small tables in 32 bits
-(``64, o32``; the other forms start from :func:`widened`, the offsets in 64 bits),
+with only the offsets of table reads in 32 bits (``64, o32``, :func:`narrow_offsets`),
 and with its int values rewritten to 32 bits by :func:`narrowed` (a text rewrite, good
 for these kernels only: every int they compute is below 2**31). Each line gives the
 median CUDA-event time of a direct launch, the registers ptxas gives it and the relative
@@ -169,24 +168,19 @@ def float_floor(source: str) -> str:
     return head + _FLOOR_FLOAT + sep + body
 
 
-def widened(source: str) -> str:
-    """``source`` with the offsets of its table reads in 64 bits, as hawk emitted them
-    before it computed an in-range offset of a small table in 32 bits."""
+def narrow_offsets(source: str) -> str:
+    """``source`` with the element offset of each table read computed in 32 bits (each
+    index variable cast to ``int``), every other int left in 64 bits: what an emitter can
+    do where it proves each index within its axis and the table below 2**31 elements."""
     head, sep, body = source.partition('extern "C"')
-    out, at = [], 0
-    while (start := body.find("(int)(", at)) >= 0:
-        depth, end = 0, start + 5
-        for end in range(start + 5, len(body)):
-            depth += {"(": 1, ")": -1}.get(body[end], 0)
-            if depth == 0:
-                break
-        out.append(body[at:start] + body[start + 5 : end + 1])
-        stride = re.match(r" \* (\d+)\b", body[end + 1 :])
-        at = end + 1
-        if stride:
-            out.append(f" * {stride.group(1)}LL")
-            at += stride.end()
-    return head + sep + "".join(out) + body[at:]
+
+    def offset(match: re.Match[str]) -> str:
+        inside = re.sub(r"\b(v\d+_\w+)", r"(int)\1", match.group(2))
+        inside = re.sub(r"\b(\d+)LL\b", r"\1", inside)
+        return f"{match.group(1)}[{inside}]"
+
+    body = re.sub(r"\b(p_\w+)\[([^\[\]]*v\d+_[^\[\]]*)\]", offset, body)
+    return head + sep + body
 
 
 def narrowed(source: str) -> str:
@@ -256,10 +250,10 @@ def main() -> int:
         args = PackedArgs([*(planes[p.name] for p in kernel.planes), np.int64(lanes), record])
         emitted = emit_cuda.emit(kernel.ir, {p.name: "float32" for p in kernel.planes}, narrow=True)
         sources = (
-            ("64-bit", widened(emitted.source)),
-            ("64, ff", float_floor(widened(emitted.source))),
-            ("64, o32", emitted.source),
-            ("32-bit", narrowed(widened(emitted.source))),
+            ("64-bit", emitted.source),
+            ("64, ff", float_floor(emitted.source)),
+            ("64, o32", narrow_offsets(emitted.source)),
+            ("32-bit", narrowed(emitted.source)),
         )
         for ints, source in sources:
             loaded = eagle.cuda.load_kernel(source, emitted.name)

@@ -30,23 +30,3 @@ def nested(t: hawk.Table["row":4], u: hawk.Table, i: hawk.Scalar, y: hawk.Mutabl
 def cond_read(t: hawk.Table["row":4], i: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
     # a read in a select's condition is made by every lane
     y = 1.0 if t.at(row=int(i)) > 0.0 else 2.0
-
-
-@hawk.kernel
-def huge(t: hawk.Table["row":65536, "col":32768], i: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
-    # 2**31 elements: the offset of a read stays in 64 bits
-    y = t.at(row=int(i), col=int(i))
-
-
-@hawk.kernel
-def just_below(
-    t: hawk.Table["row":65535, "col":32768], i: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]
-):
-    # 2**31 - 32768 elements: the offset of a read is computed in 32 bits
-    y = t.at(row=int(i), col=int(i))
-
-
-@hawk.kernel
-def adds_at(i: hawk.Scalar, t: hawk.Mutable[hawk.Table["row":8, "col":4]]):
-    # a checked add into a named table
-    t.add(row=int(i), col=int(i) % 4, value=1.5)

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 import eagle.plan
 import hawk
 from eagle.cuda.module import compile_cuda
-from hawk.emit import cuda, private
+from hawk.emit import cuda
 from tests import _bounds_kernels as bk
 from tests import _clamped_kernels as ck
 from tests._kernel_grammar import GeneratedKernel, KernelLoader, kernels
@@ -42,47 +42,11 @@ def test_a_gather_loads_at_its_clamped_index_with_no_branch() -> None:
     assert "[&]" not in text and "hawk_in(" not in text
     clamp = _line(lines, r"const long long (cx\d+) = hawk_clamp\((ix\d+), 3LL, hawk_rec, \d+LL, "
                          r"lane\);")  # fmt: skip
-    load = _line(lines, r"const float rd\d+ = p_t\[\(int\)\(cx\d+\) \* 4 \+ 1\];")
+    load = _line(lines, r"const float rd\d+ = p_t\[cx\d+ \* 4LL \+ 1LL\];")
     select = _line(lines, r"const float v\d+_y = \(\(cx\d+ == ix\d+\) \? rd\d+ : \(float\)0\);")
     assert clamp < load < select and _depth(lines[clamp]) == _depth(lines[select])
     # a failing index is recorded by the clamp itself: the lane loop keeps no failure state
     assert "hawk_fail(" not in text
-
-
-def test_the_offsets_of_small_named_tables_are_32_bit_and_of_others_64_bit() -> None:
-    """Where an offset is computed, every index is within its axis (here clamped), so a
-    named table below 2**31 elements computes it in 32-bit ints; a larger table and a flat
-    table (its length unknown when emitted) keep 64 bits."""
-    _line(
-        _body(ck.just_below),
-        r"const float rd\d+ = p_t\[\(int\)\(cx\d+\) \* 32768 \+ \(int\)\(cx\d+\)\];",
-    )
-    _line(_body(ck.huge), r"const float rd\d+ = p_t\[cx\d+ \* 32768LL \+ cx\d+\];")
-    _line(
-        _body(bk.flat, "float64"), r"const double rd\d+ = n_t > 0LL \? p_t\[cx\d+\] : \(double\)0;"
-    )
-    for kernel in (ck.just_below, ck.huge):
-        source = cuda.emit(kernel.ir, {p.name: "float32" for p in kernel.planes}).source
-        assert compile_cuda(source, name=f"hawk_{kernel.name}")
-
-
-@pytest.mark.parametrize("deterministic", [False, True])
-def test_a_checked_add_computes_a_32_bit_offset_only_where_its_checks_pass(deterministic):
-    """An add evaluates its target inside ``if (checks)``; an ordered add takes the target
-    whatever the checks say, so its offset stays in 64 bits."""
-    dtypes = {"i": "float32", "t": "float32"}
-    shared = (private.SharedTable("t", 32, 4),) if deterministic else ()
-    source = cuda.emit(ck.adds_at.ir, dtypes, shared=shared, deterministic=deterministic)
-    text = source.source
-    if deterministic:
-        assert re.search(r"hawk_add_ordered\(&w_t\[ix\d+ \* 4LL \+ hawk_mod\(", text)
-    else:
-        assert re.search(
-            r"if \(hawk_in\(ix\d+, 8LL, .*\)\) atomicAdd\(&p_t\[\(int\)\(ix\d+\) \* 4 \+ "
-            r"\(int\)\(hawk_mod\(",
-            text,
-        )
-    assert compile_cuda(text, name=source.name)
 
 
 def test_a_flat_read_loads_only_from_a_table_that_is_not_empty() -> None:
@@ -95,7 +59,7 @@ def test_each_checked_axis_is_clamped() -> None:
     lines = _body(bk.lookup2)
     _line(lines, r"const long long cx\d+ = hawk_clamp\(ix\d+, 3LL, hawk_rec, \d+LL, .*")
     _line(lines, r"const long long cx\d+ = hawk_clamp\(ix\d+, 4LL, hawk_rec, \d+LL, .*")
-    _line(lines, r"const float rd\d+ = p_t\[\(int\)\(cx\d+\) \* 4 \+ \(int\)\(cx\d+\)\];")
+    _line(lines, r"const float rd\d+ = p_t\[cx\d+ \* 4LL \+ cx\d+\];")
     _line(lines, r".* = \(\(cx\d+ == ix\d+ && cx\d+ == ix\d+\) \? rd\d+ : \(float\)0\);")
 
 
@@ -104,7 +68,7 @@ def test_axes_proved_or_checked_at_bind_are_not_clamped() -> None:
     # once, at bind (hawk.emit.checks.LaneCheck)
     text = "\n".join(_body(bk.contract))
     assert "hawk_clamp(" not in text
-    assert re.search(r"p_f\[\(int\)\(v\d+_r\) \* 12 \+ \(int\)\(v\d+_sample\)\]", text)
+    assert re.search(r"p_f\[v\d+_r \* 12LL \+ v\d+_sample\]", text)
 
 
 @pytest.mark.parametrize("kernel", [bk.add_named, bk.add_flat, bk.add_uniform, bk.guarded_add])

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import abc
 import math
-import re
 from collections.abc import Callable, Mapping
 from typing import ClassVar
 
@@ -37,11 +36,7 @@ from hawk.emit import Names
 from hawk.emit.checks import CheckSite, IntOverflow, Ranges, operation_site
 from hawk.kinds import Type
 
-__all__ = ["NARROW_ELEMENTS", "CStyle"]
-
-#: a named table of fewer elements than this has the offsets of its in-range accesses
-#: computed in 32-bit ints (:meth:`CStyle.offset`)
-NARROW_ELEMENTS = 2**31
+__all__ = ["CStyle"]
 
 _STATEMENTS: ir.Rules[Callable[..., None]] = ir.Rules("C emitter", ir.Stmt)
 _EXPRESSIONS: ir.Rules[Callable[..., str]] = ir.Rules("C emitter", ir.Expr)
@@ -228,22 +223,10 @@ class CStyle(abc.ABC):
 
     # -- expressions ----------------------------------------------------------------------
 
-    def offset(self, plane: ir.Plane, texts: list[str], *, in_range: bool = False) -> str:
-        """The element offset of a table access from its index texts.
-
-        With ``in_range`` (every index is within its axis wherever the offset is computed:
-        proved, checked at launch, or clamped by its check) the offset of a named table of
-        fewer than :data:`NARROW_ELEMENTS` elements is computed in 32-bit ``int``: it lies
-        below the table's size, and 32-bit multiply-adds are half the instructions of
-        64-bit ones."""
+    def offset(self, plane: ir.Plane, texts: list[str]) -> str:
+        """The element offset of a table access from its index texts."""
         if plane.strides is None:
             return texts[0]
-        if in_range and math.prod(extent for _, extent in plane.axes or ()) < NARROW_ELEMENTS:
-            terms = [
-                _int(text) if stride == 1 else f"{_int(text)} * {stride}"
-                for text, stride in zip(texts, plane.strides, strict=True)
-            ]
-            return " + ".join(terms)
         terms = [
             text if stride == 1 else f"{text} * {stride}LL"
             for text, stride in zip(texts, plane.strides, strict=True)
@@ -341,9 +324,3 @@ class CStyle(abc.ABC):
         depth = self.depth
         self.emit(depth + 1, f"{target} = {self.value(node, depth + 1)};")
         self.depth = depth
-
-
-def _int(text: str) -> str:
-    """An in-range index's C text as a 32-bit ``int``: a constant's digits, or a cast."""
-    constant = re.fullmatch(r"\(?(-?\d+)LL\)?", text)
-    return constant.group(1) if constant else f"(int)({text})"

@@ -66,10 +66,6 @@ does, from the value itself), on any architecture; they take no adds.
 
 Ints are ``long long``; an int operation that may leave int64 is written through the
 unsigned helpers (C leaves a signed overflow undefined), so it wraps as on the host.
-The element offset of a read of a named table of fewer than 2**31 elements, and of an add
-into one (not an ordered add), is computed in 32-bit ``int``: where the offset is
-computed every index is within its axis (proved, checked at launch, or clamped by its
-check; a failing add does not compute it), so the offset is below the table's size.
 
 Every check of :mod:`hawk.emit.checks` is one unsigned compare per index
 axis (or one compare of a divisor with zero); a failure calls a helper kept
@@ -553,10 +549,7 @@ class _Cuda(CStyle):
         base = Names.plane(plane)
         if plane in self.private:
             base = _warp_copy(plane) if self.deterministic else _copy(plane)
-        # a lane evaluates the target only where its checks pass (an ordered add takes it
-        # whatever they say, so it stays in 64 bits)
-        in_range = not (self.deterministic and plane in self.private)
-        target = f"&{base}[{self.offset(stmt.plane, indices, in_range=in_range)}]"
+        target = f"&{base}[{self.offset(stmt.plane, indices)}]"
         varying = any(item.varying for item in stmt.index)
         if self.deterministic and plane in self.private:
             value = self.lanes.convert(self.value(stmt.value, depth), stmt.plane, to_real=False)
@@ -570,7 +563,7 @@ class _Cuda(CStyle):
             return
         summed = stmt.plane.name in self.sums
         if summed:  # into its scratch sums, in the compute type (rounded by finish())
-            target = f"&{_sum(stmt.plane.name)}[{self.offset(stmt.plane, indices, in_range=True)}]"
+            target = f"&{_sum(stmt.plane.name)}[{self.offset(stmt.plane, indices)}]"
         if plane in self.counted:  # one more add of the table's constant
             add = f"atomicAdd({target}, 1u);"
         elif summed and varying and not self.warp_adds:
@@ -674,8 +667,7 @@ class _Cuda(CStyle):
                 f"hawk_clamp({text}, {extent}, hawk_rec, {site}LL, lane);",
             )
             valid.append(f"{texts[position]} == {text}")
-        # every index is in range here: proved, checked at launch, or clamped above
-        element = f"{Names.plane(plane.name)}[{self.offset(plane, texts, in_range=True)}]"
+        element = f"{Names.plane(plane.name)}[{self.offset(plane, texts)}]"
         value = self.lanes.convert(element, plane, to_real=True)
         if not valid:
             return value
