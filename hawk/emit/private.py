@@ -39,7 +39,7 @@ do not fix either. Integer adds are exact in any order, and so are float counts:
 numbers below 2**24 per cell in float32 (2**53 in float64).
 
 A float table that every add of the kernel adds one constant into (a histogram's
-``value=1.0``), outside any loop, is *counted* (:attr:`SharedTable.count`, not when
+``value=1.0``), outside any loop, is *counted* (``SharedTable.count``, not when
 deterministic): its copy holds 32-bit unsigned counts of the adds, taken with the
 shared-memory integer atomics the device runs natively (a float add into shared memory
 is a compare-and-swap loop), and the flush adds ``count * constant``, rounded once to the
@@ -75,7 +75,6 @@ __all__ = [
     "reasons",
     "scratch_bytes",
     "shared_bytes",
-    "shared_table",
 ]
 
 #: bytes of shared memory a block's private copies may take together (32 KiB)
@@ -167,7 +166,7 @@ def reasons(
         deterministic: the copies are summed in a fixed order (see the module docstring).
         copies: the copies of each table a block keeps (one per warp when deterministic).
         lanes: the lanes of the launch, when known: a table it would count is sized by
-            its counts (:func:`shared_table`).
+            its counts (see :func:`counted`).
     """
     added = [node for node in ir.walk(kernel) if isinstance(node, ir.Accumulate)]
     wanted = {
@@ -187,7 +186,7 @@ def reasons(
         if plane.name not in wanted:
             continue
         dtype = numpy_dtype(dtypes[plane.name])
-        table = shared_table(kernel, plane, dtypes, lanes, deterministic=deterministic)
+        table = _shared_table(kernel, plane, dtypes, lanes, deterministic=deterministic)
         if dtype.name not in PRIVATE_DTYPES:
             found[plane.name] = (
                 f"it is {dtype.name} (privatised: {', '.join(sorted(PRIVATE_DTYPES))})"
@@ -250,7 +249,7 @@ def choose(
     )
     for name, reason in found.items():
         if reason is None:
-            table = shared_table(kernel, planes[name], dtypes, lanes, deterministic=deterministic)
+            table = _shared_table(kernel, planes[name], dtypes, lanes, deterministic=deterministic)
             if shared_bytes((*chosen, table), lengths, copies) <= SHARED_BYTES:
                 chosen.append(table)
                 continue
@@ -267,7 +266,7 @@ def choose(
     return tuple(chosen)
 
 
-def shared_table(
+def _shared_table(
     kernel: ir.KernelIR,
     plane: ir.Plane,
     dtypes: Mapping[str, Any],
