@@ -184,6 +184,20 @@ def test_counted_kernels_count_and_flush_count_times_the_constant(checks, narrow
         assert compile_cuda(text, name=source.name)
 
 
+def test_a_counted_flush_multiplies_by_the_constant_as_the_kernel_computes_it():
+    """In float32 the constant 0.1 is 0.1f, as each add would have added it."""
+    kernel = k.make_counter(16, 0.1)
+    for dtype, ctype, value in [
+        ("float32", "float", "0.10000000149011612"),
+        ("float64", "double", "0.1"),
+    ]:
+        dtypes = {"x": dtype, "counts": dtype}
+        (table,) = _choose(kernel, dtypes)
+        assert table.count == 0.1
+        source = cuda.emit(kernel.ir, dtypes, shared=(table,)).source
+        assert f"({ctype})((double)count * {value})" in source
+
+
 @pytest.mark.parametrize("adds", ["auto", "global", "deterministic"])
 def test_a_privatised_histogram_loads_several_lanes_at_once(adds):
     """Adds into the block's copy keep no lane order: each thread runs groups of 4 lanes

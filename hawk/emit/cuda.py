@@ -415,11 +415,13 @@ class _Cuda(CStyle):
             )
             target = Names.plane(table.name)
             if table.count is not None:  # the block's count of adds, times their constant
+                # the constant as the kernel computes it: rounded to float in float32
+                value = table.count if self.real == "double" else float(np.float32(table.count))
                 flush += [
                     f"    for (long long c = threadIdx.x; c < {cells}; c += blockDim.x) {{",
                     f"        const unsigned int count = {copy}[c];",
                     f"        if (count != 0u) atomicAdd(&{target}[c], "
-                    f"({ctype})((double)count * {table.count!r}));",
+                    f"({ctype})((double)count * {value!r}));",
                     "    }",
                 ]
             elif not self.deterministic:
