@@ -43,10 +43,10 @@ A float table that every add of the kernel adds one constant into (a histogram's
 deterministic): its copy holds 32-bit unsigned counts of the adds, taken with the
 shared-memory integer atomics (on an H200 a 10**8-sample histogram took 0.230 ms counted
 against 0.314 summing floats), and the flush adds ``count * constant`` (the constant in
-the compute type, as each add would have added it), rounded once to the table's dtype. A launch counts only when its lanes times the table's adds stay below
-2**32, so no count wraps; each cell's block sum is then exact where the per-add sums
-were (whole numbers below 2**24 in float32), and otherwise rounded once instead of once
-per add.
+the compute type, as each add would have added it), rounded once to the table's dtype.
+A launch counts only when its lanes times the table's adds stay below 2**32, so no count
+wraps; each cell's block sum is then exact where the per-add sums were (whole numbers
+below 2**24 in float32), and otherwise rounded once instead of once per add.
 """
 
 from __future__ import annotations
