@@ -2,9 +2,9 @@
 
 Usage: PYTHONPATH=. python benchmarks/probe_kan_local.py    # needs a CUDA device
 
-At S = 16384, 64 -> 64, G = 8, float32: the local forward with 1, 4 and 8 outputs per lane,
+At S = 16384, 64 -> 64, G = 8, float32: the local forward with 1 and 4 outputs per lane,
 ``x_bar`` with ``y_bar`` read sample-major (as ``_kan.py`` does) and output-major, and the
-chunked ``c_bar``, each a hawk kernel emitted by ``hawk.emit.cuda`` as it is (64-bit ints)
+chunked ``c_bar``, each a hawk kernel emitted by ``hawk.emit.cuda`` as it is (64-bit ints),
 with ``floor`` of a float taken to int64 without a double (``64, ff``, :func:`float_floor`),
 with only the offsets of table reads in 32 bits (``64, o32``, :func:`narrow_offsets`),
 and with its int values rewritten to 32 bits by :func:`narrowed` (a text rewrite, good
@@ -47,7 +47,7 @@ def kernels() -> dict[str, tuple[hawk.Kernel, int]]:
     NB = G + 3
     INV_H = G / 2.0
     G0 = -1.0 - 3.0 / INV_H
-    Q4, Q8 = NO // 4, NO // 8
+    Q4 = NO // 4
 
     @hawk.kernel
     def forward4(
@@ -128,7 +128,6 @@ def kernels() -> dict[str, tuple[hawk.Kernel, int]]:
         dw3 = 0.5 * t * t if k3 == j else 0.0
         x_bar = (dw0 * g0 + dw1 * g1 + dw2 * g2 + dw3 * g3) * INV_H
 
-    del Q8
     return {
         "forward, 1 out/lane": (layer.local, S * NO),
         "forward, 4 out/lane": (forward4, S * Q4),
