@@ -295,7 +295,7 @@ class _Cuda(CStyle):
         width = vector_width(kernel, dtypes, private) if vector and not deterministic else 1
         self.lanes = Lanes(kernel, dtypes, self.real, width, values, narrow, deterministic)
         self.shared = shared
-        self.private = set(private)
+        self.private = private
         self.counted = {table.name for table in shared if table.count is not None}
         self.deterministic = deterministic
 

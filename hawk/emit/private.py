@@ -51,6 +51,7 @@ below 2**24 in float32), and otherwise rounded once instead of once per add.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -168,7 +169,24 @@ def reasons(
         lanes: the lanes of the launch, when known: a table it would count is sized by
             its counts (see :func:`counted`).
     """
+    assessed = _assess(
+        kernel, dtypes, lengths, deterministic=deterministic, copies=copies, lanes=lanes
+    )
+    return {name: reason for name, (_, reason) in assessed.items()}
+
+
+def _assess(
+    kernel: ir.KernelIR,
+    dtypes: Mapping[str, Any],
+    lengths: Mapping[str, int],
+    *,
+    deterministic: bool,
+    copies: int,
+    lanes: int | None,
+) -> dict[str, tuple[SharedTable, str | None]]:
+    """:func:`reasons`, each with the :class:`SharedTable` the table would be."""
     added = [node for node in ir.walk(kernel) if isinstance(node, ir.Accumulate)]
+    adds = Counter(node.plane.name for node in added)
     wanted = {
         node.plane.name
         for node in added
@@ -181,30 +199,28 @@ def reasons(
         for node in ir.walk(stmt)
         if isinstance(node, ir.Accumulate)
     }
-    found: dict[str, str | None] = {}
+    found: dict[str, tuple[SharedTable, str | None]] = {}
     for plane in kernel.planes:
         if plane.name not in wanted:
             continue
         dtype = numpy_dtype(dtypes[plane.name])
-        table = _shared_table(kernel, plane, dtypes, lanes, deterministic=deterministic)
+        table = _shared_table(kernel, plane, dtypes, lanes, adds[plane.name], deterministic)
+        reason: str | None = None
         if dtype.name not in PRIVATE_DTYPES:
-            found[plane.name] = (
-                f"it is {dtype.name} (privatised: {', '.join(sorted(PRIVATE_DTYPES))})"
-            )
+            reason = f"it is {dtype.name} (privatised: {', '.join(sorted(PRIVATE_DTYPES))})"
         elif deterministic and plane.name in branched:
-            found[plane.name] = (
+            reason = (
                 "it is added into under an if whose condition depends on the lane (add "
                 "`value if cond else 0.0` instead)"
             )
         elif table.cells is None and plane.name not in lengths:
-            found[plane.name] = "its length is not known"
+            reason = "its length is not known"
         elif (size := shared_bytes((table,), lengths, copies)) > SHARED_BYTES:
-            found[plane.name] = (
+            reason = (
                 f"its {copies} cop{'y' if copies == 1 else 'ies'} take {size} bytes, over "
                 f"the {SHARED_BYTES} bytes of shared memory a block's copies may take"
             )
-        else:
-            found[plane.name] = None
+        found[plane.name] = (table, reason)
     return found
 
 
@@ -242,14 +258,12 @@ def choose(
         return ()
     deterministic = adds == "deterministic"
     copies = warps if deterministic else 1
-    planes = {p.name: p for p in kernel.planes}
     chosen: list[SharedTable] = []
-    found = reasons(
+    found = _assess(
         kernel, dtypes, lengths, deterministic=deterministic, copies=copies, lanes=lanes
     )
-    for name, reason in found.items():
+    for name, (table, reason) in found.items():
         if reason is None:
-            table = _shared_table(kernel, planes[name], dtypes, lanes, deterministic=deterministic)
             if shared_bytes((*chosen, table), lengths, copies) <= SHARED_BYTES:
                 chosen.append(table)
                 continue
@@ -271,17 +285,15 @@ def _shared_table(
     plane: ir.Plane,
     dtypes: Mapping[str, Any],
     lanes: int | None,
-    *,
-    deterministic: bool = False,
+    adds: int,
+    deterministic: bool,
 ) -> SharedTable:
-    """The :class:`SharedTable` of ``plane``: counted when :func:`counted` allows it, the
-    launch is not deterministic and no count over ``lanes`` lanes can reach 2**32."""
+    """The :class:`SharedTable` of ``plane``, which the kernel adds into ``adds`` times:
+    counted when :func:`counted` allows it, the launch is not deterministic and no count
+    over ``lanes`` lanes can reach 2**32."""
     shape = plane.shape
     cells = None if shape is None else int(np.prod(shape))
     value = None if deterministic or lanes is None else counted(kernel, plane.name, dtypes)
-    adds = sum(
-        1 for node in ir.walk(kernel) if isinstance(node, ir.Accumulate) and node.plane == plane
-    )
     if value is None or lanes is None or lanes * adds >= 2**32:
         return SharedTable(plane.name, cells, numpy_dtype(dtypes[plane.name]).itemsize)
     return SharedTable(plane.name, cells, 4, value)
