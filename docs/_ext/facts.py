@@ -534,26 +534,16 @@ SCATTER_CASES = {
 def scatter_table() -> str:
     """docs/benchmarks.md's table of scatter-adds, from the ``scatter`` figures recorded:
     eagle's fastest side and torch's fastest side of each case, and their ratio."""
-    section = recorded()["scatter"]
+    section, fastest = recorded()["scatter"], _plots().scatter_fastest
     rows = []
     for case, words in SCATTER_CASES.items():
-        sides = scatter_sides(section, case)
-        ours = min((ms, name) for name, (ms, _) in sides.items() if name.startswith("hawk"))
-        best = min((ms, name) for name, (ms, _) in sides.items() if name.startswith("torch"))
+        ours, best = fastest(section, case)
         name = best[1] if "." in best[1] else best[1].removeprefix("torch ")
         rows.append(
             [words, f"{ours[0]:.3f}", f"{best[0]:.3f} (`{name}`)", f"{best[0] / ours[0]:.2f}"]
         )
     header = ["case", "eagle, ms", "torch's fastest, ms", "torch / eagle"]
     return _table(header, rows) + f"\n\nOn {section['device']}, medians of 20 CUDA-event timings."
-
-
-def scatter_sides(data: dict[str, Any], case: str) -> dict[str, list[float]]:
-    """The sides of one case of ``bench_scatter.py``'s figures, by name: (ms, error) each
-    (the gather is the random deposit's ``gather``)."""
-    if case == "gather (adjoint)":
-        return data["deposit random"]["gather"]
-    return data[case]["sides"]
 
 
 def _ms_or_pending(value: float | None) -> str:

@@ -223,15 +223,21 @@ SCATTER_CASES = {
 }
 
 
+def scatter_fastest(data: dict[str, Any], case: str) -> tuple[tuple[float, str], ...]:
+    """eagle's and torch's fastest sides of one case of bench_scatter.py's figures, as
+    (ms, side name) each; the gather is the random deposit's ``gather``."""
+    sides = data["deposit random"]["gather"] if case.startswith("gather") else data[case]["sides"]
+    return tuple(
+        min((ms, name) for name, (ms, _) in sides.items() if name.startswith(prefix))
+        for prefix in ("hawk", "torch")
+    )
+
+
 def scatter() -> Svg:
     data, source = load("scatter")
-    hawk_ms, torch_ms = [], []
-    for case in SCATTER_CASES:  # the gather is the random deposit's "gather"
-        sides = (
-            data["deposit random"]["gather"] if case.startswith("gather") else data[case]["sides"]
-        )
-        hawk_ms.append(min(ms for name, (ms, _) in sides.items() if name.startswith("hawk")))
-        torch_ms.append(min(ms for name, (ms, _) in sides.items() if name.startswith("torch")))
+    fastest = [scatter_fastest(data, case) for case in SCATTER_CASES]
+    hawk_ms = [ours[0] for ours, _ in fastest]
+    torch_ms = [theirs[0] for _, theirs in fastest]
     return bars(
         "Scatter-adds: eagle's fastest against torch's fastest (lower is better)",
         list(SCATTER_CASES.values()), [EAGLE, TORCH], [hawk_ms, torch_ms], "ms",
