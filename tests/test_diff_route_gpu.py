@@ -1,6 +1,7 @@
 """The routed adjoint on a device: the gradient products against the loop adjoint and a
-float64 reference, accumulation, a table read by two launches, and a forward and its
-reverse captured together in one graph."""
+float64 reference, accumulation, a table read by two launches, a forward and its
+reverse captured together in one graph, and the gradient products on branches of a
+capture (alone and after a launch whose gradient they read)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 import eagle.diff
 import eagle.plan
 from eagle import arrays, cuda
+from eagle.cuda import _graph_nodes as graph_nodes
 from hawk.emit import policy
 from tests import _route_kernels as k
 
@@ -159,3 +161,77 @@ def test_two_routed_adjoint_runs_give_the_same_bits(rng):
         adjoint.run(w=_device(w), f=_device(f), y_bar=_device(y_bar), f_bar=f_bar)
         outs.append(f_bar.numpy())
     assert np.array_equal(outs[0], outs[1])
+
+
+def _roots(captured: cuda.CapturedGraph) -> int:
+    """How many nodes of the captured graph depend on none."""
+    found, before_of = graph_nodes.edges(captured._handle)
+    return sum(not before_of[key] for key in found)
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_a_captured_adjoint_runs_its_two_products_on_branches(rng, accumulate):
+    r, u, b = 256, 96, 160
+    routed, _ = _plans(k.make_contract(r, u, b))
+    w, f, y_bar = _inputs(rng, r, u, b)
+    w_bar = arrays.full((r, u), np.nan, "float32", "cuda:0")  # poisoned: written, not read
+    f_bar = arrays.full((r, b), np.nan, "float32", "cuda:0")
+    if accumulate:
+        w_bar.fill(0.0)
+        f_bar.fill(0.0)
+    planes = {"w": _device(w), "f": _device(f), "y_bar": _device(y_bar)}
+    stream = cuda.Stream(non_blocking=True)
+    with stream:
+        backward = eagle.diff.reverse(routed, accumulate=accumulate).bind(
+            **planes, w_bar=w_bar, f_bar=f_bar
+        )
+    with cuda.StreamCapturer(stream.ptr()) as cap:
+        backward.launch(stream)
+    assert _roots(cap.captured) >= 2  # the two products start side by side
+    launcher = cuda.Graph.from_captured(cap.captured).launcher().stream(stream)
+    replays = 1 if not accumulate else 2
+    for _ in range(replays):
+        launcher.launch()
+    launcher.synchronize()
+    ref_w, ref_f = _reference(w, f, y_bar, b, u)
+    got_w, got_f = w_bar.numpy(), f_bar.numpy()
+    assert np.linalg.norm(got_w - replays * ref_w) / np.linalg.norm(replays * ref_w) < 8 * b * EPS32
+    assert np.linalg.norm(got_f - replays * ref_f) / np.linalg.norm(replays * ref_f) < 8 * u * EPS32
+    if not accumulate:  # an eager launch, on one stream, writes the same bits
+        w_bar.fill(np.nan, stream)
+        f_bar.fill(np.nan, stream)
+        backward.launch(stream)
+        stream.synchronize()
+        assert np.array_equal(w_bar.numpy(), got_w) and np.array_equal(f_bar.numpy(), got_f)
+
+
+def test_a_product_forked_in_a_sequence_joins_before_the_launch_that_reads_it(rng):
+    """reverse([contract, square]) with square's ``x`` the contraction's output: square's
+    adjoint runs first and writes the contraction's cotangent, which both of its gradient
+    products read; their branches join back before the launch ends."""
+    r, u, b = 128, 64, 96
+    routed, _ = _plans(k.make_contract(r, u, b))
+    w, f, _ = _inputs(rng, r, u, b)
+    y = (f.astype(np.float64).T @ w.astype(np.float64)).reshape(-1).astype(np.float32)
+    z_bar = rng.standard_normal(b * u).astype(np.float32)
+    y_bar_ref = 2.0 * y.astype(np.float64) * z_bar  # d(y*y + 1)/dy
+    y_bar = arrays.full((b * u,), np.nan, "float32", "cuda:0")
+    w_bar = arrays.full((r, u), np.nan, "float32", "cuda:0")
+    f_bar = arrays.full((r, b), np.nan, "float32", "cuda:0")
+    stream = cuda.Stream(non_blocking=True)
+    with stream:
+        backward = eagle.diff.reverse([routed, eagle.plan.auto(k.square)], accumulate=False).bind(
+            {"w": _device(w), "f": _device(f), "y_bar": y_bar, "w_bar": w_bar, "f_bar": f_bar},
+            {"x": _device(y), "y_bar": _device(z_bar), "x_bar": y_bar},
+        )
+    with cuda.StreamCapturer(stream.ptr()) as cap:
+        backward.launch(stream)
+    assert _roots(cap.captured) == 1  # square's adjoint first, then the products side by side
+    launcher = cuda.Graph.from_captured(cap.captured).launcher().stream(stream)
+    launcher.launch()
+    launcher.synchronize()
+    cot = y_bar_ref.reshape(b, u)
+    ref_w, ref_f = f.astype(np.float64) @ cot, w.astype(np.float64) @ cot.T
+    assert np.linalg.norm(y_bar.numpy() - y_bar_ref) / np.linalg.norm(y_bar_ref) < 4 * EPS32
+    assert np.linalg.norm(w_bar.numpy() - ref_w) / np.linalg.norm(ref_w) < 8 * b * EPS32
+    assert np.linalg.norm(f_bar.numpy() - ref_f) / np.linalg.norm(ref_f) < 8 * u * EPS32

@@ -221,7 +221,9 @@ def test_host_examples_run(page):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("page", GPU_PAGES, ids=shown)
-def test_all_examples_run_on_a_device(page):
+def test_all_examples_run_on_a_device(page, collector_paused):
+    # the collector paused: an earlier test's object collected inside a page's capture may
+    # make a CUDA call that invalidates it (api/cuda.md failed so once in 849 GPU tests)
     assert _run_page(page, gpu=True) == _runnable(page, gpu=True)
 
 

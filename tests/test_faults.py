@@ -375,7 +375,7 @@ def test_a_driver_error_between_the_products_of_a_routed_adjoint(fake_cublas):  
         "f_bar": _FakeDeviceArray((k.R, k.B), 0x50000),
     }
     bound = adjoint.bind(**planes)
-    (launch,) = bound._enqueues
+    launch = bound._enqueues[0].launch  # a step per product, of one GemmLaunch
     handle, (first, second) = launch._launches[0x11]
     faults = [CudaError("cublasSgemm", "CUBLAS_STATUS_EXECUTION_FAILED", "injected")]
 

@@ -3,6 +3,8 @@ the routed product (its views, operand mapping and cuBLAS parameters) is the ker
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -323,6 +325,44 @@ def fake_cublas(monkeypatch):
     monkeypatch.setattr(_route, "launch_stream", lambda values, device: _Current.ptr())
     monkeypatch.setattr(_bound, "launch_stream", lambda values, device: _Current.ptr())
     monkeypatch.setattr(_route, "as_stream_ptr", lambda s, device: 0x11 if s is None else s)
+    # the side streams of captured launches: 0x51, 0x52, ... with their forks and joins logged
+    monkeypatch.setattr(_bound, "is_capturing", lambda stream_ptr: stream_ptr in capturing)
+    monkeypatch.setattr(_bound, "in_loop_body", lambda stream_ptr: False)
+    monkeypatch.setattr(_bound, "as_stream_ptr", lambda s, device: 0x11 if s is None else s)
+    sides: list[int] = []
+
+    def side_stream(device, index, *, make):
+        if index >= len(sides):
+            if not make:
+                return None
+            sides.extend(0x51 + n for n in range(len(sides), index + 1))
+        return sides[index]
+
+    class Branches:
+        log: ClassVar[list[tuple[str, int]]] = []
+
+        def __init__(self, stream_ptr, device):
+            self.stream_ptr, self.open = stream_ptr, set()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            for index in sorted(self.open):
+                self.join(index)
+
+        def fork(self, index):
+            self.open.add(index)
+            Branches.log.append(("fork", index))
+            return sides[index]
+
+        def join(self, index):
+            if index in self.open:
+                self.open.discard(index)
+                Branches.log.append(("join", index))
+
+    monkeypatch.setattr(_bound, "side_stream", side_stream)
+    monkeypatch.setattr(_bound, "Branches", Branches)
     return handles, capturing
 
 

@@ -55,6 +55,24 @@ def record_use(stream_ptr: int, *objs: Any) -> None:
         kept.extend(objs)
 
 
+def share_capture(side_ptr: int, stream_ptr: int) -> bool:
+    """Record work on ``side_ptr``, a stream forked from the capture of ``stream_ptr``,
+    with eagle's capture of ``stream_ptr`` (until :func:`unshare_capture`); False, and
+    nothing shared, when eagle is not capturing ``stream_ptr``."""
+    with _active_lock:
+        kept = _active.get(stream_ptr)
+        if kept is None or side_ptr in _active:
+            return False
+        _active[side_ptr] = kept
+    return True
+
+
+def unshare_capture(side_ptr: int) -> None:
+    """Stop recording work on ``side_ptr`` with the capture :func:`share_capture` named."""
+    with _active_lock:
+        _active.pop(side_ptr, None)
+
+
 def is_capturing(stream: Stream | int | None = None) -> bool:
     """True while ``stream`` is being captured (by eagle or anyone else); for the CUDA
     default stream, also while a blocking stream is (work there would join the capture)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -392,7 +392,7 @@ class AutoPlan:
         if route.name == "gemm":
             return BoundPlan(plan, checked, backend.bind_products(plan, checked), route)
         binding = backend.bind(plan, checked)
-        return BoundPlan(plan, checked, binding.step, route, binding.setters)
+        return BoundPlan(plan, checked, (binding.step,), route, binding.setters)
 
 
 #: what each side's planes are, for messages
@@ -527,15 +527,16 @@ class BoundPlan(Bound):
         self,
         plan: AutoPlan,
         checked: Planes,
-        step: Step,
+        steps: Sequence[Step],
         route: Route,
         setters: Mapping[str, Callable[[float], None]] | None = None,
     ) -> None:
         foreign = checked.foreign
         tensors = () if foreign is None else foreign.tensors
-        if tensors != step.tensors:
-            step = replace(step, tensors=tensors)
-        super().__init__(checked.side, checked.device, (step,))
+        first, *rest = steps
+        if tensors != first.tensors:  # bumped once a launch, by its first step
+            first = replace(first, tensors=tensors)
+        super().__init__(checked.side, checked.device, (first, *rest))
         self._foreign = foreign
         self.plan = plan
         self.lanes = checked.lanes

@@ -184,12 +184,13 @@ class Backend(abc.ABC):
         direction: Direction = "forward",
         kernel: ir.KernelIR | None = None,
         accumulate: bool = True,
-    ) -> Step:
-        """The products of ``plan``'s recognised contraction bound to ``checked`` planes:
-        ``direction="forward"`` writes the output, ``"adjoint"`` adds into the gradient
-        planes passed (the planes of ``kernel``, the adjoint's IR), or writes them with
-        ``accumulate=False``. Called only when :meth:`product_reasons` and the route's
-        checks allow it.
+    ) -> tuple[Step, ...]:
+        """The products of ``plan``'s recognised contraction bound to ``checked`` planes,
+        as the steps that run them in order: ``direction="forward"`` writes the output,
+        ``"adjoint"`` adds into the gradient planes passed (the planes of ``kernel``, the
+        adjoint's IR), or writes them with ``accumulate=False``. Independent products may
+        be steps of their own that a capture forks (:attr:`Step.fork`). Called only when
+        :meth:`product_reasons` and the route's checks allow it.
 
         Raises:
             TypeError: the backend has no product route.

@@ -6,6 +6,15 @@ work that is enqueued on a stream (on the device) or run now (on the
 host). :class:`Bound` launches them in order, prepares what a capture may
 not make, and captures them into a graph.
 
+Inside a capture, steps that may run on a branch of their own (:attr:`Step.fork`:
+an adjoint's gradient products) fork onto side streams
+(:class:`~eagle.cuda._forks.Branches`), so a replay runs them at once. Where
+they go is decided once, from the memory each step touches
+(:func:`branch_plan`): of consecutive such steps, all fork but the one the step
+after them touches (the last, when none is), and a branch joins back before the
+first later step whose memory overlaps it, else at the end of the launch.
+Outside a capture nothing forks.
+
 A host launch is all or nothing: the planes the steps write are saved
 before the first step runs and written back if any step raises, so a run
 that fails part-way leaves every plane as it was. The steps run with numpy's
@@ -24,12 +33,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from eagle.arrays._holder import bump_versions
+from eagle.cuda._forks import Branches, side_stream
 from eagle.cuda._rebind import Site, record
-from eagle.cuda.graph import Graph, Launcher, StreamCapturer, any_capture_active
+from eagle.cuda.graph import Graph, Launcher, StreamCapturer, any_capture_active, is_capturing
+from eagle.cuda.loops import in_loop_body
 from eagle.cuda.stream import as_stream_ptr, framework_of, launch_stream
 from eagle.errors import EagleTypeError, EagleValueError
 
-__all__ = ["Bound", "Route", "Step"]
+__all__ = ["Bound", "Placement", "Route", "Step", "branch_plan"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,9 @@ class Step:
             launch with no stream goes to (:func:`~eagle.cuda.stream.launch_stream`).
         tensors: the torch tensors the work writes: each launch bumps their
             versions, as torch's in-place operations do.
+        fork: for work a capture may run on a branch of its own, given a side stream,
+            whether the work is prepared to run there (else it runs on the launch
+            stream); None for work that always runs on the launch stream.
     """
 
     enqueue: Callable[[Any], None]
@@ -76,6 +90,73 @@ class Step:
     site: Callable[[], Site] | None = None
     planes: tuple[Any, ...] = ()
     tensors: tuple[Any, ...] = ()
+    fork: Callable[[int], bool] | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one step of a launch runs inside a capture.
+
+    Attributes:
+        joins: the side streams (by index) whose branches join back before the step.
+        side: the side stream it forks onto, or None for the launch stream.
+    """
+
+    joins: tuple[int, ...] = ()
+    side: int | None = None
+
+
+def branch_plan(steps: Sequence[Step]) -> tuple[Placement, ...] | None:
+    """Where each step runs inside a capture, or None when none forks (see the module
+    docstring). A step whose planes are not all arrays with a ``ptr`` and ``nbytes``
+    counts as touching every other step's memory."""
+    if sum(step.fork is not None for step in steps) < 2:
+        return None
+    spans = [_spans(step.planes) for step in steps]
+    forked: set[int] = set()
+    start = 0
+    while start < len(steps):
+        end = start
+        while end < len(steps) and steps[end].fork is not None:
+            end += 1
+        if end - start >= 2:
+            run = range(start, end)
+            after = spans[end] if end < len(steps) else []
+            kept = [i for i in run if _overlap(spans[i], after)]
+            forked.update(i for i in run if i != (kept[-1] if kept else end - 1))
+        start = end + 1
+    open_: dict[int, list[tuple[int, int]] | None] = {}  # side -> the memory its branch touches
+    placements = []
+    for i in range(len(steps)):
+        joins = tuple(side for side, touched in open_.items() if _overlap(touched, spans[i]))
+        for joined in joins:
+            del open_[joined]
+        side = next(n for n in range(len(steps)) if n not in open_) if i in forked else None
+        if side is not None:
+            open_[side] = spans[i]
+        placements.append(Placement(joins, side))
+    return tuple(placements) if forked else None
+
+
+def _spans(planes: Sequence[Any]) -> list[tuple[int, int]] | None:
+    """The bytes each of ``planes`` covers (numbers cover none), or None when one is not
+    an array eagle can place."""
+    spans = []
+    for plane in planes:
+        if isinstance(plane, int | float | np.generic):
+            continue
+        ptr, nbytes = getattr(plane, "ptr", None), getattr(plane, "nbytes", None)
+        if type(ptr) is not int or type(nbytes) is not int:
+            return None
+        spans.append((ptr, ptr + nbytes))
+    return spans
+
+
+def _overlap(a: list[tuple[int, int]] | None, b: list[tuple[int, int]] | None) -> bool:
+    """Whether two steps' memory overlaps (None: all memory)."""
+    if a is None or b is None:
+        return True
+    return any(x0 < y1 and y0 < x1 for x0, x1 in a for y0, y1 in b)
 
 
 class Bound:
@@ -108,6 +189,11 @@ class Bound:
             written = {}  # one plane written whole, in the one store that ends the run
         self._written = tuple(written.values())
         self._tensors = tuple(t for step in self._steps for t in step.tensors)
+        self._branches = None if self._host else branch_plan(self._steps)
+        if self._branches is not None:
+            stream_ptr = self.stream()
+            if not is_capturing(stream_ptr):  # a capture may make nothing: its launch won't fork
+                self._prepare_sides()
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Refused: a binding is its planes' memory and what was prepared for it."""
@@ -126,8 +212,10 @@ class Bound:
     def launch(self, stream: Any = None) -> None:
         """Run once: on the device, enqueue on ``stream`` (a Stream, a raw
         pointer, or None for :meth:`stream`) and return; legal inside a
-        capture. On the host, run now (``stream`` must be None); if it
-        raises, every plane it writes is as it was before. The torch tensors
+        capture, where independent steps (an adjoint's gradient products) fork onto
+        branches of their own and join back before the launch ends. On the host,
+        run now (``stream`` must be None); if it raises, every plane it writes is
+        as it was before. The torch tensors
         it writes have their versions bumped, as torch's in-place operations
         do, so autograd refuses a backward through a value it overwrote.
 
@@ -143,15 +231,20 @@ class Bound:
         else:
             if stream is None:
                 stream = launch_stream(self._stream_plane, self.device or 0)
-            if any_capture_active():  # each step recorded, so that the graph can be rebound
-                stream_ptr = as_stream_ptr(stream, self.device or 0)
-                for step in self._steps:
-                    record(stream_ptr, step.site, step.enqueue)
-            else:
-                for enqueue in self._enqueues:
-                    enqueue(stream)
+            if self._branches is None or not self._branched(stream):
+                self._enqueue(stream)
         if self._tensors:
             bump_versions(self._tensors)
+
+    def _enqueue(self, stream: Any) -> None:
+        """Enqueue the steps on ``stream``, one after another."""
+        if any_capture_active():  # each step recorded, so that the graph can be rebound
+            stream_ptr = as_stream_ptr(stream, self.device or 0)
+            for step in self._steps:
+                record(stream_ptr, step.site, step.enqueue)
+        else:
+            for enqueue in self._enqueues:
+                enqueue(stream)
 
     def prepare(self, stream: Any = None) -> None:
         """Make what a launch on ``stream`` needs that a capture may not make
@@ -168,6 +261,37 @@ class Bound:
                 if stream_ptr is None:
                     stream_ptr = self._stream_ptr(stream)
                 step.prepare(stream_ptr)
+        self._prepare_sides()
+
+    def _prepare_sides(self) -> None:
+        """Make the side streams a captured launch forks onto, and prepare each forking
+        step for its own (outside any capture)."""
+        for step, placement in zip(self._steps, self._branches or (), strict=False):
+            if placement.side is not None and step.prepare is not None:
+                side_ptr = side_stream(self.device or 0, placement.side, make=True)
+                assert side_ptr is not None  # made
+                step.prepare(side_ptr)
+
+    def _branched(self, stream: Any) -> bool:
+        """Enqueue the steps on ``stream`` with their branches (:attr:`_branches`) when
+        it is being captured, and not into the body of a device-side loop; False, and
+        nothing enqueued, when it is not."""
+        device = self.device or 0
+        stream_ptr = as_stream_ptr(stream, device)
+        if not is_capturing(stream_ptr) or in_loop_body(stream_ptr):
+            return False
+        assert self._branches is not None
+        with Branches(stream_ptr, device) as branches:
+            for step, placement in zip(self._steps, self._branches, strict=True):
+                for side in placement.joins:
+                    branches.join(side)
+                on = stream_ptr
+                if placement.side is not None:
+                    side_ptr = side_stream(device, placement.side, make=False)
+                    if side_ptr is not None and step.fork is not None and step.fork(side_ptr):
+                        on = branches.fork(placement.side)
+                record(on, step.site, step.enqueue)
+        return True
 
     def capture(self, stream: Any = None) -> Launcher:
         """Record one launch into a CUDA graph and return its :class:`~eagle.cuda.Launcher`

@@ -41,7 +41,7 @@ from eagle.plan._backends import (
 )
 from eagle.plan._bound import Step
 from eagle.plan._planes import Planes
-from eagle.plan._route import GemmLaunch
+from eagle.plan._route import GemmLaunch, GemmPart
 from eagle.plan._sites import kernel_site, product_site
 from hawk import ir
 from hawk.emit import compute_dtype, cuda, private
@@ -196,7 +196,7 @@ class CudaBackend(Backend):
         direction: Direction = "forward",
         kernel: ir.KernelIR | None = None,
         accumulate: bool = True,
-    ) -> Step:
+    ) -> tuple[Step, ...]:
         assert plan.record is not None and checked.device is not None
         launch = GemmLaunch(
             plan,
@@ -210,8 +210,34 @@ class CudaBackend(Backend):
         name = plan.kernel.name
         label = f"plan {name!r}" if direction == "forward" else f"the adjoint of {name!r}"
         bound_ir = plan.kernel.ir if kernel is None else kernel
-        site = product_site(label, bound_ir, checked.values, launch)
-        return Step(launch, launch.prepare, site=site, planes=tuple(checked.values.values()))
+        planes = tuple(checked.values.values())
+        if len(launch.calls) == 1:
+            site = product_site(label, bound_ir, checked.values, launch)
+            return (Step(launch, launch.prepare, site=site, planes=planes),)
+        # several gradient products: a step each, which a capture may run on branches
+        return tuple(
+            Step(
+                part,
+                part.prepare,
+                site=product_site(
+                    f"{label} (product {part.index})", bound_ir, checked.values, part
+                ),
+                planes=_operand_planes(part, checked.values),
+                fork=part.ready,
+            )
+            for part in launch.parts()
+        )
+
+
+def _operand_planes(part: GemmPart, values: dict[str, Any]) -> tuple[Array, ...]:
+    """The planes of ``values`` whose memory ``part``'s product reads or writes."""
+    starts = [view.ptr for call in part.calls for view in call.operands.values()]
+    return tuple(
+        plane
+        for plane in values.values()
+        if isinstance(plane, Array)
+        and any(plane.ptr <= start < plane.ptr + max(plane.nbytes, 1) for start in starts)
+    )
 
 
 def _private_launch(

@@ -93,12 +93,12 @@ class NumpyBackend(Backend):
         direction: Direction = "forward",
         kernel: ir.KernelIR | None = None,
         accumulate: bool = True,
-    ) -> Step:
+    ) -> tuple[Step, ...]:
         assert plan.record is not None
         product = HostGemm(
             plan, plan.record, checked.values, direction=direction, accumulate=accumulate
         )
-        return Step(product, written=product.written, last=product.last)
+        return (Step(product, written=product.written, last=product.last),)
 
     def _emitted(
         self, kernel: hawk.Kernel, signature: Signature, int_overflow: IntOverflow

@@ -196,10 +196,10 @@ class AdjointPlan:
         if decide(self.primal, side, primal_dtypes, checked.lanes).name != "gemm":
             return None
         backend = backend_for(self.primal, side)
-        step = backend.bind_products(
+        steps = backend.bind_products(
             self.primal, checked, direction="adjoint", kernel=kernel.ir, accumulate=add
         )
-        return BoundPlan(self.primal, checked, step, Route("gemm", ()))
+        return BoundPlan(self.primal, checked, steps, Route("gemm", ()))
 
     def _routes(self) -> bool:
         """Whether the adjoint may take the GEMM route at all (by the primal's kernel and

@@ -62,6 +62,7 @@ __all__ = [
     "ROUTE_DTYPES",
     "GemmLaunch",
     "GemmOperands",
+    "GemmPart",
     "HostGemm",
     "bind_reasons",
     "dtype_reasons",
@@ -521,6 +522,21 @@ class GemmLaunch:
 
     def __call__(self, stream: Any) -> None:
         """Enqueue the products on ``stream`` (a Stream, a raw pointer, or None)."""
+        self._enqueue(stream, slice(None))
+
+    def parts(self) -> tuple[GemmPart, ...]:
+        """Each product as work of its own (:class:`GemmPart`), in the order
+        :meth:`__call__` enqueues them."""
+        return tuple(GemmPart(self, index) for index in range(len(self.calls)))
+
+    def ready(self, stream_ptr: int) -> bool:
+        """Whether the products are bound on ``stream_ptr``'s live handle (:meth:`prepare`
+        ran for it), so a launch there, captured or not, only enqueues them."""
+        prepared = self._launches.get(stream_ptr)
+        return prepared is not None and prepared[0].alive
+
+    def _enqueue(self, stream: Any, which: slice) -> None:
+        """Enqueue the products ``which`` selects on ``stream``."""
         stream_ptr = stream if type(stream) is int else as_stream_ptr(stream, self.device)
         prepared = self._launches.get(stream_ptr)
         if prepared is not None and prepared[0].alive:
@@ -528,10 +544,42 @@ class GemmLaunch:
         else:
             launches, lender = self._products(stream_ptr)
         if lender is not None:
-            record_lent(lender, stream_ptr, launches)
+            record_lent(lender, stream_ptr, launches[which])
             return
-        for launch in launches:
+        for launch in launches[which]:
             launch()
+
+
+class GemmPart:
+    """One product of a :class:`GemmLaunch`, enqueued alone.
+
+    An adjoint binds each of its gradient products as a step of its own, so that a
+    capture may run them on parallel branches (:mod:`eagle.plan._bound`). It has the
+    launch's surface for one product: :attr:`calls`, :meth:`prepare`, :meth:`ready`
+    and a call that enqueues it.
+
+    Args:
+        launch: the products.
+        index: which of ``launch.calls``.
+    """
+
+    def __init__(self, launch: GemmLaunch, index: int) -> None:
+        self.launch = launch
+        self.index = index
+        self.calls = (launch.calls[index],)
+        self._which = slice(index, index + 1)
+
+    def prepare(self, stream_ptr: int) -> tuple[BoundGemm, ...]:
+        """The product bound on ``stream_ptr``'s handle (:meth:`GemmLaunch.prepare`)."""
+        return self.launch.prepare(stream_ptr)[self._which]
+
+    def ready(self, stream_ptr: int) -> bool:
+        """As :meth:`GemmLaunch.ready`."""
+        return self.launch.ready(stream_ptr)
+
+    def __call__(self, stream: Any) -> None:
+        """Enqueue the product on ``stream`` (a Stream, a raw pointer, or None)."""
+        self.launch._enqueue(stream, self._which)
 
 
 class HostGemm:

@@ -1,0 +1,148 @@
+"""Branches of a captured launch: which steps fork onto side streams and where they join
+(``eagle.plan._bound.branch_plan``), and a routed adjoint's two gradient products forked
+inside a capture and never outside one, over the fake cuBLAS layer of ``test_route``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from eagle.plan import _bound
+from eagle.plan._bound import Placement, Step, branch_plan
+from tests.test_diff_route import _adjoint, _planes
+from tests.test_route import fake_cublas  # noqa: F401 - the fixture
+
+
+@dataclass
+class _Memory:
+    ptr: int
+    nbytes: int
+
+
+def _step(*spans: tuple[int, int], fork: bool = True) -> Step:
+    planes = tuple(_Memory(start, end - start) for start, end in spans)
+    return Step(print, planes=planes, fork=(lambda side: True) if fork else None)
+
+
+A, B, C, D = (0x1000, 0x1100), (0x2000, 0x2100), (0x3000, 0x3100), (0x4000, 0x4100)
+
+
+def test_of_two_independent_products_the_first_forks_and_joins_at_the_end():
+    assert branch_plan([_step(A, B), _step(C, D)]) == (Placement((), 0), Placement((), None))
+
+
+def test_the_product_the_next_step_reads_stays_on_the_launch_stream():
+    steps = [_step(A, B), _step(C, D), _step(B, fork=False)]
+    assert branch_plan(steps) == (Placement(), Placement((), 0), Placement())
+
+
+def test_a_branch_joins_before_the_first_later_step_that_touches_its_memory():
+    steps = [_step(A, B), _step(C), _step(D, fork=False), _step((0x2080, 0x2090), fork=False)]
+    assert branch_plan(steps) == (
+        Placement((), 0),
+        Placement(),
+        Placement(),
+        Placement((0,), None),
+    )
+
+
+def test_three_products_fork_onto_two_side_streams():
+    plan = branch_plan([_step(A), _step(B), _step(C)])
+    assert plan == (Placement((), 0), Placement((), 1), Placement())
+
+
+def test_a_forked_step_waits_for_a_branch_it_overlaps():
+    steps = [_step(A, B), _step(C), _step(fork=False), _step(B, D), _step(C)]
+    plan = branch_plan(steps)
+    assert plan is not None
+    # the second run forks its first product after the first branch (over B) joined back
+    assert plan[3] == Placement((0,), 0) and plan[4] == Placement()
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [_step(A)],
+        [_step(A), _step(B, fork=False)],
+        [_step(A), _step(B, fork=False), _step(C)],
+    ],
+    ids=["one", "one-then-loop", "separated"],
+)
+def test_nothing_forks_without_two_forking_steps_in_a_row(steps):
+    assert branch_plan(steps) is None
+
+
+def test_a_plane_of_unknown_memory_joins_every_branch_first():
+    unknown = Step(print, planes=(object(),))
+    plan = branch_plan([_step(A), _step(B), unknown])
+    assert plan == (Placement((), 0), Placement(), Placement((0,), None))
+
+
+def test_numbers_among_the_planes_touch_no_memory():
+    steps = [_step(A), _step(B), Step(print, planes=(1.5,))]
+    assert branch_plan(steps) == (Placement((), 0), Placement(), Placement())
+
+
+def _gradient_outs(handle):
+    return [operands["out"] for _, operands in handle.calls]
+
+
+def test_outside_a_capture_both_products_run_on_the_launch_stream(fake_cublas):  # noqa: F811
+    handles, _ = fake_cublas
+    bound = _adjoint().bind(**_planes(w_bar=True, f_bar=True))
+    # the side stream's handle is prepared at the bind (warmed into scratch, as 0x11's)
+    assert len(handles[0x51].warmed) == 2 and handles[0x51].calls == []
+    bound.launch()
+    assert len(handles[0x11].calls) == 2 and handles[0x51].calls == []
+    assert _bound.Branches.log == []
+
+
+def test_inside_a_capture_the_first_product_runs_on_a_branch(fake_cublas):  # noqa: F811
+    handles, capturing = fake_cublas
+    bound = _adjoint().bind(**_planes(w_bar=True, f_bar=True))
+    capturing.add(0x11)
+    bound.launch()
+    assert len(handles[0x11].calls) == 1 and len(handles[0x51].calls) == 1
+    assert _bound.Branches.log == [("fork", 0), ("join", 0)]
+    outs = {*_gradient_outs(handles[0x11]), *_gradient_outs(handles[0x51])}
+    assert len(outs) == 2  # each gradient written once
+
+
+def test_a_capture_of_an_unprepared_stream_forks_onto_the_prepared_side(fake_cublas):  # noqa: F811
+    handles, capturing = fake_cublas
+    bound = _adjoint().bind(**_planes(w_bar=True, f_bar=True))
+    capturing.add(0x22)  # torch's capture stream, say: its product is lent by 0x11's handle
+    bound.launch(0x22)
+    assert handles[0x11].lent == [(0x22, 1)] and len(handles[0x51].calls) == 1
+    assert _bound.Branches.log == [("fork", 0), ("join", 0)]
+
+
+def test_a_bind_inside_a_capture_prepares_no_side_and_nothing_forks(fake_cublas):  # noqa: F811
+    handles, capturing = fake_cublas
+    _adjoint().bind(**_planes(w_bar=True, f_bar=True)).launch()  # 0x11's handle warmed
+    capturing.add(0x11)
+    fresh = _planes(w_bar=True, f_bar=True)
+    bound = _adjoint().bind(**fresh)
+    calls = len(handles[0x51].calls)
+    bound.launch()
+    assert len(handles[0x51].calls) == calls
+    assert _bound.Branches.log == []
+
+
+def test_a_capture_into_a_device_side_loop_body_forks_nothing(fake_cublas, monkeypatch):  # noqa: F811
+    handles, capturing = fake_cublas
+    bound = _adjoint().bind(**_planes(w_bar=True, f_bar=True))
+    capturing.add(0x11)
+    monkeypatch.setattr(_bound, "in_loop_body", lambda stream_ptr: True)
+    bound.launch()
+    assert len(handles[0x11].calls) == 2 and _bound.Branches.log == []
+
+
+def test_one_gradient_is_one_product_and_never_forks(fake_cublas):  # noqa: F811
+    handles, capturing = fake_cublas
+    bound = _adjoint().bind(**_planes(w_bar=True))
+    capturing.add(0x11)
+    bound.launch()
+    assert len(handles[0x11].calls) == 1 and 0x51 not in handles
+    assert _bound.Branches.log == []
