@@ -1,6 +1,6 @@
 """One KAN layer training step on a GPU: eagle's captured graph vs torch, and where it goes.
 
-    python benchmarks/bench_kan.py results.json [--sweep] [--local]
+    python benchmarks/bench_kan.py results.json [--sweep] [--local | --no-torch]
     (eagle installed, or PYTHONPATH=.)
 
 The layer (``benchmarks/_kan.py``, the kernels docs/kan.md walks through) at 16,384
@@ -35,7 +35,8 @@ The default run measures them at the shape above in float32; ``--sweep`` measure
 S in {4096, 16384, 65536}, width (inputs = outputs) in {32, 64, 128} and G in {5, 8,
 16}, in float32 and float64 (several minutes, most of it compiling). ``--local`` measures
 the public-API steps alone (dense against local, under a minute), without eagle's
-hand-wired steps and torch's, whose ``torch.compile`` modes take most of a default run.
+hand-wired steps and torch's, whose ``torch.compile`` modes take most of a default run;
+``--no-torch`` measures eagle's steps alone, the hand-wired ones and the public ones.
 
 Step figures are medians over batches of back-to-back steps between CUDA events (a batch
 per trial, after warm-up), the same shapes and data for every side. Gradients are checked
@@ -710,7 +711,8 @@ def _targets(report: dict[str, Any]) -> dict[str, str]:
 
 def main(argv: list[str]) -> int:
     sweep, local_only = "--sweep" in argv[1:], "--local" in argv[1:]
-    paths = [arg for arg in argv[1:] if arg not in ("--sweep", "--local")]
+    no_torch = local_only or "--no-torch" in argv[1:]
+    paths = [arg for arg in argv[1:] if arg not in ("--sweep", "--local", "--no-torch")]
     if len(paths) != 1 or paths[0].startswith("-"):
         print(__doc__)
         return 2
@@ -740,7 +742,7 @@ def main(argv: list[str]) -> int:
         },
         "eagle": {} if local_only else _eagle_side(layer, data),
         "public": _public_side(layer, data, "float32", pieces=True),
-        "torch": {} if local_only else _torch_side(layer, data),
+        "torch": {} if no_torch else _torch_side(layer, data),
     }
     if sweep:
         report["sweep"] = _sweep()
