@@ -20,9 +20,19 @@ class _Memory:
     nbytes: int
 
 
-def _step(*spans: tuple[int, int], fork: bool = True) -> Step:
-    planes = tuple(_Memory(start, end - start) for start, end in spans)
-    return Step(print, planes=planes, fork=(lambda side: True) if fork else None)
+def _at(span: tuple[int, int]) -> _Memory:
+    return _Memory(span[0], span[1] - span[0])
+
+
+def _step(*spans: tuple[int, int], fork: bool = True, reads: int = 0) -> Step:
+    """A step over ``spans``; a product (``fork``) writes all but the first ``reads``."""
+    planes = tuple(_at(span) for span in spans)
+    return Step(
+        print,
+        planes=planes,
+        fork=(lambda side: True) if fork else None,
+        writes=planes[reads:] if fork else None,
+    )
 
 
 A, B, C, D = (0x1000, 0x1100), (0x2000, 0x2100), (0x3000, 0x3100), (0x4000, 0x4100)
@@ -45,6 +55,19 @@ def test_a_branch_joins_before_the_first_later_step_that_touches_its_memory():
         Placement(),
         Placement((0,), None),
     )
+
+
+def test_products_that_read_one_plane_still_fork_and_a_reader_of_it_joins_none():
+    """An adjoint's two products both read the cotangent: reads alone never order steps."""
+    reader = Step(print, planes=(_at(A),), writes=())
+    steps = [_step(A, B, reads=1), _step(A, C, reads=1), reader]
+    assert branch_plan(steps) == (Placement((), 0), Placement(), Placement())
+
+
+def test_a_later_write_to_a_plane_a_branch_reads_joins_it_first():
+    writer = Step(print, planes=(_at(A),))  # writes A, which both products read
+    steps = [_step(A, B, reads=1), _step(A, C, reads=1), writer]
+    assert branch_plan(steps) == (Placement((), 0), Placement(), Placement((0,), None))
 
 
 def test_three_products_fork_onto_two_side_streams():

@@ -11,8 +11,9 @@ an adjoint's gradient products) fork onto side streams
 (:class:`~eagle.cuda._forks.Branches`), so a replay runs them at once. Where
 they go is decided once, from the memory each step touches
 (:func:`branch_plan`): of consecutive such steps, all fork but the one the step
-after them touches (the last, when none is), and a branch joins back before the
-first later step whose memory overlaps it, else at the end of the launch.
+after them depends on (the last, when none is), and a branch joins back before the
+first later step that writes what it touches or touches what it writes, else at the
+end of the launch.
 Outside a capture nothing forks.
 
 A host launch is all or nothing: the planes the steps write are saved
@@ -81,6 +82,8 @@ class Step:
         fork: for work a capture may run on a branch of its own, given a side stream,
             whether the work is prepared to run there (else it runs on the launch
             stream); None for work that always runs on the launch stream.
+        writes: the planes among ``planes`` the work writes, or None for all of them
+            (which of its planes a step that forks may share with others, read-only).
     """
 
     enqueue: Callable[[Any], None]
@@ -91,6 +94,7 @@ class Step:
     planes: tuple[Any, ...] = ()
     tensors: tuple[Any, ...] = ()
     fork: Callable[[int], bool] | None = None
+    writes: tuple[Any, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -108,11 +112,12 @@ class Placement:
 
 def branch_plan(steps: Sequence[Step]) -> tuple[Placement, ...] | None:
     """Where each step runs inside a capture, or None when none forks (see the module
-    docstring). A step whose planes are not all arrays with a ``ptr`` and ``nbytes``
-    counts as touching every other step's memory."""
+    docstring). Two steps depend on one another when one writes memory the other
+    touches; reads alone never order them. A step whose planes are not all arrays with a
+    ``ptr`` and ``nbytes`` counts as touching and writing every other step's memory."""
     if sum(step.fork is not None for step in steps) < 2:
         return None
-    spans = [_spans(step.planes) for step in steps]
+    memory = [_Memory.of(step) for step in steps]
     forked: set[int] = set()
     start = 0
     while start < len(steps):
@@ -121,21 +126,38 @@ def branch_plan(steps: Sequence[Step]) -> tuple[Placement, ...] | None:
             end += 1
         if end - start >= 2:
             run = range(start, end)
-            after = spans[end] if end < len(steps) else []
-            kept = [i for i in run if _overlap(spans[i], after)]
+            kept = [i for i in run if end < len(steps) and memory[i].orders(memory[end])]
             forked.update(i for i in run if i != (kept[-1] if kept else end - 1))
         start = end + 1
-    open_: dict[int, list[tuple[int, int]] | None] = {}  # side -> the memory its branch touches
+    open_: dict[int, _Memory] = {}  # side -> the memory of the step on its branch
     placements = []
     for i in range(len(steps)):
-        joins = tuple(side for side, touched in open_.items() if _overlap(touched, spans[i]))
+        joins = tuple(side for side, mem in open_.items() if mem.orders(memory[i]))
         for joined in joins:
             del open_[joined]
         side = next(n for n in range(len(steps)) if n not in open_) if i in forked else None
         if side is not None:
-            open_[side] = spans[i]
+            open_[side] = memory[i]
         placements.append(Placement(joins, side))
     return tuple(placements) if forked else None
+
+
+@dataclass(frozen=True)
+class _Memory:
+    """The bytes a step touches and those it writes (None: all memory)."""
+
+    touched: list[tuple[int, int]] | None
+    written: list[tuple[int, int]] | None
+
+    @classmethod
+    def of(cls, step: Step) -> _Memory:
+        touched = _spans(step.planes)
+        written = touched if step.writes is None or touched is None else _spans(step.writes)
+        return cls(touched, written)
+
+    def orders(self, other: _Memory) -> bool:
+        """Whether the two steps must run in order: one writes what the other touches."""
+        return _overlap(self.written, other.touched) or _overlap(self.touched, other.written)
 
 
 def _spans(planes: Sequence[Any]) -> list[tuple[int, int]] | None:

@@ -222,16 +222,20 @@ class CudaBackend(Backend):
                 site=product_site(
                     f"{label} (product {part.index})", bound_ir, checked.values, part
                 ),
-                planes=_operand_planes(part, checked.values),
+                planes=_operand_planes(part, checked.values, ("a", "b", "out")),
                 fork=part.ready,
+                writes=_operand_planes(part, checked.values, ("out",)),
             )
             for part in launch.parts()
         )
 
 
-def _operand_planes(part: GemmPart, values: dict[str, Any]) -> tuple[Array, ...]:
-    """The planes of ``values`` whose memory ``part``'s product reads or writes."""
-    starts = [view.ptr for call in part.calls for view in call.operands.values()]
+def _operand_planes(
+    part: GemmPart, values: dict[str, Any], roles: tuple[str, ...]
+) -> tuple[Array, ...]:
+    """The planes of ``values`` that ``part``'s product's operands of ``roles`` (``"a"``,
+    ``"b"``, ``"out"``) lie in."""
+    starts = [call.operands[role].ptr for call in part.calls for role in roles]
     return tuple(
         plane
         for plane in values.values()
