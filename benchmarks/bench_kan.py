@@ -27,7 +27,9 @@ cotangent ``y_bar``, the gradient planes zeroed first. Timed per step:
 The local kernels (``_kan.py``: each input reaches 4 basis functions, found with
 ``hm.floor``; no ``phi``, no product) against the dense step, both through the public API
 only (``eagle.plan.auto`` launches and ``eagle.diff.reverse(..., accumulate=False)``,
-captured in one graph): the dense step with written gradient products; the local step
+captured in one graph): the dense step with written gradient products; the same as one
+``eagle.diff.reverse([basis, contract], accumulate=False)``, whose ``c_bar`` product runs
+on a branch of the capture across the basis kernel's vjp; the local step
 with its hand-written backward (``x_bar`` and the chunked ``c_bar`` reduction); the
 local step whose backward is ``eagle.diff.reverse`` of the local forward; and a hybrid,
 the local forward and ``x_bar`` with ``c_bar`` as the dense layer's product over ``phi``.
@@ -395,6 +397,22 @@ class _PublicSteps:
                     ),
                     eagle.plan.auto(layer.basis_adjoint).bind(
                         x=x, phi_bar=phi_bar, x_bar=x_bar_lanes
+                    ),
+                ],
+                # one adjoint of both launches: the c_bar product's branch stays open
+                # across the basis kernel's vjp (which adds into x_bar, zeroed first)
+                "dense_reversed": [
+                    basis.bind(x=x, phi=phi.reshape(-1)),
+                    contract.bind(c=c, phi=phi, y=self.y),
+                    eagle.diff.reverse([basis, contract], accumulate=False).bind(
+                        {"x": x, "phi_bar": phi_bar.reshape(-1), "x_bar": self.x_bar},
+                        {
+                            "c": c,
+                            "phi": phi,
+                            "y_bar": y_bar,
+                            "c_bar": self.c_bar,
+                            "phi_bar": phi_bar,
+                        },
                     ),
                 ],
                 "local_by_hand": [
@@ -790,7 +808,13 @@ def _shape(samples: int, width: int, intervals: int) -> str:
     return f"{samples:,} x {width} -> {width}, G = {intervals}"
 
 
-_PUBLIC_STEPS = ("dense_written", "local_by_hand", "local_derived", "local_hybrid")
+_PUBLIC_STEPS = (
+    "dense_written",
+    "dense_reversed",
+    "local_by_hand",
+    "local_derived",
+    "local_hybrid",
+)
 
 
 if __name__ == "__main__":
