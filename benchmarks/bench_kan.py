@@ -727,6 +727,13 @@ def _targets(report: dict[str, Any]) -> dict[str, str]:
     return targets
 
 
+def _section(name: str, began: float, measure: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    """``measure(*args, **kw)``, saying when it starts (a run cut short by a time limit
+    then shows which section it was in)."""
+    print(f"[{time.perf_counter() - began:.0f} s] measuring the {name} side", flush=True)
+    return measure(*args, **kw)
+
+
 def main(argv: list[str]) -> int:
     sweep, local_only = "--sweep" in argv[1:], "--local" in argv[1:]
     no_torch = local_only or "--no-torch" in argv[1:]
@@ -758,12 +765,12 @@ def main(argv: list[str]) -> int:
             "intervals": INTERVALS,
             "rows": layer.rows,
         },
-        "eagle": {} if local_only else _eagle_side(layer, data),
-        "public": _public_side(layer, data, "float32", pieces=True),
-        "torch": {} if no_torch else _torch_side(layer, data),
+        "eagle": {} if local_only else _section("eagle", began, _eagle_side, layer, data),
+        "public": _section("public", began, _public_side, layer, data, "float32", pieces=True),
+        "torch": {} if no_torch else _section("torch", began, _torch_side, layer, data),
     }
     if sweep:
-        report["sweep"] = _sweep()
+        report["sweep"] = _section("sweep", began, _sweep)
     torch_truth = report["torch"].get("modes", {}).get("eager", {}).get("results")
     for record in report["torch"].get("modes", {}).values():
         if "results" in record:
