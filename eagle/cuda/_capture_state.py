@@ -58,11 +58,17 @@ def record_use(stream_ptr: int, *objs: Any) -> None:
 def share_capture(side_ptr: int, stream_ptr: int) -> bool:
     """Record work on ``side_ptr``, a stream forked from the capture of ``stream_ptr``,
     with eagle's capture of ``stream_ptr`` (until :func:`unshare_capture`); False, and
-    nothing shared, when eagle is not capturing ``stream_ptr``."""
+    nothing shared, when eagle is not capturing ``stream_ptr``.
+
+    Raises:
+        LifetimeError: work on ``side_ptr`` is already recorded with a capture.
+    """
     with _active_lock:
         kept = _active.get(stream_ptr)
-        if kept is None or side_ptr in _active:
+        if kept is None:
             return False
+        if side_ptr in _active:
+            raise LifetimeError(f"stream {side_ptr:#x} is already recorded with a capture")
         _active[side_ptr] = kept
     return True
 

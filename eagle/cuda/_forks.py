@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 
 from eagle.cuda._capture_state import share_capture, unshare_capture
-from eagle.cuda._runtime import cudart
+from eagle.cuda._runtime import CudaError, cudart
 from eagle.cuda.stream import Event, Stream
 
 __all__ = ["Branches", "side_stream"]
@@ -82,10 +82,14 @@ class Branches:
     def __enter__(self) -> Branches:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         try:
             for index in sorted(self._open):
-                self.join(index)
+                try:
+                    self.join(index)
+                except CudaError:
+                    if exc_type is None:
+                        raise  # else the block's own error says what went wrong
         finally:
             for ptr in self._shared:
                 unshare_capture(ptr)
@@ -93,13 +97,18 @@ class Branches:
 
     def fork(self, index: int) -> int:
         """Side stream ``index`` (made before) waits for the work enqueued on the captured
-        stream so far; returns its pointer, on which work now runs as a branch."""
+        stream so far; returns its pointer, on which work now runs as a branch.
+
+        Raises:
+            LifetimeError: work on that side stream is already recorded with a capture
+                (nothing was forked).
+        """
         side = self._sides[index]
+        if side.ptr not in self._shared and share_capture(side.ptr, self.stream_ptr):
+            self._shared.add(side.ptr)
         fork = _local.forks[self.device]
         cudart.cudaEventRecord(fork._handle, self.stream_ptr)
         cudart.cudaStreamWaitEvent(side.ptr, fork._handle, 0)
-        if side.ptr not in self._shared and share_capture(side.ptr, self.stream_ptr):
-            self._shared.add(side.ptr)
         self._open.add(index)
         return side.ptr
 
