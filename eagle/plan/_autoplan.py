@@ -522,6 +522,9 @@ class BoundPlan(Bound):
     """
 
     _what = "plan"
+    # several steps that fork are an adjoint's products, whose BoundAdjoint prepares the
+    # side streams at its bind; alone, a BoundPlan prepares them in prepare() (capture())
+    _sides_at_bind = False
 
     def __init__(
         self,

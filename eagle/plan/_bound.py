@@ -26,6 +26,7 @@ errors (``python -W error``) would turn into an exception half-way through.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -190,6 +191,9 @@ class Bound:
     """
 
     _what: ClassVar[str] = "plan"
+    #: whether a bind (outside a capture) prepares the side streams its captured launches
+    #: fork onto; else only :meth:`prepare` does
+    _sides_at_bind: ClassVar[bool] = True
 
     def __init__(self, side: str, device: int | None, steps: Sequence[Step]) -> None:
         self.side = side
@@ -211,11 +215,10 @@ class Bound:
             written = {}  # one plane written whole, in the one store that ends the run
         self._written = tuple(written.values())
         self._tensors = tuple(t for step in self._steps for t in step.tensors)
-        self._branches = None if self._host else branch_plan(self._steps)
-        if self._branches is not None:
-            stream_ptr = self.stream()
-            if not is_capturing(stream_ptr):  # a capture may make nothing: its launch won't fork
-                self._prepare_sides()
+        # whether a captured launch may fork (two steps that may, in a row or not)
+        self._may_fork = not self._host and sum(s.fork is not None for s in self._steps) >= 2
+        if self._may_fork and self._sides_at_bind and not is_capturing(self.stream()):
+            self._prepare_sides()  # (a capture may make nothing: a bind in one never forks)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Refused: a binding is its planes' memory and what was prepared for it."""
@@ -253,7 +256,7 @@ class Bound:
         else:
             if stream is None:
                 stream = launch_stream(self._stream_plane, self.device or 0)
-            if self._branches is None or not self._branched(stream):
+            if not self._may_fork or not self._branched(stream):
                 self._enqueue(stream)
         if self._tensors:
             bump_versions(self._tensors)
@@ -284,6 +287,11 @@ class Bound:
                     stream_ptr = self._stream_ptr(stream)
                 step.prepare(stream_ptr)
         self._prepare_sides()
+
+    @functools.cached_property
+    def _branches(self) -> tuple[Placement, ...] | None:
+        """Where each step runs inside a capture (:func:`branch_plan`), worked out once."""
+        return branch_plan(self._steps) if self._may_fork else None
 
     def _prepare_sides(self) -> None:
         """Make the side streams a captured launch forks onto, and prepare each forking

@@ -215,6 +215,9 @@ class CudaBackend(Backend):
             site = product_site(label, bound_ir, checked.values, launch)
             return (Step(launch, launch.prepare, site=site, planes=planes),)
         # several gradient products: a step each, which a capture may run on branches
+        spans = [
+            (p, p.ptr, p.ptr + p.nbytes) for p in checked.values.values() if isinstance(p, Array)
+        ]
         return tuple(
             Step(
                 part,
@@ -222,26 +225,21 @@ class CudaBackend(Backend):
                 site=product_site(
                     f"{label} (product {part.index})", bound_ir, checked.values, part
                 ),
-                planes=_operand_planes(part, checked.values, ("a", "b", "out")),
+                planes=_operand_planes(part, spans, ("a", "b", "out")),
                 fork=part.ready,
-                writes=_operand_planes(part, checked.values, ("out",)),
+                writes=_operand_planes(part, spans, ("out",)),
             )
             for part in launch.parts()
         )
 
 
 def _operand_planes(
-    part: GemmPart, values: dict[str, Any], roles: tuple[str, ...]
+    part: GemmPart, spans: list[tuple[Array, int, int]], roles: tuple[str, ...]
 ) -> tuple[Array, ...]:
-    """The planes of ``values`` that ``part``'s product's operands of ``roles`` (``"a"``,
-    ``"b"``, ``"out"``) lie in."""
+    """The planes (of ``spans``: each with its first and past-last byte) that ``part``'s
+    product's operands of ``roles`` (``"a"``, ``"b"``, ``"out"``) lie in."""
     starts = [call.operands[role].ptr for call in part.calls for role in roles]
-    return tuple(
-        plane
-        for plane in values.values()
-        if isinstance(plane, Array)
-        and any(plane.ptr <= start < plane.ptr + max(plane.nbytes, 1) for start in starts)
-    )
+    return tuple(plane for plane, first, end in spans if any(first <= at < end for at in starts))
 
 
 def _private_launch(

@@ -15,7 +15,7 @@ from eagle.errors import EagleTypeError, EagleValueError
 from eagle.gemm.steps import Side
 from eagle.plan._autoplan import AutoPlan, BoundPlan, backend_for, decide, main_side
 from eagle.plan._bound import Bound, Route, Step
-from eagle.plan._planes import check_planes
+from eagle.plan._planes import Planes, check_planes
 from eagle.plan._route import dtype_reasons
 
 __all__ = ["AdjointPlan", "AdjointSequence", "BoundAdjoint", "reverse"]
@@ -87,6 +87,10 @@ class AdjointPlan:
         # the adjoint kernel of each set of gradients asked for, added or stored (hawk.diff.vjp's
         # own cache is reached only after it works out the kernel's gradient planes again)
         self._kernels: dict[tuple[tuple[str, ...], bool], hawk.diff.AdjointKernel] = {}
+        # whether the adjoint routes at all (by the primal's kernel and policy), and over
+        # bound planes by (side, signature, lanes): decided once each
+        self._routes_at_all: bool | None = None
+        self._routed: dict[tuple[str, tuple[str, ...], int], bool] = {}
 
     def __repr__(self) -> str:
         written = "" if self.accumulate else ", accumulate=False"
@@ -186,14 +190,12 @@ class AdjointPlan:
         if not self._routes():
             return None  # decided by the kernel and policy alone: no need to look at planes
         checked = check_planes(kernel.ir, planes)
-        names = [p.name for p in kernel.planes]
-        dtypes = dict(zip(names, (np.dtype(d) for d in checked.signature), strict=True))
-        if dtype_reasons(dtypes, math=self.primal.policy.math):
-            return None  # planes of mixed dtypes: the loop
-        dtype = next(iter(dtypes.values()))
-        primal_dtypes = {p.name: dtype for p in self.primal.kernel.planes}
         side = checked.side
-        if decide(self.primal, side, primal_dtypes, checked.lanes).name != "gemm":
+        key = (side, checked.signature, checked.lanes)
+        routed = self._routed.get(key)
+        if routed is None:
+            routed = self._routed[key] = self._decide(kernel, checked)
+        if not routed:
             return None
         backend = backend_for(self.primal, side)
         steps = backend.bind_products(
@@ -201,10 +203,23 @@ class AdjointPlan:
         )
         return BoundPlan(self.primal, checked, steps, Route("gemm", ()))
 
+    def _decide(self, kernel: hawk.diff.AdjointKernel, checked: Planes) -> bool:
+        """Whether the adjoint over ``checked`` planes takes the GEMM route: planes of one
+        dtype over which the primal routes, with its lane count."""
+        names = [p.name for p in kernel.planes]
+        dtypes = dict(zip(names, (np.dtype(d) for d in checked.signature), strict=True))
+        if dtype_reasons(dtypes, math=self.primal.policy.math):
+            return False  # planes of mixed dtypes: the loop
+        dtype = next(iter(dtypes.values()))
+        primal_dtypes = {p.name: dtype for p in self.primal.kernel.planes}
+        return decide(self.primal, checked.side, primal_dtypes, checked.lanes).name == "gemm"
+
     def _routes(self) -> bool:
         """Whether the adjoint may take the GEMM route at all (by the primal's kernel and
         policy, on its main side): else it runs its own loop whatever the planes."""
-        return self.route(main_side(self.primal)) == "gemm"
+        if self._routes_at_all is None:
+            self._routes_at_all = self.route(main_side(self.primal)) == "gemm"
+        return self._routes_at_all
 
     def _kernel_for(self, planes: Mapping[str, Any], add: bool) -> hawk.diff.AdjointKernel:
         """The adjoint kernel for the gradient planes in ``planes``: adding into its
