@@ -169,3 +169,15 @@ def test_one_gradient_is_one_product_and_never_forks(fake_cublas):  # noqa: F811
     bound.launch()
     assert len(handles[0x11].calls) == 1 and 0x51 not in handles
     assert _bound.Branches.log == []
+
+
+def test_a_launch_whose_forking_steps_are_apart_runs_in_order_in_a_capture(fake_cublas):  # noqa: F811
+    handles, capturing = fake_cublas
+    parts = _adjoint().bind(**_planes(w_bar=True, f_bar=True))._steps
+    ran: list[str] = []
+    between = Step(lambda stream: ran.append("kernel"))
+    bound = _bound.Bound("device", 0, [parts[0], between, parts[1]])
+    capturing.add(0x11)
+    bound.launch(0x11)
+    assert ran == ["kernel"] and len(handles[0x11].calls) == 2
+    assert _bound.Branches.log == []

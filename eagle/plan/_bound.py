@@ -306,13 +306,15 @@ class Bound:
         """Enqueue the steps on ``stream`` with their branches (:attr:`_branches`) when
         it is being captured, and not into the body of a device-side loop; False, and
         nothing enqueued, when it is not."""
+        placements = self._branches
+        if placements is None:  # its forking steps are not side by side
+            return False
         device = self.device or 0
         stream_ptr = as_stream_ptr(stream, device)
         if not is_capturing(stream_ptr) or in_loop_body(stream_ptr):
             return False
-        assert self._branches is not None
         with Branches(stream_ptr, device) as branches:
-            for step, placement in zip(self._steps, self._branches, strict=True):
+            for step, placement in zip(self._steps, placements, strict=True):
                 for side in placement.joins:
                     branches.join(side)
                 on = stream_ptr
