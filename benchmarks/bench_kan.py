@@ -307,6 +307,7 @@ def _eagle_side(layer: KanKernels, data: dict[str, np.ndarray]) -> dict[str, Any
                 graph.destroy()
 
         ms = _guard(row, "error", timed)
+        print(f"  piece {key}: {ms if ms is None else round(ms, 4)} ms", flush=True)
         row["ms"] = ms
         if ms:
             row["tbps"] = moved / ms / 1e9
@@ -336,6 +337,7 @@ def _eagle_side(layer: KanKernels, data: dict[str, np.ndarray]) -> dict[str, Any
             graph.destroy()
 
         _guard(record, "error", measure)
+        print(f"  step {name}: {record.get('ms')} ms", flush=True)
         side["steps"][name] = record
     eager: dict[str, Any] = {}
     _guard(
