@@ -181,3 +181,14 @@ def test_a_launch_whose_forking_steps_are_apart_runs_in_order_in_a_capture(fake_
     bound.launch(0x11)
     assert ran == ["kernel"] and len(handles[0x11].calls) == 2
     assert _bound.Branches.log == []
+
+
+def test_the_bound_plan_of_the_products_launched_alone_forks(fake_cublas):  # noqa: F811
+    """The BoundPlan inside an adjoint leaves its side streams to the adjoint's bind;
+    launched alone in a capture, it forks onto them."""
+    handles, capturing = fake_cublas
+    (products,) = _adjoint().bind(**_planes(w_bar=True, f_bar=True)).steps
+    capturing.add(0x11)
+    products.launch()
+    assert _bound.Branches.log == [("fork", 0), ("join", 0)]
+    assert len(handles[0x51].calls) == 1 and len(handles[0x11].calls) == 1
