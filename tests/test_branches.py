@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eagle.plan import _bound
 from eagle.plan._bound import Placement, Step, branch_plan
@@ -14,7 +16,7 @@ from tests.test_diff_route import _adjoint, _planes
 from tests.test_route import fake_cublas  # noqa: F401 - the fixture
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Memory:
     ptr: int
     nbytes: int
@@ -192,3 +194,66 @@ def test_the_bound_plan_of_the_products_launched_alone_forks(fake_cublas):  # no
     products.launch()
     assert _bound.Branches.log == [("fork", 0), ("join", 0)]
     assert len(handles[0x51].calls) == 1 and len(handles[0x11].calls) == 1
+
+
+# -- every ordering a launch needs holds on its branches -------------------------------------
+
+REGIONS = [(0x10000 * (n + 1), 0x10000 * (n + 1) + 0x100) for n in range(5)]
+
+
+@st.composite
+def _launches(draw: st.DrawFn) -> list[Step]:
+    steps = []
+    for _ in range(draw(st.integers(2, 8))):
+        touched = draw(st.lists(st.sampled_from(REGIONS), min_size=1, max_size=3, unique=True))
+        planes = tuple(_at(span) for span in touched)
+        if draw(st.booleans()):
+            written = draw(st.lists(st.sampled_from(planes), max_size=len(planes), unique=True))
+            steps.append(Step(print, planes=planes, fork=lambda side: True, writes=tuple(written)))
+        else:
+            steps.append(Step(print, planes=planes))
+    return steps
+
+
+def _happens_before(placements: tuple[Placement, ...]) -> list[set[int]]:
+    """For each step, every step that runs before it on the launch stream and its branches
+    (stream order, forks after the launch stream's work so far, joins back)."""
+    before: list[set[int]] = []
+    main: set[int] = set()  # what the launch stream has waited for so far
+    sides: dict[int, set[int]] = {}  # side -> what its branch has run (and waited for)
+    for i, placement in enumerate(placements):
+        for side in placement.joins:
+            main |= sides.pop(side)
+        if placement.side is None:
+            before.append(set(main))
+            main.add(i)
+        else:
+            waited = main | sides.get(placement.side, set())
+            before.append(set(waited))
+            sides[placement.side] = waited | {i}
+    return before
+
+
+def _conflict(a: Step, b: Step) -> bool:
+    def spans(planes: tuple[_Memory, ...]) -> set[tuple[int, int]]:
+        return {(p.ptr, p.ptr + p.nbytes) for p in planes}
+
+    touched_a, touched_b = spans(a.planes), spans(b.planes)
+    written_a = touched_a if a.writes is None else spans(a.writes)
+    written_b = touched_b if b.writes is None else spans(b.writes)
+    return bool(written_a & touched_b or touched_a & written_b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_launches())
+def test_steps_that_write_what_another_touches_stay_in_order(steps):
+    placements = branch_plan(steps)
+    if placements is None:
+        return  # in order, on the launch stream
+    before = _happens_before(placements)
+    for j, later in enumerate(steps):
+        for i in range(j):
+            if _conflict(steps[i], later):
+                assert i in before[j], (i, j, placements)
+    for step, placement in zip(steps, placements, strict=True):
+        assert placement.side is None or step.fork is not None  # only forking steps fork
