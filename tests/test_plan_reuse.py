@@ -11,6 +11,7 @@ import pytest
 
 import eagle.diff
 import eagle.plan
+import hawk.diff
 from eagle import arrays
 from eagle.plan import _bound, _route
 from eagle.plan._planes import layout_key
@@ -184,3 +185,27 @@ def test_a_layout_checked_once_still_has_each_new_address_checked() -> None:
     ):
         with pytest.raises(ValueError, match=message):
             check_planes(plan.kernel.ir, {**good, "y": bad})
+
+
+def test_adjoints_made_again_in_a_loop_work_nothing_out_again(monkeypatch) -> None:
+    """``eagle.diff.reverse(plan).run(...)`` in a loop: the adjoint kernel, its gradient
+    planes and its routes come from what adjoints of the kernel share (no plane in it)."""
+    made: list[str] = []
+    vjp = hawk.diff.vjp
+
+    def counting(kernel, *args, **kwargs):
+        made.append(kernel.name)
+        return vjp(kernel, *args, **kwargs)
+
+    monkeypatch.setattr(hawk.diff, "vjp", counting)
+    x, y_bar = np.linspace(0.0, 1.0, 9), np.linspace(1.0, 2.0, 9)
+    for _ in range(3):
+        x_bar = np.zeros(9)
+        eagle.diff.reverse(eagle.plan.auto(k.square)).run(x=x, y_bar=y_bar, x_bar=x_bar)
+        np.testing.assert_allclose(x_bar, 2 * x * y_bar)
+    assert made.count("square") <= 1  # made once (none: an earlier test made it)
+    routed = eagle.diff.reverse(eagle.plan.auto(k.contract, contraction="gemm"))
+    looped = eagle.diff.reverse(eagle.plan.auto(k.contract))
+    assert routed._shared is not looped._shared  # one per policy
+    planes = routed._shared.__dict__.values()
+    assert not any(isinstance(value, np.ndarray | arrays.Array) for value in planes)

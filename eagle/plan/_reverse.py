@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 import hawk.diff
+from eagle._cache import KeyedCache
 from eagle.arrays import asarray
 from eagle.errors import EagleTypeError, EagleValueError
 from eagle.gemm.steps import Side
@@ -36,7 +37,10 @@ def reverse(
             lanes add to, are zeroed first.
 
     Returns:
-        An :class:`AdjointPlan`, or for a list an :class:`AdjointSequence`.
+        An :class:`AdjointPlan`, or for a list an :class:`AdjointSequence`. The
+        adjoints of plans of one kernel built alike share what they work out
+        (adjoint kernels, routes; never a plane), so making one again, in a loop,
+        costs little.
 
     Raises:
         TypeError: ``plan`` is not a plan or a list of plans; ``accumulate``
@@ -81,16 +85,10 @@ class AdjointPlan:
     def __init__(self, primal: AutoPlan, *, accumulate: bool = True) -> None:
         self.primal = primal
         self.accumulate = accumulate
-        self.gradients = hawk.diff.gradient_planes(primal.kernel)
-        self.cotangents = hawk.diff.cotangent_planes(primal.kernel)
+        self._shared = _shared_state(primal)
+        self.gradients = dict(self._shared.gradients)
+        self.cotangents = dict(self._shared.cotangents)
         self._loop_plans: dict[hawk.diff.AdjointKernel, AutoPlan] = {}
-        # the adjoint kernel of each set of gradients asked for, added or stored (hawk.diff.vjp's
-        # own cache is reached only after it works out the kernel's gradient planes again)
-        self._kernels: dict[tuple[tuple[str, ...], bool], hawk.diff.AdjointKernel] = {}
-        # whether the adjoint routes at all (by the primal's kernel and policy), and over
-        # bound planes by (side, signature, lanes): decided once each
-        self._routes_at_all: bool | None = None
-        self._routed: dict[tuple[str, tuple[str, ...], int], bool] = {}
 
     def __repr__(self) -> str:
         written = "" if self.accumulate else ", accumulate=False"
@@ -192,9 +190,10 @@ class AdjointPlan:
         checked = check_planes(kernel.ir, planes)
         side = checked.side
         key = (side, checked.signature, checked.lanes)
-        routed = self._routed.get(key)
+        routed = self._shared.routed.get(key)
         if routed is None:
-            routed = self._routed[key] = self._decide(kernel, checked)
+            routed = self._decide(kernel, checked)
+            self._shared.routed[key] = routed
         if not routed:
             return None
         backend = backend_for(self.primal, side)
@@ -217,15 +216,16 @@ class AdjointPlan:
     def _routes(self) -> bool:
         """Whether the adjoint may take the GEMM route at all (by the primal's kernel and
         policy, on its main side): else it runs its own loop whatever the planes."""
-        if self._routes_at_all is None:
-            self._routes_at_all = self.route(main_side(self.primal)) == "gemm"
-        return self._routes_at_all
+        shared = self._shared
+        if shared.routes_at_all is None:
+            shared.routes_at_all = self.route(main_side(self.primal)) == "gemm"
+        return shared.routes_at_all
 
     def _kernel_for(self, planes: Mapping[str, Any], add: bool) -> hawk.diff.AdjointKernel:
         """The adjoint kernel for the gradient planes in ``planes``: adding into its
         per-lane gradient planes (``add``) or storing them."""
         wrt = tuple(name for name, gradient in self.gradients.items() if gradient in planes)
-        kernel = self._kernels.get((wrt, add))
+        kernel = self._shared.kernels.get((wrt, add))
         if kernel is not None:
             return kernel
         if not wrt:
@@ -234,7 +234,7 @@ class AdjointPlan:
                 f"pass at least one gradient plane for the adjoint of kernel "
                 f"{self.primal.kernel.name!r} ({choices}); the adjoint adds into the ones you pass"
             )
-        kernel = self._kernels[(wrt, add)] = hawk.diff.vjp(
+        kernel = self._shared.kernels[(wrt, add)] = hawk.diff.vjp(
             self.primal.kernel, wrt, lane_gradients="add" if add else "store"
         )
         return kernel
@@ -282,6 +282,40 @@ class AdjointPlan:
                 int_overflow=self.primal.policy.int_overflow,  # as the primal's ints
             )
         return plan
+
+
+class _Shared:
+    """What the adjoints of the plans of one kernel built under one policy for one backend
+    share, none of it holding a plane (so ``eagle.diff.reverse(plan).run(...)`` in a loop
+    works nothing out again): the gradient and cotangent planes, the adjoint kernel of
+    each set of gradients asked for, added or stored (``hawk.diff.vjp``'s own cache is
+    reached only after it works out the kernel's gradient planes again), whether the
+    adjoint routes at all, and whether it routes over bound planes, by (side, signature,
+    lanes)."""
+
+    def __init__(self, kernel: hawk.Kernel) -> None:
+        self.gradients = hawk.diff.gradient_planes(kernel)
+        self.cotangents = hawk.diff.cotangent_planes(kernel)
+        self.kernels: dict[tuple[tuple[str, ...], bool], hawk.diff.AdjointKernel] = {}
+        self.routes_at_all: bool | None = None
+        self.routed: KeyedCache[tuple[str, tuple[str, ...], int], bool] = KeyedCache(
+            "adjoint routes", _ROUTES
+        )
+
+
+#: the route decisions over bound planes an adjoint's shared state keeps
+_ROUTES = 64
+
+
+def _shared_state(primal: AutoPlan) -> _Shared:
+    """The state the adjoints of plans like ``primal`` share, kept on its kernel
+    (``kernel.runtime``, beside the plans' own), so it goes with the kernel."""
+    key = ("eagle.diff", *primal._shared.key[1:])
+    runtime = primal.kernel.runtime
+    state = runtime.get(key)
+    if state is None:
+        state = runtime[key] = _Shared(primal.kernel)
+    return state
 
 
 @dataclass(frozen=True)
