@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eagle.cuda._runtime import CudaError
 from eagle.plan import _bound
 from eagle.plan._bound import Placement, Step, branch_plan
 from tests.test_diff_route import _adjoint, _planes
@@ -257,3 +258,22 @@ def test_steps_that_write_what_another_touches_stay_in_order(steps):
                 assert i in before[j], (i, j, placements)
     for step, placement in zip(steps, placements, strict=True):
         assert placement.side is None or step.fork is not None  # only forking steps fork
+
+
+def test_a_product_that_fails_on_its_branch_raises_and_its_branch_still_joins(
+    fake_cublas,  # noqa: F811
+):
+    handles, capturing = fake_cublas
+    bound = _adjoint().bind(**_planes(w_bar=True, f_bar=True))
+    capturing.add(0x11)
+    launch = bound._steps[0].enqueue.launch
+    handle, (_, second) = launch._launches[0x51]
+
+    def failing() -> None:
+        raise CudaError("cublasSgemm", "CUBLAS_STATUS_EXECUTION_FAILED", "injected")
+
+    launch._launches[0x51] = (handle, (failing, second))
+    with pytest.raises(CudaError, match="injected"):
+        bound.launch()
+    assert _bound.Branches.log == [("fork", 0), ("join", 0)]  # joined: the capture can end
+    assert handles[0x11].calls == []  # the launch stopped at the failure
