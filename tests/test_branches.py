@@ -277,3 +277,11 @@ def test_a_product_that_fails_on_its_branch_raises_and_its_branch_still_joins(
         bound.launch()
     assert _bound.Branches.log == [("fork", 0), ("join", 0)]  # joined: the capture can end
     assert handles[0x11].calls == []  # the launch stopped at the failure
+
+
+def test_a_run_prepares_no_side_stream(fake_cublas):  # noqa: F811
+    """A run binds and launches at once, and never launches that binding again: it makes
+    no side stream for a capture."""
+    handles, _ = fake_cublas
+    _adjoint().run(**_planes(w_bar=True, f_bar=True))
+    assert 0x51 not in handles and len(handles[0x11].calls) == 2

@@ -192,10 +192,13 @@ class Bound:
 
     _what: ClassVar[str] = "plan"
     #: whether a bind (outside a capture) prepares the side streams its captured launches
-    #: fork onto; else only :meth:`prepare` does
+    #: fork onto; else only :meth:`prepare` does (a bind passes ``sides=False`` for work it
+    #: launches at once and drops, which a capture never replays)
     _sides_at_bind: ClassVar[bool] = True
 
-    def __init__(self, side: str, device: int | None, steps: Sequence[Step]) -> None:
+    def __init__(
+        self, side: str, device: int | None, steps: Sequence[Step], *, sides: bool = True
+    ) -> None:
         self.side = side
         self.device = device
         self._steps = tuple(steps)
@@ -217,7 +220,7 @@ class Bound:
         self._tensors = tuple(t for step in self._steps for t in step.tensors)
         # whether a captured launch may fork (two steps that may, in a row or not)
         self._may_fork = not self._host and sum(s.fork is not None for s in self._steps) >= 2
-        if self._may_fork and self._sides_at_bind and not is_capturing(self.stream()):
+        if self._may_fork and sides and self._sides_at_bind and not is_capturing(self.stream()):
             self._prepare_sides()  # (a capture may make nothing: a bind in one never forks)
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -152,7 +152,8 @@ class AdjointPlan:
         """
         kernel = self._kernel_for(planes, self.accumulate)
         if self._routes() or (not self.accumulate and _shared_gradients(kernel)):
-            self.bind(**planes).launch()
+            # launched at once and dropped: no side streams to prepare for a capture
+            BoundAdjoint([self._bind(planes, self.accumulate, set())], sides=False).launch()
             return
         # the adjoint's own loop: its plan keeps its bindings, as AutoPlan.run does
         self._check_names(kernel, planes)
@@ -424,7 +425,7 @@ class AdjointSequence:
             ValueError: launches on different sides or devices; or as
                 :meth:`AdjointPlan.run`, naming the launch.
         """
-        self.bind(*launches).launch()
+        self._bind_launches(launches, sides=False).launch()  # launched at once and dropped
 
     def bind(self, *launches: Mapping[str, Any]) -> BoundAdjoint:
         """Prepare every launch's adjoint; :meth:`BoundAdjoint.launch` runs them in order.
@@ -432,6 +433,10 @@ class AdjointSequence:
         Raises:
             TypeError, ValueError, hawk.HawkError: as :meth:`run`.
         """
+        return self._bind_launches(launches, sides=True)
+
+    def _bind_launches(self, launches: Sequence[Mapping[str, Any]], *, sides: bool) -> BoundAdjoint:
+        """:meth:`bind`; ``sides``: prepare the side streams a captured launch forks onto."""
         first = launches[0] if launches else None
         if isinstance(first, list | tuple) and all(isinstance(p, Mapping) for p in first):
             raise EagleTypeError(
@@ -469,7 +474,7 @@ class AdjointSequence:
             except (TypeError, ValueError) as exc:
                 exc.add_note(f"in launch {position} ({step.primal.kernel.name}) of the adjoint")
                 raise
-        return BoundAdjoint(parts)
+        return BoundAdjoint(parts, sides=sides)
 
 
 class BoundAdjoint(Bound):
@@ -487,7 +492,7 @@ class BoundAdjoint(Bound):
 
     _what = "adjoint"
 
-    def __init__(self, parts: Sequence[_Part]) -> None:
+    def __init__(self, parts: Sequence[_Part], *, sides: bool = True) -> None:
         self.steps = tuple(part.bound for part in parts)
         where = {(step.side, step.device) for step in self.steps}
         if len(where) != 1:
@@ -500,7 +505,7 @@ class BoundAdjoint(Bound):
             )
         ((side, device),) = where
         work = [item for part in parts for item in (*part.fills, *part.bound._steps)]
-        super().__init__(side, device, work)
+        super().__init__(side, device, work, sides=sides)
 
     def __repr__(self) -> str:
         names = ", ".join(step.plan.kernel.name for step in self.steps)
