@@ -13,7 +13,8 @@ written straight into the output's lane plane through the stream's
 capture-legal cuBLAS handle. The routed adjoint (:mod:`eagle.diff`) is the same
 machinery over ``lower_dense_gemm(record, direction="adjoint")``: one product
 per gradient plane the caller passes, issued with beta = 1 so it adds into it
-(summed in float32 for 16-bit planes).
+(summed in float32 for 16-bit planes), each bound as a step of its own
+(:class:`GemmPart`) that a capture may run on a branch.
 
 Everything a launch needs is checked when it is bound (:class:`GemmLaunch`):
 the planes' layout, dtypes and overlap, and, per stream, the warmed cuBLAS
