@@ -522,9 +522,6 @@ class BoundPlan(Bound):
     """
 
     _what = "plan"
-    # several steps that fork are an adjoint's products, whose BoundAdjoint prepares the
-    # side streams at its bind; alone, a BoundPlan prepares them in prepare() (capture())
-    _sides_at_bind = False
 
     def __init__(
         self,
@@ -539,7 +536,9 @@ class BoundPlan(Bound):
         first, *rest = steps
         if tensors != first.tensors:  # bumped once a launch, by its first step
             first = replace(first, tensors=tensors)
-        super().__init__(checked.side, checked.device, (first, *rest))
+        # steps that fork are an adjoint's products, whose BoundAdjoint prepares their side
+        # streams at its bind; alone, a BoundPlan prepares them in prepare() (capture())
+        super().__init__(checked.side, checked.device, (first, *rest), sides=False)
         self._foreign = foreign
         self.plan = plan
         self.lanes = checked.lanes

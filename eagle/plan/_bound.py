@@ -185,16 +185,20 @@ def _overlap(a: list[tuple[int, int]] | None, b: list[tuple[int, int]] | None) -
 class Bound:
     """Bound work on one side: launch it, prepare a stream for it, or capture it.
 
+    Args:
+        side: ``"host"`` or ``"device"``.
+        device: the device index, or None on the host.
+        steps: the work, in order.
+        sides: prepare now, outside a capture, the side streams a captured launch forks
+            onto (else only :meth:`prepare` does): False for work launched at once and
+            dropped, which no capture replays.
+
     Attributes:
         side: ``"host"`` or ``"device"``.
         device: the device index, or None on the host.
     """
 
     _what: ClassVar[str] = "plan"
-    #: whether a bind (outside a capture) prepares the side streams its captured launches
-    #: fork onto; else only :meth:`prepare` does (a bind passes ``sides=False`` for work it
-    #: launches at once and drops, which a capture never replays)
-    _sides_at_bind: ClassVar[bool] = True
 
     def __init__(
         self, side: str, device: int | None, steps: Sequence[Step], *, sides: bool = True
@@ -220,7 +224,7 @@ class Bound:
         self._tensors = tuple(t for step in self._steps for t in step.tensors)
         # whether a captured launch may fork (two steps that may, in a row or not)
         self._may_fork = not self._host and sum(s.fork is not None for s in self._steps) >= 2
-        if self._may_fork and sides and self._sides_at_bind and not is_capturing(self.stream()):
+        if self._may_fork and sides and not is_capturing(self.stream()):
             self._prepare_sides()  # (a capture may make nothing: a bind in one never forks)
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -85,7 +85,7 @@ class AdjointPlan:
     def __init__(self, primal: AutoPlan, *, accumulate: bool = True) -> None:
         self.primal = primal
         self.accumulate = accumulate
-        self._shared = _shared_state(primal)
+        self._shared = _adjoint_state(primal)
         self.gradients = dict(self._shared.gradients)
         self.cotangents = dict(self._shared.cotangents)
         self._loop_plans: dict[hawk.diff.AdjointKernel, AutoPlan] = {}
@@ -285,7 +285,7 @@ class AdjointPlan:
         return plan
 
 
-class _Shared:
+class _AdjointShared:
     """What the adjoints of the plans of one kernel built under one policy for one backend
     share, none of it holding a plane (so ``eagle.diff.reverse(plan).run(...)`` in a loop
     works nothing out again): the gradient and cotangent planes, the adjoint kernel of
@@ -308,14 +308,14 @@ class _Shared:
 _ROUTES = 64
 
 
-def _shared_state(primal: AutoPlan) -> _Shared:
+def _adjoint_state(primal: AutoPlan) -> _AdjointShared:
     """The state the adjoints of plans like ``primal`` share, kept on its kernel
     (``kernel.runtime``, beside the plans' own), so it goes with the kernel."""
     key = ("eagle.diff", *primal._shared.key[1:])
     runtime = primal.kernel.runtime
     state = runtime.get(key)
     if state is None:
-        state = runtime[key] = _Shared(primal.kernel)
+        state = runtime[key] = _AdjointShared(primal.kernel)
     return state
 
 

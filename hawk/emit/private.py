@@ -293,8 +293,9 @@ def _shared_table(
     over ``lanes`` lanes can reach 2**32."""
     shape = plane.shape
     cells = None if shape is None else int(np.prod(shape))
-    value = None if deterministic or lanes is None else counted(kernel, plane.name, dtypes)
-    if value is None or lanes is None or lanes * adds >= 2**32:
+    fits = not deterministic and lanes is not None and lanes * adds < 2**32
+    value = counted(kernel, plane.name, dtypes) if fits else None
+    if value is None:
         return SharedTable(plane.name, cells, numpy_dtype(dtypes[plane.name]).itemsize)
     return SharedTable(plane.name, cells, 4, value)
 
