@@ -57,15 +57,20 @@ def product_site(
     matrices); captured again, each is the same view of the new plane.
     """
     arrays = _arrays(planes)
-    roles = [
-        {role: _plane_of(view, arrays) for role, view in call.operands.items()}
-        for call in launch.calls
-    ]
+
+    @functools.cache
+    def roles() -> list[dict[str, str | None]]:
+        """Each product's operands' planes by role (found at the first rebind: most
+        bindings never meet one)."""
+        return [
+            {role: _plane_of(view, arrays) for role, view in call.operands.items()}
+            for call in launch.calls
+        ]
 
     def reissue(stream_ptr: int, new: Mapping[str, Any]) -> Callable[[], None]:
         bound = launch.prepare(stream_ptr)  # the products as bound on the stream's handle
         products = []
-        for call, names, first in zip(launch.calls, roles, bound, strict=True):
+        for call, names, first in zip(launch.calls, roles(), bound, strict=True):
             operands = {
                 role: _moved(view, names[role], new) for role, view in call.operands.items()
             }
