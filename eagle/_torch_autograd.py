@@ -1,7 +1,7 @@
 """How :class:`eagle.torch.Function` calls enter torch: registered ops and ``autograd.Function``.
 
-**Registered ops** are what ``torch.compile``, fake tensors and torch modes see:
-``torch.library.custom_op`` with a fake implementation and an autograd formula. torch
+**Registered ops** are what ``torch.compile``, fake tensors and torch modes see: ops
+defined through ``torch.library`` with a fake implementation and an autograd formula. torch
 cannot unregister an op, so they are made per *signature*, not per kernel: every
 function with as many inputs and outputs calls the same three ops (the forward, its
 backward, and the backward's backward), passing its ``key``. The op finds the function
@@ -377,45 +377,67 @@ def _register(inputs: int, outputs: int) -> tuple[Any, Any, Any]:
     starts = [f"Tensor? s{i}" for i in range(outputs)]
     bars = [f"Tensor c{i}" for i in range(outputs)]
     gg = [f"Tensor? g{i}" for i in range(inputs + outputs)]
-    forward = _custom_op(
+    forward = _define(
         name,
         [*values, *starts, "SymInt lanes", "ScalarType dtype", "int key"],
         outputs,
         _forward_impl,
         _forward_fake,
+        (_forward_backward, _forward_setup),
     )
-    forward.register_autograd(_forward_backward, setup_context=_forward_setup)
-    gradients = _custom_op(
+    gradients = _define(
         f"{name}_backward",
         [*values, *starts, *bars, "bool[] needs", "int key"],
         inputs + outputs,
         _gradients_impl,
         _gradients_fake,
+        (_gradients_backward, _gradients_setup),
     )
-    gradients.register_autograd(_gradients_backward, setup_context=_gradients_setup)
-    second = _custom_op(
+    second = _define(
         f"{name}_backward2",
         [*values, *starts, *bars, *gg, "bool[] needs", "bool[] wants", "int key"],
         inputs + 2 * outputs,
         _second_impl,
         _second_fake,
+        (_second_backward, _second_setup),
     )
-    second.register_autograd(_second_backward, setup_context=_second_setup)
     return forward, gradients, second
 
 
-def _custom_op(
+#: the ``eagle`` namespace's registrations (made on first use; torch keeps them for good)
+_library: list[torch.library.Library] = []
+
+#: the device types an op runs on: its function is the kernel of each one's dispatch key
+_DEVICE_KEYS = ("CPU", "CUDA")
+
+
+def _define(
     name: str,
     arguments: list[str],
     results: int,
     impl: Callable[..., Any],
     fake: Callable[..., Any],
+    autograd: tuple[Callable[..., Any], Callable[..., Any]],
 ) -> Any:
-    """``impl`` registered as the op ``eagle::<name>``, with its fake."""
+    """The op ``eagle::<name>`` (its overload, which calls it), defined with ``impl`` as
+    its kernel on each device type, its fake, and its autograd formula (``backward``,
+    ``setup_context``).
+
+    The ops are defined through ``torch.library.Library``, not ``custom_op``: a call of a
+    ``custom_op`` goes through Python wrappers of torch's (an aliasing check, a dynamo
+    guard) before it reaches ``impl``, which cost more than the launch it makes."""
+    if not _library:
+        _library.append(torch.library.Library(_NAMESPACE, "FRAGMENT"))
+    lib = _library[0]
     schema = f"({', '.join(arguments)}) -> ({', '.join(['Tensor'] * results)})"
-    op = torch.library.custom_op(f"{_NAMESPACE}::{name}", impl, mutates_args=(), schema=schema)
-    op.register_fake(fake)
-    return op
+    lib.define(name + schema)
+    for key in _DEVICE_KEYS:
+        lib.impl(name, impl, key)
+    qualified = f"{_NAMESPACE}::{name}"
+    torch.library.register_fake(qualified, fake, lib=lib)
+    backward, setup_context = autograd
+    torch.library.register_autograd(qualified, backward, setup_context=setup_context, lib=lib)
+    return getattr(getattr(torch.ops, _NAMESPACE), name).default
 
 
 def _forward_impl(*args: Any) -> Any:

@@ -26,7 +26,7 @@ silently detached result.
 
 A plain eager call goes through a ``torch.autograd.Function`` (as do calls
 under ``torch.func`` transforms and forward-mode AD); ``torch.compile``, fake
-tensors and torch modes see a ``torch.library.custom_op`` in the ``eagle``
+tensors and torch modes see an op defined through ``torch.library`` in the ``eagle``
 namespace with a fake implementation and a registered autograd formula, so
 ``torch.compile(..., fullgraph=True)`` keeps it in one graph and
 ``torch.cuda.graph`` can capture its forward and backward. Functions with the

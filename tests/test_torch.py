@@ -298,7 +298,7 @@ def test_one_function_per_kernel_and_policy_while_it_lives():
     gemm = eagle.torch.function(k.contract, contraction="gemm")
     assert gemm is not loop and gemm.key != loop.key
     assert loop.op is gemm.op  # one registered op per signature (2 inputs, 1 output)
-    assert loop.op._qualname == "eagle::function_2_1"
+    assert loop.op.name() == "eagle::function_2_1"
 
 
 def test_the_backward_op_refuses_a_gradient_the_kernel_has_not():
