@@ -8,13 +8,15 @@ evictions (:meth:`KeyedCache.stats`). An entry a live object still holds (a
 bound plan's loaded kernel, a graph's error record) lives on with its holder
 after the cache drops it.
 
-:func:`clear_caches` empties every such cache, then runs the hooks registered
-with :func:`on_clear` (eagle's CUDA layer registers one that gives back the
-loaded kernels and error records nothing uses any more).
+:func:`clear_caches` empties every such cache, collects what that leaves in
+reference cycles, then runs the hooks registered with :func:`on_clear` (eagle's
+CUDA layer registers one that gives back the loaded kernels and error records
+nothing uses any more).
 """
 
 from __future__ import annotations
 
+import gc
 import threading
 import weakref
 from collections import OrderedDict
@@ -169,8 +171,9 @@ def clear_caches() -> None:
     for reuse (a later run binds again). What a live object uses stays with it:
     a bound plan you hold still launches, a graph still replays, and their
     loaded kernels and error records stay loaded. Loaded kernels and error
-    records that nothing uses any more are given back (after waiting for the
-    devices that ran them), so call it outside any stream capture.
+    records that nothing uses any more, reference cycles included, are given back
+    (after waiting for the devices that ran them), so call it outside any stream
+    capture.
 
     Raises:
         RuntimeError: a stream capture is under way and there is device memory
@@ -180,5 +183,6 @@ def clear_caches() -> None:
     """
     for cache in list(_caches):
         cache.clear()
+    gc.collect()  # (an entry may have been the last way into a reference cycle)
     for hook in list(_hooks):
         hook()

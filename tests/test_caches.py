@@ -253,6 +253,22 @@ def test_a_failure_left_in_a_record_nothing_holds_is_raised_when_it_is_freed(
     fresh.check()  # the freed slot holds no failure
 
 
+def test_a_record_only_a_reference_cycle_holds_is_freed_by_clear_caches(
+    driver: list[tuple],
+) -> None:
+    """What a cache entry was the last way into is collected, cycles included (under
+    compute-sanitizer a dropped plan's binding was left in one, and its failure went
+    unraised until a later call)."""
+    record = _records.record_for("a", 0, _failed)
+    _fail(record, 4)
+    cycle: list[Any] = [record]
+    cycle.append(cycle)
+    del record, cycle
+    with pytest.raises(IndexError, match="lane 4"):
+        eagle.clear_caches()
+    assert not _records.has_unused()
+
+
 def test_raise_recorded_reads_the_records_in_use(driver: list[tuple]) -> None:
     record = _records.record_for("a", 0, _failed)
     _records.raise_recorded()
