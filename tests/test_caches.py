@@ -256,9 +256,8 @@ def test_a_failure_left_in_a_record_nothing_holds_is_raised_when_it_is_freed(
 def test_a_record_only_a_reference_cycle_holds_is_freed_by_clear_caches(
     driver: list[tuple],
 ) -> None:
-    """What a cache entry was the last way into is collected, cycles included (under
-    compute-sanitizer a dropped plan's binding was left in one, and its failure went
-    unraised until a later call)."""
+    """What a cache entry was the last way into is collected, cycles included, so its
+    failure is raised by this call, not by a later one."""
     record = _records.record_for("a", 0, _failed)
     _fail(record, 4)
     cycle: list[Any] = [record]
