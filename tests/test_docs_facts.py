@@ -859,3 +859,15 @@ def test_the_kan_local_table_marks_what_is_not_measured(monkeypatch):
     table = f.kan_local_table().splitlines()
     assert table[2] == "| 16,384 x 64 -> 64, G = 8 | float32 | 0.184 | pending | 0.25 | pending |"
     assert table[-1] == "On H; whole training steps, one graph each."
+
+
+def test_the_torch_step_table_pairs_each_mode_of_both_sides(monkeypatch):
+    f = _facts()
+    wall = {f"{side} {mode}": 1.0 + i for i, (side, mode) in enumerate(
+        (side, mode) for mode in f.TORCH_STEP_MODES for side in ("eagle", "torch"))}  # fmt: skip
+    section = {"device": "H", "date": "D", "wall_ms": wall}
+    monkeypatch.setattr(f, "recorded", lambda: {"torch_step": section})
+    table = f.torch_step_table().splitlines()
+    assert table[2] == "| eager | 1 | 2 |"
+    assert table[5] == "| the whole step in one `torch.cuda.graph` | 7 | 8 |"
+    assert table[-1].startswith("On H, D: wall milliseconds per step")

@@ -546,6 +546,32 @@ def scatter_table() -> str:
     return _table(header, rows) + f"\n\nOn {section['device']}, medians of 20 CUDA-event timings."
 
 
+#: the ways ``benchmarks/bench_torch.py`` runs its KAN training step, and the pages' words
+TORCH_STEP_MODES = {
+    "eager": "eager",
+    "compile": "`torch.compile(fullgraph=True)`",
+    "reduce-overhead": '`torch.compile(mode="reduce-overhead")`',
+    "cuda.graph": "the whole step in one `torch.cuda.graph`",
+}
+
+
+def torch_step_table() -> str:
+    """docs/torch.md's table of the eager KAN training step (``bench_torch.py``), eagle's
+    ops against torch's closed form in each mode, from the ``torch_step`` figures
+    recorded."""
+    section = recorded()["torch_step"]
+    wall = section["wall_ms"]
+    rows = [
+        [words, f"{wall[f'eagle {mode}']:g}", f"{wall[f'torch {mode}']:g}"]
+        for mode, words in TORCH_STEP_MODES.items()
+    ]
+    header = ["the step runs", "eagle's ops, ms", "torch's closed form, ms"]
+    return _table(header, rows) + (
+        f"\n\nOn {section['device']}, {section['date']}: wall milliseconds per step over 50 "
+        "steps, without a synchronize."
+    )
+
+
 def _ms_or_pending(value: float | None) -> str:
     return "pending" if value is None else f"{value:g}"
 
@@ -725,6 +751,7 @@ def substitutions() -> dict[str, str]:
         **{f"kan_{key}": value for key, value in kan_figures().items() if key != "date"},
         "kan_local_table": kan_local_table(),
         "scatter_table": scatter_table(),
+        "torch_step_table": torch_step_table(),
     }
 
 
