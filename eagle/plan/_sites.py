@@ -57,20 +57,21 @@ def product_site(
     matrices); captured again, each is the same view of the new plane.
     """
     arrays = _arrays(planes)
-
-    @functools.cache
-    def roles() -> list[dict[str, str | None]]:
-        """Each product's operands' planes by role (found at the first rebind: most
-        bindings never meet one)."""
-        return [
-            {role: _plane_of(view, arrays) for role, view in call.operands.items()}
-            for call in launch.calls
-        ]
+    # each product's operands' planes by role, found at the first rebind (most bindings
+    # never meet one)
+    found: list[list[dict[str, str | None]]] = []
 
     def reissue(stream_ptr: int, new: Mapping[str, Any]) -> Callable[[], None]:
+        if not found:
+            found.append(
+                [
+                    {role: _plane_of(view, arrays) for role, view in call.operands.items()}
+                    for call in launch.calls
+                ]
+            )
         bound = launch.prepare(stream_ptr)  # the products as bound on the stream's handle
         products = []
-        for call, names, first in zip(launch.calls, roles(), bound, strict=True):
+        for call, names, first in zip(launch.calls, found[0], bound, strict=True):
             operands = {
                 role: _moved(view, names[role], new) for role, view in call.operands.items()
             }

@@ -80,8 +80,15 @@ def compute_dtype(dtypes: Mapping[str, np.dtype]) -> np.dtype:
 
 
 def _compute(dtype: Any) -> str:
-    row = table.find(dtype)
-    return row.compute if row is not None else np.dtype(dtype).name
+    found = _COMPUTES.get(dtype)
+    if found is None:
+        row = table.find(dtype)
+        found = _COMPUTES[dtype] = row.compute if row is not None else np.dtype(dtype).name
+    return found
+
+
+#: the compute dtype's name of each plane dtype met (a binding asks for each of its planes)
+_COMPUTES: dict[Any, str] = {}
 
 
 class Names:
