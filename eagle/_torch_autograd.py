@@ -404,8 +404,12 @@ def _register(inputs: int, outputs: int) -> tuple[Any, Any, Any]:
     return forward, gradients, second
 
 
-#: the ``eagle`` namespace's registrations (made on first use; torch keeps them for good)
-_library: list[torch.library.Library] = []
+@functools.cache
+def _namespace() -> torch.library.Library:
+    """The ``eagle`` namespace's registrations (made on first use; torch keeps them for
+    good)."""
+    return torch.library.Library(_NAMESPACE, "FRAGMENT")
+
 
 #: the device types an op runs on: its function is the kernel of each one's dispatch key
 _DEVICE_KEYS = ("CPU", "CUDA")
@@ -426,9 +430,7 @@ def _define(
     The ops are defined through ``torch.library.Library``, not ``custom_op``: a call of a
     ``custom_op`` goes through Python wrappers of torch's (an aliasing check, a dynamo
     guard) before it reaches ``impl``, which cost more than the launch it makes."""
-    if not _library:
-        _library.append(torch.library.Library(_NAMESPACE, "FRAGMENT"))
-    lib = _library[0]
+    lib = _namespace()
     schema = f"({', '.join(arguments)}) -> ({', '.join(['Tensor'] * results)})"
     lib.define(name + schema)
     for key in _DEVICE_KEYS:
