@@ -27,7 +27,9 @@ cotangent ``y_bar``, the gradient planes zeroed first. Timed per step:
 The local kernels (``_kan.py``: each input reaches 4 basis functions, found with
 ``hm.floor``; no ``phi``, no product) against the dense step, both through the public API
 only (``eagle.plan.auto`` launches and ``eagle.diff.reverse(..., accumulate=False)``,
-captured in one graph): the dense step with written gradient products; the same as one
+captured in one graph): the dense step with written gradient products; the same
+launches as one ``eagle.plan.sequence``, whose ``c_bar`` product runs on a branch of the
+capture across the hand-written basis adjoint; the backward as one
 ``eagle.diff.reverse([basis, contract], accumulate=False)``, whose ``c_bar`` product runs
 on a branch of the capture across the basis kernel's vjp; the local step
 with its hand-written backward (``x_bar`` and the chunked ``c_bar`` reduction); the
@@ -401,6 +403,23 @@ class _PublicSteps:
                         x=x, phi_bar=phi_bar, x_bar=x_bar_lanes
                     ),
                 ],
+                # the dense_written launches as one sequence: the c_bar product's branch
+                # stays open across the hand-written basis adjoint (x_bar zeroed first)
+                "dense_sequenced": [
+                    _Fill(self.x_bar),
+                    eagle.plan.sequence(
+                        [
+                            basis.bind(x=x, phi=phi.reshape(-1)),
+                            contract.bind(c=c, phi=phi, y=self.y),
+                            eagle.diff.reverse(contract, accumulate=False).bind(
+                                c=c, phi=phi, y_bar=y_bar, c_bar=self.c_bar, phi_bar=phi_bar
+                            ),
+                            eagle.plan.auto(layer.basis_adjoint).bind(
+                                x=x, phi_bar=phi_bar, x_bar=x_bar_lanes
+                            ),
+                        ]
+                    ),
+                ],
                 # one adjoint of both launches: the c_bar product's branch stays open
                 # across the basis kernel's vjp (which adds into x_bar, zeroed first)
                 "dense_reversed": [
@@ -503,9 +522,12 @@ class _PublicSteps:
 
 
 def _route(bound: Any) -> Any:
-    """How a launch of a step runs: a plan's route, an adjoint's per step, or a fill."""
+    """How a launch of a step runs: a plan's route, an adjoint's per step, a sequence's
+    per launch, or a fill."""
     if isinstance(bound, _Fill):
         return "fill"
+    if isinstance(bound, eagle.plan.BoundSequence):
+        return [_route(launch) for launch in bound.launches]
     steps = getattr(bound, "steps", None)
     return bound.route if steps is None else [step.route for step in steps]
 
@@ -819,6 +841,7 @@ def _shape(samples: int, width: int, intervals: int) -> str:
 
 _PUBLIC_STEPS = (
     "dense_written",
+    "dense_sequenced",
     "dense_reversed",
     "local_by_hand",
     "local_derived",

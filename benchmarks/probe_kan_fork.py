@@ -13,7 +13,8 @@ step, ``eagle.diff.reverse(..., accumulate=False)``, come within 5% of the step
   forked by hand onto a second stream with events; each captured 20 times in one graph;
 * the kernel nodes of one captured adjoint launch and what each depends on;
 * milliseconds per step of ``bench_kan.py``'s hand-wired written step and of its public
-  ``dense_written`` and ``dense_reversed`` steps, in three turns.
+  ``dense_written``, ``dense_sequenced`` (the same launches as one
+  ``eagle.plan.sequence``) and ``dense_reversed`` steps, in three turns.
 
 Under half a minute on an H200.
 """
@@ -112,7 +113,7 @@ def _steps() -> None:
         ms = bench_kan._per_call_ms(runner.launch, wired.stream, bench_kan.BATCH)
         graph.destroy()
         figures = [f"hand-wired written {ms:.4f}"]
-        for name in ("dense_written", "dense_reversed"):
+        for name in ("dense_written", "dense_sequenced", "dense_reversed"):
             figures.append(f"{name} {public.measure(name)['ms']:.4f}")
         print(f"turn {turn}, ms per step: " + ", ".join(figures))
 

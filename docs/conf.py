@@ -64,8 +64,9 @@ _THIRD_PARTY = (
 nitpick_ignore_regex = [
     (r"py:(class|obj|data|exc)", _THIRD_PARTY + r"(\..+)?"),
     (r"py:mod", r"ast|inspect|linecache"),
-    # private records in the signatures of objects eagle makes (never user-constructed)
-    (r"py:class", r"(eagle|hawk)(\.\w+)*\._\w+"),
+    # private records in the signatures of objects eagle makes (never user-constructed),
+    # and bases kept in private modules (the bound launches' ``_bound.Bound``)
+    (r"py:class", r"(eagle|hawk)(\.\w+)*\._\w+(\.\w+)*"),
 ]
 
 html_theme = "furo"

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import eagle.plan
 from eagle.cuda._runtime import CudaError
 from eagle.plan import _bound
 from eagle.plan._bound import Placement, Step, branch_plan
@@ -285,3 +286,44 @@ def test_a_run_prepares_no_side_stream(fake_cublas):  # noqa: F811
     handles, _ = fake_cublas
     _adjoint().run(**_planes(w_bar=True, f_bar=True))
     assert 0x51 not in handles and len(handles[0x11].calls) == 2
+
+
+# -- a sequence of bound launches: its branches span the launches ----------------------------
+
+
+def _kernel_launch(*planes) -> _bound.Bound:
+    """A bound launch of one kernel step over ``planes`` that logs itself among the forks."""
+    step = Step(lambda stream: _bound.Branches.log.append(("kernel", stream)), planes=planes)
+    return _bound.Bound("device", 0, [step])
+
+
+def test_a_sequence_keeps_a_forked_product_on_its_branch_across_the_next_launch(fake_cublas):  # noqa: F811
+    _, capturing = fake_cublas
+    adjoint = _adjoint().bind(**_planes(w_bar=True, f_bar=True))
+    kernel = _kernel_launch()  # touches none of the adjoint's planes
+    capturing.add(0x11)
+    adjoint.launch()
+    kernel.launch()
+    assert _bound.Branches.log == [("fork", 0), ("join", 0), ("kernel", 0x11)]
+    _bound.Branches.log.clear()
+    eagle.plan.sequence([adjoint, kernel]).launch()
+    assert _bound.Branches.log == [("fork", 0), ("kernel", 0x11), ("join", 0)]
+
+
+def test_a_sequence_joins_a_branch_before_a_launch_that_reads_what_it_writes(fake_cublas):  # noqa: F811
+    _, capturing = fake_cublas
+    planes = _planes(w_bar=True, f_bar=True)
+    adjoint = _adjoint().bind(**planes)
+    kernel = _kernel_launch(planes["w_bar"], planes["f_bar"])
+    capturing.add(0x11)
+    eagle.plan.sequence([adjoint, kernel]).launch()
+    assert _bound.Branches.log == [("fork", 0), ("join", 0), ("kernel", 0x11)]
+
+
+def test_outside_a_capture_a_sequence_runs_its_launches_in_order(fake_cublas):  # noqa: F811
+    handles, _ = fake_cublas
+    adjoint = _adjoint().bind(**_planes(w_bar=True, f_bar=True))
+    kernel = _kernel_launch()
+    eagle.plan.sequence([kernel, adjoint, kernel]).launch()
+    assert _bound.Branches.log == [("kernel", 0x11), ("kernel", 0x11)]
+    assert len(handles[0x11].calls) == 2 and handles[0x51].calls == []

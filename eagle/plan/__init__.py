@@ -13,7 +13,9 @@ plan for one backend, which then takes planes on its side only (``"reference"``
 interprets a kernel one lane at a time on the host, for debugging).
 ``plan.bind(**planes)`` prepares everything, so ``bound.launch()`` only
 enqueues work and is legal inside a capture; ``bound.capture(stream)``
-records it into a graph. ``plan.run(**planes)`` keeps its last few bindings
+records it into a graph; ``sequence([bound, ...])`` runs bound launches as
+one, so that an adjoint's forked gradient product may run beside the launches
+after it. ``plan.run(**planes)`` keeps its last few bindings
 and reuses one, on any stream, when the planes have the same addresses,
 shapes, strides, dtypes and device; device bindings hold addresses only, and
 plans of one kernel built with the same options share them. On the device a
@@ -60,9 +62,10 @@ from __future__ import annotations
 
 from eagle.plan._autoplan import AutoPlan, BoundPlan, auto
 from eagle.plan._cuda_backend import BLOCK_SIZE
+from eagle.plan._sequence import BoundSequence, sequence
 
-__all__ = ["BLOCK_SIZE", "AutoPlan", "BoundPlan", "auto"]
+__all__ = ["BLOCK_SIZE", "AutoPlan", "BoundPlan", "BoundSequence", "auto", "sequence"]
 
-for _public in (AutoPlan, BoundPlan, auto):
+for _public in (AutoPlan, BoundPlan, BoundSequence, auto, sequence):
     _public.__module__ = __name__
 del _public
