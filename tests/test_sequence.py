@@ -3,6 +3,9 @@ nothing) and its refusals; its branches inside a capture are in ``test_branches`
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import numpy as np
 import pytest
 
@@ -74,3 +77,11 @@ class _FakeBound(eagle.plan.BoundSequence):
 
     def __repr__(self) -> str:
         return "a device launch"
+
+
+def test_a_sequence_is_not_pickled_or_copied() -> None:
+    bound = eagle.plan.auto(saxpy).bind(a=1.0, x=np.ones(3), y=np.zeros(3))
+    both = eagle.plan.sequence([bound])
+    for attempt in (pickle.dumps, copy.copy, copy.deepcopy):
+        with pytest.raises(TypeError, match="pickle or copy the plans, then bind them again"):
+            attempt(both)

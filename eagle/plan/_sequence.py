@@ -13,6 +13,7 @@ all or nothing over every launch.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from eagle.errors import EagleTypeError, EagleValueError
 from eagle.plan._bound import Bound
@@ -48,6 +49,14 @@ class BoundSequence(Bound):
 
     def __repr__(self) -> str:
         return f"BoundSequence({', '.join(map(repr, self.launches))})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Refused: its launches hold their planes' memory."""
+        raise EagleTypeError(
+            "a bound sequence holds its launches' planes and what was prepared for them, so "
+            "it cannot be pickled or copied; pickle or copy the plans, then bind them again "
+            "and make a new sequence"
+        )
 
 
 def sequence(launches: Sequence[Bound]) -> BoundSequence:
