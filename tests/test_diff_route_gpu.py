@@ -163,11 +163,10 @@ def test_two_routed_adjoint_runs_give_the_same_bits(rng):
     assert np.array_equal(outs[0], outs[1])
 
 
-def _side_by_side(captured: cuda.CapturedGraph) -> bool:
-    """Whether two kernel nodes of the captured graph are on parallel branches (neither
-    reaches the other)."""
+def _parallel_pairs(captured: cuda.CapturedGraph) -> int:
+    """How many pairs of the captured graph's kernel nodes are on parallel branches."""
     found, before_of = graph_nodes.edges(captured._handle)
-    reach: dict[int, set[int]] = {}  # node -> every node before it
+    reach: dict[int, set[int]] = {}
 
     def before(key: int) -> set[int]:
         if key not in reach:
@@ -177,11 +176,17 @@ def _side_by_side(captured: cuda.CapturedGraph) -> bool:
         return reach[key]
 
     kernels = [key for key, node in found.items() if graph_nodes.kind(node) == "kernel"]
-    return any(
+    return sum(
         a not in before(b) and b not in before(a)
         for i, a in enumerate(kernels)
         for b in kernels[i + 1 :]
     )
+
+
+def _side_by_side(captured: cuda.CapturedGraph) -> bool:
+    """Whether two kernel nodes of the captured graph are on parallel branches (neither
+    reaches the other)."""
+    return _parallel_pairs(captured) > 0
 
 
 @pytest.mark.parametrize("accumulate", [False, True])
@@ -218,6 +223,40 @@ def test_a_captured_adjoint_runs_its_two_products_on_branches(rng, accumulate):
         backward.launch(stream)
         stream.synchronize()
         assert np.array_equal(w_bar.numpy(), got_w) and np.array_equal(f_bar.numpy(), got_f)
+
+
+def test_a_sequence_keeps_a_forked_product_beside_the_next_launch(rng):
+    """eagle.plan.sequence([adjoint, kernel]): the product on a branch runs beside the
+    later kernel (which touches none of its planes), where the two launched one after the
+    other join the branch before the kernel; both give the float64 results."""
+    r, u, b, n = 256, 96, 160, 4099
+    routed, _ = _plans(k.make_contract(r, u, b))
+    w, f, y_bar = _inputs(rng, r, u, b)
+    x = rng.standard_normal(n).astype(np.float32)
+    w_bar = arrays.full((r, u), np.nan, "float32", "cuda:0")
+    f_bar = arrays.full((r, b), np.nan, "float32", "cuda:0")
+    z = arrays.full((n,), np.nan, "float32", "cuda:0")
+    stream = cuda.Stream(non_blocking=True)
+    with stream:
+        adjoint = eagle.diff.reverse(routed, accumulate=False).bind(
+            w=_device(w), f=_device(f), y_bar=_device(y_bar), w_bar=w_bar, f_bar=f_bar
+        )
+        kernel = eagle.plan.auto(k.square).bind(x=_device(x), y=z)
+        both = eagle.plan.sequence([adjoint, kernel])
+    with cuda.StreamCapturer(stream.ptr()) as apart:
+        adjoint.launch(stream)
+        kernel.launch(stream)
+    with cuda.StreamCapturer(stream.ptr()) as together:
+        both.launch(stream)
+    assert _parallel_pairs(together.captured) > _parallel_pairs(apart.captured)
+    launcher = cuda.Graph.from_captured(together.captured).launcher().stream(stream)
+    launcher.launch()
+    launcher.synchronize()
+    ref_w, ref_f = _reference(w, f, y_bar, b, u)
+    ref_z = x.astype(np.float64) ** 2 + 1.0
+    assert np.linalg.norm(w_bar.numpy() - ref_w) / np.linalg.norm(ref_w) < 8 * b * EPS32
+    assert np.linalg.norm(f_bar.numpy() - ref_f) / np.linalg.norm(ref_f) < 8 * u * EPS32
+    assert np.linalg.norm(z.numpy() - ref_z) / np.linalg.norm(ref_z) < 4 * EPS32
 
 
 def test_a_product_forked_in_a_sequence_joins_before_the_launch_that_reads_it(rng):
