@@ -361,8 +361,9 @@ LOCAL_TARGET_MS = 0.10  # whole step at S=16384, 64 -> 64, G=8, float32
 
 
 class _PublicSteps:
-    """One layer's device planes and its three captured steps, each made only of
-    ``eagle.plan.auto`` launches and ``eagle.diff.reverse(..., accumulate=False)``."""
+    """One layer's device planes and its captured steps, each made only of
+    ``eagle.plan.auto`` launches, ``eagle.diff.reverse(..., accumulate=False)`` and
+    ``eagle.plan.sequence``."""
 
     def __init__(self, layer: KanKernels, data: dict[str, np.ndarray], dtype: str) -> None:
         self.layer, self.dtype = layer, dtype
