@@ -42,7 +42,7 @@ from eagle.cuda.loops import in_loop_body
 from eagle.cuda.stream import as_stream_ptr, framework_of, launch_stream
 from eagle.errors import EagleTypeError, EagleValueError
 
-__all__ = ["Bound", "Placement", "Route", "Step", "branch_plan"]
+__all__ = ["Bound", "Placement", "Route", "Step", "branch_plan", "one_place"]
 
 
 @dataclass(frozen=True)
@@ -354,6 +354,24 @@ class Bound:
 
     def _stream_ptr(self, stream: Any) -> int:
         return self.stream() if stream is None else as_stream_ptr(stream, self.device or 0)
+
+
+def one_place(launches: Sequence[Bound], names: Sequence[str], what: str) -> tuple[str, int | None]:
+    """The one side and device of ``launches`` (named ``names`` in a refusal).
+
+    Raises:
+        ValueError: they are on two sides or two devices; the message says ``what`` must
+            be on one.
+    """
+    where = {(launch.side, launch.device) for launch in launches}
+    if len(where) != 1:
+        described = ", ".join(
+            f"{name} on {'the host' if launch.side == 'host' else f'cuda:{launch.device}'}"
+            for name, launch in zip(names, launches, strict=True)
+        )
+        raise EagleValueError(f"{what} must be on one side and device: {described}")
+    ((side, device),) = where
+    return side, device
 
 
 def _run_all_or_nothing(steps: Sequence[Step], written: Sequence[np.ndarray]) -> None:

@@ -15,7 +15,7 @@ from eagle.arrays import asarray
 from eagle.errors import EagleTypeError, EagleValueError
 from eagle.gemm.steps import Side
 from eagle.plan._autoplan import AutoPlan, BoundPlan, backend_for, decide, main_side
-from eagle.plan._bound import Bound, Route, Step
+from eagle.plan._bound import Bound, Route, Step, one_place
 from eagle.plan._planes import Planes, check_planes
 from eagle.plan._route import dtype_reasons
 
@@ -494,16 +494,8 @@ class BoundAdjoint(Bound):
 
     def __init__(self, parts: Sequence[_Part], *, sides: bool = True) -> None:
         self.steps = tuple(part.bound for part in parts)
-        where = {(step.side, step.device) for step in self.steps}
-        if len(where) != 1:
-            described = ", ".join(
-                f"{s.plan.kernel.name} on {'the host' if s.side == 'host' else f'cuda:{s.device}'}"
-                for s in self.steps
-            )
-            raise EagleValueError(
-                f"every launch's planes must be on one side and device: {described}"
-            )
-        ((side, device),) = where
+        names = [step.plan.kernel.name for step in self.steps]
+        side, device = one_place(self.steps, names, "every launch's planes")
         work = [item for part in parts for item in (*part.fills, *part.bound._steps)]
         super().__init__(side, device, work, sides=sides)
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from eagle.errors import EagleTypeError, EagleValueError
-from eagle.plan._bound import Bound
+from eagle.errors import EagleTypeError
+from eagle.plan._bound import Bound, one_place
 
 __all__ = ["BoundSequence", "sequence"]
 
@@ -34,16 +34,8 @@ class BoundSequence(Bound):
 
     def __init__(self, launches: Sequence[Bound]) -> None:
         self.launches = tuple(launches)
-        where = {(launch.side, launch.device) for launch in self.launches}
-        if len(where) != 1:
-            described = ", ".join(
-                f"{launch!r} on {'the host' if launch.side == 'host' else f'cuda:{launch.device}'}"
-                for launch in self.launches
-            )
-            raise EagleValueError(
-                f"every launch of a sequence must be on one side and device: {described}"
-            )
-        ((side, device),) = where
+        names = [repr(launch) for launch in self.launches]
+        side, device = one_place(self.launches, names, "every launch of a sequence")
         steps = [step for launch in self.launches for step in launch._steps]
         super().__init__(side, device, steps)
 
