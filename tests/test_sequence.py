@@ -85,3 +85,14 @@ def test_a_sequence_is_not_pickled_or_copied() -> None:
     for attempt in (pickle.dumps, copy.copy, copy.deepcopy):
         with pytest.raises(TypeError, match="pickle or copy the plans, then bind them again"):
             attempt(both)
+
+
+def test_the_torch_tensors_a_sequence_writes_have_their_versions_bumped() -> None:
+    torch = pytest.importorskip("torch")
+    x = torch.ones(4, dtype=torch.float64)
+    y = torch.zeros(4, dtype=torch.float64)
+    bound = eagle.plan.auto(saxpy).bind(a=2.0, x=x, y=y)
+    before = y._version
+    eagle.plan.sequence([bound, bound]).launch()
+    assert torch.equal(y, torch.full((4,), 4.0, dtype=torch.float64))
+    assert y._version > before  # autograd sees the writes, as after torch's in-place ops
