@@ -392,40 +392,34 @@ class _PublicSteps:
         y_bar2 = y_bar.reshape(samples, outputs)
         x_bar_lanes = self.x_bar.reshape(-1)
         with self.stream:
+            # the dense launches, bound once: the dense steps share them
+            dense_basis = basis.bind(x=x, phi=phi.reshape(-1))
+            dense_contract = contract.bind(c=c, phi=phi, y=self.y)
+            written = eagle.diff.reverse(contract, accumulate=False).bind(
+                c=c, phi=phi, y_bar=y_bar, c_bar=self.c_bar, phi_bar=phi_bar
+            )
+            basis_adjoint = eagle.plan.auto(layer.basis_adjoint).bind(
+                x=x, phi_bar=phi_bar, x_bar=x_bar_lanes
+            )
             self.steps: dict[str, list[Any]] = {
                 "dense_written": [
-                    basis.bind(x=x, phi=phi.reshape(-1)),
-                    contract.bind(c=c, phi=phi, y=self.y),
+                    dense_basis,
+                    dense_contract,
                     _Fill(self.x_bar),  # the basis adjoint adds into x_bar
-                    eagle.diff.reverse(contract, accumulate=False).bind(
-                        c=c, phi=phi, y_bar=y_bar, c_bar=self.c_bar, phi_bar=phi_bar
-                    ),
-                    eagle.plan.auto(layer.basis_adjoint).bind(
-                        x=x, phi_bar=phi_bar, x_bar=x_bar_lanes
-                    ),
+                    written,
+                    basis_adjoint,
                 ],
                 # the dense_written launches as one sequence: the c_bar product's branch
                 # stays open across the hand-written basis adjoint (x_bar zeroed first)
                 "dense_sequenced": [
                     _Fill(self.x_bar),
-                    eagle.plan.sequence(
-                        [
-                            basis.bind(x=x, phi=phi.reshape(-1)),
-                            contract.bind(c=c, phi=phi, y=self.y),
-                            eagle.diff.reverse(contract, accumulate=False).bind(
-                                c=c, phi=phi, y_bar=y_bar, c_bar=self.c_bar, phi_bar=phi_bar
-                            ),
-                            eagle.plan.auto(layer.basis_adjoint).bind(
-                                x=x, phi_bar=phi_bar, x_bar=x_bar_lanes
-                            ),
-                        ]
-                    ),
+                    eagle.plan.sequence([dense_basis, dense_contract, written, basis_adjoint]),
                 ],
                 # one adjoint of both launches: the c_bar product's branch stays open
                 # across the basis kernel's vjp (which adds into x_bar, zeroed first)
                 "dense_reversed": [
-                    basis.bind(x=x, phi=phi.reshape(-1)),
-                    contract.bind(c=c, phi=phi, y=self.y),
+                    dense_basis,
+                    dense_contract,
                     eagle.diff.reverse([basis, contract], accumulate=False).bind(
                         {"x": x, "phi_bar": phi_bar.reshape(-1), "x_bar": self.x_bar},
                         {
@@ -459,7 +453,7 @@ class _PublicSteps:
                     eagle.plan.auto(layer.local_x_bar).bind(
                         x=x, c=c3, y_bar=y_bar2, x_bar=x_bar_lanes
                     ),
-                    basis.bind(x=x, phi=phi.reshape(-1)),
+                    dense_basis,
                     eagle.diff.reverse(contract, accumulate=False).bind(
                         c=c, phi=phi, y_bar=y_bar, c_bar=self.c_bar
                     ),

@@ -27,7 +27,7 @@ from typing import Any
 
 import bench_kan
 import numpy as np
-from _kan import kan_kernels
+from _kan import KanKernels, kan_kernels
 from _timing import device_ms
 
 import eagle.diff
@@ -50,8 +50,7 @@ def _graphed(stream: Any, launch: Callable[[Any], None], times: int) -> tuple[An
     return graph, capturer, device_ms(runner.launch, stream, 15) / times * 1e3
 
 
-def _products() -> None:
-    layer = kan_kernels(bench_kan.SAMPLES, bench_kan.INPUTS, bench_kan.OUTPUTS, bench_kan.INTERVALS)
+def _products(layer: KanKernels) -> None:
     rng = np.random.default_rng(0)
 
     def device(values: np.ndarray) -> arrays.Array:
@@ -102,8 +101,7 @@ def _products() -> None:
     graph.destroy()
 
 
-def _steps() -> None:
-    layer = kan_kernels(bench_kan.SAMPLES, bench_kan.INPUTS, bench_kan.OUTPUTS, bench_kan.INTERVALS)
+def _steps(layer: KanKernels) -> None:
     data = bench_kan._layer_data(layer, "float32")
     public = bench_kan._PublicSteps(layer, data, "float32")
     wired = bench_kan._EagleLayer(layer, data)
@@ -122,8 +120,9 @@ def main() -> int:
     if not cuda.is_available():
         print("probe_kan_fork needs a CUDA device; none is usable here")
         return 1
-    _products()
-    _steps()
+    layer = kan_kernels(bench_kan.SAMPLES, bench_kan.INPUTS, bench_kan.OUTPUTS, bench_kan.INTERVALS)
+    _products(layer)
+    _steps(layer)
     return 0
 
 

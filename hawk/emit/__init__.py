@@ -16,6 +16,7 @@ written.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -79,16 +80,10 @@ def compute_dtype(dtypes: Mapping[str, np.dtype]) -> np.dtype:
     return np.dtype(np.float64) if "float64" in computes else np.dtype(np.float32)
 
 
+@functools.cache  # (a binding asks for each of its planes)
 def _compute(dtype: Any) -> str:
-    found = _COMPUTES.get(dtype)
-    if found is None:
-        row = table.find(dtype)
-        found = _COMPUTES[dtype] = row.compute if row is not None else np.dtype(dtype).name
-    return found
-
-
-#: the compute dtype's name of each plane dtype met (a binding asks for each of its planes)
-_COMPUTES: dict[Any, str] = {}
+    row = table.find(dtype)
+    return row.compute if row is not None else np.dtype(dtype).name
 
 
 class Names:
