@@ -336,11 +336,12 @@ def _loop_branch_make(rng, dtype):
 def _loop_branch_ref(p):
     w, x = p["w"], p["x"]
     unit = np.arange(x.size) % UB
-    values = w[:, unit] * x  # in the kernel's dtype, so the argmax agrees
+    # in the kernel's compute dtype (16-bit planes compute in float32), so the argmax agrees
+    real = np.float64 if w.dtype == np.float64 else np.float32
+    values = (w.astype(real)[:, unit] * x.astype(real)).astype(np.float64)
     arg = np.argmax(values, axis=0)
-    best = values.max(axis=0).astype(np.float64)
     s = np.where(x > 0, w.astype(np.float64)[:, unit].sum(axis=0), x)
-    return {"y": best + arg + values[0].astype(np.float64) + s}
+    return {"y": values.max(axis=0) + arg + values[0] + s}
 
 
 # -- 10. a loop carry that starts uniform and varies after one step, added to a table ------
