@@ -857,7 +857,9 @@ def test_the_kan_local_table_marks_what_is_not_measured(monkeypatch):
     ]  # fmt: skip
     monkeypatch.setattr(f, "recorded", lambda: {"kan_local": {"device": "H", "rows": rows}})
     table = f.kan_local_table().splitlines()
-    assert table[2] == "| 16,384 x 64 -> 64, G = 8 | float32 | 0.184 | pending | 0.25 | pending |"
+    assert table[2] == (
+        "| 16,384 x 64 -> 64, G = 8 | float32 | 0.184 | pending | pending | 0.25 | pending |"
+    )
     assert table[-1] == "On H; whole training steps, one graph each."
 
 

@@ -501,6 +501,7 @@ def kan_figures() -> dict[str, Any]:
 #: the steps of ``kan_local`` rows, and the pages' words for them
 KAN_LOCAL_STEPS = {
     "dense_written": "dense, gradients written",
+    "dense_sequenced": "dense, as one `eagle.plan.sequence`",
     "local_by_hand": "local, backward by hand",
     "local_derived": "local, `eagle.diff.reverse`",
     "local_hybrid": "local, `c_bar` as a product",
