@@ -10,10 +10,11 @@ of 256 threads per multiprocessor, the table's copy in shared memory) over the s
 each line gives the median CUDA-event time of 20 launches (zeroing the counts included),
 the registers ptxas gives it and whether its counts equal ``numpy.bincount``'s:
 
-* ``emitted``: hawk's kernel as ``eagle.plan.auto(histogram)`` launches it (64-bit ints,
-  4 lanes a thread per pass from one 16-byte load);
-* ``int32``: the same with the bin computed and checked in 32-bit ints (a NaN still
-  fails);
+* ``emitted, N loads ahead``: hawk's kernel as ``eagle.plan.auto(histogram)`` launches it
+  (64-bit ints, 4 lanes from each 16-byte load), with each pass loading N groups before
+  it adds the first (``hawk.emit.cuda.AHEAD``; 1 is the form before it);
+* ``int32``: the 1-ahead form with the bin computed and checked in 32-bit ints (a NaN
+  still fails);
 * ``int32, 4 loads ahead``: each thread first loads the 16-byte groups of four passes,
   then adds their 16 lanes, so four loads are in flight before the first add;
 * ``int32, 8 loads ahead``: the same with eight;
@@ -24,8 +25,10 @@ the registers ptxas gives it and whether its counts equal ``numpy.bincount``'s:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -145,6 +148,17 @@ __device__ __forceinline__ bool hawk_in32(
     return head + helpers + sep + body
 
 
+@contextlib.contextmanager
+def _ahead(groups: int) -> Iterator[None]:
+    """hawk's emitter loading ``groups`` groups ahead in privatising kernels."""
+    kept = emit_cuda.AHEAD
+    emit_cuda.AHEAD = groups
+    try:
+        yield
+    finally:
+        emit_cuda.AHEAD = kept
+
+
 def main() -> int:
     if not eagle.cuda.is_available():
         print("probe_histogram needs a CUDA device; none is usable here")
@@ -154,8 +168,12 @@ def main() -> int:
     shared = private.choose(
         histogram.ir, dtypes, {}, adds="auto", lanes=SAMPLES, blocks=lambda: sms, warps=8
     )
-    emitted = emit_cuda.emit(histogram.ir, dtypes, shared=shared)
-    head = emitted.source.partition('extern "C"')[0]
+    emitted = {}
+    for ahead in (1, 4, 8):
+        with _ahead(ahead):
+            emitted[ahead] = emit_cuda.emit(histogram.ir, dtypes, shared=shared)
+    one = emitted[1]
+    head = one.source.partition('extern "C"')[0]
     grid = PRIVATE_BLOCKS_PER_SM * sms
     shared_mem = private.shared_bytes(shared, {})
     rng = np.random.default_rng(3)
@@ -167,8 +185,10 @@ def main() -> int:
     stream = eagle.cuda.Stream(non_blocking=True)
     args = PackedArgs([x, counts, np.int64(SAMPLES), record])
     variants = [
-        ("emitted", emitted.source, emitted.name, shared_mem),
-        ("int32", _int32(emitted.source), emitted.name, shared_mem),
+        ("emitted, 1 load ahead", one.source, one.name, shared_mem),
+        ("emitted, 4 loads ahead", emitted[4].source, one.name, shared_mem),
+        ("emitted, 8 loads ahead", emitted[8].source, one.name, shared_mem),
+        ("int32", _int32(one.source), one.name, shared_mem),
         ("int32, 4 loads ahead", head + _HAND.replace("AHEAD", "4"), "hist_4", 0),
         ("int32, 8 loads ahead", head + _HAND.replace("AHEAD", "8"), "hist_8", 0),
         ("read only", head + _READ, "read_only", 0),

@@ -103,6 +103,20 @@ def test_counted_adds_equal_numpy(adds, dtype, value, rng, chosen):
     np.testing.assert_array_equal(counts, expected)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_many_passes_a_thread_count_exactly(dtype, rng, chosen):
+    """10**7 lanes: each thread of the bounded grid runs passes that load several groups
+    before adding (``hawk.emit._cuda_lanes.AHEAD``), then the groups and lanes left over;
+    weighted (float sums of ones) and counted tables alike."""
+    n = 10_000_019
+    x = rng.random(n)
+    summed = _histogram(k.histogram, x, np.ones(n), dtype, "auto")
+    counted = _counted(k.counter, x, dtype, "auto")
+    assert [table.count for (table,) in chosen] == [None, 1.0]
+    np.testing.assert_array_equal(summed, _reference(x, np.ones(n), k.BINS, dtype))
+    np.testing.assert_array_equal(counted, np.bincount(_bins(x), minlength=k.BINS))
+
+
 @pytest.mark.parametrize("n", [300_001, 20_000_003])
 def test_counted_adds_of_every_lane_in_one_bin(n, chosen):
     x = np.full(n, 0.5)
