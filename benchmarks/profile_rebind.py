@@ -1,13 +1,14 @@
 """Where the host time of rebinding every plane of a graph of cuBLAS products goes.
 
-Usage: python benchmarks/profile_rebind.py [rebinds]
+Usage: python benchmarks/profile_rebind.py [rebinds] [one]
 
 Issue #14 asks that a rebind of a graph holding cuBLAS nodes be at least 3x faster than
 capturing and instantiating it again, at 200 nodes. ``bench_rebind.py`` measured a rebind
 of one plane at 28.7x, but a rebind of every plane of 200 routed products at 0.2x (25.2 ms
 against 5.4 ms). This script builds the same graph (``bench_rebind.Chain``, 200 routed
-64^3 products in a chain), rebinds every plane ``rebinds`` times (20 by default) under
-cProfile after a warm-up, and prints per rebind: each CUDA runtime/driver call eagle made
+64^3 products in a chain), rebinds every plane (with ``one``: the first product's input
+alone) ``rebinds`` times (20 by default) under cProfile after a warm-up, and prints per
+rebind: each CUDA runtime/driver call eagle made
 (count and µs, timed around eagle's checked wrapper), then the functions with the most
 own time and the most time below them, so the next change goes where the time is.
 """
@@ -92,11 +93,14 @@ def main(argv: list[str]) -> int:
         print("profile_rebind needs a CUDA device; none is usable here")
         return 1
     rebinds = int(argv[1]) if len(argv) > 1 else 20
+    every = len(argv) < 3 or argv[2] != "one"
     chain = Chain("cublas", NODES, np.random.default_rng(0))
+    step = chain.rebind_all if every else chain.rebind_one
     for _ in range(4):
-        chain.rebind_all()
-    seen, profile, wall = profiled(chain.rebind_all, rebinds)
-    print(f"{rebinds} rebinds of every plane, {NODES} routed products, {chain.nodes} nodes:")
+        step()
+    seen, profile, wall = profiled(step, rebinds)
+    what = "every plane" if every else "the first product's input"
+    print(f"{rebinds} rebinds of {what}, {NODES} routed products, {chain.nodes} nodes:")
     print(f"  {wall * 1e3:.2f} ms per rebind under cProfile")
     report(seen, profile, rebinds, "rebind")
     error = chain.check()
