@@ -849,6 +849,18 @@ def test_the_calls_take_foreign_arrays_as_the_pages_say(monkeypatch):
     )
 
 
+def test_the_recorded_figures_name_each_key_once(tmp_path, monkeypatch):
+    """json keeps the last of two entries of one name, so a second run's figures pasted
+    beside the first would show one and leave the other unchecked: refused."""
+    f = _facts()
+    assert "scatter" in f.recorded()  # the committed file
+    twice = tmp_path / "recorded.json"
+    twice.write_text('{"scatter": {"device": "A"}, "kan": {}, "scatter": {"device": "B"}}')
+    monkeypatch.setattr(f, "RECORDED", twice)
+    with pytest.raises(ValueError, match="names scatter twice"):
+        f.recorded()
+
+
 def test_the_kan_local_table_marks_what_is_not_measured(monkeypatch):
     f = _facts()
     rows = [

@@ -457,8 +457,21 @@ def python_version() -> str:
 
 
 def recorded() -> dict[str, Any]:
-    """The recorded figures (docs/_scripts/recorded.json), by benchmark script."""
-    return json.loads(RECORDED.read_text())
+    """The recorded figures (docs/_scripts/recorded.json), by benchmark script.
+
+    Raises:
+        ValueError: an object of the file names one key twice (json keeps the last,
+            so the pages would show one entry and the record keep both).
+    """
+    return json.loads(RECORDED.read_text(), object_pairs_hook=_one_of_each)
+
+
+def _one_of_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise ValueError(f"{RECORDED.name} names {', '.join(twice)} twice in one object")
+    return dict(pairs)
 
 
 def _plots() -> Any:
