@@ -33,6 +33,8 @@ class FakeArray:
         self.dtype = np.dtype(dtype)
         self.device_index = device
         self.is_host = False
+        self.readonly = False
+        self._owner = None
         self.strides = tuple(
             int(np.prod(shape[i + 1 :])) * self.dtype.itemsize for i in range(len(shape))
         )
@@ -498,7 +500,12 @@ class FakeLaunch:
         self.issued: list[dict[str, Any]] = []
         handle = SimpleNamespace()
         handle.warm = lambda params, operands, keep_out: self.warmed.append(operands)
-        rebound = lambda operands: lambda: self.issued.append(operands)  # noqa: E731
+        self.checked: list[bool] = []  # whether each rebound was told the planes are checked
+
+        def rebound(operands: dict[str, Any], checked: bool = False) -> Any:
+            self.checked.append(checked)
+            return lambda: self.issued.append(operands)
+
         self.bound = (SimpleNamespace(handle=handle, rebound=rebound),)
 
     def prepare(self, stream_ptr: int) -> Any:
@@ -513,6 +520,7 @@ def test_a_product_is_captured_again_over_the_new_planes_and_its_nodes_copied(fa
     (issued,) = launch.issued
     assert issued["out"].ptr == 0x70000 and issued["out"].shape == (5, 3)  # the same view
     assert issued["a"] is site.planes["w"]
+    assert launch.checked == [True]  # the rebind checked the new planes' layout and overlaps
     assert launch.warmed == []  # aligned as before: the handle is warm already
     mini = fake.graphs[f"mini{FakeCapturer.graphs}"]
     assert fake.sets == [("copy", site.after[0] - 1, mini[0]), ("copy", site.after[0], mini[1])]

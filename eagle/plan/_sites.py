@@ -15,6 +15,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from eagle.arrays import Array
 from eagle.cuda._rebind import KernelSite, ProductSite
 from hawk import ir
 
@@ -79,7 +80,9 @@ def product_site(
                 operands[r].ptr % _ALIGNED != v.ptr % _ALIGNED for r, v in call.operands.items()
             ):
                 first.handle.warm(call.params, operands, keep_out=True)  # aligned otherwise
-            products.append(first.rebound(operands))  # the planes' layout is checked
+            # the rebind has checked the new planes: each laid out as the plane it
+            # replaces, and a written one apart from the others
+            products.append(first.rebound(operands, checked=True))
 
         def enqueue() -> None:
             for product in products:
@@ -100,8 +103,18 @@ def _plane_of(view: Any, planes: Mapping[str, Any]) -> str | None:
 
 def _moved(view: Any, name: str | None, planes: Mapping[str, Any]) -> Any:
     """The operand ``view`` of plane ``name``, seen the same way in that plane's array in
-    ``planes`` (the same view of the new memory); an operand of eagle's own stays."""
+    ``planes`` (the same view of the new memory); an operand of eagle's own stays.
+
+    The view is the whole plane (:func:`_plane_of`), and the rebind has checked that the
+    new plane is laid out as the old one, so the new view takes the old one's layout at
+    the new plane's address, without :meth:`~eagle.arrays.Array.reshape`'s checks.
+    """
     if name is None:
         return view
     plane = planes[name]
-    return plane if tuple(plane.shape) == tuple(view.shape) else plane.reshape(view.shape)
+    if plane.shape == view.shape:
+        return plane
+    return Array(
+        ptr=plane.ptr, shape=view.shape, dtype=view.dtype, strides=view.strides,
+        device_index=plane.device_index, owner=plane._owner, readonly=plane.readonly,
+    )  # fmt: skip
