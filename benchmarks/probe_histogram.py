@@ -1,34 +1,32 @@
-"""Where bench_scatter's privatised histogram loses time: the emitted kernel against
-hand-written variants, each one change away from the last.
+"""Where bench_scatter's privatised histogram spends its time: hawk's kernel against
+hand-written variants, each one change away from another.
 
     PYTHONPATH=. python benchmarks/probe_histogram.py    # needs a CUDA device
 
 Issue #27 §3 asks for a histogram (10**8 float32 samples in [0, 1), 1,024 bins) at least
-2x faster than ``torch.histc``; run J measured 0.230 ms against 0.422 (1.83x), 36% of the
-HBM bound. Every variant below runs the same grid as eagle's privatised launch (8 blocks
-of 256 threads per multiprocessor, the table's copy in shared memory) over the same data;
-each line gives the median CUDA-event time of 20 launches (zeroing the counts included),
-the registers ptxas gives it and whether its counts equal ``numpy.bincount``'s:
+2x faster than ``torch.histc``. Every variant below runs the grid eagle's privatised
+launch runs (8 blocks of 256 threads per multiprocessor, the table's copy in shared
+memory) over the same data; each line gives the median CUDA-event time of 20 launches
+(zeroing the counts included), the registers ptxas gives it and whether its counts equal
+``numpy.bincount``'s:
 
-* ``emitted, N loads ahead``: hawk's kernel as ``eagle.plan.auto(histogram)`` launches it
-  (64-bit ints, 4 lanes from each 16-byte load), with each pass loading N groups before
-  it adds the first (``hawk.emit.cuda.AHEAD``; 1 is the form before it);
-* ``int32``: the 1-ahead form with the bin computed and checked in 32-bit ints (a NaN
-  still fails);
-* ``int32, 4 loads ahead``: each thread first loads the 16-byte groups of four passes,
-  then adds their 16 lanes, so four loads are in flight before the first add;
-* ``int32, 8 loads ahead``: the same with eight;
-* ``read only``: the 4-loads-ahead loop summing the samples instead of adding into the
+* ``emitted, 32-bit counters``: hawk's kernel as ``eagle.plan.auto(histogram)`` launches
+  it below 2**31 lanes (``narrow``: its lane loops count in 32 bits; 4 lanes from each
+  16-byte load);
+* ``emitted, 64-bit counters``: the same emitted without ``narrow``;
+* ``by hand, C counters, N ahead``: the bin computed and checked in 32-bit ints (a NaN
+  still fails), the loop counting in C bits, each pass loading the 16-byte groups of N
+  passes before it adds the first (the compiler does not move a load above a
+  shared-memory atomic on its own);
+* ``read only``: the 4-ahead loop summing the samples instead of adding them into the
   table (the pace of the loads alone);
 * ``torch.histc``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import sys
-from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -45,7 +43,7 @@ from hawk.emit import cuda as emit_cuda
 from hawk.emit import private
 
 _HAND = r"""
-extern "C" __global__ void hist_AHEAD(const float* __restrict__ p_x, float* __restrict__ p_counts,
+extern "C" __global__ void hist_NAME(const float* __restrict__ p_x, float* __restrict__ p_counts,
                                       long long n, unsigned long long* __restrict__ rec)
 {
     __shared__ unsigned int s_counts[1024];
@@ -55,7 +53,7 @@ extern "C" __global__ void hist_AHEAD(const float* __restrict__ p_x, float* __re
     const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long groups = n / 4;
     const float4* groups_x = reinterpret_cast<const float4*>(p_x);
-    long long group = first;
+    COUNTER group = first;
     for (; group + (AHEAD - 1) * stride < groups; group += AHEAD * stride) {
         float4 v[AHEAD];
 #pragma unroll
@@ -84,7 +82,7 @@ extern "C" __global__ void hist_AHEAD(const float* __restrict__ p_x, float* __re
             atomicAdd(&s_counts[(int)t], 1u);
         }
     }
-    for (long long at = groups * 4 + first; at < n; at += stride) {
+    for (COUNTER at = groups * 4 + first; at < n; at += stride) {
         const float t = fminf(fmaxf(p_x[at] * 1024.0f, 0.0f), 1023.0f);
         if (t != t) { hawk_fail(rec, 0LL, at, 0LL, 0LL); continue; }
         atomicAdd(&s_counts[(int)t], 1u);
@@ -123,40 +121,12 @@ extern "C" __global__ void read_only(const float* __restrict__ p_x, float* __res
 """
 
 
-def _int32(source: str) -> str:
-    """The emitted kernel with its bin in 32-bit ints (valid for this kernel alone)."""
-    head, sep, body = source.partition('extern "C"')
-    body = body.replace("const long long v0_b = hawk_to_int(", "const int v0_b = hawk_to_i32(")
-    body = body.replace("const long long ix1 = v0_b;", "const int ix1 = v0_b;")
-    body = body.replace("hawk_in(ix1, 1024LL,", "hawk_in32(ix1, 1024,")
-    helpers = r"""
-__device__ __forceinline__ int hawk_to_i32(
-    float x, unsigned long long* rec, long long site, long long lane)
-{
-    if (x == x) return (int)x;  // a clamped bin: within [0, 1023] unless NaN
-    hawk_fail(rec, site, lane, 0, 0);
-    return -1;
-}
-__device__ __forceinline__ bool hawk_in32(
-    int index, int extent, unsigned long long* rec, long long site, long long lane)
-{
-    if ((unsigned)index < (unsigned)extent) return true;
-    hawk_fail(rec, site, lane, index, extent);
-    return false;
-}
-"""
-    return head + helpers + sep + body
-
-
-@contextlib.contextmanager
-def _ahead(groups: int) -> Iterator[None]:
-    """hawk's emitter loading ``groups`` groups ahead in privatising kernels."""
-    kept = emit_cuda.AHEAD
-    emit_cuda.AHEAD = groups
-    try:
-        yield
-    finally:
-        emit_cuda.AHEAD = kept
+def _hand(counter: str, ahead: int) -> tuple[str, str]:
+    """The hand-written kernel counting in ``counter`` with ``ahead`` groups a pass, and
+    its name."""
+    name = f"hist_{counter.replace(' ', '_')}_{ahead}"
+    kernel = _HAND.replace("NAME", name[5:]).replace("COUNTER", counter)
+    return kernel.replace("AHEAD", str(ahead)), name
 
 
 def main() -> int:
@@ -168,12 +138,9 @@ def main() -> int:
     shared = private.choose(
         histogram.ir, dtypes, {}, adds="auto", lanes=SAMPLES, blocks=lambda: sms, warps=8
     )
-    emitted = {}
-    for ahead in (1, 4, 8):
-        with _ahead(ahead):
-            emitted[ahead] = emit_cuda.emit(histogram.ir, dtypes, shared=shared)
-    one = emitted[1]
-    head = one.source.partition('extern "C"')[0]
+    narrow = emit_cuda.emit(histogram.ir, dtypes, shared=shared, narrow=True)
+    wide = emit_cuda.emit(histogram.ir, dtypes, shared=shared)
+    head = narrow.source.partition('extern "C"')[0]
     grid = PRIVATE_BLOCKS_PER_SM * sms
     shared_mem = private.shared_bytes(shared, {})
     rng = np.random.default_rng(3)
@@ -185,14 +152,14 @@ def main() -> int:
     stream = eagle.cuda.Stream(non_blocking=True)
     args = PackedArgs([x, counts, np.int64(SAMPLES), record])
     variants = [
-        ("emitted, 1 load ahead", one.source, one.name, shared_mem),
-        ("emitted, 4 loads ahead", emitted[4].source, one.name, shared_mem),
-        ("emitted, 8 loads ahead", emitted[8].source, one.name, shared_mem),
-        ("int32", _int32(one.source), one.name, shared_mem),
-        ("int32, 4 loads ahead", head + _HAND.replace("AHEAD", "4"), "hist_4", 0),
-        ("int32, 8 loads ahead", head + _HAND.replace("AHEAD", "8"), "hist_8", 0),
-        ("read only", head + _READ, "read_only", 0),
+        ("emitted, 32-bit counters", narrow.source, narrow.name, shared_mem),
+        ("emitted, 64-bit counters", wide.source, wide.name, shared_mem),
     ]
+    for counter, bits in (("unsigned int", 32), ("long long", 64)):
+        for ahead in (1, 4, 8):
+            source, name = _hand(counter, ahead)
+            variants.append((f"by hand, {bits}-bit, {ahead} ahead", head + source, name, 0))
+    variants.append(("read only", head + _READ, "read_only", 0))
     print(f"{SAMPLES} float32 samples, {BINS} bins, grid {grid} x {BLOCK_SIZE}")
     print(f"{'variant':24s} {'regs':>5s} {'ms':>8s}  counts")
     for label, source, name, smem in variants:

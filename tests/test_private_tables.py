@@ -210,28 +210,6 @@ def test_a_privatised_histogram_loads_several_lanes_at_once(adds):
     assert compile_cuda(source.source, name=source.name)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
-@pytest.mark.parametrize("narrow", [False, True])
-def test_a_privatising_kernel_loads_groups_ahead_of_its_adds(dtype, narrow):
-    """Each pass of the vectorised loop loads AHEAD groups, then adds their lanes (the
-    compiler does not move a load across a shared-memory atomic); the groups left over
-    run one a pass. A deterministic or unprivatised kernel loads one group a pass."""
-    dtypes = {"x": dtype, "counts": "float32"}
-    shared = _choose(k.counter, dtypes)
-    emitted = cuda.emit(k.counter.ir, dtypes, shared=shared, narrow=narrow)
-    source, ahead = emitted.source, cuda.AHEAD
-    assert f"for (; group + {ahead - 1} * stride < groups; group += {ahead} * stride)" in source
-    assert f"for (int u = 0; u < {ahead}; ++u) a_x[u] = " in source
-    assert "for (; group < groups; group += stride)" in source
-    assert compile_cuda(source, name=emitted.name)
-    for plain in (
-        cuda.emit(k.counter.ir, dtypes, narrow=narrow).source,
-        cuda.emit(k.counter.ir, dtypes, shared=_choose(k.counter, dtypes, adds="deterministic"),
-                  deterministic=True).source,
-    ):  # fmt: skip
-        assert "a_x[" not in plain
-
-
 def test_a_kernel_that_does_not_privatise_is_emitted_as_before():
     plain = cuda.emit(k.histogram.ir, F32)
     assert plain.shared == () and "__shared__" not in plain.source

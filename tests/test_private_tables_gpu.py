@@ -105,9 +105,9 @@ def test_counted_adds_equal_numpy(adds, dtype, value, rng, chosen):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_many_passes_a_thread_count_exactly(dtype, rng, chosen):
-    """10**7 lanes: each thread of the bounded grid runs passes that load several groups
-    before adding (``hawk.emit._cuda_lanes.AHEAD``), then the groups and lanes left over;
-    weighted (float sums of ones) and counted tables alike."""
+    """10**7 lanes: each thread of the bounded grid runs many passes of the vectorised
+    loop, then the lanes left over; weighted (float sums of ones) and counted tables
+    alike."""
     n = 10_000_019
     x = rng.random(n)
     summed = _histogram(k.histogram, x, np.ones(n), dtype, "auto")

@@ -14,18 +14,13 @@ from hawk.emit import Names
 from hawk.emit._cuda_helpers import C_TYPES, PLANE_FORMS
 from hawk.kinds import PlaneKind
 
-__all__ = ["AHEAD", "LONG_BODY", "UNROLL", "VECTOR_BYTES", "Lanes", "vector_width"]
+__all__ = ["LONG_BODY", "UNROLL", "VECTOR_BYTES", "Lanes", "vector_width"]
 
 #: how many iterations of the grid-stride loop the compiler unrolls
 UNROLL = 4
 
 #: bytes a vectorised lane plane access moves at once
 VECTOR_BYTES = 16
-
-#: groups a thread of a privatising kernel loads before it adds the first: its adds into
-#: shared memory are atomics, which the compiler does not move loads across, so without
-#: this each pass waits for its own load
-AHEAD = 4
 
 #: a lane body of more characters of C than this is emitted once per loop, neither
 #: vectorised nor unrolled: each copy multiplies NVRTC's work, and such a body is bound
@@ -50,8 +45,6 @@ class Lanes:
             ``hawk_lanes`` holds the warp's lanes that run the body.
         unroll: how many passes of a lane loop the compiler unrolls: :data:`UNROLL`, or 1
             when a lane runs a loop of its own or its body is long (:meth:`fit`).
-        ahead: how many groups a pass of the vectorised loop loads before it runs the
-            first (1: one; see :meth:`packed`).
         stored: each plane a lane stores, with the name of the value it stores
             (filled as the body is emitted).
     """
@@ -65,7 +58,6 @@ class Lanes:
         values: frozenset[str] = frozenset(),
         narrow: bool = False,
         together: bool = False,
-        ahead: int = 1,
     ) -> None:
         self.kernel = kernel
         self.dtypes = dtypes
@@ -74,7 +66,6 @@ class Lanes:
         self.values = values
         self.narrow = narrow
         self.together = together
-        self.ahead = ahead
         # a lane that runs a loop of its own is not unrolled (its pass is long already, and
         # each unrolled copy of the inner loop costs registers: on the H200 the seed
         # contraction's adjoint at 2048**3 took 14.6 ms not unrolled against 17.8 unrolled)
@@ -91,83 +82,46 @@ class Lanes:
         """The vectorised lane loop: when every lane plane it loads or stores is aligned to
         :attr:`width` elements, each thread runs groups of that many consecutive lanes,
         loading and storing each plane's group as one vector; the lanes after the last whole
-        group are left to the scalar loop, from ``start``.
-
-        With :attr:`ahead` above 1, each pass first loads the groups of that many passes
-        and then runs them, so that many loads are in flight before the first add; the
-        groups left over run one a pass."""
-        width, counter, ahead = self.width, self.counter, self.ahead
+        group are left to the scalar loop, from ``start``."""
+        width, counter = self.width, self.counter
         planes = self.planes()
         aligned = " | ".join(f"(unsigned long long){Names.plane(p.name)}" for p in planes)
         mask = width * max(self.dtypes[p.name].itemsize for p in planes) - 1
-        loaded = [plane for plane in planes if plane in set(self.loaded())]
         lines = [
             f"    if ((({aligned}) & {mask}ULL) == 0) {{",
             f"        const long long groups = n / {width};",
-        ]
-        group = f"{counter} group = first"  # the loop's start, or where the first left it
-        if ahead > 1:
-            lines.append(f"        {group};")
-            group = ""
-            last = f"group + {ahead - 1} * stride"
-            lines.append(f"        for (; {last} < groups; group += {ahead} * stride) {{")
-            for plane in loaded:
-                pack, name = self.pack(plane), _group("a", plane)
-                lines += [
-                    f"            {pack} {name}[{ahead}];",
-                    "#pragma unroll",
-                    f"            for (int u = 0; u < {ahead}; ++u) {name}[u] = *reinterpret_cast"
-                    f"<const {pack}*>({Names.plane(plane.name)} + (group + u * stride) * {width});",
-                ]
-            lines += [
-                "#pragma unroll",
-                f"            for (int u = 0; u < {ahead}; ++u) {{",
-                f"                const {counter} base = (group + u * stride) * {width};",
-                *(
-                    f"                const {self.pack(p)} {_group('i', p)} = {_group('a', p)}[u];"
-                    for p in loaded
-                ),
-                *self._group_pass(body, planes, 4),
-                "            }",
-                "        }",
-            ]
-        lines += [
             f"#pragma unroll {self.unroll}",
-            f"        for ({group}; group < groups; group += stride) {{",
+            f"        for ({counter} group = first; group < groups; group += stride) {{",
             f"            const {counter} base = group * {width};",
-            *(
-                f"            const {self.pack(p)} {_group('i', p)} = "
-                f"*reinterpret_cast<const {self.pack(p)}*>({Names.plane(p.name)} + base);"
-                for p in loaded
-            ),
-            *self._group_pass(body, planes, 3),
-            "        }",
-            f"        start = groups * {width};",
-            "    }",
         ]
-        return lines
-
-    def _group_pass(self, body: list[str], planes: list[ir.Plane], depth: int) -> list[str]:
-        """One group's lanes, its loads made: the body over each lane, then the stores of
-        its stored planes' groups."""
-        pad = "    " * depth
         stored = {plane for plane, _ in self.stored}
-        lines = [f"{pad}{self.pack(p)} {_group('o', p)};" for p in planes if p in stored]
+        loaded = set(self.loaded())
+        for plane in planes:
+            pack = self.pack(plane)
+            if plane in loaded:
+                lines.append(
+                    f"            const {pack} {_group('i', plane)} = "
+                    f"*reinterpret_cast<const {pack}*>({Names.plane(plane.name)} + base);"
+                )
+            if plane in stored:
+                lines.append(f"            {pack} {_group('o', plane)};")
         lines += [
             "#pragma unroll",
-            f"{pad}for (int k = 0; k < {self.width}; ++k) {{",
-            f"{pad}    const long long lane = base + k;",
-            *self.loads(depth + 1, packed=True),
-            *(f"{pad}    " + line for line in body),
-            *self.stores(depth + 1, packed=True),
-            f"{pad}}}",
+            f"            for (int k = 0; k < {width}; ++k) {{",
+            "                const long long lane = base + k;",
+            *self.loads(4, packed=True),
+            *("                " + line for line in body),
+            *self.stores(4, packed=True),
+            "            }",
         ]
-        lines += [
-            f"{pad}*reinterpret_cast<{self.pack(p)}*>({Names.plane(p.name)} + base) = "
-            f"{_group('o', p)};"
-            for p in planes
-            if p in stored
-        ]
+        for plane in planes:
+            if plane in stored:
+                pack = self.pack(plane)
+                lines.append(
+                    f"            *reinterpret_cast<{pack}*>({Names.plane(plane.name)} + base) = "
+                    f"{_group('o', plane)};"
+                )
+        lines += ["        }", f"        start = groups * {width};", "    }"]
         return lines
 
     def scalar(self, body: list[str]) -> list[str]:

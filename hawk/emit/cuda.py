@@ -44,10 +44,8 @@ its copies live in dynamic shared memory (``extern __shared__``; the launch pass
 :func:`~hawk.emit.private.shared_bytes` of them). The kernel zeroes them, runs its lanes
 with their adds into the block's copy, waits for the block's threads and adds each
 non-zero cell into the table (a counted table's copy counts its adds of one constant
-in ``unsigned int`` cells, and the flush adds count times the constant). Its vectorised
-loop loads :data:`AHEAD` groups a pass before it adds the first of their lanes: the
-compiler does not move a load across a shared-memory atomic, so a pass that loads one
-group waits for that load alone. No lane leaves the lane loop early, so every thread
+in ``unsigned int`` cells, and the flush adds count times the constant). No lane leaves the
+lane loop early, so every thread
 reaches both barriers. With ``deterministic=True`` each warp keeps its own copy and
 the scalar loop runs a warp's 32 threads together: a thread past ``n`` runs no lane
 but keeps pace, so the warp's lanes can take turns at each add (``hawk_add_ordered``).
@@ -108,13 +106,13 @@ from hawk.emit._cuda_helpers import (
     SUM_PREFIX,
     storage_types,
 )
-from hawk.emit._cuda_lanes import AHEAD, UNROLL, Lanes, vector_width
+from hawk.emit._cuda_lanes import UNROLL, Lanes, vector_width
 from hawk.emit.checks import CheckSite, IntOverflow, LaneCheck, division_site, index_site
 from hawk.emit.private import SharedTable, reasons
 from hawk.errors import HawkError
 from hawk.kinds import PlaneKind, Type, check_option
 
-__all__ = ["AHEAD", "UNROLL", "CudaSource", "emit", "symbol"]
+__all__ = ["UNROLL", "CudaSource", "emit", "symbol"]
 
 
 @dataclass(frozen=True)
@@ -295,10 +293,7 @@ class _Cuda(CStyle):
         # a deterministic kernel's warps run their lanes together (see copies)
         private = frozenset(table.name for table in shared)
         width = vector_width(kernel, dtypes, private) if vector and not deterministic else 1
-        ahead = AHEAD if shared and not deterministic else 1
-        self.lanes = Lanes(
-            kernel, dtypes, self.real, width, values, narrow, deterministic, ahead=ahead
-        )
+        self.lanes = Lanes(kernel, dtypes, self.real, width, values, narrow, deterministic)
         self.shared = shared
         self.private = private
         self.counted = {table.name for table in shared if table.count is not None}
