@@ -5,10 +5,10 @@ hand-written variants, each one change away from another.
 
 Issue #27 §3 asks for a histogram (10**8 float32 samples in [0, 1), 1,024 bins) at least
 2x faster than ``torch.histc``. Every variant below runs the grid eagle's privatised
-launch runs (8 blocks of 256 threads per multiprocessor, the table's copy in shared
-memory) over the same data; each line gives the median CUDA-event time of 20 launches
-(zeroing the counts included), the registers ptxas gives it and whether its counts equal
-``numpy.bincount``'s:
+launch runs (blocks of 256 threads, at most 8 per multiprocessor and no more than the
+device runs at once, the table's copy in shared memory) over the same data; each line
+gives the median CUDA-event time of 20 launches (zeroing the counts included), the
+registers ptxas gives it, its blocks and whether its counts equal ``numpy.bincount``'s:
 
 * ``emitted, 32-bit counters``: hawk's kernel as ``eagle.plan.auto(histogram)`` launches
   it below 2**31 lanes (``narrow``: its lane loops count in 32 bits; 4 lanes from each
@@ -22,10 +22,10 @@ memory) over the same data; each line gives the median CUDA-event time of 20 lau
   table (the pace of the loads alone);
 * ``torch.histc``.
 
-On an H200 (run Y of benchmarks/RESULTS.md) this probe's launch of hawk's kernel took
-0.199 ms where ``eagle.plan``'s launch of the same source took 0.145 ms, with the same
-grid, shared memory and compile options; the cause was not found, so the ``emitted`` rows
-are not the plan's figure (``bench_scatter.py`` gives that).
+Runs V and Y of benchmarks/RESULTS.md launched every variant on 8 blocks per
+multiprocessor whatever its registers. A kernel that holds 5 or 6 blocks a multiprocessor
+then ran a second, partial wave of blocks, and its figure was about 1.35x its own: hawk's
+kernel took 0.199 ms there, where the plan's launch of it took 0.145.
 """
 
 from __future__ import annotations
@@ -165,11 +165,14 @@ def main() -> int:
             source, name = _hand(counter, ahead)
             variants.append((f"by hand, {bits}-bit, {ahead} ahead", head + source, name, 0))
     variants.append(("read only", head + _READ, "read_only", 0))
-    print(f"{SAMPLES} float32 samples, {BINS} bins, grid {grid} x {BLOCK_SIZE}")
-    print(f"{'variant':24s} {'regs':>5s} {'ms':>8s}  counts")
+    print(f"{SAMPLES} float32 samples, {BINS} bins, {BLOCK_SIZE} threads a block")
+    print(f"{'variant':24s} {'regs':>5s} {'blocks':>6s} {'ms':>8s}  counts")
     for label, source, name, smem in variants:
         loaded = eagle.cuda.load_kernel(source, name)
-        launch_kernel = functools.partial(loaded.launch, grid, BLOCK_SIZE, args, stream, smem)
+        # as eagle's privatised launch: no more blocks than run at once (a second, partial
+        # wave of blocks would leave most of the device idle at the end)
+        blocks = min(grid, loaded.resident_blocks(BLOCK_SIZE, smem))
+        launch_kernel = functools.partial(loaded.launch, blocks, BLOCK_SIZE, args, stream, smem)
 
         def launch(launch_kernel=launch_kernel) -> None:
             counts.fill(0, stream)
@@ -178,12 +181,12 @@ def main() -> int:
         ms = device_ms(launch, stream, 20)
         stream.synchronize()
         right = "-" if label == "read only" else bool(np.array_equal(counts.numpy(), want))
-        print(f"{label:24s} {registers(source):5d} {ms:8.4f}  {right}", flush=True)
+        print(f"{label:24s} {registers(source):5d} {blocks:6d} {ms:8.4f}  {right}", flush=True)
     xt = torch.from_numpy(x_host).cuda()
     torch_ms = device_ms(
         lambda: torch.histc(xt, BINS, 0.0, 1.0), torch.cuda.current_stream().cuda_stream, 20
     )
-    print(f"{'torch.histc':24s} {'':5s} {torch_ms:8.4f}")
+    print(f"{'torch.histc':24s} {'':5s} {'':6s} {torch_ms:8.4f}")
     print(f"HBM bound at 4.8 TB/s: {SAMPLES * 4 / 4.8e12 * 1e3:.4f} ms")
     return 0
 
