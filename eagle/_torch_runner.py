@@ -15,7 +15,6 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-import numpy as np
 import torch
 
 import hawk
@@ -47,15 +46,6 @@ DTYPE_NAMES = {torch_dtype: dtype.name for torch_dtype, dtype in _NUMPY.items()}
 _CACHED_BINDINGS = 32  # bound launches kept per plan (the most recently used), by address
 
 
-def _host_values(tensor: torch.Tensor) -> np.ndarray:
-    """A numpy view of a CPU tensor's memory (bfloat16, which numpy lacks, through its
-    bits as ``ml_dtypes.bfloat16``)."""
-    data = tensor.detach()
-    if data.dtype == torch.bfloat16:
-        return data.view(torch.int16).numpy().view(_NUMPY[torch.bfloat16])
-    return data.numpy()
-
-
 def _raw_stream(device: torch.device) -> int:
     """torch's current stream on ``device``, as a raw pointer."""
     return int(torch.cuda.current_stream(device).cuda_stream)
@@ -65,11 +55,11 @@ _current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # to
 
 
 class Runner:
-    """Runs a plan (or an adjoint plan) over tensors: host tensors through numpy
-    views; CUDA tensors through a binding cached by the tensors' addresses and
-    sizes (the most recently used of them kept), prepared for and launched
-    on torch's current stream (a routed plan's cuBLAS handle for a capturing stream is
-    the one made during the warm-up on it).
+    """Runs a plan (or an adjoint plan) over tensors through a binding cached by the
+    tensors' addresses and sizes (the most recently used of them kept; torch's
+    allocators hand addresses back): CPU tensors through numpy views of their memory;
+    CUDA tensors prepared for and launched on torch's current stream (a routed plan's
+    cuBLAS handle for a capturing stream is the one made during the warm-up on it).
     The planes named in ``one`` take a broadcast (stride-0) tensor as its one element."""
 
     def __init__(self, plan: Any, one: frozenset[str] = frozenset()) -> None:
@@ -78,12 +68,10 @@ class Runner:
         self._bound: KeyedCache[tuple, Any] = KeyedCache("torch runner bindings", _CACHED_BINDINGS)
 
     def run(self, names: tuple[str, ...], tensors: list[Any], device: torch.device) -> None:
-        if device.type != "cuda":
-            planes = {n: self._host(n, t) for n, t in zip(names, tensors, strict=True)}
-            self._plan.bind(**planes).launch()
-            return
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        stream = _current_raw_stream(index) if _current_raw_stream else _raw_stream(device)
+        cuda = device.type == "cuda"
+        if cuda:
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            stream = _current_raw_stream(index) if _current_raw_stream else _raw_stream(device)
         key = (names, *[(t.data_ptr(), t.numel(), t.dtype) for t in tensors])
         kept = self._bound
         last = kept.last
@@ -93,22 +81,31 @@ class Runner:
         else:
             bound = kept.get(key)  # (now the most recent: the least recent goes first)
             if bound is None:
-                bound = self._bind(names, tensors, key, stream, index)
-        bound.launch(stream)
-
-    def _host(self, name: str, tensor: Any) -> Any:
-        values = _host_values(tensor)
-        return values.reshape(-1)[:1] if name in self._one else values.reshape(-1)
+                bound = self._bind(names, tensors, key, (stream, index) if cuda else None)
+        if cuda:
+            bound.launch(stream)
+        else:
+            bound.launch()
 
     def _bind(
-        self, names: tuple[str, ...], tensors: list[Any], key: tuple, stream: int, index: int
+        self,
+        names: tuple[str, ...],
+        tensors: list[Any],
+        key: tuple,
+        stream_index: tuple[int, int] | None,
     ) -> Any:
-        planes = {  # flat views that do not keep the tensors alive (the key holds addresses)
+        """Bind the plan over flat views of ``tensors`` that do not keep them alive (the
+        key holds their addresses); CUDA tensors' binding is prepared for torch's stream
+        (``stream_index``)."""
+        planes = {
             n: _holder.address_view(t, one=n in self._one)
             for n, t in zip(names, tensors, strict=True)
         }
-        with Stream.external(stream, index):  # prepared for torch's stream
+        if stream_index is None:
             bound = self._plan.bind(**planes)
+        else:
+            with Stream.external(*stream_index):
+                bound = self._plan.bind(**planes)
         self._bound[key] = bound
         return bound
 

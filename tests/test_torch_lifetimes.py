@@ -9,6 +9,7 @@ import copy
 import gc
 import tracemalloc
 import warnings
+import weakref
 
 import pytest
 
@@ -150,6 +151,34 @@ def test_a_runner_keeps_its_most_recently_used_bindings(monkeypatch):
     assert plan.binds == 2 + steps
     assert len(runner._bound) == _torch_runner._CACHED_BINDINGS
     assert plan.launched[-2]["y"] is hot[1][0]  # each launch with its own binding
+
+
+def test_cpu_tensors_reuse_their_binding_and_are_not_kept_alive(monkeypatch):
+    """CPU tensors are bound by their addresses, as CUDA tensors are, over numpy views
+    that hold no reference: a training loop, whose allocator hands addresses back, binds
+    far less often than it runs; the tensors are freed when the caller drops them; and a
+    new tensor at a freed one's address is read and written where it is."""
+    f = eagle.torch.function(k.scale_add)
+    binds: list[int] = []
+    bind = _torch_runner.Runner._bind
+    monkeypatch.setattr(
+        _torch_runner.Runner, "_bind", lambda self, *a: binds.append(1) or bind(self, *a)
+    )
+    x = torch.randn(1000, requires_grad=True)
+    z = torch.randn(1000)
+    for _ in range(100):  # 200 runs: each step's forward and backward
+        f(x=x, z=z).sum().backward()
+    assert 2 <= len(binds) < 100
+    assert torch.allclose(x.grad, torch.full((1000,), 50.0))
+    y = torch.randn(1000, dtype=torch.float64)
+    gone = weakref.ref(y)
+    assert torch.allclose(f(x=y, z=y), 1.5 * y)
+    del y
+    gc.collect()
+    assert gone() is None  # no binding keeps a CPU tensor alive
+    for _ in range(20):  # new tensors, some at the freed one's address
+        a, b = torch.randn(1000, dtype=torch.float64), torch.randn(1000, dtype=torch.float64)
+        assert torch.allclose(f(x=a, z=b), 0.5 * a + b)
 
 
 # -- torch.use_deterministic_algorithms ----------------------------------------------------

@@ -158,15 +158,20 @@ def producer_of(value: Any, device: int) -> int | None:
 
 
 def address_view(tensor: Any, *, one: bool = False) -> _array.Array:
-    """A flat device Array over a contiguous CUDA torch tensor's elements (its first
-    element alone with ``one``, for a broadcast tensor) that does not keep the tensor
-    alive: for work cached by the tensors' addresses, which the caller keeps alive.
+    """A flat Array over a contiguous torch tensor's elements (its first element alone
+    with ``one``, for a broadcast tensor) that does not keep the tensor alive: for work
+    cached by the tensors' addresses, which the caller keeps alive. A CUDA tensor gives
+    a device Array, a CPU tensor a host Array over a numpy view that holds no reference
+    to it.
 
     Raises:
         TypeError: as :func:`hold`.
     """
     dtype = _TORCH._checked(tensor)
     shape = (1 if one else tensor.numel(),)
+    if tensor.device.type == "cpu":
+        layout = Layout(tensor.data_ptr(), shape, (dtype.itemsize,), dtype, False, False)
+        return _array.Array(host=_foreign.host_view(layout, None))
     return _array.Array(
         ptr=tensor.data_ptr(),
         shape=shape,
