@@ -181,6 +181,26 @@ def test_cpu_tensors_reuse_their_binding_and_are_not_kept_alive(monkeypatch):
         assert torch.allclose(f(x=a, z=b), 0.5 * a + b)
 
 
+def test_a_cpu_training_loop_reads_parameters_updated_in_place():
+    """A binding kept by address reads its planes at each launch: Adam's in-place updates
+    of Params (the same tensors, the same addresses) reach every step, as in torch."""
+    f = eagle.torch.function(k.affine)
+    generator = torch.Generator().manual_seed(3)
+    x, t = (torch.randn(1000, dtype=torch.float64, generator=generator) for _ in range(2))
+    ours = [torch.nn.Parameter(torch.tensor(v, dtype=torch.float64)) for v in (0.3, -0.2)]
+    theirs = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+    steps = [torch.optim.Adam(ours, lr=0.05), torch.optim.Adam(theirs, lr=0.05)]
+    for _ in range(30):
+        for optimizer in steps:
+            optimizer.zero_grad()
+        ((f(x=x, a=ours[0], b=ours[1]) - t) ** 2).mean().backward()
+        ((theirs[0] * x + theirs[1] - t) ** 2).mean().backward()
+        for optimizer in steps:
+            optimizer.step()
+    for mine, torch_own in zip(ours, theirs, strict=True):
+        assert abs(mine.item() - torch_own.item()) < 1e-12
+
+
 # -- torch.use_deterministic_algorithms ----------------------------------------------------
 
 
