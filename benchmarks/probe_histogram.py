@@ -130,7 +130,7 @@ def _hand(counter: str, ahead: int) -> tuple[str, str]:
     """The hand-written kernel counting in ``counter`` with ``ahead`` groups a pass, and
     its name."""
     name = f"hist_{counter.replace(' ', '_')}_{ahead}"
-    kernel = _HAND.replace("NAME", name[5:]).replace("COUNTER", counter)
+    kernel = _HAND.replace("hist_NAME", name).replace("COUNTER", counter)
     return kernel.replace("AHEAD", str(ahead)), name
 
 

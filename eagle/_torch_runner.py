@@ -68,8 +68,8 @@ class Runner:
         self._bound: KeyedCache[tuple, Any] = KeyedCache("torch runner bindings", _CACHED_BINDINGS)
 
     def run(self, names: tuple[str, ...], tensors: list[Any], device: torch.device) -> None:
-        cuda = device.type == "cuda"
-        if cuda:
+        stream, index = None, 0  # a CPU binding runs on the host
+        if device.type == "cuda":
             index = device.index if device.index is not None else torch.cuda.current_device()
             stream = _current_raw_stream(index) if _current_raw_stream else _raw_stream(device)
         key = (names, *[(t.data_ptr(), t.numel(), t.dtype) for t in tensors])
@@ -81,30 +81,28 @@ class Runner:
         else:
             bound = kept.get(key)  # (now the most recent: the least recent goes first)
             if bound is None:
-                bound = self._bind(names, tensors, key, (stream, index) if cuda else None)
-        if cuda:
-            bound.launch(stream)
-        else:
-            bound.launch()
+                bound = self._bind(names, tensors, key, stream, index)
+        bound.launch(stream)
 
     def _bind(
         self,
         names: tuple[str, ...],
         tensors: list[Any],
         key: tuple,
-        stream_index: tuple[int, int] | None,
+        stream: int | None,
+        index: int,
     ) -> Any:
         """Bind the plan over flat views of ``tensors`` that do not keep them alive (the
-        key holds their addresses); CUDA tensors' binding is prepared for torch's stream
-        (``stream_index``)."""
+        key holds their addresses); CUDA tensors' binding is prepared for torch's
+        ``stream`` on device ``index``."""
         planes = {
             n: _holder.address_view(t, one=n in self._one)
             for n, t in zip(names, tensors, strict=True)
         }
-        if stream_index is None:
+        if stream is None:
             bound = self._plan.bind(**planes)
         else:
-            with Stream.external(*stream_index):
+            with Stream.external(stream, index):
                 bound = self._plan.bind(**planes)
         self._bound[key] = bound
         return bound

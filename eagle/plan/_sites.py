@@ -60,19 +60,18 @@ def product_site(
     arrays = _arrays(planes)
     # each product's operands' planes by role, found at the first rebind (most bindings
     # never meet one)
-    found: list[list[dict[str, str | None]]] = []
+    roles: list[dict[str, str | None]] | None = None
 
     def reissue(stream_ptr: int, new: Mapping[str, Any]) -> Callable[[], None]:
-        if not found:
-            found.append(
-                [
-                    {role: _plane_of(view, arrays) for role, view in call.operands.items()}
-                    for call in launch.calls
-                ]
-            )
+        nonlocal roles
+        if roles is None:
+            roles = [
+                {role: _plane_of(view, arrays) for role, view in call.operands.items()}
+                for call in launch.calls
+            ]
         bound = launch.prepare(stream_ptr)  # the products as bound on the stream's handle
         products = []
-        for call, names, first in zip(launch.calls, found[0], bound, strict=True):
+        for call, names, first in zip(launch.calls, roles, bound, strict=True):
             operands = {
                 role: _moved(view, names[role], new) for role, view in call.operands.items()
             }
