@@ -9,6 +9,8 @@ eagle's, over 1,000 float32 CUDA lanes, in host µs per step (median of 5 rounds
 steps, the sides taking turns):
 
 * torch alone: ``(x * 2).square().mean().backward()`` eager and compiled;
+* torch's own ``torch.library`` op for ``x * 2``, forward and backward registered as
+  eagle registers its ops, eager and compiled;
 * eagle: the same with ``bench_torch``'s ``scale_add`` op in place of ``x * 2``, eager and
   compiled;
 * one eagle forward call without autograd: ``f(x=, z=)`` (the eager route), the
@@ -47,7 +49,36 @@ def _us(fn: Callable[[], object]) -> float:
     return (time.perf_counter() - began) * 1e6 / REPEAT
 
 
+def _bare_ops():
+    """``y = 2 x`` as a bare op of torch's own (``torch.library``, as eagle registers its
+    ops: a forward op and a backward op, each with a fake and an autograd formula)."""
+    lib = torch.library.Library("floor_probe", "FRAGMENT")
+    lib.define("double(Tensor x) -> Tensor")
+    lib.define("double_backward(Tensor g) -> Tensor")
+    lib.impl("double", lambda x: x * 2.0, "CUDA")
+    lib.impl("double_backward", lambda g: g * 2.0, "CUDA")
+    for name in ("double", "double_backward"):
+        torch.library.register_fake(f"floor_probe::{name}", lambda t: torch.empty_like(t), lib=lib)
+    ops = torch.ops.floor_probe
+
+    def setup(ctx, inputs, output):
+        pass
+
+    def backward(ctx, g):
+        return ops.double_backward.default(g)
+
+    def second(ctx, gg):
+        return ops.double_backward.default(gg)
+
+    torch.library.register_autograd("floor_probe::double", backward, setup_context=setup, lib=lib)
+    torch.library.register_autograd(
+        "floor_probe::double_backward", second, setup_context=setup, lib=lib
+    )
+    return lib, ops.double.default
+
+
 def main() -> None:
+    _library, double = _bare_ops()  # (the library keeps the ops registered)
     f = eagle.torch.function(scale_add)
     x = torch.randn(1000, device="cuda", requires_grad=True)
     z = torch.randn(1000, device="cuda")
@@ -59,11 +90,17 @@ def main() -> None:
     def eagle_loss(x):
         return f(x=x, z=z).square().mean()
 
+    def op_loss(x):
+        return double(x).square().mean()
+
     torch_compiled = torch.compile(torch_loss, fullgraph=True)
     eagle_compiled = torch.compile(eagle_loss, fullgraph=True)
+    op_compiled = torch.compile(op_loss, fullgraph=True)
     sides = {
         "torch eager fwd+bwd": lambda: torch_loss(x).backward(),
         "torch compiled fwd+bwd": lambda: torch_compiled(x).backward(),
+        "bare op eager fwd+bwd": lambda: op_loss(x).backward(),
+        "bare op compiled fwd+bwd": lambda: op_compiled(x).backward(),
         "eagle eager fwd+bwd": lambda: eagle_loss(x).backward(),
         "eagle compiled fwd+bwd": lambda: eagle_compiled(x).backward(),
         "eagle call, no grad": lambda: f(x=v, z=z),
