@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import cProfile
 import json
+import pstats
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import eagle.cuda
@@ -27,6 +29,26 @@ def device_name() -> str:
     """The name of CUDA device 0, as its properties give it."""
     name = cudart.cudaGetDeviceProperties(0).name
     return name.decode().rstrip("\0") if isinstance(name, bytes) else str(name)
+
+
+def print_profile(
+    fn: Callable[[], object],
+    calls: int,
+    sync: Callable[[], object],
+    rows: int,
+    orders: Sequence[str] = ("tottime",),
+) -> None:
+    """Run ``fn()`` ``calls`` times under cProfile (``sync()`` after them, so the device's
+    work is inside) and print the ``rows`` functions first by each of ``orders``."""
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(calls):
+        fn()
+    sync()
+    profile.disable()
+    stats = pstats.Stats(profile).strip_dirs()
+    for order in orders:
+        stats.sort_stats(order).print_stats(rows)
 
 
 def print_table(table: Sequence[Sequence[str]]) -> None:

@@ -21,6 +21,17 @@ def host_ms(fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(times) * 1e3
 
 
+def loop_ms(fn: Callable[[], object], repeat: int, sync: Callable[[], object]) -> float:
+    """Wall-clock milliseconds per call of a loop of ``repeat`` calls of ``fn()``, with
+    ``sync()`` before and after it (work the calls queue on a device counts)."""
+    sync()
+    began = time.perf_counter()
+    for _ in range(repeat):
+        fn()
+    sync()
+    return (time.perf_counter() - began) * 1e3 / repeat
+
+
 def device_ms(launch: Callable[[], object], stream: Any, repeat: int) -> float:
     """Median CUDA-event milliseconds of ``launch()`` on ``stream`` (a Stream or a raw
     pointer) over ``repeat`` launches, after one warm-up launch."""

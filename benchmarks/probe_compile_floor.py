@@ -23,13 +23,12 @@ the compiled eagle step under cProfile.
 
 from __future__ import annotations
 
-import cProfile
-import pstats
 import statistics
-import time
 from collections.abc import Callable
 
 import torch
+from _report import print_profile
+from _timing import loop_ms
 from bench_torch import scale_add
 
 import eagle.torch
@@ -41,12 +40,7 @@ ROUNDS, REPEAT = 5, 2000
 def _us(fn: Callable[[], object]) -> float:
     for _ in range(200):
         fn()
-    torch.cuda.synchronize()
-    began = time.perf_counter()
-    for _ in range(REPEAT):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - began) * 1e6 / REPEAT
+    return loop_ms(fn, REPEAT, torch.cuda.synchronize) * 1e3
 
 
 def _bare_ops():
@@ -129,14 +123,8 @@ def main() -> None:
             f"  {side:26s} {statistics.median(times):8.1f}   binds {binds[side]:5d}   "
             f"(rounds: {shown})"
         )
-    profile = cProfile.Profile()
-    profile.enable()
-    for _ in range(REPEAT):
-        eagle_compiled(x).backward()
-    torch.cuda.synchronize()
-    profile.disable()
     print(f"eagle compiled fwd+bwd, {REPEAT} steps under cProfile:")
-    pstats.Stats(profile).strip_dirs().sort_stats("tottime").print_stats(30)
+    print_profile(lambda: eagle_compiled(x).backward(), REPEAT, torch.cuda.synchronize, 30)
 
 
 if __name__ == "__main__":

@@ -13,12 +13,11 @@ what the compiled step adds shows up side by side.
 
 from __future__ import annotations
 
-import cProfile
-import pstats
 import sys
-import time
 
 import torch
+from _report import print_profile
+from _timing import loop_ms
 from bench_torch import _kan_models
 
 
@@ -49,20 +48,8 @@ def main(argv: list[str]) -> int:
         step = _step_of(loss_fn, x0, c0, compiled)
         for _ in range(10):
             step()
-        torch.cuda.synchronize()
-        began = time.perf_counter()
-        for _ in range(steps):
-            step()
-        torch.cuda.synchronize()
-        print(f"== {mode}: {(time.perf_counter() - began) * 1e3 / steps:.3f} ms per step (wall)")
-        profile = cProfile.Profile()
-        profile.enable()
-        for _ in range(steps):
-            step()
-        torch.cuda.synchronize()
-        profile.disable()
-        stats = pstats.Stats(profile).strip_dirs()
-        stats.sort_stats("tottime").print_stats(22)
+        print(f"== {mode}: {loop_ms(step, steps, torch.cuda.synchronize):.3f} ms per step (wall)")
+        print_profile(step, steps, torch.cuda.synchronize, 22)
         with torch.profiler.profile(
             activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
         ) as prof:

@@ -26,8 +26,6 @@ Under two minutes, most of it ``torch.compile``.
 
 from __future__ import annotations
 
-import cProfile
-import pstats
 import statistics
 import sys
 import time
@@ -35,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from _report import print_profile
 from bench_torch import KAN, _BindCount, _kan_models
 
 WARMUP = 20  # steps before the figures: under torch.compile, 8 left 3 binds in 20 steps
@@ -117,15 +116,7 @@ def main(argv: list[str]) -> int:
         print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=ROWS))
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=ROWS))
         if side == "eagle":
-            profile = cProfile.Profile()
-            profile.enable()
-            for _ in range(steps):
-                step()
-            torch.cuda.synchronize()
-            profile.disable()
-            stats = pstats.Stats(profile).strip_dirs()
-            stats.sort_stats("tottime").print_stats(ROWS)
-            stats.sort_stats("cumulative").print_stats(ROWS)
+            print_profile(step, steps, torch.cuda.synchronize, ROWS, ("tottime", "cumulative"))
     return 0
 
 
