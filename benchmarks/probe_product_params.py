@@ -5,10 +5,11 @@ Usage: python benchmarks/probe_product_params.py
 Issue #27 asks that rebinding every plane of a graph with 200 routed products take at
 most 1/3 of a fresh capture. A rebind captures each product again today. This probe
 asks whether the products' kernel arguments could be patched instead: it captures the
-seed's routed contraction (64 x 64 x 64, float32) over two sets of planes, and for each
-kernel node prints its function, the size of each argument (``cuFuncGetParamInfo``),
-and every 8-byte word of the arguments that differs between the two captures, with the
-plane whose pointer explains it (``plane + offset`` in both) or ``UNEXPLAINED``.
+seed's routed contraction (64 x 64 x 64, float32) over two sets of planes, then its
+adjoint's two products the same way, and for each kernel node prints its function, the
+size of each argument (``cuFuncGetParamInfo``), and every 8-byte word of the arguments
+that differs between the two captures, with the plane whose pointer explains it
+(``plane + offset`` in both) or ``UNEXPLAINED``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 from _kernels import contract
 from cuda.bindings import driver as cudadrv
 
+import eagle.diff
 import eagle.plan
 from eagle import arrays, cuda
 from eagle.cuda import _graph_nodes as graph_nodes
@@ -43,26 +45,28 @@ def _arguments(params) -> list[bytes]:
     return [ctypes.string_at(pointers[i], size) for i, size in enumerate(sizes)]
 
 
-def _capture(plan, w, f, y) -> list:
+def _capture(bind) -> tuple[list, object]:
+    """Bind on a stream of its own (``bind()`` -> bound launches), run once, capture the
+    launches; each node's kind and, for a kernel, its arguments' bytes."""
     stream = cuda.Stream(non_blocking=True)
     with stream:
-        bound = plan.bind(w=w, f=f, y=y)
-        bound.launch(stream)
+        bound = bind()
+        for launch in bound:
+            launch.launch(stream)
     stream.synchronize()
     with cuda.StreamCapturer(stream) as cap:
-        bound.launch(stream)
+        for launch in bound:
+            launch.launch(stream)
     graph = cuda.Graph.from_captured(cap.captured)
-    nodes = graph_nodes.nodes(graph._graph)
     found = []
-    for node in nodes:
+    for node in graph_nodes.nodes(graph._graph):
         kind = graph_nodes.kind(node)
         if kind != "kernel":
             found.append((kind, None))
             continue
         params = graph_nodes.kernel_params(node)
         print(
-            f"  kernel node: func {int(params.func):#x} kern {int(params.kern):#x} "
-            f"kernelParams {int(params.kernelParams):#x} extra {int(params.extra or 0):#x} "
+            f"  kernel node: func {int(params.func):#x} "
             f"grid {params.gridDimX}x{params.gridDimY}x{params.gridDimZ} "
             f"block {params.blockDimX}x{params.blockDimY}x{params.blockDimZ} "
             f"shared {params.sharedMemBytes}"
@@ -71,30 +75,21 @@ def _capture(plan, w, f, y) -> list:
     return found, graph
 
 
-def main() -> None:
-    rng = np.random.default_rng(0)
-    with policy.using(contraction="gemm"):
-        plan = eagle.plan.auto(contract(EXTENT, EXTENT, EXTENT))
-    sets = []
-    for _ in range(2):
-        w = arrays.asarray(
-            rng.standard_normal((EXTENT, EXTENT)).astype(np.float32), device="cuda:0"
-        )
-        f = arrays.asarray(rng.standard_normal(EXTENT * EXTENT).astype(np.float32), device="cuda:0")
-        y = arrays.zeros(EXTENT * EXTENT, "float32", "cuda:0")
-        sets.append({"w": w, "f": f, "y": y})
+def _compare(sets: list[dict], bind) -> None:
+    """Capture ``bind(planes)`` over each of two sets of planes and print the words of
+    the kernels' arguments that differ, with the plane whose move explains each."""
     captures = []
     for index, planes in enumerate(sets):
         print(f"capture {index}: " + ", ".join(f"{n} {a.ptr:#x}" for n, a in planes.items()))
-        captures.append(_capture(plan, **planes))
+        captures.append(_capture(lambda planes=planes: bind(planes)))
     (first, _g0), (second, _g1) = captures
     print(f"nodes: {[k for k, _ in first]} / {[k for k, _ in second]}")
-    for (_, old), (_, new) in zip(first, second, strict=True):
-        if old is None:
+    for (_, old), (_, new) in zip(first, second, strict=False):
+        if old is None or new is None:
             continue
-        print(f"  argument sizes {[len(a) for a in old]}")
-        for index, (a, b) in enumerate(zip(old, new, strict=True)):
-            for at in range(0, len(a) - len(a) % 8, 8):
+        print(f"  argument sizes {[len(a) for a in old]} / {[len(a) for a in new]}")
+        for index, (a, b) in enumerate(zip(old, new, strict=False)):
+            for at in range(0, min(len(a), len(b)) - 7, 8):
                 u, v = (int.from_bytes(x[at : at + 8], "little") for x in (a, b))
                 if u == v:
                     continue
@@ -104,8 +99,29 @@ def main() -> None:
                     if o.ptr <= u < o.ptr + o.nbytes and v - n.ptr == u - o.ptr:
                         why = f"{name} + {u - o.ptr}"
                 print(f"    arg {index} byte {at}: {u:#x} -> {v:#x}  {why}")
-            if len(a) % 8 and a[len(a) - len(a) % 8 :] != b[len(b) - len(b) % 8 :]:
-                print(f"    arg {index}: its last {len(a) % 8} bytes differ")
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    with policy.using(contraction="gemm"):
+        plan = eagle.plan.auto(contract(EXTENT, EXTENT, EXTENT))
+    adjoint = eagle.diff.reverse(plan)
+
+    def device(shape):
+        return arrays.asarray(rng.standard_normal(shape).astype(np.float32), device="cuda:0")
+
+    sets = []
+    for _ in range(2):
+        sets.append({
+            "w": device((EXTENT, EXTENT)), "f": device(EXTENT * EXTENT),
+            "y": device(EXTENT * EXTENT), "y_bar": device(EXTENT * EXTENT),
+            "w_bar": device((EXTENT, EXTENT)), "f_bar": device(EXTENT * EXTENT),
+        })  # fmt: skip
+    print("== the forward product")
+    _compare(sets, lambda p: [plan.bind(w=p["w"], f=p["f"], y=p["y"])])
+    print("== the adjoint's two products (gradients added, on forked streams in a capture)")
+    names = ("w", "f", "y_bar", "w_bar", "f_bar")
+    _compare(sets, lambda p: [adjoint.bind(**{n: p[n] for n in names})])
 
 
 if __name__ == "__main__":
