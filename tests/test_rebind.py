@@ -43,6 +43,10 @@ class FakeArray:
     def nbytes(self) -> int:
         return math.prod(self.shape) * self.dtype.itemsize
 
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
     def reshape(self, shape: tuple[int, ...]) -> FakeArray:
         return FakeArray(self.ptr, tuple(shape), self.dtype.name, self.device_index)
 

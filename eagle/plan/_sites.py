@@ -15,8 +15,8 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from eagle.arrays import Array
 from eagle.cuda._rebind import KernelSite, ProductSite
+from eagle.plan._route import _view
 from hawk import ir
 
 __all__ = ["kernel_site", "product_site", "written_planes"]
@@ -106,14 +106,9 @@ def _moved(view: Any, name: str | None, planes: Mapping[str, Any]) -> Any:
 
     The view is the whole plane (:func:`_plane_of`), and the rebind has checked that the
     new plane is laid out as the old one, so the new view takes the old one's layout at
-    the new plane's address, without :meth:`~eagle.arrays.Array.reshape`'s checks.
+    the new plane's address, as the routed launch views its planes, without
+    :meth:`~eagle.arrays.Array.reshape`'s checks.
     """
     if name is None:
         return view
-    plane = planes[name]
-    if plane.shape == view.shape:
-        return plane
-    return Array(
-        ptr=plane.ptr, shape=view.shape, dtype=view.dtype, strides=view.strides,
-        device_index=plane.device_index, owner=plane._owner, readonly=plane.readonly,
-    )  # fmt: skip
+    return _view(planes[name], view.shape)
