@@ -580,3 +580,185 @@ def test_kernel_site_puts_each_array_plane_at_its_argument_position():
     site = kernel_site("plan 'contract'", k.contract.ir, planes, PackedArgs([np.int64(1)]))()
     assert site._arguments == {"w": 0, "f": 1, "y": 2}
     assert site.written == {"y"}
+
+
+# -- cuBLAS products: patched once a capture has shown where their pointers are ----------------
+
+
+class ArgumentCuda(FakeCuda):
+    """FakeCuda whose product kernels hold real argument bytes (a 48-byte struct, as
+    cuBLAS's kernels take one): kernel 7 points at ``a``, ``b`` and ``out``, with an int
+    pair and a host pointer between; kernel 8 at ``out`` plus 16 bytes. A node of a new
+    capture holds the pointers of the operands the launch last issued."""
+
+    HOST = 0x1234_5678_9ABC
+
+    def __init__(self, monkeypatch, launch_of) -> None:
+        super().__init__(monkeypatch)
+        self.launch_of = launch_of  # () -> the site's FakeLaunch (None while it is made)
+        self.operands: dict[int, dict[str, Any]] = {}
+        self.unexplained = False  # a capture's kernel 7 changes its int pair too
+        self.odd: set[int] = set()  # the nodes captured so
+        self.kept: list[Any] = []
+        monkeypatch.setattr(_graph_nodes, "kernel_arguments", self.kernel_arguments)
+
+    def node(self, kind, graph_name="graph", deps=(), func=7):
+        node = super().node(kind, graph_name, deps, func)
+        launch = self.launch_of()
+        if kind == "kernel":  # a capture's: the operands issued last; the graph's: the first
+            operands = launch.issued[-1] if launch is not None and launch.issued else None
+            self.operands[node] = operands and {r: a.ptr for r, a in operands.items()}
+            if self.unexplained:
+                self.odd.add(node)
+        return node
+
+    def kernel_params(self, node):
+        ptrs = self.operands[node]
+        if ptrs is None:
+            first = self.launch_of().calls[0].operands
+            ptrs = self.operands[node] = {r: a.ptr for r, a in first.items()}
+        if self.funcs[node] == 7:
+            pair = 0x40_0000_0040 + (node in self.odd)
+            words = [ptrs["a"], ptrs["b"], ptrs["out"], pair, self.HOST, ptrs["out"]]
+        else:
+            words = [0, ptrs["out"] + 16, 0, 0, 0, 0]
+        data = b"".join(w.to_bytes(8, "little") for w in words)
+        buffer = ctypes.create_string_buffer(data, len(data))
+        array = (ctypes.c_void_p * 1)(ctypes.addressof(buffer))
+        self.kept.append((buffer, array))
+        return SimpleNamespace(
+            kernelParams=ctypes.addressof(array), func=self.funcs[node], kern=0, node=node,
+            gridDimX=2, gridDimY=2, gridDimZ=1, blockDimX=64, blockDimY=1, blockDimZ=1,
+            sharedMemBytes=0,
+        )  # fmt: skip
+
+    def _count(self) -> None:  # fail_after fails one call, once
+        if self.fail_after is not None and len(self.sets) == self.fail_after:
+            self.fail_after = None
+            raise RuntimeError("the driver refused")
+
+    @staticmethod
+    def kernel_arguments(params):
+        address = ctypes.c_void_p.from_address(params.kernelParams).value
+        return [ctypes.string_at(address, 48)]
+
+    def set_kernel(self, exec_handle, node, params):
+        self._count()
+        if params.node not in self.operands:  # a hawk kernel's node
+            self.sets.append((node, None))
+            return
+        (data,) = self.kernel_arguments(params)
+        words = [int.from_bytes(data[i : i + 8], "little") for i in range(0, 48, 8)]
+        self.sets.append((node, words))
+
+
+@pytest.fixture
+def patching(monkeypatch):
+    launches: list[FakeLaunch] = []
+    fake = ArgumentCuda(monkeypatch, lambda: launches[-1] if launches else None)
+    monkeypatch.setattr(_rebind, "StreamCapturer", FakeCapturer(fake, [7, 8]))
+
+    def site():
+        made, launch = _product_site(fake)
+        launches.append(launch)
+        return made, launch
+
+    return fake, site
+
+
+def test_a_product_rebound_again_is_patched_where_a_capture_showed_its_pointers(patching):
+    fake, make = patching
+    site, launch = make()
+    w, f = site.planes["w"].ptr, site.planes["f"].ptr
+    launcher = _launcher(site)
+    launcher.rebind(y=FakeArray(0x70000, (15,)))  # a capture: y's pointers learned
+    seven, eight = site.nodes
+    captures = FakeCapturer.graphs
+    pair, host = 0x40_0000_0040, ArgumentCuda.HOST
+    assert fake.sets == [
+        (seven, [w, f, 0x70000, pair, host, 0x70000]),
+        (eight, [0, 0x70000 + 16, 0, 0, 0, 0]),
+    ]
+    fake.sets.clear()
+    launcher.rebind(y=FakeArray(0x80000, (15,)))  # aligned alike: patched
+    assert FakeCapturer.graphs == captures and len(launch.issued) == 1
+    assert fake.sets == [
+        (seven, [w, f, 0x80000, pair, host, 0x80000]),
+        (eight, [0, 0x80000 + 16, 0, 0, 0, 0]),
+    ]
+    assert site.planes["y"].ptr == 0x80000
+    launcher.rebind(w=FakeArray(0x90000, (4, 3)))  # w never moved: captured first
+    assert FakeCapturer.graphs == captures + 1 and len(launch.issued) == 2
+    fake.sets.clear()
+    launcher.rebind(w=FakeArray(0xA0000, (4, 3)), y=FakeArray(0xB0000, (15,)))
+    assert FakeCapturer.graphs == captures + 1  # both learned: patched
+    assert fake.sets == [
+        (seven, [0xA0000, f, 0xB0000, pair, host, 0xB0000]),
+        (eight, [0, 0xB0000 + 16, 0, 0, 0, 0]),
+    ]
+
+
+def test_a_plane_aligned_otherwise_is_captured_again(patching):
+    fake, make = patching
+    site, launch = make()
+    launcher = _launcher(site)
+    launcher.rebind(y=FakeArray(0x70000, (15,)))
+    captures = FakeCapturer.graphs
+    launcher.rebind(y=FakeArray(0x80040, (15,)))  # 64 bytes off the 256 boundary
+    assert FakeCapturer.graphs == captures + 1
+    assert launch.issued[-1]["out"].ptr == 0x80040
+    launcher.rebind(y=FakeArray(0x90040, (15,)))  # aligned as the one it replaces
+    assert FakeCapturer.graphs == captures + 1 and fake.sets[-2][1][2] == 0x90040
+
+
+def test_a_capture_that_changes_more_than_pointers_is_not_learned_from(patching):
+    fake, make = patching
+    site, _ = make()
+    launcher = _launcher(site)
+    fake.unexplained = True  # the new capture's kernel changes an int too
+    launcher.rebind(y=FakeArray(0x70000, (15,)))
+    fake.unexplained = False
+    captures = FakeCapturer.graphs
+    launcher.rebind(y=FakeArray(0x80000, (15,)))  # captured: compared with the odd one
+    launcher.rebind(y=FakeArray(0x90000, (15,)))  # captured, and learned from
+    assert FakeCapturer.graphs == captures + 2
+    launcher.rebind(y=FakeArray(0xA0000, (15,)))  # patched
+    assert FakeCapturer.graphs == captures + 2 and fake.sets[-2][1][2] == 0xA0000
+
+
+def test_a_patch_is_undone_when_a_later_change_fails(patching):
+    fake, make = patching
+    site, _ = make()
+    other = _kernel_site(fake, {"x": FakeArray(0x40000, (8,)), "z": FakeArray(0x41000, (8,))})
+    launcher = _launcher(site, other)
+    launcher.rebind(y=FakeArray(0x70000, (15,)))
+    seven, eight = site.nodes
+    fake.sets.clear()
+    fake.fail_after = 2  # the two patched nodes are set; the kernel site's update fails
+    with pytest.raises(RuntimeError, match="refused"):
+        launcher.rebind(y=FakeArray(0x80000, (15,)), x=FakeArray(0x42000, (8,)))
+    pair, host = 0x40_0000_0040, ArgumentCuda.HOST
+    assert fake.sets == [
+        (seven, [0x10000, 0x11000, 0x80000, pair, host, 0x80000]),
+        (eight, [0, 0x80000 + 16, 0, 0, 0, 0]),
+        (seven, [0x10000, 0x11000, 0x70000, pair, host, 0x70000]),  # undone
+        (eight, [0, 0x70000 + 16, 0, 0, 0, 0]),
+    ]
+    assert site.planes["y"].ptr == 0x70000 and other.planes["x"].ptr == 0x40000
+    launcher.rebind(y=FakeArray(0x90000, (15,)))
+    assert fake.sets[-2:] == [
+        (seven, [0x10000, 0x11000, 0x90000, pair, host, 0x90000]),
+        (eight, [0, 0x90000 + 16, 0, 0, 0, 0]),
+    ]
+
+
+def test_pointer_words_are_found_in_one_plane_each():
+    spans = {"a": (0x1000, 0x1100), "b": (0x1100, 0x1200)}
+    words = [0x10F8, 0x1100, 0x1200, 7]
+    data = b"".join(w.to_bytes(8, "little") for w in words)
+    assert _rebind._pointer_words([data], spans) == [(0, 0, "a", 0xF8), (0, 8, "b", 0)]
+    assert _rebind._shifted([data], [(0, 8, "b", 0)], {"b": 0x100})[0][8:16] == (0x1200).to_bytes(
+        8, "little"
+    )
+    nested = {"a": (0x1000, 0x1200), "b": (0x1100, 0x1200)}
+    assert _rebind._pointer_words([data], nested) is None

@@ -1,5 +1,6 @@
 """Launcher.rebind on a device: the routed seed kernel's forward and reverse in one graph,
-pointed at three sets of planes in turn and equal to fresh captures bit for bit; refused
+pointed at three sets of planes in turn and equal to fresh captures bit for bit, then
+patched without capturing once a capture has shown where their pointers lie; refused
 rebinds that leave replays correct; a thousand rebinds that do not grow device memory; a
 graph of hawk kernels alone, rebound through its kernel nodes' parameters; and a captured
 Param number that later runs and a rebind leave as captured."""
@@ -106,6 +107,48 @@ def test_forward_and_reverse_rebound_three_times_equal_fresh_captures(rng, route
     launcher.launch()
     launcher.synchronize()
     assert np.isnan(first["y"].numpy()).all()
+
+
+def test_products_rebound_again_are_patched_without_capturing_and_equal_fresh_captures(
+    rng, routed, stream, monkeypatch
+):
+    """The first rebind captures the products again, and shows where their pointers lie;
+    later rebinds to planes aligned alike patch the nodes' arguments instead. Each replay
+    equals a fresh capture bit for bit; a plane aligned otherwise is captured again."""
+    captures = []
+    real = _rebind.StreamCapturer
+
+    def counted(stream_ptr):
+        captures.append(stream_ptr)
+        return real(stream_ptr)
+
+    monkeypatch.setattr(_rebind, "StreamCapturer", counted)
+    _, first = _planes(rng)
+    launcher = _capture(routed, first, stream)
+    previous = first
+    for turn in range(5):
+        host, planes = _planes(rng)
+        launcher.rebind(**planes)
+        assert len(captures) == 1, turn  # the first rebind alone captured
+        got = _replay(launcher, planes, stream)
+        _check(got, host)
+        fresh_planes = {**planes}
+        for name in ("y", "w_bar", "f_bar"):
+            fresh_planes[name] = arrays.full(planes[name].shape, np.nan, "float32", "cuda:0")
+        fresh = _replay(_capture(routed, fresh_planes, stream), fresh_planes, stream)
+        for name in fresh:
+            assert np.array_equal(got[name], fresh[name]), name
+        previous["y"].fill(np.nan, stream)  # the planes replaced are no longer written
+        launcher.launch()
+        launcher.synchronize()
+        assert np.isnan(previous["y"].numpy()).all()
+        previous = planes
+    host, planes = _planes(rng)
+    wide = arrays.full((B * U + 16,), np.nan, "float32", "cuda:0")
+    planes["y"] = wide[16:]  # 64 bytes past an aligned start: cuBLAS may pick another kernel
+    launcher.rebind(**planes)
+    assert len(captures) == 2
+    _check(_replay(launcher, planes, stream), host)
 
 
 def test_rebinding_by_the_arrays_replaced_and_the_graph_keeping_the_new_ones(rng, routed, stream):

@@ -6,6 +6,7 @@ Thin helpers over the runtime's and driver's graph-node calls, used by
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,8 +19,10 @@ __all__ = [
     "deps",
     "driver_handles",
     "edges",
+    "kernel_arguments",
     "kernel_params",
     "kind",
+    "launch_shape",
     "memset_params",
     "node_params",
     "nodes",
@@ -104,6 +107,30 @@ def span(after: list[Any], before: list[Any]) -> tuple[dict[int, Any], dict[int,
 
 def kernel_params(node: Any) -> Any:
     return cudadrv.cuGraphKernelNodeGetParams(driver().CUgraphNode(int(node)))
+
+
+def kernel_arguments(params: Any) -> list[bytes] | None:
+    """The bytes of each argument a kernel node's ``params`` (from :func:`kernel_params`)
+    hold, or None when they hold none as a list of arguments (an ``extra`` buffer)."""
+    address = int(params.kernelParams or 0)
+    if not address:
+        return None
+    function = params.func
+    if not int(function):  # a library's kernel, given by its handle alone
+        function = cudadrv.cuKernelGetFunction(params.kern)
+    count = int(cudadrv.cuFuncGetParamCount(function))
+    sizes = [int(cudadrv.cuFuncGetParamInfo(function, index)[1]) for index in range(count)]
+    pointers = (ctypes.c_void_p * count).from_address(address)
+    return [ctypes.string_at(int(pointers[index] or 0), size) for index, size in enumerate(sizes)]
+
+
+def launch_shape(params: Any) -> tuple[int, ...]:
+    """What a kernel node's ``params`` launch, besides their arguments: grid, block and
+    dynamic shared memory."""
+    return (
+        params.gridDimX, params.gridDimY, params.gridDimZ,
+        params.blockDimX, params.blockDimY, params.blockDimZ, params.sharedMemBytes,
+    )  # fmt: skip
 
 
 def set_kernel(exec_handle: Any, node: Any, params: Any) -> None:

@@ -14,7 +14,11 @@ graph node by node, the cheapest way each node allows:
   the same warmed handle (nothing allocates; every changed product of a stream in one
   small capture), and each of their nodes' parameters is copied onto the matching
   node of the instantiated graph (``cuGraphExecKernelNodeSetParams``,
-  ``cudaGraphExecMemsetNodeSetParams``); nothing is instantiated;
+  ``cudaGraphExecMemsetNodeSetParams``); nothing is instantiated. Once such a capture
+  has recorded exactly the arguments that moving the plane pointers found in the old
+  ones predicts (:class:`_Patch`), later rebinds of those planes to memory aligned alike
+  write the pointers into eagle's own copy of the arguments and set each node, as for a
+  kernel site, without capturing;
 * a memset node (an ``Array.fill``) whose destination lies in a rebound array: its
   destination, ``cudaGraphExecMemsetNodeSetParams``.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import itertools
 import threading
 import weakref
 from abc import ABC, abstractmethod
@@ -42,7 +47,7 @@ from eagle.cuda._rebind_checks import (
     mismatch,
     span_of,
 )
-from eagle.cuda._runtime import cudart
+from eagle.cuda._runtime import CudaError, cudart
 from eagle.cuda._stream_capture import StreamCapturer
 from eagle.errors import EagleTypeError, EagleValueError
 
@@ -252,6 +257,9 @@ class ProductSite(Site):
         self.signature: list[tuple[str, int, int]] = []
         self._current: list[Any] = []  # the parameters the instantiated graph's nodes have
         self._owner: Any = None  # keeps the graph holding those parameters
+        self._patch: _Patch | None = None  # the nodes as arguments of our own, once learned
+        self._learned: set[str] = set()  # the planes a capture showed the patch right for
+        self._patchable = True  # False where the driver cannot lay out the arguments
 
     def resolve(self) -> list[Any]:
         found, deps = graph_nodes.span(self.after, self.before)
@@ -263,21 +271,225 @@ class ProductSite(Site):
             )
         self.nodes = order
         self.signature, self._current = graph_nodes.node_params(order, self.label)
+        self._patch, self._learned, self._patchable = None, set(), True
         return order
 
     def changed(self, params: list[Any], owner: Any, planes: Mapping[str, Any]) -> _Change:
-        """The change that gives the nodes ``params`` (from ``owner``'s graph)."""
+        """The change that gives the nodes ``params`` (from ``owner``'s graph): a capture
+        over the new ``planes``. Once it commits, the site learns from it how to patch
+        them (:meth:`_learn`)."""
         exec_handle, previous = self.exec_handle, self._current
 
         def commit() -> None:
+            spans = dict(self.spans)
             self._current, self._owner = params, owner
             self.take(planes)
+            if self._patchable and previous:
+                self._learn(previous, params, spans, planes)
 
         return _Change(
             lambda: graph_nodes.copy_params(exec_handle, self.nodes, params),
             lambda: graph_nodes.copy_params(exec_handle, self.nodes, previous),
             commit,
         )
+
+    def patched(self, planes: Mapping[str, Any]) -> _Part | None:
+        """The change that points the nodes at ``planes`` by patching their arguments, or
+        None when a capture must do it: no capture has yet shown the patch right for
+        every one of ``planes``, or one of them is aligned otherwise than the plane it
+        replaces (cuBLAS picks its kernels by the operands' alignment)."""
+        patch = self._patch
+        if patch is None or not self._learned.issuperset(planes):
+            return None
+        current = self.planes
+        for name, array in planes.items():
+            if (array.ptr - current[name].ptr) % _ALIGNMENT:
+                return None
+        return _PatchChange(self, patch, planes)
+
+    def _learn(
+        self,
+        previous: list[Any],
+        params: list[Any],
+        spans: Mapping[str, tuple[int, int]],
+        planes: Mapping[str, Any],
+    ) -> None:
+        """Learn from a capture over ``planes`` (the nodes' ``previous`` parameters, over
+        the planes of ``spans``, against the captured ``params``) how to patch the nodes.
+        A capture no patch predicts drops the patch (the next capture learns afresh); a
+        driver that cannot say how the arguments are laid out turns patching off."""
+        shifts = {name: array.ptr - spans[name][0] for name, array in planes.items()}
+        try:
+            patch = _Patch.learned(self.exec_handle, self.nodes, previous, params, spans, shifts)
+        except CudaError:
+            patch, self._patchable = None, False
+        if patch is None:
+            self._patch = None
+            self._learned.clear()
+            return
+        self._patch = patch
+        self._current = patch.params
+        self._learned.update(planes)
+
+
+#: the address bits a patch keeps: it points a plane only at memory aligned alike to 256
+#: bytes (cuBLAS chooses kernels by the alignment of its operands)
+_ALIGNMENT = 256
+
+#: what a memset node's parameters hold besides its destination
+_MEMSET_FIELDS = ("width", "height", "pitch", "value", "elementSize")
+
+#: a pointer found in a kernel's arguments: (argument, byte offset, plane name, offset of
+#: the address from the plane's start)
+_Word = tuple[int, int, str, int]
+
+
+def _pointer_words(
+    arguments: list[bytes], spans: Mapping[str, tuple[int, int]]
+) -> list[_Word] | None:
+    """The 8-byte words of ``arguments`` that point into a plane of ``spans`` (its first
+    byte up to, not including, one past its last); None when one points into two planes."""
+    words = []
+    for index, data in enumerate(arguments):
+        for at in range(0, len(data) - 7, 8):
+            value = int.from_bytes(data[at : at + 8], "little")
+            inside = [name for name, (start, end) in spans.items() if start <= value < end]
+            if len(inside) > 1:
+                return None
+            if inside:
+                words.append((index, at, inside[0], value - spans[inside[0]][0]))
+    return words
+
+
+def _shifted(arguments: list[bytes], words: list[_Word], shifts: Mapping[str, int]) -> list[bytes]:
+    """``arguments`` with each word of ``words`` whose plane ``shifts`` moves moved by as
+    many bytes."""
+    moved = [bytearray(data) for data in arguments]
+    for index, at, name, _ in words:
+        shift = shifts.get(name)
+        if shift:
+            value = int.from_bytes(moved[index][at : at + 8], "little") + shift
+            moved[index][at : at + 8] = value.to_bytes(8, "little")
+    return [bytes(data) for data in moved]
+
+
+class _Patch:
+    """A product site's nodes, each set from eagle's own copy of its parameters: kernel
+    arguments with the position of every plane pointer in them, memset destinations
+    with the plane they lie in. Made by :meth:`learned`."""
+
+    def __init__(self) -> None:
+        self.params: list[Any] = []  # each node's parameters, as the graph has them
+        self._setters: list[Callable[[], None]] = []
+        self._words: dict[str, list[tuple[Any, int, int]]] = {}  # name -> (slot, offset, node)
+        self._fills: dict[str, list[tuple[int, int]]] = {}  # name -> (offset, node)
+        self._buffers: list[Any] = []  # the argument copies the nodes' parameters point at
+
+    @classmethod
+    def learned(
+        cls,
+        exec_handle: Any,
+        nodes: list[Any],
+        previous: list[Any],
+        params: list[Any],
+        spans: Mapping[str, tuple[int, int]],
+        shifts: Mapping[str, int],
+    ) -> _Patch | None:
+        """The patch of ``nodes``, when moving each plane pointer found in the
+        ``previous`` parameters (over the planes of ``spans``) by its plane's shift in
+        ``shifts`` gives exactly the captured ``params``, and nothing else differs; else
+        None."""
+        patch = cls()
+        for position, (node, before, after) in enumerate(zip(nodes, previous, params, strict=True)):
+            if hasattr(after, "kernelParams"):
+                old = graph_nodes.kernel_arguments(before)
+                new = graph_nodes.kernel_arguments(after)
+                if old is None or new is None or [len(a) for a in old] != [len(a) for a in new]:
+                    return None
+                if graph_nodes.launch_shape(before) != graph_nodes.launch_shape(after):
+                    return None
+                words = _pointer_words(old, spans)
+                if words is None or _shifted(old, words, shifts) != new:
+                    return None
+                patch._add_kernel(exec_handle, node, after, new, words, position)
+            else:
+                if any(getattr(before, f) != getattr(after, f) for f in _MEMSET_FIELDS):
+                    return None
+                old, new = (
+                    [int(before.dst).to_bytes(8, "little")],
+                    [int(after.dst).to_bytes(8, "little")],
+                )  # its destination, as one word
+                words = _pointer_words(old, spans)
+                if words is None or _shifted(old, words, shifts) != new:
+                    return None
+                patch._add_fill(exec_handle, node, after, words, position)
+        return patch
+
+    def _add_kernel(
+        self,
+        exec_handle: Any,
+        node: Any,
+        params: Any,
+        arguments: list[bytes],
+        words: list[_Word],
+        position: int,
+    ) -> None:
+        # each argument at an 8-byte boundary of one buffer, as the words were found
+        padded = [data.ljust(-(-len(data) // 8) * 8, b"\0") for data in arguments]
+        starts = list(itertools.accumulate((len(data) for data in padded), initial=0))
+        buffer = ctypes.create_string_buffer(b"".join(padded), max(starts[-1], 1))
+        base = ctypes.addressof(buffer)
+        pointers = (ctypes.c_void_p * len(arguments))(*[base + at for at in starts[:-1]])
+        params.kernelParams = ctypes.addressof(pointers)
+        self._buffers.append((buffer, pointers))
+        for index, at, name, offset in words:
+            slot = ctypes.c_uint64.from_buffer(buffer, starts[index] + at)
+            self._words.setdefault(name, []).append((slot, offset, position))
+        handles = graph_nodes.driver_handles(exec_handle, node)
+        self.params.append(params)
+        self._setters.append(lambda: graph_nodes.set_kernel(*handles, params))
+
+    def _add_fill(
+        self, exec_handle: Any, node: Any, params: Any, words: list[_Word], position: int
+    ) -> None:
+        for _, _, name, offset in words:
+            self._fills.setdefault(name, []).append((offset, position))
+        self.params.append(params)
+        self._setters.append(lambda: graph_nodes.set_memset(exec_handle, node, params))
+
+    def point(self, planes: Mapping[str, Any]) -> None:
+        """Point the nodes' plane pointers at ``planes`` (name -> array) and set each node
+        that changed."""
+        touched = set()
+        for name, array in planes.items():
+            for slot, offset, position in self._words.get(name, ()):
+                slot.value = array.ptr + offset
+                touched.add(position)
+            for offset, position in self._fills.get(name, ()):
+                self.params[position].dst = array.ptr + offset
+                touched.add(position)
+        for position in sorted(touched):
+            self._setters[position]()
+
+
+class _PatchChange:
+    """Pointing a :class:`ProductSite` at new planes by its :class:`_Patch`. Until it
+    commits, the site still holds the old planes, which undo points the nodes at again."""
+
+    __slots__ = ("_patch", "_planes", "_site")
+
+    def __init__(self, site: ProductSite, patch: _Patch, planes: Mapping[str, Any]) -> None:
+        self._site, self._patch, self._planes = site, patch, planes
+
+    def apply(self) -> None:
+        self._patch.point(self._planes)
+
+    def undo(self) -> None:
+        current = self._site.planes
+        self._patch.point({name: current[name] for name in self._planes})
+
+    def commit(self) -> None:
+        self._site.take(self._planes)
 
 
 class _Captured:
@@ -542,7 +754,11 @@ class _State:
             if isinstance(site, KernelSite):
                 changes.append(_KernelChange(site, planes))
             elif isinstance(site, ProductSite) and site.nodes:
-                products.setdefault(site.stream_ptr, []).append((site, planes))
+                patched = site.patched(planes)
+                if patched is not None:
+                    changes.append(patched)
+                else:
+                    products.setdefault(site.stream_ptr, []).append((site, planes))
             elif isinstance(site, ProductSite):
                 changes.append(site.changed([], None, planes))
         for stream_ptr, work in products.items():
