@@ -762,3 +762,31 @@ def test_pointer_words_are_found_in_one_plane_each():
     )
     nested = {"a": (0x1000, 0x1200), "b": (0x1100, 0x1200)}
     assert _rebind._pointer_words([data], nested) is None
+
+
+def test_kernel_arguments_are_read_by_the_sizes_the_driver_gives(monkeypatch):
+    from eagle.cuda._runtime import CudaError
+
+    sizes = {0: 8, 1: 24}
+
+    def call(name, *args):
+        if name == "cuKernelGetFunction":
+            return "function of " + args[0]
+        assert name == "cuFuncGetParamInfo" and args[0] == "function of kernel"
+        if args[1] not in sizes:
+            raise CudaError(name, "CUDA_ERROR_INVALID_VALUE")
+        return (0, sizes[args[1]])
+
+    monkeypatch.setattr(_graph_nodes, "cudadrv", FakeCalls(call))
+    first, second = (ctypes.create_string_buffer(bytes(range(n)), n) for n in (8, 24))
+    array = (ctypes.c_void_p * 2)(ctypes.addressof(first), ctypes.addressof(second))
+    params = SimpleNamespace(kernelParams=ctypes.addressof(array), func=0, kern="kernel")
+    assert _graph_nodes.kernel_arguments(params) == [bytes(range(8)), bytes(range(24))]
+    assert _graph_nodes.kernel_arguments(SimpleNamespace(kernelParams=0)) is None
+
+    def refused(name, *args):
+        raise CudaError(name, "CUDA_ERROR_NOT_SUPPORTED")
+
+    monkeypatch.setattr(_graph_nodes, "cudadrv", FakeCalls(refused))
+    with pytest.raises(CudaError, match="NOT_SUPPORTED"):  # only "no such argument" ends
+        _graph_nodes.kernel_arguments(SimpleNamespace(kernelParams=params.kernelParams, func=5))

@@ -10,7 +10,7 @@ import ctypes
 from collections.abc import Mapping
 from typing import Any
 
-from eagle.cuda._runtime import cudadrv, cudart, driver
+from eagle.cuda._runtime import CudaError, cudadrv, cudart, driver
 from eagle.errors import EagleValueError
 
 __all__ = [
@@ -118,8 +118,15 @@ def kernel_arguments(params: Any) -> list[bytes] | None:
     function = params.func
     if not int(function):  # a library's kernel, given by its handle alone
         function = cudadrv.cuKernelGetFunction(params.kern)
-    count = int(cudadrv.cuFuncGetParamCount(function))
-    sizes = [int(cudadrv.cuFuncGetParamInfo(function, index)[1]) for index in range(count)]
+    sizes: list[int] = []
+    while True:  # by index, until the driver says there is no such argument
+        try:
+            sizes.append(int(cudadrv.cuFuncGetParamInfo(function, len(sizes))[1]))
+        except CudaError as error:
+            if error.status != "CUDA_ERROR_INVALID_VALUE":
+                raise
+            break
+    count = len(sizes)
     pointers = (ctypes.c_void_p * count).from_address(address)
     return [ctypes.string_at(int(pointers[index] or 0), size) for index, size in enumerate(sizes)]
 
