@@ -790,3 +790,26 @@ def test_kernel_arguments_are_read_by_the_sizes_the_driver_gives(monkeypatch):
     monkeypatch.setattr(_graph_nodes, "cudadrv", FakeCalls(refused))
     with pytest.raises(CudaError, match="NOT_SUPPORTED"):  # only "no such argument" ends
         _graph_nodes.kernel_arguments(SimpleNamespace(kernelParams=params.kernelParams, func=5))
+
+
+def test_a_capture_learns_from_while_the_graph_it_replaces_still_lives(patching, monkeypatch):
+    """The parameters a capture is compared with point into the previous capture's graph,
+    which the site frees once it holds the new one: only after learning."""
+    fake, make = patching
+    site, _ = make()
+    launcher = _launcher(site)
+    fake.unexplained = True  # nothing learned: the site keeps the capture's own parameters
+    launcher.rebind(y=FakeArray(0x70000, (15,)))
+    fake.unexplained = False
+    previous = f"mini{FakeCapturer.graphs}"
+    alive = []
+    learned = _rebind._Patch.learned.__func__
+
+    def checked(cls, *args):
+        alive.append(previous not in fake.destroyed)
+        return learned(cls, *args)
+
+    monkeypatch.setattr(_rebind._Patch, "learned", classmethod(checked))
+    launcher.rebind(y=FakeArray(0x80000, (15,)))
+    gc.collect()
+    assert alive == [True] and previous in fake.destroyed

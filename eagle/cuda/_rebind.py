@@ -282,10 +282,12 @@ class ProductSite(Site):
 
         def commit() -> None:
             spans = dict(self.spans)
+            before = self._owner  # holds the graph whose memory ``previous`` points into
             self._current, self._owner = params, owner
             self.take(planes)
             if self._patchable and previous:
                 self._learn(previous, params, spans, planes)
+            del before
 
         return _Change(
             lambda: graph_nodes.copy_params(exec_handle, self.nodes, params),
