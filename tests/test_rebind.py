@@ -599,6 +599,8 @@ class ArgumentCuda(FakeCuda):
         self.operands: dict[int, dict[str, Any]] = {}
         self.unexplained = False  # a capture's kernel 7 changes its int pair too
         self.odd: set[int] = set()  # the nodes captured so
+        self.unexplained_eight = False  # a capture's kernel 8 changes an int
+        self.odd_eight: set[int] = set()  # the nodes captured so
         self.kept: list[Any] = []
         monkeypatch.setattr(_graph_nodes, "kernel_arguments", self.kernel_arguments)
 
@@ -608,8 +610,10 @@ class ArgumentCuda(FakeCuda):
         if kind == "kernel":  # a capture's: the operands issued last; the graph's: the first
             operands = launch.issued[-1] if launch is not None and launch.issued else None
             self.operands[node] = operands and {r: a.ptr for r, a in operands.items()}
-            if self.unexplained:
+            if self.unexplained and func == 7:
                 self.odd.add(node)
+            if self.unexplained_eight and func == 8:
+                self.odd_eight.add(node)
         return node
 
     def kernel_params(self, node):
@@ -621,7 +625,7 @@ class ArgumentCuda(FakeCuda):
             pair = 0x40_0000_0040 + (node in self.odd)
             words = [ptrs["a"], ptrs["b"], ptrs["out"], pair, self.HOST, ptrs["out"]]
         else:
-            words = [0, ptrs["out"] + 16, 0, 0, 0, 0]
+            words = [0, ptrs["out"] + 16, 0, node in self.odd_eight, 0, 0]
         data = b"".join(w.to_bytes(8, "little") for w in words)
         buffer = ctypes.create_string_buffer(data, len(data))
         array = (ctypes.c_void_p * 1)(ctypes.addressof(buffer))
@@ -813,3 +817,17 @@ def test_a_capture_learns_from_while_the_graph_it_replaces_still_lives(patching,
     launcher.rebind(y=FakeArray(0x80000, (15,)))
     gc.collect()
     assert alive == [True] and previous in fake.destroyed
+
+
+def test_a_capture_whose_last_kernel_is_unexplained_leaves_every_node_as_captured(patching):
+    """Learning checks every node before it makes any a patch: the nodes' parameters stay
+    the capture's own, whose arguments the graph keeps."""
+    fake, make = patching
+    site, _ = make()
+    launcher = _launcher(site)
+    fake.unexplained_eight = True  # kernel 7 is explained, kernel 8 is not
+    launcher.rebind(y=FakeArray(0x70000, (15,)))
+    fake.unexplained_eight = False
+    assert site._patch is None and fake.odd_eight
+    captured = {ctypes.addressof(array) for _, array in fake.kept}
+    assert all(params.kernelParams in captured for params in site._current)

@@ -401,8 +401,8 @@ class _Patch:
         ``previous`` parameters (over the planes of ``spans``) by its plane's shift in
         ``shifts`` gives exactly the captured ``params``, and nothing else differs; else
         None."""
-        patch = cls()
-        for position, (node, before, after) in enumerate(zip(nodes, previous, params, strict=True)):
+        found = []  # every node is checked before any is made a patch of
+        for before, after in zip(previous, params, strict=True):
             if hasattr(after, "kernelParams"):
                 old = graph_nodes.kernel_arguments(before)
                 new = graph_nodes.kernel_arguments(after)
@@ -410,20 +410,22 @@ class _Patch:
                     return None
                 if graph_nodes.launch_shape(before) != graph_nodes.launch_shape(after):
                     return None
-                words = _pointer_words(old, spans)
-                if words is None or _shifted(old, words, shifts) != new:
-                    return None
-                patch._add_kernel(exec_handle, node, after, new, words, position)
             else:
                 if any(getattr(before, f) != getattr(after, f) for f in _MEMSET_FIELDS):
                     return None
-                old, new = (
-                    [int(before.dst).to_bytes(8, "little")],
-                    [int(after.dst).to_bytes(8, "little")],
-                )  # its destination, as one word
-                words = _pointer_words(old, spans)
-                if words is None or _shifted(old, words, shifts) != new:
-                    return None
+                # its destination, as one word
+                old, new = ([int(p.dst).to_bytes(8, "little")] for p in (before, after))
+            words = _pointer_words(old, spans)
+            if words is None or _shifted(old, words, shifts) != new:
+                return None
+            found.append((new, words))
+        patch = cls()
+        for position, (node, after, (new, words)) in enumerate(
+            zip(nodes, params, found, strict=True)
+        ):
+            if hasattr(after, "kernelParams"):
+                patch._add_kernel(exec_handle, node, after, new, words, position)
+            else:
                 patch._add_fill(exec_handle, node, after, words, position)
         return patch
 
