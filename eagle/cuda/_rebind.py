@@ -43,6 +43,7 @@ from eagle.cuda._rebind_checks import (
     check_written,
     conflicts,
     describe,
+    fits,
     graph_device,
     mismatch,
     span_of,
@@ -735,14 +736,16 @@ class _State:
                     f"{describe(old)} is not a plane this graph works on; pass the arrays "
                     "the graph reads and writes now as the keys"
                 )
-            problem = mismatch(old, new, self.device)
-            label = _plane(*uses[0]) if uses else describe(old)
-            if problem is not None:
-                error, text = problem
-                raise error(f"{label}: {text}")
-            # what a bind refuses too: a null or misaligned address, read-only memory written
             written = bool(filled) or any(name in site.written for site, name in uses)
-            check_buffer(new, f"{label}: the new array", written=written)
+            if not fits(old, new, self.device, written):
+                label = _plane(*uses[0]) if uses else describe(old)
+                problem = mismatch(old, new, self.device)
+                if problem is not None:
+                    error, text = problem
+                    raise error(f"{label}: {text}")
+                # what a bind refuses too: a null or misaligned address, read-only memory
+                # written
+                check_buffer(new, f"{label}: the new array", written=written)
             for site, name in uses:
                 planes = per_site.get(site)
                 if planes is None:

@@ -20,6 +20,7 @@ __all__ = [
     "check_written",
     "conflicts",
     "describe",
+    "fits",
     "graph_device",
     "mismatch",
     "span_of",
@@ -92,6 +93,27 @@ def mismatch(old: Any, new: Any, device: int | None) -> tuple[type[Exception], s
             f"{tuple(old.strides)}; pass a contiguous array"
         )
     return None
+
+
+def fits(old: Any, new: Any, device: int | None, written: bool) -> bool:
+    """Whether ``new`` takes ``old``'s place as it is: an array of ``old``'s type, shape,
+    dtype (native) and strides, on the graph's ``device``, at a non-null address aligned
+    for its dtype, and writable when ``written``. False says only that :func:`mismatch`
+    and :func:`~eagle._checks.check_buffer` must look, to say what is wrong."""
+    if type(new) is not type(old):
+        return False
+    ptr, dtype = new.ptr, new.dtype
+    return bool(
+        ptr
+        and not ptr % dtype.alignment
+        and dtype == old.dtype
+        and dtype.isnative
+        and new.shape == old.shape
+        and new.strides == old.strides
+        and new.device_index == (old.device_index if device is None else device)
+        and not new.is_host
+        and not (written and new.readonly)
+    )
 
 
 def conflicts(planes: Iterable[str], written: frozenset[str]) -> dict[str, tuple[str, ...]]:
