@@ -536,6 +536,45 @@ def kan_local_table() -> str:
     return _table(header, rows) + f"\n\nOn {where}; whole training steps, one graph each."
 
 
+#: bench_rebind.py's kinds of graph, and the pages' words for them
+REBIND_KINDS = {"hawk": "hawk kernels", "cublas": "routed cuBLAS products"}
+
+
+def _rebind_rows() -> dict[tuple[str, int], dict[str, float]]:
+    """The recorded rebind figures (host µs) by (kind of graph, launches)."""
+    return {(row["kind"], row["launches"]): row["us"] for row in recorded()["rebind"]["rows"]}
+
+
+def rebind_table() -> str:
+    """docs/benchmarks.md's table of rebinds against capturing again, from the ``rebind``
+    figures recorded (``bench_rebind.py``'s rows)."""
+    header = ["graph", "launches", "rebind one plane", "every plane, first time",
+              "every plane, later", "capture + instantiate", "later / capture"]  # fmt: skip
+    rows = []
+    for (kind, launches), us in _rebind_rows().items():
+        every, capture = us["rebind_all"], us["capture_instantiate"]
+        rows.append([REBIND_KINDS[kind], str(launches), f"{us['rebind_one']:.1f}",
+                     f"{us['first_rebind_all']:.1f}", f"{every:.1f}", f"{capture:.1f}",
+                     f"{every / capture:.2f}"])  # fmt: skip
+    where = recorded()["rebind"]["device"]
+    return _table(header, rows) + f"\n\nOn {where}; host µs, medians of many calls."
+
+
+def rebind_figures() -> dict[str, str]:
+    """The figures the pages quote of the largest recorded graphs (200 launches): a hawk
+    plane's rebind in µs, and every plane's rebind of the products over a capture."""
+    rows = _rebind_rows()
+    launches = max(n for _, n in rows)
+    hawk, products = rows["hawk", launches], rows["cublas", launches]
+    return {
+        "launches": str(launches),
+        "hawk_one_us": f"{hawk['rebind_one']:.0f}",
+        "products_one_us": f"{products['rebind_one']:.0f}",
+        "products_one_speedup": f"{products['capture_instantiate'] / products['rebind_one']:.0f}",
+        "products_all_share": f"{products['rebind_all'] / products['capture_instantiate']:.2f}",
+    }
+
+
 #: bench_scatter.py's cases, and the pages' words for them
 SCATTER_CASES = {
     "histogram": "histogram of 10⁸ float32 samples, 1,024 bins",
@@ -765,6 +804,8 @@ def substitutions() -> dict[str, str]:
         **{f"kan_{key}": value for key, value in kan_figures().items() if key != "date"},
         "kan_local_table": kan_local_table(),
         "scatter_table": scatter_table(),
+        "rebind_table": rebind_table(),
+        **{f"rebind_{key}": value for key, value in rebind_figures().items()},
         "torch_step_table": torch_step_table(),
     }
 

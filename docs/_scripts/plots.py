@@ -245,6 +245,22 @@ def scatter() -> Svg:
     )  # fmt: skip
 
 
+def rebind() -> Svg:
+    data, source = load("rebind")
+    rows = data["rows"]
+    groups = [f"{'hawk' if row['kind'] == 'hawk' else 'cuBLAS'}, {row['launches']}"
+              for row in rows]  # fmt: skip
+    keys = ("rebind_one", "rebind_all", "capture_instantiate")
+    values = [[row["us"][key] for row in rows] for key in keys]
+    return bars(
+        "Pointing a graph of N launches at other arrays: rebind against capturing again",
+        groups,
+        [("rebind one plane", YOURS, YOURS_EDGE), ("rebind every plane", CUBLAS, CUBLAS_EDGE),
+         ("capture + instantiate", PREP, PREP_EDGE)],
+        values, "µs (log)", log=True, source=source,
+    )  # fmt: skip
+
+
 PLOTS = {
     "bench-gemm.svg": gemm,
     "bench-precisions.svg": precisions,
@@ -252,6 +268,7 @@ PLOTS = {
     "bench-diff.svg": diff,
     "bench-bandwidth.svg": bandwidth,
     "bench-scatter.svg": scatter,
+    "bench-rebind.svg": rebind,
 }
 
 
