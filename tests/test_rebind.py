@@ -315,7 +315,12 @@ def test_keys_that_share_memory_and_new_planes_over_a_written_one_are_refused(fa
         launcher.rebind({planes["f"]: FakeArray(0x90000, (4, 5))}, f=FakeArray(0xA0000, (4, 5)))
     with pytest.raises(ValueError, match="planes 'f' and 'y' of plan 'k' would share memory"):
         launcher.rebind(f=FakeArray(planes["y"].ptr, (4, 5)))
-    assert fake.sets == []
+    with pytest.raises(ValueError, match="planes 'y' and 'w' of plan 'k' would share memory"):
+        launcher.rebind(y=FakeArray(planes["w"].ptr + 8, (15,)))  # the pair (w, y), y moved
+    with pytest.raises(ValueError, match="planes 'f' and 'y' of plan 'k' would share memory"):
+        launcher.rebind(f=FakeArray(0x90000, (4, 5)), y=FakeArray(0x90040, (15,)))  # both
+    launcher.rebind(w=FakeArray(0x90000, (4, 3)), f=FakeArray(0x90000, (4, 5)))  # both read
+    assert fake.sets == [("kernel", site.after[0], (0x90000, 0x90000, 0x12000))]
 
 
 def test_an_array_that_covers_a_plane_in_part_is_refused(fake):

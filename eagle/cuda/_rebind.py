@@ -465,16 +465,19 @@ class _Patch:
     def point(self, planes: Mapping[str, Any]) -> None:
         """Point the nodes' plane pointers at ``planes`` (name -> array) and set each node
         that changed."""
-        touched = set()
+        touched = 0  # bit i: node i changed
+        words, fills = self._words, self._fills
         for name, array in planes.items():
-            for slot, offset, position in self._words.get(name, ()):
-                slot.value = array.ptr + offset
-                touched.add(position)
-            for offset, position in self._fills.get(name, ()):
-                self.params[position].dst = array.ptr + offset
-                touched.add(position)
-        for position in sorted(touched):
-            self._setters[position]()
+            ptr = array.ptr
+            for slot, offset, position in words.get(name, ()):
+                slot.value = ptr + offset
+                touched |= 1 << position
+            for offset, position in fills.get(name, ()):
+                self.params[position].dst = ptr + offset
+                touched |= 1 << position
+        for position, setter in enumerate(self._setters):
+            if touched >> position & 1:
+                setter()
 
 
 class _PatchChange:
@@ -652,8 +655,11 @@ class _State:
         return old, new, span_of(old)
 
     def _add(self, span: tuple[int, int], uses: list[tuple[Site, str]]) -> None:
+        names = self.names
         for _, name in uses:
-            spans = self.names.setdefault(name, {})
+            spans = names.get(name)
+            if spans is None:
+                spans = names[name] = {}
             spans[span] = spans.get(span, 0) + 1
         here = self.at.get(span)
         if here is not None:
@@ -736,16 +742,8 @@ class _State:
                     f"{describe(old)} is not a plane this graph works on; pass the arrays "
                     "the graph reads and writes now as the keys"
                 )
-            written = bool(filled) or any(name in site.written for site, name in uses)
-            if not fits(old, new, self.device, written):
-                label = _plane(*uses[0]) if uses else describe(old)
-                problem = mismatch(old, new, self.device)
-                if problem is not None:
-                    error, text = problem
-                    raise error(f"{label}: {text}")
-                # what a bind refuses too: a null or misaligned address, read-only memory
-                # written
-                check_buffer(new, f"{label}: the new array", written=written)
+            if not fits(old, new, self.device):
+                self._check(old, new, uses, bool(filled))
             for site, name in uses:
                 planes = per_site.get(site)
                 if planes is None:
@@ -782,6 +780,18 @@ class _State:
             span = (new.ptr, new.ptr + end - start)
             self._add(span, uses)
             held[id(new)] = (new, span)
+
+    def _check(self, old: Any, new: Any, uses: list[tuple[Site, str]], filled: bool) -> None:
+        """Refuse ``new`` in ``old``'s place (where ``uses`` and, when ``filled``, a fill
+        work on it) as a bind would: another layout or device, a null or misaligned
+        address, read-only memory written."""
+        label = _plane(*uses[0]) if uses else describe(old)
+        problem = mismatch(old, new, self.device)
+        if problem is not None:
+            error, text = problem
+            raise error(f"{label}: {text}")
+        written = filled or any(name in site.written for site, name in uses)
+        check_buffer(new, f"{label}: the new array", written=written)
 
     def _fills(self, old: Any, new: Any, start: int, end: int) -> list[tuple[_Memset, Any, Any]]:
         """The fills inside ``old``'s memory, ``start:end``, each with ``old`` and ``new``.

@@ -33,7 +33,7 @@ class CheckedSite(Protocol):
     label: str  # what it is, for messages
     planes: dict[str, Any]  # plane name -> the array the step works on
     spans: dict[str, tuple[int, int]]  # plane name -> the bytes it covers
-    conflicts: dict[str, tuple[str, ...]]  # plane name -> the planes it may not share memory with
+    conflicts: tuple[tuple[str, str], ...]  # the pairs of planes that may not share memory
 
 
 def span_of(array: Any) -> tuple[int, int]:
@@ -95,11 +95,12 @@ def mismatch(old: Any, new: Any, device: int | None) -> tuple[type[Exception], s
     return None
 
 
-def fits(old: Any, new: Any, device: int | None, written: bool) -> bool:
-    """Whether ``new`` takes ``old``'s place as it is: an array of ``old``'s type, shape,
-    dtype (native) and strides, on the graph's ``device``, at a non-null address aligned
-    for its dtype, and writable when ``written``. False says only that :func:`mismatch`
-    and :func:`~eagle._checks.check_buffer` must look, to say what is wrong."""
+def fits(old: Any, new: Any, device: int | None) -> bool:
+    """Whether ``new`` takes ``old``'s place as it is, wherever it is used: an array of
+    ``old``'s type, shape, dtype (native) and strides, on the graph's ``device``, at a
+    non-null address aligned for its dtype, and not read-only. False says only that
+    :func:`mismatch` and :func:`~eagle._checks.check_buffer` must look, to say what is
+    wrong (a read-only array is taken where nothing writes it)."""
     if type(new) is not type(old):
         return False
     ptr, dtype = new.ptr, new.dtype
@@ -112,18 +113,20 @@ def fits(old: Any, new: Any, device: int | None, written: bool) -> bool:
         and new.strides == old.strides
         and new.device_index == (old.device_index if device is None else device)
         and not new.is_host
-        and not (written and new.readonly)
+        and not new.readonly
     )
 
 
-def conflicts(planes: Iterable[str], written: frozenset[str]) -> dict[str, tuple[str, ...]]:
-    """For each plane, the other planes it must not share memory with: one of the two is
+def conflicts(planes: Iterable[str], written: frozenset[str]) -> tuple[tuple[str, str], ...]:
+    """The pairs of planes that must not share memory, each once: one of the two is
     written."""
     names = list(planes)
-    return {
-        name: tuple(o for o in names if o != name and (name in written or o in written))
-        for name in names
-    }
+    return tuple(
+        (name, other)
+        for at, name in enumerate(names)
+        for other in names[at + 1 :]
+        if name in written or other in written
+    )
 
 
 def check_written(site: CheckedSite, planes: Mapping[str, Any]) -> None:
@@ -132,20 +135,22 @@ def check_written(site: CheckedSite, planes: Mapping[str, Any]) -> None:
     Each new array covers as many bytes as the plane it replaces (same shape and dtype).
     """
     spans = site.spans
-    for name, array in planes.items():
-        start, end = spans[name]
-        lo = array.ptr
-        hi = lo + end - start
-        for other in site.conflicts[name]:
-            moved = planes.get(other)
-            start, end = spans[other]
-            if moved is not None:
-                start, end = moved.ptr, moved.ptr + end - start
-            if start < hi and lo < end:
-                raise EagleValueError(
-                    f"planes {name!r} and {other!r} of {site.label} would share memory and it "
-                    "writes one of them; pass separate arrays"
-                )
+    for first, second in site.conflicts:
+        one, two = planes.get(first), planes.get(second)
+        if one is None and two is None:
+            continue
+        lo, hi = spans[first]
+        if one is not None:
+            lo, hi = one.ptr, one.ptr + hi - lo
+        start, end = spans[second]
+        if two is not None:
+            start, end = two.ptr, two.ptr + end - start
+        if start < hi and lo < end:
+            name, other = (first, second) if one is not None else (second, first)
+            raise EagleValueError(
+                f"planes {name!r} and {other!r} of {site.label} would share memory and it "
+                "writes one of them; pass separate arrays"
+            )
 
 
 def check_disjoint(pairs: list[tuple[Any, Any, tuple[int, int]]]) -> None:
