@@ -8,7 +8,9 @@ before (one plane, many times) and nothing new is made. This script builds the s
 hawk chain, rebinds one plane (the rebind's bookkeeping is made then), and times each
 kernel node's update (``KernelSite.update``: one ``cuGraphExecKernelNodeSetParams``)
 the first time and the second time it is made, then the first and a later rebind of
-every plane of a fresh chain, the first one under cProfile.
+every plane of a fresh chain, the first one under cProfile. It also times rebinds of
+every plane one after another against rebinds each made after a launch of the graph, as
+a program that rebinds between replays makes them.
 """
 
 from __future__ import annotations
@@ -46,6 +48,30 @@ def main() -> int:
           f"{statistics.median(first):.1f} / {max(first):.1f}, second "
           f"{statistics.median(second):.1f} / {max(second):.1f}")  # fmt: skip
     chain.destroy()
+    for kind in ("hawk", "cublas"):
+        chain = Chain(kind, NODES, rng)
+        chain.rebind_one()
+        chain.rebind_one()  # back to the first set
+        idle = [_us(chain.rebind_all) for _ in range(4)]
+        launched = []
+        for _ in range(4):
+            chain.launcher.launch()
+            chain.launcher.synchronize()
+            launched.append(_us(chain.rebind_all))
+        print(f"{kind}: every plane, µs, one rebind after another: "
+              + ", ".join(f"{t:.0f}" for t in idle)
+              + "; each after a launch of the graph: "
+              + ", ".join(f"{t:.0f}" for t in launched))  # fmt: skip
+        if kind == "hawk":
+            chain.launcher.launch()
+            chain.launcher.synchronize()
+            sites = chain.graph._rebind_state.sites
+            after = [_us(site.update) for site in sites]
+            again = [_us(site.update) for site in sites]
+            print(f"hawk node update after a launch, µs (median / max): first "
+                  f"{statistics.median(after):.1f} / {max(after):.1f}, second "
+                  f"{statistics.median(again):.1f} / {max(again):.1f}")  # fmt: skip
+        chain.destroy()
     for turn in range(2):
         chain = Chain("hawk", NODES, rng)
         chain.rebind_one()
