@@ -16,8 +16,9 @@ Each figure is the host wall-clock of one operation, the median of many after a 
 * rebind one plane: ``launcher.rebind(a0=...)``, the first launch's input, alternating
   between two arrays (one node changes);
 * rebind every plane: all N + 1 chain planes at once, alternating between two sets (for
-  cuBLAS nodes each one captures the products again over the new planes); "first rebind
-  all" is the first one alone;
+  cuBLAS nodes the first one captures the products again over the new planes and learns
+  where their kernels hold the planes' addresses; later ones patch those); "first rebind
+  all" is the first one alone, timed once after a garbage collection;
 * capture + instantiate: capturing the same bound launches again, instantiating the graph
   (and destroying the one it replaces), which is what a rebind saves;
 * node update (hawk only): the one ``cuGraphExecKernelNodeSetParams`` a one-plane rebind
@@ -32,6 +33,7 @@ path, the figures are also written there as JSON.
 
 # ruff: noqa: F841 - a kernel assigns its output plane
 
+import gc
 import sys
 import time
 from typing import Any
@@ -151,6 +153,7 @@ def measure(kind: str, n: int, rng: np.random.Generator) -> dict[str, Any]:
     errors.append(chain.check())
     if chain.firsts[0] is not chain.sets[0][0]:
         chain.rebind_one()  # back to sets[0] whole, for the swaps of every plane
+    gc.collect()  # a single timing: no collection of earlier garbage inside it
     began = time.perf_counter()
     chain.rebind_all()  # the first move of every plane (cuBLAS nodes: captured again)
     row["us"]["first_rebind_all"] = (time.perf_counter() - began) * 1e6
