@@ -1,6 +1,6 @@
 """One KAN layer training step on a GPU: eagle's captured graph vs torch, and where it goes.
 
-    python benchmarks/bench_kan.py results.json [--sweep] [--local | --no-torch]
+    python benchmarks/bench_kan.py results.json [--sweep[=DTYPE]] [--local | --no-torch]
     (eagle installed, or PYTHONPATH=.)
 
 The layer (``benchmarks/_kan.py``, the kernels docs/kan.md walks through) at 16,384
@@ -37,7 +37,8 @@ local step whose backward is ``eagle.diff.reverse`` of the local forward; and a 
 the local forward and ``x_bar`` with ``c_bar`` as the dense layer's product over ``phi``.
 The default run measures them at the shape above in float32; ``--sweep`` measures every
 S in {4096, 16384, 65536}, width (inputs = outputs) in {32, 64, 128} and G in {5, 8,
-16}, in float32 and float64 (several minutes, most of it compiling). ``--local`` measures
+16}, in float32 and float64 (several minutes, most of it compiling), or in one dtype
+with ``--sweep=float32`` or ``--sweep=float64``. ``--local`` measures
 the public-API steps alone (dense against local, under a minute), without eagle's
 hand-wired steps and torch's, whose ``torch.compile`` modes take most of a default run;
 ``--no-torch`` measures eagle's steps alone, the hand-wired ones and the public ones.
@@ -575,10 +576,10 @@ def _layer_data(layer: KanKernels, dtype: str) -> dict[str, np.ndarray]:
     return {k: v.astype(dtype) for k, v in data.items()}
 
 
-def _sweep() -> list[dict[str, Any]]:
-    """Dense against local at every shape and dtype of the sweep."""
+def _sweep(dtypes: tuple[str, ...] = SWEEP_DTYPES) -> list[dict[str, Any]]:
+    """Dense against local at every shape of the sweep, in each of ``dtypes``."""
     rows = []
-    for dtype in SWEEP_DTYPES:
+    for dtype in dtypes:
         for samples in SWEEP_SAMPLES:
             for width in SWEEP_WIDTHS:
                 for intervals in SWEEP_INTERVALS:
@@ -754,10 +755,15 @@ def _section(name: str, began: float, measure: Callable[..., Any], *args: Any, *
 
 
 def main(argv: list[str]) -> int:
-    sweep, local_only = "--sweep" in argv[1:], "--local" in argv[1:]
+    sweeps = [arg for arg in argv[1:] if arg == "--sweep" or arg.startswith("--sweep=")]
+    local_only = "--local" in argv[1:]
     no_torch = local_only or "--no-torch" in argv[1:]
-    paths = [arg for arg in argv[1:] if arg not in ("--sweep", "--local", "--no-torch")]
-    if len(paths) != 1 or paths[0].startswith("-"):
+    paths = [arg for arg in argv[1:] if arg not in ("--local", "--no-torch", *sweeps)]
+    dtypes: list[str] = []
+    for arg in sweeps:  # --sweep: every dtype; --sweep=float64: that one
+        chosen = arg.partition("=")[2]
+        dtypes += [chosen] if chosen else SWEEP_DTYPES
+    if len(paths) != 1 or paths[0].startswith("-") or not set(dtypes) <= set(SWEEP_DTYPES):
         print(__doc__)
         return 2
     out_path = paths[0]
@@ -788,8 +794,8 @@ def main(argv: list[str]) -> int:
         "public": _section("public", began, _public_side, layer, data, "float32", pieces=True),
         "torch": {} if no_torch else _section("torch", began, _torch_side, layer, data),
     }
-    if sweep:
-        report["sweep"] = _section("sweep", began, _sweep)
+    if sweeps:
+        report["sweep"] = _section("sweep", began, _sweep, tuple(dict.fromkeys(dtypes)))
     torch_truth = report["torch"].get("modes", {}).get("eager", {}).get("results")
     for record in report["torch"].get("modes", {}).values():
         if "results" in record:
