@@ -261,6 +261,37 @@ def rebind() -> Svg:
     )  # fmt: skip
 
 
+#: the KAN steps of the chart, in its order: (label, side, recorded section, where in it)
+KAN_STEPS = (
+    ("hand-wired", "eagle", "kan", ("eagle", "steps", "graph_written", "ms")),
+    ("dense", "eagle", "kan_local", ("rows", 0, "dense_written")),
+    ("sequenced", "eagle", "kan_local", ("rows", 0, "dense_sequenced")),
+    ("local, hand", "eagle", "kan_local", ("rows", 0, "local_by_hand")),
+    ("local, diff", "eagle", "kan_local", ("rows", 0, "local_derived")),
+    ("hybrid", "eagle", "kan_local", ("rows", 0, "local_hybrid")),
+    ("reduce-overhead", "torch", "kan", ("torch", "modes", "reduce_overhead", "ms")),
+    ("compile", "torch", "kan", ("torch", "modes", "compile", "ms")),
+    ("eager", "torch", "kan", ("torch", "modes", "eager", "ms")),
+)
+
+
+def kan() -> Svg:
+    sources = []
+    values: dict[str, list[float | None]] = {"eagle": [], "torch": []}
+    for _, side, section, path in KAN_STEPS:
+        value, source = load(section)
+        sources.append(source)
+        for key in path:
+            value = value[key]
+        for name, column in values.items():
+            column.append(value if name == side else None)
+    return bars(
+        "A KAN layer's training step, one graph each (16,384 x 64 -> 64, G = 8, float32)",
+        [label for label, *_ in KAN_STEPS], [EAGLE, TORCH], list(values.values()),
+        "ms per step (log)", log=True, source=", ".join(dict.fromkeys(sources)),
+    )  # fmt: skip
+
+
 PLOTS = {
     "bench-gemm.svg": gemm,
     "bench-precisions.svg": precisions,
@@ -269,6 +300,7 @@ PLOTS = {
     "bench-bandwidth.svg": bandwidth,
     "bench-scatter.svg": scatter,
     "bench-rebind.svg": rebind,
+    "bench-kan.svg": kan,
 }
 
 
