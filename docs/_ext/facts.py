@@ -575,6 +575,28 @@ def rebind_figures() -> dict[str, str]:
     }
 
 
+def kan_sweep_table() -> str:
+    """The sweep of ``bench_kan.py --sweep`` as recorded: per dtype, samples and width, the
+    dense step and the fastest local step at each number of intervals, ms."""
+    section = recorded()["kan_sweep"]
+    cells: dict[tuple[str, int, int], dict[int, str]] = {}
+    for row in section["rows"]:
+        key = (row["dtype"], row["samples"], row["width"])
+        cells.setdefault(key, {})[row["intervals"]] = (
+            f"{row['dense_written']} / {row['best_local']}"
+        )
+    grids = sorted({row["intervals"] for row in section["rows"]})
+    header = ["dtype", "samples", "inputs = outputs", *(f"G = {g}: dense / local" for g in grids)]
+    rows = [
+        [dtype, str(samples), str(width), *(found.get(g, "-") for g in grids)]
+        for (dtype, samples, width), found in cells.items()
+    ]
+    return _table(header, rows) + (
+        f"\n\nOn {section['device']}; ms per training step, one graph each: the dense step "
+        "with written gradients, and the fastest of the three local steps."
+    )
+
+
 #: bench_scatter.py's cases, and the pages' words for them
 SCATTER_CASES = {
     "histogram": "histogram of 10⁸ float32 samples, 1,024 bins",
@@ -803,6 +825,7 @@ def substitutions() -> dict[str, str]:
         "architecture_summary": architecture_summary(),
         **{f"kan_{key}": value for key, value in kan_figures().items() if key != "date"},
         "kan_local_table": kan_local_table(),
+        "kan_sweep_table": kan_sweep_table(),
         "scatter_table": scatter_table(),
         "rebind_table": rebind_table(),
         **{f"rebind_{key}": value for key, value in rebind_figures().items()},
