@@ -34,6 +34,16 @@ def _us(fn) -> float:
     return (time.perf_counter() - began) * 1e6
 
 
+def _updates(chain: Chain, what: str) -> None:
+    """Time each kernel node's update of ``chain``'s graph twice over and print them."""
+    sites = chain.graph._rebind_state.sites
+    first = [_us(site.update) for site in sites]
+    second = [_us(site.update) for site in sites]
+    print(f"{what}, µs (median / max over {len(sites)} nodes): first "
+          f"{statistics.median(first):.1f} / {max(first):.1f}, second "
+          f"{statistics.median(second):.1f} / {max(second):.1f}")  # fmt: skip
+
+
 def main() -> int:
     if not eagle.cuda.is_available():
         print("probe_first_rebind needs a CUDA device; none is usable here")
@@ -41,12 +51,7 @@ def main() -> int:
     rng = np.random.default_rng(0)
     chain = Chain("hawk", NODES, rng)
     chain.rebind_one()
-    sites = chain.graph._rebind_state.sites
-    first = [_us(site.update) for site in sites]
-    second = [_us(site.update) for site in sites]
-    print(f"node update, µs (median / max over {NODES} nodes): first "
-          f"{statistics.median(first):.1f} / {max(first):.1f}, second "
-          f"{statistics.median(second):.1f} / {max(second):.1f}")  # fmt: skip
+    _updates(chain, "node update")
     chain.destroy()
     for kind in ("hawk", "cublas"):
         chain = Chain(kind, NODES, rng)
@@ -65,12 +70,7 @@ def main() -> int:
         if kind == "hawk":
             chain.launcher.launch()
             chain.launcher.synchronize()
-            sites = chain.graph._rebind_state.sites
-            after = [_us(site.update) for site in sites]
-            again = [_us(site.update) for site in sites]
-            print(f"hawk node update after a launch, µs (median / max): first "
-                  f"{statistics.median(after):.1f} / {max(after):.1f}, second "
-                  f"{statistics.median(again):.1f} / {max(again):.1f}")  # fmt: skip
+            _updates(chain, "hawk node update after a launch")
         chain.destroy()
     for turn in range(2):
         chain = Chain("hawk", NODES, rng)

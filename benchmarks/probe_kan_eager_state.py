@@ -19,19 +19,12 @@ import torch
 from _report import print_profile
 from _timing import loop_ms
 from bench_torch import _kan_models, _kan_variant
+from profile_kan_compile import _step_of
 
 
 def _eager_step(loss_fn, x0, c0):
-    x = x0.clone().requires_grad_(True)
-    c = c0.clone().requires_grad_(True)
-    optimizer = torch.optim.Adam([c], lr=1e-3)
-
-    def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        x.grad = None
-        loss_fn(x, c).backward()
-        optimizer.step()
-
+    """An eager training step of ``loss_fn`` (profile_kan_compile's), warmed up."""
+    step = _step_of(loss_fn, x0, c0, compiled=False)
     for _ in range(10):
         step()
     return step
