@@ -436,6 +436,20 @@ def test_a_fill_alone_can_be_rebound_and_a_2d_fill_cannot(fake):
         _launcher(site).rebind({wide: FakeArray(0x68000, (8,), "float64")})
 
 
+def test_a_kind_of_site_that_neither_changes_nor_captures_fails_loudly(fake):
+    class Unknown(_rebind.Site):  # a kind of step that knows no way to move
+        def resolve(self):
+            return [fake.node("kernel")]
+
+        def change(self, planes):
+            return None
+
+    site = Unknown("step 'u'", {"y": FakeArray(0x10000, (15,))}, ["y"])
+    with pytest.raises(TypeError, match="step 'u' can be neither changed nor captured again"):
+        _launcher(site).rebind(y=FakeArray(0x20000, (15,)))
+    assert fake.sets == [] and site.planes["y"].ptr == 0x10000
+
+
 # -- graphs that cannot be rebound ---------------------------------------------------------------
 
 

@@ -104,6 +104,12 @@ class Site(ABC):
             ValueError: they cannot be found or paired later.
         """
 
+    @abstractmethod
+    def change(self, planes: Mapping[str, Any]) -> _Part | None:
+        """The change that points the step's nodes at ``planes`` (name -> new array, as
+        checked by the rebind), or None when its work must be captured again over them
+        (:func:`recapture`)."""
+
 
 class _Part(Protocol):
     """One site's part of a rebind: :meth:`apply` it, :meth:`undo` it if a later part
@@ -202,6 +208,9 @@ class KernelSite(Site):
         }
         return [node]
 
+    def change(self, planes: Mapping[str, Any]) -> _Part:
+        return _KernelChange(self, planes)
+
     def update(self) -> None:
         """Give the kernel node the arguments in our copy, as they are now."""
         exec_handle, node = self._handles
@@ -296,11 +305,14 @@ class ProductSite(Site):
             commit,
         )
 
-    def patched(self, planes: Mapping[str, Any]) -> _Part | None:
+    def change(self, planes: Mapping[str, Any]) -> _Part | None:
         """The change that points the nodes at ``planes`` by patching their arguments, or
         None when a capture must do it: no capture has yet shown the patch right for
         every one of ``planes``, or one of them is aligned otherwise than the plane it
-        replaces (cuBLAS picks its kernels by the operands' alignment)."""
+        replaces (cuBLAS picks its kernels by the operands' alignment). A site that
+        recorded no node only takes the planes."""
+        if not self.nodes:
+            return self.changed([], None, planes)
         patch = self._patch
         if patch is None or not self._learned.issuperset(planes):
             return None
@@ -756,16 +768,13 @@ class _State:
         products: dict[int, list[tuple[ProductSite, dict[str, Any]]]] = {}
         for site, planes in per_site.items():
             check_written(site, planes)
-            if isinstance(site, KernelSite):
-                changes.append(_KernelChange(site, planes))
-            elif isinstance(site, ProductSite) and site.nodes:
-                patched = site.patched(planes)
-                if patched is not None:
-                    changes.append(patched)
-                else:
-                    products.setdefault(site.stream_ptr, []).append((site, planes))
+            change = site.change(planes)
+            if change is not None:
+                changes.append(change)
             elif isinstance(site, ProductSite):
-                changes.append(site.changed([], None, planes))
+                products.setdefault(site.stream_ptr, []).append((site, planes))
+            else:
+                raise EagleTypeError(f"{site.label} can be neither changed nor captured again")
         for stream_ptr, work in products.items():
             changes.extend(recapture(stream_ptr, work))
         changes.extend(fill.change(self.exec, old, new) for fill, old, new in fills)
