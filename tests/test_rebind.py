@@ -552,6 +552,16 @@ def test_a_product_is_captured_again_over_the_new_planes_and_its_nodes_copied(fa
     assert [w["out"].ptr for w in launch.warmed] == [0x78004]
 
 
+def test_a_product_that_recorded_no_node_only_takes_the_new_planes(fake, monkeypatch):
+    site, launch = _product_site(fake, funcs=())  # its capture made no node of its own
+    monkeypatch.setattr(_rebind, "StreamCapturer", FakeCapturer(fake, []))
+    captures = FakeCapturer.graphs
+    new_y = FakeArray(0x70000, (15,))
+    _launcher(site).rebind(y=new_y)
+    assert site.nodes == [] and site.planes["y"] is new_y
+    assert fake.sets == [] and launch.issued == [] and FakeCapturer.graphs == captures
+
+
 def test_a_product_that_records_other_kernels_is_refused_and_its_capture_freed(fake, monkeypatch):
     site, _ = _product_site(fake)
     monkeypatch.setattr(_rebind, "StreamCapturer", FakeCapturer(fake, [7, 9]))
