@@ -554,10 +554,19 @@ def rebind_table() -> str:
     for (kind, launches), us in _rebind_rows().items():
         every, capture = us["rebind_all"], us["capture_instantiate"]
         rows.append([REBIND_KINDS[kind], str(launches), f"{us['rebind_one']:.1f}",
-                     f"{us['first_rebind_all']:.1f}", f"{every:.1f}", f"{capture:.1f}",
+                     _us_or_dash(us.get("first_rebind_all")), f"{every:.1f}", f"{capture:.1f}",
                      f"{every / capture:.2f}"])  # fmt: skip
     where = recorded()["rebind"]["device"]
-    return _table(header, rows) + f"\n\nOn {where}; host µs, medians of many calls."
+    return _table(header, rows) + (
+        f"\n\nOn {where}; host µs, medians of many calls. The first rebind of every plane "
+        "is shown for the products, which are captured again the first time their planes "
+        "move; a hawk kernel's first rebind captures nothing."
+    )
+
+
+def _us_or_dash(value: float | None) -> str:
+    """A recorded figure in µs, or "-" where none is recorded."""
+    return "-" if value is None else f"{value:.1f}"
 
 
 def rebind_figures() -> dict[str, str]:
