@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from eagle.cuda import _capture_state, _graph_nodes, _rebind
+from eagle.cuda import _capture_state, _graph_nodes, _node_arguments, _rebind
 from eagle.cuda.graph import Launcher
 from eagle.cuda.module import PackedArgs
 from eagle.plan._bound import Bound, Step
@@ -789,12 +789,11 @@ def test_pointer_words_are_found_in_one_plane_each():
     spans = {"a": (0x1000, 0x1100), "b": (0x1100, 0x1200)}
     words = [0x10F8, 0x1100, 0x1200, 7]
     data = b"".join(w.to_bytes(8, "little") for w in words)
-    assert _rebind._pointer_words([data], spans) == [(0, 0, "a", 0xF8), (0, 8, "b", 0)]
-    assert _rebind._shifted([data], [(0, 8, "b", 0)], {"b": 0x100})[0][8:16] == (0x1200).to_bytes(
-        8, "little"
-    )
+    assert _node_arguments.pointer_words([data], spans) == [(0, 0, "a", 0xF8), (0, 8, "b", 0)]
+    moved = _node_arguments.shifted([data], [(0, 8, "b", 0)], {"b": 0x100})
+    assert moved[0][8:16] == (0x1200).to_bytes(8, "little")
     nested = {"a": (0x1000, 0x1200), "b": (0x1100, 0x1200)}
-    assert _rebind._pointer_words([data], nested) is None
+    assert _node_arguments.pointer_words([data], nested) is None
 
 
 def test_kernel_arguments_are_read_by_the_sizes_the_driver_gives(monkeypatch):
@@ -836,13 +835,13 @@ def test_a_capture_learns_from_while_the_graph_it_replaces_still_lives(patching,
     fake.unexplained = False
     previous = f"mini{FakeCapturer.graphs}"
     alive = []
-    learned = _rebind._Patch.learned.__func__
+    learned = _node_arguments.Patch.learned.__func__
 
     def checked(cls, *args):
         alive.append(previous not in fake.destroyed)
         return learned(cls, *args)
 
-    monkeypatch.setattr(_rebind._Patch, "learned", classmethod(checked))
+    monkeypatch.setattr(_node_arguments.Patch, "learned", classmethod(checked))
     launcher.rebind(y=FakeArray(0x80000, (15,)))
     gc.collect()
     assert alive == [True] and previous in fake.destroyed

@@ -16,9 +16,9 @@ graph node by node, the cheapest way each node allows:
   node of the instantiated graph (``cuGraphExecKernelNodeSetParams``,
   ``cudaGraphExecMemsetNodeSetParams``); nothing is instantiated. Once such a capture
   has recorded exactly the arguments that moving the plane pointers found in the old
-  ones predicts (:class:`_Patch`), later rebinds of those planes to memory aligned alike
-  write the pointers into eagle's own copy of the arguments and set each node, as for a
-  kernel site, without capturing;
+  ones predicts (:class:`~eagle.cuda._node_arguments.Patch`), later rebinds of those
+  planes to memory aligned alike write the pointers into eagle's own copy of the
+  arguments and set each node, as for a kernel site, without capturing;
 * a memset node (an ``Array.fill``) whose destination lies in a rebound array: its
   destination, ``cudaGraphExecMemsetNodeSetParams``.
 """
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import bisect
 import ctypes
-import itertools
 import threading
 import weakref
 from abc import ABC, abstractmethod
@@ -37,6 +36,7 @@ from typing import Any, Protocol
 from eagle._checks import check_buffer
 from eagle.cuda import _graph_nodes as graph_nodes
 from eagle.cuda._capture_state import _active, _release, record_use
+from eagle.cuda._node_arguments import ALIGNED, ArgumentCopy, Patch
 from eagle.cuda._rebind_checks import (
     check_disjoint,
     check_key,
@@ -197,15 +197,10 @@ class KernelSite(Site):
         self._handles = graph_nodes.driver_handles(self.exec_handle, node)
         self._params = graph_nodes.kernel_params(node)
         # our own copy of the arguments as captured: the bound plan's stay as they are
-        captured, offsets = self._captured, self._offsets
-        self._data = ctypes.create_string_buffer(captured, len(captured))
-        mine = ctypes.addressof(self._data)
-        self._array = (ctypes.c_void_p * len(offsets))(*[mine + at for at in offsets])
-        self._params.kernelParams = ctypes.addressof(self._array)
-        self._slots = {
-            name: ctypes.c_uint64.from_buffer(self._data, offsets[index])
-            for name, index in self._arguments.items()
-        }
+        offsets = self._offsets
+        self._copy = ArgumentCopy(self._captured, offsets)
+        self._copy.give(self._params)
+        self._slots = {name: self._copy.slot(offsets[i]) for name, i in self._arguments.items()}
         return [node]
 
     def change(self, planes: Mapping[str, Any]) -> _Part:
@@ -267,7 +262,7 @@ class ProductSite(Site):
         self.signature: list[tuple[str, int, int]] = []
         self._current: list[Any] = []  # the parameters the instantiated graph's nodes have
         self._owner: Any = None  # keeps the graph holding those parameters
-        self._patch: _Patch | None = None  # the nodes as arguments of our own, once learned
+        self._patch: Patch | None = None  # the nodes as arguments of our own, once learned
         self._learned: set[str] = set()  # the planes a capture showed the patch right for
         self._patchable = True  # False where the driver cannot lay out the arguments
 
@@ -318,7 +313,7 @@ class ProductSite(Site):
             return None
         current = self.planes
         for name, array in planes.items():
-            if (array.ptr - current[name].ptr) % _ALIGNMENT:
+            if (array.ptr - current[name].ptr) % ALIGNED:
                 return None
         return _PatchChange(self, patch, planes)
 
@@ -335,7 +330,7 @@ class ProductSite(Site):
         driver that cannot say how the arguments are laid out turns patching off."""
         shifts = {name: array.ptr - spans[name][0] for name, array in planes.items()}
         try:
-            patch = _Patch.learned(self.exec_handle, self.nodes, previous, params, spans, shifts)
+            patch = Patch.learned(self.exec_handle, self.nodes, previous, params, spans, shifts)
         except CudaError:
             patch, self._patchable = None, False
         if patch is None:
@@ -347,158 +342,14 @@ class ProductSite(Site):
         self._learned.update(planes)
 
 
-#: the address bits a patch keeps: it points a plane only at memory aligned alike to 256
-#: bytes (cuBLAS chooses kernels by the alignment of its operands)
-_ALIGNMENT = 256
-
-#: what a memset node's parameters hold besides its destination
-_MEMSET_FIELDS = ("width", "height", "pitch", "value", "elementSize")
-
-#: a pointer found in a kernel's arguments: (argument, byte offset, plane name, offset of
-#: the address from the plane's start)
-_Word = tuple[int, int, str, int]
-
-
-def _pointer_words(
-    arguments: list[bytes], spans: Mapping[str, tuple[int, int]]
-) -> list[_Word] | None:
-    """The 8-byte words of ``arguments`` that point into a plane of ``spans`` (its first
-    byte up to, not including, one past its last); None when one points into two planes."""
-    words = []
-    for index, data in enumerate(arguments):
-        for at in range(0, len(data) - 7, 8):
-            value = int.from_bytes(data[at : at + 8], "little")
-            inside = [name for name, (start, end) in spans.items() if start <= value < end]
-            if len(inside) > 1:
-                return None
-            if inside:
-                words.append((index, at, inside[0], value - spans[inside[0]][0]))
-    return words
-
-
-def _shifted(arguments: list[bytes], words: list[_Word], shifts: Mapping[str, int]) -> list[bytes]:
-    """``arguments`` with each word of ``words`` whose plane ``shifts`` moves moved by as
-    many bytes."""
-    moved = [bytearray(data) for data in arguments]
-    for index, at, name, _ in words:
-        shift = shifts.get(name)
-        if shift:
-            value = int.from_bytes(moved[index][at : at + 8], "little") + shift
-            moved[index][at : at + 8] = value.to_bytes(8, "little")
-    return [bytes(data) for data in moved]
-
-
-class _Patch:
-    """A product site's nodes, each set from eagle's own copy of its parameters: kernel
-    arguments with the position of every plane pointer in them, memset destinations
-    with the plane they lie in. Made by :meth:`learned`."""
-
-    def __init__(self) -> None:
-        self.params: list[Any] = []  # each node's parameters, as the graph has them
-        self._setters: list[Callable[[], None]] = []
-        self._words: dict[str, list[tuple[Any, int, int]]] = {}  # name -> (slot, offset, node)
-        self._fills: dict[str, list[tuple[int, int]]] = {}  # name -> (offset, node)
-        self._buffers: list[Any] = []  # the argument copies the nodes' parameters point at
-
-    @classmethod
-    def learned(
-        cls,
-        exec_handle: Any,
-        nodes: list[Any],
-        previous: list[Any],
-        params: list[Any],
-        spans: Mapping[str, tuple[int, int]],
-        shifts: Mapping[str, int],
-    ) -> _Patch | None:
-        """The patch of ``nodes``, when moving each plane pointer found in the
-        ``previous`` parameters (over the planes of ``spans``) by its plane's shift in
-        ``shifts`` gives exactly the captured ``params``, and nothing else differs; else
-        None."""
-        found = []  # every node is checked before any is made a patch of
-        for before, after in zip(previous, params, strict=True):
-            if hasattr(after, "kernelParams"):
-                old = graph_nodes.kernel_arguments(before)
-                new = graph_nodes.kernel_arguments(after)
-                if old is None or new is None or [len(a) for a in old] != [len(a) for a in new]:
-                    return None
-                if graph_nodes.launch_shape(before) != graph_nodes.launch_shape(after):
-                    return None
-            else:
-                if any(getattr(before, f) != getattr(after, f) for f in _MEMSET_FIELDS):
-                    return None
-                # its destination, as one word
-                old, new = ([int(p.dst).to_bytes(8, "little")] for p in (before, after))
-            words = _pointer_words(old, spans)
-            if words is None or _shifted(old, words, shifts) != new:
-                return None
-            found.append((new, words))
-        patch = cls()
-        for position, (node, after, (new, words)) in enumerate(
-            zip(nodes, params, found, strict=True)
-        ):
-            if hasattr(after, "kernelParams"):
-                patch._add_kernel(exec_handle, node, after, new, words, position)
-            else:
-                patch._add_fill(exec_handle, node, after, words, position)
-        return patch
-
-    def _add_kernel(
-        self,
-        exec_handle: Any,
-        node: Any,
-        params: Any,
-        arguments: list[bytes],
-        words: list[_Word],
-        position: int,
-    ) -> None:
-        # each argument at an 8-byte boundary of one buffer, as the words were found
-        padded = [data.ljust(-(-len(data) // 8) * 8, b"\0") for data in arguments]
-        starts = list(itertools.accumulate((len(data) for data in padded), initial=0))
-        buffer = ctypes.create_string_buffer(b"".join(padded), max(starts[-1], 1))
-        base = ctypes.addressof(buffer)
-        pointers = (ctypes.c_void_p * len(arguments))(*[base + at for at in starts[:-1]])
-        params.kernelParams = ctypes.addressof(pointers)
-        self._buffers.append((buffer, pointers))
-        for index, at, name, offset in words:
-            slot = ctypes.c_uint64.from_buffer(buffer, starts[index] + at)
-            self._words.setdefault(name, []).append((slot, offset, position))
-        handles = graph_nodes.driver_handles(exec_handle, node)
-        self.params.append(params)
-        self._setters.append(lambda: graph_nodes.set_kernel(*handles, params))
-
-    def _add_fill(
-        self, exec_handle: Any, node: Any, params: Any, words: list[_Word], position: int
-    ) -> None:
-        for _, _, name, offset in words:
-            self._fills.setdefault(name, []).append((offset, position))
-        self.params.append(params)
-        self._setters.append(lambda: graph_nodes.set_memset(exec_handle, node, params))
-
-    def point(self, planes: Mapping[str, Any]) -> None:
-        """Point the nodes' plane pointers at ``planes`` (name -> array) and set each node
-        that changed."""
-        touched = 0  # bit i: node i changed
-        words, fills = self._words, self._fills
-        for name, array in planes.items():
-            ptr = array.ptr
-            for slot, offset, position in words.get(name, ()):
-                slot.value = ptr + offset
-                touched |= 1 << position
-            for offset, position in fills.get(name, ()):
-                self.params[position].dst = ptr + offset
-                touched |= 1 << position
-        for position, setter in enumerate(self._setters):
-            if touched >> position & 1:
-                setter()
-
-
 class _PatchChange:
-    """Pointing a :class:`ProductSite` at new planes by its :class:`_Patch`. Until it
+    """Pointing a :class:`ProductSite` at new planes by its
+    :class:`~eagle.cuda._node_arguments.Patch`. Until it
     commits, the site still holds the old planes, which undo points the nodes at again."""
 
     __slots__ = ("_patch", "_planes", "_site")
 
-    def __init__(self, site: ProductSite, patch: _Patch, planes: Mapping[str, Any]) -> None:
+    def __init__(self, site: ProductSite, patch: Patch, planes: Mapping[str, Any]) -> None:
         self._site, self._patch, self._planes = site, patch, planes
 
     def apply(self) -> None:

@@ -15,6 +15,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from eagle.cuda._node_arguments import ALIGNED
 from eagle.cuda._rebind import KernelSite, ProductSite
 from eagle.plan._route import _view
 from hawk import ir
@@ -22,10 +23,6 @@ from hawk import ir
 __all__ = ["kernel_site", "product_site", "written_planes"]
 
 _WRITTEN = ("output", "accumulator")
-
-#: operands whose addresses agree modulo this many bytes are aligned alike for cuBLAS, so a
-#: product the handle warmed for the old planes needs no warming for the new ones
-_ALIGNED = 256
 
 
 def written_planes(kernel: ir.KernelIR) -> frozenset[str]:
@@ -75,9 +72,7 @@ def product_site(
             operands = {
                 role: _moved(view, names[role], new) for role, view in call.operands.items()
             }
-            if any(
-                operands[r].ptr % _ALIGNED != v.ptr % _ALIGNED for r, v in call.operands.items()
-            ):
+            if any(operands[r].ptr % ALIGNED != v.ptr % ALIGNED for r, v in call.operands.items()):
                 first.handle.warm(call.params, operands, keep_out=True)  # aligned otherwise
             # the rebind has checked the new planes: each laid out as the plane it
             # replaces, and a written one apart from the others
