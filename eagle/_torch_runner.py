@@ -12,6 +12,7 @@ modules import this module (it needs torch).
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from typing import Any
 
@@ -99,11 +100,9 @@ class Runner:
             n: _holder.address_view(t, one=n in self._one)
             for n, t in zip(names, tensors, strict=True)
         }
-        if stream is None:
+        scope = contextlib.nullcontext() if stream is None else Stream.external(stream, index)
+        with scope:
             bound = self._plan.bind(**planes)
-        else:
-            with Stream.external(stream, index):
-                bound = self._plan.bind(**planes)
         self._bound[key] = bound
         return bound
 
