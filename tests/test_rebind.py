@@ -232,6 +232,17 @@ def test_a_name_that_is_different_arrays_in_different_launches_is_refused(fake):
     assert fake.sets == []
 
 
+def test_a_name_is_one_array_again_once_a_mapping_made_its_launches_agree(fake):
+    first = _kernel_site(fake, _planes())
+    second = _kernel_site(fake, _planes(0x40000))
+    launcher = _launcher(first, second)
+    shared = FakeArray(0x80000, (4, 3))
+    launcher.rebind({first.planes["w"]: shared, second.planes["w"]: shared})
+    fake.sets.clear()
+    launcher.rebind(w=FakeArray(0x90000, (4, 3)))
+    assert [s[2][0] for s in fake.sets] == [0x90000, 0x90000]
+
+
 # -- refusals change nothing -------------------------------------------------------------------
 
 

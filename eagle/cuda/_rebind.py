@@ -311,9 +311,9 @@ class ProductSite(Site):
         patch = self._patch
         if patch is None or not self._learned.issuperset(planes):
             return None
-        current = self.planes
+        spans = self.spans
         for name, array in planes.items():
-            if (array.ptr - current[name].ptr) % ALIGNED:
+            if (array.ptr - spans[name][0]) % ALIGNED:
                 return None
         return _PatchChange(self, patch, planes)
 
@@ -498,7 +498,7 @@ class _State:
         self.lock = threading.Lock()
         self.at: dict[tuple[int, int], list[tuple[Site, str]]] = {}  # span -> its planes
         self.ranges: list[tuple[int, int]] = []  # the spans in order, while disjoint
-        self.names: dict[str, dict[tuple[int, int], int]] = {}  # name -> its spans, counted
+        self.named_in: dict[str, list[Site]] = {}  # plane name -> the sites with such a plane
         self.nested = False  # two planes overlap without being the same memory
         # id -> (array, its span) for each array a site holds now: a key that is one of
         # them (or a plane's name) is known to be an Array, and its span is known
@@ -507,6 +507,7 @@ class _State:
             for name, span in site.spans.items():
                 self._add(span, [(site, name)])
                 self.held[id(site.planes[name])] = (site.planes[name], span)
+                self.named_in.setdefault(name, []).append(site)
 
     def pair(self, old: Any, new: Any) -> tuple[Any, Any, tuple[int, int]]:
         """``(old, new, old's span)``; ``old`` is checked to be an Array unless the graph
@@ -518,12 +519,6 @@ class _State:
         return old, new, span_of(old)
 
     def _add(self, span: tuple[int, int], uses: list[tuple[Site, str]]) -> None:
-        names = self.names
-        for _, name in uses:
-            spans = names.get(name)
-            if spans is None:
-                spans = names[name] = {}
-            spans[span] = spans.get(span, 0) + 1
         here = self.at.get(span)
         if here is not None:
             here.extend(uses)
@@ -540,31 +535,25 @@ class _State:
 
     def _remove(self, span: tuple[int, int]) -> list[tuple[Site, str]]:
         uses = self.at.pop(span)
-        for _, name in uses:
-            spans = self.names[name]
-            spans[span] -= 1
-            if not spans[span]:
-                del spans[span]
         if not self.nested:
             self.ranges.pop(bisect.bisect_left(self.ranges, span))
         return uses
 
     def named(self, name: str) -> Any:
         """The array the graph's plane ``name`` is, when all its launches agree on one."""
-        spans = self.names.get(name)
-        if not spans:
-            names = sorted(n for n, found in self.names.items() if found)
+        sites = self.named_in.get(name)
+        if not sites:
+            names = sorted(self.named_in)
             raise EagleTypeError(
                 f"this graph has no plane {name!r}; its planes are {', '.join(names) or 'none'}"
             )
-        if len(spans) > 1:
+        first = sites[0].spans[name]
+        if any(site.spans[name] != first for site in sites):
             raise EagleTypeError(
                 f"plane {name!r} is a different array in different launches of this graph; name "
                 "the arrays to replace instead: launcher.rebind({old_array: new_array})"
             )
-        span = next(iter(spans))
-        site = next(s for s, n in self.at[span] if n == name)
-        return site.planes[name]
+        return sites[0].planes[name]
 
     def uses(self, old: Any, start: int, end: int) -> list[tuple[Site, str]]:
         """The (site, plane name) pairs whose plane is ``old``'s memory, ``start:end``.
