@@ -7,26 +7,26 @@ they are patched, against 2.5 ms for 200 hawk kernels, though eagle's Python doe
 per product site than per kernel site. This script splits the product figure into the
 driver's node updates (each patched node's ``cuGraphExecKernelNodeSetParams``, timed
 alone) and eagle's own work (the same rebind with the node updates left out), beside the
-hawk kernel nodes' updates. It also prints what a product node's parameters hold (a
-function or a library kernel handle, the arguments' sizes), and times the node updates
-once more with each library kernel handle resolved to its function for this context
-(``cuKernelGetFunction``) first, then checks a replay after rebinds made that way.
+hawk kernel nodes' updates. It also prints what a product node's parameters hold (its
+function, the arguments' sizes), times the rebind again after a garbage collection and
+with the collector off, checks a replay, and profiles 20 rebinds.
 """
 
 from __future__ import annotations
 
+import gc
 import statistics
 import sys
 import time
 from typing import Any
 
 import numpy as np
+from _report import print_profile
 from _timing import host_ms
 from bench_rebind import Chain
 
 import eagle.cuda
 from eagle.cuda import _graph_nodes
-from eagle.cuda._runtime import cudadrv
 
 NODES = 200
 REPEAT = 101
@@ -85,19 +85,20 @@ def main() -> int:
           f"{one * len(setters):.0f} µs)")  # fmt: skip
     params = sites[0]._patch.params[0]
     arguments = _graph_nodes.kernel_arguments(params) or []
-    print(f"a product node: func {int(params.func):#x}, kern {int(params.kern):#x}, "
-          f"ctx {int(params.ctx):#x}; {len(arguments)} arguments, "
-          f"{sum(len(a) for a in arguments)} bytes")  # fmt: skip
-    resolved = 0
-    for site in sites:
-        for node_params in site._patch.params:
-            if hasattr(node_params, "kern") and int(node_params.kern) and not int(node_params.func):
-                node_params.func = cudadrv.cuKernelGetFunction(node_params.kern)
-                resolved += 1
-    print(f"resolved {resolved} library kernel handles to functions; one node update now "
-          f"{_per_update(setters):.2f} µs; rebind of every plane "
-          f"{host_ms(chain.rebind_all, REPEAT) * 1e3:.0f} µs; replay rel err "
-          f"{chain.check():.1e}")  # fmt: skip
+    print(f"a product node: func {int(params.func):#x}, kern {int(params.kern):#x}; "
+          f"{len(arguments)} arguments, {sum(len(a) for a in arguments)} bytes; planes "
+          f"nested: {chain.graph._rebind_state.nested}")  # fmt: skip
+    gc.collect()
+    collected = host_ms(chain.rebind_all, REPEAT) * 1e3
+    gc.disable()
+    try:
+        without_gc = host_ms(chain.rebind_all, REPEAT) * 1e3
+    finally:
+        gc.enable()
+    print(f"cublas: rebind of every plane after a collection {collected:.0f} µs; with the "
+          f"collector off {without_gc:.0f} µs; replay rel err {chain.check():.1e}")  # fmt: skip
+    print("== 20 rebinds of every plane under cProfile")
+    print_profile(chain.rebind_all, 20, lambda: None, 14)
     chain.destroy()
     return 0
 

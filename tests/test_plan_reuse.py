@@ -168,6 +168,11 @@ def test_an_adjoint_run_reuses_its_loop_binding(checks: list[str]) -> None:
     assert checks == ["saxpy_vjp"]  # bound once, then reused with new numbers
 
 
+def _read_only(array: arrays.Array) -> arrays.Array:
+    return arrays.Array(ptr=array.ptr, shape=array.shape, dtype=array.dtype,
+                        strides=array.strides, device_index=0, readonly=True)  # fmt: skip
+
+
 def test_a_layout_checked_once_still_has_each_new_address_checked() -> None:
     plan = eagle.plan.auto(k.contract, contraction="gemm", host_route="loop")
     good = {
@@ -182,6 +187,7 @@ def test_a_layout_checked_once_still_has_each_new_address_checked() -> None:
         (_FakeDeviceArray((B * U,), 0x30002), "plane 'y' is misaligned"),
         (_FakeDeviceArray((B * U,), 0), "plane 'y' is at address 0"),
         (_FakeDeviceArray((B * U,), 0x20000), "planes 'f' and 'y' share memory"),
+        (_read_only(_FakeDeviceArray((B * U,), 0x40000)), "plane 'y' is read-only"),
     ):
         with pytest.raises(ValueError, match=message):
             check_planes(plan.kernel.ir, {**good, "y": bad})
