@@ -617,7 +617,8 @@ class _State:
                 raise EagleTypeError(f"{site.label} can be neither changed nor captured again")
         for stream_ptr, work in products.items():
             changes.extend(recapture(stream_ptr, work))
-        changes.extend(fill.change(self.exec, old, new) for fill, old, new in fills)
+        for fill, old, new in fills:
+            changes.append(fill.change(self.exec, old, new))
         held = self.held
         for span, _ in moved:  # the arrays replaced: no site holds them once this applies
             for site, name in self.at[span]:

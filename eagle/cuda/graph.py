@@ -159,9 +159,11 @@ class Launcher:
         A graph can be rebound when it holds bound launches (a plan's or an
         adjoint's ``launch``, ``capture``) and fills. What it costs, per node:
         a hawk kernel, one kernel-node update (a few microseconds); cuBLAS
-        products, captured again alone on their stream with their warmed
-        handle, and their nodes updated (tens of microseconds per product); a
-        fill, one memset-node update. Nothing is instantiated; nodes that use
+        products, at the first move of a plane captured again alone on their
+        stream with their warmed handle and their nodes updated (tens of
+        microseconds per product), and at later moves of it to memory at the
+        same offset from a 256-byte boundary patched, one kernel-node update
+        per node; a fill, one memset-node update. Nothing is instantiated; nodes that use
         none of the rebound arrays are left alone.
 
         Raises:
