@@ -571,7 +571,9 @@ def rebind_table() -> str:
     return _table(header, rows) + (
         f"\n\nOn {where}; host µs, medians of many calls. The first rebind of every plane "
         "is shown for the products, which are captured again the first time their planes "
-        "move; a hawk kernel's first rebind captures nothing. The later rebind of every "
+        "move; a hawk kernel's first rebind captures nothing. The later rebinds of every "
+        "plane and the captures take turns in rounds, and their share is the median of "
+        "the rounds' ratios. The later rebind of every "
         f"plane of the largest graph of products, over a capture, in each run recorded: "
         f"{shares}."
     )
