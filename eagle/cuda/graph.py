@@ -163,8 +163,8 @@ class Launcher:
         stream with their warmed handle and their nodes updated (tens of
         microseconds per product), and at later moves of it to memory at the
         same offset from a 256-byte boundary patched, one kernel-node update
-        per node; a fill, one memset-node update. Nothing is instantiated; nodes that use
-        none of the rebound arrays are left alone.
+        per node; a fill, one memset-node update. Nothing is instantiated;
+        nodes that use none of the rebound arrays are left alone.
 
         Raises:
             TypeError: a key or value that is not a device eagle Array, an
