@@ -452,7 +452,7 @@ def test_a_kind_of_site_that_neither_changes_nor_captures_fails_loudly(fake):
         def resolve(self):
             return [fake.node("kernel")]
 
-        def change(self, planes):
+        def change(self, planes, spans):
             return None
 
     site = Unknown("step 'u'", {"y": FakeArray(0x10000, (15,))}, ["y"])

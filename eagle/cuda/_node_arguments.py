@@ -164,13 +164,12 @@ class Patch:
         self.params.append(params)
         self._setters.append(lambda: graph_nodes.set_memset(exec_handle, node, params))
 
-    def point(self, planes: Mapping[str, Any]) -> None:
-        """Point the nodes' plane pointers at ``planes`` (name -> array) and set each node
-        that changed."""
+    def point(self, spans: Mapping[str, tuple[int, int]]) -> None:
+        """Point the nodes' plane pointers at the planes now at ``spans`` (name -> the
+        plane's bytes) and set each node that changed."""
         touched = 0  # bit i: node i changed
         words, fills = self._words, self._fills
-        for name, array in planes.items():
-            ptr = array.ptr
+        for name, (ptr, _) in spans.items():
             for slot, offset, position in words.get(name, ()):
                 slot.value = ptr + offset
                 touched |= 1 << position

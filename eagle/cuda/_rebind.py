@@ -87,13 +87,10 @@ class Site(ABC):
         self.after: list[Any] = []  # and after it
         self.exec_handle: Any = None  # the instantiated graph, once it is rebound
 
-    def take(self, planes: Mapping[str, Any]) -> None:
-        """Work on ``planes`` (name -> array, each as many bytes as the plane it replaces)
-        from now on."""
-        spans = self.spans
-        for name, array in planes.items():
-            start, end = spans[name]
-            spans[name] = (array.ptr, array.ptr + end - start)
+    def take(self, planes: Mapping[str, Any], spans: Mapping[str, tuple[int, int]]) -> None:
+        """Work on ``planes`` (name -> array, each as many bytes as the plane it replaces,
+        covering its span in ``spans``) from now on."""
+        self.spans.update(spans)
         self.planes.update(planes)
 
     @abstractmethod
@@ -105,10 +102,12 @@ class Site(ABC):
         """
 
     @abstractmethod
-    def change(self, planes: Mapping[str, Any]) -> _Part | None:
+    def change(
+        self, planes: Mapping[str, Any], spans: Mapping[str, tuple[int, int]]
+    ) -> _Part | None:
         """The change that points the step's nodes at ``planes`` (name -> new array, as
-        checked by the rebind), or None when its work must be captured again over them
-        (:func:`recapture`)."""
+        checked by the rebind, covering its span in ``spans``), or None when its work must
+        be captured again over them (:func:`recapture`)."""
 
 
 class _Part(Protocol):
@@ -203,8 +202,8 @@ class KernelSite(Site):
         self._slots = {name: self._copy.slot(offsets[i]) for name, i in self._arguments.items()}
         return [node]
 
-    def change(self, planes: Mapping[str, Any]) -> _Part:
-        return _KernelChange(self, planes)
+    def change(self, planes: Mapping[str, Any], spans: Mapping[str, tuple[int, int]]) -> _Part:
+        return _KernelChange(self, planes, spans)
 
     def update(self) -> None:
         """Give the kernel node the arguments in our copy, as they are now."""
@@ -213,29 +212,31 @@ class KernelSite(Site):
 
 
 class _KernelChange:
-    """Pointing a :class:`KernelSite` at new planes (name -> array): their pointers written
-    into the site's copy of the arguments, then one kernel-node update. Until it commits,
-    the site still holds the old planes, which undo writes back."""
+    """Pointing a :class:`KernelSite` at new planes (name -> array, and its span): their
+    addresses written into the site's copy of the arguments, then one kernel-node update.
+    Until it commits, the site still holds the old planes, which undo writes back."""
 
-    __slots__ = ("_planes", "_site")
+    __slots__ = ("_planes", "_site", "_spans")
 
-    def __init__(self, site: KernelSite, planes: Mapping[str, Any]) -> None:
-        self._site, self._planes = site, planes
+    def __init__(
+        self, site: KernelSite, planes: Mapping[str, Any], spans: Mapping[str, tuple[int, int]]
+    ) -> None:
+        self._site, self._planes, self._spans = site, planes, spans
 
     def apply(self) -> None:
         slots = self._site._slots
-        for name, array in self._planes.items():
-            slots[name].value = array.ptr
+        for name, (start, _) in self._spans.items():
+            slots[name].value = start
         self._site.update()
 
     def undo(self) -> None:
         site = self._site
-        for name in self._planes:
-            site._slots[name].value = site.planes[name].ptr
+        for name in self._spans:
+            site._slots[name].value = site.spans[name][0]
         site.update()
 
     def commit(self) -> None:
-        self._site.take(self._planes)
+        self._site.take(self._planes, self._spans)
 
 
 class ProductSite(Site):
@@ -279,19 +280,25 @@ class ProductSite(Site):
         self._patch, self._learned, self._patchable = None, set(), True
         return order
 
-    def changed(self, params: list[Any], owner: Any, planes: Mapping[str, Any]) -> _Change:
+    def changed(
+        self,
+        params: list[Any],
+        owner: Any,
+        planes: Mapping[str, Any],
+        spans: Mapping[str, tuple[int, int]],
+    ) -> _Change:
         """The change that gives the nodes ``params`` (from ``owner``'s graph): a capture
-        over the new ``planes``. Once it commits, the site learns from it how to patch
-        them (:meth:`_learn`)."""
+        over the new ``planes`` (covering ``spans``). Once it commits, the site learns from
+        it how to patch them (:meth:`_learn`)."""
         exec_handle, previous = self.exec_handle, self._current
 
         def commit() -> None:
-            spans = dict(self.spans)
+            old = dict(self.spans)
             before = self._owner  # holds the graph whose memory ``previous`` points into
             self._current, self._owner = params, owner
-            self.take(planes)
+            self.take(planes, spans)
             if self._patchable and previous:
-                self._learn(previous, params, spans, planes)
+                self._learn(previous, params, old, spans)
             del before
 
         return _Change(
@@ -300,35 +307,38 @@ class ProductSite(Site):
             commit,
         )
 
-    def change(self, planes: Mapping[str, Any]) -> _Part | None:
+    def change(
+        self, planes: Mapping[str, Any], spans: Mapping[str, tuple[int, int]]
+    ) -> _Part | None:
         """The change that points the nodes at ``planes`` by patching their arguments, or
         None when a capture must do it: no capture has yet shown the patch right for
         every one of ``planes``, or one of them is aligned otherwise than the plane it
         replaces (cuBLAS picks its kernels by the operands' alignment). A site that
         recorded no node only takes the planes."""
         if not self.nodes:
-            return self.changed([], None, planes)
+            return self.changed([], None, planes, spans)
         patch = self._patch
-        if patch is None or not self._learned.issuperset(planes):
+        if patch is None or not self._learned.issuperset(spans):
             return None
-        spans = self.spans
-        for name, array in planes.items():
-            if (array.ptr - spans[name][0]) % ALIGNED:
+        current = self.spans
+        for name, (start, _) in spans.items():
+            if (start - current[name][0]) % ALIGNED:
                 return None
-        return _PatchChange(self, patch, planes)
+        return _PatchChange(self, patch, planes, spans)
 
     def _learn(
         self,
         previous: list[Any],
         params: list[Any],
         spans: Mapping[str, tuple[int, int]],
-        planes: Mapping[str, Any],
+        moved: Mapping[str, tuple[int, int]],
     ) -> None:
-        """Learn from a capture over ``planes`` (the nodes' ``previous`` parameters, over
-        the planes of ``spans``, against the captured ``params``) how to patch the nodes.
+        """Learn from a capture over planes moved to ``moved`` (name -> new span; the
+        nodes' ``previous`` parameters, over the planes of ``spans``, against the captured
+        ``params``) how to patch the nodes.
         A capture no patch predicts drops the patch (the next capture learns afresh); a
         driver that cannot say how the arguments are laid out turns patching off."""
-        shifts = {name: array.ptr - spans[name][0] for name, array in planes.items()}
+        shifts = {name: start - spans[name][0] for name, (start, _) in moved.items()}
         try:
             patch = Patch.learned(self.exec_handle, self.nodes, previous, params, spans, shifts)
         except CudaError:
@@ -339,7 +349,7 @@ class ProductSite(Site):
             return
         self._patch = patch
         self._current = patch.params
-        self._learned.update(planes)
+        self._learned.update(moved)
 
 
 class _PatchChange:
@@ -347,20 +357,26 @@ class _PatchChange:
     :class:`~eagle.cuda._node_arguments.Patch`. Until it
     commits, the site still holds the old planes, which undo points the nodes at again."""
 
-    __slots__ = ("_patch", "_planes", "_site")
+    __slots__ = ("_patch", "_planes", "_site", "_spans")
 
-    def __init__(self, site: ProductSite, patch: Patch, planes: Mapping[str, Any]) -> None:
-        self._site, self._patch, self._planes = site, patch, planes
+    def __init__(
+        self,
+        site: ProductSite,
+        patch: Patch,
+        planes: Mapping[str, Any],
+        spans: Mapping[str, tuple[int, int]],
+    ) -> None:
+        self._site, self._patch, self._planes, self._spans = site, patch, planes, spans
 
     def apply(self) -> None:
-        self._patch.point(self._planes)
+        self._patch.point(self._spans)
 
     def undo(self) -> None:
-        current = self._site.planes
-        self._patch.point({name: current[name] for name in self._planes})
+        current = self._site.spans
+        self._patch.point({name: current[name] for name in self._spans})
 
     def commit(self) -> None:
-        self._site.take(self._planes)
+        self._site.take(self._planes, self._spans)
 
 
 class _Captured:
@@ -371,16 +387,19 @@ class _Captured:
         weakref.finalize(self, cudart.cudaGraphDestroy, handle).atexit = False
 
 
-def recapture(
-    stream_ptr: int, work: Sequence[tuple[ProductSite, Mapping[str, Any]]]
-) -> list[_Change]:
-    """Capture the products of ``work`` (site, new planes) again over their new planes, in
-    one small graph on ``stream_ptr``, and pair its nodes with the sites' nodes.
+#: a product site's share of a rebind: the site, its new planes and their spans, by name
+_Work = tuple[ProductSite, Mapping[str, Any], Mapping[str, tuple[int, int]]]
+
+
+def recapture(stream_ptr: int, work: Sequence[_Work]) -> list[_Change]:
+    """Capture the products of ``work`` (site, new planes, their spans) again over their
+    new planes, in one small graph on ``stream_ptr``, and pair its nodes with the sites'
+    nodes.
 
     Raises:
         ValueError: the new capture records other nodes than the graph holds.
     """
-    enqueues = [site.reissue(stream_ptr, {**site.planes, **planes}) for site, planes in work]
+    enqueues = [site.reissue(stream_ptr, {**site.planes, **planes}) for site, planes, _ in work]
     with StreamCapturer(stream_ptr) as capturer:
         for enqueue in enqueues:
             enqueue()
@@ -390,17 +409,17 @@ def recapture(
     _release(held)
     owner = _Captured(handle)
     order = graph_nodes.chain(*graph_nodes.edges(handle))
-    if order is None or len(order) != sum(len(site.nodes) for site, _ in work):
+    if order is None or len(order) != sum(len(site.nodes) for site, _, _ in work):
         raise EagleValueError(_OTHER_NODES.format(label=work[0][0].label))
     changes = []
     at = 0
-    for site, planes in work:
+    for site, planes, spans in work:
         nodes = order[at : at + len(site.nodes)]
         at += len(site.nodes)
         signature, params = graph_nodes.node_params(nodes, site.label)
         if signature != site.signature:
             raise EagleValueError(_OTHER_NODES.format(label=site.label))
-        changes.append(site.changed(params, owner, planes))
+        changes.append(site.changed(params, owner, planes, spans))
     return changes
 
 
@@ -583,8 +602,9 @@ class _State:
     def rebind(self, pairs: list[tuple[Any, Any, tuple[int, int]]]) -> None:
         """Check every pair (old array, new array, old's span), then update the graph, all
         or nothing."""
-        per_site: dict[Site, dict[str, Any]] = {}
-        moved: list[tuple[tuple[int, int], Any]] = []  # (old span, new array) per plane
+        # per site: its new planes and their spans, by name
+        per_site: dict[Site, tuple[dict[str, Any], dict[str, tuple[int, int]]]] = {}
+        moved: list[tuple[tuple[int, int], Any, tuple[int, int]]] = []  # (old span, new, span)
         fills: list[tuple[_Memset, Any, Any]] = []
         for old, new, (start, end) in pairs:
             uses = self.uses(old, start, end)
@@ -596,23 +616,26 @@ class _State:
                 )
             if not fits(old, new, self.device):
                 self._check(old, new, uses, bool(filled))
+            ptr = new.ptr
+            span = (ptr, ptr + end - start)  # as many bytes as the plane it replaces
             for site, name in uses:
-                planes = per_site.get(site)
-                if planes is None:
-                    planes = per_site[site] = {}
-                planes[name] = new
+                found = per_site.get(site)
+                if found is None:
+                    found = per_site[site] = ({}, {})
+                found[0][name] = new
+                found[1][name] = span
             if uses:
-                moved.append(((start, end), new))
+                moved.append(((start, end), new, span))
             fills += filled
         changes: list[_Part] = []
-        products: dict[int, list[tuple[ProductSite, dict[str, Any]]]] = {}
-        for site, planes in per_site.items():
-            check_written(site, planes)
-            change = site.change(planes)
+        products: dict[int, list[_Work]] = {}
+        for site, (planes, spans) in per_site.items():
+            check_written(site, spans)
+            change = site.change(planes, spans)
             if change is not None:
                 changes.append(change)
             elif isinstance(site, ProductSite):
-                products.setdefault(site.stream_ptr, []).append((site, planes))
+                products.setdefault(site.stream_ptr, []).append((site, planes, spans))
             else:
                 raise EagleTypeError(f"{site.label} can be neither changed nor captured again")
         for stream_ptr, work in products.items():
@@ -620,14 +643,13 @@ class _State:
         for fill, old, new in fills:
             changes.append(fill.change(self.exec, old, new))
         held = self.held
-        for span, _ in moved:  # the arrays replaced: no site holds them once this applies
-            for site, name in self.at[span]:
+        for old_span, _, _ in moved:  # the arrays replaced: no site holds them once this
+            for site, name in self.at[old_span]:  # applies
                 held.pop(id(site.planes[name]), None)
         _apply(changes)
-        # every plane moved takes its span's place, as its array covers as many bytes
-        moves = [(self._remove(span), span, new) for span, new in moved]
-        for uses, (start, end), new in moves:
-            span = (new.ptr, new.ptr + end - start)
+        # every plane moved takes its span's place
+        moves = [(self._remove(old_span), new, span) for old_span, new, span in moved]
+        for uses, new, span in moves:
             self._add(span, uses)
             held[id(new)] = (new, span)
 

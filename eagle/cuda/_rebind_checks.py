@@ -129,22 +129,16 @@ def conflicts(planes: Iterable[str], written: frozenset[str]) -> tuple[tuple[str
     )
 
 
-def check_written(site: CheckedSite, planes: Mapping[str, Any]) -> None:
-    """Refuse new planes that share memory with another plane of the step it writes.
-
-    Each new array covers as many bytes as the plane it replaces (same shape and dtype).
-    """
+def check_written(site: CheckedSite, moved: Mapping[str, tuple[int, int]]) -> None:
+    """Refuse new planes (``moved``: name -> the span of its new array) that share memory
+    with another plane of the step it writes."""
     spans = site.spans
     for first, second in site.conflicts:
-        one, two = planes.get(first), planes.get(second)
+        one, two = moved.get(first), moved.get(second)
         if one is None and two is None:
             continue
-        lo, hi = spans[first]
-        if one is not None:
-            lo, hi = one.ptr, one.ptr + hi - lo
-        start, end = spans[second]
-        if two is not None:
-            start, end = two.ptr, two.ptr + end - start
+        lo, hi = spans[first] if one is None else one
+        start, end = spans[second] if two is None else two
         if start < hi and lo < end:
             name, other = (first, second) if one is not None else (second, first)
             raise EagleValueError(
