@@ -19,21 +19,13 @@ import torch
 from _report import print_profile
 from _timing import loop_ms
 from bench_torch import _kan_models, _kan_variant
-from profile_kan_compile import _step_of
-
-
-def _eager_step(loss_fn, x0, c0):
-    """An eager training step of ``loss_fn`` (profile_kan_compile's), warmed up."""
-    step = _step_of(loss_fn, x0, c0, compiled=False)
-    for _ in range(10):
-        step()
-    return step
+from profile_kan_step import _step
 
 
 def _times(models, c0, steps: int) -> str:
     figures = []
     for side, (loss_fn, x0) in models.items():
-        step = _eager_step(loss_fn, x0, c0)
+        step = _step(loss_fn, x0, c0, "eager")
         figures.append(f"{side} {loop_ms(step, steps, torch.cuda.synchronize):.3f}")
     return ", ".join(figures)
 
@@ -47,13 +39,13 @@ def main(argv: list[str]) -> int:
     loss_fn, x0 = models["eagle"]
     print(f"fresh: {_times(models, c0, steps)} ms per eager step (wall)")
     print("== eagle eager, fresh")
-    print_profile(_eager_step(loss_fn, x0, c0), steps, torch.cuda.synchronize, 16)
+    print_profile(_step(loss_fn, x0, c0, "eager"), steps, torch.cuda.synchronize, 16)
     for mode in ("eager", "compile", "reduce-overhead", "cuda.graph"):
         for fn, x in models.values():
             _kan_variant(fn, x, c0, mode)
         print(f"after {mode} ran: {_times(models, c0, steps)} ms per eager step (wall)")
     print("== eagle eager, after every mode ran")
-    print_profile(_eager_step(loss_fn, x0, c0), steps, torch.cuda.synchronize, 16)
+    print_profile(_step(loss_fn, x0, c0, "eager"), steps, torch.cuda.synchronize, 16)
     return 0
 
 

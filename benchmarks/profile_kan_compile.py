@@ -19,21 +19,7 @@ import torch
 from _report import print_profile
 from _timing import loop_ms
 from bench_torch import _kan_models
-
-
-def _step_of(loss_fn, x0, c0, compiled: bool):
-    x = x0.clone().requires_grad_(True)
-    c = c0.clone().requires_grad_(True)
-    optimizer = torch.optim.Adam([c], lr=1e-3)
-    fn = torch.compile(loss_fn, fullgraph=True) if compiled else loss_fn
-
-    def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        x.grad = None
-        fn(x, c).backward()
-        optimizer.step()
-
-    return step
+from profile_kan_step import _step
 
 
 def main(argv: list[str]) -> int:
@@ -43,11 +29,8 @@ def main(argv: list[str]) -> int:
     steps = int(argv[1]) if len(argv) > 1 else 50
     models, c0 = _kan_models()
     loss_fn, x0 = models["eagle"]
-    for compiled in (False, True):
-        mode = "compile" if compiled else "eager"
-        step = _step_of(loss_fn, x0, c0, compiled)
-        for _ in range(10):
-            step()
+    for mode in ("eager", "compile"):
+        step = _step(loss_fn, x0, c0, mode)  # warmed up
         print(f"== {mode}: {loop_ms(step, steps, torch.cuda.synchronize):.3f} ms per step (wall)")
         print_profile(step, steps, torch.cuda.synchronize, 22)
         with torch.profiler.profile(
