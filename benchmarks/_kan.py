@@ -168,6 +168,9 @@ def kan_kernels(
     # are k = j - 3 + m, m = 0..3, weighing N(t + 3 - m): the four cubic pieces in t below
     # (dw: their slopes in u). A function k outside 0 .. NB - 1 (x in a tail of the grid)
     # does not exist: its index is clamped, so the read stays in range, and its weight is 0.
+    # The int arithmetic runs on j clamped to -1 .. NB + 3, which changes no weight (beyond
+    # it every k is outside): a clamped int fits 32 bits, so it runs in 32-bit arithmetic
+    # (j itself may be any int64: x is any real).
     # c is read as (input, function, out), the same memory as the dense (row, out).
     CH = math.gcd(S, chunk)  # samples per chunk: they divide S
     NCH = S // CH  # chunks
@@ -186,14 +189,15 @@ def kan_kernels(
             j = hm.floor(u)
             t = u - j
             r = 1.0 - t
-            k0 = hm.minimum(hm.maximum(j - 3, 0), NB - 1)
-            k1 = hm.minimum(hm.maximum(j - 2, 0), NB - 1)
-            k2 = hm.minimum(hm.maximum(j - 1, 0), NB - 1)
-            k3 = hm.minimum(hm.maximum(j, 0), NB - 1)
-            w0 = r * r * r if k0 == j - 3 else 0.0  # six times the weights
-            w1 = (3.0 * t - 6.0) * t * t + 4.0 if k1 == j - 2 else 0.0
-            w2 = ((-3.0 * t + 3.0) * t + 3.0) * t + 1.0 if k2 == j - 1 else 0.0
-            w3 = t * t * t if k3 == j else 0.0
+            cell = hm.minimum(hm.maximum(j, -1), NB + 3)  # j where any weight is not 0
+            k0 = hm.minimum(hm.maximum(cell - 3, 0), NB - 1)
+            k1 = hm.minimum(hm.maximum(cell - 2, 0), NB - 1)
+            k2 = hm.minimum(hm.maximum(cell - 1, 0), NB - 1)
+            k3 = hm.minimum(hm.maximum(cell, 0), NB - 1)
+            w0 = r * r * r if k0 == cell - 3 else 0.0  # six times the weights
+            w1 = (3.0 * t - 6.0) * t * t + 4.0 if k1 == cell - 2 else 0.0
+            w2 = ((-3.0 * t + 3.0) * t + 3.0) * t + 1.0 if k2 == cell - 1 else 0.0
+            w3 = t * t * t if k3 == cell else 0.0
             acc = acc + (
                 w0 * c.at(input=i, fn=k0, out=o)
                 + w1 * c.at(input=i, fn=k1, out=o)
@@ -214,10 +218,11 @@ def kan_kernels(
         j = hm.floor(u)
         t = u - j
         r = 1.0 - t
-        k0 = hm.minimum(hm.maximum(j - 3, 0), NB - 1)
-        k1 = hm.minimum(hm.maximum(j - 2, 0), NB - 1)
-        k2 = hm.minimum(hm.maximum(j - 1, 0), NB - 1)
-        k3 = hm.minimum(hm.maximum(j, 0), NB - 1)
+        cell = hm.minimum(hm.maximum(j, -1), NB + 3)
+        k0 = hm.minimum(hm.maximum(cell - 3, 0), NB - 1)
+        k1 = hm.minimum(hm.maximum(cell - 2, 0), NB - 1)
+        k2 = hm.minimum(hm.maximum(cell - 1, 0), NB - 1)
+        k3 = hm.minimum(hm.maximum(cell, 0), NB - 1)
         g0, g1, g2, g3 = 0.0, 0.0, 0.0, 0.0
         for o in range(NO):  # the cotangent reaching each of the 4 functions
             g = y_bar.at(sample=s, out=o)
@@ -225,10 +230,10 @@ def kan_kernels(
             g1 = g1 + c.at(input=i, fn=k1, out=o) * g
             g2 = g2 + c.at(input=i, fn=k2, out=o) * g
             g3 = g3 + c.at(input=i, fn=k3, out=o) * g
-        dw0 = -0.5 * r * r if k0 == j - 3 else 0.0
-        dw1 = (1.5 * t - 2.0) * t if k1 == j - 2 else 0.0
-        dw2 = (-1.5 * t + 1.0) * t + 0.5 if k2 == j - 1 else 0.0
-        dw3 = 0.5 * t * t if k3 == j else 0.0
+        dw0 = -0.5 * r * r if k0 == cell - 3 else 0.0
+        dw1 = (1.5 * t - 2.0) * t if k1 == cell - 2 else 0.0
+        dw2 = (-1.5 * t + 1.0) * t + 0.5 if k2 == cell - 1 else 0.0
+        dw3 = 0.5 * t * t if k3 == cell else 0.0
         x_bar = (dw0 * g0 + dw1 * g1 + dw2 * g2 + dw3 * g3) * INV_H
 
     @hawk.kernel

@@ -2,7 +2,8 @@
 host and device tests. An int result leaves the kernel as two exact reals, its
 floor-quotient and remainder by 2**32 (float64 planes hold both exactly)."""
 
-# ruff: noqa: F841 - kernels assign to their output planes
+# ruff: noqa: F821, F841 - kernels assign to their output planes and name table axes with
+# string slices, Table["row":R], which pyflakes reads as forward references
 
 import hawk
 from hawk import math as hm
@@ -89,3 +90,31 @@ def round_trip(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
 def scaled(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
     lane = hm.sample_index()
     y = float(int(x) * 4611686018427387904 + lane) if x != 0.0 else -1.0
+
+
+@hawk.kernel
+def widths(
+    x: hawk.Scalar,
+    t: hawk.Table["row":5, "col":7],
+    quot: hawk.Mutable[hawk.Scalar],
+    cell: hawk.Mutable[hawk.Scalar],
+    mixed: hawk.Mutable[hawk.Scalar],
+    looped: hawk.Mutable[hawk.Scalar],
+):
+    # ints that fit 32 bits below 2**31 lanes (the emitter then writes them as int) next
+    # to ones that do not: floor division and modulo of negatives, a clamp of a floor that
+    # may be any int64, a table read at proved indices, 32- and 64-bit operands mixed, and
+    # an int carried through a loop whose index and divisors fit
+    lane = hm.sample_index()
+    d = lane % 1000 - 500
+    quot = float(d // 7 * 1000 + d % 7)
+    j = hm.floor(x)
+    jc = hm.minimum(hm.maximum(j, -2), 6)
+    row = hm.minimum(hm.maximum(jc, 0), 4)
+    cell = float(jc * 1000 + j % 13) + t.at(row=row, col=lane % 7)
+    far = lane * 3000000 + 2147483000
+    mixed = float(far % 1000003 - d * jc) + float(j - jc)
+    acc = 0
+    for k in range(-3, 9, 2):
+        acc = acc + (k - d) // 3 * k + jc % (k + 4)
+    looped = float(acc)

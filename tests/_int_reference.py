@@ -62,3 +62,31 @@ def edges_expected(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             out[f"{name}_hi"][lane] = value // WORD
             out[f"{name}_lo"][lane] = value % WORD
     return out
+
+
+def widths_expected(x: np.ndarray, t: np.ndarray) -> dict[str, np.ndarray]:
+    """The outputs of ``tests/_int_kernels.widths`` for inputs ``x`` and a 5 x 7 table
+    ``t``, lane by lane in Python ints (``floor`` of NaN, +-inf or a real beyond int64 is
+    the least int64)."""
+    out: dict[str, list[float]] = {"quot": [], "cell": [], "mixed": [], "looped": []}
+    for lane, value in enumerate(x.tolist()):
+        finite = np.isfinite(value) and abs(np.floor(value)) < 2.0**63
+        j = int(np.floor(value)) if finite else -(2**63)
+        d = lane % 1000 - 500
+        jc = min(max(j, -2), 6)
+        out["quot"].append(float(d // 7 * 1000 + d % 7))
+        out["cell"].append(float(jc * 1000 + j % 13) + float(t[min(max(jc, 0), 4), lane % 7]))
+        far = lane * 3000000 + 2147483000
+        out["mixed"].append(float(far % 1000003 - d * jc) + float(wrap(j - jc)))
+        acc = sum((k - d) // 3 * k + jc % (k + 4) for k in range(-3, 9, 2))
+        out["looped"].append(float(acc))
+    return {name: np.array(values) for name, values in out.items()}
+
+
+def widths_inputs(rng: np.random.Generator, lanes: int) -> dict[str, np.ndarray]:
+    """Inputs of ``widths``: ``x`` mostly in -4 .. 10 (the clamp's both sides), with
+    reals beyond 32 and 64 bits, NaN and infinities among them."""
+    x = rng.uniform(-4.0, 10.0, lanes)
+    specials = [3e9, -3e9, 2.0**31, -(2.0**31) - 0.5, 1e19, -1e19, np.nan, np.inf, -np.inf]
+    x[rng.choice(lanes, len(specials), replace=False)] = specials
+    return {"x": x, "t": rng.standard_normal(35)}

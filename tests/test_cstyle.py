@@ -22,6 +22,9 @@ from hawk import math as hm
 from hawk._registry.entry import CForm
 from hawk.emit import Names, host
 from hawk.emit._cstyle import CStyle
+from hawk.emit.checks import MAX_LANES
+from tests import _int_kernels
+from tests._int_reference import widths_expected, widths_inputs
 
 CXX = shutil.which("c++")
 
@@ -31,21 +34,21 @@ class PlainC(CStyle):
 
     inline = "static inline"
 
-    def __init__(self, kernel: ir.KernelIR) -> None:
-        super().__init__(kernel, "double", checks=False)
+    def __init__(self, kernel: ir.KernelIR, lanes: int = MAX_LANES) -> None:
+        super().__init__(kernel, "double", checks=False, lanes=lanes)
 
     def nonfinite(self, value: float) -> str:
         return {"inf": "INFINITY", "-inf": "(-INFINITY)", "nan": "NAN"}[repr(value)]
 
     def read(self, node: ir.Read) -> str:
-        index = self.offset(node.plane, [self.expr(item) for item in node.index])
+        index = self.offset(node, [self.expr(item) for item in node.index], checked=False)
         return f"{Names.plane(node.plane.name)}[{index}]"
 
     def store(self, stmt: ir.Store, depth: int) -> None:
         self.emit(depth, f"{Names.plane(stmt.plane.name)}[lane] = {self.value(stmt.value, depth)};")
 
     def accumulate(self, stmt: ir.Accumulate, depth: int) -> None:
-        index = self.offset(stmt.plane, [self.value(item, depth) for item in stmt.index])
+        index = self.offset(stmt, [self.value(item, depth) for item in stmt.index], checked=False)
         value = self.value(stmt.value, depth)
         self.emit(depth, f"{Names.plane(stmt.plane.name)}[{index}] += {value};")
 
@@ -82,9 +85,11 @@ class PlainC(CStyle):
         )
 
 
-def _run_c(kernel: hawk.Kernel, planes: dict[str, np.ndarray], tmp: Path) -> None:
+def _run_c(
+    kernel: hawk.Kernel, planes: dict[str, np.ndarray], tmp: Path, lanes: int = MAX_LANES
+) -> None:
     assert CXX is not None
-    source = PlainC(kernel.ir).function()
+    source = PlainC(kernel.ir, lanes).function()
     (tmp / "kernel.cpp").write_text(source)
     library = tmp / "kernel.so"
     command = [CXX, "-O1", "-shared", "-fPIC", "-o", library, tmp / "kernel.cpp"]
@@ -132,6 +137,21 @@ def test_a_c_target_is_one_subclass_of_the_c_family_renderer(rng, tmp_path) -> N
     _run_c(everything, planes, tmp_path)
     np.testing.assert_allclose(planes["y"], expected["y"], rtol=1e-13)
     np.testing.assert_allclose(planes["h"], expected["h"], rtol=1e-12)
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler on this machine")
+def test_ints_written_in_32_bits_keep_int64_values(rng, tmp_path) -> None:
+    """Told that fewer than 2**31 lanes run, the renderer writes the ints that fit 32 bits
+    as ``int`` (with the 32-bit helpers: floor division and modulo of negatives) and the
+    rest as ``long long``: the compiled C gives Python's values, as the host does."""
+    lanes = 2500
+    planes = widths_inputs(rng, lanes)
+    expected = widths_expected(planes["x"], planes["t"].reshape(5, 7))
+    planes |= {name: np.full(lanes, np.nan) for name in expected}
+    assert "int hawk_floordiv(int a, int b)" in PlainC(_int_kernels.widths.ir, 2**31).function()
+    _run_c(_int_kernels.widths, planes, tmp_path, lanes=2**31)
+    for name, values in expected.items():
+        np.testing.assert_array_equal(planes[name], values, err_msg=name)
 
 
 def test_a_target_overrides_an_operator_by_its_entry() -> None:

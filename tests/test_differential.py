@@ -45,9 +45,10 @@ from hypothesis import HealthCheck, given, settings
 
 import eagle.plan
 import hawk
+from eagle.cuda.module import compile_cuda
 from hawk import ir
 from hawk import math as hm
-from hawk.emit import compute_dtype
+from hawk.emit import compute_dtype, cuda
 from hawk.emit._batch import batch
 from tests._kernel_grammar import (
     GeneratedKernel,
@@ -134,6 +135,18 @@ def test_float32_host_within_tolerance_of_float64(
         bad = disagreements(single[name], double[name], F32_TOL, F32_TOL, magnitude)
         bad = bad[reference.comparable(name, stable)[bad]]
         assert bad.size == 0, _explain(name, bad, single[name], double[name], generated.source)
+
+
+@settings(SETTINGS, max_examples=40)
+@given(generated=kernels())
+def test_the_device_source_below_2_to_the_31_lanes_compiles(
+    loader: KernelLoader, generated: GeneratedKernel
+) -> None:
+    """The CUDA C of a kernel emitted ``narrow`` (its ints that fit 32 bits written as
+    ``int``, mixed with 64-bit ones) compiles; tests/test_differential_gpu.py runs it."""
+    kernel = loader.load(generated.source).kernel
+    emitted = cuda.emit(kernel.ir, {p.name: "float64" for p in kernel.planes}, narrow=True)
+    compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
 
 
 @settings(SETTINGS, max_examples=int(os.environ.get("EAGLE_GRAMMAR_KERNELS", "300")))

@@ -55,10 +55,11 @@ def test_a_narrow_kernel_counts_its_lanes_in_32_bits() -> None:
 
 def test_a_lane_that_runs_a_loop_is_not_unrolled() -> None:
     """The lane loop of a kernel whose lanes run a loop of their own (the contraction and
-    its adjoint) is not unrolled; a loop-free kernel's lane loops are, UNROLL times."""
+    its adjoint) is not unrolled, and counts in 64 bits even below 2**31 lanes; a
+    loop-free kernel's lane loops are unrolled, UNROLL times."""
     for kernel in (contract32, vjp(contract32)):
         source = _emit(kernel, narrow=True).source
-        assert "#pragma unroll 1\n    for (unsigned int at = first;" in source
+        assert "#pragma unroll 1\n    for (long long at = first;" in source
         assert f"#pragma unroll {cuda.UNROLL}\n" not in source
     source = _emit(axpy).source
     assert source.count(f"#pragma unroll {cuda.UNROLL}\n") == 2  # the vectorised and scalar loops

@@ -8,16 +8,19 @@ import numpy as np
 import pytest
 
 from eagle.cuda import compile_cuda
-from hawk.emit import cuda
+from hawk.emit import Names, cuda
 from tests._hawk_kernels import CASES, Case, contract, histogram, saxpy, signature
 
 IDS = [case.name for case in CASES]
 
 
+@pytest.mark.parametrize("narrow", [False, True], ids=["wide", "narrow"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_every_kernel_compiles_for_sm90(case: Case, dtype: str) -> None:
-    emitted = cuda.emit(case.kernel.ir, signature(case, dtype))
+def test_every_kernel_compiles_for_sm90(case: Case, dtype: str, narrow: bool) -> None:
+    """Each kernel, for any lane count and below 2**31 lanes (its lane then fits 32 bits,
+    and so may more of its ints)."""
+    emitted = cuda.emit(case.kernel.ir, signature(case, dtype), narrow=narrow)
     assert emitted.source.count('extern "C" __global__') == 1
     image = compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
     assert len(image) > 0
@@ -67,7 +70,8 @@ def test_table_adds_are_atomic() -> None:
 
 def test_loops_stay_loops() -> None:
     source = cuda.emit(contract.ir, {p.name: "float32" for p in contract.planes}).source
-    assert source.count("for (long long") == 2  # the lane loop and the kernel's own loop
+    assert source.count("for (long long") == 1  # the lane loop
+    assert source.count("for (int") == 1  # the kernel's own loop: its index fits 32 bits
     assert source.count("p_w[") == 1
 
 
@@ -106,7 +110,8 @@ WITH_PARAMS = [case for case in CASES if any(p.kind == "param" for p in case.ker
 def test_every_kernel_with_its_params_by_value_compiles_for_sm90(case: Case, dtype: str) -> None:
     values = frozenset(p.name for p in case.kernel.planes if p.kind == "param")
     emitted = cuda.emit(case.kernel.ir, signature(case, dtype), values=values)
-    assert "[0]" not in emitted.source.split("__global__", 1)[1]  # no Param read by pointer
+    body = emitted.source.split("__global__", 1)[1]
+    assert not any(Names.plane(name) + "[" in body for name in values)  # none read by pointer
     compile_cuda(emitted.source, name=emitted.name, arch="sm_90")
 
 

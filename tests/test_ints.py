@@ -18,7 +18,14 @@ from eagle.cuda.module import compile_cuda
 from hawk.emit import checks, cuda, policy
 from hawk.errors import HawkOverflowError, HawkValueError
 from tests import _int_kernels as k
-from tests._int_reference import OUTPUTS, edges_expected, edges_inputs, wrap
+from tests._int_reference import (
+    OUTPUTS,
+    edges_expected,
+    edges_inputs,
+    widths_expected,
+    widths_inputs,
+    wrap,
+)
 
 KERNELS = [value for value in vars(k).values() if isinstance(value, hawk.Kernel)]
 
@@ -122,7 +129,44 @@ def test_an_operation_proved_within_int64_is_written_plainly() -> None:
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda kernel: kernel.name)
 @pytest.mark.parametrize("int_overflow", ["wrap", "check"])
-def test_every_int_kernel_compiles_for_the_device(kernel: hawk.Kernel, int_overflow: str) -> None:
+@pytest.mark.parametrize("narrow", [False, True], ids=["wide", "narrow"])
+def test_every_int_kernel_compiles_for_the_device(
+    kernel: hawk.Kernel, int_overflow: str, narrow: bool
+) -> None:
     dtypes = {p.name: "float64" for p in kernel.planes}
-    source = cuda.emit(kernel.ir, dtypes, int_overflow=int_overflow)  # type: ignore[arg-type]
+    source = cuda.emit(kernel.ir, dtypes, int_overflow=int_overflow, narrow=narrow)  # type: ignore[arg-type]
     compile_cuda(source.source, name=source.name, arch="sm_90")
+
+
+def test_ints_that_fit_32_bits_match_python_on_the_host(rng) -> None:
+    inputs = widths_inputs(rng, 3000)
+    expected = widths_expected(inputs["x"], inputs["t"].reshape(5, 7))
+    out = {name: np.full(3000, np.nan) for name in expected}
+    _run(k.widths, **inputs, **out)
+    for name, values in expected.items():
+        np.testing.assert_array_equal(out[name], values, err_msg=name)
+
+
+def test_below_2_to_the_31_lanes_the_ints_that_fit_are_written_in_32_bits() -> None:
+    """``widths`` emitted ``narrow``: the lane's ints, the clamp of a floor and the loop's
+    index are ``int`` and computed with the 32-bit helpers; the floor, ``far`` (beyond 32
+    bits) and what mixes them stay ``long long``, their 32-bit operands widened."""
+    dtypes = {p.name: "float64" for p in k.widths.ir.planes}
+    narrow = cuda.emit(k.widths.ir, dtypes, narrow=True).source
+    body = narrow[narrow.index('extern "C"') :]
+    for declared in (
+        r"const int v\d+_lane = \(\(int\)lane\);",
+        r"const int v\d+_d = \(hawk_mod\(v\d+_lane, 1000\) - 500\);",
+        r"const long long v\d+_j = hawk_floor_int\(",
+        r"const int v\d+_jc = \(int\)\(hawk_minimum\(hawk_maximum\(v\d+_j, \(-2LL\)\), 6LL\)\);",
+        r"const long long v\d+_far = "
+        r"\(\(\(\(long long\)v\d+_lane\) \* 3000000LL\) \+ 2147483000LL\);",
+        r"for \(int v\d+_k = -3; v\d+_k < 9; v\d+_k \+= 2\)",
+        r"p_t\[v\d+_row \* 7 \+ hawk_mod\(v\d+_lane, 7\)\]",
+        r"hawk_wrap_sub\(v\d+_j, \(\(long long\)v\d+_jc\)\)",
+    ):
+        assert re.search(declared, body), (declared, body)
+    assert "$inline" not in narrow and "int hawk_floordiv(int a, int b)" in narrow
+    wide = cuda.emit(k.widths.ir, dtypes).source
+    assert "((int)lane)" not in wide and "const long long v0_lane = lane;" in wide
+    assert "const int v1_d = (int)((hawk_mod(v0_lane, 1000LL) - 500LL));" in wide  # it fits

@@ -12,7 +12,7 @@ import eagle.plan
 from eagle import arrays
 from hawk.errors import HawkOverflowError, HawkValueError
 from tests import _int_kernels as k
-from tests._int_reference import edges_expected, edges_inputs
+from tests._int_reference import edges_expected, edges_inputs, widths_expected, widths_inputs
 
 pytestmark = pytest.mark.gpu
 
@@ -35,6 +35,22 @@ def test_int_edges_match_the_host_and_python_bit_for_bit(rng) -> None:
     eagle.plan.auto(k.edges).run(**_device(inputs), **device)
     host = {name: np.full(lanes, np.nan) for name in expected}
     eagle.plan.auto(k.edges).run(**inputs, **host)
+    for name, values in expected.items():
+        np.testing.assert_array_equal(device[name].numpy(), values, err_msg=name)
+        np.testing.assert_array_equal(host[name], values, err_msg=name)
+
+
+def test_ints_written_in_32_bits_match_python_and_the_host(rng) -> None:
+    """Below 2**31 lanes the device writes the ints that fit 32 bits as ``int``
+    (``tests/test_ints.py`` shows which): every value is still int64's."""
+    lanes = 20_000
+    inputs = widths_inputs(rng, lanes)
+    expected = widths_expected(inputs["x"], inputs["t"].reshape(5, 7))
+    assert "((int)lane)" in eagle.plan.auto(k.widths).source("device")
+    device = _device({name: np.full(lanes, np.nan) for name in expected})
+    eagle.plan.auto(k.widths).run(**_device(inputs), **device)
+    host = {name: np.full(lanes, np.nan) for name in expected}
+    eagle.plan.auto(k.widths).run(**inputs, **host)
     for name, values in expected.items():
         np.testing.assert_array_equal(device[name].numpy(), values, err_msg=name)
         np.testing.assert_array_equal(host[name], values, err_msg=name)

@@ -223,7 +223,7 @@ class AutoPlan:
 
         ``"host"`` gives the generated numpy program (Python source),
         ``"device"`` the generated CUDA C (what NVRTC compiles for fewer than
-        2**31 lanes, its lane loops counting in 32 bits), with
+        2**31 lanes, the ints proved to fit 32 bits written as ``int``), with
         every Param a pointer to its one element, as for a Param given as an
         array (one given as a number is passed by value instead: a ``const
         float v_<name>`` parameter, ``hawk.emit.cuda.emit(..., values=...)``). Where the

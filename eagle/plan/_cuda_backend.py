@@ -60,7 +60,6 @@ WIDE_LANES = 1 << 20
 #: zeroes and flushes its copies once, so fewer, longer blocks flush less)
 PRIVATE_BLOCKS_PER_SM = 8
 
-_NARROW_LANES = 2**31  # below it, lane loops may count in 32 bits (hawk.emit.cuda.emit)
 _WARPS = BLOCK_SIZE // 32  # per block: a deterministic block keeps a copy per warp
 
 
@@ -91,17 +90,16 @@ class CudaBackend(Backend):
         """The CUDA C for planes of ``signature`` over ``lanes`` lanes, the Params named in
         ``values`` passed by value, the adds into the tables of ``shared`` privatised
         (:func:`hawk.emit.private.choose`), in a fixed order when ``deterministic``. Below
-        2**31 lanes the lane loops of a kernel whose lanes run no loop of their own count
-        in 32 bits; a looping lane keeps 64-bit counters (on the H200, no faster in 32
-        bits, and slower at 2048**3: more registers)."""
-        key = (signature, values, lanes < _NARROW_LANES, int_overflow, shared, deterministic)
+        2**31 lanes it is emitted ``narrow``: the ints proved to fit 32 bits with the
+        lane are ``int``."""
+        key = (signature, values, lanes < cuda.NARROW_LANES, int_overflow, shared, deterministic)
 
         def make() -> cuda.CudaSource:
             return cuda.emit(
                 kernel.ir,
                 plane_dtypes(kernel, signature),
                 values=values,
-                narrow=key[2] and not kernel.ir.loops(),
+                narrow=key[2],
                 int_overflow=int_overflow,
                 shared=shared,
                 deterministic=deterministic,

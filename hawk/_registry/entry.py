@@ -38,6 +38,7 @@ import numpy as np
 from hawk.kinds import Type
 
 __all__ = [
+    "INT32",
     "Builtin",
     "CForm",
     "COut",
@@ -46,6 +47,7 @@ __all__ = [
     "Form",
     "HostForm",
     "HostOut",
+    "definition_key",
     "function",
     "numpy",
     "own",
@@ -111,10 +113,26 @@ class COut(Protocol):
         """True when the int operation ``node`` may leave int64 (its printer then wraps
         it, or checks it: :mod:`hawk._registry.integers`)."""
 
+    def int32(self, node: Any) -> bool:
+        """True when the int ``node`` is written in 32 bits: its int operands' texts are
+        ``int``, and a helper it calls is the :data:`INT32` definition."""
+
     def check_site(self, node: Any, kind: str) -> str | None:
         """The C text of the check site of kind ``kind`` that operation ``node`` makes
         (:meth:`hawk.emit.checks.Ranges.operation_checks`), or None when it makes none; a
         checking helper takes ``hawk_rec, <site>, lane``."""
+
+
+#: the key, beside the IR types, of a helper's C definition for int operands written in
+#: 32 bits (:meth:`COut.int32`): an overload of the helper taking and giving ``int``
+INT32 = "int32"
+
+
+def definition_key(out: COut, node: Any) -> Type | str:
+    """The key of the C definition of the helper that ``node``'s printer calls: its type,
+    or :data:`INT32` for an int written in 32 bits."""
+    type_ = Type(node.type)
+    return INT32 if type_ == Type.INT and out.int32(node) else type_
 
 
 #: a host printer: ``form(out, node, *args)`` -> the operation's numpy text
@@ -215,12 +233,13 @@ class _CFunction:
 
     name: str
     functions: Mapping[Type, str]
-    definitions: Mapping[Type, str]
+    definitions: Mapping[Type | str, str]
 
     def __call__(self, out: COut, node: Any, *args: str) -> str:
         type_ = Type(node.type)
-        if type_ in self.definitions:
-            out.helper((self.name, type_), self.definitions[type_])
+        key = definition_key(out, node)
+        if key in self.definitions:
+            out.helper((self.name, key), self.definitions[key])
         return f"{self.functions[type_].replace('$f', out.suffix)}({', '.join(args)})"
 
 
@@ -232,7 +251,7 @@ def function(
     host: _HostFunction,
     c: Mapping[Type, str],
     derivative: Derivative,
-    definitions: Mapping[Type, str] | None = None,
+    definitions: Mapping[Type | str, str] | None = None,
     bounds: Callable[..., tuple[int, int]] | None = None,
 ) -> Builtin:
     """A ``hawk.math`` function's entry.
@@ -246,7 +265,8 @@ def function(
             int argument stays int), ``$f`` standing for the math suffix.
         derivative: its derivative rule.
         definitions: C definitions of the functions hawk defines itself (``hawk_<name>``),
-            by argument type, emitted when a kernel calls them.
+            by argument type (:data:`INT32` for ints written in 32 bits), emitted when a
+            kernel calls them.
         bounds: its int results' range from its int arguments' (see :class:`Builtin`).
     """
     return Builtin(

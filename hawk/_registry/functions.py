@@ -14,7 +14,17 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from hawk._registry import integers
-from hawk._registry.entry import Builtin, COut, DebugCall, Form, HostOut, function, numpy, own
+from hawk._registry.entry import (
+    INT32,
+    Builtin,
+    COut,
+    DebugCall,
+    Form,
+    HostOut,
+    function,
+    numpy,
+    own,
+)
 from hawk.kinds import Type
 
 __all__ = ["DEBUG_CALLS", "FUNCTIONS"]
@@ -44,6 +54,7 @@ def _select(name: str, test: str) -> Builtin:
         definitions={
             Type.INT: f"$inline long long hawk_{name}(long long a, long long b)"
             f"\n{{\n    return a {test} b ? a : b;\n}}",
+            INT32: f"$inline int hawk_{name}(int a, int b)\n{{\n    return a {test} b ? a : b;\n}}",
             Type.REAL: f"$inline $R hawk_{name}($R a, $R b)\n{{\n"
             f"    return (a {test} b || a != a) ? a : b;\n}}",
         },

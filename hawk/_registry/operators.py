@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hawk._registry import integers
-from hawk._registry.entry import Builtin, COut, Form, HostOut
+from hawk._registry.entry import INT32, Builtin, COut, Form, HostOut, definition_key
 from hawk.kinds import Type
 
 __all__ = ["OPERATORS"]
@@ -69,8 +69,16 @@ _UNARY = (
 
 # C helpers of Python's floor division and remainder, by operand type; the int ones divide
 # in 32 bits (unsigned) where both operands allow it, and by -1 without a signed overflow
-# (-2**63 // -1 wraps to -2**63, as int64 arithmetic does).
-_FLOORDIV = {
+# (-2**63 // -1 wraps to -2**63, as int64 arithmetic does). The INT32 ones take ints
+# written in 32 bits, whose divisor is proved positive (hawk.emit.checks.Ranges.int32): a
+# negative a is divided as -1 - (-1 - a), which cannot overflow.
+_FLOORDIV: dict[Type | str, str] = {
+    INT32: """\
+$inline int hawk_floordiv(int a, int b)
+{
+    return a >= 0 ? (int)((unsigned int)a / (unsigned int)b)
+                  : -1 - (int)((unsigned int)(-1 - a) / (unsigned int)b);
+}""",
     Type.INT: """\
 $inline long long hawk_floordiv(long long a, long long b)
 {
@@ -93,7 +101,13 @@ $inline $R hawk_floordiv($R a, $R b)
     return q;
 }""",
 }
-_MOD = {
+_MOD: dict[Type | str, str] = {
+    INT32: """\
+$inline int hawk_mod(int a, int b)
+{
+    return a >= 0 ? (int)((unsigned int)a % (unsigned int)b)
+                  : b - 1 - (int)((unsigned int)(-1 - a) % (unsigned int)b);
+}""",
     Type.INT: """\
 $inline long long hawk_mod(long long a, long long b)
 {
@@ -115,11 +129,12 @@ $inline $R hawk_mod($R a, $R b)
 }
 
 
-def _c_helper(name: str, definitions: dict[Type, str]) -> Callable[..., str]:
+def _c_helper(name: str, definitions: dict[Type | str, str]) -> Callable[..., str]:
     """The C printer of an operator hawk defines as the helper ``hawk_<name>``."""
 
     def form(out: COut, node: Any, a: str, b: str) -> str:
-        out.helper((name, node.type), definitions[node.type])
+        key = definition_key(out, node)
+        out.helper((name, key), definitions[key])
         return f"hawk_{name}({a}, {b})"
 
     return form

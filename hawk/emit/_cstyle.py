@@ -33,7 +33,7 @@ from hawk import ir
 from hawk._registry import BUILTINS
 from hawk._registry.entry import CForm
 from hawk.emit import Names
-from hawk.emit.checks import CheckSite, IntOverflow, Ranges, operation_site
+from hawk.emit.checks import MAX_LANES, CheckSite, IntOverflow, Ranges, operation_site
 from hawk.kinds import Type
 
 __all__ = ["CStyle"]
@@ -72,11 +72,12 @@ class CStyle(abc.ABC):
         *,
         checks: bool,
         int_overflow: IntOverflow = "wrap",
+        lanes: int = MAX_LANES,
     ) -> None:
         self.kernel = kernel
         self.real = real
         self.names = Names()
-        self.ranges = Ranges(kernel, enabled=checks, int_overflow=int_overflow)
+        self.ranges = Ranges(kernel, enabled=checks, int_overflow=int_overflow, lanes=lanes)
         self.sites: list[CheckSite] = []
         self.lines: list[str] = []
         self.depth = 0
@@ -105,6 +106,16 @@ class CStyle(abc.ABC):
     def wraps(self, node: ir.Expr) -> bool:
         """True when the int operation ``node`` may leave int64."""
         return self.ranges.wraps(node)
+
+    def int32(self, node: ir.Expr) -> bool:
+        """True when the int ``node`` is written in 32 bits (``int``), its int operands
+        too (:meth:`hawk.emit.checks.Ranges.int32`)."""
+        return self.ranges.int32(node)
+
+    def var_type(self, var: ir.Var) -> str:
+        """The C type of a variable: ``int`` for an int proved to fit 32 bits
+        (:meth:`hawk.emit.checks.Ranges.int32_var`), else :meth:`ctype`."""
+        return "int" if self.ranges.int32_var(var) else self.ctype(var.type)
 
     def check_site(self, node: ir.Expr, kind: str) -> str | None:
         """The C text of the check site of kind ``kind`` that operation ``node`` makes (a
@@ -165,8 +176,13 @@ class CStyle(abc.ABC):
 
     @_STATEMENTS.rule(ir.Let)
     def let(self, stmt: ir.Let, depth: int) -> None:
+        """``const <type> <name> = <value>;``, an int held in 32 bits where it fits (a value
+        computed in 64 bits on the way, as a clamp of a wide int, is then narrowed)."""
         value = self.value(stmt.value, depth)
-        self.emit(depth, f"const {self.ctype(stmt.var.type)} {self.names.var(stmt.var)} = {value};")
+        type_ = self.var_type(stmt.var)
+        if type_ == "int" and not self.int32(stmt.value):
+            value = f"(int)({value})"
+        self.emit(depth, f"const {type_} {self.names.var(stmt.var)} = {value};")
 
     _STATEMENTS.rule(ir.Store)(store)
     _STATEMENTS.rule(ir.Accumulate)(accumulate)
@@ -179,10 +195,12 @@ class CStyle(abc.ABC):
             self.emit(depth, f"{self.ctype(carry.var.type)} {name} = {init};")
         index = self.names.var(loop.index)
         cmp = "<" if loop.step > 0 else ">"
+        type_ = self.var_type(loop.index)
+        ll = "" if type_ == "int" else "LL"
         self.emit(
             depth,
-            f"for (long long {index} = {loop.start}LL; {index} {cmp} {loop.stop}LL; "
-            f"{index} += {loop.step}LL) {{",
+            f"for ({type_} {index} = {loop.start}{ll}; {index} {cmp} {loop.stop}{ll}; "
+            f"{index} += {loop.step}{ll}) {{",
         )
         for stmt in loop.body:
             self.statement(stmt, depth + 1)
@@ -223,12 +241,22 @@ class CStyle(abc.ABC):
 
     # -- expressions ----------------------------------------------------------------------
 
-    def offset(self, plane: ir.Plane, texts: list[str]) -> str:
-        """The element offset of a table access from its index texts."""
+    def offset(self, node: ir.Read | ir.Accumulate, texts: list[str], checked: bool) -> str:
+        """The element offset of a table access from its index texts; in 32 bits when
+        every index is, the table holds fewer than 2**31 elements and no index was
+        ``checked`` in the kernel (each is then within its axis, proved or checked at
+        launch, so the offset is below the table's size)."""
+        plane = node.plane
         if plane.strides is None:
             return texts[0]
+        narrow = (
+            not checked
+            and math.prod(extent for _, extent in plane.axes or ()) < 2**31
+            and all(self.int32(item) for item in node.index)
+        )
+        ll = "" if narrow else "LL"
         terms = [
-            text if stride == 1 else f"{text} * {stride}LL"
+            text if stride == 1 else f"{text} * {stride}{ll}"
             for text, stride in zip(texts, plane.strides, strict=True)
         ]
         return " + ".join(terms)
@@ -242,13 +270,38 @@ class CStyle(abc.ABC):
     def expr(self, node: ir.Expr) -> str:
         return _EXPRESSIONS.method(self, node)(node)
 
+    def expr_in(self, node: ir.Expr, wide: bool) -> str:
+        """The text of ``node`` as an operand: an int written in 32 bits is widened to
+        ``long long`` when ``wide`` (an operation in 64 bits, whose helpers take no
+        mix of the two)."""
+        if not (wide and node.type == Type.INT and self.int32(node)):
+            return self.expr(node)
+        if isinstance(node, ir.Const):
+            return self.int_const(int(node.value), "LL")
+        if isinstance(node, ir.Lane):
+            return "lane"
+        return f"((long long){self.expr(node)})"
+
+    def operands(self, node: ir.Operation) -> list[str]:
+        """The texts of ``node``'s operands: in 32 bits where ``node`` computes in 32 bits
+        (every int operand is, and an int ``node`` itself fits), else in 64."""
+        ints = [child for child in node.children() if child.type == Type.INT]
+        narrow = all(self.int32(child) for child in ints) and (
+            node.type != Type.INT or self.int32(node)
+        )
+        return [self.expr_in(child, not narrow) for child in node.children()]
+
+    @staticmethod
+    def int_const(value: int, suffix: str) -> str:
+        return f"{value}{suffix}" if value >= 0 else f"({value}{suffix})"
+
     @_EXPRESSIONS.rule(ir.Const)
     def const(self, node: ir.Const) -> str:
         value = node.value
         if node.type == Type.BOOL:
             return "true" if value else "false"
         if node.type == Type.INT:
-            return f"{value}LL" if value >= 0 else f"({value}LL)"
+            return self.int_const(int(value), "" if self.int32(node) else "LL")
         if self.real == "float":
             value = float(np.float32(value))
         if not math.isfinite(value):
@@ -258,7 +311,7 @@ class CStyle(abc.ABC):
 
     @_EXPRESSIONS.rule(ir.Lane)
     def lane(self, node: ir.Lane) -> str:
-        return "lane"
+        return "((int)lane)" if self.int32(node) else "lane"
 
     @_EXPRESSIONS.rule(ir.Ref)
     def ref(self, node: ir.Ref) -> str:
@@ -274,12 +327,12 @@ class CStyle(abc.ABC):
     def operation(self, node: ir.Operation) -> str:
         """Its printer in :attr:`code_for_op`, over its operands' texts."""
         form = self.code_for_op[node.builtin.name]
-        return form(self, node, *(self.expr(child) for child in node.children()))
+        return form(self, node, *self.operands(node))
 
     @_EXPRESSIONS.rule(ir.Binary)
     def binary(self, node: ir.Binary) -> str:
         """As :meth:`operation`, the divisor of an integer ``//`` or ``%`` checked first."""
-        left, right = self.expr(node.left), self.expr(node.right)
+        left, right = self.operands(node)
         if self.ranges.divides(node):
             right = self.divisor(node, right)
         return self.code_for_op[node.builtin.name](self, node, left, right)
@@ -305,7 +358,8 @@ class CStyle(abc.ABC):
             return self.operation(node)
         cond = self.expr(node.cond)
         name = self.names.fresh("sel")
-        self.emit(self.depth, f"{self.ctype(node.type)} {name};")
+        type_ = "int" if self.int32(node) else self.ctype(node.type)
+        self.emit(self.depth, f"{type_} {name};")
         self.emit(self.depth, f"if ({cond}) {{")
         self.nested(name, node.if_true)
         self.emit(self.depth, "} else {")

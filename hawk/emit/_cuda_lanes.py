@@ -39,7 +39,9 @@ class Lanes:
         width: lanes per group of the vectorised loop (1: none, or a long body, see
             :meth:`fit`).
         values: the Params passed by value (in the compute type), by name.
-        narrow: the lane loops count in 32 bits (fewer than 2**31 lanes).
+        narrow: the lane loops count in 32 bits: fewer than 2**31 lanes, none of which
+            runs a loop of its own (a looping lane keeps 64-bit counters: on the H200
+            they were no slower, and 32-bit ones took more registers at 2048**3).
         together: the 32 threads of a warp run their passes of the scalar loop together,
             every one of them to the last (a lane past ``n`` runs none of the body), and
             ``hawk_lanes`` holds the warp's lanes that run the body.
@@ -64,7 +66,7 @@ class Lanes:
         self.real = real
         self.width = width
         self.values = values
-        self.narrow = narrow
+        self.narrow = narrow and not kernel.loops()
         self.together = together
         # a lane that runs a loop of its own is not unrolled (its pass is long already, and
         # each unrolled copy of the inner loop costs registers: on the H200 the seed

@@ -351,6 +351,10 @@ class Ranges:
     anywhere else. Made with ``enabled=False`` it
     proves every check (an emitter then makes none).
 
+    Made with ``lanes`` (the most lanes a launch runs), it knows the lane is below it, and
+    says which ints fit 32 bits (:meth:`int32`, :meth:`int32_var`), for an emitter to
+    write them in 32-bit arithmetic.
+
     It also says which int operations may leave int64 (:meth:`wraps`: the emitters
     then wrap them explicitly, as C leaves a signed overflow undefined and Python's
     ints never overflow) and which operations make a check of their own
@@ -363,11 +367,18 @@ class Ranges:
     """
 
     def __init__(
-        self, kernel: ir.KernelIR, *, enabled: bool = True, int_overflow: IntOverflow = "wrap"
+        self,
+        kernel: ir.KernelIR,
+        *,
+        enabled: bool = True,
+        int_overflow: IntOverflow = "wrap",
+        lanes: int = MAX_LANES,
     ) -> None:
         self.enabled = enabled
         self.int_overflow = int_overflow
+        self.lanes = lanes
         self._spans: dict[ir.Expr, tuple[int, int] | None] = {}
+        self._int32: dict[ir.Expr, bool] = {}
         self._lets = kernel.lets()
         self._loops = {
             node.index: range(node.start, node.stop, node.step)
@@ -545,7 +556,7 @@ class Ranges:
             return None
         found: tuple[int, int] | None = None
         if isinstance(node, ir.Lane):
-            found = 0, MAX_LANES - 1
+            found = 0, self.lanes - 1
         elif isinstance(node, ir.Ref | ir.Const):
             found = self.bounds(node) if not isinstance(node, ir.Ref) else self._ref(node)
         elif isinstance(node, ir.Unary):
@@ -555,6 +566,10 @@ class Ranges:
             found = _arithmetic(node.op, self.span(node.left), self.span(node.right))
         elif isinstance(node, ir.Call) and node.fn == "pow":
             found = _power(self.span(node.args[0]), self.span(node.args[1]))
+        elif isinstance(node, ir.Call) and node.builtin.bounds:
+            # minimum and maximum never leave int64: an argument of unknown span is any int64
+            spans = (self.span(arg) or (INT_MIN, INT_MAX) for arg in node.args)
+            found = node.builtin.bounds(*spans)
         elif isinstance(node, ir.Select):
             sides = self.span(node.if_true), self.span(node.if_false)
             if sides[0] is not None and sides[1] is not None:
@@ -568,6 +583,46 @@ class Ranges:
             return self.bounds(node)
         value = self._lets.get(node.var)
         return None if value is None else self.span(value)
+
+    def int32(self, node: ir.Expr) -> bool:
+        """True when the int ``node`` can be computed in 32 bits with the value int64
+        arithmetic gives: it is a constant, the lane (below 2**31 lanes), a variable of
+        :meth:`int32_var`, or an int ``+``, ``-``, ``*``, ``//``, ``%``, unary ``-``,
+        ``minimum``, ``maximum`` or select whose int operands are all such and whose
+        value lies within 32 bits (a ``//`` or ``%`` by a positive divisor)."""
+        if node not in self._int32:
+            self._int32[node] = node.type == Type.INT and self._computes32(node)
+        return self._int32[node]
+
+    def _computes32(self, node: ir.Expr) -> bool:
+        if isinstance(node, ir.Const | ir.Lane):
+            return _fits32(self.span(node))
+        if isinstance(node, ir.Ref):
+            return self.int32_var(node.var)
+        if isinstance(node, ir.Unary | ir.Binary | ir.Select) or (
+            isinstance(node, ir.Call) and node.builtin.bounds
+        ):
+            operands = [child for child in node.children() if child.type == Type.INT]
+            return (
+                all(self.int32(child) for child in operands)
+                and _fits32(self.span(node))
+                and not self.divides(node)  # a checked divisor is a 64-bit helper's value
+            )
+        return False
+
+    def int32_var(self, var: ir.Var) -> bool:
+        """True when the int variable ``var`` can be held in 32 bits: a loop index whose
+        every value, and the one past its last, fits, or a variable bound once to a value
+        of known span within 32 bits (a clamp, ``minimum(maximum(j, 0), N - 1)``, is one
+        whatever ``j``)."""
+        if var.type != Type.INT:
+            return False
+        if var in self._loops:
+            steps = self._loops[var]
+            past = steps[-1] + steps.step if steps else 0
+            return bool(steps) and _fits32((min(steps), max(steps))) and _fits32((past, past))
+        value = self._lets.get(var)
+        return value is not None and _fits32(self.span(value))
 
     def wraps(self, node: ir.Expr) -> bool:
         """True when ``node`` is an int ``+``, ``-``, ``*``, ``//``, unary ``-`` or ``**``
@@ -644,6 +699,11 @@ def _arithmetic(
         quotients = [a // b for a in left for b in right]
         return min(quotients), max(quotients)
     return None
+
+
+def _fits32(span: tuple[int, int] | None) -> bool:
+    """True when ``span`` is known and within a 32-bit int."""
+    return span is not None and span[0] >= -(2**31) and span[1] < 2**31
 
 
 def _power(

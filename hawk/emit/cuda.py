@@ -65,7 +65,15 @@ exactly, a store rounds to nearest even in integer arithmetic (as ``ml_dtypes``
 does, from the value itself), on any architecture; they take no adds.
 
 Ints are ``long long``; an int operation that may leave int64 is written through the
-unsigned helpers (C leaves a signed overflow undefined), so it wraps as on the host.
+unsigned helpers (C leaves a signed overflow undefined), so it wraps as on the host. An
+int the emitter proves to fit 32 bits, every int on the way to it too
+(:meth:`hawk.emit.checks.Ranges.int32`: constants, loop indices, the lane of a kernel
+emitted ``narrow``, what ``//``, ``%``, ``minimum`` and ``maximum`` keep small), is an
+``int`` computed in 32 bits, which gives the same value (a GPU does 64-bit integer
+arithmetic in several 32-bit instructions); so is a variable bound to a clamp, as
+``minimum(maximum(j, 0), N - 1)``, whatever ``j``. An operation that mixes the two widths
+widens its 32-bit operands, and a table offset is 32-bit when its indices are and the
+table holds fewer than 2**31 elements.
 
 Every check of :mod:`hawk.emit.checks` is one unsigned compare per index
 axis (or one compare of a divisor with zero); a failure calls a helper kept
@@ -107,12 +115,22 @@ from hawk.emit._cuda_helpers import (
     storage_types,
 )
 from hawk.emit._cuda_lanes import UNROLL, Lanes, vector_width
-from hawk.emit.checks import CheckSite, IntOverflow, LaneCheck, division_site, index_site
+from hawk.emit.checks import (
+    MAX_LANES,
+    CheckSite,
+    IntOverflow,
+    LaneCheck,
+    division_site,
+    index_site,
+)
 from hawk.emit.private import SharedTable, reasons
 from hawk.errors import HawkError
 from hawk.kinds import PlaneKind, Type, check_option
 
-__all__ = ["UNROLL", "CudaSource", "emit", "symbol"]
+__all__ = ["NARROW_LANES", "UNROLL", "CudaSource", "emit", "symbol"]
+
+#: ``emit(..., narrow=True)`` promises fewer lanes than this: each lane then fits 32 bits
+NARROW_LANES = 2**31
 
 
 @dataclass(frozen=True)
@@ -203,10 +221,10 @@ def emit(
             type (``const float v_<name>``) holding the number itself, and its
             load is that value (its dtype in ``dtypes`` counts toward the compute
             type as any plane's). Every other Param is a pointer to its one element.
-        narrow: the kernel is only launched over fewer than 2**31 lanes, so its lane
-            loops count in 32 bits; the lane is still a ``long long`` to the kernel's
-            arithmetic, which the compiler then knows lies below 2**32 (integer
-            division by a constant, for one, becomes a 32-bit multiply).
+        narrow: the kernel is only launched over fewer than :data:`NARROW_LANES` lanes,
+            so the lane fits 32 bits: the int values proved to fit 32 bits with it are
+            ``int`` (see the module docstring), and the lane loops of a kernel whose
+            lanes run no loop of their own count in 32 bits.
         int_overflow: ``"wrap"`` (int64 values wrap, two's complement) or ``"check"``
             (the first lane whose int value leaves int64 is recorded, and raises
             ``HawkOverflowError``).
@@ -277,7 +295,11 @@ class _Cuda(CStyle):
         deterministic: bool = False,
     ) -> None:
         super().__init__(
-            kernel, C_TYPES[compute_dtype(dtypes).name], checks=checks, int_overflow=int_overflow
+            kernel,
+            C_TYPES[compute_dtype(dtypes).name],
+            checks=checks,
+            int_overflow=int_overflow,
+            lanes=NARROW_LANES if narrow else MAX_LANES,
         )
         self.dtypes = dtypes
         self.clamps = False  # whether a read calls hawk_clamp
@@ -551,7 +573,8 @@ class _Cuda(CStyle):
         base = Names.plane(plane)
         if plane in self.private:
             base = _warp_copy(plane) if self.deterministic else _copy(plane)
-        target = f"&{base}[{self.offset(stmt.plane, indices)}]"
+        offset = self.offset(stmt, indices, bool(checks))
+        target = f"&{base}[{offset}]"
         varying = any(item.varying for item in stmt.index)
         if self.deterministic and plane in self.private:
             value = self.lanes.convert(self.value(stmt.value, depth), stmt.plane, to_real=False)
@@ -565,7 +588,7 @@ class _Cuda(CStyle):
             return
         summed = stmt.plane.name in self.sums
         if summed:  # into its scratch sums, in the compute type (rounded by finish())
-            target = f"&{_sum(stmt.plane.name)}[{self.offset(stmt.plane, indices)}]"
+            target = f"&{_sum(stmt.plane.name)}[{offset}]"
         if plane in self.counted:  # one more add of the table's constant
             add = f"atomicAdd({target}, 1u);"
         elif summed and varying and not self.warp_adds:
@@ -669,7 +692,7 @@ class _Cuda(CStyle):
                 f"hawk_clamp({text}, {extent}, hawk_rec, {site}LL, lane);",
             )
             valid.append(f"{texts[position]} == {text}")
-        element = f"{Names.plane(plane.name)}[{self.offset(plane, texts)}]"
+        element = f"{Names.plane(plane.name)}[{self.offset(node, texts, bool(valid))}]"
         value = self.lanes.convert(element, plane, to_real=True)
         if not valid:
             return value
