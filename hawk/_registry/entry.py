@@ -268,7 +268,11 @@ def function(
             by argument type (:data:`INT32` for ints written in 32 bits), emitted when a
             kernel calls them.
         bounds: its int results' range from its int arguments' (see :class:`Builtin`).
+            An int result with bounds may be written in 32 bits (:meth:`COut.int32`), so
+            a function hawk defines for ints then has an :data:`INT32` definition too.
     """
+    if bounds is not None and Type.INT in (definitions or {}):
+        assert INT32 in (definitions or {}), f"{name}: an int with bounds needs its INT32 form"
     return Builtin(
         name,
         Form.CALL,
