@@ -67,7 +67,7 @@ does, from the value itself), on any architecture; they take no adds.
 Ints are ``long long``; an int operation that may leave int64 is written through the
 unsigned helpers (C leaves a signed overflow undefined), so it wraps as on the host. An
 int the emitter proves to fit 32 bits, every int on the way to it too
-(:meth:`hawk.emit.checks.Ranges.int32`: constants, loop indices, the lane of a kernel
+(``hawk.emit.checks.Ranges.int32``: constants, loop indices, the lane of a kernel
 emitted ``narrow``, what ``//``, ``%``, ``minimum`` and ``maximum`` keep small), is an
 ``int`` computed in 32 bits, which gives the same value (a GPU does 64-bit integer
 arithmetic in several 32-bit instructions); so is a variable bound to a clamp, as
