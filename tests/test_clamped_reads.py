@@ -42,7 +42,7 @@ def test_a_gather_loads_at_its_clamped_index_with_no_branch() -> None:
     assert "[&]" not in text and "hawk_in(" not in text
     clamp = _line(lines, r"const long long (cx\d+) = hawk_clamp\((ix\d+), 3LL, hawk_rec, \d+LL, "
                          r"lane\);")  # fmt: skip
-    load = _line(lines, r"const float rd\d+ = p_t\[cx\d+ \* 4LL \+ 1\];")
+    load = _line(lines, r"const float rd\d+ = p_t\[cx\d+ \* 4LL \+ 1LL\];")
     select = _line(lines, r"const float v\d+_y = \(\(cx\d+ == ix\d+\) \? rd\d+ : \(float\)0\);")
     assert clamp < load < select and _depth(lines[clamp]) == _depth(lines[select])
     # a failing index is recorded by the clamp itself: the lane loop keeps no failure state

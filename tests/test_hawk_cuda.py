@@ -70,8 +70,9 @@ def test_table_adds_are_atomic() -> None:
 
 def test_loops_stay_loops() -> None:
     source = cuda.emit(contract.ir, {p.name: "float32" for p in contract.planes}).source
-    assert source.count("for (long long") == 1  # the lane loop
-    assert source.count("for (int") == 1  # the kernel's own loop: its index fits 32 bits
+    assert source.count("for (long long") == 2  # the lane loop and the kernel's own loop
+    narrow = cuda.emit(contract.ir, {p.name: "float32" for p in contract.planes}, narrow=True)
+    assert narrow.source.count("for (int") == 1  # below 2**31 lanes its index is 32-bit
     assert source.count("p_w[") == 1
 
 

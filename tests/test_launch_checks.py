@@ -63,7 +63,7 @@ def test_a_constant_index_into_a_flat_table_is_checked_once_at_bind() -> None:
     program, source = _emitted(constant_reads)
     assert _where(program.launch_checks) == _where(source.launch_checks) == [("w", "index")] * 2
     assert program.checks == () and source.checks == ()
-    assert "p_w[3]" in source.source and "hawk_clamp" not in source.source
+    assert "p_w[3LL]" in source.source and "hawk_clamp" not in source.source
     compile_cuda(source.source, name=source.name, arch="sm_90")
     x, y = np.arange(4.0), np.full(4, np.nan)
     error = _index_error(constant_reads, x=x, w=np.ones(3), y=y)

@@ -104,6 +104,9 @@ or ``"check"`` (the kernel raises ``HawkOverflowError`` naming the expression)."
 #: elements), so the emitters prove ``lane * 4 + k`` and the like stay in int64
 MAX_LANES = 2**48
 
+#: the most lanes a launch may run for :meth:`Ranges.int32` to find ints that fit 32 bits
+INT32_LANES = 2**31
+
 #: the check sites of operations (their ``kind``), by what they check
 _OPERATION_KINDS = ("overflow", "int", "exponent")
 
@@ -351,9 +354,9 @@ class Ranges:
     anywhere else. Made with ``enabled=False`` it
     proves every check (an emitter then makes none).
 
-    Made with ``lanes`` (the most lanes a launch runs), it knows the lane is below it, and
-    says which ints fit 32 bits (:meth:`int32`, :meth:`int32_var`), for an emitter to
-    write them in 32-bit arithmetic.
+    Made with ``lanes`` (the most lanes a launch runs), it knows the lane is below it; at
+    most :data:`INT32_LANES`, it says which ints fit 32 bits (:meth:`int32`,
+    :meth:`int32_var`), for an emitter to write them in 32-bit arithmetic.
 
     It also says which int operations may leave int64 (:meth:`wraps`: the emitters
     then wrap them explicitly, as C leaves a signed overflow undefined and Python's
@@ -586,12 +589,16 @@ class Ranges:
 
     def int32(self, node: ir.Expr) -> bool:
         """True when the int ``node`` can be computed in 32 bits with the value int64
-        arithmetic gives: it is a constant, the lane (below 2**31 lanes), a variable of
-        :meth:`int32_var`, or an int ``+``, ``-``, ``*``, ``//``, ``%``, unary ``-``,
+        arithmetic gives, in a launch of at most :data:`INT32_LANES` lanes (a larger one
+        keeps every int 64-bit: its lane-derived ints are, and mixing widths in an address
+        costs more than 32-bit arithmetic saves): it is a constant, the lane, a variable
+        of :meth:`int32_var`, or an int ``+``, ``-``, ``*``, ``//``, ``%``, unary ``-``,
         ``minimum``, ``maximum`` or select whose int operands are all such and whose
         value lies within 32 bits (a ``//`` or ``%`` by a positive divisor)."""
         if node not in self._int32:
-            self._int32[node] = node.type == Type.INT and self._computes32(node)
+            self._int32[node] = (
+                self.lanes <= INT32_LANES and node.type == Type.INT and self._computes32(node)
+            )
         return self._int32[node]
 
     def _computes32(self, node: ir.Expr) -> bool:
@@ -615,7 +622,7 @@ class Ranges:
         every value, and the one past its last, fits, or a variable bound once to a value
         of known span within 32 bits (a clamp, ``minimum(maximum(j, 0), N - 1)``, is one
         whatever ``j``)."""
-        if var.type != Type.INT:
+        if var.type != Type.INT or self.lanes > INT32_LANES:
             return False
         if var in self._loops:
             steps = self._loops[var]

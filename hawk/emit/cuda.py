@@ -65,15 +65,15 @@ exactly, a store rounds to nearest even in integer arithmetic (as ``ml_dtypes``
 does, from the value itself), on any architecture; they take no adds.
 
 Ints are ``long long``; an int operation that may leave int64 is written through the
-unsigned helpers (C leaves a signed overflow undefined), so it wraps as on the host. An
-int the emitter proves to fit 32 bits, every int on the way to it too
-(``hawk.emit.checks.Ranges.int32``: constants, loop indices, the lane of a kernel
-emitted ``narrow``, what ``//``, ``%``, ``minimum`` and ``maximum`` keep small), is an
-``int`` computed in 32 bits, which gives the same value (a GPU does 64-bit integer
-arithmetic in several 32-bit instructions); so is a variable bound to a clamp, as
-``minimum(maximum(j, 0), N - 1)``, whatever ``j``. An operation that mixes the two widths
-widens its 32-bit operands, and a table offset is 32-bit when its indices are and the
-table holds fewer than 2**31 elements.
+unsigned helpers (C leaves a signed overflow undefined), so it wraps as on the host. In
+a kernel emitted ``narrow``, an int the emitter proves to fit 32 bits, every int on the
+way to it too (``hawk.emit.checks.Ranges.int32``: constants, loop indices, the lane, what
+``//``, ``%``, ``minimum`` and ``maximum`` keep small), is an ``int`` computed in 32
+bits, which gives the same value (a GPU does 64-bit integer arithmetic in several 32-bit
+instructions); so is a variable bound to a clamp, as ``minimum(maximum(j, 0), N - 1)``,
+whatever ``j``. An operation that mixes the two widths widens its 32-bit operands, and a
+table offset is 32-bit when its indices are and the table holds fewer than 2**31
+elements.
 
 Every check of :mod:`hawk.emit.checks` is one unsigned compare per index
 axis (or one compare of a divisor with zero); a failure calls a helper kept
@@ -116,6 +116,7 @@ from hawk.emit._cuda_helpers import (
 )
 from hawk.emit._cuda_lanes import UNROLL, Lanes, vector_width
 from hawk.emit.checks import (
+    INT32_LANES,
     MAX_LANES,
     CheckSite,
     IntOverflow,
@@ -130,7 +131,7 @@ from hawk.kinds import PlaneKind, Type, check_option
 __all__ = ["NARROW_LANES", "UNROLL", "CudaSource", "emit", "symbol"]
 
 #: ``emit(..., narrow=True)`` promises fewer lanes than this: each lane then fits 32 bits
-NARROW_LANES = 2**31
+NARROW_LANES = INT32_LANES
 
 
 @dataclass(frozen=True)
