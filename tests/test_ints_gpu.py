@@ -27,33 +27,30 @@ def _host_error(kernel, planes, int_overflow="wrap") -> BaseException:
     return caught.value
 
 
-def test_int_edges_match_the_host_and_python_bit_for_bit(rng) -> None:
-    lanes = 5000
-    inputs = edges_inputs(rng, lanes)
-    expected = edges_expected(inputs)
+def _agree(kernel, inputs: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
+    """``kernel`` run over ``inputs`` on the device and on the host gives ``expected``, bit
+    for bit, in each output."""
+    lanes = len(next(iter(expected.values())))
     device = _device({name: np.full(lanes, np.nan) for name in expected})
-    eagle.plan.auto(k.edges).run(**_device(inputs), **device)
+    eagle.plan.auto(kernel).run(**_device(inputs), **device)
     host = {name: np.full(lanes, np.nan) for name in expected}
-    eagle.plan.auto(k.edges).run(**inputs, **host)
+    eagle.plan.auto(kernel).run(**inputs, **host)
     for name, values in expected.items():
         np.testing.assert_array_equal(device[name].numpy(), values, err_msg=name)
         np.testing.assert_array_equal(host[name], values, err_msg=name)
+
+
+def test_int_edges_match_the_host_and_python_bit_for_bit(rng) -> None:
+    inputs = edges_inputs(rng, 5000)
+    _agree(k.edges, inputs, edges_expected(inputs))
 
 
 def test_ints_written_in_32_bits_match_python_and_the_host(rng) -> None:
     """Below 2**31 lanes the device writes the ints that fit 32 bits as ``int``
     (``tests/test_ints.py`` shows which): every value is still int64's."""
-    lanes = 20_000
-    inputs = widths_inputs(rng, lanes)
-    expected = widths_expected(inputs["x"], inputs["t"].reshape(5, 7))
+    inputs = widths_inputs(rng, 20_000)
     assert "((int)lane)" in eagle.plan.auto(k.widths).source("device")
-    device = _device({name: np.full(lanes, np.nan) for name in expected})
-    eagle.plan.auto(k.widths).run(**_device(inputs), **device)
-    host = {name: np.full(lanes, np.nan) for name in expected}
-    eagle.plan.auto(k.widths).run(**inputs, **host)
-    for name, values in expected.items():
-        np.testing.assert_array_equal(device[name].numpy(), values, err_msg=name)
-        np.testing.assert_array_equal(host[name], values, err_msg=name)
+    _agree(k.widths, inputs, widths_expected(inputs["x"], inputs["t"].reshape(5, 7)))
 
 
 @pytest.mark.parametrize("kernel", [k.lane_times, k.power_mod])
