@@ -249,9 +249,8 @@ def kan_kernels(
         # B_k(x[i, s]) * y_bar[s, o] for the 4 outputs o = og + m * QO, written into pm
         # (an output past the last repeats it). N(v) = N(4 - v), so with a = |v - 2| it is
         # 2/3 - a^2 + a^3 / 2 below a = 1 and (2 - a)^3 / 6 up to a = 2.
-        q, og = hm.split_index(QO)
-        first = (q // R) * CH
-        row = q % R
+        chunk, row, og = hm.split_index(R, QO)
+        first = chunk * CH
         i = row // NB
         k = row % NB
         o1 = hm.minimum(og + QO, NO - 1)

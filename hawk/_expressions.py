@@ -13,6 +13,7 @@ kernel's own are looked up once, at decoration time (:mod:`hawk._scope`).
 from __future__ import annotations
 
 import ast
+import math
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ from hawk._fold import check_constant, fold
 from hawk._registry import BUILTINS, DEBUG_CALLS, Form, spelled
 from hawk._scope import Unresolved, as_number, module_attribute, resolve
 from hawk.errors import HawkError
+from hawk.ir.expr import INT_MAX
 from hawk.kinds import PlaneKind, Type
 
 __all__ = [
@@ -476,7 +478,7 @@ class ExpressionTracer(ir.Builder):
                 raise self.error(node, f"hm.{op}(...) gives no value; call it on a line of its own")
             if op == "split_index":
                 raise self.error(
-                    node, "split_index gives two values; unpack it: a, b = hm.split_index(n)"
+                    node, "split_index gives several values; unpack it: a, b = hm.split_index(n)"
                 )
             return self.call_math(node, op, [self.expr(a) for a in node.args])
         if isinstance(func, ast.Name) and func.id not in self.env and func.id not in self.locals:
@@ -513,13 +515,28 @@ class ExpressionTracer(ir.Builder):
             args = [self.real(node, a, op) for a in args]
         return ir.Call(op, tuple(args))
 
-    def split_index(self, node: ast.Call) -> tuple[ir.Expr, ir.Expr]:
-        if len(node.args) != 1 or node.keywords:
-            raise self.error(node, "split_index(n) takes one constant int")
-        n = self.expr(node.args[0])
-        if not (isinstance(n, ir.Const) and n.type == Type.INT and n.value > 0):
-            raise self.error(node, f"split_index(n) needs a positive constant int, not {n}")
-        return ir.Binary("//", ir.Lane(), n), ir.Binary("%", ir.Lane(), n)
+    def split_index(self, node: ast.Call) -> tuple[ir.Expr, ...]:
+        """The lane's indices in a row-major array whose last axes have the extents given:
+        ``(lane // n, lane % n)`` for one, ``(lane // (n1 * n2), lane // n2 % n1, lane %
+        n2)`` for two, and so on."""
+        if not node.args or node.keywords:
+            raise self.error(
+                node, "split_index takes constant ints: split_index(n) or split_index(n1, n2)"
+            )
+        extents = []
+        for arg in node.args:
+            n = self.expr(arg)
+            if not (isinstance(n, ir.Const) and n.type == Type.INT and n.value > 0):
+                raise self.error(node, f"split_index needs positive constant ints, not {n}")
+            extents.append(int(n.value))
+        if math.prod(extents) > INT_MAX:
+            raise self.error(node, f"split_index's extents {extents} multiply beyond int64")
+        lane = ir.Lane()
+        inner = [
+            ir.Binary("%", _over(lane, extents[k + 1 :]), ir.Const(n))
+            for k, n in enumerate(extents)
+        ]
+        return (_over(lane, extents), *inner)
 
     def table_call(self, node: ast.Call, plane: ir.Plane, method: str) -> ir.Expr:
         if method == "add":
@@ -582,3 +599,8 @@ class ExpressionTracer(ir.Builder):
 def snippet(node: ast.AST) -> str:
     text = ast.unparse(node).splitlines()[0] if isinstance(node, ast.AST) else str(node)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _over(lane: ir.Expr, extents: list[int]) -> ir.Expr:
+    """``lane // prod(extents)``, or the lane itself for no extents."""
+    return ir.Binary("//", lane, ir.Const(math.prod(extents))) if extents else lane

@@ -40,9 +40,11 @@ def sample_index() -> int:
 
 
 @_op("split_index")
-def split_index(n: int) -> tuple[int, int]:
-    """``(lane // n, lane % n)`` for a constant int ``n``; unpack it:
-    ``sample, unit = split_index(U)``."""
+def split_index(*extents: int) -> tuple[int, ...]:
+    """The lane's indices in a row-major array whose last axes have the constant int
+    ``extents``: ``(lane // n, lane % n)`` for one, ``(lane // (n1 * n2), lane // n2 % n1,
+    lane % n2)`` for two, and so on. Unpack it: ``sample, unit = split_index(U)``, ``chunk,
+    row, col = split_index(R, C)``."""
     raise HawkError("hawk.math.split_index() only has a meaning inside a @hawk.kernel")
 
 

@@ -251,9 +251,14 @@ class _Tracer(ExpressionTracer):
                 raise self.error(node, f"unpacking {len(node.elts)} values into {count} names")
             return [self.expr(item) for item in node.elts]
         if isinstance(node, ast.Call) and self.math_op(node.func) == "split_index":
-            if count != 2:
-                raise self.error(node, "split_index gives two values: a, b = split_index(n)")
-            return list(self.split_index(node))
+            values = self.split_index(node)
+            if count != len(values):
+                raise self.error(
+                    node,
+                    f"split_index of {len(node.args)} extent(s) gives {len(values)} values, "
+                    f"not {count}: a, b = split_index(n) or a, b, c = split_index(n1, n2)",
+                )
+            return list(values)
         raise self.error(node, f"only a tuple or split_index(n) unpacks: {snippet(node)}")
 
     def bind(self, target: ast.Name, value: ir.Expr) -> None:

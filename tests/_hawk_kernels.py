@@ -6,7 +6,7 @@
 Together they cover every construct of the language: params, branches
 (if/elif/else, conditional expressions, and/or/not), loops with several
 carries (and a negative step), nested loops, flat and named tables,
-``split_index`` and ``sample_index``, several outputs, read-modify-write
+``split_index`` (of one extent and of two) and ``sample_index``, several outputs, read-modify-write
 outputs, int arithmetic and casts, every ``hawk.math`` function, and
 ``Mutable[Table]`` adds (gathered, uniform and masked).
 
@@ -371,6 +371,26 @@ def _moments_ref(p):
     return {"m": p["m"].astype(np.float64) + [a * np.sum(x**k) for k in range(KM)]}
 
 
+# -- 11. a three-way split of the lane: the elements of a 3-D table in row-major order -----
+
+BA, BB, BC = 3, 4, 5
+
+
+@hawk.kernel
+def blocks(t: hawk.Table["a":BA, "b":BB, "c":BC], y: hawk.Mutable[hawk.Scalar]):
+    i, j, k = hm.split_index(BB, BC)  # lane = (i * BB + j) * BC + k
+    y = t.at(a=i, b=j, c=k) * 2.0 + float(i * 100 + j * 10 + k)
+
+
+def _blocks_make(rng, dtype):
+    return {"t": _normal(rng, (BA, BB, BC), dtype), "y": _poison(BA * BB * BC, dtype)}
+
+
+def _blocks_ref(p):
+    i, j, k = np.unravel_index(np.arange(BA * BB * BC), (BA, BB, BC))
+    return {"y": p["t"].astype(np.float64).reshape(-1) * 2.0 + (i * 100 + j * 10 + k)}
+
+
 CASES = [
     Case("saxpy", saxpy, _saxpy_make, _saxpy_ref, read_first=("y",)),
     Case("contract", contract, _contract_make, _contract_ref),
@@ -382,6 +402,7 @@ CASES = [
     Case("histogram", histogram, _histogram_make, _histogram_ref, read_first=("counts", "stats")),
     Case("loop_branch", loop_branch, _loop_branch_make, _loop_branch_ref),
     Case("moments", moments, _moments_make, _moments_ref, read_first=("m",)),
+    Case("blocks", blocks, _blocks_make, _blocks_ref),
 ]
 
 #: relative tolerance of a result against the float64 reference, per dtype

@@ -868,8 +868,12 @@ class _LaneMath:
     def sample_index(self) -> int:
         return self.lane
 
-    def split_index(self, n: int) -> tuple[int, int]:
-        return divmod(self.lane, n)
+    def split_index(self, *extents: int) -> tuple[int, ...]:
+        indices, rest = [], self.lane
+        for n in reversed(extents):
+            rest, index = divmod(rest, n)
+            indices.append(index)
+        return (rest, *reversed(indices))
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         function = getattr(np, {"pow": "power"}.get(name, name))
