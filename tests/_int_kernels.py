@@ -118,3 +118,13 @@ def widths(
     for k in range(-3, 9, 2):
         acc = acc + (k - d) // 3 * k + jc % (k + 4)
     looped = float(acc)
+
+
+@hawk.kernel
+def picks(x: hawk.Scalar, t: hawk.Table, y: hawk.Mutable[hawk.Scalar]):
+    # an int select that fits 32 bits, one of whose sides reads a table at a data-dependent
+    # index (checked as the kernel runs, so the select becomes an if block)
+    lane = hm.sample_index()
+    a = lane % 7 - 3
+    b = (lane % 5 if t.at(int(x * 3.0)) > 0.0 else -2) if x > 0.5 else a * 3
+    y = float(hm.maximum(a, b) * 100 + b)

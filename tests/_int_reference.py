@@ -83,6 +83,17 @@ def widths_expected(x: np.ndarray, t: np.ndarray) -> dict[str, np.ndarray]:
     return {name: np.array(values) for name, values in out.items()}
 
 
+def picks_expected(x: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``y`` of ``tests/_int_kernels.picks`` for ``x`` in [0, 1) and a table ``t`` of at
+    least 3 values, lane by lane in Python ints."""
+    y = []
+    for lane, value in enumerate(x.tolist()):
+        a = lane % 7 - 3
+        b = (lane % 5 if t[int(value * 3.0)] > 0.0 else -2) if value > 0.5 else a * 3
+        y.append(float(max(a, b) * 100 + b))
+    return np.array(y)
+
+
 def widths_inputs(rng: np.random.Generator, lanes: int) -> dict[str, np.ndarray]:
     """Inputs of ``widths``: ``x`` mostly in -4 .. 10 (the clamp's both sides), with
     reals beyond 32 and 64 bits, NaN and infinities among them."""

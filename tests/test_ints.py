@@ -22,6 +22,7 @@ from tests._int_reference import (
     OUTPUTS,
     edges_expected,
     edges_inputs,
+    picks_expected,
     widths_expected,
     widths_inputs,
     wrap,
@@ -145,6 +146,18 @@ def test_ints_that_fit_32_bits_match_python_on_the_host(rng) -> None:
     _run(k.widths, **inputs, **out)
     for name, values in expected.items():
         np.testing.assert_array_equal(out[name], values, err_msg=name)
+
+
+def test_an_int_select_in_32_bits_with_a_checked_read_on_a_side(rng) -> None:
+    """The select is an ``if`` block (a lane checks only the read of the side it takes),
+    whose value is declared ``int``: it fits 32 bits."""
+    x, t = rng.uniform(0.0, 1.0, 500), rng.standard_normal(4)
+    y = np.full(500, np.nan)
+    _run(k.picks, x=x, t=t, y=y)
+    np.testing.assert_array_equal(y, picks_expected(x, t))
+    source = cuda.emit(k.picks.ir, {"x": "float64", "t": "float64", "y": "float64"}, narrow=True)
+    assert re.search(r"\n\s*int sel\d+;\n", source.source), source.source
+    assert "hawk_clamp(" in source.source
 
 
 def test_below_2_to_the_31_lanes_the_ints_that_fit_are_written_in_32_bits() -> None:

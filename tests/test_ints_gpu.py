@@ -12,7 +12,13 @@ import eagle.plan
 from eagle import arrays
 from hawk.errors import HawkOverflowError, HawkValueError
 from tests import _int_kernels as k
-from tests._int_reference import edges_expected, edges_inputs, widths_expected, widths_inputs
+from tests._int_reference import (
+    edges_expected,
+    edges_inputs,
+    picks_expected,
+    widths_expected,
+    widths_inputs,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -51,6 +57,11 @@ def test_ints_written_in_32_bits_match_python_and_the_host(rng) -> None:
     inputs = widths_inputs(rng, 20_000)
     assert "((int)lane)" in eagle.plan.auto(k.widths).source("device")
     _agree(k.widths, inputs, widths_expected(inputs["x"], inputs["t"].reshape(5, 7)))
+
+
+def test_an_int_select_in_32_bits_with_a_checked_read_matches_python(rng) -> None:
+    x, t = rng.uniform(0.0, 1.0, 5000), rng.standard_normal(4)
+    _agree(k.picks, {"x": x, "t": t}, {"y": picks_expected(x, t)})
 
 
 @pytest.mark.parametrize("kernel", [k.lane_times, k.power_mod])
