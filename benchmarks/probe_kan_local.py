@@ -4,7 +4,9 @@ Usage: PYTHONPATH=. python benchmarks/probe_kan_local.py    # needs a CUDA devic
 
 At S = 16384, 64 -> 64, G = 8, float32: the local forward with 1 and 4 outputs per lane,
 ``x_bar`` with ``y_bar`` read sample-major (as ``_kan.py`` does) and output-major, and the
-chunked ``c_bar``, each a hawk kernel emitted by ``hawk.emit.cuda`` as it is (64-bit ints),
+chunked ``c_bar``, each a hawk kernel emitted by ``hawk.emit.cuda`` as it is ("64-bit":
+since session 18 the ints hawk proves to fit 32 bits, such as the clamped cell of the
+local kernels and what is computed from it, are ``int`` there already),
 with ``floor`` of a float taken to int64 without a double (``64, ff``, :func:`float_floor`),
 with only the offsets of table reads in 32 bits (``64, o32``, :func:`narrow_offsets`),
 and with its int values rewritten to 32 bits by :func:`narrowed` (a text rewrite, good
@@ -138,17 +140,15 @@ def kernels() -> dict[str, tuple[hawk.Kernel, int]]:
     }
 
 
-_HELPERS_32 = """
-__device__ __forceinline__ int hawk_minimum(int a, int b) { return a < b ? a : b; }
-__device__ __forceinline__ int hawk_maximum(int a, int b) { return a > b ? a : b; }
-__device__ __forceinline__ int hawk_floor_i32(float f)
-{
-    return fabsf(f) < 2147483648.0f ? (int)floorf(f) : (int)0x80000000u;
-}
-__device__ __forceinline__ int hawk_floordiv32(int a, int b) { return a / b; }
-__device__ __forceinline__ int hawk_mod32(int a, int b) { return a % b; }
-__device__ __forceinline__ int hawk_sub32(int a, int b) { return a - b; }
-"""
+_HELPERS_32 = (
+    "__device__ __forceinline__ int hawk_minimum(int a, int b) { return a < b ? a : b; }",
+    "__device__ __forceinline__ int hawk_maximum(int a, int b) { return a > b ? a : b; }",
+    "__device__ __forceinline__ int hawk_floor_i32(float f)\n{\n"
+    "    return fabsf(f) < 2147483648.0f ? (int)floorf(f) : (int)0x80000000u;\n}",
+    "__device__ __forceinline__ int hawk_floordiv32(int a, int b) { return a / b; }",
+    "__device__ __forceinline__ int hawk_mod32(int a, int b) { return a % b; }",
+    "__device__ __forceinline__ int hawk_sub32(int a, int b) { return a - b; }",
+)
 
 
 _FLOOR_FLOAT = """
@@ -193,7 +193,10 @@ def narrowed(source: str) -> str:
     body = re.sub(r"hawk_floor_int\(\(double\)floorf\(([^()]*)\)\)", r"hawk_floor_i32(\1)", body)
     body = body.replace("hawk_wrap_sub(", "hawk_sub32(")
     body = body.replace("hawk_floordiv(", "hawk_floordiv32(").replace("hawk_mod(", "hawk_mod32(")
-    return head + _HELPERS_32 + sep + body
+    # hawk defines its own 32-bit minimum and maximum where a kernel has ints that fit
+    defined = {line.strip() for line in head.splitlines()}
+    helpers = [text for text in _HELPERS_32 if text.partition("{")[0].strip() not in defined]
+    return head + "\n" + "\n".join(helpers) + "\n" + sep + body
 
 
 def main() -> int:
