@@ -254,18 +254,8 @@ ERRORS = [
     ("a, b = hm.split_index(4, 0)\ny = x", LANES, 1, r"split_index needs positive constant ints"),
     ("a, b = hm.split_index()\ny = x", LANES, 1, r"split_index takes constant ints"),
     ("a = hm.split_index(4)\ny = x", LANES, 1, r"split_index gives several values; unpack it"),
-    (
-        "a, b = hm.split_index(4, 5)\ny = x",
-        LANES,
-        1,
-        r"split_index of 2 extent\(s\) gives 3 values, not 2",
-    ),
-    (
-        "a, b, c = hm.split_index(2**40, 2**30)\ny = x",
-        LANES,
-        1,
-        r"split_index's extents \[1099511627776, 1073741824\] multiply beyond int64",
-    ),
+    ("a, b = hm.split_index(4, 5)\ny = x", LANES, 1, r"of 2 extent\(s\) gives 3 values, not 2"),
+    ("a, b, c = hm.split_index(2**40, 2**30)\ny = x", LANES, 1, r"extents .* beyond int64"),
     ("y = hm.exp(x, x)", LANES, 1, r"exp\(\) takes 1 argument"),
     ("y = hm.sample_index(3)", LANES, 1, r"sample_index\(\) takes no arguments"),
     (
