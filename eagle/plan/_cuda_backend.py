@@ -45,7 +45,7 @@ from eagle.plan._route import GemmLaunch, GemmPart
 from eagle.plan._sites import kernel_site, product_site
 from hawk import ir
 from hawk.emit import compute_dtype, cuda, private
-from hawk.emit.checks import IntOverflow, record_error
+from hawk.emit.checks import INT32_LANES, IntOverflow, record_error
 from hawk.emit.policy import Policy
 
 __all__ = ["BACKEND", "BLOCK_SIZE", "PRIVATE_BLOCKS_PER_SM", "WIDE_LANES", "CudaBackend", "grid"]
@@ -92,7 +92,7 @@ class CudaBackend(Backend):
         (:func:`hawk.emit.private.choose`), in a fixed order when ``deterministic``. Below
         2**31 lanes it is emitted ``narrow``: the ints proved to fit 32 bits with the
         lane are ``int``."""
-        key = (signature, values, lanes < cuda.NARROW_LANES, int_overflow, shared, deterministic)
+        key = (signature, values, lanes < INT32_LANES, int_overflow, shared, deterministic)
 
         def make() -> cuda.CudaSource:
             return cuda.emit(

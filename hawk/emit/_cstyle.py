@@ -293,6 +293,7 @@ class CStyle(abc.ABC):
 
     @staticmethod
     def int_const(value: int, suffix: str) -> str:
+        """The C literal of an int, with ``suffix`` (``"LL"`` or none)."""
         return f"{value}{suffix}" if value >= 0 else f"({value}{suffix})"
 
     @_EXPRESSIONS.rule(ir.Const)

@@ -626,8 +626,10 @@ class Ranges:
             return False
         if var in self._loops:
             steps = self._loops[var]
-            past = steps[-1] + steps.step if steps else 0
-            return bool(steps) and _fits32((min(steps), max(steps))) and _fits32((past, past))
+            if not steps:
+                return False
+            past = steps[-1] + steps.step  # the index's value when the loop ends
+            return _fits32((min(steps.start, past), max(steps.start, past)))
         value = self._lets.get(var)
         return value is not None and _fits32(self.span(value))
 

@@ -128,10 +128,7 @@ from hawk.emit.private import SharedTable, reasons
 from hawk.errors import HawkError
 from hawk.kinds import PlaneKind, Type, check_option
 
-__all__ = ["NARROW_LANES", "UNROLL", "CudaSource", "emit", "symbol"]
-
-#: ``emit(..., narrow=True)`` promises fewer lanes than this: each lane then fits 32 bits
-NARROW_LANES = INT32_LANES
+__all__ = ["UNROLL", "CudaSource", "emit", "symbol"]
 
 
 @dataclass(frozen=True)
@@ -222,10 +219,11 @@ def emit(
             type (``const float v_<name>``) holding the number itself, and its
             load is that value (its dtype in ``dtypes`` counts toward the compute
             type as any plane's). Every other Param is a pointer to its one element.
-        narrow: the kernel is only launched over fewer than :data:`NARROW_LANES` lanes,
-            so the lane fits 32 bits: the int values proved to fit 32 bits with it are
-            ``int`` (see the module docstring), and the lane loops of a kernel whose
-            lanes run no loop of their own count in 32 bits.
+        narrow: the kernel is only launched over fewer than
+            ``hawk.emit.checks.INT32_LANES`` (2**31) lanes, so the lane fits 32 bits: the
+            int values proved to fit 32 bits with it are ``int`` (see the module
+            docstring), and the lane loops of a kernel whose lanes run no loop of their
+            own count in 32 bits.
         int_overflow: ``"wrap"`` (int64 values wrap, two's complement) or ``"check"``
             (the first lane whose int value leaves int64 is recorded, and raises
             ``HawkOverflowError``).
@@ -300,7 +298,7 @@ class _Cuda(CStyle):
             C_TYPES[compute_dtype(dtypes).name],
             checks=checks,
             int_overflow=int_overflow,
-            lanes=NARROW_LANES if narrow else MAX_LANES,
+            lanes=INT32_LANES if narrow else MAX_LANES,
         )
         self.dtypes = dtypes
         self.clamps = False  # whether a read calls hawk_clamp
