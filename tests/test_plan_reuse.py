@@ -128,6 +128,7 @@ def test_a_routed_run_reuses_its_product_per_stream_and_planes(
     current = [0x11]
     for module in (_bound, _route):
         monkeypatch.setattr(module, "launch_stream", lambda values, device: current[0])
+    eagle.clear_caches()  # (no layout kept by an earlier test)
     plan = eagle.plan.auto(k.contract, contraction="gemm")
     planes = {
         "w": _FakeDeviceArray((R, U), 0x10000),
@@ -139,8 +140,10 @@ def test_a_routed_run_reuses_its_product_per_stream_and_planes(
     assert checks == ["contract"]
     assert [ops["out"] for _, ops in handles[0x11].calls] == [0x30000, 0x30000]
 
-    plan.run(**{**planes, "y": _FakeDeviceArray((B * U,), 0x38000)})  # another output
-    assert checks == ["contract"] * 2 and handles[0x11].calls[-1][1]["out"] == 0x38000
+    plan.run(**{**planes, "y": _FakeDeviceArray((B * U,), 0x38000)})  # moved: aligned alike
+    assert checks == ["contract"] and handles[0x11].calls[-1][1]["out"] == 0x38000
+    plan.run(**{**planes, "y": _FakeDeviceArray((B * U,), 0x38004)})  # aligned otherwise
+    assert checks == ["contract"] * 2 and handles[0x11].calls[-1][1]["out"] == 0x38004
 
     current[0] = 0x22  # another stream: the same binding, with the stream's own handle
     plan.run(**planes)

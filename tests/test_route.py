@@ -404,7 +404,7 @@ def _contract_planes(base):
 
 def test_a_routed_bind_to_new_addresses_moves_the_products_kept_for_the_layout(fake_cublas):
     handles, _ = fake_cublas
-    _route._products_kept.clear()
+    eagle.clear_caches()
     plan = _plan(k.contract)
     plan.bind(**_contract_planes(0x100000))  # checked in full, warmed, bound
     handle = handles[0x11]
@@ -430,7 +430,7 @@ def test_the_products_kept_for_a_layout_keep_no_plane_alive(fake_cublas):
     class Memory:  # what keeps a plane's memory alive
         pass
 
-    _route._products_kept.clear()
+    eagle.clear_caches()
     owners = [Memory() for _ in range(3)]
     planes = {
         name: arrays.Array(ptr=a.ptr, shape=a.shape, dtype=a.dtype, strides=a.strides,
@@ -445,6 +445,69 @@ def test_the_products_kept_for_a_layout_keep_no_plane_alive(fake_cublas):
     ((products),) = _route._products_kept.values()
     ((_, kept),) = products._bound.values()
     assert all(array._owner is None for p in kept for array in p.operands.values())
+
+
+def test_a_moved_bind_checks_again_what_depends_on_the_addresses(fake_cublas, monkeypatch):
+    """A bind of planes laid out as an earlier bind's, at addresses that align alike, is
+    moved: nothing of the layout is checked again. What depends on the addresses is, with
+    the full checks' messages."""
+    from eagle.plan import _autoplan
+
+    handles, _ = fake_cublas
+    eagle.clear_caches()
+    checks = []
+    full = _autoplan.check_planes
+    monkeypatch.setattr(
+        _autoplan, "check_planes", lambda kernel, planes: checks.append(1) or full(kernel, planes)
+    )
+    plan = _plan(k.contract)
+    plan.bind(**_contract_planes(0x100000))
+    planes = _contract_planes(0x200000)
+    plan.bind(**planes).launch()
+    assert len(checks) == 1
+    assert handles[0x11].calls[-1][1] == {"a": 0x210000, "b": 0x200000, "out": 0x220000}
+
+    refused = [
+        ("y", _FakeDeviceArray((B * U,), 0x200040), "planes 'w' and 'y' share memory"),
+        ("w", _FakeDeviceArray((R, U), 0x220040), "planes 'w' and 'y' share memory"),
+        ("f", _FakeDeviceArray((R, B), 0x210002), "plane 'f' is misaligned"),
+        ("y", _FakeDeviceArray((B * U,), 0), "plane 'y' is at address 0"),
+        ("y", _read_only(_FakeDeviceArray((B * U,), 0x220000)), "plane 'y' is read-only"),
+    ]
+    for name, array, says in refused:
+        with pytest.raises(ValueError, match=says):
+            plan.bind(**{**planes, name: array})
+    assert len(checks) == 1 + len(refused)  # each refused by the full checks
+    assert len(handles[0x11].calls) == 1
+
+
+def _read_only(array):
+    return arrays.Array(ptr=array.ptr, shape=array.shape, dtype=array.dtype,
+                        strides=array.strides, device_index=0, readonly=True)  # fmt: skip
+
+
+def test_a_moved_bind_keeps_no_plane_alive(fake_cublas):
+    import gc
+    import weakref
+
+    class Memory:  # what keeps a plane's memory alive
+        pass
+
+    eagle.clear_caches()
+    plan = _plan(k.contract)
+    for base in (0x100000, 0x200000):  # the first bound in full, the second moved
+        owners = [Memory() for _ in range(3)]
+        planes = {
+            name: arrays.Array(ptr=a.ptr, shape=a.shape, dtype=a.dtype, strides=a.strides,
+                               device_index=0, owner=owner)
+            for (name, a), owner in zip(_contract_planes(base).items(), owners, strict=True)
+        }  # fmt: skip
+        watched = [weakref.ref(owner) for owner in owners]
+        bound = plan.bind(**planes)
+        assert {name: bound._steps[0].planes[i] for i, name in enumerate(planes)} == planes
+        del bound, planes, owners
+        gc.collect()
+        assert [ref() for ref in watched] == [None, None, None]
 
 
 def test_a_routed_bind_inside_a_capture_uses_the_handle_warmed_before_it(fake_cublas):

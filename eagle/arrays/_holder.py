@@ -40,9 +40,11 @@ from eagle.errors import EagleBufferError, EagleTypeError
 from hawk.dtypes import find
 
 __all__ = [
+    "ALIKE",
     "Held",
     "Layout",
     "address_view",
+    "aligned_alike",
     "asarray",
     "bump_versions",
     "check_buffer",
@@ -137,6 +139,22 @@ def layout_key(value: Any) -> tuple[Any, ...] | None:
     None when ``value`` cannot say cheaply (a DLPack-only producer, whose capsule must
     be taken each time, or no array)."""
     return kind_of(value).key(value)
+
+
+def aligned_alike(key: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """A :func:`layout_key` of device memory with its address replaced by the address's
+    offset from :data:`ALIKE` bytes: equal for arrays laid out alike, at addresses that
+    align alike for every dtype a plane takes. None for host memory, a null address, or a
+    producer whose key may not name its address (the CUDA array interface, DLPack)."""
+    if key[0] in _ADDRESSED and key[1] >= 0 and key[2]:
+        return (key[0], key[1], key[2] % ALIKE, *key[3:])
+    return None
+
+
+#: addresses that agree modulo this many bytes are aligned alike for every plane dtype
+ALIKE = 16
+#: the keys whose second entry is a device index (-1 for a CPU tensor) and third an address
+_ADDRESSED = frozenset(("device", "torch", "cupy"))
 
 
 def typed_key(cls: type) -> Callable[[Any], tuple[Any, ...] | None] | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,15 @@ from eagle.errors import EagleTypeError, EagleValueError, check_option
 from eagle.plan import _route as gemm_route
 from eagle.plan._backends import DEFAULTS, Backend, Side, backend_named
 from eagle.plan._bound import Bound, Route, Step
-from eagle.plan._planes import Planes, check_planes, detached, layout_keys, param_number
+from eagle.plan._planes import (
+    Planes,
+    alike_keys,
+    check_planes,
+    detached,
+    layout_keys,
+    moved,
+    param_number,
+)
 from hawk.contraction import lane_layout, recognize
 from hawk.dtypes import PLANE_DTYPES, Float32Math, numpy_dtype, plane_row
 from hawk.emit import policy
@@ -39,6 +47,8 @@ _REUSED_BINDINGS = 4
 _ROUTES = 16
 #: bindings over address views the plans of one kernel and options share
 _SHARED_BINDINGS = 16
+#: layouts whose bindings the plans of one kernel and options move to other addresses
+_MOVES = 16
 
 
 def auto(
@@ -371,6 +381,12 @@ class AutoPlan:
         ``detach``, device planes are bound through address views (:func:`detached`)
         outside any capture, for a binding that plans of this kernel, policy and backend
         share by the planes' layout keys."""
+        alike = alike_keys(planes, self._names)
+        kept = None if alike is None else self._shared.moves.get(alike)
+        if kept is not None:
+            bound = kept.move(self, planes, detach)
+            if bound is not None:
+                return bound
         checked = check_planes(self.kernel.ir, planes)
         plan = self
         if detach and checked.side == "device" and not any_capture_active():
@@ -390,7 +406,10 @@ class AutoPlan:
             dtypes = {name: np.dtype(dtype) for name, dtype in names}
             route = self._routes[route_key] = decide(self, checked.side, dtypes, checked.lanes)
         if route.name == "gemm":
-            return BoundPlan(plan, checked, backend.bind_products(plan, checked), route)
+            steps = backend.bind_products(plan, checked)
+            if alike is not None and all(step.move is not None for step in steps):
+                self._shared.moves[alike] = _Moves.of(checked, steps, route)
+            return BoundPlan(plan, checked, steps, route)
         binding = backend.bind(plan, checked)
         return BoundPlan(plan, checked, (binding.step,), route, binding.setters)
 
@@ -466,6 +485,42 @@ def _side_dtype(side: str, dtype: Any) -> np.dtype:
     return resolved
 
 
+@dataclass(frozen=True)
+class _Moves:
+    """A device binding's parts that hold for planes laid out alike at addresses that align
+    alike (the same :func:`~eagle.plan._planes.alike_keys`), none of them holding a plane: a
+    later bind of such planes checks only their addresses and moves each step there
+    (:attr:`Step.move`), as a rebind of a graph moves its nodes.
+
+    Attributes:
+        checked: the planes as checked, over address views (:func:`detached`).
+        route: the route they took.
+        steps: each step's :attr:`~Step.move`.
+    """
+
+    checked: Planes
+    route: Route
+    steps: tuple[Callable[[Mapping[str, Any]], Step], ...]
+
+    @classmethod
+    def of(cls, checked: Planes, steps: Sequence[Step], route: Route) -> _Moves:
+        """What binds over ``checked`` into ``steps`` on ``route`` keep for planes laid out
+        alike (every step has a move)."""
+        kept = checked if checked.detached else detached(checked)
+        return cls(kept, route, tuple(step.move for step in steps))  # type: ignore[misc]
+
+    def move(self, plan: AutoPlan, planes: Mapping[str, Any], detach: bool) -> BoundPlan | None:
+        """:meth:`AutoPlan._bind` of ``planes``, moved: None when an address check fails
+        (the full bind then says why)."""
+        checked = moved(self.checked, plan.kernel.ir, planes)
+        if checked is None:
+            return None
+        if detach and not any_capture_active():
+            checked, plan = detached(checked), plan._shared.bare()
+        values = checked.values
+        return BoundPlan(plan, checked, tuple(move(values) for move in self.steps), self.route)
+
+
 class _Shared:
     """What the plans of one kernel built under one policy for one backend share, none of
     it holding a plane: the kernel's analyses, the routes of bound planes, and the device
@@ -486,6 +541,8 @@ class _Shared:
         self.bindings: KeyedCache[tuple[Any, ...], BoundPlan] = KeyedCache(
             "shared plan bindings", _SHARED_BINDINGS
         )
+        # what a bind keeps for planes laid out alike, by their alike keys
+        self.moves: KeyedCache[tuple[Any, ...], _Moves] = KeyedCache("plan moves", _MOVES)
         self._bare: AutoPlan | None = None
 
     def bare(self) -> AutoPlan:

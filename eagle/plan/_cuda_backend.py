@@ -20,6 +20,7 @@ instead (:class:`eagle.plan._route.GemmLaunch`).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -208,10 +209,8 @@ class CudaBackend(Backend):
         name = plan.kernel.name
         label = f"plan {name!r}" if direction == "forward" else f"the adjoint of {name!r}"
         bound_ir = plan.kernel.ir if kernel is None else kernel
-        planes = tuple(checked.values.values())
         if len(launch.calls) == 1:
-            site = product_site(label, bound_ir, checked.values, launch)
-            return (Step(launch, launch.prepare, site=site, planes=planes),)
+            return (_product_step(label, bound_ir, launch.mover(), launch, checked.values),)
         # several gradient products: a step each, which a capture may run on branches
         spans = [
             (p, p.ptr, p.ptr + p.nbytes) for p in checked.values.values() if isinstance(p, Array)
@@ -229,6 +228,33 @@ class CudaBackend(Backend):
             )
             for part in launch.parts()
         )
+
+
+def _product_step(
+    label: str,
+    kernel: ir.KernelIR,
+    mover: Callable[[Mapping[str, Any]], GemmLaunch],
+    launch: GemmLaunch,
+    planes: Mapping[str, Any],
+) -> Step:
+    """The step of one routed product, ``launch`` over ``planes``, which ``mover`` moves to
+    other planes laid out alike (:attr:`Step.move`)."""
+    return Step(
+        launch,
+        launch.prepare,
+        site=product_site(label, kernel, planes, launch),
+        planes=tuple(planes.values()),
+        move=functools.partial(_moved_product_step, label, kernel, mover),
+    )
+
+
+def _moved_product_step(
+    label: str,
+    kernel: ir.KernelIR,
+    mover: Callable[[Mapping[str, Any]], GemmLaunch],
+    planes: Mapping[str, Any],
+) -> Step:
+    return _product_step(label, kernel, mover, mover(planes), planes)
 
 
 def _operand_planes(

@@ -40,10 +40,12 @@ __all__ = [
     "WRITTEN",
     "ForeignPlanes",
     "Planes",
+    "alike_keys",
     "check_planes",
     "detached",
     "layout_key",
     "layout_keys",
+    "moved",
     "param_number",
     "param_value",
 ]
@@ -234,6 +236,61 @@ def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
     numbers = {g.name: param_value(g.name, g.value, real) for g in given if g.side == "number"}
     values = {g.name: _prepare(g, side, numbers) for g in given}
     return Planes(side, device, lanes, signature, real, values, numbers, held, foreign)
+
+
+def alike_keys(planes: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any, ...] | None:
+    """The :func:`layout_keys` of ``planes`` with each address replaced by how it aligns
+    (:func:`~eagle.arrays._holder.aligned_alike`): equal for device planes laid out alike at
+    addresses that align alike, which :func:`moved` checks as the first were checked. None
+    when a plane is no device array of eagle, torch or CuPy with an address."""
+    keys = layout_keys(planes, names)
+    if keys is None:
+        return None
+    alike = []
+    for key in keys:
+        class_ = _holder.aligned_alike(key)
+        if class_ is None:
+            return None
+        alike.append(class_)
+    return tuple(alike)
+
+
+def moved(checked: Planes, kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes | None:
+    """``planes`` checked as :func:`check_planes` checked those of ``checked``, whose
+    :func:`alike_keys` they share: only what depends on the addresses is checked again
+    (each written plane apart from the others; a non-null, aligned address is in the
+    keys). The launch waits for what their producers queued, as after
+    :func:`check_planes`. None when a written plane overlaps another:
+    :func:`check_planes` then says which.
+    """
+    values: dict[str, Any] = {}
+    held: dict[str, _holder.Held] = {}
+    for name in checked.values:  # (the kernel's plane order)
+        value = planes[name]
+        if type(value) is not Array:
+            item = _holder.hold(value)
+            assert item is not None  # (an array: it has alike keys)
+            held[name] = item
+            value = item.array
+        values[name] = value
+    spans = [(p.kind in WRITTEN, values[p.name]) for p in kernel.planes]
+    for position, (writes, array) in enumerate(spans):
+        start, end = array.ptr, array.ptr + array.nbytes
+        for other_writes, other in spans[position + 1 :]:
+            if (writes or other_writes) and start < other.ptr + other.nbytes and other.ptr < end:
+                return None
+    device = checked.device
+    assert device is not None  # (device planes alone have alike keys)
+    foreign = checked.foreign
+    if held:
+        _holder.order_after(held.values(), launch_stream(values.values(), device))
+        if foreign is not None and foreign.written:
+            tensors = tuple((name, held[name].tensor) for name, _ in foreign.written)
+            foreign = replace(foreign, written=tensors)
+    return Planes(
+        checked.side, device, checked.lanes, checked.signature, checked.real, values, {}, held,
+        foreign,
+    )  # fmt: skip
 
 
 def detached(checked: Planes) -> Planes:

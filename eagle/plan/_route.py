@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -436,17 +436,29 @@ class GemmLaunch:
         accumulate: bool = True,
     ) -> None:
         _check_math(math)
-        self.device = device
-        self.beta = 1.0 if direction == "adjoint" and accumulate else 0.0
+        beta = 1.0 if direction == "adjoint" and accumulate else 0.0
         # (the record by identity: its entry holds it, so no other record takes its id;
         # beta too, since the kept products are bound with it)
-        key = (id(record), direction, math, self.beta, _layout(planes))
+        key = (id(record), direction, math, beta, _layout(planes))
         products = _products_kept.get(key)
         if products is None or products.record is not record:
-            products, self.calls = _Products.made(plan, record, planes, direction, math)
+            products, calls = _Products.made(plan, record, planes, direction, math)
             _products_kept[key] = products
         else:
-            self.calls = products.calls(planes)
+            calls = products.calls(planes)
+        self._start(products, calls, device, beta, planes)
+
+    def _start(
+        self,
+        products: _Products,
+        calls: tuple[CapturedCall, ...],
+        device: int,
+        beta: float,
+        planes: Mapping[str, Any],
+    ) -> None:
+        """Take ``products`` bound over ``calls`` (``planes``' operands) and prepare them for
+        the stream a launch over ``planes`` goes to."""
+        self.device, self.beta, self.calls = device, beta, calls
         self.dtype, self.math = products.dtype, products.math
         self._kept = products
         # per stream, its handle and the products bound on it
@@ -454,6 +466,21 @@ class GemmLaunch:
         # the handle lent to captures of unprepared streams, and the products bound on it
         self._lent: tuple[CublasCaptureHandle, tuple[BoundGemm, ...]] | None = None
         self._products(launch_stream(planes.values(), device))
+
+    def mover(self) -> Callable[[Mapping[str, Any]], GemmLaunch]:
+        """What makes these products over other planes laid out as this launch's, at
+        addresses the caller has checked (each written plane apart from the others): the
+        products are moved there, as a bind of such planes moves them, with nothing looked
+        up or checked again. It holds no plane."""
+        return functools.partial(GemmLaunch._moved, self._kept, self.device, self.beta)
+
+    @classmethod
+    def _moved(
+        cls, products: _Products, device: int, beta: float, planes: Mapping[str, Any]
+    ) -> GemmLaunch:
+        launch = cls.__new__(cls)
+        launch._start(products, products.calls(planes), device, beta, planes)
+        return launch
 
     def prepare(self, stream_ptr: int) -> tuple[BoundGemm, ...]:
         """The products bound on ``stream_ptr``'s cuBLAS handle, made and warmed on first use.
