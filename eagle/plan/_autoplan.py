@@ -28,6 +28,7 @@ from eagle.plan._planes import (
     alike_keys,
     check_planes,
     detached,
+    extents,
     layout_keys,
     moved,
     param_number,
@@ -366,6 +367,13 @@ class AutoPlan:
         argument passed by value). The checks of table indices of the lane
         and loop indices are made here, once, for these planes' lane count.
 
+        A routed bind of device planes laid out as an earlier one's (the same
+        shapes, strides, dtypes, device, producers and flags), at addresses
+        that agree modulo 16 bytes, is a move: plans of this kernel and
+        options keep what such a bind checked and made, holding no plane, so
+        only the new addresses are checked (non-null, each written plane apart
+        from the others) and the products are moved to them.
+
         Raises:
             TypeError, ValueError, OverflowError: as :meth:`run`.
             hawk.PlaneIndexError: (the kernel's loop) a table index of the lane
@@ -408,7 +416,7 @@ class AutoPlan:
         if route.name == "gemm":
             steps = backend.bind_products(plan, checked)
             if alike is not None and all(step.move is not None for step in steps):
-                self._shared.moves[alike] = _Moves.of(checked, steps, route)
+                self._shared.moves[alike] = _Moves.of(self, checked, steps, route)
             return BoundPlan(plan, checked, steps, route)
         binding = backend.bind(plan, checked)
         return BoundPlan(plan, checked, (binding.step,), route, binding.setters)
@@ -494,25 +502,28 @@ class _Moves:
 
     Attributes:
         checked: the planes as checked, over address views (:func:`detached`).
+        sizes: their :func:`~eagle.plan._planes.extents`.
         route: the route they took.
         steps: each step's :attr:`~Step.move`.
     """
 
     checked: Planes
+    sizes: tuple[tuple[bool, int], ...]
     route: Route
     steps: tuple[Callable[[Mapping[str, Any]], Step], ...]
 
     @classmethod
-    def of(cls, checked: Planes, steps: Sequence[Step], route: Route) -> _Moves:
-        """What binds over ``checked`` into ``steps`` on ``route`` keep for planes laid out
-        alike (every step has a move)."""
+    def of(cls, plan: AutoPlan, checked: Planes, steps: Sequence[Step], route: Route) -> _Moves:
+        """What binds of ``plan`` over ``checked`` into ``steps`` on ``route`` keep for planes
+        laid out alike (every step has a move)."""
         kept = checked if checked.detached else detached(checked)
-        return cls(kept, route, tuple(step.move for step in steps))  # type: ignore[misc]
+        moves = tuple(step.move for step in steps)
+        return cls(kept, extents(plan.kernel.ir, kept), route, moves)  # type: ignore[arg-type]
 
     def move(self, plan: AutoPlan, planes: Mapping[str, Any], detach: bool) -> BoundPlan | None:
         """:meth:`AutoPlan._bind` of ``planes``, moved: None when an address check fails
         (the full bind then says why)."""
-        checked = moved(self.checked, plan.kernel.ir, planes)
+        checked = moved(self.checked, self.sizes, planes)
         if checked is None:
             return None
         if detach and not any_capture_active():

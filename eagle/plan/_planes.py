@@ -43,6 +43,7 @@ __all__ = [
     "alike_keys",
     "check_planes",
     "detached",
+    "extents",
     "layout_key",
     "layout_keys",
     "moved",
@@ -255,12 +256,21 @@ def alike_keys(planes: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any, 
     return tuple(alike)
 
 
-def moved(checked: Planes, kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes | None:
+def extents(kernel: ir.KernelIR, checked: Planes) -> tuple[tuple[bool, int], ...]:
+    """For each plane of ``checked``, in order: whether ``kernel`` writes it, and its bytes
+    (what :func:`moved` checks of planes at other addresses)."""
+    written = {p.name for p in kernel.planes if p.kind in WRITTEN}
+    return tuple((name in written, value.nbytes) for name, value in checked.values.items())
+
+
+def moved(
+    checked: Planes, sizes: tuple[tuple[bool, int], ...], planes: Mapping[str, Any]
+) -> Planes | None:
     """``planes`` checked as :func:`check_planes` checked those of ``checked``, whose
-    :func:`alike_keys` they share: only what depends on the addresses is checked again
-    (each written plane apart from the others; a non-null, aligned address is in the
-    keys). The launch waits for what their producers queued, as after
-    :func:`check_planes`. None when a written plane overlaps another:
+    :func:`alike_keys` they share (``sizes``: their :func:`extents`): only what depends on
+    the addresses is checked again (each written plane apart from the others; a non-null,
+    aligned address is in the keys). The launch waits for what their producers queued,
+    as after :func:`check_planes`. None when a written plane overlaps another:
     :func:`check_planes` then says which.
     """
     values: dict[str, Any] = {}
@@ -273,11 +283,13 @@ def moved(checked: Planes, kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Pl
             held[name] = item
             value = item.array
         values[name] = value
-    spans = [(p.kind in WRITTEN, values[p.name]) for p in kernel.planes]
-    for position, (writes, array) in enumerate(spans):
-        start, end = array.ptr, array.ptr + array.nbytes
-        for other_writes, other in spans[position + 1 :]:
-            if (writes or other_writes) and start < other.ptr + other.nbytes and other.ptr < end:
+    spans = [
+        (writes, value.ptr, value.ptr + nbytes)
+        for (writes, nbytes), value in zip(sizes, values.values(), strict=True)
+    ]
+    for position, (writes, start, end) in enumerate(spans):
+        for other_writes, other_start, other_end in spans[position + 1 :]:
+            if (writes or other_writes) and start < other_end and other_start < end:
                 return None
     device = checked.device
     assert device is not None  # (device planes alone have alike keys)
