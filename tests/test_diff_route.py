@@ -5,6 +5,7 @@ caller's own planes, one per gradient plane passed, each added in with beta = 1.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import eagle.diff
 import eagle.plan
@@ -32,6 +33,40 @@ def _planes(**gradients):
     shapes = {"w_bar": ((R, U), W_BAR), "f_bar": ((R, B), F_BAR)}
     planes.update({name: _FakeDeviceArray(*shapes[name]) for name in gradients})
     return planes
+
+
+def test_a_routed_adjoint_bind_to_new_addresses_is_moved(fake_cublas, monkeypatch):  # noqa: F811
+    """Planes laid out as an earlier bind's, at addresses that align alike: nothing of the
+    layout is checked again, both products move (and fork in a capture), and a written
+    plane over another is refused by the full checks."""
+    from eagle.plan import _bound, _reverse
+
+    handles, capturing = fake_cublas
+    eagle.clear_caches()
+    _adjoint().bind(**_planes(w_bar=True, f_bar=True))
+    checks = []
+    full = _reverse.check_planes
+    monkeypatch.setattr(
+        _reverse, "check_planes", lambda kernel, planes: checks.append(1) or full(kernel, planes)
+    )
+    moved = {
+        name: _FakeDeviceArray(array.shape, array.ptr + 0x100000)
+        for name, array in _planes(w_bar=True, f_bar=True).items()
+    }
+    bound = _adjoint().bind(**moved)
+    assert checks == []
+    handle = handles[0x11]
+    bound.launch()
+    outs = sorted(operands["out"] for _, operands in handle.calls)
+    assert outs == [W_BAR + 0x100000, F_BAR + 0x100000] and handle.betas == [1.0, 1.0]
+    capturing.add(0x11)
+    bound.launch()
+    assert _bound.Branches.log == [("fork", 0), ("join", 0)]
+    capturing.discard(0x11)
+
+    with pytest.raises(ValueError, match="planes 'w' and 'w_bar' share memory"):
+        _adjoint().bind(**{**moved, "w_bar": moved["w"]})
+    assert checks == [1]
 
 
 def test_both_gradients_are_two_products_added_in(fake_cublas):  # noqa: F811

@@ -33,13 +33,14 @@ from eagle.plan._planes import (
     moved,
     param_number,
 )
+from hawk import ir
 from hawk.contraction import lane_layout, recognize
 from hawk.dtypes import PLANE_DTYPES, Float32Math, numpy_dtype, plane_row
 from hawk.emit import policy
 from hawk.emit.checks import IntOverflow
 from hawk.emit.policy import Contraction, Policy, TableAdds
 
-__all__ = ["AutoPlan", "BoundPlan", "auto", "backend_for", "decide", "main_side"]
+__all__ = ["AutoPlan", "BoundPlan", "Moves", "auto", "backend_for", "decide", "main_side"]
 
 #: bindings :meth:`AutoPlan.run` keeps for reuse (a host one with the arrays it is bound to)
 _REUSED_BINDINGS = 4
@@ -416,7 +417,7 @@ class AutoPlan:
         if route.name == "gemm":
             steps = backend.bind_products(plan, checked)
             if alike is not None and all(step.move is not None for step in steps):
-                self._shared.moves[alike] = _Moves.of(self, checked, steps, route)
+                self._shared.moves[alike] = Moves.of(self.kernel.ir, checked, steps, route)
             return BoundPlan(plan, checked, steps, route)
         binding = backend.bind(plan, checked)
         return BoundPlan(plan, checked, (binding.step,), route, binding.setters)
@@ -494,7 +495,7 @@ def _side_dtype(side: str, dtype: Any) -> np.dtype:
 
 
 @dataclass(frozen=True)
-class _Moves:
+class Moves:
     """A device binding's parts that hold for planes laid out alike at addresses that align
     alike (the same :func:`~eagle.plan._planes.alike_keys`), none of them holding a plane: a
     later bind of such planes checks only their addresses and moves each step there
@@ -504,21 +505,21 @@ class _Moves:
         checked: the planes as checked, over address views (:func:`detached`).
         sizes: their :func:`~eagle.plan._planes.extents`.
         route: the route they took.
-        steps: each step's :attr:`~Step.move`.
+        steps: the steps' moves (:attr:`~Step.move`), each once.
     """
 
     checked: Planes
     sizes: tuple[tuple[bool, int], ...]
     route: Route
-    steps: tuple[Callable[[Mapping[str, Any]], Step], ...]
+    steps: tuple[Callable[[Mapping[str, Any]], tuple[Step, ...]], ...]
 
     @classmethod
-    def of(cls, plan: AutoPlan, checked: Planes, steps: Sequence[Step], route: Route) -> _Moves:
-        """What binds of ``plan`` over ``checked`` into ``steps`` on ``route`` keep for planes
-        laid out alike (every step has a move)."""
+    def of(cls, kernel: ir.KernelIR, checked: Planes, steps: Sequence[Step], route: Route) -> Moves:
+        """What binds of ``kernel`` over ``checked`` into ``steps`` on ``route`` keep for
+        planes laid out alike (every step has a move)."""
         kept = checked if checked.detached else detached(checked)
-        moves = tuple(step.move for step in steps)
-        return cls(kept, extents(plan.kernel.ir, kept), route, moves)  # type: ignore[arg-type]
+        moves = tuple(dict.fromkeys(step.move for step in steps))
+        return cls(kept, extents(kernel, kept), route, moves)  # type: ignore[arg-type]
 
     def move(self, plan: AutoPlan, planes: Mapping[str, Any], detach: bool) -> BoundPlan | None:
         """:meth:`AutoPlan._bind` of ``planes``, moved: None when an address check fails
@@ -529,7 +530,8 @@ class _Moves:
         if detach and not any_capture_active():
             checked, plan = detached(checked), plan._shared.bare()
         values = checked.values
-        return BoundPlan(plan, checked, tuple(move(values) for move in self.steps), self.route)
+        steps = tuple(step for move in self.steps for step in move(values))
+        return BoundPlan(plan, checked, steps, self.route)
 
 
 class _Shared:
@@ -553,7 +555,7 @@ class _Shared:
             "shared plan bindings", _SHARED_BINDINGS
         )
         # what a bind keeps for planes laid out alike, by their alike keys
-        self.moves: KeyedCache[tuple[Any, ...], _Moves] = KeyedCache("plan moves", _MOVES)
+        self.moves: KeyedCache[tuple[Any, ...], Moves] = KeyedCache("plan moves", _MOVES)
         self._bare: AutoPlan | None = None
 
     def bare(self) -> AutoPlan:

@@ -85,10 +85,10 @@ class Step:
             stream); None for work that always runs on the launch stream.
         writes: the planes among ``planes`` the work writes, or None for all of them
             (which of its planes a step that forks may share with others, read-only).
-        move: makes this work over other planes, given by name, laid out as its own at
-            addresses that align alike and that the caller has checked (each written
-            plane apart from the others), holding none of this step's planes; None for
-            work that is bound afresh.
+        move: makes the steps this one was bound with (itself among them, in order) over
+            other planes, given by name, laid out as theirs at addresses that align alike
+            and that the caller has checked (each written plane apart from the others);
+            it holds none of their planes. None for work that is bound afresh.
     """
 
     enqueue: Callable[[Any], None]
@@ -100,7 +100,7 @@ class Step:
     tensors: tuple[Any, ...] = ()
     fork: Callable[[int], bool] | None = None
     writes: tuple[Any, ...] | None = None
-    move: Callable[[Mapping[str, Any]], Step] | None = None
+    move: Callable[[Mapping[str, Any]], tuple[Step, ...]] | None = None
 
 
 @dataclass(frozen=True)

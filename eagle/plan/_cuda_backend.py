@@ -209,52 +209,46 @@ class CudaBackend(Backend):
         name = plan.kernel.name
         label = f"plan {name!r}" if direction == "forward" else f"the adjoint of {name!r}"
         bound_ir = plan.kernel.ir if kernel is None else kernel
-        if len(launch.calls) == 1:
-            return (_product_step(label, bound_ir, launch.mover(), launch, checked.values),)
-        # several gradient products: a step each, which a capture may run on branches
-        spans = [
-            (p, p.ptr, p.ptr + p.nbytes) for p in checked.values.values() if isinstance(p, Array)
-        ]
-        return tuple(
-            Step(
-                part,
-                part.prepare,
-                site=product_site(
-                    f"{label} (product {part.index})", bound_ir, checked.values, part
-                ),
-                planes=_operand_planes(part, spans, ("a", "b", "out")),
-                fork=part.ready,
-                writes=_operand_planes(part, spans, ("out",)),
-            )
-            for part in launch.parts()
-        )
+        return _product_steps(label, bound_ir, launch.mover(), launch, checked.values)
 
 
-def _product_step(
+def _product_steps(
     label: str,
     kernel: ir.KernelIR,
     mover: Callable[[Mapping[str, Any]], GemmLaunch],
     launch: GemmLaunch,
     planes: Mapping[str, Any],
-) -> Step:
-    """The step of one routed product, ``launch`` over ``planes``, which ``mover`` moves to
-    other planes laid out alike (:attr:`Step.move`)."""
-    return Step(
-        launch,
-        launch.prepare,
-        site=product_site(label, kernel, planes, launch),
-        planes=tuple(planes.values()),
-        move=functools.partial(_moved_product_step, label, kernel, mover),
+) -> tuple[Step, ...]:
+    """The steps that enqueue ``launch``'s products over ``planes``: one step for one
+    product; for several (an adjoint's gradient products), a step each, which a capture may
+    run on branches of their own. Each step's :attr:`~Step.move` makes them all over other
+    planes laid out alike, through ``mover``."""
+    move = functools.partial(_moved_product_steps, label, kernel, mover)
+    if len(launch.calls) == 1:
+        site = product_site(label, kernel, planes, launch)
+        return (Step(launch, launch.prepare, site=site, planes=tuple(planes.values()), move=move),)
+    spans = [(p, p.ptr, p.ptr + p.nbytes) for p in planes.values() if isinstance(p, Array)]
+    return tuple(
+        Step(
+            part,
+            part.prepare,
+            site=product_site(f"{label} (product {part.index})", kernel, planes, part),
+            planes=_operand_planes(part, spans, ("a", "b", "out")),
+            fork=part.ready,
+            writes=_operand_planes(part, spans, ("out",)),
+            move=move,
+        )
+        for part in launch.parts()
     )
 
 
-def _moved_product_step(
+def _moved_product_steps(
     label: str,
     kernel: ir.KernelIR,
     mover: Callable[[Mapping[str, Any]], GemmLaunch],
     planes: Mapping[str, Any],
-) -> Step:
-    return _product_step(label, kernel, mover, mover(planes), planes)
+) -> tuple[Step, ...]:
+    return _product_steps(label, kernel, mover, mover(planes), planes)
 
 
 def _operand_planes(

@@ -14,9 +14,9 @@ from eagle._cache import KeyedCache
 from eagle.arrays import asarray
 from eagle.errors import EagleTypeError, EagleValueError
 from eagle.gemm.steps import Side
-from eagle.plan._autoplan import AutoPlan, BoundPlan, backend_for, decide, main_side
+from eagle.plan._autoplan import AutoPlan, BoundPlan, Moves, backend_for, decide, main_side
 from eagle.plan._bound import Bound, Route, Step, one_place
-from eagle.plan._planes import Planes, check_planes
+from eagle.plan._planes import Planes, alike_keys, check_planes
 from eagle.plan._route import dtype_reasons
 
 __all__ = ["AdjointPlan", "AdjointSequence", "BoundAdjoint", "reverse"]
@@ -188,6 +188,13 @@ class AdjointPlan:
         (added into the gradient planes with beta = 1, or written with beta = 0)."""
         if not self._routes():
             return None  # decided by the kernel and policy alone: no need to look at planes
+        names = tuple(p.name for p in kernel.planes)
+        alike = alike_keys(planes, names)
+        kept = None if alike is None else self._shared.moves.get((names, add, alike))
+        if kept is not None:
+            bound = kept.move(self.primal, planes, detach=False)
+            if bound is not None:
+                return bound
         checked = check_planes(kernel.ir, planes)
         side = checked.side
         key = (side, checked.signature, checked.lanes)
@@ -201,7 +208,10 @@ class AdjointPlan:
         steps = backend.bind_products(
             self.primal, checked, direction="adjoint", kernel=kernel.ir, accumulate=add
         )
-        return BoundPlan(self.primal, checked, steps, Route("gemm", ()))
+        route = Route("gemm", ())
+        if alike is not None and all(step.move is not None for step in steps):
+            self._shared.moves[(names, add, alike)] = Moves.of(kernel.ir, checked, steps, route)
+        return BoundPlan(self.primal, checked, steps, route)
 
     def _decide(self, kernel: hawk.diff.AdjointKernel, checked: Planes) -> bool:
         """Whether the adjoint over ``checked`` planes takes the GEMM route: planes of one
@@ -291,8 +301,8 @@ class _AdjointShared:
     works nothing out again): the gradient and cotangent planes, the adjoint kernel of
     each set of gradients asked for, added or stored (``hawk.diff.vjp``'s own cache is
     reached only after it works out the kernel's gradient planes again), whether the
-    adjoint routes at all, and whether it routes over bound planes, by (side, signature,
-    lanes)."""
+    adjoint routes at all, whether it routes over bound planes, by (side, signature,
+    lanes), and what its routed binds keep for planes laid out alike (:class:`Moves`)."""
 
     def __init__(self, kernel: hawk.Kernel) -> None:
         self.gradients = hawk.diff.gradient_planes(kernel)
@@ -302,10 +312,15 @@ class _AdjointShared:
         self.routed: KeyedCache[tuple[str, tuple[str, ...], int], bool] = KeyedCache(
             "adjoint routes", _ROUTES
         )
+        # what a routed bind keeps for planes laid out alike, by the adjoint kernel's planes,
+        # whether it adds, and the planes' alike keys
+        self.moves: KeyedCache[tuple[Any, ...], Moves] = KeyedCache("adjoint moves", _MOVES)
 
 
 #: the route decisions over bound planes an adjoint's shared state keeps
 _ROUTES = 64
+#: layouts whose routed binds an adjoint's shared state moves to other addresses
+_MOVES = 16
 
 
 def _adjoint_state(primal: AutoPlan) -> _AdjointShared:
