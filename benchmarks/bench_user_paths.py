@@ -12,7 +12,9 @@ contraction (``contraction="gemm"``, R = U = B = 64):
   plan, over torch tensors;
 * binding the routed plan to new addresses: one bind per call, cycling over four sets of
   freshly allocated tensors of the same layout (after each set was bound once), against
-  a bind to the same tensors as the last call;
+  a bind to the same tensors as the last call; the same over eagle Arrays of those
+  tensors (what ``eagle.torch`` binds), and the routed adjoint
+  (``eagle.diff.reverse(plan)``, both gradients) over four sets of tensors;
 * torch's own ``y.add_(x, alpha=a)`` on the same tensors, the yardstick.
 
 Figures are host wall-clock medians in microseconds, per call, after a warm-up; the
@@ -32,6 +34,7 @@ import cupy
 import torch
 from _timing import host_ms
 
+import eagle.diff
 import eagle.plan
 import hawk
 from eagle import arrays
@@ -129,9 +132,30 @@ def _rebind_sides() -> dict[str, float]:
         plan.bind(w=w, f=f, y=y)
     fresh = cycling_binds(plan, sets)
     w, f, y = sets[0]
+    views = [tuple(arrays.asarray(t) for t in tensors) for tensors in sets]  # eagle Arrays
+    for vw, vf, vy in views:
+        plan.bind(w=vw, f=vf, y=vy)
+    adjoint = eagle.diff.reverse(plan)
+    gradients = [
+        {"w": w, "f": f, "y_bar": torch.randn_like(y), "w_bar": torch.zeros_like(w),
+         "f_bar": torch.zeros_like(f)}
+        for w, f, y in sets
+    ]  # fmt: skip
+    for planes in gradients:
+        adjoint.bind(**planes)
+    turn = [0]
+
+    def next_of(items: Sequence[object]) -> object:
+        turn[0] += 1
+        return items[turn[0] % len(items)]
+
     return {
         "routed bind, same tensors": _us(lambda: plan.bind(w=w, f=f, y=y), 400),
         "routed bind, new addresses": _us(fresh, 400),
+        "routed bind, new eagle Arrays": _us(
+            lambda: plan.bind(**dict(zip("wfy", next_of(views), strict=True))), 400
+        ),
+        "routed adjoint bind, new addresses": _us(lambda: adjoint.bind(**next_of(gradients)), 400),
     }
 
 
