@@ -351,7 +351,7 @@ class AutoPlan:
         if bound is not None:
             self._bindings[key] = bound
             return bound, True
-        bound = self._bindings[key] = self._bind(planes, detach=True)
+        bound = self._bindings[key] = self._bind(planes, detach=True, keys=key)
         if bound._detached:
             shared[key] = bound
         return bound, False
@@ -384,13 +384,19 @@ class AutoPlan:
         """
         return self._bind(planes)
 
-    def _bind(self, planes: Mapping[str, Any], *, detach: bool = False) -> BoundPlan:
+    def _bind(
+        self,
+        planes: Mapping[str, Any],
+        *,
+        detach: bool = False,
+        keys: tuple[Any, ...] | None = None,
+    ) -> BoundPlan:
         """:meth:`bind`. A binding of the kernel's own loop takes a later run's Param
         numbers (:meth:`BoundPlan._set_numbers`) when :meth:`run` reuses it. With
         ``detach``, device planes are bound through address views (:func:`detached`)
         outside any capture, for a binding that plans of this kernel, policy and backend
-        share by the planes' layout keys."""
-        alike = alike_keys(planes, self._names)
+        share by the planes' layout keys (``keys``, when the caller has them)."""
+        alike = alike_keys(layout_keys(planes, self._names) if keys is None else keys)
         kept = None if alike is None else self._shared.moves.get(alike)
         if kept is not None:
             bound = kept.move(self, planes, detach)

@@ -239,12 +239,12 @@ def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
     return Planes(side, device, lanes, signature, real, values, numbers, held, foreign)
 
 
-def alike_keys(planes: Mapping[str, Any], names: tuple[str, ...]) -> tuple[Any, ...] | None:
-    """The :func:`layout_keys` of ``planes`` with each address replaced by how it aligns
+def alike_keys(keys: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+    """Planes' :func:`layout_keys` with each address replaced by how it aligns
     (:func:`~eagle.arrays._holder.aligned_alike`): equal for device planes laid out alike at
     addresses that align alike, which :func:`moved` checks as the first were checked. None
-    when a plane is no device array of eagle, torch or CuPy with an address."""
-    keys = layout_keys(planes, names)
+    when ``keys`` is, or a plane is no device array of eagle, torch or CuPy with an
+    address."""
     if keys is None:
         return None
     alike = []

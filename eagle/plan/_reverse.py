@@ -16,7 +16,7 @@ from eagle.errors import EagleTypeError, EagleValueError
 from eagle.gemm.steps import Side
 from eagle.plan._autoplan import AutoPlan, BoundPlan, Moves, backend_for, decide, main_side
 from eagle.plan._bound import Bound, Route, Step, one_place
-from eagle.plan._planes import Planes, alike_keys, check_planes
+from eagle.plan._planes import Planes, alike_keys, check_planes, layout_keys
 from eagle.plan._route import dtype_reasons
 
 __all__ = ["AdjointPlan", "AdjointSequence", "BoundAdjoint", "reverse"]
@@ -189,7 +189,7 @@ class AdjointPlan:
         if not self._routes():
             return None  # decided by the kernel and policy alone: no need to look at planes
         names = tuple(p.name for p in kernel.planes)
-        alike = alike_keys(planes, names)
+        alike = alike_keys(layout_keys(planes, names))
         kept = None if alike is None else self._shared.moves.get((names, add, alike))
         if kept is not None:
             bound = kept.move(self.primal, planes, detach=False)
