@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import eagle.diff
 import eagle.plan
 from eagle import arrays, cuda
 from eagle.gemm import GemmCaptureUnavailable, release_handles
@@ -83,6 +84,37 @@ def test_two_routed_runs_give_the_same_bits(rng):
     assert not np.isnan(first).any()
     np.testing.assert_array_equal(first.view(np.uint32), second.view(np.uint32))
     assert rel_error(first, k.reference({"w": w, "f": f})) < 1e-5
+
+
+def test_binds_moved_to_new_planes_compute_over_them(rng):
+    """Binds of fresh planes laid out as the first ones (a move: only the addresses are
+    checked), forward and adjoint, each launched over its own planes, poisoned first."""
+    r, u, b = 130, 70, 90
+    kernel = k.make_contract(r, u, b)
+    plan = _routed(kernel)
+    adjoint = eagle.diff.reverse(plan)
+    turns = []
+    for _ in range(3):
+        w, f = _tables(rng, r, u, b)
+        y_bar = rng.standard_normal(b * u).astype(np.float32)
+        planes = {"w": _device(w), "f": _device(f), "y": _poisoned(b * u)}
+        gradients = {"w_bar": _poisoned(r * u), "f_bar": _poisoned(r * b)}
+        bound = plan.bind(**planes)
+        bound_adjoint = adjoint.bind(
+            w=planes["w"], f=planes["f"], y_bar=_device(y_bar), **gradients
+        )
+        for gradient in gradients.values():
+            gradient.fill(0.0)
+        turns.append((w, f, y_bar, planes["y"], gradients, bound, bound_adjoint))
+    assert len(plan._shared.moves) == 1  # one layout: the later binds were moves
+    for w, f, y_bar, y, gradients, bound, bound_adjoint in reversed(turns):
+        bound.launch()
+        bound_adjoint.launch()
+        w64, f64, y_bar64 = (a.astype(np.float64) for a in (w, f, y_bar))
+        assert rel_error(y.numpy(), k.reference({"w": w64, "f": f64})) < 1e-5
+        y_bar_m = y_bar64.reshape(b, u)  # lane = sample * U + unit
+        assert rel_error(gradients["w_bar"].numpy().reshape(r, u), f64 @ y_bar_m) < 1e-5
+        assert rel_error(gradients["f_bar"].numpy().reshape(r, b), w64 @ y_bar_m.T) < 1e-5
 
 
 def test_a_routed_plan_in_one_graph_with_other_kernels(rng):
