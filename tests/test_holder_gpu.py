@@ -83,6 +83,27 @@ def test_a_cuda_tensor_that_requires_grad_is_read_and_never_written(rng):
             refuse(x=x.detach(), a=2.0, y=x)
 
 
+@pytest.mark.parametrize("grad", [False, True], ids=["plain", "requires_grad"])
+def test_a_tensor_held_alike_is_held_as_hold_takes_it(grad):
+    """A moved bind holds a CUDA tensor from its layout key (``hold_alike``): the same
+    array, producer, flags and tensor as ``hold`` reads from the tensor itself."""
+    from eagle.arrays import _holder
+
+    torch = _torch()
+    tensor = torch.randn(6, 8, device="cuda", requires_grad=grad)[:, 2:5]
+    held, alike = _holder.hold(tensor), _holder.hold_alike(tensor, _holder.layout_key(tensor))
+    assert held is not None and alike is not None
+    laid = [(h.array.ptr, h.array.shape, h.array.strides, h.array.dtype, h.array.device_index,
+             h.array.readonly) for h in (held, alike)]  # fmt: skip
+    assert laid[0] == laid[1]
+    assert (held.framework, held.producer, held.grad) == (alike.framework, alike.producer, grad)
+    assert held.tensor is tensor and alike.tensor is tensor
+    for item in (held, alike):  # what keeps the memory: a tensor needing grad, detached
+        keep = item.array._owner.keep
+        assert keep is tensor if not grad else not keep.requires_grad
+        assert keep.data_ptr() == tensor.data_ptr()
+
+
 def test_a_written_cuda_tensor_has_its_version_bumped():
     torch = _torch()
     plan = eagle.plan.auto(_axpb)

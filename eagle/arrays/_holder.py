@@ -50,6 +50,7 @@ __all__ = [
     "check_buffer",
     "describe",
     "hold",
+    "hold_alike",
     "layout_key",
     "order_after",
     "producer_of",
@@ -131,6 +132,13 @@ def hold(value: Any, *, sync: bool = True) -> Held | None:
         ValueError: a CUDA array interface stream of 0.
     """
     return kind_of(value).hold(value, sync)
+
+
+def hold_alike(value: Any, key: tuple[Any, ...]) -> Held:
+    """``value`` as :func:`hold` takes it (to run work over it), given its
+    :func:`layout_key` ``key`` and that an object of its :func:`aligned_alike` key was
+    held before: a torch tensor's layout is taken from the key, not read again."""
+    return kind_of(value).hold_alike(value, key)
 
 
 def layout_key(value: Any) -> tuple[Any, ...] | None:
@@ -370,6 +378,11 @@ class _Kind:
     def producer(self, value: Any, device: int) -> int | None:
         return None
 
+    def hold_alike(self, value: Any, key: tuple[Any, ...]) -> Held:
+        held = self.hold(value, True)
+        assert held is not None  # (an array like one held before)
+        return held
+
     def layout(self, value: Any) -> Layout | None:
         held = self.hold(value, False)
         return None if held is None else _array_layout(held.array, held.grad)
@@ -490,6 +503,19 @@ class _Torch(_Kind):
 
     def producer(self, value: Any, device: int) -> int | None:
         return _FINDERS["torch"](device) if value.get_device() >= 0 else None
+
+    def hold_alike(self, value: Any, key: tuple[Any, ...]) -> Held:
+        _, index, ptr, shape, strides, dtype, grad = key  # (:func:`_tensor_key`)
+        keep = value.detach() if grad else value  # the same memory, without the graph
+        array = _array.Array(
+            ptr=ptr,
+            shape=shape,
+            dtype=_torch_dtype(dtype),
+            strides=strides,
+            device_index=index,
+            owner=_foreign.Source(keep, "torch"),
+        )
+        return Held(array, "torch", _FINDERS["torch"](index), grad, value)
 
 
 def _tensor_layout(tensor: Any, dtype: np.dtype) -> Layout:

@@ -396,10 +396,13 @@ class AutoPlan:
         ``detach``, device planes are bound through address views (:func:`detached`)
         outside any capture, for a binding that plans of this kernel, policy and backend
         share by the planes' layout keys (``keys``, when the caller has them)."""
-        alike = alike_keys(layout_keys(planes, self._names) if keys is None else keys)
+        if keys is None:
+            keys = layout_keys(planes, self._names)
+        alike = alike_keys(keys)
         kept = None if alike is None else self._shared.moves.get(alike)
         if kept is not None:
-            bound = kept.move(self, planes, detach)
+            assert keys is not None  # (alike keys are made of them)
+            bound = kept.move(self, planes, keys, detach)
             if bound is not None:
                 return bound
         checked = check_planes(self.kernel.ir, planes)
@@ -527,10 +530,12 @@ class Moves:
         moves = tuple(dict.fromkeys(step.move for step in steps))
         return cls(kept, extents(kernel, kept), route, moves)  # type: ignore[arg-type]
 
-    def move(self, plan: AutoPlan, planes: Mapping[str, Any], detach: bool) -> BoundPlan | None:
-        """:meth:`AutoPlan._bind` of ``planes``, moved: None when an address check fails
-        (the full bind then says why)."""
-        checked = moved(self.checked, self.sizes, planes)
+    def move(
+        self, plan: AutoPlan, planes: Mapping[str, Any], keys: tuple[Any, ...], detach: bool
+    ) -> BoundPlan | None:
+        """:meth:`AutoPlan._bind` of ``planes``, whose :func:`layout_keys` are ``keys``,
+        moved: None when an address check fails (the full bind then says why)."""
+        checked = moved(self.checked, self.sizes, planes, keys)
         if checked is None:
             return None
         if detach and not any_capture_active():

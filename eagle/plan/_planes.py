@@ -264,10 +264,14 @@ def extents(kernel: ir.KernelIR, checked: Planes) -> tuple[tuple[bool, int], ...
 
 
 def moved(
-    checked: Planes, sizes: tuple[tuple[bool, int], ...], planes: Mapping[str, Any]
+    checked: Planes,
+    sizes: tuple[tuple[bool, int], ...],
+    planes: Mapping[str, Any],
+    keys: tuple[Any, ...],
 ) -> Planes | None:
     """``planes`` checked as :func:`check_planes` checked those of ``checked``, whose
-    :func:`alike_keys` they share (``sizes``: their :func:`extents`): only what depends on
+    :func:`alike_keys` they share (``sizes``: their :func:`extents`; ``keys``: the
+    planes' :func:`layout_keys`, in the kernel's plane order): only what depends on
     the addresses is checked again (each written plane apart from the others; a non-null,
     aligned address is in the keys). The launch waits for what their producers queued,
     as after :func:`check_planes`. None when a written plane overlaps another:
@@ -275,12 +279,10 @@ def moved(
     """
     values: dict[str, Any] = {}
     held: dict[str, _holder.Held] = {}
-    for name in checked.values:  # (the kernel's plane order)
+    for name, key in zip(checked.values, keys, strict=True):  # (the kernel's plane order)
         value = planes[name]
         if type(value) is not Array:
-            item = _holder.hold(value)
-            assert item is not None  # (an array: it has alike keys)
-            held[name] = item
+            item = held[name] = _holder.hold_alike(value, key)
             value = item.array
         values[name] = value
     spans = [

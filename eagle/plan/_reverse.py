@@ -189,10 +189,12 @@ class AdjointPlan:
         if not self._routes():
             return None  # decided by the kernel and policy alone: no need to look at planes
         names = tuple(p.name for p in kernel.planes)
-        alike = alike_keys(layout_keys(planes, names))
+        keys = layout_keys(planes, names)
+        alike = alike_keys(keys)
         kept = None if alike is None else self._shared.moves.get((names, add, alike))
         if kept is not None:
-            bound = kept.move(self.primal, planes, detach=False)
+            assert keys is not None  # (alike keys are made of them)
+            bound = kept.move(self.primal, planes, keys, detach=False)
             if bound is not None:
                 return bound
         checked = check_planes(kernel.ir, planes)
