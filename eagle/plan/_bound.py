@@ -219,7 +219,7 @@ class Bound:
         self._stream_plane = tuple(itertools.islice(foreign, 1))
         # the host arrays the steps write, each once (a run saves them to be all or nothing)
         written: dict[tuple[int, int], np.ndarray] = {}
-        for step in self._steps:
+        for step in self._steps if self._host else ():
             last = () if step.last is None else (step.last,)
             for array in (*step.written, *last):
                 written.setdefault((array.__array_interface__["data"][0], array.nbytes), array)

@@ -52,8 +52,15 @@ def product_site(
     """The site maker of a :class:`~eagle.plan._route.GemmLaunch` over ``planes``.
 
     Each product's operands are views of the planes (the same memory, seen as
-    matrices); captured again, each is the same view of the new plane.
+    matrices); captured again, each is the same view of the new plane. The site is worked
+    out when a capture records the launch (most bindings never meet one).
     """
+    return functools.partial(_product_site, label, kernel, planes, launch)
+
+
+def _product_site(
+    label: str, kernel: ir.KernelIR, planes: Mapping[str, Any], launch: Any
+) -> ProductSite:
     arrays = _arrays(planes)
     # each product's operands' planes by role, found at the first rebind (most bindings
     # never meet one)
@@ -84,7 +91,7 @@ def product_site(
 
         return enqueue
 
-    return functools.partial(ProductSite, label, arrays, written_planes(kernel), reissue)
+    return ProductSite(label, arrays, written_planes(kernel), reissue)
 
 
 def _plane_of(view: Any, planes: Mapping[str, Any]) -> str | None:
