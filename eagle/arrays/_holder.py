@@ -408,7 +408,7 @@ def _array_key(array: _array.Array) -> tuple[Any, ...]:
 
 def _tensor_key(tensor: Any) -> tuple[Any, ...]:
     size = tensor.element_size()
-    strides = tuple(stride * size for stride in tensor.stride())
+    strides = tuple([stride * size for stride in tensor.stride()])  # (a list is faster here)
     return ("torch", tensor.get_device(), tensor.data_ptr(), tuple(tensor.shape), strides,
             tensor.dtype, tensor.requires_grad)  # fmt: skip
 
