@@ -14,7 +14,7 @@ from hawk.emit import policy
 from tests import _route_kernels as k
 from tests._route_kernels import B, R, U
 from tests._util import rel_error
-from tests.test_route import _FakeDeviceArray, fake_cublas  # noqa: F401 - the fixture
+from tests.test_route import _FakeDeviceArray, fake_cublas, forget_bindings  # noqa: F401
 
 W, F, Y_BAR, W_BAR, F_BAR = 0x10000, 0x20000, 0x30000, 0x40000, 0x50000
 
@@ -42,7 +42,7 @@ def test_a_routed_adjoint_bind_to_new_addresses_is_moved(fake_cublas, monkeypatc
     from eagle.plan import _bound, _reverse
 
     handles, capturing = fake_cublas
-    eagle.clear_caches()
+    forget_bindings(k.contract)
     _adjoint().bind(**_planes(w_bar=True, f_bar=True))
     checks = []
     full = _reverse.check_planes

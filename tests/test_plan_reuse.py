@@ -18,7 +18,7 @@ from eagle.plan._planes import layout_key
 from tests import _route_kernels as k
 from tests._hawk_kernels import saxpy
 from tests._route_kernels import B, R, U
-from tests.test_route import _FakeDeviceArray, fake_cublas  # noqa: F401 - the fixture
+from tests.test_route import _FakeDeviceArray, fake_cublas, forget_bindings  # noqa: F401
 
 
 @pytest.fixture
@@ -128,7 +128,7 @@ def test_a_routed_run_reuses_its_product_per_stream_and_planes(
     current = [0x11]
     for module in (_bound, _route):
         monkeypatch.setattr(module, "launch_stream", lambda values, device: current[0])
-    eagle.clear_caches()  # (no layout kept by an earlier test)
+    forget_bindings(k.contract)  # (no layout kept by an earlier test)
     plan = eagle.plan.auto(k.contract, contraction="gemm")
     planes = {
         "w": _FakeDeviceArray((R, U), 0x10000),

@@ -198,6 +198,14 @@ def test_gemm_operands_refuse_unknown_planes_and_wrong_sizes():
         _route.gemm_operands(plan, plan.record, {"w": np.zeros((U, R)).T})
 
 
+def forget_bindings(kernel):
+    """Drop what plans and adjoints of ``kernel`` keep of earlier binds (moves included), and
+    the routed products kept per layout, so a test starts from a first bind. (Not
+    ``eagle.clear_caches()``: it gives back loaded kernels, which needs a driver.)"""
+    kernel.runtime.clear()
+    _route._products_kept.clear()
+
+
 def _FakeDeviceArray(shape, ptr, dtype=np.float32):
     """A device eagle Array over an address that is never touched: the route reads only its
     layout and address."""
@@ -404,7 +412,7 @@ def _contract_planes(base):
 
 def test_a_routed_bind_to_new_addresses_moves_the_products_kept_for_the_layout(fake_cublas):
     handles, _ = fake_cublas
-    eagle.clear_caches()
+    forget_bindings(k.contract)
     plan = _plan(k.contract)
     plan.bind(**_contract_planes(0x100000))  # checked in full, warmed, bound
     handle = handles[0x11]
@@ -430,7 +438,7 @@ def test_the_products_kept_for_a_layout_keep_no_plane_alive(fake_cublas):
     class Memory:  # what keeps a plane's memory alive
         pass
 
-    eagle.clear_caches()
+    forget_bindings(k.contract)
     owners = [Memory() for _ in range(3)]
     planes = {
         name: arrays.Array(ptr=a.ptr, shape=a.shape, dtype=a.dtype, strides=a.strides,
@@ -454,7 +462,7 @@ def test_a_moved_bind_checks_again_what_depends_on_the_addresses(fake_cublas, mo
     from eagle.plan import _autoplan
 
     handles, _ = fake_cublas
-    eagle.clear_caches()
+    forget_bindings(k.contract)
     checks = []
     full = _autoplan.check_planes
     monkeypatch.setattr(
@@ -493,7 +501,7 @@ def test_a_moved_bind_keeps_no_plane_alive(fake_cublas):
     class Memory:  # what keeps a plane's memory alive
         pass
 
-    eagle.clear_caches()
+    forget_bindings(k.contract)
     plan = _plan(k.contract)
     for base in (0x100000, 0x200000):  # the first bound in full, the second moved
         owners = [Memory() for _ in range(3)]
