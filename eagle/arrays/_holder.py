@@ -150,8 +150,8 @@ def layout_key(value: Any) -> tuple[Any, ...] | None:
 
 
 def aligned_alike(key: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    """A :func:`layout_key` of device memory with its address replaced by the address's
-    offset from :data:`ALIKE` bytes: equal for arrays laid out alike, at addresses that
+    """A :func:`layout_key` of device memory with its address replaced by the address
+    modulo :data:`ALIKE` bytes: equal for arrays laid out alike, at addresses that
     align alike for every dtype a plane takes. None for host memory, a null address, or a
     producer whose key may not name its address (the CUDA array interface, DLPack)."""
     if key[0] in _ADDRESSED and key[1] >= 0 and key[2]:

@@ -616,7 +616,7 @@ class BoundPlan(Bound):
         tensors = () if foreign is None else foreign.tensors
         first, *rest = steps
         if tensors != first.tensors:  # bumped once a launch, by its first step
-            first = replace(first, tensors=tensors)
+            first = first.bumping(tensors)
         # steps that fork are an adjoint's products, whose BoundAdjoint prepares their side
         # streams at its bind; alone, a BoundPlan prepares them in prepare() (capture())
         super().__init__(checked.side, checked.device, (first, *rest), sides=False)

@@ -102,6 +102,13 @@ class Step:
     writes: tuple[Any, ...] | None = None
     move: Callable[[Mapping[str, Any]], tuple[Step, ...]] | None = None
 
+    def bumping(self, tensors: tuple[Any, ...]) -> Step:
+        """This step with ``tensors`` as its :attr:`tensors`: a copy made directly, as
+        :func:`dataclasses.replace` would rebuild it field by field at every bind."""
+        copied = object.__new__(Step)
+        copied.__dict__.update(vars(self), tensors=tensors)
+        return copied
+
 
 @dataclass(frozen=True)
 class Placement:

@@ -300,7 +300,7 @@ def moved(
         _holder.order_after(held.values(), launch_stream(values.values(), device))
         if foreign is not None and foreign.written:
             tensors = tuple((name, held[name].tensor) for name, _ in foreign.written)
-            foreign = replace(foreign, written=tensors)
+            foreign = ForeignPlanes(device, tensors, foreign.watched, foreign.apart)
     return Planes(
         checked.side, device, checked.lanes, checked.signature, checked.real, values, {}, held,
         foreign,
