@@ -106,7 +106,7 @@ def test_binds_moved_to_new_planes_compute_over_them(rng):
         for gradient in gradients.values():
             gradient.fill(0.0)
         turns.append((w, f, y_bar, planes["y"], gradients, bound, bound_adjoint))
-    assert len(plan._shared.moves) == 1  # one layout: the later binds were moves
+    assert len(plan._shared.moves) == 1  # one layout kept, which the later binds moved
     for w, f, y_bar, y, gradients, bound, bound_adjoint in reversed(turns):
         bound.launch()
         bound_adjoint.launch()
