@@ -396,9 +396,10 @@ class AutoPlan:
         ``detach``, device planes are bound through address views (:func:`detached`)
         outside any capture, for a binding that plans of this kernel, policy and backend
         share by the planes' layout keys (``keys``, when the caller has them)."""
-        if keys is None:
-            keys = layout_keys(planes, self._names)
-        alike = alike_keys(keys)
+        alike = None
+        if self.record is not None:  # only a recognised contraction's products are moved
+            keys = layout_keys(planes, self._names) if keys is None else keys
+            alike = alike_keys(keys)
         kept = None if alike is None else self._shared.moves.get(alike)
         if kept is not None:
             assert keys is not None  # (alike keys are made of them)

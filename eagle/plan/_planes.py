@@ -289,10 +289,8 @@ def moved(
         (writes, value.ptr, value.ptr + nbytes)
         for (writes, nbytes), value in zip(sizes, values.values(), strict=True)
     ]
-    for position, (writes, start, end) in enumerate(spans):
-        for other_writes, other_start, other_end in spans[position + 1 :]:
-            if (writes or other_writes) and start < other_end and other_start < end:
-                return None
+    if _written_overlap(spans) is not None:
+        return None
     device = checked.device
     assert device is not None  # (device planes alone have alike keys)
     foreign = checked.foreign
@@ -559,16 +557,25 @@ def _byte_range(item: _Given) -> tuple[int, int]:
 
 
 def _check_overlaps(given: list[_Given]) -> None:
-    ranges = [(g, _byte_range(g)) for g in given]
-    for position, (item, (start, end)) in enumerate(ranges):
-        for other, (other_start, other_end) in ranges[position + 1 :]:
-            writes = item.plane.kind in WRITTEN or other.plane.kind in WRITTEN
-            if writes and start < other_end and other_start < end:
-                raise EagleValueError(
-                    f"planes {item.name!r} and {other.name!r} share memory and the kernel writes "
-                    "one of them; pass separate arrays (a Mutable plane is read and written in "
-                    "place)"
-                )
+    spans = [(g.plane.kind in WRITTEN, *_byte_range(g)) for g in given]
+    found = _written_overlap(spans)
+    if found is not None:
+        item, other = given[found[0]], given[found[1]]
+        raise EagleValueError(
+            f"planes {item.name!r} and {other.name!r} share memory and the kernel writes "
+            "one of them; pass separate arrays (a Mutable plane is read and written in place)"
+        )
+
+
+def _written_overlap(spans: list[tuple[bool, int, int]]) -> tuple[int, int] | None:
+    """The positions of the first two of ``spans`` (whether the kernel writes it, its first
+    and past-last byte) that share memory, one of them written; None when none do."""
+    for position, (writes, start, end) in enumerate(spans):
+        for other in range(position + 1, len(spans)):
+            other_writes, other_start, other_end = spans[other]
+            if (writes or other_writes) and start < other_end and other_start < end:
+                return position, other
+    return None
 
 
 def _prepare(item: _Given, side: str, numbers: Mapping[str, np.generic]) -> Any:

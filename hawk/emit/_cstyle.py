@@ -33,7 +33,14 @@ from hawk import ir
 from hawk._registry import BUILTINS
 from hawk._registry.entry import CForm
 from hawk.emit import Names
-from hawk.emit.checks import MAX_LANES, CheckSite, IntOverflow, Ranges, operation_site
+from hawk.emit.checks import (
+    INT32_LANES,
+    MAX_LANES,
+    CheckSite,
+    IntOverflow,
+    Ranges,
+    operation_site,
+)
 from hawk.kinds import Type
 
 __all__ = ["CStyle"]
@@ -251,7 +258,7 @@ class CStyle(abc.ABC):
             return texts[0]
         narrow = (
             not checked
-            and math.prod(extent for _, extent in plane.axes or ()) < 2**31
+            and math.prod(extent for _, extent in plane.axes or ()) < INT32_LANES
             and all(self.int32(item) for item in node.index)
         )
         ll = "" if narrow else "LL"
