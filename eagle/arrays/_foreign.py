@@ -12,8 +12,7 @@ implementations of the frameworks eagle knows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,11 +32,11 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Source:
+class Source(NamedTuple):
     """What keeps foreign device memory alive (``keep``), and the framework it came
     from (``"torch"``, ``"cupy"``, or None), whose current stream eagle's work over it
-    uses (:func:`~eagle.cuda.stream.framework_stream` reads ``framework``)."""
+    uses (:func:`~eagle.cuda.stream.framework_stream` reads ``framework``). A named tuple:
+    one is built per foreign plane of every bind."""
 
     keep: Any
     framework: str | None

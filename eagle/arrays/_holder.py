@@ -27,7 +27,7 @@ import functools
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -58,9 +58,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Held:
-    """One buffer as eagle takes it.
+class Held(NamedTuple):
+    """One buffer as eagle takes it (a named tuple: one is built per plane of every bind
+    over foreign arrays).
 
     Attributes:
         array: its elements, an eagle Array over the same memory (no copy); on the

@@ -126,25 +126,41 @@ class BoundGemm:
         """
         handle, params = self.handle, self.params
         handle._check_alive()
-        pairs = zip(params.operands, self._scales, strict=True)
-        scaled = [(f"{name}_scale", old) for name, old in pairs]
-        roles = (*params.operands, "out", *(role for role, old in scaled if old is not None))
-        olds = (*self._used, *(old for _, old in scaled if old is not None))
+        names = params.operands
         if not checked:
-            for role, old in zip(roles, olds, strict=True):
-                _check_laid_out_as(role, operands[role], old)
-            _check_out_apart(operands)
-        first, second, out = (operands[role] for role in roles[:3])
-        first_scale, second_scale = (None if old is None else operands[r] for r, old in scaled)
-        scales = (first_scale, second_scale)
+            self._check_laid_out(operands)
+        first, second, out = operands[names[0]], operands[names[1]], operands["out"]
+        scales, at = self._scales, (0, 0)  # (the scales' addresses: none)
+        if scales[0] is not None or scales[1] is not None:  # (an fp8 product's)
+            first_scale, second_scale = (
+                None if old is None else operands[f"{name}_scale"]
+                for name, old in zip(names, scales, strict=True)
+            )
+            scales = (first_scale, second_scale)
+            at = (
+                0 if first_scale is None else first_scale.ptr,
+                0 if second_scale is None else second_scale.ptr,
+            )
         if isinstance(params, GemmParams) and params.dtype in SCALED_DTYPES:
             for name in ("a", "b", "out"):
                 check_scaled_pointer(name, operands[name].ptr)
         key = product_key(params, first, second, out)
         alpha, beta = self._call.values
-        at = tuple(0 if scale is None else scale.ptr for scale in scales)
         prepared = handle._call(params, first.ptr, second.ptr, out.ptr, key, alpha, beta, at)
         return BoundGemm(handle, params, prepared, (first, second, out), None, scales)
+
+    def _check_laid_out(self, operands: Mapping[str, Any]) -> None:
+        """Refuse ``operands`` unless each is laid out as the one it replaces and ``out``
+        is apart from ``a`` and ``b`` (:meth:`rebound`)."""
+        names = self.params.operands
+        scaled = [
+            (f"{name}_scale", old)
+            for name, old in zip(names, self._scales, strict=True)
+            if old is not None
+        ]
+        for role, old in [*zip((*names, "out"), self._used, strict=True), *scaled]:
+            _check_laid_out_as(role, operands[role], old)
+        _check_out_apart(operands)
 
     def __repr__(self) -> str:
         return f"BoundGemm({self.params}, {self.handle!r})"
