@@ -13,7 +13,7 @@ import eagle.diff
 import eagle.plan
 import hawk.diff
 from eagle import arrays
-from eagle.plan import _bound, _route
+from eagle.plan import _autoplan, _bound, _route
 from eagle.plan._planes import layout_key
 from tests import _route_kernels as k
 from tests._hawk_kernels import saxpy
@@ -126,7 +126,7 @@ def test_a_routed_run_reuses_its_product_per_stream_and_planes(
 ) -> None:
     handles, _ = fake_cublas
     current = [0x11]
-    for module in (_bound, _route):
+    for module in (_autoplan, _bound, _route):
         monkeypatch.setattr(module, "launch_stream", lambda values, device: current[0])
     forget_bindings(k.contract)  # (no layout kept by an earlier test)
     plan = eagle.plan.auto(k.contract, contraction="gemm")

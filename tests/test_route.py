@@ -20,7 +20,7 @@ from eagle.gemm import (
     sgemm_params_for_arrays,
 )
 from eagle.gemm import handles as gemm_handles
-from eagle.plan import _bound, _route
+from eagle.plan import _autoplan, _bound, _route
 from hawk.contraction import lane_layout
 from hawk.emit import cuda, policy
 from tests import _route_kernels as k
@@ -294,6 +294,10 @@ class _FakeProduct:
         )
         self.handle.betas.append(self.beta)
 
+    @property
+    def warm(self):
+        return self.handle.has_warmed(self.params, self.operands)
+
     def rebound(self, operands, *, checked=False):
         self.handle.rebound += 1
         return _FakeProduct(self.handle, self.params, operands, self.beta)
@@ -332,6 +336,7 @@ def fake_cublas(monkeypatch):
     monkeypatch.setattr(_route, "is_capturing", lambda stream_ptr: stream_ptr in capturing)
     monkeypatch.setattr(_route, "launch_stream", lambda values, device: _Current.ptr())
     monkeypatch.setattr(_bound, "launch_stream", lambda values, device: _Current.ptr())
+    monkeypatch.setattr(_autoplan, "launch_stream", lambda values, device: _Current.ptr())
     monkeypatch.setattr(_route, "as_stream_ptr", lambda s, device: 0x11 if s is None else s)
     # the side streams of captured launches: 0x51, 0x52, ... with their forks and joins logged
     monkeypatch.setattr(_bound, "is_capturing", lambda stream_ptr: stream_ptr in capturing)
@@ -528,7 +533,7 @@ def test_a_routed_bind_inside_a_capture_uses_the_handle_warmed_before_it(fake_cu
         "y": _FakeDeviceArray((B * U,), 0x30000),
     }
     with pytest.MonkeyPatch.context() as patch:
-        for module in (_route, _bound):
+        for module in (_route, _bound, _autoplan):
             patch.setattr(module, "launch_stream", lambda values, device: 0x22)
         _plan(k.contract).bind(**planes).launch()  # the warm-up, on the stream
         capturing.add(0x22)
@@ -557,6 +562,7 @@ def _routed_fake_device(monkeypatch) -> FakeDevice:
     stream = type("Stream", (), {"ptr": staticmethod(lambda: FakeDevice.STREAM)})
     monkeypatch.setattr(_route, "launch_stream", lambda values, index: stream.ptr())
     monkeypatch.setattr(_bound, "launch_stream", lambda values, index: stream.ptr())
+    monkeypatch.setattr(_autoplan, "launch_stream", lambda values, index: stream.ptr())
     monkeypatch.setattr(_route, "is_capturing", lambda stream_ptr: device.capturing)
     monkeypatch.setattr(_route, "as_stream_ptr", lambda s, index: s or FakeDevice.STREAM)
     return device

@@ -79,12 +79,10 @@ class BoundGemm:
         handle, prepared = self.handle, self._call
         if handle._closed:
             handle._check_alive()
-        if not prepared.warm:
-            prepared.warm = prepared.key in handle._warmed
-            if not prepared.warm and is_capturing(handle.stream_ptr):
-                first, second, out = self._used
-                a, b = (second, first) if prepared.swap else (first, second)
-                handle._refuse_unwarmed(self.params, {"a": a, "b": b, "out": out})
+        if not prepared.warm and not self.warm and is_capturing(handle.stream_ptr):
+            first, second, out = self._used
+            a, b = (second, first) if prepared.swap else (first, second)
+            handle._refuse_unwarmed(self.params, {"a": a, "b": b, "out": out})
         with handle._lock:  # not while the handle is lent to another stream
             if handle._closed:
                 handle._check_alive()
@@ -92,6 +90,15 @@ class BoundGemm:
         record_use(handle.stream_ptr, handle, *self._kept)
         if self._tensor is not None:
             _holder.bump_versions((self._tensor,))
+
+    @property
+    def warm(self) -> bool:
+        """Whether its handle has warmed this product for operands aligned as these
+        (:meth:`CublasCaptureHandle.warm`): a cold product is not recorded in a capture."""
+        call = self._call
+        if not call.warm:
+            call.warm = call.key in self.handle._warmed
+        return call.warm
 
     @property
     def operands(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import numpy as np
 import hawk
 from eagle._cache import KeyedCache
 from eagle.cuda.graph import any_capture_active
+from eagle.cuda.stream import launch_stream
 from eagle.errors import EagleTypeError, EagleValueError, check_option
 from eagle.plan import _route as gemm_route
 from eagle.plan._backends import DEFAULTS, Backend, Side, backend_named
@@ -521,7 +522,7 @@ class Moves:
     checked: Planes
     sizes: tuple[tuple[bool, int], ...]
     route: Route
-    steps: tuple[Callable[[Mapping[str, Any]], tuple[Step, ...]], ...]
+    steps: tuple[Callable[[Mapping[str, Any], int], tuple[Step, ...]], ...]
 
     @classmethod
     def of(cls, kernel: ir.KernelIR, checked: Planes, steps: Sequence[Step], route: Route) -> Moves:
@@ -536,13 +537,18 @@ class Moves:
     ) -> BoundPlan | None:
         """:meth:`AutoPlan._bind` of ``planes``, whose :func:`layout_keys` are ``keys``,
         moved: None when an address check fails (the full bind then says why)."""
-        checked = moved(self.checked, self.sizes, planes, keys)
+        # (the stream of the first framework array in the kernel's plane order, as a full
+        # bind finds it)
+        device = self.checked.device
+        assert device is not None  # (device planes alone have alike keys)
+        stream = launch_stream((planes[name] for name in self.checked.values), device)
+        checked = moved(self.checked, self.sizes, planes, keys, stream)
         if checked is None:
             return None
         if detach and not any_capture_active():
             checked, plan = detached(checked), plan._shared.bare()
         values = checked.values
-        steps = tuple(step for move in self.steps for step in move(values))
+        steps = tuple(step for move in self.steps for step in move(values, stream))
         return BoundPlan(plan, checked, steps, self.route)
 
 

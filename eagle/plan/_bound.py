@@ -87,8 +87,9 @@ class Step:
             (which of its planes a step that forks may share with others, read-only).
         move: makes the steps this one was bound with (itself among them, in order) over
             other planes, given by name, laid out as theirs at addresses that align alike
-            and that the caller has checked (each written plane apart from the others);
-            it holds none of their planes. None for work that is bound afresh.
+            and that the caller has checked (each written plane apart from the others),
+            and given the raw stream a launch over them goes to; it holds none of their
+            planes. None for work that is bound afresh.
     """
 
     enqueue: Callable[[Any], None]
@@ -100,7 +101,7 @@ class Step:
     tensors: tuple[Any, ...] = ()
     fork: Callable[[int], bool] | None = None
     writes: tuple[Any, ...] | None = None
-    move: Callable[[Mapping[str, Any]], tuple[Step, ...]] | None = None
+    move: Callable[[Mapping[str, Any], int], tuple[Step, ...]] | None = None
 
     def bumping(self, tensors: tuple[Any, ...]) -> Step:
         """This step with ``tensors`` as its :attr:`tensors`: a copy made directly, as

@@ -215,7 +215,7 @@ class CudaBackend(Backend):
 def _product_steps(
     label: str,
     kernel: ir.KernelIR,
-    mover: Callable[[Mapping[str, Any]], GemmLaunch],
+    mover: Callable[[Mapping[str, Any], int], GemmLaunch],
     launch: GemmLaunch,
     planes: Mapping[str, Any],
 ) -> tuple[Step, ...]:
@@ -245,10 +245,11 @@ def _product_steps(
 def _moved_product_steps(
     label: str,
     kernel: ir.KernelIR,
-    mover: Callable[[Mapping[str, Any]], GemmLaunch],
+    mover: Callable[[Mapping[str, Any], int], GemmLaunch],
     planes: Mapping[str, Any],
+    stream: int,
 ) -> tuple[Step, ...]:
-    return _product_steps(label, kernel, mover, mover(planes), planes)
+    return _product_steps(label, kernel, mover, mover(planes, stream), planes)
 
 
 def _operand_planes(

@@ -268,13 +268,15 @@ def moved(
     sizes: tuple[tuple[bool, int], ...],
     planes: Mapping[str, Any],
     keys: tuple[Any, ...],
+    stream: int,
 ) -> Planes | None:
     """``planes`` checked as :func:`check_planes` checked those of ``checked``, whose
     :func:`alike_keys` they share (``sizes``: their :func:`extents`; ``keys``: the
     planes' :func:`layout_keys`, in the kernel's plane order): only what depends on
     the addresses is checked again (each written plane apart from the others; a non-null,
-    aligned address is in the keys). The launch waits for what their producers queued,
-    as after :func:`check_planes`. None when a written plane overlaps another:
+    aligned address is in the keys). ``stream``, the one a launch over them goes to
+    (:func:`~eagle.cuda.stream.launch_stream`), waits for what their producers queued, as
+    after :func:`check_planes`. None when a written plane overlaps another:
     :func:`check_planes` then says which.
     """
     values: dict[str, Any] = {}
@@ -295,7 +297,7 @@ def moved(
     assert device is not None  # (device planes alone have alike keys)
     foreign = checked.foreign
     if held:
-        _holder.order_after(held.values(), launch_stream(values.values(), device))
+        _holder.order_after(held.values(), stream)
         if foreign is not None and foreign.written:
             tensors = tuple((name, held[name].tensor) for name, _ in foreign.written)
             foreign = ForeignPlanes(device, tensors, foreign.watched, foreign.apart)

@@ -282,15 +282,19 @@ class _Products:
         dtype: str,
         math: Float32Math | None,
         wanted: LoweredPlan,
+        planes: Mapping[str, Any],
     ) -> None:
         self.record, self.dtype, self.math = record, dtype, math
         shapes = {name: spec.shape for name, spec in wanted.required.items()}
-        self._roles: list[tuple[str, dict[str, tuple[str, tuple[int, ...]]]]] = []
+        # per product, each operand's plane, and the shape and strides it is seen in (None:
+        # the plane's own), the same for every set of planes laid out as ``planes``
+        self._roles: list[tuple[str, dict[str, tuple[str, _Seen]]]] = []
         for step in wanted.steps:
             spec = step.matmul
             assert spec is not None  # the lowered plan is products alone
             named = {"a": spec.a, "b": spec.b, "out": spec.out, **spec.scales}
-            self._roles.append((step.name, {r: (n, shapes[n]) for r, n in named.items()}))
+            roles = {r: (n, _seen(planes[n], shapes[n])) for r, n in named.items()}
+            self._roles.append((step.name, roles))
         self._params: tuple[Any, ...] = ()
         # per stream: its handle, and the products bound on it over address views
         self._bound: dict[int, tuple[CublasCaptureHandle, tuple[BoundGemm, ...]]] = {}
@@ -313,14 +317,14 @@ class _Products:
         # an adjoint computes only the gradients passed
         wanted = lowered.subplan(spec.name for spec in lowered.outputs if spec.name in views)
         calls = captured_calls(wanted, views, math=kept_math)
-        products = cls(record, dtype, kept_math, wanted)
+        products = cls(record, dtype, kept_math, wanted, planes)
         products._params = tuple(call.params for call in calls)
         return products, calls
 
     def calls(self, planes: Mapping[str, Any]) -> tuple[CapturedCall, ...]:
         """The products over ``planes``, laid out as those they were made for."""
         return tuple(
-            CapturedCall(name, params, {r: _view(planes[n], s) for r, (n, s) in roles.items()})
+            CapturedCall(name, params, {r: _view(planes[n], at) for r, (n, at) in roles.items()})
             for (name, roles), params in zip(self._roles, self._params, strict=True)
         )
 
@@ -333,13 +337,15 @@ class _Products:
         kept = self._bound.get(stream_ptr)
         if kept is None or kept[0] is not handle:
             return None
-        for call in calls:
-            if not handle.has_warmed(call.params, call.operands):
-                handle.warm(call.params, call.operands, keep_out=True)
-        return tuple(
-            product.rebound(call.operands, checked=True)  # (keyed by layout; planes checked)
+        # (keyed by layout; the planes were checked)
+        moved = tuple(
+            product.rebound(call.operands, checked=True)
             for product, call in zip(kept[1], calls, strict=True)
         )
+        for product, call in zip(moved, calls, strict=True):
+            if not product.warm:  # (it reads the handle's warmed products when called)
+                handle.warm(call.params, call.operands, keep_out=True)
+        return moved
 
     def keep(
         self, stream_ptr: int, handle: CublasCaptureHandle, products: tuple[BoundGemm, ...]
@@ -360,12 +366,23 @@ def _layout(planes: Mapping[str, Any]) -> tuple[Any, ...]:
     )
 
 
-def _view(plane: Any, shape: tuple[int, ...]) -> Any:
-    """``plane`` (contiguous, as its layout was checked) seen in ``shape``."""
-    if plane.shape == shape:
+#: how a product sees an operand's plane: None as it is, else in a shape and byte strides
+_Seen = tuple[tuple[int, ...], tuple[int, ...]] | None
+
+
+def _seen(plane: Any, shape: tuple[int, ...]) -> _Seen:
+    """How a product that takes ``plane`` (contiguous, as its layout was checked) in
+    ``shape`` sees it (:func:`_view`)."""
+    return None if plane.shape == shape else (shape, compact(shape, plane.itemsize))
+
+
+def _view(plane: Any, seen: _Seen) -> Any:
+    """``plane`` as a product sees it (:func:`_seen`)."""
+    if seen is None:
         return plane
+    shape, strides = seen
     return Array(
-        ptr=plane.ptr, shape=shape, dtype=plane.dtype, strides=compact(shape, plane.itemsize),
+        ptr=plane.ptr, shape=shape, dtype=plane.dtype, strides=strides,
         device_index=plane.device_index, owner=plane._owner, readonly=plane.readonly,
     )  # fmt: skip
 
@@ -446,7 +463,7 @@ class GemmLaunch:
             _products_kept[key] = products
         else:
             calls = products.calls(planes)
-        self._start(products, calls, device, beta, planes)
+        self._start(products, calls, device, beta, launch_stream(planes.values(), device))
 
     def _start(
         self,
@@ -454,10 +471,10 @@ class GemmLaunch:
         calls: tuple[CapturedCall, ...],
         device: int,
         beta: float,
-        planes: Mapping[str, Any],
+        stream: int,
     ) -> None:
-        """Take ``products`` bound over ``calls`` (``planes``' operands) and prepare them for
-        the stream a launch over ``planes`` goes to."""
+        """Take ``products`` bound over ``calls`` and prepare them for ``stream``, the raw
+        stream a launch over their planes goes to."""
         self.device, self.beta, self.calls = device, beta, calls
         self.dtype, self.math = products.dtype, products.math
         self._kept = products
@@ -465,21 +482,27 @@ class GemmLaunch:
         self._launches: dict[int, tuple[CublasCaptureHandle, tuple[BoundGemm, ...]]] = {}
         # the handle lent to captures of unprepared streams, and the products bound on it
         self._lent: tuple[CublasCaptureHandle, tuple[BoundGemm, ...]] | None = None
-        self._products(launch_stream(planes.values(), device))
+        self._products(stream)
 
-    def mover(self) -> Callable[[Mapping[str, Any]], GemmLaunch]:
+    def mover(self) -> Callable[[Mapping[str, Any], int], GemmLaunch]:
         """What makes these products over other planes laid out as this launch's, at
-        addresses the caller has checked (each written plane apart from the others): the
-        products are moved there, as a bind of such planes moves them, with nothing looked
-        up or checked again. It holds no plane."""
+        addresses the caller has checked (each written plane apart from the others), given
+        those planes and the raw stream a launch over them goes to: the products are moved
+        there, as a bind of such planes moves them, with nothing looked up or checked
+        again. It holds no plane."""
         return functools.partial(GemmLaunch._moved, self._kept, self.device, self.beta)
 
     @classmethod
     def _moved(
-        cls, products: _Products, device: int, beta: float, planes: Mapping[str, Any]
+        cls,
+        products: _Products,
+        device: int,
+        beta: float,
+        planes: Mapping[str, Any],
+        stream: int,
     ) -> GemmLaunch:
         launch = cls.__new__(cls)
-        launch._start(products, products.calls(planes), device, beta, planes)
+        launch._start(products, products.calls(planes), device, beta, stream)
         return launch
 
     def prepare(self, stream_ptr: int) -> tuple[BoundGemm, ...]:
