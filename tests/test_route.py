@@ -257,6 +257,7 @@ class _FakeHandle:
     def __init__(self, stream_ptr):
         self.stream_ptr, self.warmed, self.calls, self.betas = stream_ptr, [], [], []
         self.rebound = 0  # products moved to other operands
+        self.moved = []  # the operands of each
         self.keys = set()
         self.alive = True
         self.capturing = set()
@@ -300,6 +301,7 @@ class _FakeProduct:
 
     def rebound(self, operands, *, checked=False):
         self.handle.rebound += 1
+        self.handle.moved.append(dict(operands))
         return _FakeProduct(self.handle, self.params, operands, self.beta)
 
 
@@ -413,6 +415,26 @@ def _contract_planes(base):
         "f": _FakeDeviceArray((R, B), base + 0x10000),
         "y": _FakeDeviceArray((B * U,), base + 0x20000),
     }
+
+
+def test_a_routed_products_site_reissues_them_over_new_planes_seen_as_before(fake_cublas):
+    """A rebind of a captured routed launch moves its product to the new planes, each
+    operand the same view of its new plane as of the old (y seen as a matrix)."""
+    handles, _ = fake_cublas
+    forget_bindings(k.contract)
+    bound = _plan(k.contract).bind(**_contract_planes(0x100000))
+    (step,) = bound._steps
+    bound.launch()
+    (_, old) = handles[0x11].calls[-1]
+    new = _contract_planes(0x400000)
+    step.site().reissue(0x11, new)()
+    (_, ptrs) = handles[0x11].calls[-1]
+    assert ptrs == {role: ptr - 0x100000 + 0x400000 for role, ptr in old.items()}
+    moved = handles[0x11].moved[-1]
+    out = moved["out"]
+    assert out.ptr == new["y"].ptr and out.shape != new["y"].shape  # a view of the plane
+    assert out.strides == (out.shape[1] * 4, 4)  # row-major, as the plane is
+    assert moved["a"] is new["f"] and moved["b"] is new["w"]  # planes seen as they are
 
 
 def test_a_routed_bind_to_new_addresses_moves_the_products_kept_for_the_layout(fake_cublas):

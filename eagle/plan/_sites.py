@@ -17,7 +17,7 @@ from typing import Any
 
 from eagle.cuda._node_arguments import ALIGNED
 from eagle.cuda._rebind import KernelSite, ProductSite
-from eagle.plan._route import _view
+from eagle.plan._route import _seen, _view
 from hawk import ir
 
 __all__ = ["kernel_site", "product_site", "written_planes"]
@@ -113,4 +113,5 @@ def _moved(view: Any, name: str | None, planes: Mapping[str, Any]) -> Any:
     """
     if name is None:
         return view
-    return _view(planes[name], view.shape)
+    plane = planes[name]
+    return _view(plane, _seen(plane, view.shape))
