@@ -257,7 +257,7 @@ class _FakeHandle:
     def __init__(self, stream_ptr):
         self.stream_ptr, self.warmed, self.calls, self.betas = stream_ptr, [], [], []
         self.rebound = 0  # products moved to other operands
-        self.moved = []  # the operands of each
+        self.moved = []  # the address, shape and strides of each's operands
         self.keys = set()
         self.alive = True
         self.capturing = set()
@@ -301,7 +301,9 @@ class _FakeProduct:
 
     def rebound(self, operands, *, checked=False):
         self.handle.rebound += 1
-        self.handle.moved.append(dict(operands))
+        self.handle.moved.append(
+            {role: (array.ptr, array.shape, array.strides) for role, array in operands.items()}
+        )  # (what each operand is, holding none)
         return _FakeProduct(self.handle, self.params, operands, self.beta)
 
 
@@ -431,10 +433,11 @@ def test_a_routed_products_site_reissues_them_over_new_planes_seen_as_before(fak
     (_, ptrs) = handles[0x11].calls[-1]
     assert ptrs == {role: ptr - 0x100000 + 0x400000 for role, ptr in old.items()}
     moved = handles[0x11].moved[-1]
-    out = moved["out"]
-    assert out.ptr == new["y"].ptr and out.shape != new["y"].shape  # a view of the plane
-    assert out.strides == (out.shape[1] * 4, 4)  # row-major, as the plane is
-    assert moved["a"] is new["f"] and moved["b"] is new["w"]  # planes seen as they are
+    ptr, shape, strides = moved["out"]
+    assert ptr == new["y"].ptr and shape != new["y"].shape  # a view of the plane
+    assert strides == (shape[1] * 4, 4)  # row-major, as the plane is
+    for role, plane in (("a", new["f"]), ("b", new["w"])):  # planes seen as they are
+        assert moved[role] == (plane.ptr, plane.shape, plane.strides)
 
 
 def test_a_routed_bind_to_new_addresses_moves_the_products_kept_for_the_layout(fake_cublas):

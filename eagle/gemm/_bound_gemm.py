@@ -67,7 +67,11 @@ class BoundGemm:
         self._tensor = tensor  # the torch tensor ``out`` was given as: its version goes up
         # the scales of cuBLAS's first and second operand (fp8), and all it runs over
         self._scales = scales
-        self._kept = (*used, *(scale for scale in scales if scale is not None))
+        self._kept = (
+            used
+            if scales[0] is None and scales[1] is None
+            else (*used, *(scale for scale in scales if scale is not None))
+        )
 
     def __call__(self) -> None:
         """Enqueue the product (no allocation, no synchronisation).
