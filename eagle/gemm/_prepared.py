@@ -4,19 +4,44 @@ enqueues, and the key under which a handle records what it warmed."""
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from eagle.gemm.params import GemmParams, SgemmParams
 
-__all__ = ["ALIGNMENT", "CACHED_CALLS", "Call", "Prepared", "product_key", "write_span"]
+__all__ = [
+    "ALIGNMENT",
+    "CACHED_CALLS",
+    "Call",
+    "Prepared",
+    "Scalars",
+    "host_scalars",
+    "product_key",
+    "write_span",
+]
 
 ALIGNMENT = 16  # bytes: cuBLAS picks kernels by how operands align to its widest loads
 CACHED_CALLS = 1024  # prepared calls a handle keeps per entry point before starting afresh
 
 Params = SgemmParams | GemmParams
+
+#: ``(alpha, beta)`` in host memory, where cuBLAS reads them when a call runs
+Scalars = ctypes.Array[Any]
+
+_SCALARS: dict[str, type[Scalars]] = {
+    "float32": ctypes.c_float * 2,
+    "float64": ctypes.c_double * 2,
+}
+
+
+def host_scalars(alpha: float, beta: float, dtype: str) -> tuple[Scalars, int, int]:
+    """``alpha`` and ``beta`` in host memory in ``dtype`` (``"float32"`` or
+    ``"float64"``), and their addresses. A ctypes array, as its address costs a twentieth
+    of a numpy array's (``.ctypes.data``), on every product bound or moved."""
+    scalars = _SCALARS[dtype](alpha, beta)
+    alpha_at = ctypes.addressof(scalars)
+    return scalars, alpha_at, alpha_at + ctypes.sizeof(scalars) // 2
 
 
 class Call:
@@ -29,7 +54,7 @@ class Call:
         self,
         function: Callable[..., None],
         args: tuple[Any, ...],
-        scalars: np.ndarray,
+        scalars: Scalars,
         values: tuple[float, float],
         key: tuple[Any, ...],
         *,

@@ -96,7 +96,7 @@ class ScaledProducts:
         params: GemmParams,
         pointers: tuple[int, int, int],
         scales: tuple[int, int],
-        scalars: np.ndarray,
+        scalars: tuple[int, int],
     ) -> ScaledCall:
         """The prepared product of checked fp8 ``params`` over these device pointers.
 
@@ -105,7 +105,8 @@ class ScaledProducts:
             pointers: cuBLAS's first operand, its second, and ``out``.
             scales: the pointers of the first and second operand's float32 scales
                 (0: none, a scale of 1).
-            scalars: float32 ``(alpha, beta)`` in host memory, read when the call runs.
+            scalars: the addresses of float32 ``alpha`` and ``beta`` in host memory, read
+                when the call runs.
 
         Raises:
             NotCapturable: cuBLASLt has no algorithm for this product.
@@ -141,10 +142,10 @@ class ScaledProducts:
             (params, scaled), desc, (first_layout, second_layout, out_layout)
         )
         first, second, out = pointers
-        alpha_at = scalars.ctypes.data
+        alpha_at, beta_at = scalars
         head = (
             self._handle, desc, alpha_at, first, first_layout, second, second_layout,
-            alpha_at + scalars.itemsize, out, out_layout, out, out_layout,
+            beta_at, out, out_layout, out, out_layout,
             algorithm.ptr + self._algo_at,
         )  # fmt: skip
         return ScaledCall(self, head, descriptors, algorithm)

@@ -43,7 +43,15 @@ from eagle.cuda.stream import Stream, as_stream_ptr
 from eagle.errors import EagleTypeError, check_option
 from eagle.gemm._bound_gemm import BoundGemm
 from eagle.gemm._operands import SCALES, handle_operands
-from eagle.gemm._prepared import ALIGNMENT, CACHED_CALLS, Call, Prepared, product_key, write_span
+from eagle.gemm._prepared import (
+    ALIGNMENT,
+    CACHED_CALLS,
+    Call,
+    Prepared,
+    host_scalars,
+    product_key,
+    write_span,
+)
 from eagle.gemm._scaled import ScaledProducts
 from eagle.gemm.dtypes import SCALED_DTYPES, dtype_of, product_dtypes
 from eagle.gemm.errors import (
@@ -593,15 +601,17 @@ class CublasCaptureHandle:
         cuBLAS's first and second operand (0: none)."""
         dtype = params.dtype if isinstance(params, GemmParams) else "float32"
         math = params.math if isinstance(params, GemmParams) else self.math
-        scalars = np.array((alpha, beta), np.float64 if dtype == "float64" else np.float32)
+        scalars, alpha_at, beta_at = host_scalars(
+            alpha, beta, "float64" if dtype == "float64" else "float32"
+        )
         swap = params.operands == ("b", "a")
         if dtype in SCALED_DTYPES:
             assert isinstance(params, GemmParams)
-            scaled = self._scaled_products().call(params, (first, second, out), scales, scalars)
+            scaled = self._scaled_products().call(
+                params, (first, second, out), scales, (alpha_at, beta_at)
+            )
             warm = key in self._warmed
             return Call(scaled, (), scalars, (alpha, beta), key, swap=swap, warm=warm)
-        alpha_at = scalars.ctypes.data
-        beta_at = alpha_at + scalars.itemsize
         head = (self._handle, self._ops[params.op_a], self._ops[params.op_b],
                 params.m, params.n, params.k, alpha_at)  # fmt: skip
         cublas = self._cublas
