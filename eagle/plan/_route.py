@@ -332,8 +332,8 @@ class _Products:
         self, stream_ptr: int, handle: CublasCaptureHandle, calls: tuple[CapturedCall, ...]
     ) -> tuple[BoundGemm, ...] | None:
         """The products bound on ``handle`` over ``calls``' operands, moved from those kept
-        for ``stream_ptr`` (each warmed first if it aligns otherwise than any the handle
-        warmed); None when none are kept for this handle."""
+        for ``stream_ptr`` (each warmed there if it aligns otherwise than any the handle
+        warmed, before it is returned); None when none are kept for this handle."""
         kept = self._bound.get(stream_ptr)
         if kept is None or kept[0] is not handle:
             return None
@@ -343,7 +343,7 @@ class _Products:
             for product, call in zip(kept[1], calls, strict=True)
         )
         for product, call in zip(moved, calls, strict=True):
-            if not product.warm:  # (it reads the handle's warmed products when called)
+            if not product.warm:  # (a product reads what its handle warmed when it runs)
                 handle.warm(call.params, call.operands, keep_out=True)
         return moved
 
