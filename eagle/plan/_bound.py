@@ -27,7 +27,6 @@ errors (``python -W error``) would turn into an exception half-way through.
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -195,6 +194,30 @@ def _overlap(a: list[tuple[int, int]] | None, b: list[tuple[int, int]] | None) -
     return any(x0 < y1 and y0 < x1 for x0, x1 in a for y0, y1 in b)
 
 
+def _stream_plane(steps: tuple[Step, ...]) -> tuple[Any, ...]:
+    """The one plane of ``steps`` that names the stream of a launch without one (the first
+    framework array), or none: found once, as an array's framework does not change, only
+    that framework's current stream."""
+    for step in steps:
+        for plane in step.planes:
+            if framework_of(plane):
+                return (plane,)
+    return ()
+
+
+def _written(steps: tuple[Step, ...]) -> tuple[np.ndarray, ...]:
+    """The host arrays ``steps`` write, each once, that a run saves to be all or nothing:
+    none when one plane is written whole in the one store that ends the run."""
+    written: dict[tuple[int, int], np.ndarray] = {}
+    for step in steps:
+        last = () if step.last is None else (step.last,)
+        for array in (*step.written, *last):
+            written.setdefault((array.__array_interface__["data"][0], array.nbytes), array)
+    if len(written) == 1 and len(steps) == 1 and steps[0].last is not None:
+        return ()
+    return tuple(written.values())
+
+
 class Bound:
     """Bound work on one side: launch it, prepare a stream for it, or capture it.
 
@@ -218,25 +241,20 @@ class Bound:
     ) -> None:
         self.side = side
         self.device = device
-        self._steps = tuple(steps)
+        steps = self._steps = tuple(steps)
         self._host = side == "host"
-        self._enqueues = tuple(step.enqueue for step in self._steps)
-        # the one plane that names the stream (a framework's array), found once: an
-        # array's framework does not change, only that framework's current stream
-        foreign = (p for step in self._steps for p in step.planes if framework_of(p))
-        self._stream_plane = tuple(itertools.islice(foreign, 1))
-        # the host arrays the steps write, each once (a run saves them to be all or nothing)
-        written: dict[tuple[int, int], np.ndarray] = {}
-        for step in self._steps if self._host else ():
-            last = () if step.last is None else (step.last,)
-            for array in (*step.written, *last):
-                written.setdefault((array.__array_interface__["data"][0], array.nbytes), array)
-        if len(written) == 1 and len(self._steps) == 1 and self._steps[0].last is not None:
-            written = {}  # one plane written whole, in the one store that ends the run
-        self._written = tuple(written.values())
-        self._tensors = tuple(t for step in self._steps for t in step.tensors)
+        self._enqueues = tuple([step.enqueue for step in steps])
+        self._stream_plane = _stream_plane(steps)
+        self._written = _written(steps) if self._host else ()
+        self._tensors = (
+            steps[0].tensors
+            if len(steps) == 1
+            else tuple([t for step in steps for t in step.tensors])
+        )
         # whether a captured launch may fork (two steps that may, in a row or not)
-        self._may_fork = not self._host and sum(s.fork is not None for s in self._steps) >= 2
+        self._may_fork = (
+            not self._host and len(steps) >= 2 and sum([s.fork is not None for s in steps]) >= 2
+        )
         if self._may_fork and sides and not is_capturing(self.stream()):
             self._prepare_sides()  # (a capture may make nothing: a bind in one never forks)
 

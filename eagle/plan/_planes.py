@@ -281,16 +281,15 @@ def moved(
     """
     values: dict[str, Any] = {}
     held: dict[str, _holder.Held] = {}
-    for name, key in zip(checked.values, keys, strict=True):  # (the kernel's plane order)
+    spans = []
+    # (the kernel's plane order; an alike key's third entry is the plane's address)
+    for name, key, (writes, nbytes) in zip(checked.values, keys, sizes, strict=True):
         value = planes[name]
         if type(value) is not Array:
             item = held[name] = _holder.hold_alike(value, key)
             value = item.array
         values[name] = value
-    spans = [
-        (writes, value.ptr, value.ptr + nbytes)
-        for (writes, nbytes), value in zip(sizes, values.values(), strict=True)
-    ]
+        spans.append((writes, key[2], key[2] + nbytes))
     if _written_overlap(spans) is not None:
         return None
     device = checked.device

@@ -337,15 +337,13 @@ class _Products:
         kept = self._bound.get(stream_ptr)
         if kept is None or kept[0] is not handle:
             return None
-        # (keyed by layout; the planes were checked)
-        moved = tuple(
-            product.rebound(call.operands, checked=True)
-            for product, call in zip(kept[1], calls, strict=True)
-        )
-        for product, call in zip(moved, calls, strict=True):
-            if not product.warm:  # (a product reads what its handle warmed when it runs)
+        moved = []
+        for product, call in zip(kept[1], calls, strict=True):
+            bound = product.rebound(call.operands, checked=True)  # (the planes were checked)
+            if not bound.warm:  # (a product reads what its handle warmed when it runs)
                 handle.warm(call.params, call.operands, keep_out=True)
-        return moved
+            moved.append(bound)
+        return tuple(moved)
 
     def keep(
         self, stream_ptr: int, handle: CublasCaptureHandle, products: tuple[BoundGemm, ...]
