@@ -1,0 +1,75 @@
+"""Host µs of a moved routed bind, measured without a GPU.
+
+Usage (from the repository root): PYTHONPATH=. python benchmarks/probe_bind_host.py [tree]
+
+Issue #25 asks a routed bind to new addresses to cost at most 50 µs. Its GPU figure comes
+from ``bench_user_paths.py``; this probe times the same path (``bench_user_paths``'
+contraction shape aside: the test suite's small contraction) on any machine, so that a
+change to the bind's host code can be measured between GPU runs. cuBLAS and the CUDA
+runtime are the test suite's fakes (``tests/test_gemm_capture.py``'s ``FakeDevice``: the
+real ``CublasCaptureHandle`` over a recording cuBLAS), and the planes are device Arrays
+over host memory. It binds the plan to each of four sets of planes (warming their
+alignment class), then cycles over them: best of 40 rounds of 400 binds. The adjoint's
+bind is left out: it would need the side streams of its forks faked as well. Only
+ratios between trees run on one machine mean anything; pass another tree's root as
+``tree`` to put its eagle first on the path.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+if len(sys.argv) > 1:
+    sys.path.insert(0, sys.argv[1])
+
+import numpy as np
+import pytest
+
+import eagle.plan
+from eagle.plan import _route
+from hawk.emit import policy
+from tests import _route_kernels as k
+from tests.test_route import _host_backed, _routed_fake_device
+
+ROUNDS, BINDS = 40, 400
+
+
+def _best_us(bind: Callable[[int], object]) -> float:
+    best = float("inf")
+    for _ in range(ROUNDS):
+        began = time.perf_counter()
+        for turn in range(BINDS):
+            bind(turn % 4)
+        best = min(best, (time.perf_counter() - began) / BINDS)
+    return best * 1e6
+
+
+def main() -> int:
+    patch = pytest.MonkeyPatch()
+    device = _routed_fake_device(patch)
+    _route._products_kept.clear()
+    with policy.using(contraction="gemm"):
+        plan = eagle.plan.auto(k.contract)
+    rng = np.random.default_rng(0)
+
+    def plane(*shape: int) -> object:
+        values = rng.standard_normal(shape).astype(np.float32)
+        device.cublas.register(values)
+        return _host_backed(values)
+
+    forward = [
+        {"w": plane(k.R, k.U), "f": plane(k.R, k.B), "y": plane(k.B * k.U)} for _ in range(4)
+    ]
+    for _ in range(3):
+        for planes in forward:
+            plan.bind(**planes)
+    print("host µs per routed bind to new addresses (fake cuBLAS, host-backed planes)")
+    print(f"  plan.bind  {_best_us(lambda i: plan.bind(**forward[i])):7.2f}")
+    patch.undo()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
