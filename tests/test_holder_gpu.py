@@ -85,13 +85,16 @@ def test_a_cuda_tensor_that_requires_grad_is_read_and_never_written(rng):
 
 @pytest.mark.parametrize("grad", [False, True], ids=["plain", "requires_grad"])
 def test_a_tensor_held_alike_is_held_as_hold_takes_it(grad):
-    """A moved bind holds a CUDA tensor from its layout key (``hold_alike``): the same
-    array, producer, flags and tensor as ``hold`` reads from the tensor itself."""
+    """A moved bind holds a CUDA tensor from its layout key and the Array a tensor laid
+    out alike was held as (``hold_alike``): the same array, producer, flags and tensor as
+    ``hold`` reads from the tensor itself."""
     from eagle.arrays import _holder
 
     torch = _torch()
     tensor = torch.randn(6, 8, device="cuda", requires_grad=grad)[:, 2:5]
-    held, alike = _holder.hold(tensor), _holder.hold_alike(tensor, _holder.layout_key(tensor))
+    like = _holder.hold(torch.randn(6, 8, device="cuda")[:, 2:5]).array  # another address
+    key = _holder.layout_key(tensor)
+    held, alike = _holder.hold(tensor), _holder.hold_alike(tensor, key, like)
     assert held is not None and alike is not None
     laid = [(h.array.ptr, h.array.shape, h.array.strides, h.array.dtype, h.array.device_index,
              h.array.readonly) for h in (held, alike)]  # fmt: skip

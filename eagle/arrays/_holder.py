@@ -134,11 +134,12 @@ def hold(value: Any, *, sync: bool = True) -> Held | None:
     return kind_of(value).hold(value, sync)
 
 
-def hold_alike(value: Any, key: tuple[Any, ...]) -> Held:
+def hold_alike(value: Any, key: tuple[Any, ...], like: _array.Array) -> Held:
     """``value`` as :func:`hold` takes it (to run work over it), given its
-    :func:`layout_key` ``key`` and that an object of its :func:`aligned_alike` key was
-    held before: a torch tensor's layout is taken from the key, not read again."""
-    return kind_of(value).hold_alike(value, key)
+    :func:`layout_key` ``key`` and ``like``, an Array (or an address view of one) that an
+    object of the same :func:`aligned_alike` key was held as: a torch tensor's Array
+    takes ``like``'s layout at the key's address, nothing read from torch again."""
+    return kind_of(value).hold_alike(value, key, like)
 
 
 def layout_key(value: Any) -> tuple[Any, ...] | None:
@@ -378,7 +379,7 @@ class _Kind:
     def producer(self, value: Any, device: int) -> int | None:
         return None
 
-    def hold_alike(self, value: Any, key: tuple[Any, ...]) -> Held:
+    def hold_alike(self, value: Any, key: tuple[Any, ...], like: _array.Array) -> Held:
         held = self.hold(value, True)
         assert held is not None  # (an array like one held before)
         return held
@@ -504,17 +505,10 @@ class _Torch(_Kind):
     def producer(self, value: Any, device: int) -> int | None:
         return _FINDERS["torch"](device) if value.get_device() >= 0 else None
 
-    def hold_alike(self, value: Any, key: tuple[Any, ...]) -> Held:
-        _, index, ptr, shape, strides, dtype, grad = key  # (:func:`_tensor_key`)
+    def hold_alike(self, value: Any, key: tuple[Any, ...], like: _array.Array) -> Held:
+        _, index, ptr, _, _, _, grad = key  # (:func:`_tensor_key`)
         keep = value.detach() if grad else value  # the same memory, without the graph
-        array = _array.Array(
-            ptr=ptr,
-            shape=shape,
-            dtype=_torch_dtype(dtype),
-            strides=strides,
-            device_index=index,
-            owner=_foreign.Source(keep, "torch"),
-        )
+        array = like._at(ptr, _foreign.Source(keep, "torch"))
         return Held(array, "torch", _FINDERS["torch"](index), grad, value)
 
 

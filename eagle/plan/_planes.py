@@ -283,10 +283,12 @@ def moved(
     held: dict[str, _holder.Held] = {}
     spans = []
     # (the kernel's plane order; an alike key's third entry is the plane's address)
-    for name, key, (writes, nbytes) in zip(checked.values, keys, sizes, strict=True):
+    for (name, like), key, (writes, nbytes) in zip(
+        checked.values.items(), keys, sizes, strict=True
+    ):
         value = planes[name]
         if type(value) is not Array:
-            item = held[name] = _holder.hold_alike(value, key)
+            item = held[name] = _holder.hold_alike(value, key, like)
             value = item.array
         values[name] = value
         spans.append((writes, key[2], key[2] + nbytes))
