@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from eagle.arrays._array import Array
 from eagle.arrays._holder import bump_versions
 from eagle.cuda._forks import Branches, side_stream
 from eagle.cuda._rebind import Site, record
@@ -178,6 +179,10 @@ def _spans(planes: Sequence[Any]) -> list[tuple[int, int]] | None:
     an array eagle can place."""
     spans = []
     for plane in planes:
+        if type(plane) is Array:  # (most planes: no lookups)
+            start = plane.ptr
+            spans.append((start, start + plane.nbytes))
+            continue
         if isinstance(plane, int | float | np.generic):
             continue
         ptr, nbytes = getattr(plane, "ptr", None), getattr(plane, "nbytes", None)

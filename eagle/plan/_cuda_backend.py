@@ -42,7 +42,7 @@ from eagle.plan._backends import (
 )
 from eagle.plan._bound import Step
 from eagle.plan._planes import Planes
-from eagle.plan._route import GemmLaunch, GemmPart
+from eagle.plan._route import GemmLaunch
 from eagle.plan._sites import kernel_site, product_site
 from hawk import ir
 from hawk.emit import compute_dtype, cuda, private
@@ -227,15 +227,14 @@ def _product_steps(
     if len(launch.calls) == 1:
         site = product_site(label, kernel, planes, launch)
         return (Step(launch, launch.prepare, site=site, planes=tuple(planes.values()), move=move),)
-    spans = [(p, p.ptr, p.ptr + p.nbytes) for p in planes.values() if isinstance(p, Array)]
     return tuple(
         Step(
             part,
             part.prepare,
             site=product_site(f"{label} (product {part.index})", kernel, planes, part),
-            planes=_operand_planes(part, spans, ("a", "b", "out")),
+            planes=launch.planes_of(part.index, planes, ("a", "b", "out")),
             fork=part.ready,
-            writes=_operand_planes(part, spans, ("out",)),
+            writes=launch.planes_of(part.index, planes, ("out",)),
             move=move,
         )
         for part in launch.parts()
@@ -250,15 +249,6 @@ def _moved_product_steps(
     stream: int,
 ) -> tuple[Step, ...]:
     return _product_steps(label, kernel, mover, mover(planes, stream), planes)
-
-
-def _operand_planes(
-    part: GemmPart, spans: list[tuple[Array, int, int]], roles: tuple[str, ...]
-) -> tuple[Array, ...]:
-    """The planes (of ``spans``: each with its first and past-last byte) that ``part``'s
-    product's operands of ``roles`` (``"a"``, ``"b"``, ``"out"``) lie in."""
-    starts = [call.operands[role].ptr for call in part.calls for role in roles]
-    return tuple(plane for plane, first, end in spans if any(first <= at < end for at in starts))
 
 
 def _private_launch(

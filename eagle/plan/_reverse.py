@@ -253,9 +253,13 @@ class AdjointPlan:
         return kernel
 
     def _check_names(self, kernel: hawk.diff.AdjointKernel, planes: Mapping[str, Any]) -> None:
-        name = self.primal.kernel.name
         gradients = set(self.gradients.values())
         takes = [p.name for p in kernel.planes if p.name not in gradients]
+        if {p.name for p in kernel.planes}.issuperset(planes) and all(
+            plane in planes for plane in takes
+        ):
+            return  # (the messages below are made only when a name is wrong)
+        name = self.primal.kernel.name
         summary = (
             f"the adjoint of {name!r} takes {', '.join(takes)} and the gradient planes you want "
             f"from {', '.join(self.gradients.values())}"

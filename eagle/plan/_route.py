@@ -345,6 +345,12 @@ class _Products:
             moved.append(bound)
         return tuple(moved)
 
+    def names(self, index: int, roles: tuple[str, ...]) -> set[str]:
+        """The planes that product ``index``'s operands of ``roles`` (``"a"``, ``"b"``,
+        ``"out"``) view, by name."""
+        seen = self._roles[index][1]
+        return {seen[role][0] for role in roles}
+
     def keep(
         self, stream_ptr: int, handle: CublasCaptureHandle, products: tuple[BoundGemm, ...]
     ) -> None:
@@ -572,6 +578,14 @@ class GemmLaunch:
     def __call__(self, stream: Any) -> None:
         """Enqueue the products on ``stream`` (a Stream, a raw pointer, or None)."""
         self._enqueue(stream, slice(None))
+
+    def planes_of(
+        self, index: int, planes: Mapping[str, Any], roles: tuple[str, ...]
+    ) -> tuple[Any, ...]:
+        """The planes among ``planes`` (in their order) that product ``index``'s operands
+        of ``roles`` (``"a"``, ``"b"``, ``"out"``) view."""
+        names = self._kept.names(index, roles)
+        return tuple(plane for name, plane in planes.items() if name in names)
 
     def parts(self) -> tuple[GemmPart, ...]:
         """Each product as work of its own (:class:`GemmPart`), in the order
