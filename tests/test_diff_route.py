@@ -63,6 +63,10 @@ def test_a_routed_adjoint_bind_to_new_addresses_is_moved(fake_cublas, monkeypatc
     bound.launch()
     assert _bound.Branches.log == [("fork", 0), ("join", 0)]
     capturing.discard(0x11)
+    planned = []  # a move keeps the branch plan of the bind it moves
+    monkeypatch.setattr(_bound, "branch_plan", lambda steps: planned.append(steps))
+    again = {name: _FakeDeviceArray(a.shape, a.ptr + 0x100000) for name, a in moved.items()}
+    assert _adjoint().bind(**again)._branches == bound._branches and planned == []
 
     with pytest.raises(ValueError, match="planes 'w' and 'w_bar' share memory"):
         _adjoint().bind(**{**moved, "w_bar": moved["w"]})

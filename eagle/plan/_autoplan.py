@@ -23,7 +23,7 @@ from eagle.cuda.stream import launch_stream
 from eagle.errors import EagleTypeError, EagleValueError, check_option
 from eagle.plan import _route as gemm_route
 from eagle.plan._backends import DEFAULTS, Backend, Side, backend_named
-from eagle.plan._bound import Bound, Route, Step
+from eagle.plan._bound import UNPLANNED, Bound, Placement, Route, Step, Unplanned, branch_plan
 from eagle.plan._planes import (
     Planes,
     alike_keys,
@@ -517,12 +517,14 @@ class Moves:
         sizes: their :func:`~eagle.plan._planes.extents`.
         route: the route they took.
         steps: the steps' moves (:attr:`~Step.move`), each once.
+        branches: the steps' :func:`~eagle.plan._bound.branch_plan`, which a move keeps.
     """
 
     checked: Planes
     sizes: tuple[tuple[bool, int], ...]
     route: Route
     steps: tuple[Callable[[Mapping[str, Any], int], tuple[Step, ...]], ...]
+    branches: tuple[Placement, ...] | None
 
     @classmethod
     def of(cls, kernel: ir.KernelIR, checked: Planes, steps: Sequence[Step], route: Route) -> Moves:
@@ -530,7 +532,8 @@ class Moves:
         planes laid out alike (every step has a move)."""
         kept = checked if checked.detached else detached(checked)
         moves = tuple(dict.fromkeys(step.move for step in steps))
-        return cls(kept, extents(kernel, kept), route, moves)  # type: ignore[arg-type]
+        branches = branch_plan(steps)
+        return cls(kept, extents(kernel, kept), route, moves, branches)  # type: ignore[arg-type]
 
     def move(
         self, plan: AutoPlan, planes: Mapping[str, Any], keys: tuple[Any, ...], detach: bool
@@ -549,7 +552,7 @@ class Moves:
             checked, plan = detached(checked), plan._shared.bare()
         values = checked.values
         steps = tuple(step for move in self.steps for step in move(values, stream))
-        return BoundPlan(plan, checked, steps, self.route)
+        return BoundPlan(plan, checked, steps, self.route, branches=self.branches)
 
 
 class _Shared:
@@ -618,6 +621,7 @@ class BoundPlan(Bound):
         steps: Sequence[Step],
         route: Route,
         setters: Mapping[str, Callable[[float], None]] | None = None,
+        branches: tuple[Placement, ...] | Unplanned | None = UNPLANNED,
     ) -> None:
         foreign = checked.foreign
         tensors = () if foreign is None else foreign.tensors
@@ -626,7 +630,9 @@ class BoundPlan(Bound):
             first = first.bumping(tensors)
         # steps that fork are an adjoint's products, whose BoundAdjoint prepares their side
         # streams at its bind; alone, a BoundPlan prepares them in prepare() (capture())
-        super().__init__(checked.side, checked.device, (first, *rest), sides=False)
+        super().__init__(
+            checked.side, checked.device, (first, *rest), sides=False, branches=branches
+        )
         self._foreign = foreign
         self.plan = plan
         self.lanes = checked.lanes

@@ -124,6 +124,14 @@ class Placement:
     side: int | None = None
 
 
+class Unplanned:
+    """The type of :data:`UNPLANNED`."""
+
+
+#: a :class:`Bound`'s ``branches`` not given: worked out from its steps
+UNPLANNED = Unplanned()
+
+
 def branch_plan(steps: Sequence[Step]) -> tuple[Placement, ...] | None:
     """Where each step runs inside a capture, or None when none forks (see the module
     docstring). Two steps depend on one another when one writes memory the other
@@ -233,6 +241,10 @@ class Bound:
         sides: prepare now, outside a capture, the side streams a captured launch forks
             onto (else only :meth:`prepare` does): False for work launched at once and
             dropped, which no capture replays.
+        branches: the steps' :func:`branch_plan`, when the caller knows it (steps moved
+            from others whose plan it is: a move keeps every written plane apart from the
+            others, so which steps order one another does not change); else it is worked
+            out from the steps when first needed.
 
     Attributes:
         side: ``"host"`` or ``"device"``.
@@ -242,10 +254,18 @@ class Bound:
     _what: ClassVar[str] = "plan"
 
     def __init__(
-        self, side: str, device: int | None, steps: Sequence[Step], *, sides: bool = True
+        self,
+        side: str,
+        device: int | None,
+        steps: Sequence[Step],
+        *,
+        sides: bool = True,
+        branches: tuple[Placement, ...] | Unplanned | None = UNPLANNED,
     ) -> None:
         self.side = side
         self.device = device
+        if branches is not UNPLANNED:
+            self.__dict__["_branches"] = branches  # (what the cached property would find)
         steps = self._steps = tuple(steps)
         self._host = side == "host"
         self._enqueues = tuple([step.enqueue for step in steps])
