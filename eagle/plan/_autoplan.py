@@ -23,7 +23,7 @@ from eagle.cuda.stream import launch_stream
 from eagle.errors import EagleTypeError, EagleValueError, check_option
 from eagle.plan import _route as gemm_route
 from eagle.plan._backends import DEFAULTS, Backend, Side, backend_named
-from eagle.plan._bound import UNPLANNED, Bound, Placement, Route, Step, Unplanned, branch_plan
+from eagle.plan._bound import Bound, Placement, Route, Step, branch_plan
 from eagle.plan._planes import (
     Planes,
     alike_keys,
@@ -621,7 +621,7 @@ class BoundPlan(Bound):
         steps: Sequence[Step],
         route: Route,
         setters: Mapping[str, Callable[[float], None]] | None = None,
-        branches: tuple[Placement, ...] | Unplanned | None = UNPLANNED,
+        branches: tuple[Placement, ...] | None = None,
     ) -> None:
         foreign = checked.foreign
         tensors = () if foreign is None else foreign.tensors

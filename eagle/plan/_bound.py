@@ -124,14 +124,6 @@ class Placement:
     side: int | None = None
 
 
-class Unplanned:
-    """The type of :data:`UNPLANNED`."""
-
-
-#: a :class:`Bound`'s ``branches`` not given: worked out from its steps
-UNPLANNED = Unplanned()
-
-
 def branch_plan(steps: Sequence[Step]) -> tuple[Placement, ...] | None:
     """Where each step runs inside a capture, or None when none forks (see the module
     docstring). Two steps depend on one another when one writes memory the other
@@ -241,10 +233,10 @@ class Bound:
         sides: prepare now, outside a capture, the side streams a captured launch forks
             onto (else only :meth:`prepare` does): False for work launched at once and
             dropped, which no capture replays.
-        branches: the steps' :func:`branch_plan`, when the caller knows it (steps moved
+        branches: the steps' :func:`branch_plan`, when the caller knows one (steps moved
             from others whose plan it is: a move keeps every written plane apart from the
-            others, so which steps order one another does not change); else it is worked
-            out from the steps when first needed.
+            others, so which steps order one another does not change); None: worked out
+            from the steps when first needed.
 
     Attributes:
         side: ``"host"`` or ``"device"``.
@@ -260,11 +252,11 @@ class Bound:
         steps: Sequence[Step],
         *,
         sides: bool = True,
-        branches: tuple[Placement, ...] | Unplanned | None = UNPLANNED,
+        branches: tuple[Placement, ...] | None = None,
     ) -> None:
         self.side = side
         self.device = device
-        if branches is not UNPLANNED:
+        if branches is not None:
             self.__dict__["_branches"] = branches  # (what the cached property would find)
         steps = self._steps = tuple(steps)
         self._host = side == "host"

@@ -15,7 +15,7 @@ from eagle.arrays import asarray
 from eagle.errors import EagleTypeError, EagleValueError
 from eagle.gemm.steps import Side
 from eagle.plan._autoplan import AutoPlan, BoundPlan, Moves, backend_for, decide, main_side
-from eagle.plan._bound import UNPLANNED, Bound, Route, Step, one_place
+from eagle.plan._bound import Bound, Route, Step, one_place
 from eagle.plan._planes import Planes, alike_keys, check_planes, layout_keys
 from eagle.plan._route import dtype_reasons
 
@@ -520,7 +520,7 @@ class BoundAdjoint(Bound):
         work = [item for part in parts for item in (*part.fills, *part.bound._steps)]
         # one launch alone: its own steps, whose branch plan it knows (a moved one, kept)
         alone = len(parts) == 1 and not parts[0].fills
-        branches = parts[0].bound._branches if alone else UNPLANNED
+        branches = parts[0].bound._branches if alone else None
         super().__init__(side, device, work, sides=sides, branches=branches)
 
     def __repr__(self) -> str:
