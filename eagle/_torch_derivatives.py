@@ -1,7 +1,8 @@
 """The derivatives of an :class:`eagle.torch.Function`: :class:`Derivatives`.
 
-The backward runs the kernel's adjoint once: on the GEMM route ``eagle.diff.reverse``'s
-gradient products, otherwise ``hawk.diff.vjp(kernel, wrt, lane_gradients="store")``,
+The backward runs the kernel's adjoint once: on the GEMM route the gradient products of
+``eagle.diff.reverse(plan, accumulate=False)``, which write the gradients (beta = 0, no
+zeroing first), otherwise ``hawk.diff.vjp(kernel, wrt, lane_gradients="store")``,
 which writes the lane gradients (no zeroing first) and reads the broadcast cotangent of
 a sum as its one element. A ``Mutable[Table]``'s initial value's gradient is its
 cotangent (adds pass it through), reshaped in torch.
@@ -72,19 +73,14 @@ class _Backward:
     """A prepared backward: its adjoint, the planes it takes in order (the inputs, the
     ``held`` outputs' values before the launch, every cotangent, the gradients made), the
     outputs (by position) whose cotangent the runner reads as its one element (``one``),
-    and how each gradient is made (``made``: its slot and ``"zeros"``, added into in the
-    slot's dtype; ``"empty"``, written per lane; or ``"summed"``, added into over lanes
-    in the compute dtype)."""
+    and how each gradient is made (``made``: its slot and ``"empty"``, written whole in
+    the slot's dtype; or ``"summed"``, added into over lanes in the compute dtype)."""
 
     adjoint: _Adjoint
     names: tuple[str, ...]
     held: tuple[int, ...]
     one: frozenset[int]
     made: tuple[tuple[int, str], ...]
-
-
-#: how a gradient written or added into in the slot's own dtype starts
-_MAKE: dict[str, Callable[..., torch.Tensor]] = {"zeros": torch.zeros, "empty": torch.empty}
 
 
 class Derivatives:
@@ -102,6 +98,8 @@ class Derivatives:
     ) -> None:
         self.kernel = kernel
         self.adjoint = adjoint
+        # the GEMM route's backward writes its gradients, so they start uninitialised
+        self._written = AdjointPlan(adjoint.primal, accumulate=False)
         self._inputs, self._outputs = inputs, outputs
         self._input_names = tuple(p.name for p in inputs)
         self._output_names = tuple(p.name for p in outputs)
@@ -197,7 +195,7 @@ class Derivatives:
         real = torch.float64 if torch.float64 in dtypes else torch.float32
         # An adjoint that runs its own loop is specialised for a fresh call: it writes the
         # lane gradients (no zeroing first) and reads a broadcast cotangent (the gradient
-        # of a sum) as its one element (no copy). The GEMM route adds into zeroed planes.
+        # of a sum) as its one element (no copy). The GEMM route writes its gradients.
         fresh = self._adjoint_loops(device, dtypes)
         broadcast = (
             tuple(
@@ -226,7 +224,7 @@ class Derivatives:
                 gradient = torch.zeros(like.shape, dtype=real, device=device)
                 results[slot] = (gradient, like.dtype)
             else:
-                gradient = _MAKE[made](like.shape, dtype=like.dtype, device=device)
+                gradient = torch.empty(like.shape, dtype=like.dtype, device=device)
                 results[slot] = gradient
             tensors.append(gradient)
         if backward.adjoint.adds:
@@ -274,7 +272,7 @@ class Derivatives:
         adjoint = self._backward_adjoint(needs, fresh, broadcast)
         held = tuple(i for i, name in enumerate(self._output_names) if name in adjoint.takes)
         made = tuple(
-            (slot, "zeros" if not fresh else "empty" if self._lane_slots[slot] else "summed")
+            (slot, "summed" if fresh and not self._lane_slots[slot] else "empty")
             for slot, need in enumerate(needs)
             if need
         )
@@ -290,14 +288,14 @@ class Derivatives:
     def _backward_adjoint(
         self, needs: Sequence[bool], fresh: bool, broadcast: tuple[str, ...]
     ) -> _Adjoint:
-        """The adjoint for these needs: ``eagle.diff.reverse``'s (which adds into the
-        gradients, by gradient products) or, for a fresh call, the adjoint kernel that
-        writes them, with ``broadcast`` outputs' cotangents read as one element."""
+        """The adjoint for these needs: ``eagle.diff.reverse(plan, accumulate=False)``'s
+        gradient products, which write the gradients, or, for a fresh call, the adjoint
+        kernel that writes them, with ``broadcast`` outputs' cotangents read as one element."""
         names = self._input_names + self._output_names
         wrt = [names[slot] for slot, need in enumerate(needs) if need]
         if not fresh:
             kernel = hawk.diff.vjp(self.kernel, wrt)  # the kernel whose planes reverse takes
-            return _Adjoint(kernel, Runner(self.adjoint), _plane_names(kernel), adds=False)
+            return _Adjoint(kernel, Runner(self._written), _plane_names(kernel), adds=False)
         kernel = hawk.diff.vjp(self.kernel, wrt, lane_gradients="store", broadcast=broadcast)
         one = frozenset(kernel.cotangents[name] for name in broadcast)
         runner = Runner(eagle.plan.auto(kernel, contraction="loop"), one)

@@ -369,3 +369,25 @@ def test_import_without_torch_says_what_to_install():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "eagle.torch needs PyTorch" in result.stdout and "pip install torch" in result.stdout
+
+
+def test_the_routed_backward_writes_whole_gradients_it_made_uninitialised(monkeypatch):
+    """On the GEMM route the backward makes its gradients with torch.empty and writes them
+    whole (eagle.diff.reverse(plan, accumulate=False)), so no zeroing launch precedes it.
+    Run here on the host with that route's backward, over gradients made NaN."""
+    f = eagle.torch.function(k.contract, contraction="gemm")
+    derivatives = f._derivatives
+    monkeypatch.setattr(derivatives, "_adjoint_loops", lambda device, dtypes: False)
+    empty = torch.empty
+    monkeypatch.setattr(torch, "empty", lambda *a, **kw: empty(*a, **kw).fill_(float("nan")))
+    planes = k.inputs(k.contract, torch.float64, "cpu")
+    reference = {name: t.detach().clone().requires_grad_() for name, t in planes.items()}
+    expected = k.REFERENCES[k.contract](**reference)
+    bar = torch.randn(expected.shape, dtype=torch.float64)
+    expected.backward(bar)
+    f(**planes).backward(bar)
+    for name in planes:
+        torch.testing.assert_close(planes[name].grad, reference[name].grad)
+    routed = [b for (_, fresh, _), b in derivatives._backward_runners.items() if not fresh]
+    assert [backward.made for backward in routed] == [((0, "empty"), (1, "empty"))]
+    assert derivatives._written.accumulate is False and f.adjoint.accumulate is True
