@@ -343,6 +343,45 @@ def test_an_array_that_covers_a_plane_in_part_is_refused(fake):
     assert fake.sets == []
 
 
+def test_the_span_index_finds_planes_after_a_few_moves_and_after_every_plane_moved(fake):
+    # 12 launches, 36 planes: one move updates the sorted spans in place, every plane
+    # moved sorts them again; either way a key is found by its span and an array that
+    # covers a plane in part is refused
+    def planes_of(i: int) -> dict[str, FakeArray]:
+        return {f"{n}{i}": FakeArray(0x100000 * (i + 1) + 0x1000 * at, (4, 5))
+                for at, n in enumerate("abc")}  # fmt: skip
+
+    sites = [_kernel_site(fake, planes_of(i), f"plan {i}") for i in range(12)]
+    launcher = _launcher(*sites)
+
+    def state_of() -> Any:
+        return launcher._graph._rebind_state
+
+    moved = FakeArray(0x9000000, (4, 5))
+    launcher.rebind(b3=moved)
+    assert state_of().ranges == sorted(state_of().at) and not state_of().nested
+    newer = FakeArray(0x9100000, (4, 5))
+    launcher.rebind({moved: newer})
+    assert sites[3].planes["b3"] is newer
+    with pytest.raises(ValueError, match="plane 'b3' of plan 3 overlaps"):
+        launcher.rebind({FakeArray(newer.ptr - 16, (4, 6)): FakeArray(0x9200000, (4, 6))})
+    planes = [array for site in sites for array in site.planes.values()]
+    news = [FakeArray(0xA000000 - 0x1000 * at, (4, 5)) for at in range(len(planes))]
+    launcher.rebind(dict(zip(planes, news, strict=True)))
+    assert state_of().ranges == sorted(state_of().at) and not state_of().nested
+    assert [array for site in sites for array in site.planes.values()] == news
+    with pytest.raises(ValueError, match="plane 'c11' of plan 11 overlaps"):
+        launcher.rebind({FakeArray(news[-1].ptr + 16, (4, 5)): FakeArray(0x9200000, (4, 5))})
+    # planes moved onto memory that nests: every later lookup scans the spans
+    nesting = {news[0]: FakeArray(0xB000000, (4, 5)), news[1]: FakeArray(0xB000010, (4, 5))}
+    launcher.rebind(nesting)
+    assert state_of().nested
+    launcher.rebind(c5=FakeArray(0xC000000, (4, 5)))
+    assert sites[5].planes["c5"].ptr == 0xC000000
+    with pytest.raises(ValueError, match="plane 'a0' of plan 0 overlaps"):
+        launcher.rebind(b0=FakeArray(0xD000000, (4, 5)))
+
+
 def test_a_failure_part_way_undoes_what_was_applied(fake):
     planes = _planes()
     first = _kernel_site(fake, planes)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import itertools
 import threading
 import weakref
 from abc import ABC, abstractmethod
@@ -467,6 +468,10 @@ class _Memset:
 #: node kinds (besides the sites' own) that a rebind leaves as they are: they touch no plane
 _UNTOUCHED = frozenset({"empty", "eventrecord", "waitevent"})
 
+#: a rebind that moves more than one plane in this many sorts the span index again, once,
+#: instead of taking each moved span out of the sorted list and putting it back
+_RESORT = 8
+
 _WHAT = {
     "memcpy": "a memory copy",
     "host": "a host callback",
@@ -647,7 +652,24 @@ class _State:
             for site, name in self.at[old_span]:  # applies
                 held.pop(id(site.planes[name]), None)
         _apply(changes)
-        # every plane moved takes its span's place
+        self._move(moved)
+
+    def _move(self, moved: list[tuple[tuple[int, int], Any, tuple[int, int]]]) -> None:
+        """Every plane moved (old span, new array, new span) takes its old span's place in
+        the index: span by span for a few, or by sorting the spans again once for many."""
+        held, at = self.held, self.at
+        if len(moved) * _RESORT > len(at):
+            moves = [(at.pop(old_span), new, span) for old_span, new, span in moved]
+            for uses, new, span in moves:
+                here = at.get(span)
+                if here is None:
+                    at[span] = uses
+                else:
+                    here.extend(uses)
+                held[id(new)] = (new, span)
+            self.ranges = sorted(at)
+            self.nested = any(a[1] > b[0] for a, b in itertools.pairwise(self.ranges))
+            return
         moves = [(self._remove(old_span), new, span) for old_span, new, span in moved]
         for uses, new, span in moves:
             self._add(span, uses)
