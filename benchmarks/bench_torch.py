@@ -16,8 +16,9 @@ For ``y = 0.5 * x + z`` over 1,000 float32 lanes on the device:
   ``reduce-overhead``) and captured whole with ``torch.cuda.graph`` (forward, backward and
   ``torch.optim.Adam(capturable=True)``), in a plain loop of steps without a synchronize:
   wall milliseconds per step and CUDA-event milliseconds per step, and for eagle the
-  number of bindings a step makes in steady state (0 expected, the eager mode measured
-  last, in a process that has run the ops under ``torch.compile``).
+  number of bindings a step makes in steady state (0 expected, in a process that has run
+  the ops under ``torch.compile``). Every variant is made and warmed first; then they take
+  turns for five rounds, and each figure is the median over the rounds.
 
 Times are host wall-clock medians per call (after a warm-up), every side on the same
 tensors; the calls only enqueue work, and the device is synchronised between batches.
@@ -102,6 +103,7 @@ def _mixed_graph(f, v, z) -> torch.cuda.CUDAGraph:
 
 KAN = {"samples": 16384, "inputs": 64, "outputs": 64, "intervals": 8}
 KAN_STEPS = 50
+KAN_ROUNDS = 5  # alternating rounds of the KAN variants
 
 
 class _BindCount:
@@ -151,8 +153,9 @@ def _kan_models():
     return {"eagle": (eagle_loss, x), "torch": (torch_loss, x.T.contiguous())}, c0
 
 
-def _kan_variant(loss_fn, x0, c0, mode: str) -> dict[str, float]:
-    """Wall and CUDA-event milliseconds per training step of one model in one mode."""
+def _kan_variant(loss_fn, x0, c0, mode: str) -> Callable[[], None]:
+    """One training step of one model in one mode, warmed up (a captured step replays
+    the graph it captured)."""
     x = x0.clone().requires_grad_(True)
     c = c0.clone().requires_grad_(True)
     capturable = mode == "cuda.graph"
@@ -183,10 +186,20 @@ def _kan_variant(loss_fn, x0, c0, mode: str) -> dict[str, float]:
         with torch.cuda.graph(graph):
             fn(x, c).backward()
             optimizer.step()
-        step = graph.replay
+
+        def step(held: object = (x, c, optimizer)) -> None:
+            """A replay; ``held`` keeps the tensors whose memory the graph works on."""
+            graph.replay()
+
     for _ in range(3):
         step()
     torch.cuda.synchronize()
+    return step
+
+
+def _kan_steps(step: Callable[[], None]) -> dict[str, float]:
+    """Wall and CUDA-event milliseconds per step, and binds per step, over
+    :data:`KAN_STEPS` steps of ``step`` in a plain loop."""
     with _BindCount() as binds:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         began = time.perf_counter()
@@ -204,14 +217,27 @@ def _kan_variant(loss_fn, x0, c0, mode: str) -> dict[str, float]:
 
 
 def _kan_training() -> dict[str, dict[str, object]]:
+    """Every variant's figures: each variant is made and warmed once, then all of them
+    take turns for :data:`KAN_ROUNDS` rounds (a host's pace drifts by more than the
+    gaps between the variants); each figure is the median over the rounds, with the
+    rounds' figures beside it."""
     models, c0 = _kan_models()
+    steps: dict[str, Callable[[], None]] = {}
     figures: dict[str, dict[str, object]] = {}
     for side, (loss_fn, x) in models.items():
         for mode in ("compile", "reduce-overhead", "cuda.graph", "eager"):
             try:
-                figures[f"{side} {mode}"] = _kan_variant(loss_fn, x, c0, mode)
+                steps[f"{side} {mode}"] = _kan_variant(loss_fn, x, c0, mode)
             except Exception as exc:  # a variant that cannot run is reported, not fatal
                 figures[f"{side} {mode}"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    rounds: dict[str, list[dict[str, float]]] = {variant: [] for variant in steps}
+    for _ in range(KAN_ROUNDS):
+        for variant, step in steps.items():
+            rounds[variant].append(_kan_steps(step))
+    for variant, taken in rounds.items():
+        figures[variant] = {
+            key: statistics.median(turn[key] for turn in taken) for key in taken[0]
+        } | {"rounds_wall_ms": [turn["wall_ms"] for turn in taken]}
     return figures
 
 
@@ -278,15 +304,25 @@ def main() -> None:
                 f"{ratios[what][side]:5.2f}x eager   (rounds: {shown})"
             )
     kan = _kan_training()
-    print(f"KAN training step {KAN}, Adam, {KAN_STEPS} steps without a synchronize (ms/step)")
+    print(
+        f"KAN training step {KAN}, Adam, {KAN_STEPS} steps without a synchronize (ms/step; "
+        f"median of {KAN_ROUNDS} rounds in which the variants take turns)"
+    )
     for variant, record in kan.items():
         if "error" in record:
             print(f"  {variant:22s} failed: {record['error']}")
             continue
+        shown = ", ".join(f"{t:.3f}" for t in record["rounds_wall_ms"])
         print(
             f"  {variant:22s} wall {record['wall_ms']:7.3f}  device {record['event_ms']:7.3f}"
-            f"  binds/step {record['binds_per_step']:.2f}"
+            f"  binds/step {record['binds_per_step']:.2f}   (rounds' wall: {shown})"
         )
+    eager, compiled = kan.get("eagle eager", {}), kan.get("torch compile", {})
+    if "rounds_wall_ms" in eager and "rounds_wall_ms" in compiled:
+        ratio = statistics.median(
+            e / t for e, t in zip(eager["rounds_wall_ms"], compiled["rounds_wall_ms"], strict=True)
+        )
+        print(f"  eagle eager / torch compile, wall: {ratio:.3f} (median of the rounds' ratios)")
     result = {
         "lanes": LANES,
         "repeat": REPEAT,

@@ -2,10 +2,11 @@
 
 Usage: python benchmarks/probe_kan_eager_state.py [steps]
 
-``bench_torch.py`` times the eager KAN step last, after ``torch.compile``,
+``bench_torch.py`` timed the eager KAN step last, after ``torch.compile``,
 reduce-overhead and ``torch.cuda.graph`` ran in the same process, and each step after a
 warm-up on a side stream; it read 1.747 ms per step there against 1.28 ms in a process
-that ran the eager step first (run AB). This script times eagle's and torch's eager
+that ran the eager step first (run AB). (It now makes every variant first and times
+them in turns.) This script times eagle's and torch's eager
 steps (``steps`` steps, 50 by default, wall ms) fresh, then again after each of the
 other modes of ``bench_torch._kan_variant`` has run, so the mode that leaves the process
 slower shows, and prints eagle's eager step under cProfile before and after them all.

@@ -674,7 +674,8 @@ def torch_step_table() -> str:
     header = ["the step runs", "eagle's ops, ms", "torch's closed form, ms"]
     return _table(header, rows) + (
         f"\n\nOn {section['device']}, {section['date']}: wall milliseconds per step over 50 "
-        "steps, without a synchronize."
+        "steps, without a synchronize; each figure is the median of five rounds in which "
+        "every variant takes its turn."
     )
 
 
