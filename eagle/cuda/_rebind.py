@@ -542,13 +542,18 @@ class _State:
         check_key(old)
         return old, new, span_of(old)
 
-    def _add(self, span: tuple[int, int], uses: list[tuple[Site, str]]) -> None:
+    def _place(self, span: tuple[int, int], uses: list[tuple[Site, str]]) -> bool:
+        """Note ``uses`` (a list the index may keep) at ``span``; True when the span is new
+        to the index."""
         here = self.at.get(span)
         if here is not None:
             here.extend(uses)
-            return
-        self.at[span] = list(uses)
-        if self.nested:  # once planes nest, lookups scan them all
+            return False
+        self.at[span] = uses
+        return True
+
+    def _add(self, span: tuple[int, int], uses: list[tuple[Site, str]]) -> None:
+        if not self._place(span, uses) or self.nested:  # nested: lookups scan every span
             return
         at = bisect.bisect(self.ranges, span)
         self.ranges.insert(at, span)
@@ -661,11 +666,7 @@ class _State:
         if len(moved) * _RESORT > len(at):
             moves = [(at.pop(old_span), new, span) for old_span, new, span in moved]
             for uses, new, span in moves:
-                here = at.get(span)
-                if here is None:
-                    at[span] = uses
-                else:
-                    here.extend(uses)
+                self._place(span, uses)
                 held[id(new)] = (new, span)
             self.ranges = sorted(at)
             self.nested = any(a[1] > b[0] for a, b in itertools.pairwise(self.ranges))
