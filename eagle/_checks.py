@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from eagle.errors import EagleTypeError, EagleValueError
+
 __all__ = ["check_buffer"]
 
 
@@ -38,17 +40,17 @@ def check_buffer(
         label: how errors name it (``"plane 'y'"``, ``"operand 'a'"``).
         written: the work writes it.
         grad: it is a torch tensor that requires grad.
-        error: the error class to raise; None for TypeError (byte order) and
-            ValueError (everything else).
+        error: the error class to raise; None for EagleTypeError (byte order) and
+            EagleValueError (everything else).
     """
     dtype = array.dtype
     if not dtype.isnative:
-        raise (error or TypeError)(
+        raise (error or EagleTypeError)(
             f"{label} is {dtype.str}, in non-native byte order, which eagle does not "
             f"compute in; pass x.astype(x.dtype.newbyteorder('='))"
         )
     if written and grad:
-        raise (error or ValueError)(
+        raise (error or EagleValueError)(
             f"{label} is written, and it is a torch tensor that requires grad: eagle never "
             "writes one behind autograd's back; use eagle.torch.function(kernel) to make "
             "the write part of the graph, or pass .detach() of it to write it outside autograd"
@@ -56,7 +58,7 @@ def check_buffer(
     numpy = isinstance(array, np.ndarray)
     readonly = not array.flags.writeable if numpy else getattr(array, "readonly", False)
     if written and readonly:
-        raise (error or ValueError)(
+        raise (error or EagleValueError)(
             f"{label} is read-only (its producer marked its memory so), and it is written; "
             "pass a writable array (a copy of it)"
         )
@@ -67,7 +69,7 @@ def check_buffer(
     if ptr is None or not math.prod(shape):
         return
     if not ptr:
-        raise (error or ValueError)(
+        raise (error or EagleValueError)(
             f"{label} is at address 0 (a null pointer) with {math.prod(shape)} elements; "
             "pass an allocated array"
         )
@@ -76,7 +78,7 @@ def check_buffer(
     if ptr % alignment or any(
         stride % alignment for stride, extent in zip(strides, shape, strict=True) if extent > 1
     ):
-        raise (error or ValueError)(
+        raise (error or EagleValueError)(
             f"{label} is misaligned: its address {ptr:#x} or byte strides {strides} are not "
             f"multiples of {alignment}, the alignment of {dtype.name}; pass an aligned copy"
         )

@@ -103,15 +103,18 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def dispatched(values: Sequence[Any], initials: Sequence[Any]) -> bool:
-    """True when a call goes through the registered op: while compiling, under a torch
-    function or dispatch mode, or for tensors of other types (fake tensors, subclasses)."""
+    """True when a call goes through the registered op: while compiling or tracing
+    (``torch.jit.trace`` records only what the dispatcher sees), under a torch function or
+    dispatch mode, or for tensors of other types (fake tensors, subclasses) or on the meta
+    device (whose op gives meta outputs, as torch's own ops do)."""
     if (
         torch.compiler.is_compiling()
+        or torch._C._is_tracing()
         or torch._C._is_torch_function_mode_enabled()
         or torch._C._len_torch_dispatch_stack()
     ):
         return True
-    return any(type(t) not in _PLAIN for t in (*values, *initials) if t is not None)
+    return any(type(t) not in _PLAIN or t.is_meta for t in (*values, *initials) if t is not None)
 
 
 def recorder(values: Sequence[Any], initials: Sequence[Any]) -> Any:

@@ -45,6 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from eagle._cache import KeyedCache
 from eagle.errors import EagleImportError, EagleOverflowError, EagleTypeError, EagleValueError
 
 try:
@@ -87,7 +88,9 @@ _OUTPUTS = ("output", "accumulator")
 _functions: weakref.WeakKeyDictionary[hawk.Kernel, dict[str, weakref.ref[Function]]] = (
     weakref.WeakKeyDictionary()
 )
-_constants: dict[tuple[float, torch.dtype, torch.device], torch.Tensor] = {}
+#: the one-element tensors of the Param numbers eager calls were given, the most recently
+#: used kept (a binding is cached by its tensors' addresses, so a number reused keeps one)
+_constants: KeyedCache[tuple[Any, ...], torch.Tensor] = KeyedCache("eagle.torch constants", 256)
 
 
 def function(kernel: hawk.Kernel, contraction: Contraction | None = None) -> Function:
@@ -212,7 +215,7 @@ class Function:
     def __deepcopy__(self, memo: dict[int, Any]) -> Function:
         return self
 
-    def __call__(self, lanes: int | None = None, **planes: Any) -> Any:
+    def __call__(self, /, lanes: int | None = None, **planes: Any) -> Any:
         """Run the kernel: its Mutable planes' final values, one tensor or a tuple.
 
         Raises:
@@ -271,6 +274,12 @@ class Function:
                     raise EagleTypeError(
                         f"{slot.what} is a {value.dtype} tensor; hawk planes are {_DTYPE_LIST} "
                         "(convert it with .float() or .double())"
+                    )
+                if value.layout is not torch.strided or value.is_nested:
+                    layout = "nested" if value.is_nested else str(value.layout)
+                    raise EagleTypeError(
+                        f"{slot.what} is a {layout} tensor; eagle.torch ops take strided "
+                        "tensors: pass .to_dense() of it (a nested one: each of its tensors)"
                     )
                 if slot.lane:
                     if value.dim() != 1:
@@ -480,17 +489,21 @@ def _check_number(name: str, value: int | float, real: torch.dtype) -> None:
 
 
 def _constant(value: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """A one-element tensor holding ``value``, made once per value, dtype and device
-    in eager mode (made afresh while compiling or capturing a graph)."""
-    if torch.compiler.is_compiling():
+    """A one-element tensor holding ``value``, kept per value (its sign too: -0.0 is not
+    0.0), dtype and device for plain eager calls; made afresh while compiling, capturing a
+    graph, under inference mode or a torch dispatch mode (fake tensors), whose tensors
+    must not serve a later call."""
+    if (
+        torch.compiler.is_compiling()
+        or torch.is_inference_mode_enabled()
+        or torch._C._len_torch_dispatch_stack()
+        or (device.type == "cuda" and torch.cuda.is_current_stream_capturing())
+    ):
         return torch.full((1,), value, dtype=dtype, device=device)
-    key = (value, dtype, device)
+    key = (value, math.copysign(1.0, value), dtype, device) if value == value else (dtype, device)
     tensor = _constants.get(key)
     if tensor is None:
-        tensor = torch.full((1,), value, dtype=dtype, device=device)
-        capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
-        if not capturing:
-            _constants[key] = tensor
+        tensor = _constants[key] = torch.full((1,), value, dtype=dtype, device=device)
     return tensor
 
 

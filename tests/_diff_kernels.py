@@ -131,6 +131,17 @@ EXTRA = [
 ALL = CASES + EXTRA
 
 
+# two launches of a chain whose gradient planes may share part of their memory
+@hawk.kernel
+def read_eight(t: hawk.Table["k":8], y: hawk.Mutable[hawk.Scalar]):
+    y = t.at(k=hm.sample_index() % 8) * 3.0
+
+
+@hawk.kernel
+def read_four(t: hawk.Table["k":4], y: hawk.Mutable[hawk.Scalar]):
+    y = t.at(k=hm.sample_index() % 4) * 2.0
+
+
 def random_cotangents(
     kernel: hawk.Kernel, planes, rng: np.random.Generator
 ) -> dict[str, np.ndarray]:

@@ -128,3 +128,34 @@ def picks(x: hawk.Scalar, t: hawk.Table, y: hawk.Mutable[hawk.Scalar]):
     a = lane % 7 - 3
     b = (lane % 5 if t.at(int(x * 3.0)) > 0.0 else -2) if x > 0.5 else a * 3
     y = float(hm.maximum(a, b) * 100 + b)
+
+
+@hawk.kernel
+def wrapped_index(x: hawk.Scalar, t: hawk.Table["k":5], y: hawk.Mutable[hawk.Scalar]):
+    # i is 0 .. 4, but i * 2**62 wraps for i >= 2, so the index is 0, 1, -2, -1, 0: the
+    # read's check stays (a range proof that ignored the wrap would leave it out)
+    i = hm.minimum(hm.maximum(int(x), 0), 4)
+    y = t.at(k=i * 4611686018427387904 // 4611686018427387904)
+
+
+@hawk.kernel
+def wrapped_add(x: hawk.Scalar, h: hawk.Mutable[hawk.Table["k":5]]):
+    # the add's address wraps as wrapped_index's read
+    i = hm.minimum(hm.maximum(int(x), 0), 4)
+    h.add(k=i * 4611686018427387904 // 4611686018427387904, value=1.0)
+
+
+@hawk.kernel
+def wrapped_divisor(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    # d is i * 2**62 for i in 1 .. 4: never 0 before the wrap, 0 at i = 4 after it
+    i = hm.minimum(hm.maximum(int(x), 1), 4)
+    d = i * 4611686018427387904
+    y = float(100 // d + 100 % d)
+
+
+@hawk.kernel
+def wrapped_lane_index(t: hawk.Table["k":5], y: hawk.Mutable[hawk.Scalar]):
+    # lane * 2**64 wraps to 0, so every lane reads t[1]: checked as the kernel runs, not
+    # refused when the plan is bound (a launch check assumes indices that never wrap)
+    lane = hm.sample_index()
+    y = t.at(k=(lane * 4611686018427387904 * 4 + 2) // 2)

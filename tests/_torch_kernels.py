@@ -85,6 +85,16 @@ def ramp(a: hawk.Param, y: hawk.Mutable[hawk.Scalar]):
     y = a * float(hm.sample_index())
 
 
+@hawk.kernel
+def over(x: hawk.Scalar, a: hawk.Param, y: hawk.Mutable[hawk.Scalar]):
+    y = x / a  # a Param of -0.0 gives -inf, of 0.0 +inf
+
+
+@hawk.kernel
+def twice(self: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = 2.0 * self  # a plane named as a method's first argument
+
+
 def _lanes(x: torch.Tensor) -> torch.Tensor:
     return torch.arange(x.numel(), device=x.device)
 

@@ -14,7 +14,7 @@ import eagle.plan
 import hawk.diff
 from hawk.emit import policy
 from tests import _route_kernels as k
-from tests._diff_kernels import ALL, adjoint_planes, random_cotangents
+from tests._diff_kernels import ALL, adjoint_planes, random_cotangents, read_eight, read_four
 from tests._route_kernels import B, R, U
 from tests.test_diff_route import _adjoint, _planes
 from tests.test_route import fake_cublas  # noqa: F401 - the fixture
@@ -131,6 +131,32 @@ def test_a_written_sequence_holds_the_sum_of_every_launchs_gradient(rng):
         alone = np.zeros_like(x_bar)
         eagle.diff.reverse(plan).run(**common, y_bar=y_bar, x_bar=alone)
         np.testing.assert_allclose(x_bar, alone, rtol=1e-12)
+
+
+@pytest.mark.parametrize("part", [slice(0, 4), slice(4, None)])
+def test_a_written_sequence_refuses_a_gradient_plane_that_shares_part_of_anothers(rng, part):
+    """A later launch (whose adjoint runs first) gets a view of part of the earlier
+    launch's gradient plane: writing the earlier one whole would drop its adds, so the
+    bind refuses it by name before anything runs; accumulate=True adds both."""
+
+    table, y_bars = rng.standard_normal(8), [rng.standard_normal(8) for _ in range(2)]
+    plans = [eagle.plan.auto(read_eight), eagle.plan.auto(read_four)]
+    expected = 3.0 * y_bars[0]
+    np.add.at(expected[part], np.arange(8) % 4, 2.0 * y_bars[1])
+    for accumulate in (False, True):
+        grad = np.zeros(8) if accumulate else np.full(8, np.nan)
+        launches = (
+            {"t": table, "y_bar": y_bars[0], "t_bar": grad},
+            {"t": table[part], "y_bar": y_bars[1], "t_bar": grad[part]},
+        )
+        adjoint = eagle.diff.reverse(plans, accumulate=accumulate)
+        if accumulate:
+            adjoint.run(*launches)
+            np.testing.assert_allclose(grad, expected, rtol=1e-12)
+        else:
+            with pytest.raises(ValueError, match="launch 0: gradient plane 't_bar' shares part"):
+                adjoint.run(*launches)
+            assert np.isnan(grad).all()
 
 
 def test_accumulate_is_kept_by_copies_and_named_in_the_repr():

@@ -178,13 +178,16 @@ def _bare_builtin_raises(path: Path, base: Path = ROOT) -> list[str]:
         if not isinstance(node, ast.Raise) or node.exc is None:
             continue
         raised = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
-        if (
-            isinstance(raised, ast.Name)
-            and raised.id in vars(builtins)
-            and raised.id not in ("AttributeError", "NotImplementedError")
-            and isinstance(getattr(builtins, raised.id), type)
-        ):
-            found.append(f"{path.relative_to(base)}:{node.lineno} raises {raised.id}")
+        # a chosen kind, ``raise (error or ValueError)(...)``, counts its fallback too
+        kinds = raised.values if isinstance(raised, ast.BoolOp) else [raised]
+        for kind in kinds:
+            if (
+                isinstance(kind, ast.Name)
+                and kind.id in vars(builtins)
+                and kind.id not in ("AttributeError", "NotImplementedError")
+                and isinstance(getattr(builtins, kind.id), type)
+            ):
+                found.append(f"{path.relative_to(base)}:{node.lineno} raises {kind.id}")
     return found
 
 
@@ -215,5 +218,11 @@ def test_eagle_and_hawk_raise_their_own_kinds_not_bare_builtins():
 
 def test_the_raise_check_finds_a_bare_builtin(tmp_path):
     probe = tmp_path / "probe.py"
-    probe.write_text("def f():\n    raise ValueError('x')\n\ndef g():\n    raise AttributeError\n")
-    assert _bare_builtin_raises(probe, tmp_path) == ["probe.py:2 raises ValueError"]
+    probe.write_text(
+        "def f():\n    raise ValueError('x')\n\ndef g():\n    raise AttributeError\n"
+        "\ndef h(error=None):\n    raise (error or TypeError)('x')\n"
+    )
+    assert _bare_builtin_raises(probe, tmp_path) == [
+        "probe.py:2 raises ValueError",
+        "probe.py:8 raises TypeError",
+    ]

@@ -98,6 +98,22 @@ def test_a_read_only_out_on_the_host_is_refused_by_name(rng):
     assert not out.any()
 
 
+@pytest.mark.parametrize("strides", [(0, 8), (8, 8), (16, 8)])
+def test_an_out_whose_elements_share_memory_is_refused_on_the_host(rng, strides):
+    """A writable broadcast or overlapping view (torch's expand, numpy's as_strided) would
+    take every row's product in turn: refused by name, as the device's layout refuses it,
+    and nothing is written."""
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
+    base = np.full(64, np.nan)
+    out = np.lib.stride_tricks.as_strided(base, shape=(3, 5), strides=strides)
+    with pytest.raises(MatmulUnavailable, match="out 'c' is written, and its elements share"):
+        matmul_step("c", a="a", b="b", out="c").run({"a": a, "b": b, "c": out}, "host")
+    assert np.isnan(base).all()
+    spaced = np.full((3, 10), np.nan)[:, ::2]  # strided, but no two elements meet
+    matmul_step("c", a="a", b="b", out="c").run({"a": a, "b": b, "c": spaced}, "host")
+    np.testing.assert_allclose(spaced, a @ b, rtol=1e-13)
+
+
 def test_the_seed_host_example_runs_as_written():
     a = np.random.default_rng(0).standard_normal((3, 4))
     b = np.random.default_rng(1).standard_normal((4, 5))

@@ -184,3 +184,42 @@ def test_below_2_to_the_31_lanes_the_ints_that_fit_are_written_in_32_bits() -> N
     assert "$inline" not in narrow and "int hawk_floordiv(int a, int b)" in narrow
     wide = cuda.emit(k.widths.ir, dtypes).source  # for any lane count: every int 64-bit
     assert "const int" not in wide and "for (int" not in wide and "int hawk_" not in wide
+
+
+@pytest.mark.parametrize("backend", [None, "reference"])
+def test_an_index_whose_arithmetic_wraps_keeps_its_check(backend: str | None) -> None:
+    t = np.arange(5.0) * 10.0 + 1.0
+    y = np.full(3, np.nan)
+    with pytest.raises(IndexError, match="index -2 is out of range at lane 2"):
+        eagle.plan.auto(k.wrapped_index, backend=backend).run(x=np.array([0.0, 1.0, 2.0]), t=t, y=y)
+    assert np.isnan(y).all()  # a host run that raises leaves the planes as they were
+    eagle.plan.auto(k.wrapped_index, backend=backend).run(x=np.array([0.0, 1.0, 4.0]), t=t, y=y)
+    assert list(y) == [1.0, 11.0, 1.0]  # lane 2: 4 * 2**62 wraps to 0
+    h = np.zeros(5)
+    with pytest.raises(IndexError, match="index -1 is out of range at lane 1"):
+        eagle.plan.auto(k.wrapped_add, backend=backend).run(x=np.array([1.0, 3.0]), h=h)
+    assert not h.any()
+    with pytest.raises(ZeroDivisionError, match="at lane 1"):
+        eagle.plan.auto(k.wrapped_divisor, backend=backend).run(
+            x=np.array([1.0, 4.0]), y=np.zeros(2)
+        )
+
+
+@pytest.mark.parametrize("backend", [None, "reference"])
+def test_a_lane_index_that_wraps_into_range_runs(backend: str | None) -> None:
+    y = np.full(4, np.nan)
+    eagle.plan.auto(k.wrapped_lane_index, backend=backend).run(t=np.arange(5.0), y=y)
+    assert list(y) == [1.0] * 4
+
+
+@pytest.mark.parametrize("narrow", [False, True])
+def test_the_device_checks_an_index_or_divisor_whose_arithmetic_wraps(narrow: bool) -> None:
+    dtypes = {"x": np.dtype(np.float64), "t": np.dtype(np.float64), "y": np.dtype(np.float64)}
+    read = cuda.emit(k.wrapped_index.ir, dtypes, narrow=narrow).source
+    assert re.search(r"hawk_in\(", read), read
+    dtypes = {"x": np.dtype(np.float64), "h": np.dtype(np.float64)}
+    add = cuda.emit(k.wrapped_add.ir, dtypes, narrow=narrow).source
+    assert re.search(r"if \(hawk_in\(.*\) atomicAdd", add), add
+    dtypes = {"x": np.dtype(np.float64), "y": np.dtype(np.float64)}
+    divide = cuda.emit(k.wrapped_divisor.ir, dtypes, narrow=narrow).source
+    assert divide.count("hawk_divisor(") >= 2, divide  # the // and the %

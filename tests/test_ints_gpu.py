@@ -111,3 +111,33 @@ def test_check_mode_reports_the_overflow_the_host_reports() -> None:
     with pytest.raises(HawkOverflowError) as caught:
         y.numpy()
     assert str(caught.value) == str(expected)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "planes"),
+    [
+        (k.wrapped_index, {"x": [0.0, 1.0, 2.0], "t": [1.0, 11.0, 21.0, 31.0, 41.0], "y": 3}),
+        (k.wrapped_add, {"x": [1.0, 3.0], "h": 5}),
+        (k.wrapped_divisor, {"x": [1.0, 4.0], "y": 2}),
+    ],
+)
+def test_an_index_or_divisor_whose_arithmetic_wraps_is_the_hosts_error(kernel, planes) -> None:
+    host = {
+        name: np.asarray(v, float) if isinstance(v, list) else np.zeros(v)
+        for name, v in planes.items()
+    }
+    expected = _host_error(kernel, host)
+    assert isinstance(expected, IndexError | ZeroDivisionError)
+    device = _device(host)
+    eagle.plan.auto(kernel).run(**device)
+    with pytest.raises(type(expected)) as caught:
+        next(iter(device.values())).numpy()
+    assert str(caught.value) == str(expected)
+
+
+def test_a_lane_index_that_wraps_into_range_reads_as_on_the_host() -> None:
+    y = arrays.asarray(np.full(3000, np.nan), device="cuda:0")
+    eagle.plan.auto(k.wrapped_lane_index).run(
+        t=arrays.asarray(np.arange(5.0), device="cuda:0"), y=y
+    )
+    np.testing.assert_array_equal(y.numpy(), np.full(3000, 1.0))

@@ -407,11 +407,14 @@ def _array_key(array: _array.Array) -> tuple[Any, ...]:
             array.dtype, array._readonly)  # fmt: skip
 
 
-def _tensor_key(tensor: Any) -> tuple[Any, ...]:
+def _tensor_key(tensor: Any) -> tuple[Any, ...] | None:
     # its shape (a torch.Size, a tuple) and strides in elements as torch gives them: with
     # the dtype they say what byte strides would, at a third of the cost
-    return ("torch", tensor.get_device(), tensor.data_ptr(), tensor.shape, tensor.stride(),
-            tensor.dtype, tensor.requires_grad)  # fmt: skip
+    try:
+        return ("torch", tensor.get_device(), tensor.data_ptr(), tensor.shape,
+                tensor.stride(), tensor.dtype, tensor.requires_grad)  # fmt: skip
+    except RuntimeError:  # a sparse or nested tensor: no key, and holding it refuses it
+        return None
 
 
 def _cupy_key(array: Any) -> tuple[Any, ...]:
@@ -465,6 +468,11 @@ class _Torch(_Kind):
             raise EagleTypeError(
                 f"a {value.layout} torch tensor has no strided memory eagle can read; pass "
                 ".to_dense() of it"
+            )
+        if value.is_nested:
+            raise EagleTypeError(
+                "a nested torch tensor has no one shape eagle can read; pass each of its "
+                "tensors (.unbind()), or .to_padded_tensor(0.0) of it"
             )
         if value.is_conj() or value.is_neg():
             raise EagleTypeError(

@@ -138,7 +138,28 @@ def operand(
         )
     grad = held is not None and held.grad
     _holder.check_buffer(array, label, written=written, grad=grad, error=error)
+    if written and side == "host" and _overlapping(array):  # the device's layout refuses it
+        raise error(
+            f"{label} is written, and its elements share memory (a broadcast or overlapping "
+            f"view: shape {array.shape}, byte strides {array.strides}); pass an array whose "
+            "elements are distinct, such as a contiguous one"
+        )
     return Operand(array, held)
+
+
+def _overlapping(array: np.ndarray) -> bool:
+    """True unless each axis, from the smallest byte stride up, steps past all the memory
+    the smaller ones reach (a sufficient test that no two elements share memory; it also
+    refuses the rare interleaved views whose elements are distinct)."""
+    if array.flags.c_contiguous or array.flags.f_contiguous or not array.size:
+        return False
+    reach = array.itemsize
+    axes = zip(array.strides, array.shape, strict=True)
+    for stride, extent in sorted((abs(s), n) for s, n in axes if n > 1):
+        if stride < reach:
+            return True
+        reach += stride * (extent - 1)
+    return False
 
 
 def ordered(taken: Iterable[Operand], consumer: int) -> None:

@@ -277,7 +277,7 @@ class AutoPlan:
 
     # -- running -------------------------------------------------------------------------
 
-    def run(self, **planes: Any) -> None:
+    def run(self, /, **planes: Any) -> None:
         """Run the kernel once over ``planes`` (one keyword per kernel plane).
 
         On the host it returns when the results are in your arrays; if it
@@ -357,7 +357,7 @@ class AutoPlan:
             shared[key] = bound
         return bound, False
 
-    def bind(self, **planes: Any) -> BoundPlan:
+    def bind(self, /, **planes: Any) -> BoundPlan:
         """Prepare a launch over ``planes``: check them, compile, pack arguments.
 
         A plan that takes the GEMM route binds your planes to one cuBLAS

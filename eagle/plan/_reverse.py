@@ -131,7 +131,7 @@ class AdjointPlan:
 
     # -- running -------------------------------------------------------------------------
 
-    def run(self, **planes: Any) -> None:
+    def run(self, /, **planes: Any) -> None:
         """Add the gradients into the gradient planes passed (one keyword per plane), or
         write them there when made with ``accumulate=False``.
 
@@ -159,7 +159,7 @@ class AdjointPlan:
         self._check_names(kernel, planes)
         self._loop_plan(kernel).run(**planes)
 
-    def bind(self, **planes: Any) -> BoundAdjoint:
+    def bind(self, /, **planes: Any) -> BoundAdjoint:
         """Prepare the adjoint over ``planes`` (compile, pack arguments), so
         that :meth:`BoundAdjoint.launch` only enqueues work.
 
@@ -381,6 +381,23 @@ def _memory(value: Any) -> tuple[int, int] | None:
     return array.ptr, array.nbytes
 
 
+def _refuse_partial(
+    gradients: Mapping[str, tuple[int, int]], reached: set[tuple[int, int]], position: int
+) -> None:
+    """Refuse a gradient plane that shares part, not all, of the memory of a gradient plane
+    an adjoint run earlier writes: writing it whole would drop what that adjoint wrote, and
+    adding into it would keep what was there before."""
+    for name, (start, size) in gradients.items():
+        for begun, length in reached:
+            if (start, size) != (begun, length) and start < begun + length and begun < start + size:
+                raise EagleValueError(
+                    f"launch {position}: gradient plane {name!r} shares part of its memory "
+                    "with a gradient plane of a later launch, whose adjoint runs first; with "
+                    "accumulate=False pass each launch the same array or memory of its own, "
+                    "or use accumulate=True (every adjoint adds) over zeroed planes"
+                )
+
+
 def _fill_host(array: np.ndarray, _stream: None) -> None:
     array.fill(0)
 
@@ -486,11 +503,13 @@ class AdjointSequence:
                 }
                 if self.accumulate:
                     parts.append(step._bind(planes, True, set()))
-                elif reached.isdisjoint(gradients.values()):
-                    parts.append(step._bind(planes, False, set()))
-                else:  # a plane an earlier adjoint wrote: add, the new planes zeroed first
-                    fresh = {name for name, memory in gradients.items() if memory not in reached}
-                    parts.append(step._bind(planes, True, fresh))
+                else:
+                    _refuse_partial(gradients, reached, position)
+                    if reached.isdisjoint(gradients.values()):
+                        parts.append(step._bind(planes, False, set()))
+                    else:  # a plane an earlier adjoint wrote: add, the new planes zeroed first
+                        fresh = {n for n, memory in gradients.items() if memory not in reached}
+                        parts.append(step._bind(planes, True, fresh))
                 reached.update(gradients.values())
             except (TypeError, ValueError) as exc:
                 exc.add_note(f"in launch {position} ({step.primal.kernel.name}) of the adjoint")

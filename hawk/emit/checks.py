@@ -474,9 +474,23 @@ class Ranges:
         ):
             return None
         sums = lane_loop_sums(index)
-        if not sums or not all(self._fits(total.loop) for total in sums):
+        if not sums or not all(self._fits(total.loop) and self._stays(total) for total in sums):
             return None
         return index, nest
+
+    def _stays(self, total: Sum) -> bool:
+        """True when ``total`` stays in int64 on every lane below ``lanes`` and every
+        iteration (a wrapping index is checked in the kernel, which wraps as it does)."""
+        loop = self.bounds(total.loop)
+        low, low_fits = total.shift(0)  # lane parts never decrease as the lane grows
+        high, high_fits = total.shift(self.lanes - 1)
+        return (
+            loop is not None
+            and low_fits
+            and high_fits
+            and low + loop[0] >= INT_MIN
+            and high + loop[1] <= INT_MAX
+        )
 
     def _fits(self, node: ir.Expr) -> bool:
         """True when every value computed on the way to ``node`` is known to fit int64."""
@@ -487,16 +501,17 @@ class Ranges:
         return True
 
     def within(self, node: ir.Expr, extent: int | None) -> bool:
-        """True when ``node`` is in ``0 .. extent - 1`` on every lane (False when unknown)."""
+        """True when ``node`` is in ``0 .. extent - 1`` on every lane (False when unknown,
+        or when an int operation on the way may leave int64 and wrap: :meth:`span`)."""
         if extent is None:
             return False
-        bounds = self.bounds(node)
-        return bounds is not None and bounds[0] >= 0 and bounds[1] < extent
+        span = self.span(node)
+        return span is not None and span[0] >= 0 and span[1] < extent
 
     def nonzero(self, node: ir.Expr) -> bool:
-        """True when ``node`` is never zero."""
-        bounds = self.bounds(node)
-        return bounds is not None and (bounds[0] > 0 or bounds[1] < 0)
+        """True when ``node`` is never zero (as :meth:`within`, proved through :meth:`span`)."""
+        span = self.span(node)
+        return span is not None and (span[0] > 0 or span[1] < 0)
 
     def bounds(self, node: ir.Expr) -> tuple[int, int] | None:
         """The smallest and largest value of an int ``node``, or None when unknown."""

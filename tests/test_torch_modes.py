@@ -1,0 +1,100 @@
+"""eagle.torch calls under torch's modes and with tensors of every layout: Param numbers
+kept by value and sign, nothing a call under inference mode or fake tensors makes serves a
+later call, ``torch.jit.trace`` and meta tensors go through the registered op, and a
+tensor eagle cannot read is refused by plane name (CPU tensors; the host path)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import eagle  # noqa: E402
+import eagle.plan  # noqa: E402
+import eagle.torch  # noqa: E402
+from tests import _torch_kernels as k  # noqa: E402
+
+
+def test_a_param_number_keeps_its_sign():
+    f = eagle.torch.function(k.over)
+    x = torch.ones(3, dtype=torch.float64)
+    for a in (0.0, -0.0, 0.0):
+        torch.testing.assert_close(f(x=x, a=a), x / a)
+
+
+def test_the_param_numbers_kept_are_bounded():
+    f = eagle.torch.function(k.affine)
+    x = torch.randn(4, dtype=torch.float64)
+    for step in range(600):
+        lr = 1.0 / (step + 1)
+        b = float("nan") if step % 7 else lr
+        torch.testing.assert_close(f(x=x, a=lr, b=b), lr * x + b, equal_nan=True)
+    assert len(eagle.torch._constants) <= eagle.torch._constants.size
+
+
+def test_a_call_under_inference_mode_leaves_nothing_a_training_call_reuses():
+    f = eagle.torch.function(k.affine)
+    with torch.inference_mode():
+        f(x=torch.randn(4, dtype=torch.float64), a=2.0, b=0.5)
+    x = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    f(x=x, a=2.0, b=0.5).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full_like(x, 2.0))
+
+
+def test_a_call_on_fake_tensors_leaves_nothing_a_real_call_reuses():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    f = eagle.torch.function(k.affine)
+    with FakeTensorMode():
+        fake = f(x=torch.randn(4, dtype=torch.float64), a=2.0, b=0.5)
+    assert fake.shape == (4,)
+    x = torch.randn(4, dtype=torch.float64)
+    torch.testing.assert_close(f(x=x, a=2.0, b=0.5), 2.0 * x + 0.5)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_jit_trace_records_the_registered_op(grad):
+    f = eagle.torch.function(k.affine)
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.b = torch.nn.Parameter(torch.tensor(0.5, dtype=torch.float64), requires_grad=grad)
+
+        def forward(self, x):
+            return f(x=x, a=2.0, b=self.b)
+
+    layer = Layer()
+    traced = torch.jit.trace(layer, torch.randn(5, dtype=torch.float64), check_trace=False)
+    x = torch.randn(5, dtype=torch.float64)
+    torch.testing.assert_close(traced(x), 2.0 * x + 0.5)
+    assert any(node.kind().startswith("eagle::") for node in traced.graph.nodes())
+
+
+def test_meta_tensors_give_meta_outputs():
+    f = eagle.torch.function(k.scale_add)
+    y = f(x=torch.empty(6, device="meta"), z=torch.empty(6, device="meta"))
+    assert y.device.type == "meta" and y.shape == (6,)
+
+
+def _nested():
+    return torch.nested.nested_tensor([torch.ones(2, dtype=torch.float64)] * 2)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: torch.ones(4, dtype=torch.float64).to_sparse(), _nested],
+    ids=["sparse", "nested"],
+)
+def test_a_tensor_without_strided_memory_is_refused_by_plane_name(make):
+    f = eagle.torch.function(k.scale_add)
+    with pytest.raises(eagle.EagleError, match="plane 'x' is a .*tensor; eagle.torch ops take"):
+        f(x=make(), z=torch.ones(4, dtype=torch.float64))
+
+
+def test_a_plane_may_be_named_self():
+    x = torch.randn(3, dtype=torch.float64)
+    torch.testing.assert_close(eagle.torch.function(k.twice)(self=x), 2.0 * x)
+    y = torch.full((3,), float("nan"), dtype=torch.float64)
+    eagle.plan.auto(k.twice).run(self=x, y=y)
+    torch.testing.assert_close(y, 2.0 * x)
