@@ -231,6 +231,13 @@ def test_debug_print_is_compiled_out_of_the_numpy_and_cuda_programs() -> None:
     assert printed.debug_ir != printed.ir and quiet.debug_ir is quiet.ir
 
 
+def test_printing_the_debug_ir_shows_each_debugging_call_where_it_sits() -> None:
+    lines = [line.strip() for line in str(printed.debug_ir).splitlines()]
+    assert "debug_print('step', i, acc.2)" in lines, lines
+    assert any(line.startswith("debug_print('big', x)") for line in lines), lines
+    assert "debug_print" not in str(printed.ir)
+
+
 def test_debug_print_gives_no_value_and_prints_outside_a_kernel(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

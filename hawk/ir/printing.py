@@ -29,7 +29,7 @@ from hawk.ir.expr import (
 )
 from hawk.ir.planes import Plane
 from hawk.ir.rules import Rules
-from hawk.ir.stmt import Accumulate, If, KernelIR, Let, Loop, Stmt, Store
+from hawk.ir.stmt import Accumulate, Debug, If, KernelIR, Let, Loop, Stmt, Store
 from hawk.kinds import Type
 
 __all__ = ["format_access", "format_expr", "format_kernel", "format_stmt"]
@@ -181,6 +181,13 @@ def _store(stmt: Store, depth: int) -> list[str]:
 @_STATEMENTS.rule(Accumulate)
 def _accumulate(stmt: Accumulate, depth: int) -> list[str]:
     return [f"{_pad(depth)}add {format_access(stmt.plane, stmt.index)} += {stmt.value}"]
+
+
+@_STATEMENTS.rule(Debug)
+def _debug(stmt: Debug, depth: int) -> list[str]:
+    """A debugging call (only a kernel's ``debug_ir`` holds one), as it was written."""
+    items = ", ".join(repr(item) if isinstance(item, str) else str(item) for item in stmt.items)
+    return [f"{_pad(depth)}{stmt.call}({items})"]
 
 
 @_STATEMENTS.rule(Loop)
