@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import eagle
+import eagle.errors
 from eagle import arrays
 
 
@@ -30,6 +31,19 @@ def test_views_share_memory_with_true_strides(rng):
     assert arr.T.shape == (7, 5) and arr.T.strides == (8, 56)
     cols.fill(9.0)
     assert np.all(values[:, 2:5] == 9.0)
+
+
+def test_an_int_for_every_axis_gives_a_0d_view_and_a_bad_index_is_eagles_error(rng):
+    values = rng.standard_normal((5, 7))
+    arr = arrays.asarray(values)
+    element = arr[1, 2]
+    assert element.shape == () and element.ptr == values.ctypes.data + (7 + 2) * 8
+    element.fill(99.0)
+    assert values[1, 2] == 99.0
+    assert arrays.asarray(values[0])[3].ptr == values.ctypes.data + 3 * 8
+    for key in (5, (1, 2, 3), (0, -8)):
+        with pytest.raises(eagle.errors.EagleIndexError, match=r"an Array of shape \(5, 7\)"):
+            arr[key]
 
 
 def test_constructors_and_conversions():

@@ -23,7 +23,13 @@ from eagle.cuda._runtime import cudart, ensure_device, runtime
 from eagle.cuda.graph import any_capture_active, is_capturing, record_use
 from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr, current_stream, launch_stream
-from eagle.errors import EagleBufferError, EagleRuntimeError, EagleTypeError, EagleValueError
+from eagle.errors import (
+    EagleBufferError,
+    EagleIndexError,
+    EagleRuntimeError,
+    EagleTypeError,
+    EagleValueError,
+)
 from hawk.dtypes import find
 
 __all__ = ["Array", "empty", "full", "ones", "zeros"]
@@ -172,18 +178,19 @@ class Array:
 
         Raises:
             TypeError: a list, array or bool index (a gather: do it in numpy).
+            IndexError: an int out of its axis's range, or more indices than axes.
         """
         keys = check_basic(key)
-        if self._host is not None:
-            return Array(host=np.asarray(self._host[keys]))
-        if Ellipsis not in keys:
+        if Ellipsis not in keys:  # an int for every axis still gives a (0-d) view
             keys = (*keys, Ellipsis)
+        if self._host is not None:
+            return Array(host=self._view(self._host, keys))
         # Index a stand-in with the same layout: numpy does the view arithmetic and
         # never reads memory for basic indexing into a view.
         stand_in = np.lib.stride_tricks.as_strided(
             np.empty(1, dtype=self.dtype), shape=self.shape, strides=self.strides
         )
-        view = stand_in[keys]
+        view = self._view(stand_in, keys)
         offset = view.__array_interface__["data"][0] - stand_in.__array_interface__["data"][0]
         return Array(
             ptr=self._ptr + offset,
@@ -194,6 +201,13 @@ class Array:
             owner=self._owner,
             readonly=self._readonly,
         )
+
+    def _view(self, array: np.ndarray, keys: tuple[Any, ...]) -> np.ndarray:
+        """``array[keys]``, a view, its numpy IndexError raised as eagle's."""
+        try:
+            return array[keys]
+        except IndexError as exc:
+            raise EagleIndexError(f"{exc} (an Array of shape {self.shape})") from None
 
     def reshape(self, *shape: int | Sequence[int]) -> Array:
         """The same elements in another shape, sharing memory.
