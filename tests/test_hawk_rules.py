@@ -102,8 +102,10 @@ def test_every_table_has_a_driver_here() -> None:
 
 @pytest.mark.parametrize("table", ir.TABLES, ids=lambda t: f"{t.name}/{t.family.__name__}")
 def test_every_table_has_a_rule_for_every_class(table: ir.Rules[Any]) -> None:
-    every = ir.EXPRESSIONS if table.family is ir.Expr else ir.STATEMENTS
-    assert table.classes == set(every)
+    every = set(ir.EXPRESSIONS if table.family is ir.Expr else ir.STATEMENTS)
+    if _key(table) == ("printing", ir.Stmt):
+        every.add(ir.Debug)  # a kernel's debug_ir holds its debugging calls, and prints
+    assert table.classes == every
 
 
 @pytest.mark.parametrize("table", ir.TABLES, ids=lambda t: f"{t.name}/{t.family.__name__}")
