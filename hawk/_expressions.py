@@ -480,7 +480,10 @@ class ExpressionTracer(ir.Builder):
                 raise self.error(
                     node, "split_index gives several values; unpack it: a, b = hm.split_index(n)"
                 )
-            return self.call_math(node, op, [self.expr(a) for a in node.args])
+            args = [self.expr(a) for a in node.args]
+            if op == "pow" and len(args) == 2:  # hm.pow(a, b) is a ** b
+                return self.arith(node, "**", *args)
+            return self.call_math(node, op, args)
         if isinstance(func, ast.Name) and func.id not in self.env and func.id not in self.locals:
             target = self.resolve_or_none(func.id)
             if target is int or target is float:

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,10 +75,11 @@ class Table(_Declaration):
                     f'hawk.Table axes are written "label":extent, e.g. Table["row":4, "col":3]; '
                     f"got {item!r}"
                 )
-            label, extent = item.start, item.stop
-            if isinstance(extent, bool) or not isinstance(extent, int) or extent < 1:
+            label, extent = item.start, _extent(item.stop)
+            if extent is None:
                 raise HawkError(
-                    f"hawk.Table axis {label!r} needs a positive int extent, not {extent!r}"
+                    f"hawk.Table axis {label!r} needs a positive int extent below 2**63, not "
+                    f"{item.stop!r}"
                 )
             if label == VALUE_KEYWORD:
                 raise HawkError(
@@ -86,8 +88,19 @@ class Table(_Declaration):
                 )
             if any(label == seen for seen, _ in axes):
                 raise HawkError(f"hawk.Table axis {label!r} is declared twice")
-            axes.append((label, int(extent)))
+            axes.append((label, extent))
         return TableSpec(tuple(axes))
+
+
+def _extent(value: Any) -> int | None:
+    """``value`` as an axis extent (an int or a numpy int, positive, within int64), or None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        extent = operator.index(value)
+    except TypeError:
+        return None
+    return extent if 0 < extent < 2**63 else None
 
 
 @dataclass(frozen=True)

@@ -318,6 +318,10 @@ class _Tracer(ExpressionTracer):
         assert op is not None
         if call.keywords:
             raise self.error(call, f"{op}() takes positional arguments: {snippet(call)}")
+        if call.args and not DEBUG_CALLS[op].takes_values:
+            raise self.error(
+                call, f"hm.{op}() takes no arguments (the kernel's names are its locals)"
+            )
         items: list[str | ir.Expr] = []
         for arg in call.args:
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str):

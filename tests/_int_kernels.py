@@ -76,6 +76,12 @@ def reciprocal(y: hawk.Mutable[hawk.Scalar]):
 
 
 @hawk.kernel
+def reciprocal_pow(y: hawk.Mutable[hawk.Scalar]):
+    lane = hm.sample_index()
+    y = hm.pow(lane + 1, -1) * (hm.pow(2, -1) * 2.0)  # hm.pow(a, b) is a ** b
+
+
+@hawk.kernel
 def power_of(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
     e = int(x)
     y = float(2**e) if x > -100.0 else 0.0

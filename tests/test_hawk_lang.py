@@ -303,8 +303,13 @@ def test_refusals_name_the_line(
     ("declare", "message"),
     [
         (lambda: hawk.Mutable[hawk.Param], r"hawk\.Mutable takes hawk\.Scalar or a hawk\.Table"),
-        (lambda: hawk.Table["row":2.5], r"axis 'row' needs a positive int extent, not 2\.5"),
-        (lambda: hawk.Table["row":0], r"axis 'row' needs a positive int extent, not 0"),
+        (lambda: hawk.Table["row":2.5], r"axis 'row' needs a positive int extent .*, not 2\.5"),
+        (lambda: hawk.Table["row":0], r"axis 'row' needs a positive int extent .*, not 0"),
+        (lambda: hawk.Table["row":True], r"axis 'row' needs a positive int extent .*, not True"),
+        (
+            lambda: hawk.Table["row" : 2**63],
+            r"axis 'row' needs a positive int extent below 2\*\*63",
+        ),
         (lambda: hawk.Table["row":2, "row":3], r"axis 'row' is declared twice"),
         (lambda: hawk.Table["value":2], r"axis name 'value' is reserved"),
         (lambda: hawk.Table[2], r'axes are written "label":extent'),
@@ -313,6 +318,11 @@ def test_refusals_name_the_line(
 def test_bad_declarations(declare, message: str) -> None:
     with pytest.raises(hawk.HawkError, match=message):
         declare()
+
+
+def test_a_numpy_int_is_an_axis_extent() -> None:
+    assert hawk.Table["row" : np.int64(12), "col":3].axes == (("row", 12), ("col", 3))
+    assert type(hawk.Table["row" : np.int32(4)].axes[0][1]) is int
 
 
 def test_declarations_are_annotations_only() -> None:

@@ -62,9 +62,10 @@ def test_int_power_is_exact_modulo_2_64(dtype: type) -> None:
     assert expected[35] == 3**35 % 1000  # exact where 3**lane fits int64
 
 
-def test_an_int_to_a_negative_constant_power_is_a_real() -> None:
+@pytest.mark.parametrize("kernel", [k.reciprocal, k.reciprocal_pow])
+def test_an_int_to_a_negative_constant_power_is_a_real(kernel) -> None:
     y = np.full(5, np.nan)
-    _run(k.reciprocal, y=y)
+    _run(kernel, y=y)
     np.testing.assert_array_equal(y, 1.0 / np.arange(1.0, 6.0))
 
 

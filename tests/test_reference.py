@@ -277,3 +277,12 @@ def test_breakpoint_stops_in_each_lane_with_its_values_in_scope(
     assert isinstance(seen[0]["doubled"], np.float32)
     eagle.plan.auto(stops).run(a=0.5, x=x, y=y)  # compiled out: no stop
     assert len(seen) == 2
+
+
+def test_breakpoint_with_arguments_is_refused() -> None:
+    with pytest.raises(hawk.HawkError, match=r"hm\.breakpoint\(\) takes no arguments"):
+
+        @hawk.kernel
+        def noisy(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+            hm.breakpoint(x)
+            y = x

@@ -301,9 +301,12 @@ class DebugCall:
             arguments (text or the lane's numbers), ``scope`` the kernel's names in scope
             there and the lane's values of them.
         outside: what ``hawk.math.<name>(*values)`` does outside a kernel.
+        takes_values: whether it takes arguments (a kernel that passes some to one that
+            takes none is refused when it is decorated).
     """
 
     name: str
     doc: str
     run: Callable[[int, tuple[Any, ...], Mapping[str, Any]], None]
     outside: Callable[..., None]
+    takes_values: bool = True

@@ -453,7 +453,8 @@ FUNCTIONS: tuple[Builtin, ...] = (
         "pow",
         ("x", "y"),
         "x ** y (also written ``x ** y`` in a kernel): of reals, or of ints exactly "
-        "(modulo 2**64; a negative int exponent raises).",
+        "(modulo 2**64). An int to a negative constant power is a real, as in Python; a "
+        "negative int exponent known only as the kernel runs raises.",
         np.power,
         _pow_host,
         _pow_c,
@@ -515,6 +516,7 @@ DEBUG_CALLS: dict[str, DebugCall] = {
             "compiled out on the other backends. Outside a kernel, call ``breakpoint()``.",
             _break_lane,
             builtins.breakpoint,
+            takes_values=False,
         ),
     )
 }
