@@ -212,6 +212,12 @@ class Function:
         function), so ``copy.deepcopy(model)`` shares it."""
         return self
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled as its kernel and route (``torch.save`` of a model that holds it): it
+        loads as ``eagle.torch.function(kernel, contraction)``, the same function where
+        one is alive."""
+        return function, (self.kernel, self.plan.policy.contraction)
+
     def __deepcopy__(self, memo: dict[int, Any]) -> Function:
         return self
 
@@ -297,11 +303,14 @@ class Function:
                         )
                     params.append(value)
                     continue
-                elif slot.size is not None and value.numel() != slot.size:
+                elif slot.size is not None and (
+                    value.numel() != slot.size
+                    or (value.dim() != 1 and tuple(value.shape) != slot.plane.shape)
+                ):  # a named table: its declared shape, or its values in a row (never .T)
                     raise EagleValueError(
-                        f"{slot.what} is {slot.plane.declaration()}: pass a tensor of its "
-                        f"{slot.size} values (shape {slot.plane.shape}, read row-major), not "
-                        f"shape {tuple(value.shape)}"
+                        f"{slot.what} is {slot.plane.declaration()}: pass a tensor of shape "
+                        f"{slot.plane.shape}, or a 1-D tensor of its {slot.size} values "
+                        f"(row-major), not shape {tuple(value.shape)}"
                     )
                 given.append(value)
             elif value is not None or not slot.initial:

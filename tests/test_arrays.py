@@ -186,3 +186,13 @@ def test_reshape_views_contiguous_arrays_and_refuses_strided_ones(rng):
     device = arrays.asarray(_FakeDeviceArray())
     view = device.reshape(6)
     assert (view.shape, view.strides, view.ptr, view.device) == ((6,), (4,), 0, "cuda:0")
+
+
+def test_refusals_of_shapes_and_objects_are_eagles_errors():
+    with pytest.raises(eagle.errors.EagleTypeError, match="reshape takes ints"):
+        arrays.zeros(6).reshape(None)
+    with pytest.raises(eagle.errors.EagleValueError, match="more than any array can hold"):
+        arrays.zeros((2**40, 2**40))
+    with pytest.raises(eagle.errors.EagleValueError, match="asarray cannot make an array"):
+        arrays.asarray([[1.0], [2.0, 3.0]])
+    assert arrays.zeros(6).reshape(np.array([2, 3])).shape == (2, 3)

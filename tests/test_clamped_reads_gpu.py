@@ -51,7 +51,7 @@ def test_an_empty_flat_table_is_never_loaded(dtype: type) -> None:
     with pytest.raises(hawk.PlaneIndexError) as caught:
         y.numpy()
     assert "(length 0)" in str(caught.value) and caught.value.extent == 0
-    assert str(expected).startswith("table 't', (length 0): index ")
+    assert str(expected).startswith("table 't' (length 0): index ")
     assert np.array_equal(y.numpy(), np.zeros(3))
 
 

@@ -14,6 +14,7 @@ import eagle.gemm.contraction
 import hawk.records
 from eagle.gemm import (
     ContractionOperand,
+    MatmulUnavailable,
     PlanUnavailable,
     RecognizedContraction,
     lower_dense_gemm,
@@ -150,6 +151,23 @@ def test_adjoint_lowering(rng, reduce_a, reduce_b):
     f_ref = y_bar.T @ _as_free_by_k(w, reduce_a)
     assert rel_error(w_bar, w_ref.T if reduce_a == 0 else w_ref) < 1e-14
     assert rel_error(f_bar, f_ref.T if reduce_b == 0 else f_ref) < 1e-14
+
+
+def test_a_written_buffer_that_shares_memory_with_another_is_refused(rng):
+    """f_bar over f: the w_bar step would read the f the f_bar step wrote. Refused by name
+    before any step runs; buffers side by side in one array are fine."""
+    plan = lower_dense_gemm(_gemm_record(0, 0), direction="adjoint")
+    w, y_bar = rng.standard_normal(plan.inputs[0].shape), rng.standard_normal((4, 5))
+    f = rng.standard_normal(plan.inputs[1].shape)
+    w_bar = np.full(plan.outputs[0].shape, np.nan)
+    kept = f.copy()
+    with pytest.raises(MatmulUnavailable, match="buffers 'f_bar' and 'f' share memory"):
+        plan("host", {"w": w, "f": f, "y_bar": y_bar, "w_bar": w_bar, "f_bar": f})
+    assert np.array_equal(f, kept) and np.isnan(w_bar).all()
+    both = np.full((2, *f.shape), np.nan)
+    both[0] = f
+    plan("host", {"w": w, "f": both[0], "y_bar": y_bar, "w_bar": w_bar, "f_bar": both[1]})
+    assert rel_error(w_bar, (y_bar @ f.T).T) < 1e-14
 
 
 @pytest.mark.parametrize(("reduce_a", "reduce_b"), REDUCE_DIMS)

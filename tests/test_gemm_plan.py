@@ -423,8 +423,12 @@ def test_plan_parts_of_the_wrong_type_are_type_errors():
         _plan([step], [_spec("a", (2, 3)), ("b", (3, 4))], [_spec("o", (2, 4))])
     with pytest.raises(TypeError, match="plan steps are PlanStep"):
         _plan(["o"], [_spec("a", (2, 3))], [])
-    with pytest.raises(TypeError, match="reads must be a sequence of buffer names"):
+    with pytest.raises(TypeError, match=r"matmul step 'o': a must be the name of a buffer"):
         matmul_step("o", a=1, b="b", out="o")
+    with pytest.raises(TypeError, match=r"out must be the name of a buffer \(a str\), not None"):
+        matmul_step("o", a="a", b="b", out=None)
+    with pytest.raises(TypeError, match=r"b_scale must be the name of a buffer"):
+        matmul_step("o", a="a", b="b", out="o", b_scale=np.ones(1))
 
 
 def test_refusals_of_values_are_value_errors():

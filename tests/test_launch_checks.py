@@ -230,7 +230,7 @@ def test_check_launch_raises_for_the_first_failing_check_in_order() -> None:
         checks.CheckSite("index", "b", "index", None, "b.at(lane)"), ir.Lane()
     )
     checks.check_launch([first, second], 4, {"b": 4})
-    with pytest.raises(hawk.PlaneIndexError, match="table 'b', \\(length 3\\): index 3"):
+    with pytest.raises(hawk.PlaneIndexError, match="table 'b' \\(length 3\\): index 3"):
         checks.check_launch([first, second], 4, {"b": 3})
     with pytest.raises(hawk.PlaneIndexError, match="table 'a'"):
         checks.check_launch([first, second], 5, {"b": 3})

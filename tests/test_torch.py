@@ -277,8 +277,15 @@ def test_coercions_are_refused_by_name():
     )
     with pytest.raises(ValueError, match=r"plane 'a' is a Param: pass a number or a one-element"):
         affine(x=x4, a=torch.ones(2), b=1.0)
-    with pytest.raises(ValueError, match=r"plane 't' is Table\[\"i\":6\]: pass a tensor of its 6"):
+    with pytest.raises(ValueError, match=r"plane 't' is Table\[\"i\":6\]: pass a tensor of shape"):
         eagle.torch.function(k.gather)(t=torch.ones(5), x=x4)
+    contract = eagle.torch.function(k.contract)
+    planes = k.inputs(k.contract, torch.float64, "cpu")
+    transposed = {name: t.T.contiguous() if t.dim() == 2 else t for name, t in planes.items()}
+    with pytest.raises(ValueError, match=r"pass a tensor of shape \(\d+, \d+\), or a 1-D tensor"):
+        contract(**transposed)  # a (U, R) tensor for Table["r":R, "u":U]: never read as one
+    flat = {name: t.reshape(-1) for name, t in planes.items()}
+    torch.testing.assert_close(contract(**flat), contract(**planes))
     with pytest.raises(ValueError, match=r"plane 'z' has 3 values but plane 'x' has 4"):
         scale_add(x=x4, z=x3)
     with pytest.raises(ValueError, match=r"plane 'z' is on meta but plane 'x' is on cpu"):
@@ -391,3 +398,16 @@ def test_the_routed_backward_writes_whole_gradients_it_made_uninitialised(monkey
     routed = [b for (_, fresh, _), b in derivatives._backward_runners.items() if not fresh]
     assert [backward.made for backward in routed] == [((0, "empty"), (1, "empty"))]
     assert derivatives._written.accumulate is False and f.adjoint.accumulate is True
+
+
+def test_a_function_pickles_as_its_kernel_and_route(tmp_path):
+    import pickle
+
+    f = eagle.torch.function(k.scale_add)
+    assert pickle.loads(pickle.dumps(f)) is f
+    model = torch.nn.Module()
+    model.op = f
+    torch.save(model, tmp_path / "model.pt")
+    loaded = torch.load(tmp_path / "model.pt", weights_only=False)
+    x, z = torch.randn(5, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
+    torch.testing.assert_close(loaded.op(x=x, z=z), 0.5 * x + z)

@@ -6,7 +6,7 @@ Each refusal names the argument and says what to pass instead.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -99,9 +99,21 @@ def check_shape(shape: ShapeLike) -> tuple[int, ...]:
     return tuple(int(d) for d in dims)
 
 
+def check_size(dims: tuple[int, ...], dtype: np.dtype) -> None:
+    """Refuse a shape whose elements of ``dtype`` no array can hold (more bytes than an
+    address reaches)."""
+    nbytes = math.prod(dims) * dtype.itemsize
+    if nbytes > np.iinfo(np.intp).max:
+        raise EagleValueError(
+            f"shape {dims} of {dtype.name} is {nbytes:.3g} bytes, more than any array can "
+            "hold; pass a smaller shape"
+        )
+
+
 def check_reshape(shape: tuple[Any, ...], size: int) -> tuple[int, ...]:
-    single = len(shape) == 1 and not isinstance(shape[0], int | np.integer | str)
-    given = tuple(shape[0]) if single else shape
+    given = shape
+    if len(shape) == 1 and isinstance(shape[0], Iterable) and not isinstance(shape[0], str):
+        given = tuple(shape[0])  # one sequence of extents (anything else is refused below)
     if any(not _is_int(d) for d in given):
         raise EagleTypeError(
             f"reshape takes ints (one may be -1), as separate arguments or one sequence, "

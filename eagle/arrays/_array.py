@@ -15,6 +15,7 @@ from eagle.arrays._args import (
     check_dtype,
     check_reshape,
     check_shape,
+    check_size,
     device_name,
     parse_device,
 )
@@ -478,6 +479,7 @@ def empty(shape: ShapeLike, dtype: Any = "float64", device: str = "cpu") -> Arra
         CudaUnavailable: a device was asked for and none is usable.
     """
     dims, kind, index = check_shape(shape), check_dtype(dtype), parse_device(device)
+    check_size(dims, kind)
     if index is None:
         return Array(host=np.empty(dims, dtype=kind))
     out = _allocate(dims, kind, index)
@@ -500,6 +502,7 @@ def full(shape: ShapeLike, value: Any, dtype: Any = "float64", device: str = "cp
         CudaUnavailable: a device was asked for and none is usable.
     """
     dims, kind, index = check_shape(shape), check_dtype(dtype), parse_device(device)
+    check_size(dims, kind)
     if index is None:
         return Array(host=np.full(dims, _fill.exact_scalar(value, kind), dtype=kind))
     out = _allocate(dims, kind, index)

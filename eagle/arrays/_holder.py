@@ -36,7 +36,7 @@ from eagle.arrays import _array, _dlpack, _foreign
 from eagle.arrays._args import check_dtype, parse_device
 from eagle.cuda._runtime import cudart
 from eagle.cuda.stream import _FINDERS, launch_stream
-from eagle.errors import EagleBufferError, EagleTypeError
+from eagle.errors import EagleBufferError, EagleTypeError, EagleValueError
 from hawk.dtypes import find
 
 __all__ = [
@@ -289,7 +289,10 @@ def _wrap(obj: Any) -> _array.Array:
         return _array.Array(host=np.asarray(obj))
     held = hold(obj)
     if held is None:
-        return _array.Array(host=np.asarray(obj))
+        try:
+            return _array.Array(host=np.asarray(obj))
+        except ValueError as exc:  # a ragged nesting of sequences, say
+            raise EagleValueError(f"asarray cannot make an array of this object: {exc}") from None
     if held.producer is not None:
         # eagle's work over it goes to launch_stream: that waits for the producer's
         order_after((held,), launch_stream((held.array,), held.array._device))

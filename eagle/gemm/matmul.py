@@ -24,6 +24,7 @@ from eagle._cache import KeyedCache
 from eagle.arrays import Array
 from eagle.cuda.graph import record_use
 from eagle.cuda.stream import launch_stream
+from eagle.errors import EagleTypeError
 from eagle.gemm._host import host_product, product_views
 from eagle.gemm._operands import Operand, bump_written, check_flags, operand, ordered
 from eagle.gemm._prepared import Call
@@ -88,8 +89,16 @@ def matmul_step(
 
     Raises:
         PlanUnavailable: ``out`` is also an operand or a scale.
-        TypeError: a transpose flag that is not True or False.
+        TypeError: a buffer name that is not a string, or a transpose flag that is not
+            True or False.
     """
+    named = {"a": a, "b": b, "out": out, "a_scale": a_scale, "b_scale": b_scale}
+    for argument, value in named.items():
+        if not isinstance(value, str) and not (argument.endswith("_scale") and value is None):
+            raise EagleTypeError(
+                f"matmul step {name!r}: {argument} must be the name of a buffer (a str), not "
+                f"{value!r}; the buffers themselves are passed to run(bufs, ...)"
+            )
     if out in (a, b, a_scale, b_scale):
         raise PlanUnavailable(
             f"matmul step {name!r}: out {out!r} is also an operand; a product cannot write "

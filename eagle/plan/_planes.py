@@ -448,7 +448,10 @@ def _classify(plane: ir.Plane, value: Any) -> _Given:
     number = isinstance(value, _NUMBER_TYPES)
     if plane.kind == "param" and number and not isinstance(value, bool):
         return _Given(plane.name, plane, value, "number")
-    held = None if number else _holder.hold(value)  # torch, CuPy...: the same memory, no copy
+    try:
+        held = None if number else _holder.hold(value)  # torch, CuPy...: the same memory
+    except (EagleTypeError, EagleValueError) as exc:  # an array eagle cannot take
+        raise type(exc)(f"plane {plane.name!r}: {exc}") from None
     if held is None:
         what = "a number, " if plane.kind == "param" else ""
         raise EagleTypeError(

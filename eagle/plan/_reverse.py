@@ -245,7 +245,8 @@ class AdjointPlan:
             choices = ", ".join(self.gradients.values()) or "it has none"
             raise EagleTypeError(
                 f"pass at least one gradient plane for the adjoint of kernel "
-                f"{self.primal.kernel.name!r} ({choices}); the adjoint adds into the ones you pass"
+                f"{self.primal.kernel.name!r} ({choices}); the adjoint "
+                f"{'adds into' if self.accumulate else 'writes'} the ones you pass"
             )
         kernel = self._shared.kernels[(wrt, add)] = hawk.diff.vjp(
             self.primal.kernel, wrt, lane_gradients="add" if add else "store"

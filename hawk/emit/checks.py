@@ -171,10 +171,10 @@ class CheckSite:
         assert self.plane is not None and size is not None
         shown = value
         where = (
-            f"(length {size})" if self.axis == "index" else f"axis {self.axis!r} (extent {size})"
+            f" (length {size})" if self.axis == "index" else f", axis {self.axis!r} (extent {size})"
         )
         return PlaneIndexError(
-            f"table {self.plane!r}, {where}: index {shown} is out of range at lane {lane}, "
+            f"table {self.plane!r}{where}: index {shown} is out of range at lane {lane}, "
             f"in {self.access}",
             plane=self.plane,
             axis=self.axis,
