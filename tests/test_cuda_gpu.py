@@ -340,3 +340,35 @@ def test_each_call_makes_its_own_device_current(rng):
     np.testing.assert_allclose(dout.numpy(), start + 0.5 * x, rtol=1e-6)
     np.testing.assert_allclose(late.numpy(), 2.0 * x, rtol=1e-6)
     np.testing.assert_array_equal(other.numpy(), 3.0)
+
+
+@pytest.mark.parametrize("mode", ["thread_local", "global"])
+def test_an_allocation_off_the_captured_stream_is_refused_and_the_capture_survives(mode):
+    """CUDA fails an allocation on another stream while this thread captures (and
+    invalidates the capture); eagle refuses it first, so the capture goes on."""
+    import eagle.errors
+
+    stream = cuda.Stream(non_blocking=True)
+    y = arrays.full((256,), np.nan, "float32", "cuda:0")
+    with cuda.StreamCapturer(stream, mode=mode) as cap:
+        y.fill(1.0, stream)
+        with pytest.raises(eagle.errors.EagleRuntimeError, match="cannot allocate device memory"):
+            arrays.zeros((1000,), "float32", "cuda:0")  # on eagle's current stream
+        y.fill(2.0, stream)
+    launcher = cuda.Graph.from_captured(cap.captured).launcher().stream(stream)
+    launcher.launch()
+    launcher.synchronize()
+    np.testing.assert_array_equal(y.numpy(), np.full(256, 2.0, np.float32))
+    assert arrays.zeros((4,), "float32", "cuda:0").numpy().tolist() == [0.0] * 4  # after it
+
+
+def test_a_relaxed_capture_lets_other_streams_allocate():
+    stream = cuda.Stream(non_blocking=True)
+    y = arrays.full((64,), np.nan, "float32", "cuda:0")
+    with cuda.StreamCapturer(stream, mode="relaxed") as cap:
+        y.fill(3.0, stream)
+        other = arrays.full((8,), 5.0, "float32", "cuda:0")
+    launcher = cuda.Graph.from_captured(cap.captured).launcher().stream(stream)
+    launcher.launch()
+    launcher.synchronize()
+    assert y.numpy()[0] == 3.0 and other.numpy().tolist() == [5.0] * 8

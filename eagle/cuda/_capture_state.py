@@ -41,6 +41,29 @@ MODES: dict[CaptureMode, str] = {
 
 _active: dict[int, list[Any]] = {}  # stream -> what its open capture keeps alive
 _active_lock = threading.Lock()
+#: stream -> the mode of the capture eagle began on it and the thread that began it
+_begun: dict[int, tuple[CaptureMode, int]] = {}
+
+
+def note_begun(stream_ptr: int, mode: CaptureMode) -> None:
+    """Note that this thread begins a capture of ``stream_ptr`` in ``mode``."""
+    _begun[stream_ptr] = (mode, threading.get_ident())
+
+
+def note_ended(stream_ptr: int) -> None:
+    """Note that the capture of ``stream_ptr`` :func:`note_begun` noted is over."""
+    _begun.pop(stream_ptr, None)
+
+
+def refusing_capture() -> int | None:
+    """A stream whose open eagle capture makes CUDA refuse this thread's unsafe calls (an
+    allocation on another stream among them): one begun in ``"global"`` mode by any
+    thread, or in ``"thread_local"`` mode by this one; None when there is none."""
+    me = threading.get_ident()
+    for stream_ptr, (mode, thread) in list(_begun.items()):
+        if mode == "global" or (mode == "thread_local" and thread == me):
+            return stream_ptr
+    return None
 
 
 def record_use(stream_ptr: int, *objs: Any) -> None:

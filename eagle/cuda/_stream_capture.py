@@ -22,6 +22,8 @@ from eagle.cuda._capture_state import (
     _finalizer,
     _Held,
     is_capturing,
+    note_begun,
+    note_ended,
 )
 from eagle.cuda._runtime import CudaError, cudart, runtime
 from eagle.cuda.stream import Stream, as_stream_ptr
@@ -123,6 +125,7 @@ class StreamCapturer:
                 # asked now: a capturing stream refuses to name its device
                 self.device = int(cudart.cudaStreamGetDevice(self._stream_ptr))
                 _active[self._stream_ptr] = []  # claimed before CUDA begins
+                note_begun(self._stream_ptr, self.mode)
                 claimed = True
             self._open = True
             cudart.cudaStreamBeginCapture(self._stream_ptr, mode)
@@ -131,6 +134,7 @@ class StreamCapturer:
                 self._open = False
                 with _active_lock:
                     _active.pop(self._stream_ptr, None)
+                    note_ended(self._stream_ptr)
                 if not isinstance(exc, CudaError):  # an interrupt: CUDA may have begun
                     _abandon(self._stream_ptr)
             raise
@@ -154,6 +158,7 @@ class StreamCapturer:
             self._open = False
             with _active_lock:
                 kept = _active.pop(self._stream_ptr, [])
+                note_ended(self._stream_ptr)
         self.captured = CapturedGraph(handle, kept)
         return self.captured
 

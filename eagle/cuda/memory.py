@@ -22,10 +22,15 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from eagle.cuda._capture_state import LifetimeError, any_capture_active, is_capturing
+from eagle.cuda._capture_state import (
+    LifetimeError,
+    any_capture_active,
+    is_capturing,
+    refusing_capture,
+)
 from eagle.cuda._runtime import cudart, driver, ensure_device, finalizer, runtime
 from eagle.cuda.stream import Stream, as_stream_ptr, stream_object
-from eagle.errors import EagleValueError
+from eagle.errors import EagleRuntimeError, EagleValueError
 
 __all__ = ["DEFAULT_RELEASE_THRESHOLD", "Buffer", "MemoryPool", "default_pool"]
 
@@ -113,7 +118,10 @@ class MemoryPool:
             stream = stream_object(stream) or stream
         if nbytes == 0:
             return Buffer(self, 0, 0, stream)
-        ptr = int(cudart.cudaMallocFromPoolAsync(nbytes, self._handle, as_stream_ptr(stream)))
+        ptr_of = as_stream_ptr(stream)
+        if any_capture_active():
+            _refuse_outside_capture(ptr_of)
+        ptr = int(cudart.cudaMallocFromPoolAsync(nbytes, self._handle, ptr_of))
         buffer = Buffer(self, ptr, nbytes, stream)
         self._buffers.add(buffer)
         return buffer
@@ -255,3 +263,18 @@ def _free_async(ptr: int, stream_ptr: int) -> None:
         cudart.cudaFreeAsync(ptr, stream_ptr)
     finally:
         cudart.cudaThreadExchangeStreamCaptureMode(previous)
+
+
+def _refuse_outside_capture(stream_ptr: int) -> None:
+    """Refuse an allocation on ``stream_ptr``, which no capture records, while an eagle
+    capture makes CUDA refuse this thread's unsafe calls: CUDA would fail the allocation
+    and invalidate that capture. (An allocation on a captured stream is recorded.)"""
+    capturing = refusing_capture()
+    if capturing is not None and not is_capturing(stream_ptr):
+        raise EagleRuntimeError(
+            f"cannot allocate device memory on stream {stream_ptr:#x} while this thread "
+            f"captures stream {capturing:#x}: CUDA refuses it during a capture and would "
+            "invalidate the capture. Allocate and bind before the capture (a plan bound, or "
+            "run once, on the captured stream is ready), or enqueue the work on the captured "
+            "stream (with stream: ...)"
+        )
