@@ -165,3 +165,11 @@ def wrapped_lane_index(t: hawk.Table["k":5], y: hawk.Mutable[hawk.Scalar]):
     # refused when the plan is bound (a launch check assumes indices that never wrap)
     lane = hm.sample_index()
     y = t.at(k=(lane * 4611686018427387904 * 4 + 2) // 2)
+
+
+@hawk.kernel
+def folded(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar], z: hawk.Mutable[hawk.Scalar]):
+    # constants alone fold in float64 when decorated (1.0); over a plane of 2**40, float32
+    # computes the same difference as 0.0
+    y = x * 0.0 + (float(2**40 + 1) - 2.0**40)
+    z = (x + 1.0) - x

@@ -224,3 +224,11 @@ def test_the_device_checks_an_index_or_divisor_whose_arithmetic_wraps(narrow: bo
     dtypes = {"x": np.dtype(np.float64), "y": np.dtype(np.float64)}
     divide = cuda.emit(k.wrapped_divisor.ir, dtypes, narrow=narrow).source
     assert divide.count("hawk_divisor(") >= 2, divide  # the // and the %
+
+
+def test_constants_alone_fold_in_float64_and_enter_a_float32_kernel_rounded_once() -> None:
+    x = np.full(3, 2.0**40, np.float32)
+    y, z = np.full(3, np.nan, np.float32), np.full(3, np.nan, np.float32)
+    _run(k.folded, x=x, y=y, z=z)
+    np.testing.assert_array_equal(y, np.float32(1.0))
+    np.testing.assert_array_equal(z, np.float32(0.0))
