@@ -46,3 +46,15 @@ def looped(x: hawk.Scalar, c: hawk.Mutable[hawk.Table["k":4]]):
 def guarded(x: hawk.Scalar, z: hawk.Scalar, c: hawk.Mutable[hawk.Table["k":4]]):
     if x > -1e30:
         c.add(k=int(z), value=x)
+
+
+@hawk.kernel
+def wide_store(a: hawk.Param, x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    # with a float64 Param the kernel computes in float64; a bfloat16 store then rounds
+    # through float32, as the device's does
+    y = a * x  # noqa: F841 - an output plane
+
+
+@hawk.kernel
+def wide_add(a: hawk.Param, x: hawk.Scalar, c: hawk.Mutable[hawk.Table["bin":2]]):
+    c.add(bin=0, value=a * x)

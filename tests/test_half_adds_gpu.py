@@ -74,3 +74,15 @@ def test_a_captured_graph_rounds_once_per_replay_and_rebinds(rng) -> None:
     launcher.synchronize()
     np.testing.assert_array_equal(tables[1].numpy(), np.full(4, 25000.0, ml_dtypes.bfloat16))
     np.testing.assert_array_equal(tables[0].numpy(), host)
+
+
+def test_a_bfloat16_store_or_add_from_float64_rounds_as_on_the_host():
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    a = np.array([1.0 + 2.0**-8 + 2.0**-40])  # just above a bfloat16 tie (see the host test)
+    x = np.ones(4096, bf16)
+    y = arrays.asarray(np.zeros(4096, bf16), device="cuda:0")
+    eagle.plan.auto(k.wide_store).run(a=a, x=arrays.asarray(x, device="cuda:0"), y=y)
+    assert y.numpy().astype(np.float32).tolist() == [1.0] * 4096
+    c = arrays.asarray(np.zeros(2, bf16), device="cuda:0")
+    eagle.plan.auto(k.wide_add).run(a=a, x=arrays.asarray(x[:1], device="cuda:0"), c=c)
+    assert c.numpy().astype(np.float32).tolist() == [1.0, 0.0]

@@ -98,7 +98,7 @@ __device__ __forceinline__ hawk_bf16 hawk_round_bf16(float v)
 }
 __device__ __forceinline__ hawk_bf16 hawk_round_bf16(double v)
 {
-    return hawk_round_bf16((float)v);  // through float32, as ml_dtypes rounds on the host
+    return hawk_round_bf16((float)v);  // through float32, as the host rounds it
 }""",
 }
 
