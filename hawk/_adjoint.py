@@ -91,6 +91,12 @@ class _Symbol:
     def __gt__(self, other: object) -> _Symbol:
         return _Symbol(ir.Compare(">", self.expr, _lift(other)))
 
+    def __le__(self, other: object) -> _Symbol:
+        return _Symbol(ir.Compare("<=", self.expr, _lift(other)))
+
+    def __ge__(self, other: object) -> _Symbol:
+        return _Symbol(ir.Compare(">=", self.expr, _lift(other)))
+
     def select(self, if_true: object, if_false: object) -> _Symbol:
         return _Symbol(ir.Select(self.expr, _lift(if_true), _lift(if_false)))
 

@@ -169,3 +169,14 @@ def adjoint_planes(
         start[gradient] = rng.standard_normal(planes[name].shape).astype(planes[name].dtype)
         given[gradient] = start[gradient].copy()
     return given, start
+
+
+# powers whose partials are zero where the power does not change (x ** 0 in x, 0 ** a in a)
+@hawk.kernel
+def power_zero(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = x**0.0 + x
+
+
+@hawk.kernel
+def power_param(x: hawk.Scalar, a: hawk.Param, y: hawk.Mutable[hawk.Scalar]):
+    y = x**a

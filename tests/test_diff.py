@@ -26,7 +26,14 @@ from eagle.cuda import compile_cuda
 from hawk import HawkError, ir
 from hawk import math as hm
 from hawk.emit import cuda, policy
-from tests._diff_kernels import ALL, adjoint_planes, random_cotangents, square_in_place
+from tests._diff_kernels import (
+    ALL,
+    adjoint_planes,
+    power_param,
+    power_zero,
+    random_cotangents,
+    square_in_place,
+)
 from tests._hawk_kernels import Case, contract, histogram, horner, nested, saxpy
 from tests._util import rel_error
 
@@ -527,3 +534,26 @@ def test_a_kernel_and_its_adjoint_go_when_the_kernel_goes(tmp_path, monkeypatch)
     del kernel, adjoint, reverse
     gc.collect()
     assert [ref() for ref in refs] == [None, None]
+
+
+@pytest.mark.parametrize("backend", [None, "reference"])
+def test_a_power_has_zero_partials_where_it_does_not_change(backend):
+    """x ** 0 has no slope in x (NaN x too), 0 ** a (a >= 0) none in a: no 0 * inf NaN, as
+    in torch."""
+    x = np.array([0.0, 1.0, 2.0, np.nan])
+    x_bar = np.full(4, np.nan)
+    eagle.diff.reverse(eagle.plan.auto(power_zero, backend=backend), accumulate=False).run(
+        x=x, y_bar=np.ones(4), x_bar=x_bar
+    )
+    np.testing.assert_array_equal(x_bar, [1.0, 1.0, 1.0, 1.0])
+    a_bar = np.zeros(1)
+    x = np.array([0.0, 1.0, 2.0])
+    eagle.diff.reverse(eagle.plan.auto(power_param, backend=backend)).run(
+        x=x, a=2.0, y_bar=np.ones(3), a_bar=a_bar
+    )
+    np.testing.assert_allclose(a_bar, [4.0 * np.log(2.0)], rtol=1e-14)
+    x_bar = np.zeros(3)
+    eagle.diff.reverse(eagle.plan.auto(power_param, backend=backend)).run(
+        x=x, a=2.0, y_bar=np.ones(3), x_bar=x_bar
+    )
+    np.testing.assert_allclose(x_bar, 2.0 * x, rtol=1e-14)

@@ -73,6 +73,19 @@ $inline long long hawk_abs(long long a)
 }"""
 
 
+def _pow_derivative(bar: Any, result: Any, x: Any, y: Any) -> tuple[Any, Any]:
+    """The partials of ``x ** y``, zero where the power does not change (as torch's): in
+    x where y is 0 (``x ** 0`` is 1, and ``0 * 0 ** -1`` would be NaN), in y where x is 0
+    and y is not negative (``0 ** y`` is 0, and ``0 * log(0)`` would be NaN). A NaN
+    operand keeps its NaN partials (no comparison with it holds)."""
+    by_x = bar * (y * x.call("pow", y - 1.0))
+    by_y = bar * (result * x.call("log"))
+    return (
+        (y >= 0.0).select((y <= 0.0).select(0.0, by_x), by_x),
+        (x >= 0.0).select((x <= 0.0).select((y >= 0.0).select(0.0, by_y), by_y), by_y),
+    )
+
+
 def _pow_host(out: HostOut, node: Any, x: str, y: str) -> str:
     if node.type == Type.INT:
         return integers.int_pow_host(out, node, x, y)
@@ -458,10 +471,7 @@ FUNCTIONS: tuple[Builtin, ...] = (
         np.power,
         _pow_host,
         _pow_c,
-        lambda bar, result, x, y: (
-            bar * (y * x.call("pow", y - 1.0)),
-            bar * (result * x.call("log")),
-        ),
+        _pow_derivative,
         keeps_int=True,
     ),
     function(
