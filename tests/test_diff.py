@@ -320,6 +320,8 @@ def test_wrt_is_checked_by_name() -> None:
         hawk.diff.vjp(saxpy, ["q"])
     with pytest.raises(HawkError, match="'y' is an output it writes without reading first"):
         hawk.diff.vjp(contract, ["y"])
+    with pytest.raises(HawkError, match="'counts' is a table it adds into"):
+        hawk.diff.vjp(histogram, ["counts"])
     with pytest.raises(HawkError, match="needs at least one plane"):
         hawk.diff.vjp(saxpy, [])
     with pytest.raises(HawkError, match="plane named 'x_bar', which its adjoint uses"):
@@ -337,6 +339,8 @@ def test_reverse_checks_its_planes_by_name(rng: np.random.Generator) -> None:
         adjoint.run(**planes, y=np.zeros(96), w_bar=np.zeros((16, 8)))
     with pytest.raises(TypeError, match=r"unknown plane 'g_bar': the adjoint of 'contract' takes"):
         adjoint.run(**planes, g_bar=np.zeros(3), w_bar=np.zeros((16, 8)))
+    with pytest.raises(TypeError, match=r"unknown plane 'wbar' .*gradient planes are w_bar, f_bar"):
+        adjoint.run(**planes, wbar=np.zeros((16, 8)))  # misspelt, and no gradient plane
     del planes["y_bar"]
     with pytest.raises(TypeError, match=r"missing plane\(s\) 'y_bar': the adjoint"):
         adjoint.run(**planes, w_bar=np.zeros((16, 8)))

@@ -243,6 +243,17 @@ class AdjointPlan:
             return kernel
         if not wrt:
             choices = ", ".join(self.gradients.values()) or "it has none"
+            known = {
+                *(p.name for p in self.primal.kernel.planes),
+                *self.cotangents.values(),
+                *self.gradients.values(),
+            }
+            unknown = [name for name in planes if name not in known]
+            if unknown:  # a misspelt gradient plane, say
+                raise EagleTypeError(
+                    f"unknown plane {unknown[0]!r} for the adjoint of kernel "
+                    f"{self.primal.kernel.name!r}; its gradient planes are {choices}"
+                )
             raise EagleTypeError(
                 f"pass at least one gradient plane for the adjoint of kernel "
                 f"{self.primal.kernel.name!r} ({choices}); the adjoint "
