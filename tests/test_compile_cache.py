@@ -614,3 +614,34 @@ def test_a_missing_read_only_cache_is_named_once(cache, monkeypatch, caplog, tmp
         compile_cuda(_source(2), name="k2")
     (warning,) = caplog.messages
     assert "read-only kernel cache" in warning and "is missing" in warning
+
+
+def test_a_source_with_headers_from_files_is_compiled_every_time(cache, tmp_path, caplog):
+    """No key sees a header's contents, so a compile that includes files is never cached:
+    a changed header gives a new image."""
+    headers = tmp_path / "headers"
+    headers.mkdir()
+    source = '#include "value.h"\nextern "C" __global__ void k(float* x) { x[0] = VALUE; }'
+    options = {"include_path": [str(headers)]}
+    images = []
+    with caplog.at_level(logging.INFO, logger="eagle"):
+        for value in ("1.0f", "2.0f", "2.0f"):
+            (headers / "value.h").write_text(f"#define VALUE {value}\n")
+            images.append(compile_cuda(source, name="k", options=options))
+    assert images[0] != images[1] and _compiles(caplog) == 3
+    assert not cache.exists() or not list(cache.iterdir())  # nothing stored on disk
+
+
+def test_a_cached_image_path_that_is_a_directory_is_compiled_again(cache, caplog):
+    compile_cuda(_source(7), name="k7")
+    path = _only(cache)
+    path.unlink()
+    path.mkdir()  # a directory where the image was: read (and replaced) fails, never leaks
+    module._images.clear()
+    before = len(os.listdir("/proc/self/fd"))
+    with caplog.at_level(logging.WARNING, logger="eagle"):
+        for _ in range(3):
+            assert compile_cuda(_source(7), name="k7")
+            module._images.clear()
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert any("cannot read the cached kernel" in m for m in _messages(caplog, logging.WARNING))

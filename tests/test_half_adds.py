@@ -73,14 +73,15 @@ def test_the_device_adds_into_scratch_sums_and_rounds_at_the_end(kernel, dtype) 
     compile_cuda(source.source, name=source.name, arch="sm_90")
 
 
-def test_a_bfloat16_store_or_add_from_float64_rounds_through_float32_as_on_the_device():
+@pytest.mark.parametrize("backend", [None, "reference"])
+def test_a_bfloat16_store_or_add_from_float64_rounds_through_float32_as_on_the_device(backend):
     """1 + 2**-8 + 2**-40 is just above a bfloat16 tie: rounded directly it goes up, through
     float32 (which drops the 2**-40) it is the tie and goes to even, 1.0."""
     bf16 = np.dtype(ml_dtypes.bfloat16)
     a = np.array([1.0 + 2.0**-8 + 2.0**-40])  # a float64 Param: float64 compute
     y = np.zeros(4, bf16)
-    eagle.plan.auto(k.wide_store).run(a=a, x=np.ones(4, bf16), y=y)
+    eagle.plan.auto(k.wide_store, backend=backend).run(a=a, x=np.ones(4, bf16), y=y)
     assert y.astype(np.float32).tolist() == [1.0] * 4
     c = np.zeros(2, bf16)
-    eagle.plan.auto(k.wide_add).run(a=a, x=np.ones(1, bf16), c=c)
+    eagle.plan.auto(k.wide_add, backend=backend).run(a=a, x=np.ones(1, bf16), c=c)
     assert c.astype(np.float32).tolist() == [1.0, 0.0]

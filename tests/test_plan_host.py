@@ -129,6 +129,15 @@ def test_params_take_one_value() -> None:
         eagle.plan.auto(saxpy).run(a=1.0, x=2.0, y=np.ones(3))
 
 
+def test_a_param_takes_a_scalar_of_any_plane_dtype() -> None:
+    import ml_dtypes
+
+    for number in (np.float16(1.5), ml_dtypes.bfloat16(1.5), ml_dtypes.float8_e4m3fn(1.5)):
+        y = np.zeros(3)
+        eagle.plan.auto(saxpy).run(a=number, x=np.ones(3), y=y)
+        assert y.tolist() == [1.5] * 3, type(number)
+
+
 def test_a_named_table_takes_its_shape_or_one_row_major_axis(rng: np.random.Generator) -> None:
     planes = _contract_planes(rng)
     plan = eagle.plan.auto(contract)

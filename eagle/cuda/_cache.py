@@ -60,7 +60,7 @@ _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 _NOT_A_DIRECTORY = "it is not a directory"
 
 _log = logging.getLogger(__name__)
-_warned: set[str] = set()
+_warned: set[object] = set()
 _warned_lock = threading.Lock()
 
 
@@ -106,16 +106,22 @@ def max_bytes() -> int:
 def clear_cache() -> int:
     """Delete every compiled image (and temporary file) eagle keeps in :func:`cache_dir`,
     and return how many files went. Read-only caches are left alone. Deleting the
-    directory does the same."""
+    directory does the same. A file that cannot be deleted (no permission, say) is left,
+    with a warning, and the rest go."""
     removed = 0
     with suppress(FileNotFoundError), os.scandir(cache_dir()) as entries:
         for entry in entries:
             if entry.name.endswith((_SUFFIX, _TEMP_SUFFIX)) and entry.is_file(
                 follow_symlinks=False
             ):
-                with suppress(FileNotFoundError):
+                try:
                     os.unlink(entry.path)
-                    removed += 1
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    _log.warning("eagle cannot delete the cached kernel %s (%s)", entry.path, exc)
+                    continue
+                removed += 1
     return removed
 
 
@@ -139,11 +145,13 @@ def untrusted(status: os.stat_result, owners: Collection[int]) -> str | None:
     return None
 
 
-def _warn_once(message: str) -> None:
+def _warn_once(message: str, key: object = None) -> None:
+    """Log ``message`` once per ``key`` (the message itself by default)."""
+    key = message if key is None else key
     with _warned_lock:
-        if message in _warned:
+        if key in _warned:
             return
-        _warned.add(message)
+        _warned.add(key)
     _log.warning("%s", message)
 
 
@@ -193,7 +201,7 @@ def _read_from(directory: Path, key: str, *, readonly: bool) -> tuple[bytes, Pat
             _warn_once(f"the read-only kernel cache {directory} (EAGLE_CACHE_READONLY) is missing")
         return None  # a writable cache not made yet (write says so if it cannot be)
     except OSError as exc:
-        _warn_once(f"eagle cannot read the kernel cache {directory} ({exc})")
+        _warn_once(f"eagle cannot read the kernel cache {directory} ({exc})", ("read", directory))
         return None
     if not stat.S_ISDIR(folder.st_mode):
         _refuse_dir(directory, _NOT_A_DIRECTORY, readonly=readonly)
@@ -211,7 +219,13 @@ def _read_from(directory: Path, key: str, *, readonly: bool) -> tuple[bytes, Pat
     except OSError as exc:  # a link (O_NOFOLLOW), no permission, ...
         _log.warning("eagle cannot read the cached kernel %s (%s); compiling it again", path, exc)
         return None
-    with os.fdopen(descriptor, "rb") as file:
+    try:  # a directory opens too, but os.fdopen refuses it: the descriptor is closed first
+        file = os.fdopen(descriptor, "rb")
+    except OSError as exc:
+        os.close(descriptor)
+        _log.warning("eagle cannot read the cached kernel %s (%s); compiling it again", path, exc)
+        return None
+    with file:
         status = os.fstat(file.fileno())
         # a read-only cache's files: its owner's (or root's, who can give any file away)
         owners = {folder.st_uid, 0} if readonly else {_uid()}
@@ -281,7 +295,7 @@ def write(key: str, image: bytes, budget: int) -> None:
     try:
         descriptor, temp = tempfile.mkstemp(prefix=f".{key}.", suffix=_TEMP_SUFFIX, dir=directory)
     except OSError as exc:
-        _warn_once(f"eagle cannot write its kernel cache {directory} ({exc})")
+        _warn_once(f"eagle cannot write its kernel cache {directory} ({exc})", ("write", directory))
         return
     try:
         with os.fdopen(descriptor, "wb") as file:  # mkstemp made it 0600
@@ -292,7 +306,7 @@ def write(key: str, image: bytes, budget: int) -> None:
             os.unlink(temp)
         if not isinstance(exc, OSError):
             raise
-        _warn_once(f"eagle cannot write its kernel cache {directory} ({exc})")
+        _warn_once(f"eagle cannot write its kernel cache {directory} ({exc})", ("write", directory))
         return
     _evict(directory, budget)
 

@@ -130,7 +130,8 @@ def compile_cuda(
 
     The image comes from the process's cache or the disk cache when it holds one
     for this source, ``arch``, ``options`` and NVRTC version (see the module's
-    notes on what the disk cache trusts).
+    notes on what the disk cache trusts). A source compiled with header files
+    (``include_path`` or ``pre_include``) is compiled every time and never cached.
 
     Args:
         source: CUDA C source holding ``extern "C" __global__`` function(s).
@@ -148,6 +149,10 @@ def compile_cuda(
     return _image(source, name, arch, options)[0]
 
 
+#: compile options that bring in header files, whose contents no cache key sees
+_FILE_OPTIONS = ("include_path", "pre_include")
+
+
 def _image(
     source: str,
     name: str,
@@ -158,8 +163,12 @@ def _image(
 ) -> tuple[bytes, bool]:
     """The image of ``source`` and whether NVRTC compiled it just now: from the caches,
     or, when ``fresh`` or they hold none, compiled and stored in both (replacing the
-    one they held)."""
+    one they held). A source compiled with headers from files (``include_path``,
+    ``pre_include``) is compiled every time and never cached: the key cannot see the
+    headers' contents."""
     fields = {"std": "c++17", **(options or {}), "arch": arch}
+    if any(fields.get(option) for option in _FILE_OPTIONS):
+        return _compiled(source, name, arch, fields), True
     described = "\0".join(f"{key}={fields[key]!r}" for key in sorted(fields))
     key = hashlib.sha256("\0".join([source, described, _nvrtc_version()]).encode()).hexdigest()
     if not fresh:
@@ -175,13 +184,19 @@ def _image(
             _remember(key, image)
             return image, False
     budget = _cache.max_bytes()  # a bad setting is refused before the compile, not after
+    image = _compiled(source, name, arch, fields)
+    _cache.write(key, image, budget)
+    _remember(key, image)
+    return image, True
+
+
+def _compiled(source: str, name: str, arch: str, fields: dict[str, Any]) -> bytes:
+    """``source`` compiled by NVRTC now, the time it took logged."""
     began = time.perf_counter()
     image = _nvrtc_compile(source, name, fields)
     milliseconds = (time.perf_counter() - began) * 1e3
     _log.info("compiled %s for %s with NVRTC in %.1f ms", name, arch, milliseconds)
-    _cache.write(key, image, budget)
-    _remember(key, image)
-    return image, True
+    return image
 
 
 def _remember(key: str, image: bytes) -> None:

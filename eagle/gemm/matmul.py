@@ -218,7 +218,8 @@ def _host_scale(
     product = np.float32(1.0)
     for (role, name), value in zip(spec.scales.items(), scales, strict=True):
         _check_scale(step, role, name, value)
-        product = product * np.float32(value.reshape(-1)[0])
+        with np.errstate(all="ignore"):  # scales whose product overflows give inf, quietly
+            product = product * np.float32(value.reshape(-1)[0])
     return product
 
 

@@ -55,6 +55,16 @@ __all__ = [
 WRITTEN = ("output", "accumulator")
 
 _NUMBER_TYPES = (int, float, np.integer, np.floating)
+
+
+def _is_number(value: Any) -> bool:
+    """True for a number a Param takes: a Python or numpy int or float, or a scalar of a
+    plane dtype numpy does not have (an ml_dtypes bfloat16 or fp8 scalar); not a bool."""
+    if isinstance(value, _NUMBER_TYPES):
+        return not isinstance(value, bool)
+    return isinstance(value, np.generic) and plane_row(value.dtype) is not None
+
+
 _LARGEST = {np.dtype(t): float(np.finfo(t).max) for t in (np.float32, np.float64)}  # compute
 
 
@@ -391,7 +401,7 @@ def layout_key(value: Any) -> tuple[Any, ...] | None:
     keyed = _KEYS.get(type(value))  # the common types, found by their exact type
     if keyed is not None:
         return keyed(value)
-    if isinstance(value, _NUMBER_TYPES) and not isinstance(value, bool):
+    if _is_number(value):
         return _NUMBER_KEY
     if isinstance(value, bool | np.bool_):
         return None
@@ -445,7 +455,7 @@ def _classify(plane: ir.Plane, value: Any) -> _Given:
         if value.is_host:
             return _Given(plane.name, plane, value.numpy(), "host")
         return _Given(plane.name, plane, value, "device", value.device_index)
-    number = isinstance(value, _NUMBER_TYPES)
+    number = isinstance(value, _NUMBER_TYPES) or _is_number(value)
     if plane.kind == "param" and number and not isinstance(value, bool):
         return _Given(plane.name, plane, value, "number")
     try:

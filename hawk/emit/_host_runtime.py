@@ -25,7 +25,7 @@ from hawk.emit._factor import GROUP, UNIT
 from hawk.emit.checks import CheckSite
 from hawk.ir.expr import INT_MAX, INT_MIN
 
-__all__ = ["RUNTIME"]
+__all__ = ["RUNTIME", "storable"]
 
 
 def _check_index(
@@ -225,10 +225,10 @@ def _round_sums(table: np.ndarray, sums: np.ndarray) -> None:
     each element whose sum is not 0 once (as the device's last block does)."""
     added = sums != 0
     if added.any():
-        table[added] = _storable(table[added].astype(sums.dtype) + sums[added], table.dtype)
+        table[added] = storable(table[added].astype(sums.dtype) + sums[added], table.dtype)
 
 
-def _storable(value: Any, dtype: np.dtype) -> Any:
+def storable(value: Any, dtype: np.dtype) -> Any:
     """``value`` (compute-type numbers) as a store into a plane of ``dtype`` takes it: a
     bfloat16 store from float64 rounds through float32, as the device's does (ml_dtypes
     rounds float64 to bfloat16 directly or through float32, by its version)."""
@@ -495,7 +495,7 @@ RUNTIME = {
     "_check_divisor": _check_divisor,
     "_to_int": _to_int,
     "_round_sums": _round_sums,
-    "_storable": _storable,
+    "_storable": storable,
     "_wrap": _wrap,
     "_checked": _checked,
     "_ipow": _ipow,

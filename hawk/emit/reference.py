@@ -34,6 +34,7 @@ from hawk import ir
 from hawk._registry import DEBUG_CALLS
 from hawk._registry.integers import EXACT, wrapped
 from hawk.emit import compute_dtype, plane_dtypes
+from hawk.emit._host_runtime import storable
 from hawk.emit.checks import LaneCheck, division_site, index_site, operation_site
 from hawk.kinds import PlaneKind, Type
 
@@ -150,7 +151,8 @@ class _Lanes:
     @_STATEMENTS.rule(ir.Store)
     def store(self, stmt: ir.Store) -> None:
         # a one-element slice: the value is cast to the plane's dtype as an array is
-        self.planes[stmt.plane.name][self.lane : self.lane + 1] = self.expr(stmt.value)
+        plane = self.planes[stmt.plane.name]
+        plane[self.lane : self.lane + 1] = storable(self.expr(stmt.value), plane.dtype)
 
     @_STATEMENTS.rule(ir.Accumulate)
     def accumulate(self, stmt: ir.Accumulate) -> None:
@@ -169,7 +171,7 @@ class _Lanes:
         rounded once (as the numpy program's ``_round_sums``)."""
         for name, sums in self.sums.items():
             table, added = self.planes[name], sums != 0
-            table[added] = table[added].astype(sums.dtype) + sums[added]
+            table[added] = storable(table[added].astype(sums.dtype) + sums[added], table.dtype)
 
     # -- expressions ---------------------------------------------------------------------
 
