@@ -78,7 +78,8 @@ def test_a_captured_graph_rounds_once_per_replay_and_rebinds(rng) -> None:
 
 def test_a_bfloat16_store_or_add_from_float64_rounds_as_on_the_host():
     bf16 = np.dtype(ml_dtypes.bfloat16)
-    a = np.array([1.0 + 2.0**-8 + 2.0**-40])  # just above a bfloat16 tie (see the host test)
+    # just above a bfloat16 tie (see the host test); a float64 plane: float64 compute
+    a = arrays.asarray(np.array([1.0 + 2.0**-8 + 2.0**-40]), device="cuda:0")
     x = np.ones(4096, bf16)
     y = arrays.asarray(np.zeros(4096, bf16), device="cuda:0")
     eagle.plan.auto(k.wide_store).run(a=a, x=arrays.asarray(x, device="cuda:0"), y=y)
