@@ -208,7 +208,7 @@ def vjp(
             are the outputs broadcast).
     """
     candidates = gradient_planes(kernel)
-    names = tuple(candidates) if wrt is None else _check_wrt(kernel, wrt, candidates)
+    names = _check_wrt(kernel, candidates if wrt is None else wrt, candidates)
     check_option(lane_gradients, LaneGradients, "lane_gradients")
     shared = _check_broadcast(kernel, broadcast)
     key = (names, lane_gradients, shared)
@@ -247,10 +247,15 @@ def _check_wrt(kernel: Kernel, wrt: Iterable[str], candidates: dict[str, str]) -
             f"cannot take the gradient of kernel {kernel.name!r} with respect to {name!r}: {why}; "
             f"its differentiable planes are {', '.join(candidates) or 'none'}"
         )
+    if not candidates:
+        raise HawkError(
+            f"kernel {kernel.name!r} has no plane to differentiate with respect to (no input, "
+            "and no output it reads before writing), so it has no adjoint"
+        )
     if not wanted:
         raise HawkError(
             f"vjp({kernel.name}) needs at least one plane to differentiate with respect to; "
-            f"choose from {', '.join(candidates) or 'none'}"
+            f"choose from {', '.join(candidates)}"
         )
     return tuple(name for name in candidates if name in wanted)
 

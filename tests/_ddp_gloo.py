@@ -82,6 +82,7 @@ def _worker(rank: int, device: str, folder: str) -> None:
         assert net.w.grad is not None
         saved = {"w": net.w.detach().cpu(), "grad": net.w.grad.cpu()}
         torch.save(saved, Path(folder) / f"rank{rank}.pt")
+        dist.barrier()  # neither rank tears gloo down while the other still talks to it
     finally:
         dist.destroy_process_group()
 

@@ -180,3 +180,8 @@ def power_zero(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
 @hawk.kernel
 def power_param(x: hawk.Scalar, a: hawk.Param, y: hawk.Mutable[hawk.Scalar]):
     y = x**a
+
+
+@hawk.kernel
+def lanes_only(y: hawk.Mutable[hawk.Scalar]):
+    y = float(hm.sample_index())  # nothing to differentiate with respect to

@@ -29,6 +29,7 @@ from hawk.emit import cuda, policy
 from tests._diff_kernels import (
     ALL,
     adjoint_planes,
+    lanes_only,
     power_param,
     power_zero,
     random_cotangents,
@@ -324,6 +325,8 @@ def test_wrt_is_checked_by_name() -> None:
         hawk.diff.vjp(histogram, ["counts"])
     with pytest.raises(HawkError, match="needs at least one plane"):
         hawk.diff.vjp(saxpy, [])
+    with pytest.raises(HawkError, match="'lanes_only' has no plane to differentiate"):
+        hawk.diff.vjp(lanes_only)
     with pytest.raises(HawkError, match="plane named 'x_bar', which its adjoint uses"):
         hawk.diff.vjp(clash)
     with pytest.raises(TypeError, match="takes a @hawk.kernel function, not function"):
