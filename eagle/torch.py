@@ -305,8 +305,12 @@ class Function:
                     continue
                 elif slot.size is not None and (
                     value.numel() != slot.size
-                    or (value.dim() != 1 and tuple(value.shape) != slot.plane.shape)
-                ):  # a named table: its declared shape, or its values in a row (never .T)
+                    or (
+                        slot.size != 1
+                        and value.dim() != 1
+                        and tuple(value.shape) != slot.plane.shape
+                    )
+                ):  # a named table: its declared shape or its values in a row (never .T)
                     raise EagleValueError(
                         f"{slot.what} is {slot.plane.declaration()}: pass a tensor of shape "
                         f"{slot.plane.shape}, or a 1-D tensor of its {slot.size} values "

@@ -129,6 +129,19 @@ def test_params_take_one_value() -> None:
         eagle.plan.auto(saxpy).run(a=1.0, x=2.0, y=np.ones(3))
 
 
+def test_a_params_gradient_takes_any_one_element_array_as_the_param_does() -> None:
+    for shape in ((), (1,), (1, 1)):
+        a_bar = np.zeros(shape)
+        eagle.diff.reverse(eagle.plan.auto(saxpy)).run(
+            a=np.full(shape, 2.0), x=np.arange(3.0), y_bar=np.ones(3), a_bar=a_bar
+        )
+        assert a_bar.reshape(-1).tolist() == [3.0], shape
+    with pytest.raises(ValueError, match=r"plane 'a_bar' is .*pass an array of shape \(1,\)"):
+        eagle.diff.reverse(eagle.plan.auto(saxpy)).run(
+            a=2.0, x=np.arange(3.0), y_bar=np.ones(3), a_bar=np.zeros(2)
+        )
+
+
 def test_a_param_takes_a_scalar_of_any_plane_dtype() -> None:
     import ml_dtypes
 

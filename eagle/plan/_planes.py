@@ -12,10 +12,10 @@ CuPy, the CUDA array interface, DLPack) are taken through
 
 Shapes: a lane plane takes a 1-D array with one value per lane, a flat table
 any 1-D array, a named table an array of its declared shape or a 1-D array
-of as many values (read row-major), and a Param a number or a one-element
-array. :func:`layout_key` is what a binding over a plane depends on, so a
-binding can be reused for a later run over planes with the same keys
-(:func:`layout_keys`).
+of as many values (read row-major; a table of one value any one-element
+array), and a Param a number or a one-element array. :func:`layout_key` is
+what a binding over a plane depends on, so a binding can be reused for a
+later run over planes with the same keys (:func:`layout_keys`).
 """
 
 from __future__ import annotations
@@ -527,12 +527,18 @@ def _check_array(item: _Given) -> None:
             f"shape {shape}"
         )
     declared = plane.shape
-    if declared is not None and shape != declared and shape != (math.prod(declared),):
+    count = math.prod(shape)
+    if (
+        declared is not None
+        and shape != declared
+        and shape != (math.prod(declared),)
+        and not (count == 1 and math.prod(declared) == 1)  # one value: any one-element array
+    ):
         raise EagleValueError(
             f"plane {item.name!r} is {plane.declaration()}: pass an array of shape {declared} "
             f"(or a 1-D array of its {math.prod(declared)} values, row-major), not shape {shape}"
         )
-    if plane.kind == "param" and math.prod(shape) != 1:
+    if plane.kind == "param" and count != 1:
         raise EagleValueError(
             f"plane {item.name!r} is a Param: pass a number or a one-element array, not shape "
             f"{shape}"
