@@ -272,9 +272,10 @@ def _refuse_outside_capture(stream_ptr: int) -> None:
     capturing = refusing_capture()
     if capturing is not None and not is_capturing(stream_ptr):
         raise EagleRuntimeError(
-            f"cannot allocate device memory on stream {stream_ptr:#x} while this thread "
-            f"captures stream {capturing:#x}: CUDA refuses it during a capture and would "
-            "invalidate the capture. Allocate and bind before the capture (a plan bound, or "
-            "run once, on the captured stream is ready), or enqueue the work on the captured "
-            "stream (with stream: ...)"
+            f"cannot allocate device memory on stream {stream_ptr:#x} while eagle captures "
+            f"stream {capturing:#x} (this thread's 'thread_local' capture, or any thread's "
+            "'global' one): CUDA refuses it and would invalidate the capture. Allocate and "
+            "bind before the capture (a plan bound, or run once, on the captured stream is "
+            "ready), enqueue the work on the captured stream (with stream: ...), or capture "
+            "in 'relaxed' mode"
         )
