@@ -43,3 +43,10 @@ def truncated(x: hawk.Scalar, t: hawk.Table["k":KNOTS], y: hawk.Mutable[hawk.Sca
 def quarters(x: hawk.Scalar, t: hawk.Table["k":4], y: hawk.Mutable[hawk.Scalar]):
     # lane % 12 is in 0 .. 11, so its // 3 is in 0 .. 3: the read is proved in range
     y = x * t.at(k=(hm.sample_index() % 12) // 3)
+
+
+@hawk.kernel
+def unclamped(x: hawk.Scalar, t: hawk.Table["k":4], y: hawk.Mutable[hawk.Scalar]):
+    # an unclamped floor address: a NaN x gives the invalid index, checked as the kernel runs
+    j = hm.floor(x)
+    y = t.at(k=j) * x

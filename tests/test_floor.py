@@ -16,7 +16,15 @@ from hawk import math as hm
 from hawk.emit import cuda, host
 from hawk.emit.checks import INT_INVALID
 from hawk.kinds import Type
-from tests._floor_kernels import KNOTS, SCALE, floors, interpolate, quarters, truncated
+from tests._floor_kernels import (
+    KNOTS,
+    SCALE,
+    floors,
+    interpolate,
+    quarters,
+    truncated,
+    unclamped,
+)
 
 
 def test_floor_outside_a_kernel_gives_ints() -> None:
@@ -115,3 +123,21 @@ def test_a_floor_division_of_a_known_range_is_bounded() -> None:
     y = np.full(24, np.nan)
     eagle.plan.auto(quarters).run(x=np.ones(24), t=np.arange(4.0), y=y)
     assert y.tolist() == [float((lane % 12) // 3) for lane in range(24)]
+
+
+def test_an_index_error_says_where_an_invalid_floor_came_from_in_the_kernels_own_names():
+    """A NaN through hm.floor gives -2**63: the error says so, and an adjoint's error names
+    the kernel's own variables (not its copies, j.d7)."""
+    x, t = np.array([1.0, np.nan]), np.arange(4.0)
+    with pytest.raises(hawk.PlaneIndexError) as forward:
+        eagle.plan.auto(unclamped).run(x=x, t=t, y=np.zeros(2))
+    with pytest.raises(hawk.PlaneIndexError) as adjoint:
+        eagle.diff.reverse(eagle.plan.auto(unclamped)).run(
+            x=x, t=t, y_bar=np.ones(2), t_bar=np.zeros(4)
+        )
+    for error in (forward.value, adjoint.value):
+        message = str(error)
+        assert "what hm.floor gives for a NaN" in message and "at lane 1" in message
+        assert ".d" not in message.replace("_bar.d", ""), message  # the kernel's `j`
+    assert str(forward.value).endswith("in t.at(k=j)")
+    assert "t_bar.add(k=j, " in str(adjoint.value)

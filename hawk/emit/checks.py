@@ -46,6 +46,7 @@ runtime clears a failure it has read by zeroing ``failed`` and increasing
 from __future__ import annotations
 
 import math
+import re
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -173,9 +174,14 @@ class CheckSite:
         where = (
             f" (length {size})" if self.axis == "index" else f", axis {self.axis!r} (extent {size})"
         )
+        invalid = (
+            " (what hm.floor gives for a NaN, an infinity or a real beyond int64)"
+            if value == INT_INVALID
+            else ""
+        )
         return PlaneIndexError(
-            f"table {self.plane!r}{where}: index {shown} is out of range at lane {lane}, "
-            f"in {self.access}",
+            f"table {self.plane!r}{where}: index {shown}{invalid} is out of range at lane "
+            f"{lane}, in {self.access}",
             plane=self.plane,
             axis=self.axis,
             index=value,
@@ -753,12 +759,24 @@ def operation_site(node: ir.Expr, kind: str) -> CheckSite:
     return CheckSite(kind, None, spelling, None, str(node))
 
 
+#: a variable of an adjoint, ``<name>.d<k>``: a copy of its kernel's ``<name>``, or a
+#: gradient (``<name>`` ends in ``_bar``)
+_ADJOINT_COPY = re.compile(r"\b([A-Za-z_]\w*)\.d\d+\b")
+
+
+def _kernels_name(match: re.Match[str]) -> str:
+    """A copy's name as the kernel calls it (a gradient keeps its own)."""
+    name = match.group(1)
+    return match.group(0) if name.endswith("_bar") else name
+
+
 def index_site(node: ir.Read | ir.Accumulate, position: int) -> CheckSite:
     """The check site of axis ``position`` of a table access."""
     plane = node.plane
     access = str(node)
     if isinstance(node, ir.Accumulate):
         access = format_access(plane, node.index, "add", node.value)
+    access = _ADJOINT_COPY.sub(_kernels_name, access)  # an adjoint's copy of `j` is `j.d7`
     if plane.axes is None:
         return CheckSite("index", plane.name, "index", None, access)
     label, extent = plane.axes[position]
