@@ -11,13 +11,23 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from hawk import ir
 from hawk.kinds import Type
 
-__all__ = ["Namer", "base_name", "flatten", "has_effects", "is_atom", "prune", "refs"]
+__all__ = [
+    "Namer",
+    "base_name",
+    "flatten",
+    "has_effects",
+    "in_source_names",
+    "is_atom",
+    "prune",
+    "refs",
+]
 
 
 class Namer:
@@ -34,6 +44,22 @@ class Namer:
     def like(self, var: ir.Var) -> ir.Var:
         """A new variable of ``var``'s name, type and uniformity."""
         return self.var(base_name(var), var.type, var.varying)
+
+
+#: a name :class:`Namer` made, ``<base>.d<k>``
+_MADE = re.compile(r"\b([A-Za-z_]\w*)\.d\d+\b")
+
+
+def in_source_names(text: str) -> str:
+    """``text`` (printed IR, for a message) with each copy :class:`Namer` made of a kernel's
+    variable named as the kernel names it (``j.d7`` reads ``j``); a gradient's own name
+    (``x_bar.d3``) stays, as no kernel variable has it."""
+
+    def named(match: re.Match[str]) -> str:
+        base = match.group(1)
+        return match.group(0) if base.endswith("_bar") else base
+
+    return _MADE.sub(named, text)
 
 
 def base_name(var: ir.Var) -> str:

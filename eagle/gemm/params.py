@@ -23,6 +23,7 @@ Everything here is pure: no device, no driver.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -551,37 +552,36 @@ def _check_out_apart(arrays: Mapping[str, Any]) -> None:
     ``arrays`` maps "a", "b", "out" to 2-D arrays; one that does not give its address
     (:func:`_address`) is not checked.
     """
-    out = arrays["out"]
-    out_at = _address(out)
-    if out_at is None:
-        return
-    out_span = _span(out, out_at)
     for name in ("a", "b"):
-        operand = arrays[name]
-        at = _address(operand)
-        if at is None:
-            continue
-        span = _span(operand, at)
-        if (
-            out_span[0] < span[1]
-            and span[0] < out_span[1]
-            and _share(out, out_at, operand, at, min(out_span[0], span[0]))
-        ):
+        if _shares_memory(arrays["out"], arrays[name]):
             raise GemmMappingUnavailable(
                 f"operand 'out' shares memory with operand {name!r}: cuBLAS does not let a "
                 f"product write over its inputs; write into a separate array"
             )
 
 
+def _shares_memory(x: Any, y: Any) -> bool:
+    """Exactly whether two strided arrays share a byte (False when one does not give its
+    address, :func:`_address`)."""
+    x_at, y_at = _address(x), _address(y)
+    if x_at is None or y_at is None:
+        return False
+    x_span, y_span = _span(x, x_at), _span(y, y_at)
+    return (
+        x_span[0] < y_span[1]
+        and y_span[0] < x_span[1]
+        and _share(x, x_at, y, y_at, min(x_span[0], y_span[0]))
+    )
+
+
 def _span(array: Any, at: int) -> tuple[int, int]:
-    """The bytes ``[lo, hi)`` a 2-D strided array touches (empty for no elements)."""
-    itemsize = dtype_of(array.dtype).itemsize
-    (rows, cols), (row_stride, col_stride) = array.shape, array.strides
-    if not rows or not cols:
+    """The bytes ``[lo, hi)`` a strided array touches (empty for no elements)."""
+    shape, strides = tuple(array.shape), tuple(array.strides)
+    if not math.prod(shape):
         return at, at
-    reach_rows, reach_cols = (rows - 1) * row_stride, (cols - 1) * col_stride
-    lo = at + min(0, reach_rows) + min(0, reach_cols)
-    hi = at + max(0, reach_rows) + max(0, reach_cols) + itemsize
+    reaches = [(extent - 1) * stride for extent, stride in zip(shape, strides, strict=True)]
+    lo = at + sum(min(0, reach) for reach in reaches)
+    hi = at + sum(max(0, reach) for reach in reaches) + dtype_of(array.dtype).itemsize
     return lo, hi
 
 

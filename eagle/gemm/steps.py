@@ -22,7 +22,7 @@ from eagle.errors import EagleTypeError, check_option
 from eagle.gemm._operands import Operand, bump_written, operand, ordered
 from eagle.gemm.dtypes import SCALED_DTYPES, dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable, MatmulUnavailable, PlanUnavailable
-from eagle.gemm.params import product_shape
+from eagle.gemm.params import _shares_memory, product_shape
 
 __all__ = [
     "BACKENDS",
@@ -491,28 +491,15 @@ def _bind_buffers(
     if len(devices) > 1:
         where = ", ".join(f"{name!r} on cuda:{index}" for index, name in devices.items())
         raise error(f"the buffers are on different devices ({where}); put them on one device")
-    spans = {name: _span(array) for name, array in bound.items()}
     for name in written:
-        start, end = spans[name]
-        for other, (other_start, other_end) in spans.items():
-            if other != name and start < other_end and other_start < end:
+        for other, array in bound.items():
+            if other != name and _shares_memory(bound[name], array):
                 raise error(
                     f"buffers {name!r} and {other!r} share memory, and the plan writes "
                     f"{name!r}: a step would read or write what another step wrote; pass "
                     "separate arrays"
                 )
     return bound, taken
-
-
-def _span(array: Any) -> tuple[int, int]:
-    """The first and past-last byte an array's elements reach (an empty one reaches none)."""
-    shape, strides = tuple(array.shape), tuple(array.strides)
-    if not math.prod(shape):
-        return 0, 0
-    ptr = array.__array_interface__["data"][0] if isinstance(array, np.ndarray) else array.ptr
-    low = sum(s * (n - 1) for s, n in zip(strides, shape, strict=True) if s < 0)
-    high = sum(s * (n - 1) for s, n in zip(strides, shape, strict=True) if s > 0)
-    return ptr + low, ptr + high + np.dtype(array.dtype).itemsize
 
 
 def _fit(spec: WorkspaceSpec, array: Any, error: type[Exception]) -> Any:

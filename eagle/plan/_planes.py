@@ -455,8 +455,8 @@ def _classify(plane: ir.Plane, value: Any) -> _Given:
         if value.is_host:
             return _Given(plane.name, plane, value.numpy(), "host")
         return _Given(plane.name, plane, value, "device", value.device_index)
-    number = isinstance(value, _NUMBER_TYPES) or _is_number(value)
-    if plane.kind == "param" and number and not isinstance(value, bool):
+    number = _is_number(value)
+    if plane.kind == "param" and number:
         return _Given(plane.name, plane, value, "number")
     try:
         held = None if number else _holder.hold(value)  # torch, CuPy...: the same memory

@@ -46,7 +46,6 @@ runtime clears a failure it has read by zeroing ``failed`` and increasing
 from __future__ import annotations
 
 import math
-import re
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -56,6 +55,7 @@ from typing import Literal
 import numpy as np
 
 from hawk import ir
+from hawk._passes import in_source_names
 from hawk.emit._index_math import (
     LoopRange,
     Sum,
@@ -759,24 +759,13 @@ def operation_site(node: ir.Expr, kind: str) -> CheckSite:
     return CheckSite(kind, None, spelling, None, str(node))
 
 
-#: a variable of an adjoint, ``<name>.d<k>``: a copy of its kernel's ``<name>``, or a
-#: gradient (``<name>`` ends in ``_bar``)
-_ADJOINT_COPY = re.compile(r"\b([A-Za-z_]\w*)\.d\d+\b")
-
-
-def _kernels_name(match: re.Match[str]) -> str:
-    """A copy's name as the kernel calls it (a gradient keeps its own)."""
-    name = match.group(1)
-    return match.group(0) if name.endswith("_bar") else name
-
-
 def index_site(node: ir.Read | ir.Accumulate, position: int) -> CheckSite:
     """The check site of axis ``position`` of a table access."""
     plane = node.plane
     access = str(node)
     if isinstance(node, ir.Accumulate):
         access = format_access(plane, node.index, "add", node.value)
-    access = _ADJOINT_COPY.sub(_kernels_name, access)  # an adjoint's copy of `j` is `j.d7`
+    access = in_source_names(access)  # an adjoint's copy of `j` (`j.d7`) reads `j`
     if plane.axes is None:
         return CheckSite("index", plane.name, "index", None, access)
     label, extent = plane.axes[position]
