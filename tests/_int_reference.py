@@ -70,7 +70,7 @@ def widths_expected(x: np.ndarray, t: np.ndarray) -> dict[str, np.ndarray]:
     the least int64)."""
     out: dict[str, list[float]] = {"quot": [], "cell": [], "mixed": [], "looped": []}
     for lane, value in enumerate(x.tolist()):
-        finite = np.isfinite(value) and abs(np.floor(value)) < 2.0**63
+        finite = np.isfinite(value) and -(2.0**63) <= np.floor(value) < 2.0**63
         j = int(np.floor(value)) if finite else -(2**63)
         d = lane % 1000 - 500
         jc = min(max(j, -2), 6)

@@ -78,17 +78,27 @@ def test_a_negative_int_exponent_raises_where_a_lane_takes_it() -> None:
         _run(k.power_of, x=np.array([3.0, -2.0]), y=np.zeros(2))
 
 
+#: the reals just outside int64: 2**63, and the double next below -2**63
+_BEYOND_INT64 = [2.0**63, float(np.nextafter(-(2.0**63), -np.inf))]
+
+
+@pytest.mark.parametrize("backend", [None, "reference"])
 @pytest.mark.parametrize(
     ("value", "kind"),
-    [(np.nan, HawkValueError), (np.inf, HawkOverflowError), (-1e30, HawkOverflowError)],
+    [(np.nan, HawkValueError), (np.inf, HawkOverflowError), (-1e30, HawkOverflowError)]
+    + [(value, HawkOverflowError) for value in _BEYOND_INT64],
 )
-def test_float_of_int_of_a_real_that_is_no_int64_raises(value: float, kind: type) -> None:
+def test_float_of_int_of_a_real_that_is_no_int64_raises(
+    value: float, kind: type, backend: str | None
+) -> None:
     y = np.zeros(3)
     with pytest.raises(kind, match=re.escape(f"int() of {value!r} at lane 2, in int(x)")):
-        _run(k.round_trip, x=np.array([1.5, -2.5, value]), y=y)
+        eagle.plan.auto(k.round_trip, backend=backend).run(x=np.array([1.5, -2.5, value]), y=y)
     assert not y.any()  # nothing half-written
-    _run(k.round_trip, x=np.array([1.5, -2.5, 2.0**62]), y=y)
-    np.testing.assert_array_equal(y, [1.0, -2.0, 2.0**62])
+    # int64's own edges: -2**63 exactly, and the greatest double below 2**63
+    edges = [1.5, -(2.0**63), float(np.nextafter(2.0**63, 0.0))]
+    eagle.plan.auto(k.round_trip, backend=backend).run(x=np.array(edges), y=y)
+    np.testing.assert_array_equal(y, [1.0, -(2.0**63), 2.0**63 - 1024])
 
 
 def test_check_mode_raises_naming_the_expression_and_the_first_lane() -> None:

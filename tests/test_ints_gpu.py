@@ -88,6 +88,24 @@ def test_int_of_a_real_that_is_no_int64_is_the_hosts_error(rng, value) -> None:
     assert str(caught.value) == str(expected)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_int_of_int64s_edges_is_the_hosts(dtype: type) -> None:
+    # -2**63 exactly is an int64; the next real below it and 2**63 are not
+    x = np.array([-(2.0**63), np.nextafter(2.0**63, 0.0, dtype=dtype), 3.5], dtype)
+    host = np.full(3, np.nan, dtype)
+    eagle.plan.auto(k.round_trip).run(x=x, y=host)
+    y = arrays.asarray(np.full(3, np.nan, dtype), device="cuda:0")
+    eagle.plan.auto(k.round_trip).run(x=arrays.asarray(x, device="cuda:0"), y=y)
+    np.testing.assert_array_equal(y.numpy(), host)
+    for value in (2.0**63, np.nextafter(-(2.0**63), -np.inf, dtype=dtype)):
+        x[2] = value
+        expected = _host_error(k.round_trip, {"x": x, "y": np.zeros(3, dtype)})
+        eagle.plan.auto(k.round_trip).run(x=arrays.asarray(x, device="cuda:0"), y=y)
+        with pytest.raises(type(expected)) as caught:
+            y.numpy()
+        assert str(caught.value) == str(expected)
+
+
 def test_a_negative_exponent_is_the_hosts_error() -> None:
     x = np.full(1000, 3.0)
     x[700] = -250.0  # the select's other side: no error

@@ -294,7 +294,8 @@ __device__ __forceinline__ long long hawk_to_int(
 {{
     // int(): toward zero; NaN, +-inf and reals beyond int64 are recorded (the real's
     // bits as a double) and give {INT_INVALID}, which no table accepts
-    if (fabs$f(x) < ($R)9.223372036854775808e18) return (long long)x;
+    if (x >= ($R)-9.223372036854775808e18 && x < ($R)9.223372036854775808e18)
+        return (long long)x;
     hawk_fail(rec, site, lane, __double_as_longlong((double)x), 0);
     return {INT_INVALID + 1}LL - 1;
 }}"""

@@ -255,7 +255,7 @@ class _Lanes:
             return self.real(value)
         if node.operand.type == Type.INT:
             return value
-        if not abs(value) < 2.0**63:  # NaN, +-inf or beyond int64: raised, as on the host
+        if not -(2.0**63) <= value < 2.0**63:  # NaN, +-inf, beyond int64: raised, as on host
             bits = np.float64(value).view(np.int64).item()
             raise operation_site(node, "int").error(self.lane, bits)
         return np.int64(int(value))
