@@ -216,6 +216,18 @@ def test_a_checked_call_returns_its_values_and_raises_on_a_status(monkeypatch):
     assert checked.cudaOne.__name__ == "cudaOne" and "cudaOne" in vars(checked)  # kept
 
 
+def test_a_library_that_cannot_load_says_what_to_install(monkeypatch):
+    def missing() -> None:
+        raise OSError('Failure finding "libnvrtc.so.13"')
+
+    monkeypatch.setitem(_runtime._modules, "nvrtc", SimpleNamespace(nvrtcVersion=missing))
+    with pytest.raises(cuda.CudaUnavailable, match=r"libnvrtc.so.13.*\.\[cuda\]"):
+        _runtime._Checked("nvrtc").nvrtcVersion()
+    checked = _fake_binding(monkeypatch, cudaGetDeviceCount=missing)
+    with pytest.raises(cuda.CudaUnavailable, match="CUDA 13 driver .* pass numpy arrays"):
+        checked.cudaGetDeviceCount()
+
+
 def test_a_misspelt_or_non_function_binding_is_refused_by_name(monkeypatch):
     checked = _fake_binding(monkeypatch, cudaStreamCaptureMode=type("Enum", (), {}))
     with pytest.raises(AttributeError, match="has no function 'cudaStreamSyncronize'"):

@@ -159,7 +159,6 @@ def test_adds_of_one_constant_are_counted_in_32_bit_cells():
         (k.histogram, F32),  # value=w
         (k.two_constants, {"x": "float32", "counts": "float32"}),
         (k.counted_in_a_loop, {"x": "float32", "counts": "float32"}),
-        (k.counter, {"x": "float32", "counts": "int32"}),  # integer atomics already
         (k.make_counter(8, 0.0), {"x": "float32", "counts": "float32"}),
     ],
 )

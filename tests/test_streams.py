@@ -126,9 +126,12 @@ def test_plan_source_of_a_routed_plan_gives_its_products():
         assert "def hawk_" not in source and "__global__" not in source
         assert "y = f.T @ w  # f: (16, 12), w: (16, 8), y: (12, 8)" in source
     assert "numpy.matmul" in plan.source("host")
-    assert "cuBLAS" in plan.source("device", "float64") and "float64" in plan.source(
-        "device", "float64"
-    )
+    assert "(device, float64)" in plan.source("device", "float64")
+    calls = {"float64": "Dgemm", "float32": "Sgemm", "bfloat16": "GemmEx", "float16": "GemmEx"}
+    for dtype, call in calls.items():  # the function the routed bind calls, by dtype
+        assert f"cuBLAS (cublas{call})" in plan.source("device", dtype)
+    tf32 = eagle.plan.auto(contract, contraction="gemm", math="tf32")
+    assert "cuBLAS (cublasGemmEx)" in tf32.source("device")
     loop = eagle.plan.auto(contract, contraction="gemm")  # the host keeps its loop
     assert loop.source("host").startswith("def hawk_contract(")
 

@@ -492,7 +492,8 @@ def full(shape: ShapeLike, value: Any, dtype: Any = "float64", device: str = "cp
 
     Args:
         shape: an int or a sequence of ints.
-        value: the fill value; it must fit ``dtype`` exactly.
+        value: the fill value: an int or bool must fit ``dtype`` exactly, a
+            float is rounded to it (and must not overflow).
         dtype: a numeric numpy dtype (default float64).
         device: ``"cpu"`` (default) or ``"cuda:N"``.
 

@@ -124,6 +124,17 @@ def _status_name(status: Any) -> str:
     return getattr(status, "name", str(status))
 
 
+#: what to install when a binding module's library cannot be loaded, by binding kind
+_MISSING = {
+    "nvrtc": "NVRTC compiles CUDA C with or without a GPU; install its wheel with "
+    '`python -m pip install ".[cuda]"` (nvidia-cuda-nvrtc 13) or a CUDA 13 toolkit',
+    "driver": "device work needs an NVIDIA GPU with a CUDA 13 driver (580 or newer); "
+    "without one, pass numpy arrays to run on the host",
+    "runtime": "device work needs an NVIDIA GPU with a CUDA 13 driver (580 or newer); "
+    "without one, pass numpy arrays to run on the host",
+}
+
+
 def _checked(kind: str, name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     """``function`` (``cuda.bindings.<kind>.<name>``) with its status checked: one value
     is returned bare, several as a tuple, none as ``None``."""
@@ -133,7 +144,7 @@ def _checked(kind: str, name: str, function: Callable[..., Any]) -> Callable[...
             result = function(*args)
         except (OSError, RuntimeError) as exc:
             # cuda.pathfinder raises when libcuda / libnvrtc cannot be found at all.
-            raise CudaUnavailable(name, type(exc).__name__, str(exc)) from exc
+            raise CudaUnavailable(name, type(exc).__name__, f"{exc}; {_MISSING[kind]}") from exc
         if not isinstance(result, tuple):
             result = (result,)
         status = result[0]

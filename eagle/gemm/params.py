@@ -284,8 +284,8 @@ def sgemm_params(
 
     Raises:
         GemmMappingUnavailable: naming the operand, when one is not 2-D, has a
-            negative extent, is not unit-stride along its last axis (F-ordered
-            or step-sliced), has a row stride smaller than its width
+            negative extent, is not unit-stride along its last axis (F-ordered,
+            or a step along its columns), has a row stride smaller than its width
             (broadcast), when the contracted extents disagree, or when ``out``
             has the wrong shape (the message gives the shape it must have).
     """
@@ -671,8 +671,8 @@ def _leading_dim(name: str, shape: Sequence[int], strides: Sequence[int], itemsi
     if cols > 1 and col_stride != itemsize:
         raise GemmMappingUnavailable(
             f"operand {name!r} is not unit-stride along its last axis (strides {tuple(strides)} "
-            f"bytes, itemsize {itemsize}): an F-ordered or step-sliced view; pass a C-ordered "
-            f"array, or a row or column slice of one"
+            f"bytes, itemsize {itemsize}): an F-ordered view or a step along its columns; pass a "
+            f"C-ordered array, or a slice of its rows or columns (a row step is fine)"
         )
     if rows == 1:
         return max(1, cols)  # the row stride never addresses anything

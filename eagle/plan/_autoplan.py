@@ -84,7 +84,9 @@ def auto(
             ``"shared"`` in a copy per block in shared memory (refused for a
             table that cannot be), ``"global"`` as global atomics, ``"auto"``
             in shared memory when the table and the lanes qualify
-            (:mod:`hawk.emit.private`). None (the default) is ``"auto"``.
+            (:mod:`hawk.emit.private`), ``"deterministic"`` in shared memory in
+            an order fixed by the lane count (the same bits every run). None
+            (the default) is ``"auto"``.
         backend: the backend that runs the kernel, by name: ``"numpy"`` (host
             arrays), ``"cuda"`` (device arrays) or ``"reference"`` (host arrays, a
             lane at a time in plain Python, for debugging: ``hm.debug_print`` and
@@ -241,8 +243,8 @@ class AutoPlan:
         array (one given as a number is passed by value instead: a ``const
         float v_<name>`` parameter, ``hawk.emit.cuda.emit(..., values=...)``). Where the
         side takes the GEMM route (:meth:`route`) it gives the products that run
-        instead, one line each (``y = w.T @ f``, numpy's on the host, cuBLAS's on the
-        device).
+        instead, one line each (``y = f.T @ w``, numpy's on the host, cuBLAS's on the
+        device, naming the cuBLAS function).
 
         Args:
             side: ``"host"`` or ``"device"``.
@@ -255,7 +257,9 @@ class AutoPlan:
         resolved = _side_dtype(side, dtype)
         if self.route(side, resolved) == "gemm":
             assert self.record is not None
-            return gemm_route.products_source(self.kernel.name, self.record, side, resolved.name)
+            return gemm_route.products_source(
+                self.kernel.name, self.record, side, resolved.name, self.policy.math
+            )
         signature = tuple(resolved.name for _ in self._names)
         backend = backend_for(self, side)
         return backend.emit(self.kernel, signature, int_overflow=self.policy.int_overflow).source

@@ -706,11 +706,23 @@ class HostGemm:
             product()
 
 
-def products_source(name: str, record: RecognizedContraction, side: str, dtype: str) -> str:
+def _cublas_call(dtype: str, math: Float32Math) -> str:
+    """The cuBLAS function a routed product over planes of ``dtype`` calls (a routed
+    plan's handle computes float32 exactly, so TF32 and 16-bit products go through
+    GemmEx)."""
+    if dtype == "float64":
+        return "cublasDgemm"
+    return "cublasSgemm" if dtype == "float32" and math == "fp32" else "cublasGemmEx"
+
+
+def products_source(
+    name: str, record: RecognizedContraction, side: str, dtype: str, math: Float32Math
+) -> str:
     """What a plan of the kernel ``name`` on the GEMM route runs on ``side`` over planes
-    of ``dtype``, as text: its products (``plan.source(side)``)."""
+    of ``dtype`` under the float32 policy ``math``, as text: its products
+    (``plan.source(side)``)."""
     lowered = _lowered(record, "forward", dtype)
-    what = "numpy.matmul" if side == "host" else "cuBLAS (cublasGemmEx)"
+    what = "numpy.matmul" if side == "host" else f"cuBLAS ({_cublas_call(dtype, math)})"
     lines = [
         f"# hawk kernel {name!r} on the GEMM route ({side}, {dtype}): the kernel's loop does",
         f"# not run; {what} computes, over views of the planes (no copies):",

@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from hawk import ir
-from hawk.dtypes import numpy_dtype
+from hawk.dtypes import TABLE, numpy_dtype
 from hawk.emit.policy import TableAdds
 from hawk.errors import HawkError
 from hawk.kinds import check_option
@@ -81,9 +81,9 @@ __all__ = [
 #: bytes of shared memory a block's private copies may take together (32 KiB)
 SHARED_BYTES = 32 * 1024
 
-#: the table dtypes whose adds can be privatised (a 16-bit table rounds each add, so it
-#: keeps its global adds)
-PRIVATE_DTYPES = frozenset({"float32", "float64", "int32", "int64"})
+#: the table dtypes whose adds can be privatised, the plane dtypes arithmetic runs in (a
+#: 16-bit table rounds each add, so it keeps its global adds)
+PRIVATE_DTYPES = frozenset(row.name for row in TABLE if row.plane and not row.storage_only)
 
 #: the fewest lanes a block of a privatised launch runs per cell of its copies (it zeroes
 #: and flushes them once)
