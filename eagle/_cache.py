@@ -91,7 +91,8 @@ class KeyedCache(Generic[K, V]):
         self._lock = threading.Lock()
         self.last: tuple[K, V] | None = None
         self.hits = self.misses = self.evictions = 0
-        _caches.add(self)
+        with _registry:
+            _caches.add(self)
 
     def __repr__(self) -> str:
         return f"KeyedCache({self.name!r}, {len(self._entries)}/{self.size})"
@@ -149,6 +150,15 @@ class KeyedCache(Generic[K, V]):
 
 #: every KeyedCache made, while it lives (a plan's own caches go with the plan)
 _caches: weakref.WeakSet[KeyedCache] = weakref.WeakSet()
+_registry = threading.Lock()  # a thread making a cache must not change the set being read
+
+
+def _live() -> list[KeyedCache]:
+    """The caches alive now."""
+    with _registry:
+        return list(_caches)
+
+
 _hooks: list[Callable[[], None]] = []
 
 
@@ -160,7 +170,7 @@ def on_clear(hook: Callable[[], None]) -> None:
 
 def stats() -> list[CacheStats]:
     """The :class:`CacheStats` of every live cache, by name."""
-    return sorted((cache.stats() for cache in list(_caches)), key=lambda s: s.name)
+    return sorted((cache.stats() for cache in _live()), key=lambda s: s.name)
 
 
 def clear_caches() -> None:
@@ -181,7 +191,7 @@ def clear_caches() -> None:
         hawk.PlaneIndexError: a launch of a kernel given back recorded a failure
             (or another error a kernel records), as at any synchronizing call.
     """
-    for cache in list(_caches):
+    for cache in _live():
         cache.clear()
     gc.collect()  # (an entry may have been the last way into a reference cycle)
     for hook in list(_hooks):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -71,6 +72,7 @@ _NAMESPACE = "eagle"
 _live: weakref.WeakValueDictionary[int, Function] = weakref.WeakValueDictionary()
 _keys = itertools.count()
 _registered: dict[tuple[int, int], tuple[Any, Any, Any]] = {}
+_registering = threading.Lock()  # torch refuses to define an op twice
 
 
 def register(function: Function) -> int:
@@ -370,7 +372,10 @@ def signature_ops(inputs: int, outputs: int) -> tuple[Any, Any, Any]:
     input planes and ``outputs`` Mutable planes (registered on first use)."""
     ops = _registered.get((inputs, outputs))
     if ops is None:
-        ops = _registered[(inputs, outputs)] = _register(inputs, outputs)
+        with _registering:
+            ops = _registered.get((inputs, outputs))
+            if ops is None:
+                ops = _registered[(inputs, outputs)] = _register(inputs, outputs)
     return ops
 
 

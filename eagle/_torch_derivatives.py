@@ -298,8 +298,7 @@ class Derivatives:
             return _Adjoint(kernel, Runner(self._written), _plane_names(kernel), adds=False)
         kernel = hawk.diff.vjp(self.kernel, wrt, lane_gradients="store", broadcast=broadcast)
         one = frozenset(kernel.cotangents[name] for name in broadcast)
-        runner = Runner(eagle.plan.auto(kernel, contraction="loop"), one)
-        return _Adjoint(kernel, runner, _plane_names(kernel), adds(kernel))
+        return _Adjoint(kernel, self._loop_runner(kernel, one), _plane_names(kernel), adds(kernel))
 
     # -- second order: the backward's own backward, and forward mode -------------------
 
@@ -442,8 +441,18 @@ class Derivatives:
                 f"its adjoint ({exc}). Take its gradient without create_graph=True (and "
                 "without torch.func.jvp), or write the second derivative as a kernel of its own"
             ) from exc
-        runner = Runner(eagle.plan.auto(kernel, contraction="loop"))
-        return _Adjoint(kernel, runner, _plane_names(kernel), adds(kernel))
+        return _Adjoint(kernel, self._loop_runner(kernel), _plane_names(kernel), adds(kernel))
+
+    def _loop_runner(
+        self, kernel: hawk.diff.AdjointKernel, one: frozenset[str] = frozenset()
+    ) -> Runner:
+        """``kernel`` (an adjoint) run on its own loop, under the forward plan's int and add
+        policy, whatever policy is in force where the backward runs."""
+        made = self.adjoint.primal.policy
+        plan = eagle.plan.auto(
+            kernel, contraction="loop", adds=made.adds, int_overflow=made.int_overflow
+        )
+        return Runner(plan, one)
 
     def tangents(
         self,

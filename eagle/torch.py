@@ -39,7 +39,9 @@ Importing this module needs PyTorch; ``import eagle`` never imports it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -85,9 +87,11 @@ _LARGEST = {real: torch.finfo(real).max for real in (torch.float32, torch.float6
 _INPUTS = ("input", "param", "table")
 _OUTPUTS = ("output", "accumulator")
 
-_functions: weakref.WeakKeyDictionary[hawk.Kernel, dict[str, weakref.ref[Function]]] = (
+#: each kernel's live functions, by the policy their plans are built under
+_functions: weakref.WeakKeyDictionary[hawk.Kernel, dict[policy.Policy, weakref.ref[Function]]] = (
     weakref.WeakKeyDictionary()
 )
+_making = threading.Lock()  # so that threads asking at once get the same function
 #: the one-element tensors of the Param numbers eager calls were given, the most recently
 #: used kept (a binding is cached by its tensors' addresses, so a number reused keeps one)
 _constants: KeyedCache[tuple[Any, ...], torch.Tensor] = KeyedCache("eagle.torch constants", 256)
@@ -101,11 +105,13 @@ def function(kernel: hawk.Kernel, contraction: Contraction | None = None) -> Fun
         contraction: ``"loop"`` or ``"gemm"`` (on CUDA tensors of one dtype, a kernel
             that is one dense contraction then runs as one cuBLAS product, whatever
             dtype the op takes; CPU tensors run its loop); None for the current
-            :func:`hawk.emit.policy.current` policy.
+            :func:`hawk.emit.policy.current` policy's.
 
-    Make it once, outside any ``torch.compile`` region, and keep it (as you
-    would a module): choosing the op reads the current policy, which dynamo
-    does not trace; calling the op inside a compiled function is what compiles.
+    The op keeps the policy in force when it is made (:func:`hawk.emit.policy.using`,
+    with ``contraction``): its forward and its backward run under it wherever they are
+    called. Make it once, outside any ``torch.compile`` region, and keep it (as you
+    would a module): choosing the op reads the current policy, which dynamo does not
+    trace; calling the op inside a compiled function is what compiles.
 
     Returns:
         The :class:`Function`; the same one for the same kernel and policy while
@@ -122,17 +128,26 @@ def function(kernel: hawk.Kernel, contraction: Contraction | None = None) -> Fun
         raise EagleTypeError(
             f"eagle.torch.function takes a @hawk.kernel function, not {type(kernel).__name__}"
         )
-    chosen = policy.current().contraction if contraction is None else contraction
-    if chosen not in policy.CONTRACTIONS:
+    if contraction is not None and contraction not in policy.CONTRACTIONS:
         raise EagleValueError(
             f"contraction must be None or one of {policy.CONTRACTIONS}, not {contraction!r}"
         )
-    made = _functions.setdefault(kernel, {})
-    known = made.get(chosen)
-    alive = None if known is None else known()
-    if alive is None:
-        alive = Function(kernel, chosen)
-        made[chosen] = weakref.ref(alive)
+    chosen = policy.current()
+    if contraction is not None:
+        chosen = dataclasses.replace(chosen, contraction=contraction)
+    return _function_under(kernel, chosen)
+
+
+def _function_under(kernel: hawk.Kernel, chosen: policy.Policy) -> Function:
+    """The live function of ``kernel`` under the policy ``chosen``, made if there is none
+    (and what a pickled function loads as)."""
+    with _making:
+        made = _functions.setdefault(kernel, {})
+        known = made.get(chosen)
+        alive = None if known is None else known()
+        if alive is None:
+            alive = Function(kernel, chosen)
+            made[chosen] = weakref.ref(alive)
     return alive
 
 
@@ -160,7 +175,7 @@ class Function:
         backward_op: the registered op the backward calls (shared alike).
     """
 
-    def __init__(self, kernel: hawk.Kernel, contraction: Contraction) -> None:
+    def __init__(self, kernel: hawk.Kernel, chosen: policy.Policy) -> None:
         planes = kernel.planes
         names = [p.name for p in planes]
         if "lanes" in names:
@@ -175,8 +190,7 @@ class Function:
                 "size eagle.torch cannot know; declare its axes (Mutable[Table['i':N]])"
             )
         self.kernel = kernel
-        with policy.using(contraction=contraction):
-            self.plan = eagle.plan.auto(kernel)
+        self.plan = eagle.plan.auto(kernel, **dataclasses.asdict(chosen))
         self.adjoint = eagle.diff.AdjointPlan(self.plan)  # what eagle.diff.reverse(plan) makes
         self._inputs = tuple(p for p in planes if p.kind in _INPUTS)
         self._outputs = tuple(p for p in planes if p.kind in _OUTPUTS)
@@ -213,10 +227,10 @@ class Function:
         return self
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        """Pickled as its kernel and route (``torch.save`` of a model that holds it): it
-        loads as ``eagle.torch.function(kernel, contraction)``, the same function where
-        one is alive."""
-        return function, (self.kernel, self.plan.policy.contraction)
+        """Pickled as its kernel and policy (``torch.save`` of a model that holds it): it
+        loads as the function of that kernel under that policy, the same one where one
+        is alive."""
+        return _function_under, (self.kernel, self.plan.policy)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Function:
         return self

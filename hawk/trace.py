@@ -66,10 +66,17 @@ class Kernel:
     def __repr__(self) -> str:
         return f"<hawk kernel {self.name}({', '.join(p.name for p in self.planes)})>"
 
+    def __copy__(self) -> Kernel:
+        """The kernel itself: it is immutable, as a function is (one defined inside a
+        function included, which cannot be pickled)."""
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Kernel:
+        return self
+
     def __reduce__(self) -> str | tuple[Any, ...]:
         """Pickle by reference, as Python pickles a function: by its module and name, so
-        it loads as the kernel that module defines (a kernel is immutable: ``copy`` and
-        ``deepcopy`` give it back itself).
+        it loads as the kernel that module defines.
 
         Raises:
             TypeError: the kernel is not reachable by its module and name (defined

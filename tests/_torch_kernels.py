@@ -76,6 +76,13 @@ def tally(x: hawk.Scalar, w: hawk.Param, counts: hawk.Mutable[hawk.Table["bin":N
 
 
 @hawk.kernel
+def wraps(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    # int(x) * 2**64 is 0 modulo 2**64: y is 0 where ints wrap, an overflow where they are
+    # checked (for int(x) != 0), forward and backward
+    y = x * float(int(x) * 4611686018427387904 * 4)
+
+
+@hawk.kernel
 def cubic(x: hawk.Scalar, c: hawk.Table["k":2], y: hawk.Mutable[hawk.Scalar]):
     y = c.at(k=0) * x * x * x + c.at(k=1) * hm.sin(x)  # second derivatives in x and c
 

@@ -5,6 +5,8 @@ loaded kernels and error records nothing holds any more (the driver faked here).
 from __future__ import annotations
 
 import gc
+import sys
+import threading
 import weakref
 from typing import Any
 
@@ -66,6 +68,46 @@ def test_every_live_cache_reports_its_stats_and_goes_with_its_owner() -> None:
     del plan
     gc.collect()
     assert own() is None  # the plan's own cache went with it
+
+
+def test_the_planes_a_run_kept_are_freed_with_the_plan_without_the_cycle_collector() -> None:
+    # a run's kept binding names no plan that keeps it, so dropping the plan frees its
+    # planes at once, as numpy and torch users expect (no reference cycle to collect)
+    x, y = np.ones(5), np.zeros(5)
+    alive = weakref.ref(x)
+    gc.disable()
+    try:
+        plan = eagle.plan.auto(saxpy)
+        plan.run(a=2.0, x=x, y=y)
+        adjoint = eagle.diff.reverse(plan)
+        adjoint.run(a=2.0, x=x, y_bar=np.ones(5), x_bar=np.zeros(5), a_bar=np.zeros(1))
+        del plan, adjoint, x, y
+        assert alive() is None
+    finally:
+        gc.enable()
+
+
+def test_clear_caches_and_stats_while_other_threads_make_caches() -> None:
+    stop = threading.Event()
+
+    def make() -> None:
+        while not stop.is_set():
+            _cache.KeyedCache("made in a thread", 1)
+
+    threads = [threading.Thread(target=make) for _ in range(2)]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the race showed within 300 calls at this interval
+    try:
+        for thread in threads:
+            thread.start()
+        for _ in range(300):
+            eagle.clear_caches()
+            _cache.stats()
+    finally:
+        stop.set()
+        sys.setswitchinterval(switch)
+        for thread in threads:
+            thread.join()
 
 
 # -- what clear_caches drops, and what it keeps ---------------------------------------------

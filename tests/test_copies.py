@@ -52,13 +52,19 @@ def test_a_kernel_pickles_by_reference_and_copies_as_itself():
     assert pickle.loads(pickle.dumps(adjoint)) is adjoint
 
 
-def test_a_kernel_defined_in_a_function_is_refused_by_name():
+def test_a_kernel_defined_in_a_function_copies_as_itself_and_refuses_pickle_by_name():
     @hawk.kernel
     def local(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
         y = x  # noqa: F841
 
     with pytest.raises(TypeError, match="hawk kernel 'local' is pickled by reference.*module"):
         pickle.dumps(local)
+    assert copy.copy(local) is local and copy.deepcopy(local) is local  # as a function
+    plan = copy.deepcopy(eagle.plan.auto(local))  # so a model holding its plan deep-copies
+    assert plan.kernel is local
+    y = np.zeros(3)
+    copy.deepcopy(eagle.diff.reverse(plan)).run(x=np.ones(3), y_bar=np.ones(3), x_bar=y)
+    assert list(y) == [1.0, 1.0, 1.0]
 
 
 def test_plans_pickle_and_copy_as_what_makes_them(rng):

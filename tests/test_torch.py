@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import eagle.torch  # noqa: E402
+from hawk.emit import policy  # noqa: E402
 from tests import _torch_kernels as k  # noqa: E402
 
 GRADCHECKED = [
@@ -308,6 +309,52 @@ def test_one_function_per_kernel_and_policy_while_it_lives():
     assert loop.op.name() == "eagle::function_2_1"
 
 
+def test_a_function_keeps_the_whole_policy_it_was_made_under_forward_and_backward():
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    wrapping = eagle.torch.function(k.wraps)
+    with policy.using(int_overflow="check"):
+        checked = eagle.torch.function(k.wraps)
+        assert checked is not wrapping and checked is eagle.torch.function(k.wraps)
+        y = wrapping(x=x)  # made to wrap: it wraps here too, and so does its backward
+        y.sum().backward()
+        assert y.tolist() == [0.0, 0.0] and x.grad.tolist() == [0.0, 0.0]
+    assert checked.plan.policy.int_overflow == "check"
+    with pytest.raises(OverflowError, match="int64 overflow at lane"):
+        checked(x=x)  # made checked: it checks outside the block too
+    y = wrapping(x=x.detach().requires_grad_())
+    with policy.using(int_overflow="check"):
+        y.sum().backward()  # its backward was built when the function was made
+
+
+def test_threads_making_their_first_function_of_a_signature_get_one_op():
+    # registering an op twice is an error in torch: threads asking at once take turns
+    script = textwrap.dedent(
+        """
+        import threading
+        import eagle.torch
+        from tests import _torch_kernels as k
+
+        made, failed = [], []
+
+        def make():
+            try:
+                made.append(eagle.torch.function(k.tally))
+            except Exception as exc:
+                failed.append(exc)
+
+        threads = [threading.Thread(target=make) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        print(len(failed), len({id(f) for f in made}))
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0", "1"]
+
+
 def test_the_backward_op_refuses_a_gradient_the_kernel_has_not():
     f = eagle.torch.function(k.scale_add)  # never reads y, so y's initial value has none
     x, z = torch.randn(4, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
@@ -400,11 +447,14 @@ def test_the_routed_backward_writes_whole_gradients_it_made_uninitialised(monkey
     assert derivatives._written.accumulate is False and f.adjoint.accumulate is True
 
 
-def test_a_function_pickles_as_its_kernel_and_route(tmp_path):
+def test_a_function_pickles_as_its_kernel_and_policy(tmp_path):
     import pickle
 
     f = eagle.torch.function(k.scale_add)
     assert pickle.loads(pickle.dumps(f)) is f
+    with policy.using(int_overflow="check"):
+        checked = eagle.torch.function(k.scale_add, contraction="gemm")
+    assert pickle.loads(pickle.dumps(checked)) is checked
     model = torch.nn.Module()
     model.op = f
     torch.save(model, tmp_path / "model.pt")

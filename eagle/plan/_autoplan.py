@@ -412,9 +412,11 @@ class AutoPlan:
             if bound is not None:
                 return bound
         checked = check_planes(self.kernel.ir, planes)
-        plan = self
+        # a binding run keeps names the bare plan: the plan keeping it in a cycle would
+        # keep its planes alive until Python's cycle collector ran
+        plan = self._shared.bare() if detach else self
         if detach and checked.side == "device" and not any_capture_active():
-            checked, plan = detached(checked), self._shared.bare()
+            checked = detached(checked)
         backend = self._backends.get(checked.side)  # type: ignore[call-overload]
         if backend is None:
             (only,) = self._backends.values()
@@ -552,8 +554,10 @@ class Moves:
         checked = moved(self.checked, self.sizes, planes, keys, stream)
         if checked is None:
             return None
-        if detach and not any_capture_active():
-            checked, plan = detached(checked), plan._shared.bare()
+        if detach:  # kept by the plan: it names the bare plan, so no cycle keeps its planes
+            plan = plan._shared.bare()
+            if not any_capture_active():
+                checked = detached(checked)
         values = checked.values
         steps = tuple(step for move in self.steps for step in move(values, stream))
         return BoundPlan(plan, checked, steps, self.route, branches=self.branches)
