@@ -57,7 +57,14 @@ def _binary(node: ir.Binary) -> ir.Expr:
 @_RULES.rule(ir.Unary, ir.Compare, ir.Logic, ir.Not, ir.Cast, ir.Select)
 def _evaluated(node: ir.Operation) -> ir.Expr:
     values = _constants(node)
-    return node if values is None else _constant(node, node.builtin.evaluate(*values))
+    if values is None:
+        return node
+    real_to_int = (
+        isinstance(node, ir.Cast) and node.to == Type.INT and node.operand.type == Type.REAL
+    )
+    if real_to_int and not -(2.0**63) <= values[0] < 2.0**63:  # NaN, +-inf, beyond int64
+        return node  # int() raises as the kernel runs, naming the lane
+    return _constant(node, node.builtin.evaluate(*values))
 
 
 def _constant(node: ir.Operation, value: int | float | bool) -> ir.Const:
@@ -79,8 +86,11 @@ def check_constant(text: str, value: int | float | bool) -> None:
         HawkError: ``value`` is an int outside int64.
     """
     if type(value) is int and not INT_MIN <= value <= INT_MAX:
+        size = abs(value).bit_length()
+        shown = str(value) if size <= 128 else f"about {'-' if value < 0 else ''}2**{size - 1}"
+        example = f", e.g. {float(value):g}," if size <= 1023 else ""
         raise HawkError(
-            f"the constant expression {text} is {value}, which does not fit in 64 bits; "
+            f"the constant expression {text} is {shown}, which does not fit in 64 bits; "
             f"hawk ints are from {INT_MIN} to {INT_MAX}, and a constant expression must "
-            f"fit (write a float, e.g. {float(value):g}, for a real value)"
+            f"fit (write a float{example} for a real value)"
         )

@@ -79,10 +79,10 @@ def test_a_chunked_check_reports_the_first_iteration_then_the_first_lane() -> No
 
 @hawk.kernel
 def _divide(i: hawk.Scalar, q: hawk.Mutable[hawk.Scalar]):
-    acc = 0
+    acc = 0.0  # (an int carry is summed an iteration at a time)
     for r in range(4):
-        acc = acc + int(i) // (r - 2)
-    q = float(acc)
+        acc = acc + float(int(i) // (r - 2))
+    q = acc
 
 
 def test_a_chunked_division_by_an_iterations_zero_raises() -> None:

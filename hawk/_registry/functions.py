@@ -73,6 +73,19 @@ $inline long long hawk_abs(long long a)
 }"""
 
 
+def _abs_host(out: HostOut, node: Any, x: str) -> str:
+    if node.type == Type.INT:
+        x = integers.abs_operand_host(out, node, x)
+    return f"_np.abs({x})"
+
+
+def _abs_c(out: COut, node: Any, x: str) -> str:
+    if node.type == Type.INT:
+        out.helper(("abs", "int"), _ABS)
+        return f"hawk_abs({integers.abs_operand_c(out, node, x)})"
+    return f"fabs{out.suffix}({x})"
+
+
 def _pow_derivative(bar: Any, result: Any, x: Any, y: Any) -> tuple[Any, Any]:
     """The partials of ``x ** y``, zero where the power does not change (as torch's): in
     x where y is 0 (``x ** 0`` is 1, and ``0 * 0 ** -1`` would be NaN), in y where x is 0
@@ -449,14 +462,18 @@ FUNCTIONS: tuple[Builtin, ...] = (
         "The hyperbolic tangent.",
         lambda bar, result, x: (bar * (1.0 - result * result),),
     ),
-    function(
+    Builtin(
+        "abs",
+        Form.CALL,
         "abs",
         ("x",),
-        "The absolute value (int for an int).",
-        host=numpy("abs"),
-        c={Type.REAL: "fabs$f", Type.INT: "hawk_abs"},
-        derivative=lambda bar, result, x: ((x > 0.0).select(bar, (x < 0.0).select(-bar, 0.0)),),
-        definitions={Type.INT: _ABS},
+        "The absolute value (int for an int; hm.abs(-2**63) wraps to -2**63, or is "
+        "checked, as the int operators are).",
+        np.abs,
+        _abs_host,
+        _abs_c,
+        lambda bar, result, x: ((x > 0.0).select(bar, (x < 0.0).select(-bar, 0.0)),),
+        keeps_int=True,
     ),
     _select("minimum", "<"),
     _select("maximum", ">"),

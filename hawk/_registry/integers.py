@@ -2,7 +2,8 @@
 leave int64, and of the int operations that check their operands.
 
 hawk's ints are int64 and wrap two's complement, on every backend: ``+``, ``-``, ``*``,
-unary ``-``, ``//`` (at ``-2**63 // -1``) and ``**`` give their value modulo ``2**64``.
+unary ``-``, ``//`` (at ``-2**63 // -1``), ``**`` and ``abs`` (at ``-2**63``) give their
+value modulo ``2**64``.
 An emitter asks its ``out`` whether an operation may leave int64 at all
 (``out.wraps(node)``, from what it proves of the operands); only such an operation is
 written in wrapping form:
@@ -28,6 +29,8 @@ from hawk._registry.entry import COut, HostOut
 
 __all__ = [
     "EXACT",
+    "abs_operand_c",
+    "abs_operand_host",
     "binary_c",
     "binary_host",
     "c_identifiers",
@@ -197,6 +200,22 @@ def negate_host(out: HostOut, node: Any, a: str) -> str:
         return f"(-{a})"
     site = out.check_site(node, "overflow")
     return f"_wrap((-{a}))" if site is None else f"_checked('neg', {a}, 0, {site}, {out.lanes()})"
+
+
+def abs_operand_c(out: COut, node: Any, a: str) -> str:
+    """The C text of an int ``abs``'s operand: itself, or where ``abs`` is checked, its
+    checked negation (``abs(a)`` leaves int64 exactly where ``-a`` does, at ``-2**63``)."""
+    site = out.check_site(node, "overflow")
+    if site is None:
+        return a
+    out.helper(("neg", "check"), _NEGATE["check"])
+    return f"hawk_checked_neg({a}, hawk_rec, {site}, lane)"
+
+
+def abs_operand_host(out: HostOut, node: Any, a: str) -> str:
+    """The numpy text of an int ``abs``'s operand, as :func:`abs_operand_c`."""
+    site = out.check_site(node, "overflow")
+    return a if site is None else f"_checked('neg', {a}, 0, {site}, {out.lanes()})"
 
 
 def int_pow_c(out: COut, node: Any, a: str, b: str) -> str:

@@ -332,7 +332,10 @@ def _cast_c(out: COut, node: Any, a: str) -> str:
 
 def _float_host(out: HostOut, node: Any, a: str) -> str:
     # a varying value chosen by a uniform condition may be a Python scalar at run time
-    # (the side it took was uniform): asarray takes both
+    # (the side it took was uniform): asarray takes both. An int goes through int64, which
+    # rounds once to the real, as C does (numpy rounds a Python int through float64 first)
+    if node.operand.type == Type.INT:
+        a = f"_np.asarray({a}, _np.int64)" if node.varying else f"_np.int64({a})"
     return f"_np.asarray({a}, _real)" if node.varying else f"_real({a})"
 
 

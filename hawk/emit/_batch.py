@@ -8,10 +8,11 @@ work runs ``C`` iterations at once. A loop qualifies when:
 * its body only binds values (``Let``) and adds into tables (``Accumulate``):
   no store, no ``if``, no inner loop;
 * each carry is never changed by the loop, summed over it (``acc = acc +
-  term`` or ``acc = acc - term``) or set by it (``acc = term``: the last
-  iteration's term is its value), every ``term`` independent of the carries
-  the loop changes, so the iterations do not depend on each other, and adds
-  into a table commute;
+  term`` or ``acc = acc - term``, a real) or set by it (``acc = term``: the
+  last iteration's term is its value), every ``term`` independent of the
+  carries the loop changes, so the iterations do not depend on each other, and
+  adds into a table commute. An int carry is never summed a chunk at a time:
+  each iteration's add wraps, or is checked, on its own;
 * a uniform value computed from the index is only used by operations that run
   elementwise on arrays (arithmetic, comparisons, functions, conversion to a
   real, a table read), never by one that takes a Python branch on it.
@@ -84,7 +85,10 @@ def batch(loop: ir.Loop) -> Batch | None:
         if isinstance(update, ir.Ref) and update.var in lets:  # acc2 = acc + term; acc = acc2
             partial.add(update.var)
             update = lets[update.var]
-        updates.append((carry, *_update(carry.var, update)))
+        term, how = _update(carry.var, update)
+        if how != "=" and carry.var.type == Type.INT:
+            return None  # (a chunk's sum would leave int64 unwrapped and unchecked)
+        updates.append((carry, term, how))
     body = tuple(s for s in loop.body if not (isinstance(s, ir.Let) and s.var in partial))
     changed = {carry.var for carry, _, _ in updates} | partial
     rowed = {loop.index}

@@ -476,11 +476,14 @@ def _lane_sum(value: Any, n: int) -> Any:
 
 
 def _take_flat(table: np.ndarray, offset: Any) -> Any:
-    """``table.take(offset, mode='clip')``; zeros when the table is empty (the checks
-    raise for a lane that reads it, so no lane uses them)."""
-    if table.size:
-        return table.take(offset, mode="clip")
-    return np.zeros(np.shape(offset), table.dtype)
+    """``table.take(offset, mode='clip')``, also for a Python int offset beyond int64
+    (clipped first); zeros when the table is empty. The checks raise for a lane that
+    reads out of range, so no lane uses what clipping or an empty table gives."""
+    if not table.size:
+        return np.zeros(np.shape(offset), table.dtype)
+    if type(offset) is int:
+        offset = min(max(offset, 0), table.size - 1)
+    return table.take(offset, mode="clip")
 
 
 def _sum_rows(term: np.ndarray) -> Any:

@@ -655,10 +655,13 @@ class Ranges:
         return value is not None and _fits32(self.span(value))
 
     def wraps(self, node: ir.Expr) -> bool:
-        """True when ``node`` is an int ``+``, ``-``, ``*``, ``//``, unary ``-`` or ``**``
-        whose value may leave int64 (it then wraps, or is checked)."""
+        """True when ``node`` is an int ``+``, ``-``, ``*``, ``//``, unary ``-``, ``**`` or
+        ``abs`` whose value may leave int64 (it then wraps, or is checked)."""
         if node.type != Type.INT:
             return False
+        if isinstance(node, ir.Call) and node.fn == "abs":  # only abs(-2**63) leaves
+            operand = self.span(node.args[0])
+            return operand is None or operand[0] == INT_MIN
         kind = (
             (isinstance(node, ir.Binary) and node.op in ("+", "-", "*", "//"))
             or (isinstance(node, ir.Unary) and node.op == "-")

@@ -356,9 +356,12 @@ class _Emitter:
         for carry, term, how in plan.updates:
             name = self.names.var(carry.var)
             factors = ", ".join(self.expr(f) for f in layout.factors(term))
-            keep = LANES if carry.var.varying else 0
-            total_text = f"_sum_product({keep}, {sizes}, {factors})"
-            total_text = f"_flat_lanes({total_text}, {sizes})" if keep else f"{total_text}[0, 0, 0]"
+            # summed over the iterations alone: a uniform carry's term is one value a lane
+            total_text = f"_sum_product({LANES}, {sizes}, {factors})"
+            if carry.var.varying:
+                total_text = f"_flat_lanes({total_text}, {sizes})"
+            else:
+                total_text = f"{total_text}[0, 0, 0]"
             self.emit(depth, f"{name} = {name} {how} {total_text}")
         self.unit, self.lane_shape, self.aliases = 0, "n", {}
 
@@ -441,7 +444,6 @@ class _Emitter:
     @_STATEMENTS.rule(ir.Accumulate)
     def accumulate(self, stmt: ir.Accumulate, depth: int, mask: str | None) -> None:
         target = self.add_target(stmt.plane)
-        checked = self.ranges.read_checked(stmt)
         offset = self.offset(stmt.plane, self.indices(stmt))
         value = self.expr(stmt.value)
         index_varying = any(i.varying for i in stmt.index)
@@ -453,10 +455,10 @@ class _Emitter:
             else:
                 count = f"_np.count_nonzero({mask})" if mask else "n"
                 total = f"{value} * {count}"
-            if checked:  # no lane may add: then the index was not checked
-                self.emit(depth, f"if {mask}.any():" if mask else "if n:")
-                depth += 1
-            self.emit(depth, f"{target}[{offset}] += {total}")
+            # where no lane adds, nothing is added: not value * 0 (NaN for an infinite
+            # value), nor at an address no lane made (unchecked, or checked only at bind)
+            self.emit(depth, f"if {mask}.any():" if mask else "if n:")
+            self.emit(depth + 1, f"{target}[{offset}] += {total}")
             return
         # a chunk's adds repeat for each of its iterations, also where nothing they use does
         rows = f", {self.chunk[1]}" if self.chunk is not None else ""
@@ -558,7 +560,9 @@ class _Emitter:
         offset = self.offset(node.plane, self.indices(node))
         # every index a lane uses is checked; the others' offsets are clipped
         table = Names.plane(node.plane.name)
-        if node.plane.axes is None:  # a flat table may be empty
+        # a flat table may be empty; a uniform offset is a Python int, which may be beyond
+        # int64 on a side no lane takes
+        if node.plane.axes is None or not node.varying:
             text = f"_take_flat({table}, {offset})"
         else:
             text = f"{table}.take({offset}, mode='clip')"

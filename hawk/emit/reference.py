@@ -217,12 +217,14 @@ class _Lanes:
     @_EXPRESSIONS.rule(ir.Unary, ir.Compare, ir.Not, ir.Call)
     def operation(self, node: ir.Operation) -> Any:
         """Its registry entry's value on its operands' values; an int's ``-`` and ``abs``
-        exact, then wrapped into int64."""
+        exact, then wrapped into int64, and an int ``pow`` as :meth:`binary`'s ``**``."""
         values = tuple(self.expr(child) for child in node.children())
         kind = _int_unary(node) if node.type == Type.INT else None
         if kind is not None:
             value = int(values[0])
             return self.wrapped(node, abs(value) if kind == "abs" else -value)
+        if node.type == Type.INT and isinstance(node, ir.Call) and node.fn == "pow":
+            return self.int_binary(node, "**", *values)  # (``x ** y`` is traced as pow)
         return _apply(node, *values)
 
     @_EXPRESSIONS.rule(ir.Binary)
@@ -232,12 +234,18 @@ class _Lanes:
         left, right = self.expr(node.left), self.expr(node.right)
         if node.type != Type.INT or node.op not in _INT_OPS:
             return _apply(node, left, right)
+        return self.int_binary(node, node.op, left, right)
+
+    def int_binary(self, node: ir.Binary | ir.Call, op: str, left: Any, right: Any) -> np.int64:
+        """The int ``left op right`` exact, then wrapped into int64 (an integer ``//`` or
+        ``%`` by zero and a negative ``**`` exponent refused first)."""
         a, b = int(left), int(right)
-        if node.op in ("//", "%") and b == 0:
+        if op in ("//", "%") and b == 0:
+            assert isinstance(node, ir.Binary)  # (a pow is no division)
             raise division_site(node).error(self.lane, 0)
-        if node.op == "**" and b < 0:
+        if op == "**" and b < 0:
             raise operation_site(node, "exponent").error(self.lane, b)
-        return self.wrapped(node, EXACT[node.op](a, b))
+        return self.wrapped(node, EXACT[op](a, b))
 
     def wrapped(self, node: ir.Expr, exact: int) -> np.int64:
         """``exact`` brought into int64; raised for a value beyond it when checking."""

@@ -1,0 +1,213 @@
+# ruff: noqa: F821, F841, UP037
+# Kernels assign to their output planes (F841) and name table axes with string slices
+# (F821, UP037: pyflakes reads Table["row":R] as forward references).
+"""The numpy program and the reference backend give the same, right values where a
+differential hunt of random kernels found them apart: each kernel runs on both and is
+checked against the value Python's own arithmetic gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import eagle.plan
+import hawk
+from eagle.cuda.module import compile_cuda
+from hawk import math as hm
+from hawk.emit import cuda
+from hawk.errors import HawkError, HawkOverflowError
+from tests._int_reference import wrap
+
+BACKENDS = [None, "reference"]
+K = 2**63 - 1
+
+
+@hawk.kernel
+def uniform_carry(
+    x: hawk.Scalar, f: hawk.Table["row":40, "sample":3], y: hawk.Mutable[hawk.Scalar]
+):
+    sample, _unit = hm.split_index(4)
+    acc = x
+    total = 0.0
+    for r in range(40):
+        acc = acc + f.at(row=r, sample=sample)
+        total = total - float(r)  # uniform: the same on every lane
+    y = acc + total
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("lanes", [4, 12, 10])  # multiples of 4 run on factored lanes
+def test_a_uniform_carry_of_a_factored_loop_is_one_lanes_sum(backend, lanes, rng) -> None:
+    f, x = rng.standard_normal((40, 3)), rng.standard_normal(lanes)
+    y = np.full(lanes, np.nan)
+    eagle.plan.auto(uniform_carry, backend=backend).run(x=x, f=f, y=y)
+    sample = np.arange(lanes) // 4
+    np.testing.assert_allclose(y, x + f.sum(0)[sample] - 780.0, rtol=1e-12)
+
+
+@hawk.kernel
+def masked_add(a: hawk.Param, x: hawk.Scalar, h: hawk.Mutable[hawk.Table["b":2]]):
+    if x > 0.0:
+        h.add(b=0, value=a)
+
+
+@hawk.kernel
+def far_add(x: hawk.Scalar, h: hawk.Mutable[hawk.Table["b":2]]):
+    h.add(b=5, value=x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("a", [np.inf, np.nan, 2.5])
+def test_an_add_no_lane_makes_adds_nothing(backend, a) -> None:
+    h = np.array([1.0, 2.0])
+    plan = eagle.plan.auto(masked_add, backend=backend)
+    plan.run(a=a, x=np.array([-1.0, -2.0]), h=h)  # no lane takes the branch
+    plan.run(a=a, x=np.zeros(0), h=h)  # no lane at all
+    assert list(h) == [1.0, 2.0]
+    eagle.plan.auto(far_add, backend=backend).run(x=np.zeros(0), h=h)  # its index unmade
+    assert list(h) == [1.0, 2.0]
+    plan.run(a=a, x=np.array([1.0, -1.0, 3.0]), h=h)
+    np.testing.assert_array_equal(h, [1.0 + 2 * a, 2.0])
+
+
+@hawk.kernel
+def int_sums(
+    a: hawk.Param, x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar], z: hawk.Mutable[hawk.Scalar]
+):
+    s = hm.sample_index()
+    t = int(a)
+    for _ in range(4):
+        s -= 9223372036854775807
+        t += 9223372036854775807
+    y = float(s % 1000) + x
+    z = float(t)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_int_carry_summed_by_a_loop_wraps_each_add(backend) -> None:
+    y, z = np.full(3, np.nan), np.full(3, np.nan)
+    eagle.plan.auto(int_sums, backend=backend).run(a=5.0, x=np.zeros(3), y=y, z=z)
+    assert list(y) == [float(wrap(lane - 4 * K) % 1000) for lane in range(3)]
+    assert list(z) == [float(wrap(5 + 4 * K))] * 3
+
+
+@hawk.kernel
+def int_climb(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    s = hm.sample_index() + 4611686018427387904
+    for _ in range(2):
+        s += 3458764513820540928  # the second add leaves int64
+    y = float(s)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_checked_plan_checks_each_add_of_a_loops_int_carry(backend) -> None:
+    y = np.full(2, np.nan)
+    plan = eagle.plan.auto(int_climb, backend=backend, int_overflow="check")
+    with pytest.raises(HawkOverflowError, match="int64 overflow at lane 0, in s.1 \\+ 3458"):
+        plan.run(x=np.zeros(2), y=y)
+    assert np.isnan(y).all()
+
+
+@hawk.kernel
+def int_to_real(
+    a: hawk.Param, x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar], z: hawk.Mutable[hawk.Scalar]
+):
+    i = int(a) * 68719476736 + 68719476737  # 2**60 + 2**36 + 1 for a = 2**24: uniform
+    y = float(i) - 1152921504606846976.0
+    j = int(x) * 68719476736 + 68719476737  # the same value on each lane
+    z = float(j) - 1152921504606846976.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float_of_a_uniform_int_rounds_once_as_a_varying_one_does(backend) -> None:
+    y, z = np.zeros(2, np.float32), np.zeros(2, np.float32)
+    x = np.full(2, 2**24, np.float32)
+    eagle.plan.auto(int_to_real, backend=backend).run(a=np.float32(2**24), x=x, y=y, z=z)
+    once = np.float32(np.int64(2**60 + 2**36 + 1)) - np.float32(2**60)  # 2**37
+    assert list(y) == list(z) == [once, once]
+
+
+@hawk.kernel
+def untaken_read(
+    a: hawk.Param, x: hawk.Scalar, t: hawk.Table["r":3, "c":4], y: hawk.Mutable[hawk.Scalar]
+):
+    r = int(a)
+    y = t.at(r=r, c=0) if x > 0.0 else -1.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_read_no_lane_takes_at_an_index_beyond_int64_offsets_is_not_made(backend) -> None:
+    y, t = np.full(2, np.nan), np.arange(12.0)
+    plan = eagle.plan.auto(untaken_read, backend=backend)
+    plan.run(a=4e18, x=np.array([-1.0, -2.0]), t=t, y=y)  # 4e18 * 4 leaves int64
+    assert list(y) == [-1.0, -1.0]
+    with pytest.raises(IndexError, match="index 4000000000000000000 is out of range at lane 1"):
+        plan.run(a=4e18, x=np.array([-1.0, 2.0]), t=t, y=y)
+
+
+@hawk.kernel
+def powers(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = float(hm.sample_index() ** 64)
+
+
+@hawk.kernel
+def magnitude(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = float(hm.abs(hm.floor(x)))
+
+
+@hawk.kernel
+def uniform_magnitude(a: hawk.Param, x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = float(hm.abs(hm.floor(a))) + x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_checked_int_powers_and_abs_raise_where_they_leave_int64(backend) -> None:
+    y = np.full(3, np.nan)
+    with pytest.raises(HawkOverflowError, match="at lane 2, in pow\\(lane, 64\\)"):
+        eagle.plan.auto(powers, backend=backend, int_overflow="check").run(x=np.zeros(3), y=y)
+    eagle.plan.auto(powers, backend=backend).run(x=np.zeros(3), y=y)
+    assert list(y) == [0.0, 1.0, 0.0]  # wrapped: 2**64 is 0
+    x = np.array([3.5, -(2.0**63)])
+    with pytest.raises(HawkOverflowError, match="at lane 1, in abs\\(floor\\(x\\)\\)"):
+        eagle.plan.auto(magnitude, backend=backend, int_overflow="check").run(x=x, y=y[:2])
+    with pytest.raises(HawkOverflowError, match="at lane 0, in abs\\(floor\\(a\\)\\)"):
+        eagle.plan.auto(uniform_magnitude, backend=backend, int_overflow="check").run(
+            a=-(2.0**63), x=np.zeros(2), y=y[:2]
+        )
+    eagle.plan.auto(magnitude, backend=backend).run(x=x, y=y[:2])
+    assert list(y[:2]) == [3.0, -(2.0**63)]  # wrapped: abs(-2**63) is -2**63
+
+
+def _decorated(path, body: str) -> hawk.Kernel:
+    """The kernel ``k(x, y)`` whose body is ``body``, read from a file at ``path``."""
+    path.write_text(
+        "import hawk\n\n@hawk.kernel\n"
+        f"def k(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):\n    {body}\n"
+    )
+    namespace: dict[str, object] = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    return namespace["k"]  # type: ignore[return-value]
+
+
+def test_a_constant_int_too_large_for_a_float_is_refused_by_name(tmp_path) -> None:
+    with pytest.raises(HawkError, match=r"is about 2\*\*1922, which does not fit in 64 bits"):
+        _decorated(tmp_path / "huge.py", "y = float((2**31) ** 62)")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_int_of_a_constant_infinity_raises_as_the_kernel_runs(tmp_path, backend) -> None:
+    kernel = _decorated(tmp_path / "infinite.py", "y = float(int(1e300 * 1e300)) + x")
+    with pytest.raises(HawkOverflowError, match="int\\(\\) of inf at lane 0"):
+        eagle.plan.auto(kernel, backend=backend).run(x=np.zeros(2), y=np.zeros(2))
+
+
+@pytest.mark.parametrize(
+    "kernel", [uniform_carry, masked_add, int_sums, int_climb, int_to_real, untaken_read,
+               powers, magnitude, uniform_magnitude], ids=lambda kernel: kernel.name
+)  # fmt: skip
+@pytest.mark.parametrize("int_overflow", ["wrap", "check"])
+def test_each_kernel_compiles_for_the_device(kernel: hawk.Kernel, int_overflow: str) -> None:
+    # their device runs are in tests/test_host_agreement_gpu.py
+    dtypes = {p.name: "float32" for p in kernel.planes}
+    source = cuda.emit(kernel.ir, dtypes, int_overflow=int_overflow)  # type: ignore[arg-type]
+    compile_cuda(source.source, name=source.name, arch="sm_90")

@@ -1,0 +1,84 @@
+"""The device agrees with the host on the kernels of tests/test_host_agreement.py: the same
+values, and the same error where a run raises (reported at the next synchronizing call)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import eagle.plan
+import hawk
+from eagle import arrays
+from tests import test_host_agreement as cases
+
+pytestmark = pytest.mark.gpu
+
+
+def _on_device(value: Any) -> Any:
+    return arrays.asarray(value, device="cuda:0") if isinstance(value, np.ndarray) else value
+
+
+def _agree(kernel: hawk.Kernel, int_overflow: str = "wrap", **planes: Any) -> None:
+    """``kernel`` over ``planes`` gives the host's outputs on the device, or raises the
+    host's error there."""
+    host = {name: value.copy() if isinstance(value, np.ndarray) else value
+            for name, value in planes.items()}  # fmt: skip
+    try:
+        eagle.plan.auto(kernel, int_overflow=int_overflow).run(**host)
+        expected: BaseException | None = None
+    except Exception as exc:
+        expected = exc
+    device = {name: _on_device(value) for name, value in planes.items()}
+    eagle.plan.auto(kernel, int_overflow=int_overflow).run(**device)
+    if expected is not None:
+        with pytest.raises(type(expected)) as caught:
+            for value in device.values():  # (a copy back synchronizes)
+                if isinstance(value, arrays.Array):
+                    value.numpy()
+        assert str(caught.value) == str(expected)
+        return
+    for name, value in device.items():
+        if isinstance(value, arrays.Array):
+            np.testing.assert_array_equal(value.numpy(), host[name], err_msg=name)
+
+
+@pytest.mark.parametrize("lanes", [4, 12, 10])
+def test_a_uniform_carry_of_a_factored_loop(lanes: int, rng) -> None:
+    _agree(
+        cases.uniform_carry,
+        x=rng.standard_normal(lanes),
+        f=rng.standard_normal((40, 3)),
+        y=np.full(lanes, np.nan),
+    )
+
+
+@pytest.mark.parametrize("a", [np.inf, np.nan, 2.5])
+def test_an_add_no_lane_makes(a: float) -> None:
+    _agree(cases.masked_add, a=a, x=np.array([-1.0, -2.0]), h=np.array([1.0, 2.0]))
+    _agree(cases.masked_add, a=a, x=np.array([1.0, -1.0, 3.0]), h=np.array([1.0, 2.0]))
+
+
+def test_int_carries_summed_by_a_loop() -> None:
+    _agree(cases.int_sums, a=5.0, x=np.zeros(3), y=np.full(3, np.nan), z=np.full(3, np.nan))
+    _agree(cases.int_climb, "check", x=np.zeros(2), y=np.full(2, np.nan))
+
+
+def test_float_of_a_uniform_int() -> None:
+    x = np.full(2, 2**24, np.float32)
+    y, z = np.zeros(2, np.float32), np.zeros(2, np.float32)
+    _agree(cases.int_to_real, a=np.float32(2**24), x=x, y=y, z=z)
+
+
+def test_a_read_no_lane_takes() -> None:
+    t = np.arange(12.0)
+    _agree(cases.untaken_read, a=4e18, x=np.array([-1.0, -2.0]), t=t, y=np.full(2, np.nan))
+
+
+@pytest.mark.parametrize("int_overflow", ["wrap", "check"])
+def test_int_powers_and_abs(int_overflow: str) -> None:
+    _agree(cases.powers, int_overflow, x=np.zeros(3), y=np.full(3, np.nan))
+    x = np.array([3.5, -(2.0**63)])
+    _agree(cases.magnitude, int_overflow, x=x, y=np.full(2, np.nan))
+    _agree(cases.uniform_magnitude, int_overflow, a=-(2.0**63), x=np.zeros(2), y=np.full(2, np.nan))
