@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import torch
 
 from eagle._torch_derivatives import Derivatives, split
-from eagle.errors import EagleRuntimeError, EagleValueError
+from eagle.errors import EagleRuntimeError
 
 __all__ = [
     "Forward",
@@ -206,6 +206,7 @@ class Transformed(torch.autograd.Function):
             in_dims[3:],
             tensors,
             lambda *items: Transformed.apply(function, lanes, dtype, *items),
+            lambda *items: _forward_fake(*items, lanes, dtype, function.key),
         )
 
 
@@ -270,7 +271,11 @@ class Gradients(torch.autograd.Function):
     def vmap(info: Any, in_dims: Sequence[Any], function: Function, *args: Any) -> Any:
         needs, *tensors = args
         return _looped(
-            info, in_dims[2:], tensors, lambda *items: Gradients.apply(function, needs, *items)
+            info,
+            in_dims[2:],
+            tensors,
+            lambda *items: Gradients.apply(function, needs, *items),
+            lambda *items: _gradients_fake(*items, needs, function.key),
         )
 
 
@@ -306,6 +311,7 @@ class SecondOrder(torch.autograd.Function):
             in_dims[3:],
             tensors,
             lambda *items: SecondOrder.apply(function, needs, wants, *items),
+            lambda *items: _second_fake(*items, needs, wants, function.key),
         )
 
 
@@ -343,11 +349,24 @@ def _eager_second(
 
 
 def _looped(
-    info: Any, in_dims: Sequence[Any], tensors: Sequence[Any], call: Callable[..., Any]
+    info: Any,
+    in_dims: Sequence[Any],
+    tensors: Sequence[Any],
+    call: Callable[..., Any],
+    shaped: Callable[..., Any],
 ) -> tuple[Any, Any]:
-    """A vmap rule: ``call`` once per batch element, the results stacked along dim 0."""
+    """A vmap rule: ``call`` once per batch element, the results stacked along dim 0. An
+    empty batch gives empty results, shaped by ``shaped`` (``call``'s fake: the results'
+    shapes, dtypes and device, from one element's)."""
     if not info.batch_size:
-        raise EagleValueError("eagle.torch ops take vmap over a batch of one element or more")
+        items = [
+            t if dim is None or t is None else t.new_empty((*t.shape[:dim], *t.shape[dim + 1 :]))
+            for t, dim in zip(tensors, in_dims, strict=True)
+        ]
+        result = shaped(*items)
+        single = not isinstance(result, tuple)
+        stacked = tuple(r.new_empty((0, *r.shape)) for r in ((result,) if single else result))
+        return (stacked[0], 0) if single else (stacked, (0,) * len(stacked))
     rows = []
     single = False
     for index in range(info.batch_size):

@@ -154,9 +154,16 @@ def _closed(kernel):
         lambda f, x: torch.func.vmap(f)(torch.stack([x, 2 * x, -x])),
         lambda f, x: torch.func.vmap(torch.func.grad(lambda x: f(x).sum()))(torch.stack([x, -x])),
         lambda f, x: torch.func.grad(lambda x: torch.func.grad(lambda x: f(x).sum())(x).sum())(x),
+        # an empty batch: empty results, shaped as one element's
+        lambda f, x: torch.func.vmap(f)(x[None][:0]),
+        lambda f, x: torch.func.vmap(torch.func.grad(lambda x: f(x).sum()))(x[None][:0]),
+        lambda f, x: torch.func.vmap(torch.func.hessian(lambda x: f(x).sum()))(x[None][:0]),
     ],
-    ids=["grad", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "vmap-grad", "grad-grad"],
-)
+    ids=[
+        "grad", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "vmap-grad", "grad-grad",
+        "vmap-empty", "vmap-grad-empty", "vmap-hessian-empty",
+    ],
+)  # fmt: skip
 def test_torch_func_transforms_match_torch(kernel, transform):
     f, reference, x = _closed(kernel)
     torch.testing.assert_close(transform(f, x), transform(reference, x))
@@ -178,6 +185,12 @@ def test_vmap_and_jvp_of_several_outputs_and_a_table_add():
             torch.func.vmap(_call(f, names))(*batch.values()),
             torch.func.vmap(_call(k.REFERENCES[kernel], names))(*batch.values()),
         )
+        # an empty batch (torch's index_add refuses one under vmap): one element's shapes
+        empty = torch.func.vmap(_call(f, names))(*(t[None][:0] for t in planes.values()))
+        one = k.REFERENCES[kernel](**planes)
+        empty, one = (v if isinstance(v, tuple) else (v,) for v in (empty, one))
+        for got, want in zip(empty, one, strict=True):
+            assert got.shape == (0, *want.shape) and got.dtype == want.dtype
 
 
 def test_forward_mode_ad_gives_the_tangent_not_zeros():
