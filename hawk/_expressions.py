@@ -109,6 +109,8 @@ def _syntax(form: Form) -> dict[type[ast.AST], str]:
 #: function ``pow`` (folded exactly between constants; of two ints an int, unless the
 #: exponent is a negative constant)
 BINOPS = {**_syntax(Form.BINARY), ast.Pow: "**"}
+#: the most bits a power of int constants is worked out to (to name its exact value)
+_POWER_BITS = 4096
 
 _UNARY_OPS = _syntax(Form.UNARY)
 _COMPARE_OPS = _syntax(Form.COMPARE)
@@ -219,6 +221,14 @@ class ExpressionTracer(ir.Builder):
                 raise self.error(node, f"{op} needs numbers, not a comparison: {snippet(node)}")
         if op == "**":
             if isinstance(left, ir.Const) and isinstance(right, ir.Const):
+                ints = left.type == right.type == Type.INT
+                if ints and right.value * abs(left.value).bit_length() > _POWER_BITS:
+                    raise self.error(  # (not worked out: its exact value is too large)
+                        node,
+                        f"the constant expression {snippet(node)} is at least 2**64 in size, "
+                        "which does not fit in 64 bits; hawk ints are int64, and a constant "
+                        "expression must fit (write a float base for a real value)",
+                    )
                 try:
                     value = left.value**right.value
                 except (ZeroDivisionError, OverflowError) as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import eagle.diff
 import eagle.plan
 import hawk
 from eagle.cuda.module import compile_cuda
@@ -146,6 +147,97 @@ def test_a_read_no_lane_takes_at_an_index_beyond_int64_offsets_is_not_made(backe
 
 
 @hawk.kernel
+def far_untaken(x: hawk.Scalar, t: hawk.Table["r":3, "c":4], y: hawk.Mutable[hawk.Scalar]):
+    y = t.at(r=-(2**62), c=hm.sample_index() % 4) if x > 0.0 else -1.0
+
+
+@hawk.kernel
+def far_read(x: hawk.Scalar, t: hawk.Table["r":3, "c":4], y: hawk.Mutable[hawk.Scalar]):
+    y = t.at(r=-(2**62), c=hm.sample_index() % 4)
+
+
+@hawk.kernel
+def histogram(x: hawk.Scalar, h: hawk.Mutable[hawk.Table["b":64]]):
+    h.add(b=hm.sample_index() % 64, value=x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_index_far_out_of_range_with_a_varying_one_only_raises_where_used(backend) -> None:
+    t, y = np.arange(12.0), np.full(4, np.nan)
+    eagle.plan.auto(far_untaken, backend=backend).run(x=-np.ones(4), t=t, y=y)
+    assert list(y) == [-1.0] * 4
+    eagle.plan.auto(far_read, backend=backend).run(x=np.zeros(0), t=t, y=np.zeros(0))
+    with pytest.raises(IndexError, match="index -4611686018427387904 is out of range"):
+        eagle.plan.auto(far_untaken, backend=backend).run(x=np.ones(4), t=t, y=y)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_run_of_no_lanes_adds_nothing_whatever_the_address_period(backend) -> None:
+    h = np.arange(64.0)
+    eagle.plan.auto(histogram, backend=backend).run(x=np.zeros(0), h=h)
+    np.testing.assert_array_equal(h, np.arange(64.0))
+
+
+@hawk.kernel
+def huge_power(
+    a: hawk.Param, x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar], z: hawk.Mutable[hawk.Scalar]
+):
+    v = hm.sample_index() + 3
+    y = float(v ** (v * 1099511627776)) + x  # exponents near 2**41: no exact power is made
+    u = int(a)
+    z = float(u ** (u * 1099511627776))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_int_power_of_a_huge_exponent_wraps_without_the_exact_power(backend) -> None:
+    y, z = np.full(3, np.nan), np.full(3, np.nan)
+    eagle.plan.auto(huge_power, backend=backend).run(a=3.0, x=np.zeros(3), y=y, z=z)
+    powers_ = [float(wrap(pow(v, v * 2**40, 2**64))) for v in (3, 4, 5)]
+    assert list(y) == powers_ and list(z) == [powers_[0]] * 3
+    with pytest.raises(HawkOverflowError, match="at lane 0"):
+        eagle.plan.auto(huge_power, backend=backend, int_overflow="check").run(
+            a=3.0, x=np.zeros(3), y=y, z=z
+        )
+
+
+@hawk.kernel
+def chosen_term(a: hawk.Param, x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    acc = x
+    for i in range(3):
+        acc = acc + (a if a > 0.0 else x * float(i))  # a number at run time where a > 0
+    y = acc
+
+
+@hawk.kernel
+def chosen_address(
+    a: hawk.Param, x: hawk.Scalar, t: hawk.Table["r":3], h: hawk.Mutable[hawk.Table["b":2]]
+):
+    s, _u = hm.split_index(16)
+    h.add(b=(0 if a > 0.0 else s) % 2, value=x * t.at(r=(2 if a > 0.0 else s) % 3))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("a", [1.0, -1.0])
+def test_a_lane_value_that_a_uniform_condition_makes_one_number(backend, a, rng) -> None:
+    # the side a uniform condition takes may be the same on every lane and iteration:
+    # it still counts once per iteration and adds once per lane, forward and adjoint
+    x = rng.standard_normal(32)
+    y = np.full(32, np.nan)
+    eagle.plan.auto(chosen_term, backend=backend).run(a=a, x=x, y=y)
+    np.testing.assert_allclose(y, x + (3 * a if a > 0 else 3 * x), rtol=1e-12)
+    t, h = rng.standard_normal(3), np.zeros(2)
+    plan = eagle.plan.auto(chosen_address, backend=backend)
+    plan.run(a=a, x=x, t=t, h=h)
+    s = np.arange(32) // 16
+    b, r = (np.zeros(32, int), np.full(32, 2)) if a > 0 else (s % 2, s % 3)
+    np.testing.assert_allclose(h, np.bincount(b, x * t[r], minlength=2), rtol=1e-12)
+    h_bar, t_bar, x_bar = rng.standard_normal(2), np.zeros(3), np.zeros(32)
+    eagle.diff.reverse(plan).run(a=a, x=x, t=t, h_bar=h_bar, t_bar=t_bar, x_bar=x_bar)
+    np.testing.assert_allclose(t_bar, np.bincount(r, x * h_bar[b], minlength=3), rtol=1e-12)
+    np.testing.assert_allclose(x_bar, t[r] * h_bar[b], rtol=1e-12)
+
+
+@hawk.kernel
 def powers(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
     y = float(hm.sample_index() ** 64)
 
@@ -194,6 +286,13 @@ def test_a_constant_int_too_large_for_a_float_is_refused_by_name(tmp_path) -> No
         _decorated(tmp_path / "huge.py", "y = float((2**31) ** 62)")
 
 
+def test_a_constant_int_power_of_64_bits_or_more_is_refused_without_working_it_out(
+    tmp_path,
+) -> None:
+    with pytest.raises(HawkError, match=r"3 \*\* 2 \*\* 40 is at least 2\*\*64 in size"):
+        _decorated(tmp_path / "power.py", "y = x + float(3 ** (2**40))")
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_int_of_a_constant_infinity_raises_as_the_kernel_runs(tmp_path, backend) -> None:
     kernel = _decorated(tmp_path / "infinite.py", "y = float(int(1e300 * 1e300)) + x")
@@ -203,7 +302,9 @@ def test_int_of_a_constant_infinity_raises_as_the_kernel_runs(tmp_path, backend)
 
 @pytest.mark.parametrize(
     "kernel", [uniform_carry, masked_add, int_sums, int_climb, int_to_real, untaken_read,
-               powers, magnitude, uniform_magnitude], ids=lambda kernel: kernel.name
+               far_untaken, histogram, huge_power, chosen_term, chosen_address, powers,
+               magnitude, uniform_magnitude],
+    ids=lambda kernel: kernel.name
 )  # fmt: skip
 @pytest.mark.parametrize("int_overflow", ["wrap", "check"])
 def test_each_kernel_compiles_for_the_device(kernel: hawk.Kernel, int_overflow: str) -> None:

@@ -82,3 +82,28 @@ def test_int_powers_and_abs(int_overflow: str) -> None:
     x = np.array([3.5, -(2.0**63)])
     _agree(cases.magnitude, int_overflow, x=x, y=np.full(2, np.nan))
     _agree(cases.uniform_magnitude, int_overflow, a=-(2.0**63), x=np.zeros(2), y=np.full(2, np.nan))
+
+
+def test_an_index_far_out_of_range_and_no_lanes() -> None:
+    t = np.arange(12.0)
+    _agree(cases.far_untaken, x=-np.ones(4), t=t, y=np.full(4, np.nan))
+    _agree(cases.far_untaken, x=np.ones(4), t=t, y=np.full(4, np.nan))
+    _agree(cases.histogram, x=np.ones(100), h=np.arange(64.0))
+
+
+@pytest.mark.parametrize("int_overflow", ["wrap", "check"])
+def test_an_int_power_of_a_huge_exponent(int_overflow: str) -> None:
+    y, z = np.full(3, np.nan), np.full(3, np.nan)
+    _agree(cases.huge_power, int_overflow, a=3.0, x=np.zeros(3), y=y, z=z)
+
+
+@pytest.mark.parametrize("a", [1.0, -1.0])
+def test_a_lane_value_that_a_uniform_condition_makes_one_number(a: float, rng) -> None:
+    x = rng.standard_normal(32)
+    _agree(cases.chosen_term, a=a, x=x, y=np.full(32, np.nan))
+    t = rng.standard_normal(3)
+    # adds in another order on the device: compared within rounding, not bit for bit
+    host, device = np.zeros(2), arrays.asarray(np.zeros(2), device="cuda:0")
+    eagle.plan.auto(cases.chosen_address).run(a=a, x=x, t=t, h=host)
+    eagle.plan.auto(cases.chosen_address).run(a=a, x=_on_device(x), t=_on_device(t), h=device)
+    np.testing.assert_allclose(device.numpy(), host, rtol=1e-12)

@@ -36,6 +36,7 @@ __all__ = [
     "c_identifiers",
     "int_pow_c",
     "int_pow_host",
+    "int_power",
     "negate_c",
     "negate_host",
     "wrapped",
@@ -236,15 +237,25 @@ def int_pow_host(out: HostOut, node: Any, a: str, b: str) -> str:
     return f"_ipow({a}, {b}, {sites}, {out.lanes()})"
 
 
+def int_power(base: int, exponent: int) -> int:
+    """``base ** exponent`` (``exponent`` >= 0) where it may fit int64. Where it cannot
+    (``|base| >= 2`` and ``exponent >= 64``) a stand-in beyond int64 with the same value
+    modulo ``2**64``, so that it wraps to the power's int64 and is seen to leave int64,
+    found without the exact power's ``exponent * log2(|base|)`` bits."""
+    if exponent < 64 or base in (-1, 0, 1):
+        return base**exponent
+    return pow(base, exponent, 2**64) + 2**64
+
+
 #: an int operation's exact value (``neg`` negates ``a``), on Python ints or numpy arrays
-#: (floor division and modulo as Python's)
+#: (floor division and modulo as Python's; ``**`` on Python ints, as :func:`int_power`)
 EXACT: dict[str, Callable[[Any, Any], Any]] = {
     "+": lambda a, b: a + b,
     "-": lambda a, b: a - b,
     "*": lambda a, b: a * b,
     "//": lambda a, b: a // b,
     "%": lambda a, b: a % b,
-    "**": pow,
+    "**": int_power,
     "neg": lambda a, b: -a,
 }
 

@@ -61,9 +61,10 @@ class Batch:
     def counted(self) -> bool:
         """True when the emitter needs the number of iterations in a chunk: the loop adds
         into a table (once per iteration, also what does not depend on it), or sums a
-        term that does not depend on the iteration."""
+        term (one that depends on the iteration may take a side of a uniform condition
+        that does not, at run time)."""
         adds = any(isinstance(stmt, ir.Accumulate) for stmt in self.body)
-        return adds or any(how != "=" and not self.rows(term) for _, term, how in self.updates)
+        return adds or any(how != "=" for _, _, how in self.updates)
 
     def rows(self, node: ir.Expr) -> bool:
         """True when ``node`` has one row per iteration (it depends on the index)."""

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from hawk._registry.functions import floor_int
-from hawk._registry.integers import EXACT, wrapped
+from hawk._registry.integers import EXACT, int_power, wrapped
 from hawk.emit._factor import GROUP, UNIT
 from hawk.emit.checks import CheckSite
 from hawk.ir.expr import INT_MAX, INT_MIN
@@ -194,7 +194,7 @@ def _ipow(
             if negative is not None:
                 _fail_first(negative, True, exponent, mask, n, unit)
             return 0
-        exact = pow(base, exponent)
+        exact = int_power(base, exponent)
         if overflow is not None:
             _fail_first(overflow, not INT_MIN <= exact <= INT_MAX, wrapped(exact), mask, n, unit)
         return wrapped(exact)
@@ -273,10 +273,11 @@ def _add_groups(
     Summing pays once the groups are large enough: ``numpy.add.at`` is slowest on
     runs of one address, and summing short groups costs more than it saves (the
     sizes below are where it paid on a 2-core x86 host, benchmarks/RESULTS.md)."""
+    # (an offset or value that is one number at run time still adds once per lane)
     if n % size or size < (_SMALLEST_RUN if runs else _SMALLEST_STRIDE):
-        _add_rows(table, offset, value, rows)
+        _add_rows(table, offset, value, rows, n)
         return
-    offset, value = _by_rows(offset, value, rows)
+    offset, value = _by_rows(offset, value, rows, n)
     groups = n // size
     value = value.reshape(rows, groups, size)
     offset = offset.reshape(rows, groups, size)
@@ -475,21 +476,28 @@ def _lane_sum(value: Any, n: int) -> Any:
     return np.sum(value) if np.ndim(value) else value * n
 
 
+def _clamped(index: Any, extent: int) -> Any:
+    """A uniform index that is a Python int brought into ``[0, extent)`` (an empty axis:
+    -1, which no offset reaches); one with a row per iteration (int64) as it is."""
+    if type(index) is int:
+        return min(max(index, 0), extent - 1)
+    return index
+
+
 def _take_flat(table: np.ndarray, offset: Any) -> Any:
-    """``table.take(offset, mode='clip')``, also for a Python int offset beyond int64
-    (clipped first); zeros when the table is empty. The checks raise for a lane that
-    reads out of range, so no lane uses what clipping or an empty table gives."""
-    if not table.size:
-        return np.zeros(np.shape(offset), table.dtype)
-    if type(offset) is int:
-        offset = min(max(offset, 0), table.size - 1)
-    return table.take(offset, mode="clip")
+    """``table.take(offset, mode='clip')``; zeros when the table is empty (the checks
+    raise for a lane that reads it, so no lane uses them)."""
+    if table.size:
+        return table.take(offset, mode="clip")
+    return np.zeros(np.shape(offset), table.dtype)
 
 
-def _sum_rows(term: np.ndarray) -> Any:
-    """The sum over a chunk's iterations (axis 0) of a lane term with one row per
-    iteration; a 1-D term is one iteration's."""
-    return term if term.ndim == 1 else term.sum(axis=0)
+def _sum_rows(term: Any, count: int) -> Any:
+    """The sum over a chunk's ``count`` iterations of a lane term with one row per
+    iteration (axis 0). A term without rows at run time (a number, or one lane row: a
+    uniform condition chose a side that does not depend on the iteration, or the chunk
+    is one iteration) is the same in each iteration, so ``count`` times itself."""
+    return term.sum(axis=0) if np.ndim(term) == 2 else term * count
 
 
 #: the names the emitted programs see
@@ -508,6 +516,7 @@ RUNTIME = {
     "_sum_rows": _sum_rows,
     "_last_row": _last_row,
     "_take_flat": _take_flat,
+    "_clamped": _clamped,
     "_masked": _masked,
     "_as_mask": _as_mask,
     "_lane_sum": _lane_sum,

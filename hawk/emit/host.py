@@ -177,6 +177,8 @@ class _Emitter:
         arguments = tuple(p.name for p in self.kernel.planes)
         params = ", ".join([*(Names.plane(a) for a in arguments), "n"])
         self.emit(1, "with _np.errstate(all='ignore'):")
+        # no lane: nothing is read, checked, added or written (one line, always run)
+        self.emit(2, "if not n: return")
         if any(isinstance(node, ir.Lane) for node in ir.walk(self.kernel)):
             self.emit(2, "lane = _np.arange(n, dtype=_np.int64)")
         self.loads(2)
@@ -315,7 +317,9 @@ class _Emitter:
             if not plan.rows(term):
                 total_text = f"({text} * {count})"
             else:
-                total_text = f"_sum_rows({text})" if term.varying else f"_np.sum({text})"
+                total_text = (
+                    f"_sum_rows({text}, {count})" if term.varying else f"_np.sum({text})"
+                )
             self.emit(depth + 1, f"{name} = {name} {how} {total_text}")
         self.chunk = outer
 
@@ -455,10 +459,11 @@ class _Emitter:
             else:
                 count = f"_np.count_nonzero({mask})" if mask else "n"
                 total = f"{value} * {count}"
-            # where no lane adds, nothing is added: not value * 0 (NaN for an infinite
-            # value), nor at an address no lane made (unchecked, or checked only at bind)
-            self.emit(depth, f"if {mask}.any():" if mask else "if n:")
-            self.emit(depth + 1, f"{target}[{offset}] += {total}")
+            if mask:  # no lane of the mask adds: nothing is added (not value * 0, NaN for
+                # an infinite value), nor at an address no lane made
+                self.emit(depth, f"if {mask}.any():")
+                depth += 1
+            self.emit(depth, f"{target}[{offset}] += {total}")
             return
         # a chunk's adds repeat for each of its iterations, also where nothing they use does
         rows = f", {self.chunk[1]}" if self.chunk is not None else ""
@@ -499,7 +504,9 @@ class _Emitter:
         return name
 
     def indices(self, node: ir.Read | ir.Accumulate) -> list[str]:
-        """The index texts of a table access, each computed once and checked."""
+        """The index texts of a table access, each computed once and checked. A checked
+        uniform index is clamped into its axis for the offset: a lane that uses it out of
+        range raises, and one far out of range would make an offset beyond int64."""
         plane = node.plane
         texts, sites, checked, extents = [], [], [], []
         for position, item in enumerate(node.index):
@@ -512,6 +519,9 @@ class _Emitter:
                 checked.append(text)
                 flat = site.extent is None  # checked against the table's length
                 extents.append(f"len({Names.plane(plane.name)})" if flat else str(site.extent))
+                if not item.varying:
+                    texts.append(f"_clamped({text}, {extents[-1]})")
+                    continue
             texts.append(text)
         if sites:
             self.emit(
@@ -560,9 +570,7 @@ class _Emitter:
         offset = self.offset(node.plane, self.indices(node))
         # every index a lane uses is checked; the others' offsets are clipped
         table = Names.plane(node.plane.name)
-        # a flat table may be empty; a uniform offset is a Python int, which may be beyond
-        # int64 on a side no lane takes
-        if node.plane.axes is None or not node.varying:
+        if node.plane.axes is None:  # a flat table may be empty
             text = f"_take_flat({table}, {offset})"
         else:
             text = f"{table}.take({offset}, mode='clip')"
