@@ -221,8 +221,12 @@ class ExpressionTracer(ir.Builder):
                 raise self.error(node, f"{op} needs numbers, not a comparison: {snippet(node)}")
         if op == "**":
             if isinstance(left, ir.Const) and isinstance(right, ir.Const):
-                ints = left.type == right.type == Type.INT
-                if ints and right.value * abs(left.value).bit_length() > _POWER_BITS:
+                base, exponent = left.value, right.value
+                if (
+                    isinstance(base, int)
+                    and isinstance(exponent, int)
+                    and exponent * abs(base).bit_length() > _POWER_BITS
+                ):
                     raise self.error(  # (not worked out: its exact value is too large)
                         node,
                         f"the constant expression {snippet(node)} is at least 2**64 in size, "

@@ -317,9 +317,7 @@ class _Emitter:
             if not plan.rows(term):
                 total_text = f"({text} * {count})"
             else:
-                total_text = (
-                    f"_sum_rows({text}, {count})" if term.varying else f"_np.sum({text})"
-                )
+                total_text = f"_sum_rows({text}, {count})" if term.varying else f"_np.sum({text})"
             self.emit(depth + 1, f"{name} = {name} {how} {total_text}")
         self.chunk = outer
 
