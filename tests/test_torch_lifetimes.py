@@ -166,10 +166,15 @@ def test_cpu_tensors_reuse_their_binding_and_are_not_kept_alive(monkeypatch):
     )
     x = torch.randn(1000, requires_grad=True)
     z = torch.randn(1000)
+    for _ in range(20):  # the allocator settles on the addresses it hands back
+        f(x=x, z=z).sum().backward()
+    assert len(binds) >= 2
+    binds.clear()
+    gc.collect()
     for _ in range(100):  # 200 runs: each step's forward and backward
         f(x=x, z=z).sum().backward()
-    assert 2 <= len(binds) < 100
-    assert torch.allclose(x.grad, torch.full((1000,), 50.0))
+    assert len(binds) < 100
+    assert torch.allclose(x.grad, torch.full((1000,), 60.0))
     y = torch.randn(1000, dtype=torch.float64)
     gone = weakref.ref(y)
     assert torch.allclose(f(x=y, z=y), 1.5 * y)
