@@ -31,10 +31,19 @@ __all__ = [
 
 
 class Namer:
-    """Fresh, unique variable names: ``<base>.d<k>`` (primal names are ``<base>.<k>``)."""
+    """Fresh, unique variable names: ``<base>.d<k>`` (primal names are ``<base>.<k>``).
 
-    def __init__(self) -> None:
+    Args:
+        kernel: the kernel the names are made for: they count on from the largest ``k``
+            its own variables have (an adjoint's adjoint has ``.d<k>`` names already,
+            and a variable is known by its name).
+    """
+
+    def __init__(self, kernel: ir.KernelIR | None = None) -> None:
         self.count = 0
+        if kernel is not None:
+            found = (_MADE.fullmatch(var.name) for var in _variables(kernel))
+            self.count = max((int(m.group(2)) for m in found if m), default=0)
 
     def var(self, base: str, type_: Type, varying: bool) -> ir.Var:
         """A new variable named after ``base``."""
@@ -47,7 +56,18 @@ class Namer:
 
 
 #: a name :class:`Namer` made, ``<base>.d<k>``
-_MADE = re.compile(r"\b([A-Za-z_]\w*)\.d\d+\b")
+_MADE = re.compile(r"\b([A-Za-z_]\w*)\.d(\d+)\b")
+
+
+def _variables(kernel: ir.KernelIR) -> set[ir.Var]:
+    """Every variable ``kernel`` binds or reads (loop indices included)."""
+    found = set()
+    for node in ir.walk(kernel):
+        for attribute in ("var", "index"):
+            value = getattr(node, attribute, None)
+            if isinstance(value, ir.Var):
+                found.add(value)
+    return found
 
 
 def in_source_names(text: str) -> str:

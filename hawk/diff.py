@@ -313,7 +313,7 @@ def _build(
     store: bool,
     broadcast: tuple[str, ...],
 ) -> ir.KernelIR:
-    namer = GradientNamer()
+    namer = GradientNamer(primal)  # (its names count on from the primal's own)
     body = flatten(primal.body, namer)
     # an output's Load is its value before the launch: an input of the adjoint
     loads = {

@@ -76,6 +76,11 @@ def tally(x: hawk.Scalar, w: hawk.Param, counts: hawk.Mutable[hawk.Table["bin":N
 
 
 @hawk.kernel
+def sine_square(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = hm.sin(x) * hm.sin(x)  # a repeated value: its forward mode is an adjoint's adjoint
+
+
+@hawk.kernel
 def wraps(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
     # int(x) * 2**64 is 0 modulo 2**64: y is 0 where ints wrap, an overflow where they are
     # checked (for int(x) != 0), forward and backward
@@ -121,6 +126,7 @@ REFERENCES = {
     axpb: lambda x, a, y: a * x + y,
     tally: lambda x, w, counts: counts.index_add(0, (_lanes(x) * 5) % N, w * x * x),
     cubic: lambda x, c: c[0] * x**3 + c[1] * torch.sin(x),
+    sine_square: lambda x: torch.sin(x) * torch.sin(x),
 }
 
 
@@ -137,6 +143,7 @@ def inputs(kernel: hawk.Kernel, dtype: torch.dtype, device: str, lanes: int = 9)
         axpb: {"x": (lanes,), "a": (), "y": (lanes,)},
         tally: {"x": (lanes,), "w": (), "counts": (N,)},
         cubic: {"x": (lanes,), "c": (2,)},
+        sine_square: {"x": (lanes,)},
     }[kernel]
     return {
         name: (torch.randn(shape, dtype=dtype, device=device) + 0.1).requires_grad_()

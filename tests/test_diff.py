@@ -59,6 +59,11 @@ def doubled(x: hawk.Scalar, z: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
 
 
 @hawk.kernel
+def repeated(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = hm.sin(x) * hm.sin(x) + 1.0 / (1.0 + x * x * (x * x))
+
+
+@hawk.kernel
 def clash(x: hawk.Scalar, x_bar: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
     y = x * x_bar
 
@@ -564,3 +569,23 @@ def test_a_power_has_zero_partials_where_it_does_not_change(backend):
         x=x, a=2.0, y_bar=np.ones(3), x_bar=x_bar
     )
     np.testing.assert_allclose(x_bar, 2.0 * x, rtol=1e-14)
+
+
+@pytest.mark.parametrize("backend", [None, "reference"])
+def test_an_adjoints_adjoint_names_its_values_apart_from_the_adjoints(backend, rng):
+    # the adjoint's own variables are named as the adjoint's adjoint names its new ones
+    # (<base>.d<k>): with the same k, a repeated value's partials were mixed up
+    first = hawk.diff.vjp(repeated, ["x"], lane_gradients="store")
+    second = hawk.diff.vjp(first, ["x", "y_bar"], lane_gradients="store")
+    x, y_bar, x_bar_bar = (rng.standard_normal(7) for _ in range(3))
+    planes = {"x_bar": np.zeros(7), "y_bar_bar": np.zeros(7)}
+    eagle.plan.auto(second, backend=backend).run(
+        x=x, y_bar=y_bar, x_bar_bar=x_bar_bar, **planes
+    )
+    slope = np.sin(2 * x) - 4 * x**3 / (1 + x**4) ** 2  # dy/dx
+    curve = 2 * np.cos(2 * x) + (-12 * x**2 * (1 + x**4) + 32 * x**6) / (1 + x**4) ** 3
+    np.testing.assert_allclose(planes["y_bar_bar"], x_bar_bar * slope, rtol=1e-12)
+    np.testing.assert_allclose(planes["x_bar"], x_bar_bar * y_bar * curve, rtol=1e-10)
+    names = [s.var.name for s in second.ir.body if isinstance(s, ir.Let)]
+    first_names = {s.var.name for s in first.ir.body if isinstance(s, ir.Let)}
+    assert len(names) == len(set(names)) and not first_names & set(names)

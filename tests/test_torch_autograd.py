@@ -141,7 +141,9 @@ def _closed(kernel):
     )
 
 
-@pytest.mark.parametrize("kernel", [k.cubic, k.affine, k.axpb, k.branchy], ids=lambda k_: k_.name)
+@pytest.mark.parametrize(
+    "kernel", [k.cubic, k.affine, k.axpb, k.branchy, k.sine_square], ids=lambda k_: k_.name
+)
 @pytest.mark.parametrize(
     "transform",
     [
