@@ -579,9 +579,7 @@ def test_an_adjoints_adjoint_names_its_values_apart_from_the_adjoints(backend, r
     second = hawk.diff.vjp(first, ["x", "y_bar"], lane_gradients="store")
     x, y_bar, x_bar_bar = (rng.standard_normal(7) for _ in range(3))
     planes = {"x_bar": np.zeros(7), "y_bar_bar": np.zeros(7)}
-    eagle.plan.auto(second, backend=backend).run(
-        x=x, y_bar=y_bar, x_bar_bar=x_bar_bar, **planes
-    )
+    eagle.plan.auto(second, backend=backend).run(x=x, y_bar=y_bar, x_bar_bar=x_bar_bar, **planes)
     slope = np.sin(2 * x) - 4 * x**3 / (1 + x**4) ** 2  # dy/dx
     curve = 2 * np.cos(2 * x) + (-12 * x**2 * (1 + x**4) + 32 * x**6) / (1 + x**4) ** 3
     np.testing.assert_allclose(planes["y_bar_bar"], x_bar_bar * slope, rtol=1e-12)
