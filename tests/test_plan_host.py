@@ -219,6 +219,12 @@ def test_a_plan_keeps_the_policy_it_was_built_under() -> None:
     assert plan.route("host") == "loop"
     assert plan.route("device") == "gemm"
     assert plan.reasons == ()
+    # every choice of a plan's policy may be made for a block (one vocabulary)
+    choices = {"math": "tf32", "host_route": "gemm", "int_overflow": "check", "adds": "global"}
+    with policy.using(contraction="gemm", **choices):
+        plan = eagle.plan.auto(contract)
+    assert plan.policy == policy.Policy("gemm", **choices)  # type: ignore[arg-type]
+    assert plan.route("host") == "gemm"
 
 
 def test_bad_policy_and_side_are_refused() -> None:
@@ -226,6 +232,8 @@ def test_bad_policy_and_side_are_refused() -> None:
         pytest.raises(ValueError, match=r"contraction must be 'loop' or 'gemm', not 'fast'"),
         policy.using(contraction="fast"),
     ):
+        pass
+    with pytest.raises(ValueError, match=r"adds must be 'auto', 'shared'"), policy.using(adds="x"):
         pass
     with pytest.raises(ValueError, match=r"side must be 'host' or 'device', not 'gpu'"):
         eagle.plan.auto(contract).route("gpu")

@@ -115,19 +115,23 @@ def using(
     *,
     contraction: Contraction | None = None,
     math: Float32Math | None = None,
+    host_route: Contraction | None = None,
     int_overflow: IntOverflow | None = None,
+    adds: TableAdds | None = None,
 ) -> Iterator[Policy]:
-    """Make ``contraction``, ``math`` and/or ``int_overflow`` the policy inside the
-    ``with`` block (a choice left None keeps the current one).
+    """Make these choices (the fields of :class:`Policy`) the policy inside the ``with``
+    block; a choice left None keeps the current one.
 
     Raises:
-        ValueError: ``contraction`` is not ``"gemm"`` or ``"loop"``, ``math`` not
-            ``"fp32"`` or ``"tf32"``, or ``int_overflow`` not ``"wrap"`` or ``"check"``.
+        ValueError: a choice that is not one of its field's values (the message names
+            the field and its values).
     """
     chosen: dict[str, str | None] = {
         "contraction": contraction,
         "math": math,
+        "host_route": host_route,
         "int_overflow": int_overflow,
+        "adds": adds,
     }
     changes: dict[str, Any] = {k: v for k, v in chosen.items() if v is not None}
     token = _current.set(replace(current(), **changes))
