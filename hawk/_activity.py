@@ -2,9 +2,10 @@
 
 :class:`Activity` reads a flattened body (:func:`hawk._passes.flatten`) and
 records which values depend on the planes the gradient is taken with
-respect to, which of those carry a gradient (*active*), and which ints come
-from a step of such data (*stepped*: an address computed from them has no
-derivative). A step is an int computed from real data by an operation with
+respect to, which of those carry a gradient (*active*), which reach a store or
+an add at all (*useful*: only they can have a non-zero gradient), and which
+ints come from a step of such data (*stepped*: an address computed from them
+has no derivative). A step is an int computed from real data by an operation with
 no derivative rule, ``int()``; ``hawk.math.floor`` declares a zero
 derivative, so an address through it is piecewise constant, not a step.
 """
@@ -15,6 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from hawk import ir
+from hawk._passes import refs
 from hawk.kinds import Type
 
 __all__ = ["Activity"]
@@ -33,10 +35,40 @@ class Activity:
         self.depends: dict[ir.Var, frozenset[str]] = {}
         self.stepped: dict[ir.Var, ir.Operation] = {}
         self.active: set[ir.Var] = set()
+        self.useful: set[ir.Var] = set()
 
     def block(self, stmts: Iterable[ir.Stmt]) -> None:
         for stmt in stmts:
             _BLOCK(stmt)(self, stmt)
+
+    def reaching(self, stmts: Iterable[ir.Stmt]) -> None:
+        """Find the real values of ``stmts`` that reach a store or an add (*useful*), to a
+        fixed point through loops: a loop's carry that reaches none (overwritten, or only
+        compared) gets no reverse sweep, where its zero gradient times an infinite
+        partial would make NaN."""
+        flows: list[tuple[ir.Var | None, ir.Expr]] = []  # (what is bound, or None: an effect)
+        for stmt in stmts:
+            for node in ir.walk(stmt):
+                if isinstance(node, ir.Let):
+                    flows.append((node.var, node.value))
+                elif isinstance(node, ir.If):  # (walk gives a merge's values, not the merge)
+                    for m in node.merges:
+                        flows += [(m.var, m.then_value), (m.var, m.else_value)]
+                elif isinstance(node, ir.Loop):  # (and a carry's init and update)
+                    for c in node.carries:
+                        flows += [(c.var, c.init), (c.var, c.update)]
+                elif isinstance(node, ir.Store | ir.Accumulate):
+                    flows.append((None, node.value))
+        changed = True
+        while changed:
+            changed = False
+            for var, value in flows:
+                if var is not None and var not in self.useful:
+                    continue
+                for read in refs(value):
+                    if read.type == Type.REAL and read not in self.useful:
+                        self.useful.add(read)
+                        changed = True
 
     @_BLOCK.rule(ir.Let)
     def let(self, stmt: ir.Let) -> None:

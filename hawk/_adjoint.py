@@ -404,7 +404,11 @@ class Adjoint(ir.Builder):
     def reverse_loop(
         self, stmt: ir.Loop, env: dict[ir.Var, ir.Expr], grads: dict[Key, ir.Expr]
     ) -> None:
-        active = [c for c in stmt.carries if c.var in self.analysis.active]
+        active = [  # (a carry that reaches no store or add has no gradient: not swept)
+            c
+            for c in stmt.carries
+            if c.var in self.analysis.active and c.var in self.analysis.useful
+        ]
         bars = {c.var: grads.pop(c.var, _ZERO) for c in active}
         kinds = _LoopKinds({c.var: bars[c.var].varying for c in active}, {})
         while True:  # until the gradients it carries, and which of them vary, are known

@@ -328,6 +328,7 @@ def _build(
     gradient = {p: _gradient_plane(p) for p in primal.planes if p.name in wrt}
     analysis = Activity(set(gradient))
     analysis.block(body)
+    analysis.reaching(body)
     builder = Adjoint(primal.name, namer, analysis, loads, cotangent, gradient)
     env: dict[ir.Var, ir.Expr] = {}
     grads: dict[Key, ir.Expr] = {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import warnings
 import weakref
 
 import numpy as np
@@ -61,6 +62,28 @@ def doubled(x: hawk.Scalar, z: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
 @hawk.kernel
 def repeated(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
     y = hm.sin(x) * hm.sin(x) + 1.0 / (1.0 + x * x * (x * x))
+
+
+@hawk.kernel
+def scratch_loops(
+    x: hawk.Scalar, a: hawk.Param, t: hawk.Table["k":2], y: hawk.Mutable[hawk.Scalar]
+):
+    v = x
+    w = x
+    u = t.at(k=0)
+    for _ in range(4):
+        v = v * v * a  # overflows; reaches no output
+        w = w * 0.5
+        u = u * u * a  # reaches nothing at all
+    y = w + x * a + t.at(k=1) + (1.0 if v > 0.0 else 2.0)
+
+
+@hawk.kernel
+def compared_only(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    v = x
+    for _ in range(200):
+        v = hm.sin(v) * 0.5 + x
+    y = 1.0 if v > 0.0 else 2.0
 
 
 @hawk.kernel
@@ -587,3 +610,22 @@ def test_an_adjoints_adjoint_names_its_values_apart_from_the_adjoints(backend, r
     names = [s.var.name for s in second.ir.body if isinstance(s, ir.Let)]
     first_names = {s.var.name for s in first.ir.body if isinstance(s, ir.Let)}
     assert len(names) == len(set(names)) and not first_names & set(names)
+
+
+@pytest.mark.parametrize("backend", [None, "reference"])
+def test_a_loop_carry_that_reaches_no_output_is_not_swept(backend):
+    # its zero gradient times its infinite partials made the other gradients NaN
+    x, t = np.array([1.0, 2.0, 0.5]), np.array([3.0, 4.0])
+    grads = {"x_bar": np.zeros(3), "a_bar": np.zeros(1), "t_bar": np.zeros(2)}
+    plan = eagle.plan.auto(scratch_loops, backend=backend)
+    eagle.diff.reverse(plan).run(x=x, a=1e100, t=t, y_bar=np.ones(3), **grads)
+    np.testing.assert_array_equal(grads["x_bar"], 0.5**4 + 1e100)
+    np.testing.assert_array_equal(grads["a_bar"], [x.sum()])
+    np.testing.assert_array_equal(grads["t_bar"], [0.0, 3.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no rerun of a loop whose gradient is zero
+        x_bar = np.full(3, np.nan)
+        eagle.diff.reverse(eagle.plan.auto(compared_only, backend=backend), accumulate=False).run(
+            x=x, y_bar=np.ones(3), x_bar=x_bar
+        )
+    np.testing.assert_array_equal(x_bar, np.zeros(3))
