@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from hawk import ir
-from hawk._passes import refs
 from hawk.kinds import Type
 
 __all__ = ["Activity"]
@@ -42,33 +41,36 @@ class Activity:
             _BLOCK(stmt)(self, stmt)
 
     def reaching(self, stmts: Iterable[ir.Stmt]) -> None:
-        """Find the real values of ``stmts`` that reach a store or an add (*useful*), to a
-        fixed point through loops: a loop's carry that reaches none (overwritten, or only
-        compared) gets no reverse sweep, where its zero gradient times an infinite
-        partial would make NaN."""
-        flows: list[tuple[ir.Var | None, ir.Expr]] = []  # (what is bound, or None: an effect)
-        for stmt in stmts:
-            for node in ir.walk(stmt):
-                if isinstance(node, ir.Let):
-                    flows.append((node.var, node.value))
-                elif isinstance(node, ir.If):  # (walk gives a merge's values, not the merge)
-                    for m in node.merges:
-                        flows += [(m.var, m.then_value), (m.var, m.else_value)]
-                elif isinstance(node, ir.Loop):  # (and a carry's init and update)
-                    for c in node.carries:
-                        flows += [(c.var, c.init), (c.var, c.update)]
-                elif isinstance(node, ir.Store | ir.Accumulate):
-                    flows.append((None, node.value))
+        """Find the real values of ``stmts`` that reach a store or an add through real
+        operations (*useful*), to a fixed point through loops. A loop's carry that reaches
+        none (overwritten, or only compared) gets no reverse sweep, where its zero
+        gradient times an infinite partial would make NaN. A carry's initial value is
+        useful only where the loop may run no iteration or an iteration reads the carry."""
+        stmts = tuple(stmts)
+        flows = _flows(stmts)
+        loops = [
+            (loop, _flows(loop.body) + [(c.var, c.update) for c in loop.carries])
+            for stmt in stmts
+            for loop in ir.walk(stmt)
+            if isinstance(loop, ir.Loop)
+        ]
         changed = True
         while changed:
-            changed = False
+            size = len(self.useful)
             for var, value in flows:
-                if var is not None and var not in self.useful:
-                    continue
-                for read in refs(value):
-                    if read.type == Type.REAL and read not in self.useful:
-                        self.useful.add(read)
-                        changed = True
+                if var is None or var in self.useful:
+                    self.useful |= _real_refs(value)
+            for loop, inner in loops:
+                for carry in loop.carries:
+                    if carry.var in self.useful and (
+                        loop.trip_count == 0
+                        or any(
+                            (var is None or var in self.useful) and carry.var in _real_refs(value)
+                            for var, value in inner
+                        )
+                    ):
+                        self.useful |= _real_refs(carry.init)
+            changed = len(self.useful) != size
 
     @_BLOCK.rule(ir.Let)
     def let(self, stmt: ir.Let) -> None:
@@ -177,3 +179,35 @@ class Activity:
         if node.builtin.derivative is None:
             return False
         return any(self.is_active(child) for child in node.children())
+
+
+def _flows(stmts: Iterable[ir.Stmt]) -> list[tuple[ir.Var | None, ir.Expr]]:
+    """Where the values of ``stmts`` flow: ``(variable bound, value)``, or ``(None,
+    value)`` for a store's or an add's value; a loop's carries by their updates (their
+    initial values are :meth:`Activity.reaching`'s to decide)."""
+    flows: list[tuple[ir.Var | None, ir.Expr]] = []
+    for stmt in stmts:
+        for node in ir.walk(stmt):
+            if isinstance(node, ir.Let):
+                flows.append((node.var, node.value))
+            elif isinstance(node, ir.If):  # (walk gives a merge's values, not the merge)
+                for m in node.merges:
+                    flows += [(m.var, m.then_value), (m.var, m.else_value)]
+            elif isinstance(node, ir.Loop):  # (and a carry's update, not the carry)
+                flows += [(c.var, c.update) for c in node.carries]
+            elif isinstance(node, ir.Store | ir.Accumulate):
+                flows.append((None, node.value))
+    return flows
+
+
+def _real_refs(node: ir.Expr) -> set[ir.Var]:
+    """The real variables ``node`` reads through real operations only (not through a
+    comparison, an int, or a table's index)."""
+    if node.type != Type.REAL:
+        return set()
+    if isinstance(node, ir.Ref):
+        return {node.var}
+    found: set[ir.Var] = set()
+    for child in node.children():
+        found |= _real_refs(child)
+    return found

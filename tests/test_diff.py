@@ -83,7 +83,20 @@ def compared_only(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
     v = x
     for _ in range(200):
         v = hm.sin(v) * 0.5 + x
-    y = 1.0 if v > 0.0 else 2.0
+    y = float(1 if v > 0.0 else 2)  # v decides; it reaches y through no real operation
+
+
+@hawk.kernel
+def overflowing_but_unused(x: hawk.Scalar, t: hawk.Table["k":3], y: hawk.Mutable[hawk.Scalar]):
+    v = x
+    w = x
+    for _ in range(3):
+        v = v * v * 1e200
+        w = w * w * 1e200
+    u = x if v > 0.0 else 2.0 * x  # v only in a condition
+    for _ in range(2):
+        w = x * 2.0  # w overwritten on every trip of a loop that runs
+    y = u + w + x * t.at(k=hm.minimum(hm.maximum(hm.floor(v), 0), 2))  # v in an address
 
 
 @hawk.kernel
@@ -629,3 +642,10 @@ def test_a_loop_carry_that_reaches_no_output_is_not_swept(backend):
             x=x, y_bar=np.ones(3), x_bar=x_bar
         )
     np.testing.assert_array_equal(x_bar, np.zeros(3))
+    x_bar = np.zeros(3)
+    t = np.array([2.0, 3.0, 5.0])
+    eagle.diff.reverse(eagle.plan.auto(overflowing_but_unused, backend=backend)).run(
+        x=x, t=t, y_bar=np.ones(3), x_bar=x_bar
+    )
+    # v is inf: u = x, and floor(inf) is the invalid int, clamped to 0: t.at(k=0)
+    np.testing.assert_array_equal(x_bar, [1.0 + 2.0 + 2.0] * 3)
