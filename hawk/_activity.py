@@ -45,32 +45,38 @@ class Activity:
         operations (*useful*), to a fixed point through loops. A loop's carry that reaches
         none (overwritten, or only compared) gets no reverse sweep, where its zero
         gradient times an infinite partial would make NaN. A carry's initial value is
-        useful only where the loop may run no iteration or an iteration reads the carry."""
+        useful only where the loop may run no iteration or an iteration reads the carry
+        (a loop nested in it reads it where its own carry's initial value is useful)."""
         stmts = tuple(stmts)
         flows = _flows(stmts)
         loops = [
-            (loop, _flows(loop.body) + [(c.var, c.update) for c in loop.carries])
+            (
+                loop,
+                _flows(loop.body) + [(c.var, c.update) for c in loop.carries],
+                [c for stmt in loop.body for inner in ir.walk(stmt)
+                 if isinstance(inner, ir.Loop) for c in inner.carries],
+            )
             for stmt in stmts
             for loop in ir.walk(stmt)
             if isinstance(loop, ir.Loop)
-        ]
+        ]  # fmt: skip
+        inits: set[int] = set()  # the carries (ids) whose initial values are useful
         changed = True
         while changed:
-            size = len(self.useful)
+            size = len(self.useful), len(inits)
             for var, value in flows:
                 if var is None or var in self.useful:
                     self.useful |= _real_refs(value)
-            for loop, inner in loops:
+            for loop, inner, nested in loops:
                 for carry in loop.carries:
-                    if carry.var in self.useful and (
-                        loop.trip_count == 0
-                        or any(
-                            (var is None or var in self.useful) and carry.var in _real_refs(value)
-                            for var, value in inner
-                        )
-                    ):
+                    read = any(
+                        (var is None or var in self.useful) and carry.var in _real_refs(value)
+                        for var, value in inner
+                    ) or any(id(c) in inits and carry.var in _real_refs(c.init) for c in nested)
+                    if carry.var in self.useful and (loop.trip_count == 0 or read):
+                        inits.add(id(carry))
                         self.useful |= _real_refs(carry.init)
-            changed = len(self.useful) != size
+            changed = (len(self.useful), len(inits)) != size
 
     @_BLOCK.rule(ir.Let)
     def let(self, stmt: ir.Let) -> None:

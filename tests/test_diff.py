@@ -100,6 +100,17 @@ def overflowing_but_unused(x: hawk.Scalar, t: hawk.Table["k":3], y: hawk.Mutable
 
 
 @hawk.kernel
+def nested_after_a_loop(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    u = x
+    for _ in range(2):
+        u = u * 1.5
+    for _i in range(2):  # reads its carry only as the inner loop's initial value
+        for _j in range(3):
+            u = u * 2.0
+    y = u  # 144 x
+
+
+@hawk.kernel
 def clash(x: hawk.Scalar, x_bar: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
     y = x * x_bar
 
@@ -649,3 +660,8 @@ def test_a_loop_carry_that_reaches_no_output_is_not_swept(backend):
     )
     # v is inf: u = x, and floor(inf) is the invalid int, clamped to 0: t.at(k=0)
     np.testing.assert_array_equal(x_bar, [1.0 + 2.0 + 2.0] * 3)
+    x_bar = np.zeros(3)  # a carry read only as a nested loop's initial value is read
+    eagle.diff.reverse(eagle.plan.auto(nested_after_a_loop, backend=backend)).run(
+        x=x, y_bar=np.ones(3), x_bar=x_bar
+    )
+    np.testing.assert_array_equal(x_bar, [144.0] * 3)
