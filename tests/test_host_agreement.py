@@ -238,6 +238,27 @@ def test_a_lane_value_that_a_uniform_condition_makes_one_number(backend, a, rng)
 
 
 @hawk.kernel
+def chosen_condition(x: hawk.Scalar, a: hawk.Param, h: hawk.Mutable[hawk.Table["b":2]]):
+    if x > 1.5:  # (a mask of lanes)
+        if (1 if a != 0.0 else hm.sample_index()) == 2:  # one bool at run time: False
+            h.add(b=1, value=x)
+        else:
+            h.add(b=0, value=x)
+    if (1 if a != 0.0 else hm.sample_index()) != -1:  # True
+        h.add(b=1, value=x)
+    else:
+        h.add(b=0, value=x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_condition_that_is_one_bool_at_run_time_takes_one_side(backend) -> None:
+    h = np.zeros(2)
+    x = np.array([1.0, 2.0, 4.0])
+    eagle.plan.auto(chosen_condition, backend=backend).run(x=x, a=0.5, h=h)
+    assert list(h) == [6.0, 7.0]  # (~True is -2 in Python, a true mask)
+
+
+@hawk.kernel
 def powers(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
     y = float(hm.sample_index() ** 64)
 
@@ -302,7 +323,8 @@ def test_int_of_a_constant_infinity_raises_as_the_kernel_runs(tmp_path, backend)
 
 @pytest.mark.parametrize(
     "kernel", [uniform_carry, masked_add, int_sums, int_climb, int_to_real, untaken_read,
-               far_untaken, histogram, huge_power, chosen_term, chosen_address, powers,
+               far_untaken, histogram, huge_power, chosen_term, chosen_address,
+               chosen_condition, powers,
                magnitude, uniform_magnitude],
     ids=lambda kernel: kernel.name
 )  # fmt: skip

@@ -107,3 +107,7 @@ def test_a_lane_value_that_a_uniform_condition_makes_one_number(a: float, rng) -
     eagle.plan.auto(cases.chosen_address).run(a=a, x=x, t=t, h=host)
     eagle.plan.auto(cases.chosen_address).run(a=a, x=_on_device(x), t=_on_device(t), h=device)
     np.testing.assert_allclose(device.numpy(), host, rtol=1e-12)
+
+
+def test_a_condition_that_is_one_bool_at_run_time() -> None:
+    _agree(cases.chosen_condition, x=np.array([1.0, 2.0, 4.0]), a=0.5, h=np.zeros(2))

@@ -404,7 +404,9 @@ class _Emitter:
         then_values = [m.then_value for m in stmt.merges]
         else_values = [m.else_value for m in stmt.merges]
         then_mask = self.sub_mask(mask, cond, self.effects(stmt.then, then_values), depth)
-        else_mask = self.sub_mask(mask, f"~{cond}", self.effects(stmt.orelse, else_values), depth)
+        else_mask = self.sub_mask(
+            mask, f"_np.logical_not({cond})", self.effects(stmt.orelse, else_values), depth
+        )
         self.block_inline(stmt.then, depth, then_mask)
         self.at(depth, then_mask)
         then_texts = [self.expr(value) for value in then_values]
@@ -626,7 +628,9 @@ class _Emitter:
         if node.cond.varying:  # each side checked only on the lanes that take it
             depth, mask = self.depth, self.mask
             a = self.masked(node.if_true, self.sub_mask(mask, cond, True, depth))
-            b = self.masked(node.if_false, self.sub_mask(mask, f"~{cond}", True, depth))
+            b = self.masked(
+                node.if_false, self.sub_mask(mask, f"_np.logical_not({cond})", True, depth)
+            )
             return f"_np.where({cond}, {a}, {b})"
         result = self.names.fresh("sel")
         self.emit(self.depth, f"if {cond}:")
@@ -646,7 +650,7 @@ class _Emitter:
             if not node.left.varying:
                 left = f"_np.full({self.lane_shape}, {left})"
             left = self.temp("lhs", left)
-            taken = left if node.op == "and" else f"~{left}"
+            taken = left if node.op == "and" else f"_np.logical_not({left})"
             right = self.masked(node.right, self.sub_mask(self.mask, taken, True, self.depth))
             return f"_np.logical_{node.op}({left}, {right})"
         left = self.temp("lhs", left)
