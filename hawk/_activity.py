@@ -52,8 +52,8 @@ class Activity:
         loops = [
             (
                 loop,
-                _flows(loop.body) + [(c.var, c.update) for c in loop.carries],
-                [c for stmt in loop.body for inner in ir.walk(stmt)
+                _flows(loop.body) + [(c.var, _real_refs(c.update)) for c in loop.carries],
+                [(id(c), _real_refs(c.init)) for stmt in loop.body for inner in ir.walk(stmt)
                  if isinstance(inner, ir.Loop) for c in inner.carries],
             )
             for stmt in stmts
@@ -64,15 +64,15 @@ class Activity:
         changed = True
         while changed:
             size = len(self.useful), len(inits)
-            for var, value in flows:
+            for var, reads in flows:
                 if var is None or var in self.useful:
-                    self.useful |= _real_refs(value)
+                    self.useful |= reads
             for loop, inner, nested in loops:
                 for carry in loop.carries:
                     read = any(
-                        (var is None or var in self.useful) and carry.var in _real_refs(value)
-                        for var, value in inner
-                    ) or any(id(c) in inits and carry.var in _real_refs(c.init) for c in nested)
+                        (var is None or var in self.useful) and carry.var in reads
+                        for var, reads in inner
+                    ) or any(key in inits and carry.var in reads for key, reads in nested)
                     if carry.var in self.useful and (loop.trip_count == 0 or read):
                         inits.add(id(carry))
                         self.useful |= _real_refs(carry.init)
@@ -187,23 +187,24 @@ class Activity:
         return any(self.is_active(child) for child in node.children())
 
 
-def _flows(stmts: Iterable[ir.Stmt]) -> list[tuple[ir.Var | None, ir.Expr]]:
-    """Where the values of ``stmts`` flow: ``(variable bound, value)``, or ``(None,
-    value)`` for a store's or an add's value; a loop's carries by their updates (their
-    initial values are :meth:`Activity.reaching`'s to decide)."""
-    flows: list[tuple[ir.Var | None, ir.Expr]] = []
+def _flows(stmts: Iterable[ir.Stmt]) -> list[tuple[ir.Var | None, set[ir.Var]]]:
+    """Where the values of ``stmts`` flow: ``(variable bound, what its value reads)``
+    (:func:`_real_refs`), the variable None for a store's or an add's value; a loop's
+    carries by their updates (their initial values are :meth:`Activity.reaching`'s to
+    decide)."""
+    values: list[tuple[ir.Var | None, ir.Expr]] = []
     for stmt in stmts:
         for node in ir.walk(stmt):
             if isinstance(node, ir.Let):
-                flows.append((node.var, node.value))
+                values.append((node.var, node.value))
             elif isinstance(node, ir.If):  # (walk gives a merge's values, not the merge)
                 for m in node.merges:
-                    flows += [(m.var, m.then_value), (m.var, m.else_value)]
+                    values += [(m.var, m.then_value), (m.var, m.else_value)]
             elif isinstance(node, ir.Loop):  # (and a carry's update, not the carry)
-                flows += [(c.var, c.update) for c in node.carries]
+                values += [(c.var, c.update) for c in node.carries]
             elif isinstance(node, ir.Store | ir.Accumulate):
-                flows.append((None, node.value))
-    return flows
+                values.append((None, node.value))
+    return [(var, _real_refs(value)) for var, value in values]
 
 
 def _real_refs(node: ir.Expr) -> set[ir.Var]:

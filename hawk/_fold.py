@@ -12,7 +12,7 @@ from typing import Any
 
 from hawk import ir
 from hawk.errors import HawkError
-from hawk.ir.expr import INT_MAX, INT_MIN
+from hawk.ir.expr import INT_MAX, INT_MIN, int_takes
 from hawk.kinds import Type
 
 __all__ = ["check_constant", "fold"]
@@ -62,7 +62,7 @@ def _evaluated(node: ir.Operation) -> ir.Expr:
     real_to_int = (
         isinstance(node, ir.Cast) and node.to == Type.INT and node.operand.type == Type.REAL
     )
-    if real_to_int and not -(2.0**63) <= values[0] < 2.0**63:  # NaN, +-inf, beyond int64
+    if real_to_int and not int_takes(values[0]):  # NaN, +-inf, beyond int64
         return node  # int() raises as the kernel runs, naming the lane
     return _constant(node, node.builtin.evaluate(*values))
 

@@ -23,7 +23,7 @@ from hawk._registry.functions import floor_int
 from hawk._registry.integers import EXACT, int_power, wrapped
 from hawk.emit._factor import GROUP, UNIT
 from hawk.emit.checks import CheckSite
-from hawk.ir.expr import INT_MAX, INT_MIN
+from hawk.ir.expr import INT_MAX, INT_MIN, int_takes
 
 __all__ = ["RUNTIME", "storable"]
 
@@ -130,7 +130,7 @@ def _to_int(value: Any, site: CheckSite, mask: np.ndarray | None, n: int, unit: 
     """``int()`` of a lane value, toward zero, raising for the first lane (under ``mask``)
     of NaN, +-inf or a real beyond int64 (its real's bits as a double, :mod:`hawk.emit.checks`)."""
     array = np.asarray(value)
-    invalid = ~((array >= -(2.0**63)) & (array < 2.0**63))
+    invalid = ~int_takes(array)
     if invalid.any():
         _fail_first(site, invalid, array.astype(np.float64).view(np.int64), mask, n, unit)
         array = np.where(invalid, 0, array)  # lanes outside the mask: never used

@@ -36,6 +36,7 @@ from hawk._registry.integers import EXACT, wrapped
 from hawk.emit import compute_dtype, plane_dtypes
 from hawk.emit._host_runtime import storable
 from hawk.emit.checks import LaneCheck, division_site, index_site, operation_site
+from hawk.ir.expr import int_takes
 from hawk.kinds import PlaneKind, Type
 
 __all__ = ["ReferenceProgram", "emit"]
@@ -263,7 +264,7 @@ class _Lanes:
             return self.real(value)
         if node.operand.type == Type.INT:
             return value
-        if not -(2.0**63) <= value < 2.0**63:  # NaN, +-inf, beyond int64: raised, as on host
+        if not int_takes(value):  # NaN, +-inf, beyond int64: raised, as on the host
             bits = np.float64(value).view(np.int64).item()
             raise operation_site(node, "int").error(self.lane, bits)
         return np.int64(int(value))

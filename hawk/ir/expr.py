@@ -49,6 +49,12 @@ COMPARISONS = frozenset(spellings(Form.COMPARE))
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 
 
+def int_takes(real: Any) -> Any:
+    """True where ``int()`` of ``real`` (a number, or a numpy array elementwise) is an
+    int64: finite and in ``[-2**63, 2**63)``; NaN and +-inf never are."""
+    return (real >= -(2.0**63)) & (real < 2.0**63)
+
+
 @dataclass(frozen=True)
 class Var:
     """A variable, assigned exactly once (a loop carry once per iteration).
