@@ -47,6 +47,6 @@ def quarters(x: hawk.Scalar, t: hawk.Table["k":4], y: hawk.Mutable[hawk.Scalar])
 
 @hawk.kernel
 def unclamped(x: hawk.Scalar, t: hawk.Table["k":4], y: hawk.Mutable[hawk.Scalar]):
-    # an unclamped floor address: a NaN x gives the invalid index, checked as the kernel runs
+    # an unclamped floor address, each index checked as the kernel runs
     j = hm.floor(x)
     y = t.at(k=j) * x

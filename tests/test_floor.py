@@ -14,7 +14,7 @@ import hawk.diff
 from eagle.cuda import compile_cuda
 from hawk import math as hm
 from hawk.emit import cuda, host
-from hawk.emit.checks import INT_INVALID
+from hawk.errors import HawkOverflowError, HawkValueError
 from hawk.kinds import Type
 from tests._floor_kernels import (
     KNOTS,
@@ -28,11 +28,40 @@ from tests._floor_kernels import (
 
 
 def test_floor_outside_a_kernel_gives_ints() -> None:
-    values = np.array([-1.5, -1.0, -0.25, 0.0, 0.75, 2.0, 1e300, np.nan, -np.inf])
+    values = np.array([-1.5, -1.0, -0.25, 0.0, 0.75, 2.0, 1e18])
     got = hm.floor(values)
     assert got.dtype == np.int64
-    assert got.tolist() == [-2, -1, -1, 0, 0, 2, INT_INVALID, INT_INVALID, INT_INVALID]
+    assert got.tolist() == [-2, -1, -1, 0, 0, 2, 10**18]
     assert hm.floor(2.5) == 2 and isinstance(hm.floor(-0.5), int)
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [(np.nan, HawkValueError), (np.inf, OverflowError), (-1e300, OverflowError)],
+)
+def test_floor_outside_a_kernel_refuses_what_no_int_holds(value: float, error: type) -> None:
+    with pytest.raises(error, match=r"hm\.floor\(\) of .*guard the real first"):
+        hm.floor(value)
+    with pytest.raises(error):
+        hm.floor(np.array([1.0, value]))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "reference"])
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [(np.nan, HawkValueError), (np.inf, HawkOverflowError), (-1e30, OverflowError)],
+)
+def test_floor_in_a_kernel_raises_as_int_does(backend: str, value: float, error: type) -> None:
+    """NaN, +-inf and reals beyond int64 raise, naming the lane, wherever floor's int goes:
+    it was the least int64 before, which a clamp or a comparison took silently."""
+    x = np.array([2.5, value, 1.0])
+    for kernel in (floors, interpolate):
+        planes = {"x": x.copy(), "y": np.full(3, 7.0)}
+        if kernel is interpolate:
+            planes["t"] = np.arange(float(KNOTS))
+        with pytest.raises(error, match=r"hm\.floor\(\) of .* at lane 1, in floor\("):
+            eagle.plan.auto(kernel, backend=backend).run(**planes)
+        assert planes["y"].tolist() == [7.0, 7.0, 7.0]  # nothing written
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -105,16 +134,19 @@ def test_int_keeps_its_refusal() -> None:
 
 
 def test_a_clamped_floor_proves_its_reads() -> None:
-    """``minimum(maximum(floor(u), 0), K - 2)`` is in 0 .. K - 2: no read is checked."""
+    """``minimum(maximum(floor(u), 0), K - 2)`` is in 0 .. K - 2: no read is checked, only
+    the floor's int (as ``int()`` is)."""
     for dtype in ("float32", "float64"):
         dtypes = {p.name: dtype for p in interpolate.planes}
         device = cuda.emit(interpolate.ir, dtypes)
-        assert "hawk_clamp" not in device.source and not device.checks
+        assert "hawk_clamp" not in device.source
+        assert [site.kind for site in device.checks] == ["int"]
         assert "_check_index" not in host.emit(interpolate.ir, dtypes).source
-        assert "hawk_floor_int(" in device.source  # NaN and inf give an invalid int
+        assert "hawk_to_int(floor" in device.source  # NaN and inf are recorded
         assert len(compile_cuda(device.source, name=device.name, arch="sm_90")) > 0
     unchecked = cuda.emit(interpolate.ir, dict.fromkeys(dtypes, "float32"), checks=False)
     assert "hawk_floor_int((double)floorf(" in unchecked.source
+    assert len(compile_cuda(unchecked.source, name=unchecked.name, arch="sm_90")) > 0
 
 
 def test_a_floor_division_of_a_known_range_is_bounded() -> None:
@@ -125,19 +157,22 @@ def test_a_floor_division_of_a_known_range_is_bounded() -> None:
     assert y.tolist() == [float((lane % 12) // 3) for lane in range(24)]
 
 
-def test_an_index_error_says_where_an_invalid_floor_came_from_in_the_kernels_own_names():
-    """A NaN through hm.floor gives -2**63: the error says so, and an adjoint's error names
-    the kernel's own variables (not its copies, j.d7)."""
+def test_a_floor_error_names_the_kernels_own_variables() -> None:
+    """A NaN through hm.floor raises at its lane, forward and in the adjoint, whose error
+    names the kernel's own variables (not its copies, x.d7)."""
     x, t = np.array([1.0, np.nan]), np.arange(4.0)
-    with pytest.raises(hawk.PlaneIndexError) as forward:
+    with pytest.raises(HawkValueError) as forward:
         eagle.plan.auto(unclamped).run(x=x, t=t, y=np.zeros(2))
-    with pytest.raises(hawk.PlaneIndexError) as adjoint:
+    with pytest.raises(HawkValueError) as adjoint:
         eagle.diff.reverse(eagle.plan.auto(unclamped)).run(
             x=x, t=t, y_bar=np.ones(2), t_bar=np.zeros(4)
         )
     for error in (forward.value, adjoint.value):
         message = str(error)
-        assert "what hm.floor gives for a NaN" in message and "at lane 1" in message
-        assert ".d" not in message.replace("_bar.d", ""), message  # the kernel's `j`
-    assert str(forward.value).endswith("in t.at(k=j)")
-    assert "t_bar.add(k=j, " in str(adjoint.value)
+        assert message.startswith("hm.floor() of nan at lane 1, in floor(x):"), message
+
+
+def test_an_index_of_the_least_int64_is_out_of_range() -> None:
+    x, t = np.array([1.0, 2.0]), np.arange(4.0)
+    with pytest.raises(hawk.PlaneIndexError, match=r"index -9223372036854775808 is out of range"):
+        eagle.plan.auto(unclamped).run(x=x - 2.0**63, t=t, y=np.zeros(2))

@@ -1,5 +1,6 @@
-"""The device agrees with the host on the kernels of tests/test_host_agreement.py: the same
-values, and the same error where a run raises (reported at the next synchronizing call)."""
+"""The device agrees with the host on the kernels of tests/test_host_agreement.py and on
+``hm.floor`` of reals no int holds: the same values, and the same error where a run raises
+(reported at the next synchronizing call)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import eagle.plan
 import hawk
 from eagle import arrays
 from tests import test_host_agreement as cases
+from tests._floor_kernels import KNOTS, floors, interpolate
 
 pytestmark = pytest.mark.gpu
 
@@ -116,3 +118,11 @@ def test_a_lane_value_that_a_uniform_condition_makes_one_number(a: float, rng) -
 
 def test_a_condition_that_is_one_bool_at_run_time() -> None:
     _agree(cases.chosen_condition, x=np.array([1.0, 2.0, 4.0]), a=0.5, h=np.zeros(2))
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -1e30, 2.5])
+def test_floor_of_what_no_int_holds(value: float) -> None:
+    for dtype in (np.float64, np.float32):
+        x = np.array([1.5, value, -0.5] * 50, dtype)
+        _agree(floors, x=x, y=np.full(150, 7.0, dtype))
+        _agree(interpolate, x=x, t=np.arange(float(KNOTS), dtype=dtype), y=np.full(150, 7.0, dtype))

@@ -183,7 +183,7 @@ def test_below_2_to_the_31_lanes_the_ints_that_fit_are_written_in_32_bits() -> N
     for declared in (
         r"const int v\d+_lane = \(\(int\)lane\);",
         r"const int v\d+_d = \(hawk_mod\(v\d+_lane, 1000\) - 500\);",
-        r"const long long v\d+_j = hawk_floor_int\(",
+        r"const long long v\d+_j = hawk_to_int\(floor\(",
         r"const int v\d+_jc = \(int\)\(hawk_minimum\(hawk_maximum\(v\d+_j, \(-2LL\)\), 6LL\)\);",
         r"const long long v\d+_far = "
         r"\(\(\(\(long long\)v\d+_lane\) \* 3000000LL\) \+ 2147483000LL\);",

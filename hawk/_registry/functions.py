@@ -25,6 +25,7 @@ from hawk._registry.entry import (
     numpy,
     own,
 )
+from hawk.errors import HawkOverflowError, HawkValueError
 from hawk.kinds import Type
 
 __all__ = ["DEBUG_CALLS", "FUNCTIONS"]
@@ -396,12 +397,14 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
 # -- floor -----------------------------------------------------------------------------
-# An int from a real, as int() gives one: NaN, +-inf and reals beyond int64 give
-# hawk.emit.checks.INT_INVALID (the least int64) where the kernel makes its checks.
+# An int from a real, checked as int() is: NaN, +-inf and reals beyond int64 raise where
+# the kernel makes its checks (HawkValueError, HawkOverflowError), naming the lane. A
+# kernel emitted without checks gives hawk.emit.checks.INT_INVALID (the least int64) there.
 
 
-def floor_int(x: Any) -> Any:
-    """The greatest int at most ``x``, for a number or a numpy array (int64)."""
+def floor_unchecked(x: Any) -> Any:
+    """The greatest int at most ``x``, for a number or a numpy array (int64); NaN, +-inf
+    and reals beyond int64 give the least int64 (a kernel emitted without checks)."""
     values = np.asarray(x, np.float64)
     floors = np.floor(values)
     with np.errstate(invalid="ignore"):
@@ -410,22 +413,48 @@ def floor_int(x: Any) -> Any:
     return int(result) if result.ndim == 0 else result
 
 
+def _floor(x: Any) -> Any:
+    """The greatest int at most ``x``, for a number or a numpy array (int64).
+
+    Raises:
+        HawkValueError: ``x`` is (or holds) NaN.
+        HawkOverflowError: ``x`` is (or holds) an infinity or a real beyond int64.
+    """
+    values = np.asarray(x, np.float64)
+    with np.errstate(invalid="ignore"):
+        invalid = ~(np.abs(np.floor(values)) < 2.0**63)  # NaN too
+    if invalid.any():
+        first = values[invalid].flat[0].item()
+        kind = HawkValueError if math.isnan(first) else HawkOverflowError
+        raise kind(
+            f"hm.floor() of {first!r}: an int is finite and within "
+            "int64; guard the real first, e.g. `hm.floor(x) if hm.abs(x) < 1e18 else 0`"
+        )
+    return floor_unchecked(values)
+
+
 def _floor_host(out: HostOut, node: Any, a: str) -> str:
-    return f"_floor_int({a})"
+    site = out.check_site(node, "int")
+    if site is None:
+        return f"_floor_int({a})"
+    return f"_to_int(_np.floor({a}), {site}, {out.lanes()})"
 
 
 _FLOOR_INT = """\
 $inline long long hawk_floor_int(double f)
 {
-    // floor of a real as an int; NaN, +-inf and beyond int64 give INT_INVALID (an address
-    // through it then fails its index check)
+    // floor of a real as an int, unchecked: NaN, +-inf and beyond int64 give INT_INVALID
     return fabs(f) < 9223372036854775808.0 ? (long long)f : (long long)(1ULL << 63);
 }"""
 
 
 def _floor_c(out: COut, node: Any, a: str) -> str:
+    floor = f"floor{out.suffix}({a})"
+    site = out.check_site(node, "int")
+    if site is not None:
+        return f"hawk_to_int({floor}, hawk_rec, {site}, lane)"  # a helper of the checks
     out.helper(("floor", "int"), _FLOOR_INT)
-    return f"hawk_floor_int((double)floor{out.suffix}({a}))"
+    return f"hawk_floor_int((double){floor})"
 
 
 def _piecewise_constant(bar: Any, result: Any, x: Any) -> tuple[None]:
@@ -439,10 +468,10 @@ _FLOOR = Builtin(
     "floor",
     ("x",),
     "The greatest int at most x, an int usable in a table address (NaN, +-inf and reals "
-    "beyond int64 give hawk.emit.checks.INT_INVALID, as int() does). Its derivative is "
+    "beyond int64 raise, as int() does). Its derivative is "
     "zero: hawk.diff takes an address through floor as piecewise constant, so a gradient "
     "flows through the values computed from x, never through the address.",
-    floor_int,
+    _floor,
     _floor_host,
     _floor_c,
     _piecewise_constant,

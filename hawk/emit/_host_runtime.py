@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from hawk._registry.functions import floor_int
+from hawk._registry.functions import floor_unchecked
 from hawk._registry.integers import EXACT, int_power, wrapped
 from hawk.emit._factor import GROUP, UNIT
 from hawk.emit.checks import CheckSite
@@ -510,7 +510,7 @@ RUNTIME = {
     "_wrap": _wrap,
     "_checked": _checked,
     "_ipow": _ipow,
-    "_floor_int": floor_int,
+    "_floor_int": floor_unchecked,
     "_add_rows": _add_rows,
     "_add_groups": _add_groups,
     "_sum_rows": _sum_rows,

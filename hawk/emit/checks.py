@@ -159,9 +159,11 @@ class CheckSite:
         if self.kind == "int":
             real = struct.unpack("<d", struct.pack("<q", value))[0]
             kind = HawkValueError if math.isnan(real) else HawkOverflowError
+            call = "int" if self.axis == "int" else f"hm.{self.axis}"
             return kind(
-                f"int() of {real!r} at lane {lane}, in {self.access}: an int is finite and "
-                "within int64; guard the real first, e.g. `int(x) if abs(x) < 1e18 else 0`"
+                f"{call}() of {real!r} at lane {lane}, in {self.access}: an int is finite "
+                f"and within int64; guard the real first, e.g. `{call}(x) if hm.abs(x) < 1e18 "
+                "else 0`"
             )
         if self.kind == "exponent":
             return HawkValueError(
@@ -174,13 +176,8 @@ class CheckSite:
         where = (
             f" (length {size})" if self.axis == "index" else f", axis {self.axis!r} (extent {size})"
         )
-        invalid = (
-            " (what hm.floor gives for a NaN, an infinity or a real beyond int64)"
-            if value == INT_INVALID
-            else ""
-        )
         return PlaneIndexError(
-            f"table {self.plane!r}{where}: index {shown}{invalid} is out of range at lane "
+            f"table {self.plane!r}{where}: index {shown} is out of range at lane "
             f"{lane}, in {self.access}",
             plane=self.plane,
             axis=self.axis,
@@ -677,8 +674,8 @@ class Ranges:
         ``int_overflow="check"``."""
         if not self.enabled:
             return ()
-        if isinstance(node, ir.Cast):
-            return ("int",) if node.to == Type.INT and node.operand.type == Type.REAL else ()
+        if _real_to_int(node):
+            return ("int",)
         kinds: tuple[str, ...] = ()
         if isinstance(node, ir.Call) and node.fn == "pow" and node.type == Type.INT:
             exponent = self.span(node.args[1])
@@ -754,12 +751,24 @@ def _power(
     return min(values), max(values)
 
 
+def _real_to_int(node: ir.Expr) -> bool:
+    """True when ``node`` makes an int of a real: ``int()`` or ``hm.floor`` of a real."""
+    if isinstance(node, ir.Cast):
+        return node.to == Type.INT and node.operand.type == Type.REAL
+    return isinstance(node, ir.Call) and node.fn == "floor"  # (of a real: ints are cast)
+
+
 def operation_site(node: ir.Expr, kind: str) -> CheckSite:
     """The check site of kind ``kind`` (``"overflow"``, ``"int"``, ``"exponent"``) of an
     operation."""
     assert kind in _OPERATION_KINDS, kind
-    spelling = getattr(node, "op", None) or ("int" if isinstance(node, ir.Cast) else "**")
-    return CheckSite(kind, None, spelling, None, str(node))
+    if isinstance(node, ir.Cast):
+        spelling = "int"
+    elif isinstance(node, ir.Call) and node.fn != "pow":
+        spelling = node.fn
+    else:
+        spelling = getattr(node, "op", None) or "**"
+    return CheckSite(kind, None, spelling, None, in_source_names(str(node)))
 
 
 def index_site(node: ir.Read | ir.Accumulate, position: int) -> CheckSite:

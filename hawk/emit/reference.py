@@ -226,6 +226,8 @@ class _Lanes:
             return self.wrapped(node, abs(value) if kind == "abs" else -value)
         if node.type == Type.INT and isinstance(node, ir.Call) and node.fn == "pow":
             return self.int_binary(node, "**", *values)  # (``x ** y`` is traced as pow)
+        if isinstance(node, ir.Call) and node.fn == "floor":
+            return self.to_int(node, np.floor(values[0]))  # (its operand is a real)
         return _apply(node, *values)
 
     @_EXPRESSIONS.rule(ir.Binary)
@@ -264,7 +266,12 @@ class _Lanes:
             return self.real(value)
         if node.operand.type == Type.INT:
             return value
-        if not int_takes(value):  # NaN, +-inf, beyond int64: raised, as on the host
+        return self.to_int(node, value)
+
+    def to_int(self, node: ir.Cast | ir.Call, value: Any) -> Any:
+        """The real ``value`` toward zero as the int of ``int()`` or ``hm.floor``, raising
+        for NaN, +-inf and reals beyond int64 (as the numpy program does)."""
+        if not int_takes(value):
             bits = np.float64(value).view(np.int64).item()
             raise operation_site(node, "int").error(self.lane, bits)
         return np.int64(int(value))
