@@ -235,8 +235,14 @@ class ExpressionTracer(ir.Builder):
                     )
                 try:
                     value = left.value**right.value
-                except (ZeroDivisionError, OverflowError) as exc:
+                except ZeroDivisionError as exc:
                     raise self.error(node, f"{snippet(node)}: {exc}") from exc
+                except OverflowError as exc:
+                    raise self.error(
+                        node,
+                        f"the constant expression {snippet(node)} is beyond the largest real "
+                        "(about 1.8e308); write math.inf for an infinity",
+                    ) from exc
                 if isinstance(value, complex):
                     raise self.error(node, f"{snippet(node)} is not a real number")
                 check_constant(snippet(node), value)
@@ -358,7 +364,8 @@ class ExpressionTracer(ir.Builder):
             value = node.value
             if isinstance(value, bool | int | float):
                 return ir.Const(value)
-            raise self.error(node, f"the constant {value!r} is not a number")
+            hint = " (write math.inf or math.nan for those reals)" if isinstance(value, str) else ""
+            raise self.error(node, f"the constant {value!r} is not a number{hint}")
         if isinstance(node, ast.Name):
             return self.load_name(node.id, node)
         if isinstance(node, ast.Compare):
@@ -508,10 +515,19 @@ class ExpressionTracer(ir.Builder):
                     raise self.error(node, f"{func.id}() of a comparison is not in hawk")
                 kind = Type.INT if target is int else Type.REAL
                 return value if value.type == kind else fold(ir.Cast(kind, value))
+        rebound = ""
+        if isinstance(func, ast.Name) and func.id in ("int", "float"):
+            rebound = f"; here {func.id!r} is not the builtin (a local or the module rebinds it)"
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            module = self.resolve_or_none(func.value.id)
+            if getattr(module, "__name__", None) == "hawk.math":
+                rebound = f"; hawk.math has no function {func.attr!r}"
+            elif func.value.id == "hm":
+                rebound = "; here 'hm' is not hawk.math (the kernel's module binds it otherwise)"
         raise self.error(
             node,
             f"unknown call {snippet(func)}(...): a kernel calls hawk.math functions, int() "
-            "and float()",
+            f"and float(){rebound}",
         )
 
     def resolve_or_none(self, name: str) -> Any:
@@ -571,8 +587,16 @@ class ExpressionTracer(ir.Builder):
     ) -> tuple[ir.Expr, ...]:
         method = f"{plane.name}.{'at' if plane.kind == 'table' else 'add'}"
         items: list[tuple[str | None, ast.expr]]
+        if any(k.arg is None for k in keywords):
+            raise self.error(node, f"{method} takes its axes as written keywords, not **")
         if plane.axes is None:
-            if len(node.args) != 1 or keywords:
+            if keywords:
+                raise self.error(
+                    node,
+                    f"{method}: unknown keyword {keywords[0].arg!r}; {plane.name} is a flat "
+                    f"Table, addressed by one index: {method}(i)",
+                )
+            if len(node.args) != 1:
                 raise self.error(
                     node, f"{method}(i) takes one flat index ({plane.name} is a flat Table)"
                 )

@@ -121,9 +121,11 @@ class Mutable(_Declaration):
     def __class_getitem__(cls, item: Any) -> MutableSpec:
         if item is Scalar or item is Table or isinstance(item, TableSpec):
             return MutableSpec(item)
+        shown = item.__name__ if isinstance(item, type) else repr(item)
+        hint = " (a Param is uniform and cannot be written by lanes)" if item is Param else ""
         raise HawkError(
-            f"hawk.Mutable takes hawk.Scalar or a hawk.Table, not {item!r} "
-            "(a Param is uniform and cannot be written by lanes)"
+            f"hawk.Mutable takes hawk.Scalar or a hawk.Table, e.g. hawk.Mutable[hawk.Scalar], "
+            f"not {shown}{hint}"
         )
 
 

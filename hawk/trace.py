@@ -66,6 +66,19 @@ class Kernel:
     def __repr__(self) -> str:
         return f"<hawk kernel {self.name}({', '.join(p.name for p in self.planes)})>"
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Refused: a kernel runs over planes through a plan, not as a Python call.
+
+        Raises:
+            HawkTypeError: always, saying how to run the kernel.
+        """
+        names = ", ".join(f"{p.name}=..." for p in self.planes)
+        raise HawkTypeError(
+            f"kernel {self.name!r} is not called like a function; run it over its planes "
+            f"with eagle.plan.auto({self.name}).run({names}) (or wrap it for torch with "
+            f"eagle.torch.function({self.name}))"
+        )
+
     def __copy__(self) -> Kernel:
         """The kernel itself: it is immutable, as a function is (one defined inside a
         function included, which cannot be pickled)."""
@@ -94,7 +107,7 @@ class Kernel:
         return self.__qualname__
 
 
-def kernel(fn: Callable[..., Any]) -> Kernel:
+def kernel(fn: Callable[..., Any] | None = None) -> Kernel:
     """Read ``fn`` as a hawk kernel (use as the decorator ``@hawk.kernel``).
 
     hawk reads the function's source, so define it in a file or a notebook
@@ -105,6 +118,10 @@ def kernel(fn: Callable[..., Any]) -> Kernel:
         HawkError: ``fn`` is outside the hawk language; the message names the
             line and the construct.
     """
+    if fn is None:
+        raise HawkTypeError(
+            "@hawk.kernel takes no arguments: write @hawk.kernel, without parentheses"
+        )
     if not isinstance(fn, types.FunctionType):
         raise HawkError(f"@hawk.kernel takes a Python function, not {type(fn).__name__}")
     try:
@@ -316,6 +333,16 @@ class _Tracer(ExpressionTracer):
             return
         if isinstance(call, ast.Constant) and isinstance(call.value, str):
             return  # a string on its own line is a comment
+        debugging = {"print": "hm.debug_print(...)", "breakpoint": "hm.breakpoint()"}
+        called = (
+            call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else ""
+        )
+        if called in debugging:
+            raise self.error(
+                node,
+                f"{called}() is not in hawk: call {debugging[called]} (hawk.math) on a line of "
+                "its own",
+            )
         raise self.error(node, f"this expression has no effect: {snippet(node)}")
 
     def debug_call(self, call: ast.Call) -> None:

@@ -249,7 +249,12 @@ ERRORS = [
     ("t = 1\nfor i in range(R):\n    t = x > 0\ny = x", LANES, 2, r"'t' holds a comparison"),
     ("y = int(x > 0)", LANES, 1, r"int\(\) of a comparison is not in hawk"),
     ("y = x\nhm.exp(x)", LANES, 2, r"this expression has no effect: hm\.exp\(x\)"),
-    ("y = 'a'", LANES, 1, r"the constant 'a' is not a number"),
+    ("y = 'a'", LANES, 1, r"the constant 'a' is not a number \(write math\.inf or math\.nan"),
+    ("y = x\nprint(x)", LANES, 2, r"print\(\) is not in hawk: call hm\.debug_print\(\.\.\.\)"),
+    ("y = x\nbreakpoint()", LANES, 2, r"breakpoint\(\) is not in hawk: call hm\.breakpoint\(\)"),
+    ("float = 2.0\ny = float(x)", LANES, 2, r"here 'float' is not the builtin"),
+    ("y = hm.fooo(x)", LANES, 1, r"hawk\.math has no function 'fooo'"),
+    ("y = x * 2.0 ** 2000", LANES, 1, r"2\.0 \*\* 2000 is beyond the largest real"),
     ("a, b = hm.split_index(x)\ny = x", LANES, 1, r"split_index needs positive constant ints"),
     ("a, b = hm.split_index(4, 0)\ny = x", LANES, 1, r"split_index needs positive constant ints"),
     ("a, b = hm.split_index()\ny = x", LANES, 1, r"split_index takes constant ints"),
@@ -269,6 +274,18 @@ ERRORS = [
         "t: hawk.Mutable[hawk.Table], x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]",
         1,
         r"'t' is a Mutable\[Table\]: it is added to, not read",
+    ),
+    (
+        "t.add(0, value=x, scale=2.0)\ny = x",
+        "t: hawk.Mutable[hawk.Table], x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]",
+        1,
+        r"t\.add: unknown keyword 'scale'; t is a flat Table, addressed by one index",
+    ),
+    (
+        "y = t.at(**{'k': 1})",
+        'x: hawk.Scalar, t: hawk.Table["k":3], y: hawk.Mutable[hawk.Scalar]',
+        1,
+        r"t\.at takes its axes as written keywords, not \*\*",
     ),
     (
         "t.add(0, x)\ny = x",
@@ -325,6 +342,17 @@ def test_a_numpy_int_is_an_axis_extent() -> None:
     assert type(hawk.Table["row" : np.int32(4)].axes[0][1]) is int
 
 
+@pytest.mark.parametrize(
+    ("item", "shown"),
+    [(float, "not float$"), (hawk.Mutable[hawk.Scalar], r"not hawk\.Mutable\[hawk\.Scalar\]$")],
+)
+def test_a_mutable_of_something_else_says_what_it_takes(item: object, shown: str) -> None:
+    with pytest.raises(hawk.HawkError, match=r"e\.g\. hawk\.Mutable\[hawk\.Scalar\], " + shown):
+        hawk.Mutable[item]
+    with pytest.raises(hawk.HawkError, match=r"not Param \(a Param is uniform"):
+        hawk.Mutable[hawk.Param]
+
+
 def test_declarations_are_annotations_only() -> None:
     with pytest.raises(TypeError, match="hawk.Scalar is a declaration"):
         hawk.Scalar()
@@ -337,6 +365,17 @@ def test_decorating_something_else_is_refused() -> None:
         hawk.kernel(3)
     with pytest.raises(hawk.HawkError, match="cannot read the source"):
         hawk.kernel(eval("lambda x: x"))  # a function without a source file
+    with pytest.raises(TypeError, match="write @hawk.kernel, without parentheses"):
+        hawk.kernel()
+
+
+def test_calling_a_kernel_says_how_to_run_it() -> None:
+    @hawk.kernel
+    def scaled(a: hawk.Param, x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+        y = a * x  # noqa: F841 - a kernel assigns its output plane
+
+    with pytest.raises(TypeError, match=r"eagle\.plan\.auto\(scaled\)\.run\(a=\.\.\., x=\.\.\., y"):
+        scaled(2.0, np.zeros(2), np.zeros(2))
 
 
 # -- the IR checks its own types ------------------------------------------------------------

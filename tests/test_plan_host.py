@@ -118,6 +118,12 @@ def test_a_param_too_large_for_the_kernels_dtype_is_refused_by_name() -> None:
     np.testing.assert_array_equal(y, 1.0 + 2.0**70)
     eagle.plan.auto(saxpy).run(a=np.inf, x=x, y=y)  # infinity is a value, not an overflow
     assert np.isinf(y).all()
+    x32, y32 = np.ones(3, np.float32), np.zeros(3, np.float32)
+    # float32's largest as numpy prints it (3.4028235e+38, a little above it) rounds to it
+    eagle.plan.auto(saxpy).run(a=float(str(np.finfo(np.float32).max)), x=x32, y=y32)
+    np.testing.assert_array_equal(y32, np.finfo(np.float32).max)
+    with pytest.raises(OverflowError, match=r"within ±3\.4028235e\+38 or float64"):
+        eagle.plan.auto(saxpy).run(a=2.0**128 - 2.0**103, x=x32, y=y32)  # rounds to inf
 
 
 def test_params_take_one_value() -> None:

@@ -66,6 +66,9 @@ def _is_number(value: Any) -> bool:
 
 
 _LARGEST = {np.dtype(t): float(np.finfo(t).max) for t in (np.float32, np.float64)}  # compute
+#: a compute dtype's first real that rounds to an infinity there: the largest finite value
+#: plus half its spacing (float32's largest is printed 3.4028235e+38, a little above it)
+_ROUNDS_TO_INF = {np.dtype(np.float32): 2.0**128 - 2.0**103, np.dtype(np.float64): math.inf}
 
 
 @dataclass
@@ -367,17 +370,17 @@ def param_number(name: str, value: Any, real: np.dtype) -> float:
     Raises:
         OverflowError: ``value`` is finite but too large for ``real``.
     """
-    limit = _LARGEST[real]
+    limit = _ROUNDS_TO_INF[real]
     try:
         number = float(value)
     except OverflowError:
         pass  # an int beyond any float
     else:
-        if -limit <= number <= limit or not math.isfinite(number):
+        if -limit < number < limit or not math.isfinite(number):
             return number
     raise EagleOverflowError(
         f"Param {name!r} is {_short(value)}, too large for {real.name} (the dtype the "
-        f"kernel computes in); pass a number within ±{limit:.4g}"
+        f"kernel computes in); pass a number within ±{_LARGEST[real]:.8g}"
         + (" or float64 planes" if real != np.float64 else "")
     )
 
