@@ -173,3 +173,14 @@ def folded(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar], z: hawk.Mutable[hawk.Sc
     # computes the same difference as 0.0
     y = x * 0.0 + (float(2**40 + 1) - 2.0**40)
     z = (x + 1.0) - x
+
+
+@hawk.kernel
+def least(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar], z: hawk.Mutable[hawk.Scalar]):
+    # the least int of each width as a constant: C reads -9223372036854775808LL as the
+    # negation of an unsigned literal, which made the first comparison false on the device
+    lane = hm.sample_index()
+    below = lane > (-9223372036854775807 - 1)
+    small = hm.minimum(hm.maximum(lane - 2**31, -(2**31)), 0)  # fits 32 bits
+    y = x if below else -x
+    z = float(small + (-(2**31)) * (lane % 2) + 2**31)

@@ -123,6 +123,7 @@ def test_a_condition_that_is_one_bool_at_run_time() -> None:
 @pytest.mark.parametrize("value", [np.nan, np.inf, -1e30, 2.5])
 def test_floor_of_what_no_int_holds(value: float) -> None:
     for dtype in (np.float64, np.float32):
-        x = np.array([1.5, value, -0.5] * 50, dtype)
+        x = np.array([1.5, -0.5, 2.5] * 50, dtype)
+        x[100] = value  # one failing lane: the device reports whichever lane fails first
         _agree(floors, x=x, y=np.full(150, 7.0, dtype))
         _agree(interpolate, x=x, t=np.arange(float(KNOTS), dtype=dtype), y=np.full(150, 7.0, dtype))

@@ -150,6 +150,24 @@ def test_every_int_kernel_compiles_for_the_device(
     compile_cuda(source.source, name=source.name, arch="sm_90")
 
 
+@pytest.mark.parametrize("narrow", [False, True])
+def test_the_least_int_of_each_width_is_written_as_c_reads_it(narrow: bool) -> None:
+    """-2**63 and -2**31 are written as one more, minus 1 (``-9223372036854775808LL`` is
+    the negation of a literal C takes as unsigned); the kernel compiles, and the host
+    gives Python's values."""
+    dtypes = {p.name: "float64" for p in k.least.ir.planes}
+    source = cuda.emit(k.least.ir, dtypes, narrow=narrow).source
+    assert "(-9223372036854775807LL - 1LL)" in source
+    assert "-9223372036854775808LL" not in source and "-2147483648)" not in source
+    assert ("(-2147483647 - 1)" in source) == narrow  # an int's least, in 32 bits
+    assert len(compile_cuda(source, name="hawk_least", arch="sm_90")) > 0
+    lanes = np.arange(6)
+    y, z = np.full(6, np.nan), np.full(6, np.nan)
+    eagle.plan.auto(k.least).run(x=lanes + 1.0, y=y, z=z)
+    assert y.tolist() == (lanes + 1.0).tolist()
+    assert z.tolist() == [float(-(2**31) * (i % 2) + 2**31 + (i - 2**31)) for i in lanes]
+
+
 def test_ints_that_fit_32_bits_match_python_on_the_host(rng) -> None:
     inputs = widths_inputs(rng, 3000)
     expected = widths_expected(inputs["x"], inputs["t"].reshape(5, 7))
@@ -187,7 +205,7 @@ def test_below_2_to_the_31_lanes_the_ints_that_fit_are_written_in_32_bits() -> N
         r"const int v\d+_jc = \(int\)\(hawk_minimum\(hawk_maximum\(v\d+_j, \(-2LL\)\), 6LL\)\);",
         r"const long long v\d+_far = "
         r"\(\(\(\(long long\)v\d+_lane\) \* 3000000LL\) \+ 2147483000LL\);",
-        r"for \(int v\d+_k = -3; v\d+_k < 9; v\d+_k \+= 2\)",
+        r"for \(int v\d+_k = \(-3\); v\d+_k < 9; v\d+_k \+= 2\)",
         r"p_t\[v\d+_row \* 7 \+ hawk_mod\(v\d+_lane, 7\)\]",
         r"hawk_wrap_sub\(v\d+_j, \(\(long long\)v\d+_jc\)\)",
     ):

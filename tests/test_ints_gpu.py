@@ -46,6 +46,15 @@ def _agree(kernel, inputs: dict[str, np.ndarray], expected: dict[str, np.ndarray
         np.testing.assert_array_equal(host[name], values, err_msg=name)
 
 
+def test_the_least_int_constants_of_each_width(rng) -> None:
+    """-2**63 and -2**31 written in a kernel: the device compared the first as an unsigned
+    2**63 (C's reading of ``-9223372036854775808LL``), so it took the other side."""
+    lanes = np.arange(5000)
+    x = rng.standard_normal(5000)
+    z = (-(2**31) * (lanes % 2) + 2**31 + (lanes - 2**31)).astype(np.float64)
+    _agree(k.least, {"x": x}, {"y": x, "z": z})
+
+
 def test_int_edges_match_the_host_and_python_bit_for_bit(rng) -> None:
     inputs = edges_inputs(rng, 5000)
     _agree(k.edges, inputs, edges_expected(inputs))

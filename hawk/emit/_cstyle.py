@@ -204,10 +204,9 @@ class CStyle(abc.ABC):
         cmp = "<" if loop.step > 0 else ">"
         type_ = self.var_type(loop.index)
         ll = "" if type_ == "int" else "LL"
+        start, stop, step = (self.int_const(v, ll) for v in (loop.start, loop.stop, loop.step))
         self.emit(
-            depth,
-            f"for ({type_} {index} = {loop.start}{ll}; {index} {cmp} {loop.stop}{ll}; "
-            f"{index} += {loop.step}{ll}) {{",
+            depth, f"for ({type_} {index} = {start}; {index} {cmp} {stop}; {index} += {step}) {{"
         )
         for stmt in loop.body:
             self.statement(stmt, depth + 1)
@@ -300,8 +299,14 @@ class CStyle(abc.ABC):
 
     @staticmethod
     def int_const(value: int, suffix: str) -> str:
-        """The C literal of an int, with ``suffix`` (``"LL"`` or none)."""
-        return f"{value}{suffix}" if value >= 0 else f"({value}{suffix})"
+        """The C literal of an int, with ``suffix`` (``"LL"`` or none). The least value of
+        its width is written as one more, minus 1: C reads ``-9223372036854775808LL`` as
+        the negation of a literal too large for ``long long`` (an unsigned one)."""
+        if value >= 0:
+            return f"{value}{suffix}"
+        if value == (-(2**63) if suffix else -(2**31)):
+            return f"({value + 1}{suffix} - 1{suffix})"
+        return f"({value}{suffix})"
 
     @_EXPRESSIONS.rule(ir.Const)
     def const(self, node: ir.Const) -> str:
