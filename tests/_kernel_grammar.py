@@ -12,6 +12,7 @@ outputs. The grammar covers, in typed and bounded form:
   sign (constant or ``abs(e) + 1``), ``int()`` of reals of either sign,
   products, ``int ** int`` powers and negations that leave int64 (hawk wraps them, two's
   complement), reduced modulo a power of two, which any multiple of 2**64 leaves alone,
+  and comparisons with the least int64 written as a constant,
   ``float()``, ``hm.sample_index()`` and ``hm.split_index(n)``;
 * every ``hawk.math`` function with its argument in its domain (``log`` and
   ``sqrt`` of ``c + e*e`` or ``c + abs(e)``, ``pow``/``**`` of a positive base);
@@ -699,15 +700,17 @@ class _Builder:
         # (the lane keeps the operand from being a constant: an expression of constants
         # beyond int64 is refused when the kernel is decorated)
         a = f"({a} + hm.sample_index())"
-        form = self.choice(["product", "power", "negated"])
+        form = self.choice(["product", "power", "negated", "least"])
         if form == "product":
             b, _ = self.int_expr(depth - 1)
             big = self.choice(_WRAPPING)
             inner = f"({a} * {big} + {b})" if big > 0 else f"({a} * ({big}) - {b})"
         elif form == "power":  # exact by squaring, wrapping past int64
             inner = f"((hm.abs({a}) % 7 + 2) ** {self.choice(_EXPONENTS)})"
-        else:  # the most negative int64 and what - and abs make of it
+        elif form == "negated":  # the most negative int64 and what - and abs make of it
             inner = f"(-(hm.abs({a}) * {_WRAPPING[0]} * 2 - {a}))"
+        else:  # compared with the least int64 written as a constant (C reads -2**63 apart)
+            inner = f"({a} if {a} > (-9223372036854775807 - 1) else 3)"
         modulus = self.choice(_MODULI)
         return f"({inner} % {modulus})", modulus - 1
 
