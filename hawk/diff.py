@@ -380,8 +380,16 @@ def _check_names(primal: ir.KernelIR, planes: list[ir.Plane]) -> None:
     seen: set[str] = set()
     for plane in planes:
         if plane.name in seen:
+            if any(p.name == plane.name for p in primal.planes):
+                raise HawkError(
+                    f"kernel {primal.name!r} has a plane named {plane.name!r}, which its "
+                    "adjoint uses for a cotangent or gradient plane; rename that plane"
+                )
+            sources = [
+                p.name for p in primal.planes if plane.name in (p.name + BAR, p.name + INITIAL_BAR)
+            ]
             raise HawkError(
-                f"kernel {primal.name!r} has a plane named {plane.name!r}, which its adjoint "
-                f"uses for a cotangent or gradient plane; rename that plane"
+                f"kernel {primal.name!r}: the adjoint planes of {' and '.join(map(repr, sources))} "
+                f"would both be named {plane.name!r}; rename one of those planes"
             )
         seen.add(plane.name)

@@ -382,6 +382,13 @@ def test_wrt_is_checked_by_name() -> None:
         hawk.diff.vjp(lanes_only)
     with pytest.raises(HawkError, match="plane named 'x_bar', which its adjoint uses"):
         hawk.diff.vjp(clash)
+
+    @hawk.kernel
+    def two_ins(y: hawk.Mutable[hawk.Scalar], y_in: hawk.Scalar):
+        y = y * y_in
+
+    with pytest.raises(HawkError, match="planes of 'y' and 'y_in' would both be named 'y_in_bar'"):
+        hawk.diff.vjp(two_ins)
     with pytest.raises(TypeError, match="takes a @hawk.kernel function, not function"):
         hawk.diff.vjp(lambda x: x)
 
