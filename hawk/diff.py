@@ -199,16 +199,21 @@ def vjp(
     Raises:
         TypeError: ``kernel`` is not a ``@hawk.kernel``.
         HawkError: ``wrt`` names no plane, or a plane that has no gradient;
-            a plane of ``kernel`` is named like one of the adjoint's; or the
+            a plane the adjoint takes from ``kernel`` is named like a plane the
+            adjoint adds (``x_bar``), or two added planes share a name; or the
             gradient passes through an address computed with ``int()`` of
-            differentiated data.
+            differentiated data. (An output ``kernel`` writes without reading is
+            no plane of its adjoint: an adjoint's adjoint names the gradient of
+            ``x`` ``x_bar`` again.)
+        HawkTypeError: ``wrt`` or ``broadcast`` is not a plane name or a list of
+            them.
         ValueError: ``lane_gradients`` is not ``"add"`` or ``"store"``;
             ``broadcast`` names a plane that is not a ``Mutable[Scalar]``, or
             leaves the adjoint no lane plane (a kernel whose only lane planes
             are the outputs broadcast).
     """
     candidates = gradient_planes(kernel)
-    names = _check_wrt(kernel, candidates if wrt is None else wrt, candidates)
+    names = _check_wrt(kernel, tuple(candidates) if wrt is None else wrt, candidates)
     check_option(lane_gradients, LaneGradients, "lane_gradients")
     shared = _check_broadcast(kernel, broadcast)
     key = (names, lane_gradients, shared)
@@ -226,10 +231,22 @@ def _check_kernel(kernel: object) -> None:
         raise HawkTypeError(f"hawk.diff takes a @hawk.kernel function, not {type(kernel).__name__}")
 
 
+def _names(option: str, value: object, choices: Iterable[str]) -> set[str]:
+    """The plane names an option takes: one name, or a list, tuple or set of names."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, list | tuple | set | frozenset) and all(
+        isinstance(name, str) for name in value
+    ):
+        return set(value)
+    known = ", ".join(choices) or "none"
+    raise HawkTypeError(
+        f"{option} takes a plane name or a list of plane names (from {known}), not {value!r}"
+    )
+
+
 def _check_wrt(kernel: Kernel, wrt: Iterable[str], candidates: dict[str, str]) -> tuple[str, ...]:
-    if isinstance(wrt, str):
-        wrt = (wrt,)
-    wanted = set(wrt)
+    wanted = _names("wrt", wrt, candidates)
     for name in wanted:
         if name in candidates:
             continue
@@ -262,8 +279,8 @@ def _check_wrt(kernel: Kernel, wrt: Iterable[str], candidates: dict[str, str]) -
 
 def _check_broadcast(kernel: Kernel, broadcast: Iterable[str]) -> tuple[str, ...]:
     """The outputs named in ``broadcast``, in declaration order."""
-    wanted = {broadcast} if isinstance(broadcast, str) else set(broadcast)
     scalars = [p.name for p in kernel.planes if p.kind == PlaneKind.OUTPUT]
+    wanted = _names("broadcast", broadcast, scalars)
     for name in wanted:
         if name not in scalars:
             raise HawkValueError(

@@ -416,6 +416,36 @@ def test_reverse_checks_its_planes_by_name(rng: np.random.Generator) -> None:
     assert refused.value.__notes__ == ["in launch 1 (saxpy) of the adjoint"]  # message kept
     with pytest.raises(TypeError, match="one mapping of planes per launch: 2 launch"):
         eagle.diff.reverse([eagle.plan.auto(contract)] * 2).run({})
+    with pytest.raises(ValueError, match="'lanes_only' has no plane to differentiate"):
+        eagle.diff.reverse(eagle.plan.auto(lanes_only))
+    with pytest.raises(ValueError, match="^launch 1: kernel 'lanes_only' has no plane"):
+        eagle.diff.reverse([eagle.plan.auto(contract), eagle.plan.auto(lanes_only)])
+
+
+@pytest.mark.parametrize("wrt", [3, [["x"]], b"x", {"x": 1}])
+def test_vjp_takes_plane_names_only(wrt: object) -> None:
+    with pytest.raises(TypeError, match=r"wrt takes a plane name or a list of plane names \(from"):
+        hawk.diff.vjp(saxpy, wrt)
+    with pytest.raises(TypeError, match=r"broadcast takes a plane name .*\(from y\), not None"):
+        hawk.diff.vjp(saxpy, broadcast=None)
+
+
+@pytest.mark.parametrize("accumulate", [True, False])
+def test_a_flat_tables_gradient_has_its_size(rng: np.random.Generator, accumulate: bool) -> None:
+    @hawk.kernel
+    def flat(t: hawk.Table, x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+        y = t.at(hm.sample_index() % 7) * x * x
+
+    adjoint = eagle.diff.reverse(eagle.plan.auto(flat), accumulate=accumulate)
+    t, x, y_bar = rng.standard_normal(7), rng.standard_normal(10), rng.standard_normal(10)
+    for size in (9, 5):
+        t_bar = np.full(size, 3.0)
+        with pytest.raises(ValueError, match=f"'t_bar' has {size} elements, but table 't' has 7"):
+            adjoint.run(t=t, x=x, y_bar=y_bar, t_bar=t_bar)
+        assert (t_bar == 3.0).all()
+    t_bar = np.zeros(7)
+    adjoint.run(t=t, x=x, y_bar=y_bar, t_bar=t_bar)
+    np.testing.assert_allclose(t_bar, np.bincount(np.arange(10) % 7, y_bar * x * x), rtol=1e-13)
 
 
 def test_launch_planes_given_as_a_list_are_refused_by_name(rng: np.random.Generator) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,7 +46,8 @@ def reverse(
     Raises:
         TypeError: ``plan`` is not a plan or a list of plans; ``accumulate``
             is not a bool.
-        ValueError: the list is empty.
+        ValueError: the list is empty; a plan's kernel has no plane to
+            differentiate.
     """
     if not isinstance(accumulate, bool):
         raise EagleTypeError(
@@ -53,6 +55,7 @@ def reverse(
             f"{accumulate!r}"
         )
     if isinstance(plan, AutoPlan):
+        _check_differentiable(plan)
         return AdjointPlan(plan, accumulate=accumulate)
     if isinstance(plan, list | tuple):
         if not plan:
@@ -63,11 +66,21 @@ def reverse(
                     f"launch {position} is a {type(item).__name__}, not a plan; make one with "
                     "eagle.plan.auto(kernel)"
                 )
+            _check_differentiable(item, f"launch {position}: ")
         return AdjointSequence(plan, accumulate=accumulate)
     raise EagleTypeError(
         f"eagle.diff.reverse takes a plan from eagle.plan.auto(kernel) (or a list of them), not "
         f"{type(plan).__name__}"
     )
+
+
+def _check_differentiable(plan: AutoPlan, where: str = "") -> None:
+    """Refuse a plan whose kernel has no plane to take a gradient with respect to."""
+    if not hawk.diff.gradient_planes(plan.kernel):
+        raise EagleValueError(
+            f"{where}kernel {plan.kernel.name!r} has no plane to differentiate with respect to "
+            "(no input, and no output it reads before writing), so it has no adjoint"
+        )
 
 
 class AdjointPlan:
@@ -88,6 +101,12 @@ class AdjointPlan:
         self._shared = _adjoint_state(primal)
         self.gradients = dict(self._shared.gradients)
         self.cotangents = dict(self._shared.cotangents)
+        # (flat table, its gradient plane): the adjoint's kernel cannot know their lengths
+        self._flat = tuple(
+            (p.name, self.gradients[p.name])
+            for p in primal.kernel.planes
+            if p.kind == "table" and p.axes is None and p.name in self.gradients
+        )
         self._loop_plans: dict[hawk.diff.AdjointKernel, AutoPlan] = {}
 
     def __repr__(self) -> str:
@@ -151,6 +170,7 @@ class AdjointPlan:
                 computed with ``int()`` of data it is taken with respect to.
         """
         kernel = self._kernel_for(planes, self.accumulate)
+        self._check_flat(planes)
         if self._routes() or (not self.accumulate and _shared_gradients(kernel)):
             # launched at once and dropped: no side streams to prepare for a capture
             BoundAdjoint([self._bind(planes, self.accumulate, set())], sides=False).launch()
@@ -174,6 +194,7 @@ class AdjointPlan:
         sequence that writes)."""
         kernel = self._kernel_for(planes, add)
         self._check_names(kernel, planes)
+        self._check_flat(planes)
         bound = self._bind_routed(kernel, planes, add)  # products with beta = 0 write
         if bound is None:
             bound = self._loop_plan(kernel).bind(**planes)
@@ -298,6 +319,17 @@ class AdjointPlan:
             raise EagleTypeError(
                 f"missing plane(s) {', '.join(map(repr, missing))}{note}: {summary}"
             )
+
+    def _check_flat(self, planes: Mapping[str, Any]) -> None:
+        """Refuse a flat table's gradient plane whose size is not the table's."""
+        for table, gradient in self._flat:
+            have = getattr(planes.get(gradient), "shape", None)
+            want = getattr(planes.get(table), "shape", None)
+            if have is not None and want is not None and math.prod(have) != math.prod(want):
+                raise EagleValueError(
+                    f"gradient plane {gradient!r} has {math.prod(have)} elements, but table "
+                    f"{table!r} has {math.prod(want)}: pass a gradient plane of the table's size"
+                )
 
     def _loop_plan(self, kernel: hawk.diff.AdjointKernel) -> AutoPlan:
         plan = self._loop_plans.get(kernel)
