@@ -104,19 +104,60 @@ def lookup(key: int) -> Function:
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
-def dispatched(values: Sequence[Any], initials: Sequence[Any]) -> bool:
-    """True when a call goes through the registered op: while compiling or tracing
-    (``torch.jit.trace`` records only what the dispatcher sees), under a torch function or
-    dispatch mode, or for tensors of other types (fake tensors, subclasses) or on the meta
-    device (whose op gives meta outputs, as torch's own ops do)."""
-    if (
-        torch.compiler.is_compiling()
-        or torch._C._is_tracing()
-        or torch._C._is_torch_function_mode_enabled()
-        or torch._C._len_torch_dispatch_stack()
-    ):
+def dispatched(values: Sequence[Any], initials: Sequence[Any], name: str) -> bool:
+    """True when a call of the op of kernel ``name`` goes through the registered op: while
+    compiling or tracing (``torch.jit.trace`` records only what the dispatcher sees), under
+    a torch dispatch mode, under a torch function mode unless a ``torch.func`` transform or
+    forward-mode AD is active (the eager route has their rules), or for tensors of other
+    types (fake tensors, subclasses) or on the meta device (whose op gives meta outputs, as
+    torch's own ops do).
+
+    Raises:
+        RuntimeError: forward-mode AD is active and the call would go through the
+            registered op, for which torch has no forward-mode rule.
+    """
+    if torch.compiler.is_compiling():
+        _refuse_forward_mode(name)
         return True
-    return any(type(t) not in _PLAIN or t.is_meta for t in (*values, *initials) if t is not None)
+    if (
+        torch._C._is_tracing()
+        or torch._C._len_torch_dispatch_stack()
+        or any(type(t) not in _PLAIN or t.is_meta for t in (*values, *initials) if t is not None)
+    ):
+        _refuse_forward_mode(name)
+        _refuse_differentiating_transform(name)
+        return True
+    if torch._C._is_torch_function_mode_enabled():  # (torch.device, say)
+        return not (torch._C._are_functorch_transforms_active() or _forward_ad_level() >= 0)
+    return False
+
+
+def _refuse_differentiating_transform(name: str) -> None:
+    """Refuse ``torch.func.grad`` and its kin through the registered op, outside compiled
+    code (where the transform cannot be told from ``vmap``, which works): torch's custom
+    ops raise an internal error there."""
+    interpreter = torch._C._functorch.peek_interpreter_stack()
+    if interpreter is not None and interpreter.key() == torch._C._functorch.TransformType.Grad:
+        raise EagleRuntimeError(
+            f"torch.func.grad (vjp, jacrev, hessian) of the eagle.torch op of kernel {name!r} "
+            "runs eagerly only: while tracing, under a torch dispatch mode, or over fake or "
+            "meta tensors, the op is a torch custom op, which torch's transforms do not "
+            "differentiate; take the derivative in eager code, or with tensor.backward() or "
+            "torch.autograd.grad there"
+        )
+
+
+def _refuse_forward_mode(name: str) -> None:
+    """Refuse forward-mode AD through the registered op: torch gives a custom op no
+    forward-mode rule, and its tangents come out zero."""
+    if _forward_ad_level() >= 0:
+        raise EagleRuntimeError(
+            f"forward-mode AD (torch.func.jvp, jacfwd, linearize, torch.autograd.forward_ad) "
+            f"of the eagle.torch op of kernel {name!r} runs eagerly only: while compiling or "
+            "tracing, under a torch dispatch mode, or over fake or meta tensors, the op is a "
+            "torch custom op, for which torch has no forward-mode rule (its tangents would be "
+            "zero); take the forward-mode derivative in eager code, or use reverse mode there"
+        )
 
 
 def recorder(values: Sequence[Any], initials: Sequence[Any]) -> Any:

@@ -271,7 +271,7 @@ class Function:
         for index in self._param_slots:
             if not isinstance(values[index], torch.Tensor):
                 values[index] = _constant(float(values[index]), real, device)
-        if autograd.dispatched(values, initials):  # compiled code takes the lanes from the planes
+        if autograd.dispatched(values, initials, self.kernel.name):  # (lanes from the planes)
             return self.op(*values, *initials, -1 if lengths else count, dtype, self.key)
         recorder = autograd.recorder(values, initials)
         if recorder is not None:

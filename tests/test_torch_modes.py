@@ -98,3 +98,45 @@ def test_a_plane_may_be_named_self():
     y = torch.full((3,), float("nan"), dtype=torch.float64)
     eagle.plan.auto(k.twice).run(self=x, y=y)
     torch.testing.assert_close(y, 2.0 * x)
+
+
+def _sine_square(x):
+    return eagle.torch.function(k.sine_square)(x=x)
+
+
+def test_transforms_under_a_function_mode_take_the_eager_route():
+    """Under ``torch.device`` (a function mode) a call went through the registered op, for
+    which torch has no forward-mode rule: jvp gave zero tangents, grad torch's own error."""
+    x = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64)
+    v = torch.ones(3, dtype=torch.float64)
+    slope = torch.func.jvp(_sine_square, (x,), (v,))[1]
+    torch.testing.assert_close(slope, torch.func.jvp(lambda x: torch.sin(x) ** 2, (x,), (v,))[1])
+    with torch.device("cpu"):
+        torch.testing.assert_close(torch.func.jvp(_sine_square, (x,), (v,))[1], slope)
+        torch.testing.assert_close(torch.func.grad(lambda x: _sine_square(x).sum())(x), slope)
+        with torch.autograd.forward_ad.dual_level():
+            dual = _sine_square(torch.autograd.forward_ad.make_dual(x, v))
+            torch.testing.assert_close(torch.autograd.forward_ad.unpack_dual(dual).tangent, slope)
+
+
+def test_transforms_through_the_registered_op_are_refused_by_name():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    x = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64)
+    v = torch.ones(3, dtype=torch.float64)
+    with FlopCounterMode(display=False):
+        with pytest.raises(RuntimeError, match=r"forward-mode AD .* of kernel 'sine_square' runs"):
+            torch.func.jvp(_sine_square, (x,), (v,))
+        with pytest.raises(RuntimeError, match=r"torch\.func\.grad .* runs eagerly only"):
+            torch.func.grad(lambda x: _sine_square(x).sum())(x)
+        torch.func.vmap(_sine_square)(x.reshape(3, 1))  # (torch's fallback loops)
+    with pytest.raises(RuntimeError, match=r"forward-mode AD .* runs eagerly only"):
+        torch.func.linearize(_sine_square, x)
+    f = eagle.torch.function(k.sine_square)  # (made outside the compiled code)
+    compiled = torch.compile(
+        lambda x, v: torch.func.jvp(lambda x: f(x=x), (x,), (v,))[1],
+        backend="eager",
+        fullgraph=True,
+    )
+    with pytest.raises(Exception, match=r"forward-mode AD .* runs eagerly only"):
+        compiled(x, v)
