@@ -73,7 +73,10 @@ class Runner:
         if device.type == "cuda":
             index = device.index if device.index is not None else torch.cuda.current_device()
             stream = _current_raw_stream(index) if _current_raw_stream else _raw_stream(device)
-        key = (names, *[(t.data_ptr(), t.numel(), t.dtype) for t in tensors])
+        try:
+            key = (names, *[(t.data_ptr(), t.numel(), t.dtype) for t in tensors])
+        except RuntimeError as exc:  # a tensor without storage: a batched one, say
+            raise _without_storage(names, tensors) from exc
         kept = self._bound
         last = kept.last
         if last is not None and last[0] == key:  # the last call's tensors: no hashing
@@ -149,3 +152,22 @@ def compute_dtype(*tensors: Any) -> torch.dtype:
 def contiguous(tensor: torch.Tensor) -> torch.Tensor:
     """``tensor`` itself when it is contiguous (no torch call), else a contiguous copy."""
     return tensor if tensor.is_contiguous() else tensor.contiguous()
+
+
+def _without_storage(names: tuple[str, ...], tensors: list[Any]) -> Exception:
+    """The error for tensors of which one has no memory eagle can read."""
+    functorch = torch._C._functorch
+    for name, tensor in zip(names, tensors, strict=True):
+        if functorch.is_functorch_wrapped_tensor(tensor) or functorch.is_legacy_batchedtensor(
+            tensor
+        ):
+            return EagleRuntimeError(
+                f"plane {name!r} is a batched tensor (torch.autograd.grad(..., "
+                "is_grads_batched=True), or torch.autograd.functional.jacobian or hessian "
+                "with vectorize=True): eagle.torch's backward takes one cotangent at a time; "
+                "pass vectorize=False, or batch with torch.func.vmap over torch.func.vjp"
+            )
+    return EagleRuntimeError(
+        f"a plane of {', '.join(names)} has no memory eagle can read (a tensor without "
+        "storage); pass ordinary tensors"
+    )

@@ -41,11 +41,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from eagle._cache import KeyedCache
 from eagle.errors import EagleImportError, EagleOverflowError, EagleTypeError, EagleValueError
@@ -253,11 +256,7 @@ class Function:
         try:
             values = [planes.pop(name) for name in self._input_names]
         except KeyError as missing:
-            raise EagleTypeError(
-                f"missing plane {missing.args[0]!r} of kernel {self.kernel.name!r}; pass "
-                f"{', '.join(self._input_names)} (and optionally "
-                f"{', '.join(self._output_names)}, their initial values)"
-            ) from None
+            raise self._missing(missing.args[0], planes, lanes) from None
         initials = [planes.pop(name, None) for name in self._output_names]
         if planes:
             unknown = next(iter(planes))
@@ -279,6 +278,27 @@ class Function:
         return self._forward(values, initials, count, dtype)
 
     # -- the call's checks -------------------------------------------------------------
+
+    def _missing(self, name: str, planes: dict[str, Any], lanes: Any) -> Exception:
+        """The error for a call without plane ``name``: a plane passed as ``lanes`` (the
+        one positional argument), a misspelt one, or one left out."""
+        known = {*self._input_names, *self._output_names}
+        if isinstance(lanes, torch.Tensor):
+            return EagleTypeError(
+                f"a tensor was passed by position, as lanes; kernel {self.kernel.name!r} takes "
+                f"its planes by name: f({', '.join(f'{n}=...' for n in self._input_names)})"
+            )
+        unknown = [given for given in planes if given not in known]
+        if unknown:
+            return EagleTypeError(
+                f"kernel {self.kernel.name!r} takes no plane {unknown[0]!r} (and plane "
+                f"{name!r} is missing); its inputs are {', '.join(self._input_names)}"
+            )
+        return EagleTypeError(
+            f"missing plane {name!r} of kernel {self.kernel.name!r}; pass "
+            f"{', '.join(self._input_names)} (and optionally "
+            f"{', '.join(self._output_names)}, their initial values)"
+        )
 
     def _check(
         self, values: list[Any], initials: list[Any]
@@ -353,6 +373,8 @@ class Function:
         wide = any(t.dtype == torch.float64 for t in tensors)
         real = torch.float64 if wide else torch.float32
         for index in self._param_slots:
+            if isinstance(values[index], np.generic):  # a numpy number: as Python's
+                values[index] = values[index].item()
             if not isinstance(values[index], torch.Tensor):
                 _check_number(self._inputs[index].name, values[index], real)
         return dtype, real, device, lengths
@@ -390,6 +412,8 @@ class Function:
                     f"kernel {self.kernel.name!r} has no lane plane among those given; pass lanes=N"
                 )
             return self._default_lanes
+        if isinstance(lanes, np.integer):
+            lanes = int(lanes)
         if isinstance(lanes, bool) or not isinstance(lanes, int | torch.SymInt):
             raise EagleTypeError(f"lanes must be an int (the lane count), not {lanes!r}")
         if lanes < 0:
@@ -494,7 +518,7 @@ def _refuse_value(slot: _Slot, value: Any) -> None:
             f"the initial value of {plane.name!r} ({plane.declaration()}) is a "
             f"{type(value).__name__}; pass a tensor, or leave it out to start at zero"
         )
-    if not slot.param or isinstance(value, bool) or not isinstance(value, int | float):
+    if not slot.param or isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         raise EagleTypeError(
             f"plane {plane.name!r} ({plane.declaration()}) is a {type(value).__name__}; "
             f"pass a tensor{' or a number (int or float)' if slot.param else ''}"

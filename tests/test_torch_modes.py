@@ -5,6 +5,7 @@ tensor eagle cannot read is refused by plane name (CPU tensors; the host path)."
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -140,3 +141,30 @@ def test_transforms_through_the_registered_op_are_refused_by_name():
     )
     with pytest.raises(Exception, match=r"forward-mode AD .* runs eagerly only"):
         compiled(x, v)
+
+
+def test_a_batched_cotangent_is_refused_by_plane_name():
+    """``is_grads_batched=True`` hands the backward one legacy batched tensor, which has no
+    memory: eagle named none of it (torch's "doesn't have storage")."""
+    x = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64, requires_grad=True)
+    eye = torch.eye(3, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match=r"plane 'y_bar' is a batched tensor .*vectorize=False"):
+        torch.autograd.grad(_sine_square(x), x, eye, is_grads_batched=True)
+    jacobian = torch.autograd.functional.jacobian(_sine_square, x.detach(), vectorize=False)
+    torch.testing.assert_close(jacobian.diagonal(), torch.sin(2 * x.detach()))
+
+
+def test_call_slips_are_named():
+    poly = eagle.torch.function(k.affine)
+    x = torch.tensor([1.0, -2.0])
+    with pytest.raises(TypeError, match=r"passed by position, as lanes; .* f\(x=\.\.\., a=\.\.\."):
+        poly(x, a=2.0, b=1.0)
+    with pytest.raises(TypeError, match=r"takes no plane 'A' \(and plane 'a' is missing\)"):
+        poly(x=x, A=2.0, b=1.0)
+    # numpy numbers are numbers, as torch's own ops take them
+    assert poly(x=x, a=np.float32(2.0), b=np.int64(1)).tolist() == [3.0, -3.0]
+    assert poly(x=x, a=np.float32("inf"), b=0.0).tolist() == [np.inf, -np.inf]
+    ramp = eagle.torch.function(k.ramp)
+    assert ramp(a=torch.tensor(1.0), lanes=np.int64(3)).shape == (3,)
+    with pytest.raises(TypeError, match=r"plane 'a' \(Param\) is a bool"):
+        poly(x=x, a=np.bool_(True), b=1.0)
