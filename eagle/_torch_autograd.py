@@ -124,20 +124,31 @@ def dispatched(values: Sequence[Any], initials: Sequence[Any], name: str) -> boo
         or torch._C._len_torch_dispatch_stack()
         or any(type(t) not in _PLAIN or t.is_meta for t in (*values, *initials) if t is not None)
     ):
-        _refuse_forward_mode(name)
+        _refuse_forward_mode(name, (*values, *initials))
         _refuse_differentiating_transform(name)
         return True
     if torch._C._is_torch_function_mode_enabled():  # (torch.device, say)
-        return not (torch._C._are_functorch_transforms_active() or _forward_ad_level() >= 0)
+        return not (_forward_ad_level() >= 0 or _transform() in _EAGER_TRANSFORMS)
     return False
+
+
+#: the ``torch.func`` transforms whose rules the eager route has
+_EAGER_TRANSFORMS = frozenset(("Grad", "Jvp", "Vmap"))
+
+
+def _transform() -> str | None:
+    """The innermost active ``torch.func`` transform's name (``"Grad"``, ``"Jvp"``,
+    ``"Vmap"``, ``"Functionalize"``), or None; outside compiled code only (torch.compile
+    cannot trace it)."""
+    interpreter = torch._C._functorch.peek_interpreter_stack()
+    return None if interpreter is None else interpreter.key().name
 
 
 def _refuse_differentiating_transform(name: str) -> None:
     """Refuse ``torch.func.grad`` and its kin through the registered op, outside compiled
     code (where the transform cannot be told from ``vmap``, which works): torch's custom
     ops raise an internal error there."""
-    interpreter = torch._C._functorch.peek_interpreter_stack()
-    if interpreter is not None and interpreter.key() == torch._C._functorch.TransformType.Grad:
+    if _transform() == "Grad":
         raise EagleRuntimeError(
             f"torch.func.grad (vjp, jacrev, hessian) of the eagle.torch op of kernel {name!r} "
             "runs eagerly only: while tracing, under a torch dispatch mode, or over fake or "
@@ -147,10 +158,18 @@ def _refuse_differentiating_transform(name: str) -> None:
         )
 
 
-def _refuse_forward_mode(name: str) -> None:
+def _refuse_forward_mode(name: str, tensors: Sequence[Any] | None = None) -> None:
     """Refuse forward-mode AD through the registered op: torch gives a custom op no
-    forward-mode rule, and its tangents come out zero."""
-    if _forward_ad_level() >= 0:
+    forward-mode rule, and its tangents come out zero. Outside compiled code only a call
+    that ``tensors`` carry a tangent into is refused."""
+    if _forward_ad_level() >= 0 and (
+        tensors is None
+        or any(
+            isinstance(t, torch.Tensor)
+            and torch.autograd.forward_ad.unpack_dual(t).tangent is not None
+            for t in tensors
+        )
+    ):
         raise EagleRuntimeError(
             f"forward-mode AD (torch.func.jvp, jacfwd, linearize, torch.autograd.forward_ad) "
             f"of the eagle.torch op of kernel {name!r} runs eagerly only: while compiling or "

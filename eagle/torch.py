@@ -76,6 +76,7 @@ from eagle._torch_runner import (
     first_tensor,
     refuse_nondeterminism,
 )
+from eagle.plan._planes import ROUNDS_TO_INF
 from hawk.contraction import lane_layout
 from hawk.emit import policy
 from hawk.emit.policy import Contraction
@@ -86,6 +87,7 @@ __all__ = ["Function", "function"]
 _DTYPE_LIST = ", ".join(DTYPE_NAMES.values())
 #: the largest finite number of each dtype a kernel computes in, for Params given as numbers
 _LARGEST = {real: torch.finfo(real).max for real in (torch.float32, torch.float64)}
+_ROUNDS_TO_INF = {real: ROUNDS_TO_INF[str(real).removeprefix("torch.")] for real in _LARGEST}
 
 _INPUTS = ("input", "param", "table")
 _OUTPUTS = ("output", "accumulator")
@@ -376,7 +378,7 @@ class Function:
             if isinstance(values[index], np.generic):  # a numpy number: as Python's
                 values[index] = values[index].item()
             if not isinstance(values[index], torch.Tensor):
-                _check_number(self._inputs[index].name, values[index], real)
+                values[index] = _param_number(self._inputs[index].name, values[index], real)
         return dtype, real, device, lengths
 
     def _refuse_devices(self, values: list[Any], initials: list[Any]) -> None:
@@ -525,17 +527,21 @@ def _refuse_value(slot: _Slot, value: Any) -> None:
         )
 
 
-def _check_number(name: str, value: int | float, real: torch.dtype) -> None:
-    """Refuse a Param number too large for the dtype the kernel computes in (infinities
-    and NaN are values like any other), as ``plan.run`` does."""
+def _param_number(name: str, value: int | float, real: torch.dtype) -> int | float:
+    """A Param number as the kernel takes it, refused where it is too large for the dtype
+    the kernel computes in (infinities and NaN are values like any other), as ``plan.run``
+    does (:func:`eagle.plan._planes.param_number`): one that rounds to that dtype's
+    largest value is brought to it, as torch takes no larger number for the dtype."""
     limit = _LARGEST[real]
     if abs(value) <= limit or (isinstance(value, float) and not math.isfinite(value)):
-        return
+        return value
+    if abs(value) < _ROUNDS_TO_INF[real]:
+        return math.copysign(limit, value)
     shown = f"an int of {value.bit_length()} bits" if isinstance(value, int) else repr(value)
     wider = " or float64 tensors" if real == torch.float32 else ""
     raise EagleOverflowError(
         f"Param {name!r} is {shown}, too large for {real} (the dtype the kernel computes in); "
-        f"pass a number within ±{limit:.4g}{wider}"
+        f"pass a number within ±{limit:.8g}{wider}"
     )
 
 

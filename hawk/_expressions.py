@@ -519,11 +519,13 @@ class ExpressionTracer(ir.Builder):
         if isinstance(func, ast.Name) and func.id in ("int", "float"):
             rebound = f"; here {func.id!r} is not the builtin (a local or the module rebinds it)"
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-            module = self.resolve_or_none(func.value.id)
+            head = func.value.id
+            local = head in self.env or head in self.locals
+            module = None if local else self.resolve_or_none(head)
             if getattr(module, "__name__", None) == "hawk.math":
                 rebound = f"; hawk.math has no function {func.attr!r}"
-            elif func.value.id == "hm":
-                rebound = "; here 'hm' is not hawk.math (the kernel's module binds it otherwise)"
+            elif head == "hm":
+                rebound = "; here 'hm' is not hawk.math (a local or the module rebinds it)"
         raise self.error(
             node,
             f"unknown call {snippet(func)}(...): a kernel calls hawk.math functions, int() "
@@ -591,10 +593,11 @@ class ExpressionTracer(ir.Builder):
             raise self.error(node, f"{method} takes its axes as written keywords, not **")
         if plane.axes is None:
             if keywords:
+                call = f"{method}(i, value=...)" if plane.kind != "table" else f"{method}(i)"
                 raise self.error(
                     node,
                     f"{method}: unknown keyword {keywords[0].arg!r}; {plane.name} is a flat "
-                    f"Table, addressed by one index: {method}(i)",
+                    f"Table, addressed by one index: {call}",
                 )
             if len(node.args) != 1:
                 raise self.error(

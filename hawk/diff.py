@@ -232,13 +232,14 @@ def _check_kernel(kernel: object) -> None:
 
 
 def _names(option: str, value: object, choices: Iterable[str]) -> set[str]:
-    """The plane names an option takes: one name, or a list, tuple or set of names."""
+    """The plane names an option takes: one name, or an iterable of names (a list, a set,
+    the keys of a dict such as :func:`gradient_planes`')."""
     if isinstance(value, str):
         return {value}
-    if isinstance(value, list | tuple | set | frozenset) and all(
-        isinstance(name, str) for name in value
-    ):
-        return set(value)
+    if isinstance(value, Iterable) and not isinstance(value, bytes):
+        names = list(value)
+        if all(isinstance(name, str) for name in names):
+            return set(names)
     known = ", ".join(choices) or "none"
     raise HawkTypeError(
         f"{option} takes a plane name or a list of plane names (from {known}), not {value!r}"

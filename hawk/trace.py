@@ -341,7 +341,7 @@ class _Tracer(ExpressionTracer):
             raise self.error(
                 node,
                 f"{called}() is not in hawk: call {debugging[called]} (hawk.math) on a line of "
-                "its own",
+                "its own, and run the plan with backend='reference', where it acts",
             )
         raise self.error(node, f"this expression has no effect: {snippet(node)}")
 

@@ -33,6 +33,7 @@ def test_floor_outside_a_kernel_gives_ints() -> None:
     assert got.dtype == np.int64
     assert got.tolist() == [-2, -1, -1, 0, 0, 2, 10**18]
     assert hm.floor(2.5) == 2 and isinstance(hm.floor(-0.5), int)
+    assert hm.floor(-(2.0**63)) == -(2**63)  # the least int64 is an int, as in a kernel
 
 
 @pytest.mark.parametrize(
@@ -40,7 +41,7 @@ def test_floor_outside_a_kernel_gives_ints() -> None:
     [(np.nan, HawkValueError), (np.inf, OverflowError), (-1e300, OverflowError)],
 )
 def test_floor_outside_a_kernel_refuses_what_no_int_holds(value: float, error: type) -> None:
-    with pytest.raises(error, match=r"hm\.floor\(\) of .*guard the real first"):
+    with pytest.raises(error, match=r"hm\.floor\(\) of .*: an int is finite and within int64$"):
         hm.floor(value)
     with pytest.raises(error):
         hm.floor(np.array([1.0, value]))

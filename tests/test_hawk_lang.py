@@ -254,6 +254,7 @@ ERRORS = [
     ("y = x\nbreakpoint()", LANES, 2, r"breakpoint\(\) is not in hawk: call hm\.breakpoint\(\)"),
     ("float = 2.0\ny = float(x)", LANES, 2, r"here 'float' is not the builtin"),
     ("y = hm.fooo(x)", LANES, 1, r"hawk\.math has no function 'fooo'"),
+    ("hm = 2.0\ny = hm.exp(x)", LANES, 2, r"here 'hm' is not hawk\.math"),
     ("y = x * 2.0 ** 2000", LANES, 1, r"2\.0 \*\* 2000 is beyond the largest real"),
     ("a, b = hm.split_index(x)\ny = x", LANES, 1, r"split_index needs positive constant ints"),
     ("a, b = hm.split_index(4, 0)\ny = x", LANES, 1, r"split_index needs positive constant ints"),

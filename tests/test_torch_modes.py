@@ -133,6 +133,10 @@ def test_transforms_through_the_registered_op_are_refused_by_name():
         torch.func.vmap(_sine_square)(x.reshape(3, 1))  # (torch's fallback loops)
     with pytest.raises(RuntimeError, match=r"forward-mode AD .* runs eagerly only"):
         torch.func.linearize(_sine_square, x)
+    with FlopCounterMode(display=False), torch.autograd.forward_ad.dual_level():
+        _sine_square(x)  # forward AD is on, but no tangent reaches the op: it runs
+    with torch.device("cpu"):  # functionalize goes through the registered op, as before
+        torch.testing.assert_close(torch.func.functionalize(_sine_square)(x), torch.sin(x) ** 2)
     f = eagle.torch.function(k.sine_square)  # (made outside the compiled code)
     compiled = torch.compile(
         lambda x, v: torch.func.jvp(lambda x: f(x=x), (x,), (v,))[1],

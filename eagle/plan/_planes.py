@@ -37,6 +37,7 @@ from hawk.emit import compute_dtype
 from hawk.emit.checks import MAX_LANES
 
 __all__ = [
+    "ROUNDS_TO_INF",
     "WRITTEN",
     "ForeignPlanes",
     "Planes",
@@ -66,9 +67,10 @@ def _is_number(value: Any) -> bool:
 
 
 _LARGEST = {np.dtype(t): float(np.finfo(t).max) for t in (np.float32, np.float64)}  # compute
-#: a compute dtype's first real that rounds to an infinity there: the largest finite value
-#: plus half its spacing (float32's largest is printed 3.4028235e+38, a little above it)
-_ROUNDS_TO_INF = {np.dtype(np.float32): 2.0**128 - 2.0**103, np.dtype(np.float64): math.inf}
+#: a compute dtype's first real that rounds to an infinity there, by name: the largest finite
+#: value plus half its spacing (float32's largest is printed 3.4028235e+38, a little above it)
+ROUNDS_TO_INF = {"float32": 2.0**128 - 2.0**103, "float64": math.inf}
+_ROUNDS_TO_INF = {np.dtype(name): bound for name, bound in ROUNDS_TO_INF.items()}
 
 
 @dataclass

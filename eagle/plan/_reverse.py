@@ -170,13 +170,13 @@ class AdjointPlan:
                 computed with ``int()`` of data it is taken with respect to.
         """
         kernel = self._kernel_for(planes, self.accumulate)
-        self._check_flat(planes)
         if self._routes() or (not self.accumulate and _shared_gradients(kernel)):
             # launched at once and dropped: no side streams to prepare for a capture
             BoundAdjoint([self._bind(planes, self.accumulate, set())], sides=False).launch()
             return
         # the adjoint's own loop: its plan keeps its bindings, as AutoPlan.run does
         self._check_names(kernel, planes)
+        self._check_flat(planes)
         self._loop_plan(kernel).run(**planes)
 
     def bind(self, /, **planes: Any) -> BoundAdjoint:

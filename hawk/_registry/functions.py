@@ -421,15 +421,13 @@ def _floor(x: Any) -> Any:
         HawkOverflowError: ``x`` is (or holds) an infinity or a real beyond int64.
     """
     values = np.asarray(x, np.float64)
+    floors = np.floor(values)
     with np.errstate(invalid="ignore"):
-        invalid = ~(np.abs(np.floor(values)) < 2.0**63)  # NaN too
+        invalid = ~((floors >= -(2.0**63)) & (floors < 2.0**63))  # NaN too
     if invalid.any():
         first = values[invalid].flat[0].item()
         kind = HawkValueError if math.isnan(first) else HawkOverflowError
-        raise kind(
-            f"hm.floor() of {first!r}: an int is finite and within "
-            "int64; guard the real first, e.g. `hm.floor(x) if hm.abs(x) < 1e18 else 0`"
-        )
+        raise kind(f"hm.floor() of {first!r}: an int is finite and within int64")
     return floor_unchecked(values)
 
 
