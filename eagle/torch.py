@@ -536,7 +536,7 @@ def _param_number(name: str, value: int | float, real: torch.dtype) -> int | flo
     if abs(value) <= limit or (isinstance(value, float) and not math.isfinite(value)):
         return value
     if abs(value) < _ROUNDS_TO_INF[real]:
-        return math.copysign(limit, value)
+        return limit if value > 0 else -limit
     shown = f"an int of {value.bit_length()} bits" if isinstance(value, int) else repr(value)
     wider = " or float64 tensors" if real == torch.float32 else ""
     raise EagleOverflowError(

@@ -69,7 +69,7 @@ def _is_number(value: Any) -> bool:
 _LARGEST = {np.dtype(t): float(np.finfo(t).max) for t in (np.float32, np.float64)}  # compute
 #: a compute dtype's first real that rounds to an infinity there, by name: the largest finite
 #: value plus half its spacing (float32's largest is printed 3.4028235e+38, a little above it)
-ROUNDS_TO_INF = {"float32": 2.0**128 - 2.0**103, "float64": math.inf}
+ROUNDS_TO_INF = {"float32": 2**128 - 2**103, "float64": 2**1024 - 2**970}  # (exact ints)
 _ROUNDS_TO_INF = {np.dtype(name): bound for name, bound in ROUNDS_TO_INF.items()}
 
 
