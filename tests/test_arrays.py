@@ -91,6 +91,18 @@ def test_refuses_bad_device_string_naming_it():
         arrays.asarray(np.ones(2)).to("tpu")
 
 
+def test_a_host_arrays_readonly_follows_numpys_flag():
+    host = np.zeros(3)
+    array = arrays.asarray(host)
+    host.setflags(write=False)
+    assert array.readonly
+    with pytest.raises(ValueError, match="this Array is read-only"):
+        array.fill(1.0)  # (it was numpy's own "assignment destination is read-only")
+    host.setflags(write=True)
+    array.fill(2.0)
+    assert host.tolist() == [2.0, 2.0, 2.0]
+
+
 def test_refuses_inexact_fill_value_and_bad_shape():
     with pytest.raises(ValueError, match="value 1.5 does not fit int32 exactly"):
         arrays.zeros((2,), "int32").fill(1.5)

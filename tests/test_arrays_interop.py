@@ -231,6 +231,12 @@ def test_cuda_array_interface_stream_orders_eagle_after_the_producer(no_driver_o
         (1 + 0j, "float32", "is complex"),
         (1e300, "float32", "overflows float32"),
         ("1", "float64", "is not a number"),
+        # an int into a real dtype is held exactly or refused (they were rounded)
+        (2**24 + 1, "float32", "value 16777217 does not fit float32 exactly"),
+        (2049, "float16", "does not fit float16 exactly"),
+        (257, "bfloat16", "does not fit bfloat16 exactly"),
+        (np.int64(2**53 + 1), "float64", "does not fit float64 exactly"),
+        (2**128, "float32", "an int of 129 bits does not fit float32 exactly"),
     ],
 )
 def test_full_and_fill_apply_the_exact_fit_rule(value, dtype, message):
@@ -241,6 +247,8 @@ def test_full_and_fill_apply_the_exact_fit_rule(value, dtype, message):
 
 
 def test_full_takes_values_that_fit():
+    assert arrays.full(2, 2**70, "float64").numpy()[0] == 2.0**70  # a float64 holds it
+    assert arrays.full(2, 2048, "float16").numpy()[0] == 2048
     assert np.array_equal(arrays.full(2, 3.0, "int32").numpy(), [3, 3])
     assert arrays.full(2, 1 + 2j, "complex64").numpy()[0] == 1 + 2j
     assert np.isnan(arrays.full(1, float("nan"), "float32").numpy()[0])

@@ -130,8 +130,8 @@ class Array:
     @property
     def readonly(self) -> bool:
         """True when the producer of this memory marked it read-only (:meth:`fill`
-        refuses such arrays)."""
-        return self._readonly
+        refuses such arrays); for host memory, numpy's flag as it is now."""
+        return self._readonly if self._host is None else not self._host.flags.writeable
 
     @property
     def itemsize(self) -> int:
@@ -346,7 +346,7 @@ class Array:
                 into an int32 array, a complex value into a real one, ``1e300``
                 into float32), or the array is read-only.
         """
-        if self._readonly:
+        if self.readonly:
             raise EagleValueError(
                 "this Array is read-only (its producer marked it so); fill a copy()"
             )

@@ -3,6 +3,7 @@ contiguous fills (capture-legal)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, cast
 
 import numpy as np
@@ -15,7 +16,10 @@ __all__ = ["exact_scalar", "memset"]
 
 def exact_scalar(value: Any, dtype: np.dtype) -> np.generic:
     """``value`` as a scalar of ``dtype``, refused unless it fits: integers and bools
-    exactly, floats without overflow, complex values only into complex dtypes."""
+    exactly (into a real dtype too), floats without overflow, complex values only into
+    complex dtypes."""
+    if isinstance(value, int | np.integer) and dtype.kind not in "biu":
+        return _exact_real(int(value), dtype)
     given = np.asarray(value)
     if isinstance(value, int) and given.dtype.kind == "O":
         raise EagleValueError(f"value {value!r} does not fit {dtype} exactly")
@@ -33,6 +37,21 @@ def exact_scalar(value: Any, dtype: np.dtype) -> np.generic:
             raise EagleValueError(f"value {value!r} does not fit {dtype} exactly")
     elif np.isfinite(given) and not np.isfinite(scalar):
         raise EagleValueError(f"value {value!r} overflows {dtype}")
+    return scalar
+
+
+def _exact_real(value: int, dtype: np.dtype) -> np.generic:
+    """The int ``value`` as a real (or complex) scalar of ``dtype``, refused unless that
+    holds it exactly (float32 rounds 2**24 + 1, float64 2**53 + 1)."""
+    try:
+        with np.errstate(over="ignore"):
+            scalar = cast(np.generic, np.asarray(float(value)).astype(dtype)[()])
+        back = float(np.asarray(scalar).real.astype(np.float64))
+    except OverflowError:  # beyond any float
+        back = math.inf
+    if not math.isfinite(back) or int(back) != value:
+        shown = f"an int of {value.bit_length()} bits" if value.bit_length() > 64 else repr(value)
+        raise EagleValueError(f"value {shown} does not fit {dtype} exactly")
     return scalar
 
 
