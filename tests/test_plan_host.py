@@ -59,12 +59,12 @@ def _DeviceArrayStandIn() -> arrays.Array:
         (
             lambda p: p.update(w=np.asfortranarray(p["w"])),
             ValueError,
-            r"plane 'w' is not contiguous",
+            r"plane 'w' is not row-major and contiguous",
         ),
         (
             lambda p: p.update(y=np.broadcast_to(np.zeros(1), (96,))),
             ValueError,
-            r"plane 'y' is not contiguous|plane 'y' is read-only .* and it is written",
+            r"plane 'y' is not row-major and contiguous|plane 'y' is read-only .* and it is written",
         ),
         (
             lambda p: p.update(y=_DeviceArrayStandIn()),

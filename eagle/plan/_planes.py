@@ -551,7 +551,9 @@ def _check_array(item: _Given) -> None:
     contiguous = array.flags.c_contiguous if item.side == "host" else array.is_contiguous
     if not contiguous:
         raise EagleValueError(
-            f"plane {item.name!r} is not contiguous (a strided view); pass a contiguous copy"
+            f"plane {item.name!r} is not row-major and contiguous (a strided view, or column-"
+            "major order); pass a row-major copy, e.g. numpy.ascontiguousarray(x) or "
+            "x.contiguous()"
         )
     _LAYOUTS[layout] = True
 
