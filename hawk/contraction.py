@@ -135,6 +135,8 @@ def _analyse(kernel: ir.KernelIR) -> _Analysis | None:
         return None
     refusals: list[str] = []
     init = _inline(fold.carry.init, lets)
+    if isinstance(init, ir.Cast) and isinstance(init.operand, ir.Const):
+        init = init.operand  # (`acc = 0` starts a real fold from float(0))
     if not (isinstance(init, ir.Const) and init.value == 0):
         refusals.append(
             f"the fold of {fold.fanin_source!r} starts from {init}, not 0.0; a product starts "

@@ -367,3 +367,31 @@ def reference(kernel_planes: dict, *, sample_major: bool = True) -> np.ndarray:
     f = np.asarray(kernel_planes["f"], np.float64)
     product = f.T @ w  # (B, U): element (sample, unit)
     return (product if sample_major else product.T).reshape(-1)
+
+
+@hawk.kernel
+def contract_beside(
+    x: hawk.Scalar,  # planes the product does not read (left over from a refactoring)
+    a: hawk.Param,
+    w: hawk.Table["row":R, "unit":U],
+    f: hawk.Table["row":R, "sample":B],
+    y: hawk.Mutable[hawk.Scalar],
+):
+    sample, unit = hm.split_index(U)  # lane = sample * U + unit
+    acc = 0.0
+    for r in range(R):
+        acc = acc + w.at(row=r, unit=unit) * f.at(row=r, sample=sample)
+    y = acc
+
+
+@hawk.kernel
+def contract_int_zero(
+    w: hawk.Table["row":R, "unit":U],
+    f: hawk.Table["row":R, "sample":B],
+    y: hawk.Mutable[hawk.Scalar],
+):
+    sample, unit = hm.split_index(U)
+    acc = 0  # an int zero: the real fold starts from float(0)
+    for r in range(R):
+        acc = acc + w.at(row=r, unit=unit) * f.at(row=r, sample=sample)
+    y = acc

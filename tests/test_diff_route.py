@@ -128,3 +128,32 @@ def test_the_host_keeps_the_adjoint_loop_and_float64_routes_as_its_primal():
     assert [step.route for step in bound.steps] == ["loop"]  # the host runs the loop
     bound.launch()
     assert rel_error(w_bar, f @ y_bar.reshape(B, U)) < 1e-13
+
+
+@pytest.mark.parametrize("accumulate", [True, False])
+def test_gradients_of_planes_no_product_reads(rng, accumulate: bool) -> None:
+    """Written (accumulate=False) on the host GEMM route as on the loop route: zero. They
+    were left as they were, since no product writes them."""
+    w, f, y_bar = (
+        rng.standard_normal((R, U)),
+        rng.standard_normal((R, B)),
+        rng.standard_normal(B * U),
+    )
+    for options in ({}, {"contraction": "gemm", "host_route": "gemm"}):
+        plan = eagle.plan.auto(k.contract_beside, **options)
+        grads = {"x_bar": np.full(B * U, 7.0), "a_bar": np.full(1, 7.0), "w_bar": np.zeros((R, U))}
+        eagle.diff.reverse(plan, accumulate=accumulate).run(
+            x=np.zeros(B * U), a=2.0, w=w, f=f, y_bar=y_bar, **grads
+        )
+        kept = 7.0 if accumulate else 0.0
+        assert (grads["x_bar"] == kept).all() and (grads["a_bar"] == kept).all(), options
+        np.testing.assert_allclose(grads["w_bar"], f @ y_bar.reshape(B, U), rtol=1e-12)
+    assert plan.route("host") == "gemm"
+
+
+def test_a_fold_from_an_int_zero_routes(rng) -> None:
+    plan = eagle.plan.auto(k.contract_int_zero, contraction="gemm", host_route="gemm")
+    assert plan.route("host") == "gemm" and plan.route("device") == "gemm", plan.reasons
+    w, f, y = rng.standard_normal((R, U)), rng.standard_normal((R, B)), np.full(B * U, np.nan)
+    plan.run(w=w, f=f, y=y)
+    np.testing.assert_allclose(y, (f.T @ w).reshape(-1), rtol=1e-12)

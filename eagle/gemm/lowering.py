@@ -352,8 +352,10 @@ def _check_operand(operand: ContractionOperand, reduce_var: str, extent: int) ->
     if not operand.dense:
         raise PlanUnavailable(f"operand {name!r} is not dense: {_reasons(operand.refusals)}")
     if len(operand.dims) != 2:
+        axes = "axis" if len(operand.dims) == 1 else "axes"
         raise PlanUnavailable(
-            f"operand {name!r} has {len(operand.dims)} axes; a matrix product takes two-axis tables"
+            f"operand {name!r} has {len(operand.dims)} {axes}; a matrix product takes tables "
+            "of two axes (a matrix-vector contraction keeps the kernel's loop)"
         )
     for label, size, _ in operand.dims:
         if not isinstance(size, int):
@@ -362,8 +364,8 @@ def _check_operand(operand: ContractionOperand, reduce_var: str, extent: int) ->
             )
     if operand.reduce_axis not in (0, 1):
         raise PlanUnavailable(
-            f"operand {name!r} is not walked by {reduce_var!r} along one of its two axes "
-            f"(reduce_dim {operand.reduce_dim!r})"
+            f"operand {name!r} is not read along one of its axes by the loop variable "
+            f"{reduce_var!r} (read it as {name}.at(<axis>={reduce_var}, ...) in the loop)"
         )
     label, size, stride = operand.dims[operand.reduce_axis]
     if size != extent:

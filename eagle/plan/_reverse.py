@@ -200,6 +200,8 @@ class AdjointPlan:
             bound = self._loop_plan(kernel).bind(**planes)
             if not add:  # what several lanes add to is zeroed first
                 zero = zero | _shared_gradients(kernel)
+        elif not add:  # the products write their operands' gradients; the others are zero
+            zero = zero | self._beside_products(kernel)
         return _Part(bound, _zero_fills(kernel, planes, zero) if zero else ())
 
     def _bind_routed(
@@ -319,6 +321,15 @@ class AdjointPlan:
             raise EagleTypeError(
                 f"missing plane(s) {', '.join(map(repr, missing))}{note}: {summary}"
             )
+
+    def _beside_products(self, kernel: hawk.diff.AdjointKernel) -> set[str]:
+        """The gradient planes of ``kernel`` no routed product writes: those of planes the
+        contraction does not read (a plane declared and left unused), whose gradient is
+        zero."""
+        record = self.primal.record
+        assert record is not None  # (the adjoint routes only where the primal does)
+        products = {self.gradients[o.name] for o in record.operands if o.name in self.gradients}
+        return set(kernel.gradients.values()) - products
 
     def _check_flat(self, planes: Mapping[str, Any]) -> None:
         """Refuse a flat table's gradient plane whose size is not the table's."""
