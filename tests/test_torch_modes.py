@@ -172,3 +172,21 @@ def test_call_slips_are_named():
     assert ramp(a=torch.tensor(1.0), lanes=np.int64(3)).shape == (3,)
     with pytest.raises(TypeError, match=r"plane 'a' \(Param\) is a bool"):
         poly(x=x, a=np.bool_(True), b=1.0)
+
+
+def test_gemm_route_gradients_of_unused_planes_are_zero():
+    """The GEMM route's backward writes into fresh tensors: the gradient of a plane no
+    product reads was torch.empty's memory, silently."""
+    from hawk.emit import policy
+    from tests import _route_kernels as r
+
+    with policy.using(host_route="gemm"):
+        f = eagle.torch.function(r.contract_beside, contraction="gemm")
+    assert f.plan.route("host") == "gemm"
+    x = torch.randn(r.B * r.U, dtype=torch.float64, requires_grad=True)
+    a = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(r.R, r.U, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(r.R, r.B, dtype=torch.float64)
+    f(x=x, a=a, w=w, f=g).sum().backward()
+    assert x.grad.eq(0).all() and a.grad.eq(0).all()
+    torch.testing.assert_close(w.grad, g.sum(1, keepdim=True).expand(r.R, r.U))
