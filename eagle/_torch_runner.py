@@ -164,8 +164,9 @@ def _without_storage(names: tuple[str, ...], tensors: list[Any]) -> Exception:
             return EagleRuntimeError(
                 f"plane {name!r} is a batched tensor (torch.autograd.grad(..., "
                 "is_grads_batched=True), or torch.autograd.functional.jacobian or hessian "
-                "with vectorize=True): eagle.torch's backward takes one cotangent at a time; "
-                "pass vectorize=False, or batch with torch.func.vmap over torch.func.vjp"
+                "with vectorize=True, gradcheck's check_batched_grad=True): eagle.torch's "
+                "backward takes one cotangent at a time; pass vectorize=False (or "
+                "check_batched_grad=False), or batch with torch.func.vmap over torch.func.vjp"
             )
     return EagleRuntimeError(
         f"a plane of {', '.join(names)} has no memory eagle can read (a tensor without "

@@ -406,6 +406,13 @@ class Function:
                     f"{lengths[0][1]}; every lane plane (Scalar, Mutable[Scalar]) holds "
                     "one value per lane"
                 )
+        if lengths and self._default_lanes not in (None, lengths[0][1]):
+            name, length = lengths[0]
+            raise EagleValueError(
+                f"plane {name!r} has {length} values, but kernel {self.kernel.name!r} has "
+                f"{self._default_lanes} lanes (its contraction's product); pass lane planes of "
+                f"{self._default_lanes} values"
+            )
         if lanes is None:
             if lengths:
                 return lengths[0][1]

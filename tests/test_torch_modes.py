@@ -190,3 +190,18 @@ def test_gemm_route_gradients_of_unused_planes_are_zero():
     f(x=x, a=a, w=w, f=g).sum().backward()
     assert x.grad.eq(0).all() and a.grad.eq(0).all()
     torch.testing.assert_close(w.grad, g.sum(1, keepdim=True).expand(r.R, r.U))
+
+
+def test_lane_planes_of_another_count_than_the_contraction_are_refused():
+    """A 3-value initial ``y`` for a 35-lane contraction gave 3 lanes of the product,
+    silently (a longer one failed inside the kernel)."""
+    from tests import _route_kernels as r
+
+    f = eagle.torch.function(r.contract)
+    w = torch.randn(r.R, r.U, dtype=torch.float64)
+    g = torch.randn(r.R, r.B, dtype=torch.float64)
+    lanes = r.B * r.U
+    for wrong in (3, lanes + 5):
+        with pytest.raises(ValueError, match=f"'y' has {wrong} values, but kernel 'contract' has"):
+            f(w=w, f=g, y=torch.zeros(wrong, dtype=torch.float64))
+    assert f(w=w, f=g, y=torch.zeros(lanes, dtype=torch.float64)).shape == (lanes,)
