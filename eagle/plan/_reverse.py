@@ -75,8 +75,9 @@ def reverse(
 
 
 def _check_differentiable(plan: AutoPlan, where: str = "") -> None:
-    """Refuse a plan whose kernel has no plane to take a gradient with respect to."""
-    if not hawk.diff.gradient_planes(plan.kernel):
+    """Refuse a plan whose kernel has no plane to take a gradient with respect to (read
+    from the state its adjoints share: no walk of the kernel per call)."""
+    if not _adjoint_state(plan).gradients:
         raise EagleValueError(
             f"{where}kernel {plan.kernel.name!r} has no plane to differentiate with respect to "
             "(no input, and no output it reads before writing), so it has no adjoint"

@@ -405,8 +405,12 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 def floor_unchecked(x: Any) -> Any:
     """The greatest int at most ``x``, for a number or a numpy array (int64); NaN, +-inf
     and reals beyond int64 give the least int64 (a kernel emitted without checks)."""
-    values = np.asarray(x, np.float64)
-    floors = np.floor(values)
+    return _as_ints(np.floor(np.asarray(x, np.float64)))
+
+
+def _as_ints(floors: np.ndarray) -> Any:
+    """Whole reals as int64 (an int for a 0-d array), those beyond int64 (NaN too) as
+    the least int64."""
     with np.errstate(invalid="ignore"):
         result = np.where(np.abs(floors) < 2.0**63, floors, np.iinfo(np.int64).min)
     result = result.astype(np.int64)
@@ -428,7 +432,7 @@ def _floor(x: Any) -> Any:
         first = values[invalid].flat[0].item()
         kind = HawkValueError if math.isnan(first) else HawkOverflowError
         raise kind(f"hm.floor() of {first!r}: an int is finite and within int64")
-    return floor_unchecked(values)
+    return _as_ints(floors)
 
 
 def _floor_host(out: HostOut, node: Any, a: str) -> str:
