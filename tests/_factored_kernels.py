@@ -55,6 +55,29 @@ def shifted_sum(R: int, U: int, B: int) -> hawk.Kernel:
     return shifted_sum
 
 
+def scaled_sums(R: int, U: int) -> hawk.Kernel:
+    """``h[u] += x[s * U + u] * w[r, u]`` for every lane and iteration, and
+    ``y[s * U + u] = sum_r x[s * U + u] * w[r, u]``: an add and a carry that sum a product
+    whose factored form (``sum(x) * w``, ``x * sum(w)``) can overflow where the terms do
+    not, and the other way round."""
+
+    @hawk.kernel
+    def scaled_sums(
+        x: hawk.Scalar,
+        w: hawk.Table["row":R, "unit":U],
+        h: hawk.Mutable[hawk.Table["unit":U]],
+        y: hawk.Mutable[hawk.Scalar],
+    ):
+        _sample, unit = hm.split_index(U)
+        acc = 0.0
+        for r in range(R):
+            h.add(unit=unit, value=x * w.at(row=r, unit=unit))
+            acc = acc + x * w.at(row=r, unit=unit)
+        y = acc
+
+    return scaled_sums
+
+
 def indirect(R: int, U: int, C: int) -> hawk.Kernel:
     """``y[s * U + u] = sum_r t[r, int(k[u]) + s + r]``: an index checked as it runs, of
     iteration, group and unit."""

@@ -156,6 +156,44 @@ def test_a_sum_that_is_no_product_and_an_add_by_unit_on_factored_lanes(
     assert rel_error(total, B * w.sum(0)) < 1e-12
 
 
+_BIG = float(np.finfo(np.float32).max) / 2
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # terms of +-inf whose factored sum cancels: sum(x) * w = 1 * w
+        ("terms overflow", [_BIG, -_BIG, 1.0], [4.0, 4.0]),
+        # finite terms whose factored sum overflows: x * sum(w) = x * inf
+        ("sum of a factor overflows", [1e-3, 2e-3, 1e-3], [_BIG, _BIG, _BIG]),
+        ("a factor is NaN", [1.0, np.nan, 2.0], [1.0, 3.0]),
+        ("a factor is inf", [1.0, 2.0, 3.0], [np.inf, -np.inf]),
+    ],
+    ids=lambda case: case[0],
+)
+def test_a_factored_sum_overflows_or_not_as_the_lane_by_lane_kernel(case: tuple) -> None:
+    """Summed as factors, a float32 sum of products would give a number where the
+    kernel's terms give NaN, or inf where they give a number: the host forms the terms
+    then, and agrees with the reference backend (lane by lane, as the device runs)."""
+    _, samples, weights = case
+    U = 4
+    kernel = fk.scaled_sums(len(weights), U)
+    program = host.emit(kernel.ir, {plane.name: "float32" for plane in kernel.ir.planes})
+    assert "_add_product(" in program.source and "_sum_product(" in program.source
+    x = np.repeat(np.asarray(samples, np.float32), U) * np.tile(
+        np.float32([1, -1, 1.5, 2]), len(samples)
+    )
+    w = np.repeat(np.asarray(weights, np.float32)[:, None], U, axis=1)
+    got = {}
+    for backend in ("numpy", "reference"):
+        h, y = np.zeros(U, np.float32), np.full(x.size, np.nan, np.float32)
+        with np.errstate(all="ignore"):
+            eagle.plan.auto(kernel, backend=backend).run(x=x, w=w, h=h, y=y)
+        got[backend] = h, y
+    for host_out, lane_out in zip(got["numpy"], got["reference"], strict=True):
+        np.testing.assert_allclose(host_out, lane_out, rtol=1e-6)
+
+
 def _first_failure(col: np.ndarray, extent: int) -> tuple[int, int]:
     """The first iteration's first lane (of ``col``, ``(R, n)``) out of ``[0, extent)``:
     ``(lane, index)``."""

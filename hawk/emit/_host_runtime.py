@@ -321,7 +321,14 @@ def _operand(factor: Any) -> tuple[np.ndarray, tuple[int, ...]]:
 def _sum_product(keep: int, sizes: tuple[int, int, int], *factors: Any) -> np.ndarray:
     """The product of ``factors`` (each broadcastable to ``sizes``, ``(C, G, U)``) summed
     over the axes not in ``keep`` (bits 1, 2, 4 for axes 0, 1, 2), with those axes kept
-    as size 1; the product is never formed where it has more axes than the sum."""
+    as size 1; the product is never formed where it has more axes than the sum.
+
+    Factoring the sum (``sum(x * w) = sum(x) * w``) moves where a float can overflow:
+    where a term or a partial sum could leave the float range, or a factor is not
+    finite, the terms are formed and summed one iteration at a time
+    (:func:`_sum_terms`), so an inf or NaN arises as in the lane-by-lane kernel."""
+    if not _factored_sum_is_safe(keep, sizes, factors):
+        return _sum_terms(keep, sizes, factors)
     operands = [_operand(factor) for factor in factors]
     scale: list[Any] = [a for a, axes in operands if not axes]
     arrays = [(a, axes) for a, axes in operands if axes]
@@ -346,6 +353,54 @@ def _sum_product(keep: int, sizes: tuple[int, int, int], *factors: Any) -> np.nd
     for k, extent in zip(out, np.shape(result), strict=True):
         shape[k] = extent
     return np.reshape(result, shape)
+
+
+def _factored_sum_is_safe(keep: int, sizes: tuple[int, int, int], factors: Sequence[Any]) -> bool:
+    """True when the float sum of products of ``factors`` over the axes not in ``keep``
+    stays in range however it is factored: every factor is finite and the count of terms
+    times the product of the factors' largest magnitudes (each at least 1) is at most the
+    largest finite value of the result's dtype (integers wrap alike in any order)."""
+    limit = _float_max(np.result_type(*factors))
+    if limit is None:
+        return True
+    bound = float(math.prod(sizes[k] for k in range(3) if not keep >> k & 1))
+    for factor in factors:
+        if np.ndim(factor) == 0:
+            largest = abs(float(factor))
+        elif factor.size and bound:
+            largest = max(float(factor.max()), -float(factor.min()))
+        else:
+            continue
+        if not largest <= 1.0:  # a NaN makes the bound NaN, which fails the test below
+            bound *= largest
+    return bound <= limit
+
+
+@functools.cache
+def _float_max(dtype: np.dtype) -> float | None:
+    """The largest finite value of a float ``dtype``; None for any other."""
+    return float(np.finfo(dtype).max) if np.issubdtype(dtype, np.floating) else None
+
+
+def _sum_terms(keep: int, sizes: tuple[int, int, int], factors: Sequence[Any]) -> np.ndarray:
+    """:func:`_sum_product` with each term formed, the factors multiplied left to right
+    as the kernel does, one iteration (row) at a time."""
+    rows, groups, unit = sizes
+    lanes = tuple(k for k in (1, 2) if not keep >> k & 1)
+    shaped = [
+        f if np.ndim(f) == 0 else np.reshape(f, (1,) * (3 - np.ndim(f)) + np.shape(f))
+        for f in factors
+    ]
+    sums = []
+    for row in range(rows):
+        term = functools.reduce(
+            lambda x, y: x * y,
+            (f[row : row + 1] if np.ndim(f) and np.shape(f)[0] > 1 else f for f in shaped),
+        )
+        sums.append(np.broadcast_to(term, (1, groups, unit)).sum(axis=lanes, keepdims=True))
+    if keep & 1:
+        return np.concatenate(sums)
+    return functools.reduce(lambda x, y: x + y, sums)
 
 
 def _contract(
