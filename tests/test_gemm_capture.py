@@ -22,6 +22,7 @@ import pytest
 import eagle
 from eagle.arrays import Array
 from eagle.cuda import graph as eagle_graph
+from eagle.errors import EagleTypeError
 from eagle.gemm import (
     CublasCaptureHandle,
     GemmCaptureUnavailable,
@@ -355,6 +356,47 @@ def test_a_bound_product_runs_with_the_scalars_it_was_bound_with(device, rng):
     np.testing.assert_allclose(
         operands["out"].values, 2.0 * reference + 0.5 * (2.0 * reference + 0.5), rtol=1e-12
     )
+
+
+@pytest.mark.parametrize(
+    ("alpha", "beta", "name"),
+    [
+        (0.5, None, "beta"),
+        (1 + 2j, 0.0, "alpha"),
+        (np.complex128(1 + 1j), 0.0, "alpha"),
+        ("2", 0.0, "alpha"),
+        (1.0, np.array([0.5]), "beta"),
+        (1.0, np.array([0.5, 1.0]), "beta"),
+    ],
+)
+def test_a_refused_alpha_or_beta_changes_nothing(device, rng, alpha, beta, name):
+    """A scalar that is no real number is refused by name before the prepared call's
+    scalars change: the next call runs with its own alpha and beta."""
+    a, b, reference = _case(rng, (False, False, False), np.float32)
+    operands = {"a": device.array(a), "b": device.array(b),
+                "out": device.array(np.ones(reference.shape, np.float32))}  # fmt: skip
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    params = sgemm_params_for_arrays(*operands.values())
+    handle.sgemm(params, operands)
+    for call in (handle.sgemm, handle.bind):
+        with pytest.raises(EagleTypeError, match=f"^{name} must be a real number"):
+            call(params, operands, alpha=alpha, beta=beta)
+    operands["out"].values[...] = np.nan
+    handle.sgemm(params, operands)
+    np.testing.assert_allclose(operands["out"].values, reference, rtol=1e-5, atol=1e-5)
+
+
+def test_a_0d_alpha_changed_in_place_is_read_at_each_call(device, rng):
+    a, b, reference = _case(rng, (False, False, False), np.float32)
+    operands = {"a": device.array(a), "b": device.array(b),
+                "out": device.array(np.ones(reference.shape, np.float32))}  # fmt: skip
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    params = sgemm_params_for_arrays(*operands.values())
+    alpha = np.array(2.0)
+    handle.sgemm(params, operands, alpha=alpha)
+    alpha[...] = -3.0
+    handle.sgemm(params, operands, alpha=alpha, beta=np.float32(0.0))
+    np.testing.assert_allclose(operands["out"].values, -3.0 * reference, rtol=1e-5, atol=1e-5)
 
 
 def test_warm_runs_each_product_once_and_waits(device, rng):

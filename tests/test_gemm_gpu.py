@@ -14,6 +14,7 @@ import pytest
 
 from eagle import arrays, cuda
 from eagle.cuda._runtime import cudart
+from eagle.errors import EagleTypeError
 from eagle.gemm import (
     CublasCaptureHandle,
     GemmCaptureUnavailable,
@@ -217,6 +218,35 @@ def test_alpha_and_beta_are_baked_into_the_recorded_node(rng, stream, handle):
     launcher.synchronize()
     assert np.array_equal(out.numpy(), first), "the recorded node took the new alpha/beta"
     graph.destroy()
+
+
+def test_a_refused_alpha_or_beta_changes_nothing_and_a_0d_alpha_is_read_each_call(
+    rng, stream, handle
+):
+    """A refused scalar (None, complex) names itself and leaves the prepared call as it
+    was, so the next call uses its own alpha; a 0-d array changed in place is read again."""
+    a, b, reference = _case(rng, (False, False, False), np.float32, 64, 48, 32)
+    da, db = _device(a), _device(b)
+    out = arrays.full(reference.shape, np.nan, "float32", "cuda:0")
+    params = sgemm_params_for_arrays(da, db, out)
+    operands = {"a": da, "b": db, "out": out}
+    handle.sgemm(params, operands)
+    for alpha, beta, name in ((0.5, None, "beta"), (1 + 2j, 0.0, "alpha"),
+                              (np.complex64(0.5), 0.0, "alpha")):  # fmt: skip
+        with pytest.raises(EagleTypeError, match=f"^{name} must be a real number"):
+            handle.sgemm(params, operands, alpha=alpha, beta=beta)
+        with pytest.raises(EagleTypeError, match=f"^{name} must be a real number"):
+            handle.bind(params, operands, alpha=alpha, beta=beta)
+    out.fill(np.nan, stream)
+    handle.sgemm(params, operands)
+    stream.synchronize()
+    assert rel_error(out.numpy(), reference) < 64 * EPS32
+    alpha = np.array(2.0)
+    handle.sgemm(params, operands, alpha=alpha)
+    alpha[...] = -3.0
+    handle.sgemm(params, operands, alpha=alpha)
+    stream.synchronize()
+    assert rel_error(out.numpy(), -3.0 * reference) < 64 * EPS32
 
 
 def test_tf32_is_an_opt_in_that_rounds(rng, stream):

@@ -5,10 +5,15 @@ enqueues, and the key under which a handle records what it warmed."""
 from __future__ import annotations
 
 import ctypes
+import numbers
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from eagle.errors import EagleTypeError
 from eagle.gemm.params import GemmParams, SgemmParams
+from hawk.dtypes import find
 
 __all__ = [
     "ALIGNMENT",
@@ -18,6 +23,7 @@ __all__ = [
     "Scalars",
     "host_scalars",
     "product_key",
+    "real_scalars",
     "write_span",
 ]
 
@@ -33,6 +39,30 @@ _SCALARS: dict[str, type[Scalars]] = {
     "float32": ctypes.c_float * 2,
     "float64": ctypes.c_double * 2,
 }
+
+
+def real_scalars(alpha: Any, beta: Any) -> tuple[float, float]:
+    """``alpha`` and ``beta`` as Python floats, each checked to be a real number (a Python
+    or numpy int or float, or a 0-d numpy array of one) before either is used."""
+    return _real("alpha", alpha), _real("beta", beta)
+
+
+def _real(name: str, value: Any) -> float:
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, np.generic | np.ndarray) and np.ndim(value) == 0:
+        row = find(value.dtype)
+        if value.dtype.kind in "biuf" or (row is not None and row.storage_only):
+            return float(value)
+    hint = (
+        " (pass its real part, .real, if that is what you mean)"
+        if isinstance(value, numbers.Complex | np.complexfloating)
+        else ""
+    )
+    raise EagleTypeError(
+        f"{name} must be a real number (a Python or numpy int or float), not "
+        f"{type(value).__name__} {value!r}{hint}"
+    )
 
 
 def host_scalars(alpha: float, beta: float, dtype: str) -> tuple[Scalars, int, int]:
@@ -65,10 +95,15 @@ class Call:
         self.swap, self.warm = swap, warm
         self.values = values
 
-    def run(self, alpha: float, beta: float) -> None:
-        if (alpha, beta) != self.values:  # cuBLAS reads them when the call is made
-            self.scalars[0], self.scalars[1] = alpha, beta
-            self.values = (alpha, beta)
+    def run(self, alpha: Any, beta: Any) -> None:
+        try:
+            same = (alpha, beta) == self.values
+        except ValueError:  # an array of several numbers, which real_scalars refuses
+            same = False
+        if not same:  # cuBLAS reads them when the call is made
+            values = real_scalars(alpha, beta)  # both checked before either is written
+            self.scalars[0], self.scalars[1] = values
+            self.values = values
         self.function(*self.args)
 
 

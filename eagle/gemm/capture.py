@@ -50,6 +50,7 @@ from eagle.gemm._prepared import (
     Prepared,
     host_scalars,
     product_key,
+    real_scalars,
     write_span,
 )
 from eagle.gemm._scaled import ScaledProducts
@@ -599,6 +600,7 @@ class CublasCaptureHandle:
         ``alpha`` and ``beta`` in the compute type (float64 for float64 factors, float32
         otherwise); an fp8 product's on cuBLASLt, with the addresses of the scales of
         cuBLAS's first and second operand (0: none)."""
+        alpha, beta = real_scalars(alpha, beta)
         dtype = params.dtype if isinstance(params, GemmParams) else "float32"
         math = params.math if isinstance(params, GemmParams) else self.math
         scalars, alpha_at, beta_at = host_scalars(
