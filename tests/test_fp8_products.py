@@ -667,6 +667,35 @@ def test_a_plan_declares_its_scales_as_one_float32_element_of_an_fp8_product():
                     _fp8_plan().outputs)  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"transpose_b": False}, r"'b' is read as \(K, N\) \(transpose_b=False\)"),
+        ({"transpose_a": True}, r"'a' is read transposed"),
+    ],
+)
+def test_an_fp8_step_of_a_layout_its_products_refuse_is_refused_when_the_plan_is_built(
+    change, message
+):
+    """The plan refuses it before any run, so no step writes before a later one refuses."""
+    good = matmul_step("y1", a="x", b="w", out="y1", transpose_b=True)
+    shape = (64, 32) if change.get("transpose_a") else (32, 64)
+    bad = matmul_step("y2", a="x2", b="v", out="y2", **{"transpose_b": True, **change})
+    v_shape = (64, 48) if not change.get("transpose_b", True) else (48, 64)
+    inputs = (WorkspaceSpec("x", (32, 64), "float8_e4m3fn"),
+              WorkspaceSpec("w", (48, 64), "float8_e4m3fn"),
+              WorkspaceSpec("x2", shape, "float8_e4m3fn"),
+              WorkspaceSpec("v", v_shape, "float8_e4m3fn"))  # fmt: skip
+    outputs = (WorkspaceSpec("y1", (32, 48), "float32"), WorkspaceSpec("y2", (32, 48), "float32"))
+    with pytest.raises(PlanUnavailable, match=rf"matmul step 'y2' \(a='x2'.*{message}"):
+        LoweredPlan((good, bad), "gemm", "run_to_run", inputs, outputs)
+    odd = (*inputs[:2], WorkspaceSpec("x2", (32, 40), "float8_e4m3fn"),
+           WorkspaceSpec("v", (48, 40), "float8_e4m3fn"))  # fmt: skip
+    bad = matmul_step("y2", a="x2", b="v", out="y2", transpose_b=True)
+    with pytest.raises(PlanUnavailable, match="K = 40 is not a multiple of 16"):
+        LoweredPlan((good, bad), "gemm", "run_to_run", odd, outputs)
+
+
 def test_a_product_cublaslt_has_no_algorithm_for_is_refused(fp8, rng, monkeypatch):
     def none_found(handle, desc, a, b, c, d, pref, requested, results, count):
         _memory(count, 1, np.dtype(np.int32))[0] = 0

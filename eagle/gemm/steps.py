@@ -22,7 +22,7 @@ from eagle.errors import EagleTypeError, check_option
 from eagle.gemm._operands import Operand, bump_written, operand, ordered
 from eagle.gemm.dtypes import SCALED_DTYPES, dtype_of, product_dtypes
 from eagle.gemm.errors import GemmMappingUnavailable, MatmulUnavailable, PlanUnavailable
-from eagle.gemm.params import _shares_memory, product_shape
+from eagle.gemm.params import _mapped, _shares_memory, check_scaled_layout, product_shape
 
 __all__ = [
     "BACKENDS",
@@ -433,6 +433,23 @@ def _check_matmul_specs(step: str, spec: MatmulSpec, declared: Mapping[str, Work
         raise PlanUnavailable(
             f"matmul step {step!r}: out {out.name!r} is declared {out.shape}; it must be {want}"
         )
+    if dtype in SCALED_DTYPES and math.prod(want) and math.prod(a.shape):
+        _check_scaled_specs(step, spec, {"a": a, "b": b, "out": out})
+
+
+def _check_scaled_specs(step: str, spec: MatmulSpec, specs: Mapping[str, WorkspaceSpec]) -> None:
+    """Refuse, when the plan is built, an fp8 step whose declared buffers (C-ordered) have a
+    layout fp8 products do not take, so no run stops after earlier steps wrote."""
+    itemsizes = {role: dtype_of(specs[role].dtype).itemsize for role in specs}
+    shapes = {role: specs[role].shape for role in specs}
+    strides = {
+        role: (shape[1] * itemsizes[role], itemsizes[role]) for role, shape in shapes.items()
+    }
+    flags = (spec.transpose_a, spec.transpose_b, spec.transpose_out)
+    try:
+        check_scaled_layout(_mapped(shapes, strides, itemsizes, flags), itemsizes["out"])
+    except GemmMappingUnavailable as exc:
+        raise PlanUnavailable(f"matmul step {step!r} ({_roles(spec)}): {exc}") from None
 
 
 def _out_shape(
