@@ -159,6 +159,25 @@ def test_a_kind_reads_as_its_builtin(kind, builtin):
     assert str(kind(message)) == str(builtin(message)) and isinstance(kind(message), builtin)
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("contraction", "GEMM"),
+        ("math", "x"),
+        ("host_route", 1),
+        ("int_overflow", "x"),
+        ("adds", "bogus"),
+    ],  # fmt: skip
+)
+def test_an_option_of_eagle_plan_auto_outside_its_vocabulary_is_an_eagle_error(option, value):
+    """``except eagle.EagleError`` catches it, as it does eagle.torch.function's."""
+    import eagle.plan
+    from tests._hawk_kernels import saxpy
+
+    with pytest.raises(eagle_errors.EagleValueError, match=f"^{option} must be "):
+        eagle.plan.auto(saxpy, **{option: value})
+
+
 def test_messages_are_as_before():
     assert str(CudaError("cudaFree", "cudaErrorInvalidValue", "bad")) == (
         "cudaFree failed with cudaErrorInvalidValue: bad"

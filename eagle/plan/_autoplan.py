@@ -40,6 +40,7 @@ from hawk.dtypes import PLANE_DTYPES, Float32Math, numpy_dtype, plane_row
 from hawk.emit import policy
 from hawk.emit.checks import IntOverflow
 from hawk.emit.policy import Contraction, Policy, TableAdds
+from hawk.errors import HawkValueError
 
 __all__ = ["AutoPlan", "BoundPlan", "Moves", "auto", "backend_for", "decide", "main_side"]
 
@@ -159,7 +160,11 @@ class AutoPlan:
         if backend is not None:
             backend_named(backend)  # a registered name, before it keys the shared state
         current = policy.current()
-        self._setup(kernel, replace(current, **chosen) if chosen else current, backend)
+        try:
+            built = replace(current, **chosen) if chosen else current
+        except HawkValueError as exc:  # an option outside its vocabulary: eagle's refusal
+            raise EagleValueError(str(exc)) from None
+        self._setup(kernel, built, backend)
 
     def _setup(self, kernel: hawk.Kernel, built: Policy, backend: str | None) -> None:
         """Take what plans of ``kernel`` built under ``built`` for ``backend`` share."""
