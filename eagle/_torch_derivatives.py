@@ -298,7 +298,10 @@ class Derivatives:
             return _Adjoint(kernel, Runner(self._written), _plane_names(kernel), adds=False)
         kernel = hawk.diff.vjp(self.kernel, wrt, lane_gradients="store", broadcast=broadcast)
         one = frozenset(kernel.cotangents[name] for name in broadcast)
-        return _Adjoint(kernel, self._loop_runner(kernel, one), _plane_names(kernel), adds(kernel))
+        made = self.adjoint.primal.policy.adds  # the adds policy _loop_runner runs it under
+        return _Adjoint(
+            kernel, self._loop_runner(kernel, one), _plane_names(kernel), adds(kernel, made)
+        )
 
     # -- second order: the backward's own backward, and forward mode -------------------
 
@@ -441,7 +444,8 @@ class Derivatives:
                 f"its adjoint ({exc}). Take its gradient without create_graph=True (and "
                 "without torch.func.jvp), or write the second derivative as a kernel of its own"
             ) from exc
-        return _Adjoint(kernel, self._loop_runner(kernel), _plane_names(kernel), adds(kernel))
+        made = self.adjoint.primal.policy.adds  # the adds policy _loop_runner runs it under
+        return _Adjoint(kernel, self._loop_runner(kernel), _plane_names(kernel), adds(kernel, made))
 
     def _loop_runner(
         self, kernel: hawk.diff.AdjointKernel, one: frozenset[str] = frozenset()

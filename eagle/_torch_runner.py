@@ -25,6 +25,7 @@ from eagle.cuda.stream import Stream
 from eagle.errors import EagleRuntimeError
 from hawk import ir
 from hawk.dtypes import TABLE
+from hawk.emit.policy import TableAdds
 
 __all__ = [
     "DTYPE_NAMES",
@@ -110,9 +111,13 @@ class Runner:
         return bound
 
 
-def adds(kernel: hawk.Kernel) -> bool:
-    """True when ``kernel`` adds into a table: a ``Mutable[Table]`` add, or a Param's or
-    table's gradient summed over lanes (atomic float adds on the device)."""
+def adds(kernel: hawk.Kernel, policy_adds: TableAdds = "auto") -> bool:
+    """True when ``kernel`` adds into a table in an order that varies from run to run: a
+    ``Mutable[Table]`` add, or a Param's or table's gradient summed over lanes (atomic
+    float adds on the device), unless its plan sums them in a fixed order
+    (``policy_adds`` ``"deterministic"``)."""
+    if policy_adds == "deterministic":
+        return False
     return any(isinstance(node, ir.Accumulate) for node in ir.walk(kernel.ir))
 
 

@@ -216,7 +216,7 @@ class Function:
         self._default_lanes = None if layout is None else layout.lanes
         self._forward_names = (*self._input_names, *self._output_names)
         self._forward_runner = Runner(self.plan)
-        self._forward_adds = adds(kernel)
+        self._forward_adds = adds(kernel, self.plan.policy.adds)
         self._derivatives = Derivatives(kernel, self.adjoint, self._inputs, self._outputs)
         self.key = autograd.register(self)
         self.op, self.backward_op, self._second_op = autograd.signature_ops(

@@ -167,7 +167,7 @@ def test_a_kind_reads_as_its_builtin(kind, builtin):
         ("host_route", 1),
         ("int_overflow", "x"),
         ("adds", "bogus"),
-    ],  # fmt: skip
+    ],
 )
 def test_an_option_of_eagle_plan_auto_outside_its_vocabulary_is_an_eagle_error(option, value):
     """``except eagle.EagleError`` catches it, as it does eagle.torch.function's."""

@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import eagle.torch  # noqa: E402
+import hawk.emit.policy  # noqa: E402
 from tests import _torch_kernels as k  # noqa: E402
 from tests._util import rel_error  # noqa: E402
 
@@ -176,6 +177,11 @@ def test_atomic_adds_refuse_under_deterministic_algorithms_and_the_rest_runs():
         gemm = eagle.torch.function(k.contract, contraction="gemm")
         planes = k.inputs(k.contract, torch.float32, "cuda")
         gemm(**planes).sum().backward()  # cuBLAS products: deterministic
+    with hawk.emit.policy.using(adds="deterministic"):
+        fixed = eagle.torch.function(k.binned)
+    with _deterministic():
+        first, second = (fixed(x=x.detach(), w=2.0) for _ in range(2))
+    assert torch.equal(first, second)  # summed in an order the lane count fixes
     with _deterministic(warn_only=True), pytest.warns(UserWarning, match="adds floats"):
         counts = eagle.torch.function(k.binned)(x=x, w=2.0)
     # each of the 6 bins sums 500 float32 values, in an order the launch decides (a block

@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 import eagle.torch  # noqa: E402
 import hawk  # noqa: E402
 import hawk.diff  # noqa: E402
+import hawk.emit.policy  # noqa: E402
 from eagle import _torch_autograd, _torch_runner  # noqa: E402
 from tests import _torch_kernels as k  # noqa: E402
 
@@ -238,6 +239,19 @@ def test_which_kernels_add_atomically_on_the_device():
     loop = eagle.torch.function(k.contract, contraction="loop")._derivatives
     assert loop._adjoint_loops(cuda, {torch.float32})
     assert loop._backward_adjoint([True, True, False], fresh=True, broadcast=()).adds
+
+
+def test_an_op_made_with_deterministic_adds_is_not_refused_as_atomic():
+    """Its forward and loop adjoints sum in a fixed order (the plan's adds="deterministic")."""
+    assert not _torch_runner.adds(k.binned, "deterministic")
+    with hawk.emit.policy.using(adds="deterministic"):
+        fixed = eagle.torch.function(k.affine)
+    assert fixed.plan.policy.adds == "deterministic"
+    param_gradient = [False, True, False, False]
+    assert not fixed._derivatives._backward_adjoint(param_gradient, fresh=True, broadcast=()).adds
+    with hawk.emit.policy.using(adds="deterministic"):
+        assert not eagle.torch.function(k.binned)._forward_adds
+    assert eagle.torch.function(k.binned)._forward_adds
 
 
 def test_atomic_adds_on_the_device_refuse_as_torch_does_under_deterministic_algorithms():
