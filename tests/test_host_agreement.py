@@ -7,6 +7,8 @@ checked against the value Python's own arithmetic gives."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -334,3 +336,33 @@ def test_each_kernel_compiles_for_the_device(kernel: hawk.Kernel, int_overflow: 
     dtypes = {p.name: "float32" for p in kernel.planes}
     source = cuda.emit(kernel.ir, dtypes, int_overflow=int_overflow)  # type: ignore[arg-type]
     compile_cuda(source.source, name=source.name, arch="sm_90")
+
+
+@hawk.kernel
+def half_powers(
+    x: hawk.Scalar,
+    b: hawk.Param,
+    y: hawk.Mutable[hawk.Scalar],
+    z: hawk.Mutable[hawk.Scalar],
+    w: hawk.Mutable[hawk.Scalar],
+):
+    y = x**0.5
+    z = hm.pow(x, b)
+    w = (-0.0) ** b
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+def test_a_power_of_one_half_is_pow_not_sqrt_at_minus_zero_and_minus_infinity(backend, dtype):
+    """numpy computes an exponent of 0.5 as sqrt (-0 and NaN there); C's pow, which the
+    device runs, and Python give +0 and +inf, whether the exponent is a constant or a Param."""
+    x = np.array([-0.0, -np.inf, 0.0, np.inf, 4.0, -4.0], dtype)
+    want = [math.pow(v, 0.5) if v >= 0 or v == -math.inf else math.nan for v in x.tolist()]
+    for b in (0.5, np.array([0.5])):
+        y, z, w = (np.full(x.size, 7.0, dtype) for _ in range(3))
+        with np.errstate(invalid="ignore"):
+            eagle.plan.auto(half_powers, backend=backend).run(x=x, b=b, y=y, z=z, w=w)
+        for got in (y, z):
+            np.testing.assert_array_equal(got, np.asarray(want, dtype))
+            assert not np.signbit(got[:3]).any()  # +0, +inf, +0
+        assert (w == 0).all() and not np.signbit(w).any()

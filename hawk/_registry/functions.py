@@ -100,10 +100,24 @@ def _pow_derivative(bar: Any, result: Any, x: Any, y: Any) -> tuple[Any, Any]:
     )
 
 
+def _power(x: Any, y: Any) -> Any:
+    """``x ** y`` as ``numpy.power`` computes it, except where the exponent is 0.5: numpy
+    takes ``sqrt`` there, which gives -0 for x = -0 and NaN for x = -inf, where C's ``pow``
+    (the device's) and Python give +0 and +inf, ``abs(x)``."""
+    result = np.power(x, y)
+    half = np.equal(y, 0.5)
+    if not np.any(half):
+        return result
+    fix = half & ((np.equal(x, 0) & np.signbit(x)) | np.equal(x, -np.inf))
+    if np.ndim(result) == 0:
+        return np.abs(x) if fix else result
+    return np.where(fix, np.abs(x), result) if np.any(fix) else result
+
+
 def _pow_host(out: HostOut, node: Any, x: str, y: str) -> str:
     if node.type == Type.INT:
         return integers.int_pow_host(out, node, x, y)
-    return f"_np.power({x}, {y})"
+    return f"{out.define('_hawk_power', _power)}({x}, {y})"
 
 
 def _pow_c(out: COut, node: Any, x: str, y: str) -> str:
@@ -516,7 +530,7 @@ FUNCTIONS: tuple[Builtin, ...] = (
         "x ** y (also written ``x ** y`` in a kernel): of reals, or of ints exactly "
         "(modulo 2**64). An int to a negative constant power is a real, as in Python; a "
         "negative int exponent known only as the kernel runs raises.",
-        np.power,
+        _power,
         _pow_host,
         _pow_c,
         _pow_derivative,
