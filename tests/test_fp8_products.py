@@ -369,6 +369,8 @@ def test_a_scale_may_be_left_out_and_is_then_one(fp8, rng):
         (((32, 40), (48, 40), (32, 48)), "the contracted extent K = 40 is not a multiple of 16"),
         (((32, 64), (40, 64), (32, 40)), "operand 'out' has 40 columns .its contiguous axis., "
          r"not a multiple of 16, which fp8 products need; pad b's rows \(N\)"),
+        (((32, 0), (48, 0), (32, 48)), r"an fp8 product has an extent of 0 \(m=48, n=32, k=0"),
+        (((32, 64), (0, 64), (32, 0)), r"an fp8 product has an extent of 0 \(m=0, n=32, k=64"),
     ],
 )  # fmt: skip
 def test_extents_that_are_not_multiples_of_16_are_refused(shapes, message):

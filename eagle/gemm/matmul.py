@@ -67,7 +67,8 @@ def matmul_step(
     cuBLAS call (Sgemm, Dgemm, or GemmEx summing in float32; cublasLtMatmul for
     fp8) on eagle's current stream, through a handle cached per device and
     stream: no allocation and no synchronisation per call. A contracted extent
-    of 0 is a product: ``out`` is set to zeros. Running the step refuses
+    of 0 is a product: ``out`` is set to zeros (not of fp8 factors, whose products
+    need every extent). Running the step refuses
     (:class:`~eagle.gemm.MatmulUnavailable`, naming the buffer) a read-only
     ``out`` on the host, and on the device an ``out`` that shares memory with
     ``a`` or ``b``, which cuBLAS does not allow.

@@ -424,8 +424,8 @@ def check_scaled_layout(layout: SgemmParams, out_itemsize: int) -> None:
     cuBLASLt's fp8 kernels on Hopper and Ada take cuBLAS's first operand transposed and
     its second not ("TN"), which for eagle's row-major ``out = op(a) @ op(b)`` is
     ``transpose_a=False`` and ``transpose_b=True`` (whatever ``transpose_out``); every
-    leading dimension a multiple of :data:`SCALED_ALIGNMENT` bytes; and ``K`` and
-    ``out``'s contiguous extent (cuBLAS's ``m``) multiples of 16.
+    leading dimension a multiple of :data:`SCALED_ALIGNMENT` bytes; ``K`` and
+    ``out``'s contiguous extent (cuBLAS's ``m``) multiples of 16; and no extent 0.
 
     Args:
         layout: the column-major call (the layout fields of the product's params).
@@ -434,6 +434,12 @@ def check_scaled_layout(layout: SgemmParams, out_itemsize: int) -> None:
     Raises:
         GemmMappingUnavailable: naming the operand and what to pass instead.
     """
+    if not (layout.m and layout.n and layout.k):
+        raise GemmMappingUnavailable(
+            f"an fp8 product has an extent of 0 (m={layout.m}, n={layout.n}, k={layout.k} in "
+            f"cuBLAS's column-major call), which its kernels do not take: leave the product "
+            f"out, or fill out with zeros where K is 0"
+        )
     transpose_a, transpose_b, transpose_out = _transposes(layout)
     if transpose_a:
         raise GemmMappingUnavailable(
