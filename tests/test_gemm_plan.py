@@ -3,6 +3,9 @@ assembly steps, and binding a plan's products for capture."""
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import numpy as np
 import pytest
 
@@ -299,6 +302,24 @@ def test_plan_runs_its_steps_in_order_into_the_callers_buffers(rng):
     assert rel_error(out, a @ b @ c) < 1e-14
     assert rel_error(out_t, (a @ b @ c).T) < 1e-14
     assert rel_error(t, a @ b) < 1e-14
+
+
+def test_a_plan_of_matmul_steps_is_copied_and_pickled_and_its_copies_run(rng):
+    """A matmul step's device function keeps a cache of checked products (with a lock);
+    a copy starts with none, like a step made afresh."""
+    steps = (matmul_step("t", a="a", b="b", out="t"), matmul_step("y", a="t", b="c", out="y"))
+    plan = LoweredPlan(
+        steps, "gemm", "run_to_run",
+        (_spec("a", (3, 4), "float64"), _spec("b", (4, 5), "float64"),
+         _spec("c", (5, 2), "float64")),
+        (_spec("y", (3, 2), "float64"),), (_spec("t", (3, 5), "float64"),),
+    )  # fmt: skip
+    a, b, c = (rng.standard_normal(spec.shape) for spec in plan.inputs)
+    for copied in (copy.deepcopy(plan), pickle.loads(pickle.dumps(plan))):
+        assert copied == plan and copied.steps[0].matmul == steps[0].matmul
+        y, t = np.full((3, 2), np.nan), np.full((3, 5), np.nan)
+        copied("host", {"a": a, "b": b, "c": c, "y": y, "t": t})
+        assert rel_error(y, a @ b @ c) < 1e-14
 
 
 def test_subplan_keeps_the_steps_and_buffers_its_outputs_need(rng):

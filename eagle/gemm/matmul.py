@@ -256,6 +256,10 @@ class _DeviceMatmul:
             "matmul step products", _CACHED_PRODUCTS
         )
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Copied or pickled as its step and spec: the copy checks its products afresh."""
+        return (_DeviceMatmul, (self.step, self.spec))
+
     def __call__(self, bufs: Mapping[str, Any]) -> None:
         taken: list[Operand] = []
         name_a, name_b, name_out = self._names
