@@ -259,6 +259,17 @@ def test_product_shape_gives_the_destination_shape():
     assert product_shape(
         (4, 3), (4, 5), transpose_a=True, transpose_b=False, transpose_out=True
     ) == (5, 3)
+    shape = product_shape([np.int64(3), 4], np.zeros((4, 5)).shape)  # flags default to False
+    assert shape == (3, 5) and all(type(extent) is int for extent in shape)
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "message"),
+    [(3, "its shape is 3, not a sequence of extents"), ((True, 4), "extent True along axis 0")],
+)
+def test_product_shape_refuses_what_is_no_shape_by_name(a_shape, message):
+    with pytest.raises(GemmMappingUnavailable, match=f"operand 'a'.*{message}"):
+        product_shape(a_shape, (4, 5))
 
 
 @pytest.mark.parametrize("flags", FLAGS)

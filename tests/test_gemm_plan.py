@@ -198,6 +198,7 @@ def test_workspace_spec_normalises_shape_and_dtype():
         ((3, 2.5), "float32", r"shape \(3, 2.5\) must hold non-negative ints"),
         ((3, 4), "not-a-dtype", "dtype a numpy dtype name"),
         ((3, 4), None, "give a dtype"),
+        ((True, 4), "float32", "shape must be a tuple of ints"),
     ],
 )
 def test_workspace_spec_refusals(shape, dtype, message):
@@ -214,8 +215,8 @@ def _generated_step(**kwargs) -> PlanStep:
     fields = {"kind": "generated", "reads": ("a",), "writes": ("c",), "host_fn": _noop}
     fields.update(kwargs)
     return PlanStep(
-        "s", fields["kind"], fields["reads"], fields["writes"], _noop, fields["host_fn"],
-        matmul=fields.get("matmul"),
+        fields.get("name", "s"), fields["kind"], fields["reads"], fields["writes"], _noop,
+        fields["host_fn"], matmul=fields.get("matmul"),
     )  # fmt: skip
 
 
@@ -240,6 +241,7 @@ def test_plan_step_refusals(kwargs, message):
         ({"reads": 3}, "reads must be a sequence of buffer names, not 3"),
         ({"writes": ("c", 3)}, "writes must be a sequence of buffer names"),
         ({"host_fn": "run"}, "host_fn must be callable .* not str"),
+        ({"name": None}, "a step's name is a str, not NoneType"),
     ],
 )  # fmt: skip
 def test_plan_step_arguments_of_the_wrong_type_are_type_errors(kwargs, message):

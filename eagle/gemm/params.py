@@ -514,9 +514,9 @@ def product_shape(
     a_shape: Sequence[int],
     b_shape: Sequence[int],
     *,
-    transpose_a: bool,
-    transpose_b: bool,
-    transpose_out: bool,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    transpose_out: bool = False,
     cublas: bool = True,
 ) -> tuple[int, int]:
     """The shape ``out`` must have for ``op(a) @ op(b)`` (transposed with ``transpose_out``);
@@ -528,9 +528,14 @@ def product_shape(
     """
     transpose_a, transpose_b, transpose_out = check_flags(transpose_a, transpose_b, transpose_out)
     for name, shape in (("a", a_shape), ("b", b_shape)):
+        if not isinstance(shape, Sequence):
+            raise GemmMappingUnavailable(
+                f"operand {name!r}: its shape is {shape!r}, not a sequence of extents; pass "
+                f"a tuple such as (rows, cols)"
+            )
         _require_matrix(name, shape, cublas=cublas)
-    m, ka = _op_shape(tuple(a_shape), transpose_a)
-    kb, n = _op_shape(tuple(b_shape), transpose_b)
+    m, ka = _op_shape(tuple(map(int, a_shape)), transpose_a)
+    kb, n = _op_shape(tuple(map(int, b_shape)), transpose_b)
     if ka != kb:
         raise GemmMappingUnavailable(
             f"operand 'b': contracted extent {kb} disagrees with operand 'a''s {ka} "
@@ -629,7 +634,7 @@ def _require_matrix(name: str, shape: Sequence[int], *, cublas: bool = True) -> 
             f"2-D matrices"
         )
     for axis, extent in enumerate(shape):
-        if not isinstance(extent, int | np.integer) or extent < 0:
+        if not isinstance(extent, int | np.integer) or isinstance(extent, bool) or extent < 0:
             raise GemmMappingUnavailable(
                 f"operand {name!r} has shape {tuple(shape)}: extent {extent!r} along axis {axis} "
                 f"is not a non-negative int"

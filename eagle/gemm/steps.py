@@ -74,6 +74,8 @@ class WorkspaceSpec:
 
     def __post_init__(self) -> None:
         try:
+            if any(isinstance(extent, bool | np.bool_) for extent in self.shape):
+                raise TypeError("a bool is no extent")
             shape = tuple(int(extent) for extent in self.shape)
             dtype = dtype_of(self.dtype).name if self.dtype is not None else None
         except (TypeError, ValueError) as exc:
@@ -154,6 +156,8 @@ class PlanStep:
     matmul: MatmulSpec | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise EagleTypeError(f"a step's name is a str, not {type(self.name).__name__}")
         if self.kind not in STEP_KINDS:
             raise PlanUnavailable(
                 f"step {self.name!r}: kind must be one of {STEP_KINDS}, not {self.kind!r}"
