@@ -16,7 +16,7 @@ from eagle.cuda._runtime import cudart
 def probe_ready(argv: Sequence[str], usage: str | None) -> int | None:
     """None when a probe script may run: ``argv`` is the script and one output path, and
     a CUDA device is usable; else the exit status, after printing ``usage`` or why."""
-    if len(argv) != 2:
+    if len(argv) != 2 or argv[1].startswith("-"):  # (--help: the usage, not a file)
         print(usage)
         return 2
     if not eagle.cuda.is_available():

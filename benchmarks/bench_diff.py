@@ -198,7 +198,7 @@ def _format_ms(value: float | None) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
+    if len(argv) != 2 or argv[1].startswith("-"):  # (--help: the usage, not a file)
         print(__doc__)
         return 2
     rng = np.random.default_rng(0)

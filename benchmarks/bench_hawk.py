@@ -276,7 +276,7 @@ def _ms(value: float | None, digits: int = 3) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
+    if len(argv) != 2 or argv[1].startswith("-"):  # (--help: the usage, not a file)
         print(__doc__)
         return 2
     rng = np.random.default_rng(0)
