@@ -78,6 +78,24 @@ def scaled_sums(R: int, U: int) -> hawk.Kernel:
     return scaled_sums
 
 
+def grouped_add(R: int, U: int) -> hawk.Kernel:
+    """``t[r, u] += x[s * U + u] * (w[r, u] * a)``: a product whose grouping decides
+    whether it overflows (``(x * w) * a`` can where ``x * (w * a)`` does not)."""
+
+    @hawk.kernel
+    def grouped_add(
+        x: hawk.Scalar,
+        a: hawk.Param,
+        w: hawk.Table["row":R, "unit":U],
+        t: hawk.Mutable[hawk.Table["row":R, "unit":U]],
+    ):
+        _sample, unit = hm.split_index(U)
+        for r in range(R):
+            t.add(row=r, unit=unit, value=x * (w.at(row=r, unit=unit) * a))
+
+    return grouped_add
+
+
 def indirect(R: int, U: int, C: int) -> hawk.Kernel:
     """``y[s * U + u] = sum_r t[r, int(k[u]) + s + r]``: an index checked as it runs, of
     iteration, group and unit."""

@@ -198,7 +198,7 @@ def test_workspace_spec_normalises_shape_and_dtype():
         ((3, 2.5), "float32", r"shape \(3, 2.5\) must hold non-negative ints"),
         ((3, 4), "not-a-dtype", "dtype a numpy dtype name"),
         ((3, 4), None, "give a dtype"),
-        ((True, 4), "float32", "shape must be a tuple of ints"),
+        ((True, 4), "float32", r"shape \(True, 4\) must hold non-negative ints"),
     ],
 )
 def test_workspace_spec_refusals(shape, dtype, message):

@@ -127,3 +127,20 @@ def test_floor_of_what_no_int_holds(value: float) -> None:
         x[100] = value  # one failing lane: the device reports whichever lane fails first
         _agree(floors, x=x, y=np.full(150, 7.0, dtype))
         _agree(interpolate, x=x, t=np.arange(float(KNOTS), dtype=dtype), y=np.full(150, 7.0, dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+def test_a_power_of_one_half_at_minus_zero_and_minus_infinity(dtype: str) -> None:
+    """The device's pow gives the host's +0 and +inf there (numpy's sqrt shortcut gave -0
+    and NaN on the host before), with the sign of zero."""
+    x = np.array([-0.0, -np.inf, 0.0, np.inf, 4.0, -4.0], dtype)
+    for b in (0.5, np.array([0.5])):
+        host = {name: np.full(x.size, 7.0, dtype) for name in ("y", "z", "w")}
+        with np.errstate(invalid="ignore"):
+            eagle.plan.auto(cases.half_powers).run(x=x, b=b, **host)
+        device = {name: arrays.full((x.size,), 7.0, dtype, "cuda:0") for name in host}
+        eagle.plan.auto(cases.half_powers).run(x=_on_device(x), b=_on_device(b), **device)
+        for name, value in device.items():
+            got = value.numpy()
+            np.testing.assert_array_equal(got, host[name], err_msg=name)
+            assert np.array_equal(np.signbit(got), np.signbit(host[name])), name

@@ -194,6 +194,25 @@ def test_a_factored_sum_overflows_or_not_as_the_lane_by_lane_kernel(case: tuple)
         np.testing.assert_allclose(host_out, lane_out, rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_terms_formed_on_factored_lanes_are_grouped_as_the_kernel_groups_them(dtype):
+    """``x * (w * a)`` with x the largest float, w 2 and a 0.25 is half of it in the kernel;
+    multiplied left to right, ``(x * w) * a``, it would be inf."""
+    kernel = fk.grouped_add(4, 16)
+    source = host.emit(kernel.ir, {plane.name: dtype for plane in kernel.ir.planes}).source
+    assert "(0, (1, 2))" in source
+    big = np.finfo(dtype).max
+    x, w, a = np.full(32, big, dtype), np.full((4, 16), 2.0, dtype), np.array([0.25], dtype)
+    got = {}
+    for backend in ("numpy", "reference"):
+        t = np.zeros((4, 16), dtype)
+        with np.errstate(all="ignore"):
+            eagle.plan.auto(kernel, backend=backend).run(x=x, a=a, w=w, t=t)
+        got[backend] = t
+    assert np.isfinite(got["numpy"]).all()
+    np.testing.assert_allclose(got["numpy"], got["reference"], rtol=1e-6)
+
+
 def _first_failure(col: np.ndarray, extent: int) -> tuple[int, int]:
     """The first iteration's first lane (of ``col``, ``(R, n)``) out of ``[0, extent)``:
     ``(lane, index)``."""

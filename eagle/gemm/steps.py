@@ -74,9 +74,11 @@ class WorkspaceSpec:
 
     def __post_init__(self) -> None:
         try:
-            if any(isinstance(extent, bool | np.bool_) for extent in self.shape):
-                raise TypeError("a bool is no extent")
-            shape = tuple(int(extent) for extent in self.shape)
+            # (a bool is no extent: the comprehension's int() would read True as 1)
+            shape = tuple(
+                int(extent) if not isinstance(extent, bool | np.bool_) else -1
+                for extent in self.shape
+            )
             dtype = dtype_of(self.dtype).name if self.dtype is not None else None
         except (TypeError, ValueError) as exc:
             raise PlanUnavailable(

@@ -32,11 +32,14 @@ from hawk import ir
 from hawk.emit._batch import Batch, lane_uses
 from hawk.kinds import Type
 
-__all__ = ["GROUP", "LANES", "ROW", "UNIT", "Factoring", "factor"]
+__all__ = ["GROUP", "LANES", "ROW", "UNIT", "Factoring", "Grouping", "factor"]
 
 #: the axes a value depends on, as bits: the chunk's iteration, the group, the unit
 ROW, GROUP, UNIT = 1, 2, 4
 LANES = GROUP | UNIT
+
+#: how a product's factors are multiplied: a factor's position, or a pair of groupings
+Grouping = int | tuple["Grouping", "Grouping"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,11 @@ class Factoring:
     def factors(self, value: ir.Expr) -> list[ir.Expr]:
         """The factors of ``value`` as a product, through its fused bound values."""
         return _factors(value, self.body, self.fused)
+
+    def grouping(self, value: ir.Expr) -> Grouping:
+        """How the kernel multiplies :meth:`factors` of ``value``: a factor's position, or
+        a pair of groupings (``x * (w * a)`` is ``(0, (1, 2))``)."""
+        return _grouping(value, self.body, self.fused, [0])
 
 
 def factor(
@@ -165,6 +173,21 @@ def _factors(
         assert isinstance(value, ir.Binary)
         return [*_factors(value.left, body, fused), *_factors(value.right, body, fused)]
     return [value]
+
+
+def _grouping(
+    value: ir.Expr, body: Mapping[ir.Var, ir.Expr], fused: frozenset[ir.Var], next_: list[int]
+) -> Grouping:
+    """:meth:`Factoring.grouping`, numbering the factors from ``next_[0]`` as
+    :func:`_factors` lists them."""
+    if isinstance(value, ir.Ref) and value.var in fused:
+        return _grouping(body[value.var], body, fused, next_)
+    if _is_product(value):
+        assert isinstance(value, ir.Binary)
+        left = _grouping(value.left, body, fused, next_)
+        return (left, _grouping(value.right, body, fused, next_))
+    next_[0] += 1
+    return next_[0] - 1
 
 
 def _fuse(

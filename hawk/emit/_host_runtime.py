@@ -21,7 +21,7 @@ import numpy as np
 
 from hawk._registry.functions import floor_unchecked
 from hawk._registry.integers import EXACT, int_power, wrapped
-from hawk.emit._factor import GROUP, UNIT
+from hawk.emit._factor import GROUP, UNIT, Grouping
 from hawk.emit.checks import CheckSite
 from hawk.ir.expr import INT_MAX, INT_MIN, int_takes
 
@@ -318,17 +318,20 @@ def _operand(factor: Any) -> tuple[np.ndarray, tuple[int, ...]]:
     return array.reshape([shape[k] for k in axes]), axes
 
 
-def _sum_product(keep: int, sizes: tuple[int, int, int], *factors: Any) -> np.ndarray:
+def _sum_product(
+    keep: int, sizes: tuple[int, int, int], grouping: Grouping, *factors: Any
+) -> np.ndarray:
     """The product of ``factors`` (each broadcastable to ``sizes``, ``(C, G, U)``) summed
     over the axes not in ``keep`` (bits 1, 2, 4 for axes 0, 1, 2), with those axes kept
     as size 1; the product is never formed where it has more axes than the sum.
 
     Factoring the sum (``sum(x * w) = sum(x) * w``) moves where a float can overflow:
     where a term or a partial sum could leave the float range, or a factor is not
-    finite, the terms are formed and summed one iteration at a time
+    finite, the terms are formed as the kernel multiplies them (``grouping``,
+    :meth:`~hawk.emit._factor.Factoring.grouping`) and summed one iteration at a time
     (:func:`_sum_terms`), so an inf or NaN arises as in the lane-by-lane kernel."""
     if not _factored_sum_is_safe(keep, sizes, factors):
-        return _sum_terms(keep, sizes, factors)
+        return _sum_terms(keep, sizes, grouping, factors)
     operands = [_operand(factor) for factor in factors]
     scale: list[Any] = [a for a, axes in operands if not axes]
     arrays = [(a, axes) for a, axes in operands if axes]
@@ -382,22 +385,28 @@ def _float_max(dtype: np.dtype) -> float | None:
     return float(np.finfo(dtype).max) if np.issubdtype(dtype, np.floating) else None
 
 
-def _sum_terms(keep: int, sizes: tuple[int, int, int], factors: Sequence[Any]) -> np.ndarray:
-    """:func:`_sum_product` with each term formed, the factors multiplied left to right
-    as the kernel does, one iteration (row) at a time."""
+def _sum_terms(
+    keep: int, sizes: tuple[int, int, int], grouping: Grouping, factors: Sequence[Any]
+) -> np.ndarray:
+    """:func:`_sum_product` with each term formed, the factors multiplied as the kernel
+    groups them, one iteration (row) at a time."""
     rows, groups, unit = sizes
     lanes = tuple(k for k in (1, 2) if not keep >> k & 1)
     shaped = [
         f if np.ndim(f) == 0 else np.reshape(f, (1,) * (3 - np.ndim(f)) + np.shape(f))
         for f in factors
     ]
+
+    def term(group: Grouping, row: int) -> Any:
+        if isinstance(group, tuple):
+            return term(group[0], row) * term(group[1], row)
+        factor = shaped[group]
+        return factor[row : row + 1] if np.ndim(factor) and np.shape(factor)[0] > 1 else factor
+
     sums = []
     for row in range(rows):
-        term = functools.reduce(
-            lambda x, y: x * y,
-            (f[row : row + 1] if np.ndim(f) and np.shape(f)[0] > 1 else f for f in shaped),
-        )
-        sums.append(np.broadcast_to(term, (1, groups, unit)).sum(axis=lanes, keepdims=True))
+        formed = np.broadcast_to(term(grouping, row), (1, groups, unit))
+        sums.append(formed.sum(axis=lanes, keepdims=True))
     if keep & 1:
         return np.concatenate(sums)
     return functools.reduce(lambda x, y: x + y, sums)
@@ -493,14 +502,14 @@ def _matmul_plan(
 
 
 def _add_product(
-    table: np.ndarray, offset: Any, sizes: tuple[int, int, int], *factors: Any
+    table: np.ndarray, offset: Any, sizes: tuple[int, int, int], grouping: Grouping, *factors: Any
 ) -> None:
     """Add the product of ``factors`` into ``table`` at ``offset``, all broadcastable to
     ``sizes`` (``(C, G, U)``, factored lanes): the product is first summed over the
     axes the offset does not vary along (:func:`_sum_product`)."""
     shape = (1,) * (3 - np.ndim(offset)) + np.shape(offset)
     keep = sum(1 << k for k in range(3) if shape[k] != 1)
-    offset, value = np.broadcast_arrays(offset, _sum_product(keep, sizes, *factors))
+    offset, value = np.broadcast_arrays(offset, _sum_product(keep, sizes, grouping, *factors))
     np.add.at(table, offset.ravel(), value.ravel())
 
 

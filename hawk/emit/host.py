@@ -358,8 +358,9 @@ class _Emitter:
         for carry, term, how in plan.updates:
             name = self.names.var(carry.var)
             factors = ", ".join(self.expr(f) for f in layout.factors(term))
+            grouping = layout.grouping(term)
             # summed over the iterations alone: a uniform carry's term is one value a lane
-            total_text = f"_sum_product({LANES}, {sizes}, {factors})"
+            total_text = f"_sum_product({LANES}, {sizes}, {grouping!r}, {factors})"
             if carry.var.varying:
                 total_text = f"_flat_lanes({total_text}, {sizes})"
             else:
@@ -386,7 +387,8 @@ class _Emitter:
         target = self.add_target(stmt.plane)
         offset = self.offset(stmt.plane, self.indices(stmt))
         factors = ", ".join(self.expr(f) for f in layout.factors(stmt.value))
-        self.emit(depth, f"_add_product({target}, {offset}, {sizes}, {factors})")
+        grouping = layout.grouping(stmt.value)
+        self.emit(depth, f"_add_product({target}, {offset}, {sizes}, {grouping!r}, {factors})")
 
     @_STATEMENTS.rule(ir.If)
     def branch(self, stmt: ir.If, depth: int, mask: str | None) -> None:
