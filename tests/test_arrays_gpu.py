@@ -41,8 +41,10 @@ def test_torch_tensors_that_require_grad_or_are_half_precision_are_read_through(
     torch = pytest.importorskip("torch")
     weights = torch.randn(6, 5, device="cuda", requires_grad=True)
     wrapped = arrays.asarray(weights)
-    assert wrapped.ptr == weights.data_ptr()
+    assert wrapped.ptr == weights.data_ptr() and wrapped.readonly  # never written behind autograd
     np.testing.assert_array_equal(wrapped.numpy(), weights.detach().cpu().numpy())
+    with pytest.raises(ValueError, match="read-only"):
+        wrapped.fill(0.0)
     for name in ("float16", "bfloat16"):
         tensor = torch.randn(7, 3, device="cuda").to(getattr(torch, name))
         half = arrays.asarray(tensor)

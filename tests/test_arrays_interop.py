@@ -84,6 +84,13 @@ def test_a_tensor_that_requires_grad_is_read_through_its_own_memory():
     arr = arrays.asarray(tensor)  # torch itself refuses to export it through DLPack
     assert arr.is_host and arr.ptr == tensor.data_ptr()
     np.testing.assert_array_equal(arr.numpy(), tensor.detach().numpy())
+    # never written behind autograd's back: a fill, a product's out or a plane refuse it
+    loss = (tensor * tensor).sum()
+    assert arr.readonly and not arr.numpy().flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        arr.fill(10.0)
+    loss.backward()
+    np.testing.assert_array_equal(tensor.grad.numpy(), 2 * tensor.detach().numpy())
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])

@@ -495,6 +495,9 @@ class _Torch(_Kind):
                 host = _foreign.host_view(_tensor_layout(keep, dtype), keep)
             else:
                 host = keep.numpy()
+            if grad:  # read as it is, never written behind autograd's back: read-only
+                host = host.view()
+                host.flags.writeable = False
             return Held(_array.Array(host=host), "torch", None, grad, value)
         if device.type != "cuda":
             raise EagleBufferError(
@@ -510,6 +513,7 @@ class _Torch(_Kind):
             strides=layout.strides,
             device_index=index,
             owner=_foreign.Source(keep, "torch"),
+            readonly=grad,  # read as it is, never written behind autograd's back
         )
         return Held(array, "torch", _FINDERS["torch"](index) if sync else None, grad, value)
 
