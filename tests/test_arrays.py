@@ -208,3 +208,34 @@ def test_refusals_of_shapes_and_objects_are_eagles_errors():
     with pytest.raises(eagle.errors.EagleValueError, match="asarray cannot make an array"):
         arrays.asarray([[1.0], [2.0, 3.0]])
     assert arrays.zeros(6).reshape(np.array([2, 3])).shape == (2, 3)
+
+
+def test_a_0d_array_stays_0d_when_converted_copied_or_pickled():
+    import copy
+    import pickle
+
+    zero_d = arrays.full((), 7, "int16")
+    for made in (
+        arrays.asarray(np.array(5.0), dtype="float32"),
+        arrays.asarray(5.0, dtype="float32"),
+        pickle.loads(pickle.dumps(zero_d)),
+        copy.deepcopy(zero_d),
+    ):
+        assert made.shape == () and made.numpy().shape == ()
+
+
+@pytest.mark.parametrize(("values", "dtype"), [(300, "int8"), ([-1], "uint8"), ([2**40], "int32")])
+def test_python_numbers_a_dtype_cannot_hold_are_refused(values, dtype):
+    """As numpy refuses them (an array given is cast as numpy casts it)."""
+    with pytest.raises(eagle.errors.EagleOverflowError, match=f"out of bounds for {dtype}"):
+        arrays.asarray(values, dtype=dtype)
+
+
+def test_copy_false_is_refused_where_reading_the_array_copies():
+    host = arrays.asarray(np.arange(4.0))
+    same = np.asarray(host, copy=False)
+    same[0] = 99.0
+    assert host.numpy()[0] == 99.0  # no copy: the memory itself
+    with pytest.raises(ValueError, match="copy=False, but reading float64 as float32"):
+        np.asarray(host, dtype=np.float32, copy=False)
+    assert np.asarray(host, dtype=np.float32).dtype == np.float32

@@ -282,6 +282,12 @@ class Array:
         return out
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if copy is False and (not self.is_host or (dtype is not None and dtype != self.dtype)):
+            where = "a device array" if not self.is_host else f"{self.dtype} as {dtype}"
+            raise EagleValueError(
+                f"copy=False, but reading {where} makes a copy; pass copy=None (a copy where "
+                "needed) or copy=True"
+            )
         values = self.numpy()
         if copy:
             values = values.copy()
@@ -294,7 +300,7 @@ class Array:
             return self
         if index is None:
             return Array(host=self.numpy())
-        return _upload(np.ascontiguousarray(self.numpy()), index)
+        return _upload(np.asarray(self.numpy(), order="C"), index)
 
     def copy(self) -> Array:
         """A contiguous copy of the elements on the same device (on a device, a device copy
@@ -331,7 +337,7 @@ class Array:
         them; a device Array is read to the host and comes back on the same device
         index (which must exist where it is loaded). Either way it is contiguous and
         writable."""
-        return (_restore, (np.ascontiguousarray(self.numpy()), self.device))
+        return (_restore, (np.asarray(self.numpy(), order="C"), self.device))
 
     def fill(self, value: Any, stream: Stream | int | None = None) -> None:
         """Set every element to ``value``.
@@ -525,7 +531,7 @@ def ones(shape: ShapeLike, dtype: Any = "float64", device: str = "cpu") -> Array
 def _restore(values: np.ndarray, device: str) -> Array:
     """An unpickled Array: ``values`` (a copy, unpickled) on ``device``."""
     index = parse_device(device)
-    return Array(host=values) if index is None else _upload(np.ascontiguousarray(values), index)
+    return Array(host=values) if index is None else _upload(np.asarray(values, order="C"), index)
 
 
 def _upload(values: np.ndarray, device_index: int) -> Array:

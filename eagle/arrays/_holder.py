@@ -36,7 +36,7 @@ from eagle.arrays import _array, _dlpack, _foreign
 from eagle.arrays._args import check_dtype, parse_device
 from eagle.cuda._runtime import cudart
 from eagle.cuda.stream import _FINDERS, launch_stream
-from eagle.errors import EagleBufferError, EagleTypeError, EagleValueError
+from eagle.errors import EagleBufferError, EagleOverflowError, EagleTypeError, EagleValueError
 from hawk.dtypes import find
 
 __all__ = [
@@ -266,10 +266,10 @@ def asarray(obj: Any, dtype: Any = None, device: str | None = None) -> _array.Ar
     """
     kind = None if dtype is None else check_dtype(dtype)
     index = parse_device(device) if device is not None else None
-    source = _wrap(obj)
+    source = _wrap(obj, kind)
     target = source._device_index if device is None else index
     if kind is not None and kind != source.dtype:
-        host = np.ascontiguousarray(source.numpy(), dtype=kind)
+        host = np.array(source.numpy(), dtype=kind, order="C")  # (keeps a 0-d array 0-d)
         source = _array.Array(host=host)
     elif source.is_host:
         check_dtype(source.dtype, "obj's dtype")
@@ -277,12 +277,13 @@ def asarray(obj: Any, dtype: Any = None, device: str | None = None) -> _array.Ar
         return source
     if target is None:
         return _array.Array(host=source.numpy())
-    return _array._upload(np.ascontiguousarray(source.numpy()), target)
+    return _array._upload(np.asarray(source.numpy(), order="C"), target)
 
 
-def _wrap(obj: Any) -> _array.Array:
+def _wrap(obj: Any, dtype: np.dtype | None = None) -> _array.Array:
     """``obj`` as an Array, with no copy for arrays from numpy, torch, CuPy, DLPack or the
-    CUDA array interface (:func:`hold`)."""
+    CUDA array interface (:func:`hold`); Python numbers and sequences made in ``dtype``
+    (when given) at once, so that one it cannot hold is refused, as numpy refuses it."""
     if isinstance(obj, _array.Array):
         return obj
     if isinstance(obj, np.generic):
@@ -290,7 +291,9 @@ def _wrap(obj: Any) -> _array.Array:
     held = hold(obj)
     if held is None:
         try:
-            return _array.Array(host=np.asarray(obj))
+            return _array.Array(host=np.asarray(obj, dtype=dtype))
+        except OverflowError as exc:  # 300 as int8, -1 as uint8
+            raise EagleOverflowError(f"asarray: {exc}; pass values {dtype} holds") from None
         except ValueError as exc:  # a ragged nesting of sequences, say
             raise EagleValueError(f"asarray cannot make an array of this object: {exc}") from None
     if held.producer is not None:
