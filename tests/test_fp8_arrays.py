@@ -77,3 +77,12 @@ def test_eagle_torch_takes_no_fp8_tensors_as_planes():
     x = torch.ones(8, dtype=torch.float8_e4m3fn)
     with pytest.raises(TypeError, match="is a torch.float8_e4m3fn tensor; hawk planes are"):
         eagle.torch.function(affine)(x=x, a=1.0, b=0.0)
+
+
+def test_an_infinity_is_refused_where_the_fp8_dtype_has_none():
+    """float8_e4m3fn has no infinity: stored, inf would become NaN, its sign lost."""
+    for value in (np.inf, -np.inf):
+        with pytest.raises(ValueError, match="float8_e4m3fn has no infinity"):
+            arrays.full((2,), value, "float8_e4m3fn")
+    assert np.isposinf(arrays.full((1,), np.inf, "float8_e5m2").numpy().astype(np.float32)).all()
+    assert np.isnan(arrays.full((1,), np.nan, "float8_e4m3fn").numpy().astype(np.float32)).all()

@@ -37,6 +37,10 @@ def exact_scalar(value: Any, dtype: np.dtype) -> np.generic:
             raise EagleValueError(f"value {value!r} does not fit {dtype} exactly")
     elif np.isfinite(given) and not np.isfinite(scalar):
         raise EagleValueError(f"value {value!r} overflows {dtype}")
+    elif np.isinf(given) and not np.isinf(scalar):  # float8_e4m3fn has no infinity
+        raise EagleValueError(
+            f"value {value!r} is infinite, and {dtype} has no infinity (it would be NaN)"
+        )
     return scalar
 
 
