@@ -44,6 +44,10 @@ def test_an_int_for_every_axis_gives_a_0d_view_and_a_bad_index_is_eagles_error(r
     for key in (5, (1, 2, 3), (0, -8)):
         with pytest.raises(eagle.errors.EagleIndexError, match=r"an Array of shape \(5, 7\)"):
             arr[key]
+    with pytest.raises(eagle.errors.EagleValueError, match="slice step cannot be zero"):
+        arr[::0]
+    with pytest.raises(eagle.errors.EagleTypeError, match="slice indices must be integers"):
+        arr[1.5:]
 
 
 def test_constructors_and_conversions():

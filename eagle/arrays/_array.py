@@ -204,11 +204,16 @@ class Array:
         )
 
     def _view(self, array: np.ndarray, keys: tuple[Any, ...]) -> np.ndarray:
-        """``array[keys]``, a view, its numpy IndexError raised as eagle's."""
+        """``array[keys]``, a view, numpy's refusal raised as eagle's (a step of 0, a
+        slice bound that is no int, an index out of range)."""
         try:
             return array[keys]
         except IndexError as exc:
             raise EagleIndexError(f"{exc} (an Array of shape {self.shape})") from None
+        except ValueError as exc:
+            raise EagleValueError(f"{exc} (an Array of shape {self.shape})") from None
+        except TypeError as exc:
+            raise EagleTypeError(f"{exc} (an Array of shape {self.shape})") from None
 
     def reshape(self, *shape: int | Sequence[int]) -> Array:
         """The same elements in another shape, sharing memory.
