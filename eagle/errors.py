@@ -41,6 +41,7 @@ __all__ = [
     "EagleValueError",
     "LifetimeError",
     "check_option",
+    "shown",
 ]
 
 
@@ -88,9 +89,16 @@ def check_option(value: Any, vocabulary: Any, argument: str) -> Any:
         EagleValueError: it is not, naming ``argument`` and every value it may take.
     """
     allowed = get_args(vocabulary)
-    if value not in allowed:
-        raise EagleValueError(f"{argument} must be {_alternatives(allowed)}, not {value!r}")
+    if not isinstance(value, str) or value not in allowed:
+        raise EagleValueError(f"{argument} must be {_alternatives(allowed)}, not {shown(value)}")
     return value
+
+
+def shown(value: Any) -> str:
+    """``value`` as an error message shows it: its repr when short, else its type (an
+    array passed where a name goes is not printed whole)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"a {type(value).__name__}"
 
 
 def _alternatives(allowed: tuple[str, ...]) -> str:

@@ -24,7 +24,7 @@ from eagle._cache import KeyedCache
 from eagle.arrays import Array
 from eagle.cuda.graph import record_use
 from eagle.cuda.stream import launch_stream
-from eagle.errors import EagleTypeError
+from eagle.errors import EagleTypeError, shown
 from eagle.gemm._host import host_product, product_views
 from eagle.gemm._operands import Operand, bump_written, check_flags, operand, ordered
 from eagle.gemm._prepared import Call
@@ -98,7 +98,7 @@ def matmul_step(
         if not isinstance(value, str) and not (argument.endswith("_scale") and value is None):
             raise EagleTypeError(
                 f"matmul step {name!r}: {argument} must be the name of a buffer (a str), not "
-                f"{value!r}; the buffers themselves are passed to run(bufs, ...)"
+                f"{shown(value)}; the buffers themselves are passed to run(bufs, ...)"
             )
     if out in (a, b, a_scale, b_scale):
         raise PlanUnavailable(
