@@ -82,6 +82,8 @@ def test_every_product_dtype_pair_resolves_with_its_exact_math(dtype, out_dtype)
         ((np.int32, np.int32, np.int32), None, "operand 'a' is int32; a product takes bfloat16, "
          "float16, float32 or float64 factors"),
         ((F32, np.int8, F32), None, "operand 'b' is int8; a product takes"),
+        ((np.int64, F64, F64), None, r"operand 'a' is int64; .*\(convert it with "
+         r"\.astype\('float64'\)\)"),  # the other factor's dtype: the two then pair
         ((BF16, BF16, F32), "tf32", "math='tf32' does not apply to bfloat16 factors: they sum "
          "in fp32"),
         ((F64, F64, F64), "tf32", "does not apply to float64 factors: they sum in fp64"),
