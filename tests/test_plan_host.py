@@ -113,6 +113,9 @@ def test_a_param_too_large_for_the_kernels_dtype_is_refused_by_name() -> None:
         eagle.plan.auto(saxpy).run(a=10**400, x=x, y=y)
     with pytest.raises(OverflowError, match=r"Param 'a' is 1e\+300, too large for float32 .* or "):
         eagle.plan.auto(saxpy).run(a=1e300, x=x.astype(np.float32), y=y.astype(np.float32))
+    # a finite long double beyond float64 is an overflow, not the infinity float() makes it
+    with pytest.raises(OverflowError, match=r"Param 'a' is .*1e\+400.*, too large for float64"):
+        eagle.plan.auto(saxpy).run(a=np.longdouble("1e400"), x=x, y=y)
     np.testing.assert_array_equal(y, 1.0)
     eagle.plan.auto(saxpy).run(a=2**70, x=x, y=y)  # beyond int64, but a float64 holds it
     np.testing.assert_array_equal(y, 1.0 + 2.0**70)

@@ -378,13 +378,19 @@ def param_number(name: str, value: Any, real: np.dtype) -> float:
     except OverflowError:
         pass  # an int beyond any float
     else:
-        if -limit < number < limit or not math.isfinite(number):
+        if -limit < number < limit or not (math.isfinite(number) or _finite(value)):
             return number
     raise EagleOverflowError(
         f"Param {name!r} is {_short(value)}, too large for {real.name} (the dtype the "
         f"kernel computes in); pass a number within ±{_LARGEST[real]:.8g}"
         + (" or float64 planes" if real != np.float64 else "")
     )
+
+
+def _finite(value: Any) -> bool:
+    """Whether ``value``, whose float is not finite, was finite itself: a numpy long double
+    beyond float64 (an overflow), not an infinity or NaN given as one."""
+    return isinstance(value, np.generic) and bool(np.isfinite(value))
 
 
 def _short(value: Any) -> str:
