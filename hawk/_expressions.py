@@ -546,6 +546,8 @@ class ExpressionTracer(ir.Builder):
         for arg in args:
             if arg.type == Type.BOOL:
                 raise self.error(node, f"{op}() takes numbers, not a comparison")
+        if op == "floor" and args[0].type == Type.INT:
+            return args[0]  # the greatest int at most an int is itself (not its real's floor)
         if not function.keeps_int or any(a.type == Type.REAL for a in args):
             args = [self.real(node, a, op) for a in args]
         return ir.Call(op, tuple(args))

@@ -84,6 +84,18 @@ def test_floor_of_an_int_is_that_int() -> None:
     eagle.plan.auto(of_int).run(x=np.full(6, 2.0), y=y)
     assert y.tolist() == [-6.0, -4.0, -2.0, 0.0, 2.0, 4.0]
 
+    @hawk.kernel
+    def beyond_a_real(y: hawk.Mutable[hawk.Scalar], z: hawk.Mutable[hawk.Scalar]):
+        i = hm.sample_index() + 16777217  # not a float32: its real's floor would be another
+        y = float(hm.floor(i) - i)
+        k = hm.sample_index() + 9223372036854775800  # nor a float64 this one
+        z = float(hm.floor(k) - (k - 1))
+
+    for backend in ("numpy", "reference"):
+        y, z = np.full(3, np.nan, np.float32), np.full(3, np.nan, np.float32)
+        eagle.plan.auto(beyond_a_real, backend=backend).run(y=y, z=z)
+        assert y.tolist() == [0.0, 0.0, 0.0] and z.tolist() == [1.0, 1.0, 1.0]
+
 
 def _reference(x: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The interpolation, its slope in x and its weights on each knot (float64)."""
