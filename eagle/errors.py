@@ -98,7 +98,9 @@ def shown(value: Any) -> str:
     """``value`` as an error message shows it: its repr when short, else its type (an
     array passed where a name goes is not printed whole)."""
     text = repr(value)
-    return text if len(text) <= 60 else f"a {type(value).__name__}"
+    if len(text) <= 60:
+        return text
+    return f"an object of type {type(value).__name__}"
 
 
 def _alternatives(allowed: tuple[str, ...]) -> str:

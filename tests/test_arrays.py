@@ -233,6 +233,8 @@ def test_python_numbers_a_dtype_cannot_hold_are_refused(values, dtype):
     """As numpy refuses them (an array given is cast as numpy casts it)."""
     with pytest.raises(eagle.errors.EagleOverflowError, match=f"out of bounds for {dtype}"):
         arrays.asarray(values, dtype=dtype)
+    with pytest.raises(eagle.errors.EagleTypeError, match="cannot make float32 of this object"):
+        arrays.asarray(1 + 2j, dtype="float32")
 
 
 def test_copy_false_is_refused_where_reading_the_array_copies():

@@ -384,6 +384,8 @@ def test_extents_that_are_not_multiples_of_16_are_refused(shapes, message):
 def test_the_rows_of_out_need_not_be_a_multiple_of_16():
     a, b, out = np.zeros((7, 32), E4M3), np.zeros((16, 32), E4M3), np.zeros((7, 16), BF16)
     assert gemm_params_for_arrays(a, b, out, transpose_b=True).n == 7
+    a, out = np.zeros((0, 32), E4M3), np.zeros((0, 16), BF16)  # no rows: nothing to do
+    assert gemm_params_for_arrays(a, b, out, transpose_b=True).n == 0
 
 
 def test_leading_dimensions_that_are_not_16_bytes_are_refused():

@@ -6,6 +6,7 @@ dimensions, alpha/beta read from host memory, warm-up and capture rules, lifetim
 from __future__ import annotations
 
 import ctypes
+import decimal
 import gc
 import itertools
 import os
@@ -367,6 +368,8 @@ def test_a_bound_product_runs_with_the_scalars_it_was_bound_with(device, rng):
         ("2", 0.0, "alpha"),
         (1.0, np.array([0.5]), "beta"),
         (1.0, np.array([0.5, 1.0]), "beta"),
+        (1 + 0j, 0.0, "alpha"),  # equal to the alpha the call holds, and still refused
+        ([1.0] * 100, 0.0, "alpha"),
     ],
 )
 def test_a_refused_alpha_or_beta_changes_nothing(device, rng, alpha, beta, name):
@@ -384,6 +387,22 @@ def test_a_refused_alpha_or_beta_changes_nothing(device, rng, alpha, beta, name)
     operands["out"].values[...] = np.nan
     handle.sgemm(params, operands)
     np.testing.assert_allclose(operands["out"].values, reference, rtol=1e-5, atol=1e-5)
+
+
+def test_alpha_and_beta_take_any_one_real_number(device, rng):
+    """A numpy scalar, a 0-d array, a Decimal or an int scale the product as floats; an int
+    beyond any float is refused by name."""
+    a, b, reference = _case(rng, (False, False, False), np.float32)
+    operands = {"a": device.array(a), "b": device.array(b),
+                "out": device.array(np.ones(reference.shape, np.float32))}  # fmt: skip
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    params = sgemm_params_for_arrays(*operands.values())
+    for alpha in (np.float32(2.0), np.array(2.0), decimal.Decimal("2"), 2):
+        operands["out"].values[...] = np.nan
+        handle.sgemm(params, operands, alpha=alpha, beta=0)
+        np.testing.assert_allclose(operands["out"].values, 2 * reference, rtol=1e-5, atol=1e-5)
+    with pytest.raises(OverflowError, match="alpha is an int of 1329 bits, beyond any float"):
+        handle.sgemm(params, operands, alpha=10**400)
 
 
 def test_a_0d_alpha_changed_in_place_is_read_at_each_call(device, rng):

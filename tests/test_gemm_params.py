@@ -261,6 +261,7 @@ def test_product_shape_gives_the_destination_shape():
     ) == (5, 3)
     shape = product_shape([np.int64(3), 4], np.zeros((4, 5)).shape)  # flags default to False
     assert shape == (3, 5) and all(type(extent) is int for extent in shape)
+    assert product_shape(np.array([3, 4]), (4, 5)) == (3, 5)
 
 
 @pytest.mark.parametrize(

@@ -83,7 +83,9 @@ def test_every_product_dtype_pair_resolves_with_its_exact_math(dtype, out_dtype)
          "float16, float32 or float64 factors"),
         ((F32, np.int8, F32), None, "operand 'b' is int8; a product takes"),
         ((np.int64, F64, F64), None, r"operand 'a' is int64; .*\(convert it with "
-         r"\.astype\('float64'\)\)"),  # the other factor's dtype: the two then pair
+         r"\.astype\('float64'\)\)"),  # a dtype the other factor pairs with
+        ((np.int32, np.dtype(ml_dtypes.float8_e5m2), F32), None,
+         r"\(convert it with \.astype\('float8_e4m3fn'\)\)"),  # e5m2 pairs with e4m3fn
         ((BF16, BF16, F32), "tf32", "math='tf32' does not apply to bfloat16 factors: they sum "
          "in fp32"),
         ((F64, F64, F64), "tf32", "does not apply to float64 factors: they sum in fp64"),

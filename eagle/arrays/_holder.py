@@ -255,13 +255,14 @@ def asarray(obj: Any, dtype: Any = None, device: str | None = None) -> _array.Ar
             wrapped without a copy, read-only if its producer says so, after
             the producer's queued work (ordered on eagle's current stream,
             without a host wait). A torch tensor that requires grad is read
-            through ``detach()`` (same memory).
+            through ``detach()`` (same memory), and its Array is read-only.
         dtype: convert to this dtype (a copy when it differs).
         device: ``"cpu"``, ``"cuda:N"``, or None to keep ``obj`` where it is.
 
     Raises:
         ValueError: a bad ``device``.
-        TypeError: a non-numeric ``dtype``.
+        TypeError: a non-numeric ``dtype``, or Python numbers it cannot hold (complex).
+        OverflowError: Python ints ``dtype`` cannot hold (300 as int8).
         BufferError: the producer's memory is on a device eagle cannot use.
     """
     kind = None if dtype is None else check_dtype(dtype)
@@ -294,6 +295,8 @@ def _wrap(obj: Any, dtype: np.dtype | None = None) -> _array.Array:
             return _array.Array(host=np.asarray(obj, dtype=dtype))
         except OverflowError as exc:  # 300 as int8, -1 as uint8
             raise EagleOverflowError(f"asarray: {exc}; pass values {dtype} holds") from None
+        except TypeError as exc:  # a complex number as a real dtype, say
+            raise EagleTypeError(f"asarray cannot make {dtype} of this object: {exc}") from None
         except ValueError as exc:  # a ragged nesting of sequences, say
             raise EagleValueError(f"asarray cannot make an array of this object: {exc}") from None
     if held.producer is not None:

@@ -11,9 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from eagle.errors import EagleTypeError
+from eagle.errors import EagleOverflowError, EagleTypeError, shown
 from eagle.gemm.params import GemmParams, SgemmParams
-from hawk.dtypes import find
 
 __all__ = [
     "ALIGNMENT",
@@ -42,26 +41,30 @@ _SCALARS: dict[str, type[Scalars]] = {
 
 
 def real_scalars(alpha: Any, beta: Any) -> tuple[float, float]:
-    """``alpha`` and ``beta`` as Python floats, each checked to be a real number (a Python
-    or numpy int or float, or a 0-d numpy array of one) before either is used."""
+    """``alpha`` and ``beta`` as Python floats, each checked to be one real number (a
+    Python or numpy number, a 0-d array or tensor, anything ``float()`` takes but a
+    string) before either is used."""
     return _real("alpha", alpha), _real("beta", beta)
 
 
 def _real(name: str, value: Any) -> float:
     if isinstance(value, numbers.Real):
-        return float(value)
-    if isinstance(value, np.generic | np.ndarray) and np.ndim(value) == 0:
-        row = find(value.dtype)
-        if value.dtype.kind in "biuf" or (row is not None and row.storage_only):
+        try:
             return float(value)
-    hint = (
-        " (pass its real part, .real, if that is what you mean)"
-        if isinstance(value, numbers.Complex | np.complexfloating)
-        else ""
+        except OverflowError:  # an int beyond any float
+            size = f"an int of {value.bit_length()} bits" if isinstance(value, int) else "a number"
+            raise EagleOverflowError(f"{name} is {size}, beyond any float") from None
+    complex_ = isinstance(value, numbers.Complex | np.complexfloating) or (
+        isinstance(value, np.ndarray) and value.dtype.kind == "c"
     )
+    if not (complex_ or isinstance(value, str | bytes) or getattr(value, "ndim", 0)):
+        try:
+            return float(value)  # a 0-d numpy array or torch tensor, a Decimal
+        except (TypeError, ValueError, RuntimeError, OverflowError):
+            pass
+    hint = " (pass its real part, .real, if that is what you mean)" if complex_ else ""
     raise EagleTypeError(
-        f"{name} must be a real number (a Python or numpy int or float), not "
-        f"{type(value).__name__} {value!r}{hint}"
+        f"{name} must be a real number (a Python or numpy int or float), not {shown(value)}{hint}"
     )
 
 
@@ -96,12 +99,11 @@ class Call:
         self.values = values
 
     def run(self, alpha: Any, beta: Any) -> None:
-        try:
-            same = (alpha, beta) == self.values
-        except ValueError:  # an array of several numbers, which real_scalars refuses
-            same = False
-        if not same:  # cuBLAS reads them when the call is made
+        if type(alpha) is float and type(beta) is float:  # (the common case, unchecked)
+            values = (alpha, beta)
+        else:
             values = real_scalars(alpha, beta)  # both checked before either is written
+        if values != self.values:  # cuBLAS reads them when the call is made
             self.scalars[0], self.scalars[1] = values
             self.values = values
         self.function(*self.args)

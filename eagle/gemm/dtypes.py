@@ -97,8 +97,9 @@ def product_dtypes(a: Any, b: Any, out: Any, math: str | None = None) -> tuple[s
     names = {role: dtype_of(dtype).name for role, dtype in (("a", a), ("b", b), ("out", out))}
     for role, other_role in (("a", "b"), ("b", "a")):
         if names[role] not in OUT_DTYPES:
-            # the other factor's dtype where a product takes it, so the advice pairs
-            like = names[other_role] if names[other_role] in OUT_DTYPES else "float32"
+            # a dtype the other factor pairs with, where a product takes it
+            other = names[other_role]
+            like = _PRODUCTS[other].partners(other)[0] if other in OUT_DTYPES else "float32"
             raise GemmMappingUnavailable(
                 f"operand {role!r} is {names[role]}; a product takes {_FACTORS} "
                 f"(convert it with .astype({like!r}))"

@@ -425,7 +425,7 @@ def check_scaled_layout(layout: SgemmParams, out_itemsize: int) -> None:
     its second not ("TN"), which for eagle's row-major ``out = op(a) @ op(b)`` is
     ``transpose_a=False`` and ``transpose_b=True`` (whatever ``transpose_out``); every
     leading dimension a multiple of :data:`SCALED_ALIGNMENT` bytes; ``K`` and
-    ``out``'s contiguous extent (cuBLAS's ``m``) multiples of 16; and no extent 0.
+    ``out``'s contiguous extent (cuBLAS's ``m``) multiples of 16, neither of them 0.
 
     Args:
         layout: the column-major call (the layout fields of the product's params).
@@ -434,7 +434,7 @@ def check_scaled_layout(layout: SgemmParams, out_itemsize: int) -> None:
     Raises:
         GemmMappingUnavailable: naming the operand and what to pass instead.
     """
-    if not (layout.m and layout.n and layout.k):
+    if not (layout.m and layout.k):  # (n = 0, no rows of out: the call has nothing to do)
         raise GemmMappingUnavailable(
             f"an fp8 product has an extent of 0 (m={layout.m}, n={layout.n}, k={layout.k} in "
             f"cuBLAS's column-major call), which its kernels do not take: leave the product "
@@ -528,7 +528,7 @@ def product_shape(
     """
     transpose_a, transpose_b, transpose_out = check_flags(transpose_a, transpose_b, transpose_out)
     for name, shape in (("a", a_shape), ("b", b_shape)):
-        if not isinstance(shape, Sequence):
+        if not isinstance(shape, Sequence | np.ndarray):
             raise GemmMappingUnavailable(
                 f"operand {name!r}: its shape is {shape!r}, not a sequence of extents; pass "
                 f"a tuple such as (rows, cols)"

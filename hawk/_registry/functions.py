@@ -105,6 +105,8 @@ def _power(x: Any, y: Any) -> Any:
     takes ``sqrt`` there, which gives -0 for x = -0 and NaN for x = -inf, where C's ``pow``
     (the device's) and Python give +0 and +inf, ``abs(x)``."""
     result = np.power(x, y)
+    if isinstance(y, float | np.floating) and y != 0.5:  # (one exponent: nothing to mend)
+        return result
     half = np.equal(y, 0.5)
     if not np.any(half):
         return result

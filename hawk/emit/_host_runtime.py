@@ -326,10 +326,11 @@ def _sum_product(
     as size 1; the product is never formed where it has more axes than the sum.
 
     Factoring the sum (``sum(x * w) = sum(x) * w``) moves where a float can overflow:
-    where a term or a partial sum could leave the float range, or a factor is not
-    finite, the terms are formed as the kernel multiplies them (``grouping``,
-    :meth:`~hawk.emit._factor.Factoring.grouping`) and summed one iteration at a time
-    (:func:`_sum_terms`), so an inf or NaN arises as in the lane-by-lane kernel."""
+    where a term or a partial sum could leave the float range, or a factor is infinite,
+    the terms are formed as the kernel multiplies them (``grouping``,
+    :meth:`~hawk.emit._factor.Factoring.grouping`) and summed iteration by iteration
+    (:func:`_sum_terms`), so an inf or NaN arises from them as in the lane-by-lane kernel
+    (a carry's sums still start afresh at each chunk of iterations)."""
     if not _factored_sum_is_safe(keep, sizes, factors):
         return _sum_terms(keep, sizes, grouping, factors)
     operands = [_operand(factor) for factor in factors]
@@ -360,9 +361,10 @@ def _sum_product(
 
 def _factored_sum_is_safe(keep: int, sizes: tuple[int, int, int], factors: Sequence[Any]) -> bool:
     """True when the float sum of products of ``factors`` over the axes not in ``keep``
-    stays in range however it is factored: every factor is finite and the count of terms
+    stays in range however it is factored: no factor is infinite and the count of terms
     times the product of the factors' largest magnitudes (each at least 1) is at most the
-    largest finite value of the result's dtype (integers wrap alike in any order)."""
+    largest finite value of the result's dtype (integers wrap alike in any order). A NaN
+    is left out: it makes NaN of the same sums in either form."""
     limit = _float_max(np.result_type(*factors))
     if limit is None:
         return True
@@ -370,13 +372,17 @@ def _factored_sum_is_safe(keep: int, sizes: tuple[int, int, int], factors: Seque
     for factor in factors:
         if np.ndim(factor) == 0:
             largest = abs(float(factor))
-        elif factor.size and bound:
-            largest = max(float(factor.max()), -float(factor.min()))
+        elif factor.size and bound:  # (fmax and fmin pass over NaNs)
+            largest = max(float(np.fmax.reduce(factor, None)), -float(np.fmin.reduce(factor, None)))
         else:
             continue
-        if not largest <= 1.0:  # a NaN makes the bound NaN, which fails the test below
+        if largest > 1.0:  # (a NaN, or a factor of NaNs alone, is neither)
             bound *= largest
     return bound <= limit
+
+
+#: the elements of terms :func:`_sum_terms` forms at once
+_TERM_ELEMENTS = 1 << 18
 
 
 @functools.cache
@@ -389,7 +395,8 @@ def _sum_terms(
     keep: int, sizes: tuple[int, int, int], grouping: Grouping, factors: Sequence[Any]
 ) -> np.ndarray:
     """:func:`_sum_product` with each term formed, the factors multiplied as the kernel
-    groups them, one iteration (row) at a time."""
+    groups them, a block of iterations (rows) at a time; the rows' sums are added in
+    order, as the kernel's loop adds them."""
     rows, groups, unit = sizes
     lanes = tuple(k for k in (1, 2) if not keep >> k & 1)
     shaped = [
@@ -397,19 +404,25 @@ def _sum_terms(
         for f in factors
     ]
 
-    def term(group: Grouping, row: int) -> Any:
+    def term(group: Grouping, rows: slice) -> Any:
         if isinstance(group, tuple):
-            return term(group[0], row) * term(group[1], row)
+            return term(group[0], rows) * term(group[1], rows)
         factor = shaped[group]
-        return factor[row : row + 1] if np.ndim(factor) and np.shape(factor)[0] > 1 else factor
+        return factor[rows] if np.ndim(factor) and np.shape(factor)[0] > 1 else factor
 
-    sums = []
-    for row in range(rows):
-        formed = np.broadcast_to(term(grouping, row), (1, groups, unit))
-        sums.append(formed.sum(axis=lanes, keepdims=True))
-    if keep & 1:
-        return np.concatenate(sums)
-    return functools.reduce(lambda x, y: x + y, sums)
+    block = max(1, _TERM_ELEMENTS // max(1, groups * unit))
+    sums: list[np.ndarray] = []
+    total: Any = None
+    for first in range(0, rows, block):
+        count = min(block, rows - first)
+        formed = np.broadcast_to(term(grouping, slice(first, first + count)), (count, groups, unit))
+        summed = formed.sum(axis=lanes, keepdims=True)
+        if keep & 1:
+            sums.append(summed)
+        else:  # (a reduction over the first axis adds its rows one after another)
+            part = np.add.reduce(summed, axis=0, keepdims=True)
+            total = part if total is None else total + part
+    return np.concatenate(sums) if keep & 1 else total
 
 
 def _contract(
