@@ -239,9 +239,18 @@ class Transformed(torch.autograd.Function):
         ctx.function, ctx.lanes, ctx.dtype = function, lanes, dtype
         ctx.save_for_backward(*tensors)
         ctx.save_for_forward(*tensors)
+        # an input with no tangent comes to jvp as None, not zeros: a zero tangent times an
+        # infinite partial (sqrt at 0) would make NaN of a tangent that has no part in it
+        ctx.set_materialize_grads(False)
+        outputs = output if isinstance(output, tuple) else (output,)
+        ctx.outputs = tuple((out.shape, out.dtype, out.device) for out in outputs)
 
     @staticmethod
     def backward(ctx: Any, *cotangents: Any) -> tuple[Any, ...]:
+        cotangents = tuple(  # (the backward takes every output's cotangent, as zeros)
+            torch.zeros(shape, dtype=dtype, device=device) if bar is None else bar
+            for bar, (shape, dtype, device) in zip(cotangents, ctx.outputs, strict=True)
+        )
         return _eager_backward(ctx, cotangents)
 
     @staticmethod

@@ -322,6 +322,9 @@ class Derivatives:
         gg = [g if need else None for g, need in zip(gg, needs, strict=True)]
         if not any(wants) or all(g is None for g in gg):
             return [None] * count
+        # a gradient no loss reads (no cotangent) leaves the first adjoint, as torch prunes
+        # it: its zero cotangent times an infinite partial (sqrt at 0) would be NaN
+        needs = [g is not None for g in gg]
         values, initials, cotangents = split(
             saved, len(self._inputs), len(self._outputs), len(self._outputs)
         )

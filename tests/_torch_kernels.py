@@ -149,3 +149,8 @@ def inputs(kernel: hawk.Kernel, dtype: torch.dtype, device: str, lanes: int = 9)
         name: (torch.randn(shape, dtype=dtype, device=device) + 0.1).requires_grad_()
         for name, shape in shapes.items()
     }
+
+
+@hawk.kernel
+def root_scaled(x: hawk.Scalar, z: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = x * x * hm.sqrt(z)  # dy/dz is +inf where z is 0; y and dy/dx are finite there

@@ -65,6 +65,26 @@ def test_a_gradient_penalty_matches_torchs_closed_form():
     torch.testing.assert_close(grads["eagle"], grads["torch"])
 
 
+def test_a_gradient_no_loss_reads_puts_no_nan_in_a_second_derivative():
+    """z's gradient, infinite where z is 0 (sqrt), takes no part in a penalty on x's: the
+    second derivative is finite there, as torch's own; so is forward mode in x alone."""
+    f = eagle.torch.function(k.root_scaled)
+    z = torch.tensor([0.0, 4.0], dtype=torch.float64, requires_grad=True)
+    results = []
+    for call in (f, lambda x, z: x * x * torch.sqrt(z)):
+        x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+        (gx,) = torch.autograd.grad(call(x=x, z=z).sum(), x, create_graph=True)
+        (second,) = torch.autograd.grad(gx.square().sum(), x)
+
+        def along_x(x, call=call):
+            return call(x=x, z=z.detach())
+
+        tangent = torch.func.jvp(along_x, (x.detach(),), (torch.ones(2, dtype=torch.float64),))[1]
+        results.append((second, tangent))
+    assert torch.isfinite(results[0][0]).all() and torch.isfinite(results[0][1]).all()
+    torch.testing.assert_close(results[0], results[1])
+
+
 def test_second_derivatives_of_a_param_and_the_cotangent():
     f = eagle.torch.function(k.affine)
     x = torch.randn(6, dtype=torch.float64, requires_grad=True)
