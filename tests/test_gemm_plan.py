@@ -563,3 +563,11 @@ def test_arguments_of_the_wrong_type_are_type_errors_naming_them(rng):
         captured_gemm_calls("plan", {}, operand_class="gemm")
     with pytest.raises(TypeError, match=r"plan must be a LoweredPlan .*not list"):
         check_plan_capturable([step])
+
+
+def test_a_torch_tensor_eagle_cannot_read_is_refused_naming_its_buffer():
+    torch = pytest.importorskip("torch")
+    step = matmul_step("c", a="a", b="b", out="c")
+    sparse = torch.ones(3, 4, dtype=torch.float64).to_sparse()
+    with pytest.raises(MatmulUnavailable, match=r"^matmul step 'c': buffer 'a': a torch\.sparse"):
+        step.run({"a": sparse, "b": np.ones((4, 5)), "c": np.empty((3, 5))}, "host")

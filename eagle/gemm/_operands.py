@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from eagle.arrays import Array, _holder
-from eagle.errors import EagleTypeError
+from eagle.errors import EagleError, EagleTypeError
 from eagle.gemm.errors import GemmMappingUnavailable
 
 __all__ = [
@@ -119,7 +119,10 @@ def operand(
     elif type(value) is Array:
         held, array = None, value
     else:
-        held = _holder.hold(value, sync=sync)
+        try:
+            held = _holder.hold(value, sync=sync)
+        except EagleError as exc:  # a tensor eagle cannot read: named as this buffer
+            raise error(f"{label}: {exc}") from None
         array = value if held is None else held.array
     if side == "host":
         host = array if type(array) is np.ndarray else None
