@@ -404,11 +404,11 @@ def _sum_terms(
         for f in factors
     ]
 
-    def term(group: Grouping, rows: slice) -> Any:
+    def term(group: Grouping, span: slice) -> Any:
         if isinstance(group, tuple):
-            return term(group[0], rows) * term(group[1], rows)
+            return term(group[0], span) * term(group[1], span)
         factor = shaped[group]
-        return factor[rows] if np.ndim(factor) and np.shape(factor)[0] > 1 else factor
+        return factor[span] if np.ndim(factor) and np.shape(factor)[0] > 1 else factor
 
     block = max(1, _TERM_ELEMENTS // max(1, groups * unit))
     sums: list[np.ndarray] = []

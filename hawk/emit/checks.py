@@ -755,7 +755,7 @@ def _real_to_int(node: ir.Expr) -> bool:
     """True when ``node`` makes an int of a real: ``int()`` or ``hm.floor`` of a real."""
     if isinstance(node, ir.Cast):
         return node.to == Type.INT and node.operand.type == Type.REAL
-    return isinstance(node, ir.Call) and node.fn == "floor"  # (of a real: ints are cast)
+    return isinstance(node, ir.Call) and node.fn == "floor"  # (hm.floor of an int is the int)
 
 
 def operation_site(node: ir.Expr, kind: str) -> CheckSite:
