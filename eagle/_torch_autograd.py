@@ -68,6 +68,11 @@ class Function(Protocol):
 
 
 _NAMESPACE = "eagle"
+#: part of every op's name. torch's on-disk caches of compiled graphs key a graph on the
+#: forward op it calls, not on the backward that op's autograd formula chose when the graph
+#: was compiled: a cached backward outlives a change to the backward ops. Bump this with any
+#: change to the ops' schemas or autograd formulas (``tests/test_torch.py`` pins the schemas).
+_REVISION = 2
 
 _live: weakref.WeakValueDictionary[int, Function] = weakref.WeakValueDictionary()
 _keys = itertools.count()
@@ -210,11 +215,14 @@ class Forward(torch.autograd.Function):
     *initials)``. Its forward takes ``ctx`` itself: torch's ``apply`` reads the signature
     of a forward that has a separate ``setup_context`` (``inspect.signature``) on every
     call, which costs more than the rest of the call. Calls under a ``torch.func``
-    transform or forward-mode AD, which need ``setup_context``, take :class:`Transformed`."""
+    transform or forward-mode AD, which need ``setup_context``, take :class:`Transformed`.
+    An output no loss reads comes to the backward as None (its grads are not
+    materialised), which leaves it out of the adjoint."""
 
     @staticmethod
     def forward(ctx: Any, function: Function, lanes: Any, dtype: torch.dtype, *tensors: Any) -> Any:
-        ctx.function = function
+        ctx.function, ctx.lanes, ctx.dtype = function, lanes, dtype
+        ctx.set_materialize_grads(False)
         ctx.save_for_backward(*tensors)
         values, initials = _parts(function, tensors, 2)
         return function._forward(values, initials, lanes, dtype)
@@ -239,18 +247,13 @@ class Transformed(torch.autograd.Function):
         ctx.function, ctx.lanes, ctx.dtype = function, lanes, dtype
         ctx.save_for_backward(*tensors)
         ctx.save_for_forward(*tensors)
-        # an input with no tangent comes to jvp as None, not zeros: a zero tangent times an
-        # infinite partial (sqrt at 0) would make NaN of a tangent that has no part in it
+        # an input with no tangent comes to jvp as None, not zeros (an output with no
+        # cotangent to backward as None): a zero tangent times an infinite partial (sqrt
+        # at 0) would make NaN of a tangent that has no part in it
         ctx.set_materialize_grads(False)
-        outputs = output if isinstance(output, tuple) else (output,)
-        ctx.outputs = tuple((out.shape, out.dtype, out.device) for out in outputs)
 
     @staticmethod
     def backward(ctx: Any, *cotangents: Any) -> tuple[Any, ...]:
-        cotangents = tuple(  # (the backward takes every output's cotangent, as zeros)
-            torch.zeros(shape, dtype=dtype, device=device) if bar is None else bar
-            for bar, (shape, dtype, device) in zip(cotangents, ctx.outputs, strict=True)
-        )
         return _eager_backward(ctx, cotangents)
 
     @staticmethod
@@ -287,24 +290,29 @@ def _eager_backward(ctx: Any, cotangents: tuple[Any, ...]) -> tuple[Any, ...]:
         cotangents,
         ctx.needs_input_grad[3:],
         functools.partial(_eager_gradients, function),
+        ctx.lanes,
+        ctx.dtype,
     )
     return (None, None, None, *grads)
 
 
 class Gradients(torch.autograd.Function):
-    """A function's backward: ``apply(function, needs, *inputs, *initials, *cotangents)``
-    gives a tensor per slot (empty where ``needs`` is False)."""
+    """A function's backward: ``apply(function, needs, zero, *inputs, *initials,
+    *cotangents)`` gives a tensor per slot (empty where ``needs`` is False), with the
+    outputs ``zero`` marks left out of the adjoint."""
 
     @staticmethod
-    def forward(function: Function, needs: tuple[bool, ...], *tensors: Any) -> Any:
+    def forward(
+        function: Function, needs: tuple[bool, ...], zero: tuple[bool, ...], *tensors: Any
+    ) -> Any:
         values, initials, cotangents = _parts(function, tensors, 3)
-        gradients = function._derivatives.gradients(values, initials, cotangents, needs)
+        gradients = function._derivatives.gradients(values, initials, cotangents, needs, zero)
         return _padded(gradients, tensors)
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        function, needs, *tensors = inputs
-        ctx.function, ctx.needs = function, needs
+        function, needs, zero, *tensors = inputs
+        ctx.function, ctx.needs, ctx.zero = function, needs, zero
         ctx.save_for_backward(*tensors)
         ctx.save_for_forward(*tensors)
         ctx.set_materialize_grads(False)
@@ -316,10 +324,11 @@ class Gradients(torch.autograd.Function):
             ctx.saved_tensors,
             gg,
             ctx.needs,
-            ctx.needs_input_grad[2:],
+            ctx.zero,
+            ctx.needs_input_grad[3:],
             functools.partial(_eager_second, function),
         )
-        return (None, None, *grads)
+        return (None, None, None, *grads)
 
     @staticmethod
     def jvp(ctx: Any, *tangents: Any) -> Any:
@@ -330,7 +339,8 @@ class Gradients(torch.autograd.Function):
             initials,
             cotangents,
             ctx.needs,
-            tangents[2:],
+            ctx.zero,
+            tangents[3:],
             functools.partial(_eager_gradients, function),
             functools.partial(_eager_second, function),
         )
@@ -338,26 +348,30 @@ class Gradients(torch.autograd.Function):
 
     @staticmethod
     def vmap(info: Any, in_dims: Sequence[Any], function: Function, *args: Any) -> Any:
-        needs, *tensors = args
+        needs, zero, *tensors = args
         return _looped(
             info,
-            in_dims[2:],
+            in_dims[3:],
             tensors,
-            lambda *items: Gradients.apply(function, needs, *items),
-            lambda *items: _gradients_fake(*items, needs, function.key),
+            lambda *items: Gradients.apply(function, needs, zero, *items),
+            lambda *items: _gradients_fake(*items, needs, zero, function.key),
         )
 
 
 class SecondOrder(torch.autograd.Function):
-    """The backward's backward: ``apply(function, needs, wants, *inputs, *initials,
+    """The backward's backward: ``apply(function, needs, wants, zero, *inputs, *initials,
     *cotangents, *gg)``; differentiating it raises (no third derivative)."""
 
     @staticmethod
     def forward(
-        function: Function, needs: tuple[bool, ...], wants: tuple[bool, ...], *tensors: Any
+        function: Function,
+        needs: tuple[bool, ...],
+        wants: tuple[bool, ...],
+        zero: tuple[bool, ...],
+        *tensors: Any,
     ) -> Any:
         values, initials, cotangents, gg = _parts(function, tensors, 4)
-        results = function._derivatives.second(values, initials, cotangents, gg, needs, wants)
+        results = function._derivatives.second(values, initials, cotangents, gg, needs, wants, zero)
         return _padded(results, tensors)
 
     @staticmethod
@@ -374,13 +388,13 @@ class SecondOrder(torch.autograd.Function):
 
     @staticmethod
     def vmap(info: Any, in_dims: Sequence[Any], function: Function, *args: Any) -> Any:
-        needs, wants, *tensors = args
+        needs, wants, zero, *tensors = args
         return _looped(
             info,
-            in_dims[3:],
+            in_dims[4:],
             tensors,
-            lambda *items: SecondOrder.apply(function, needs, wants, *items),
-            lambda *items: _second_fake(*items, needs, wants, function.key),
+            lambda *items: SecondOrder.apply(function, needs, wants, zero, *items),
+            lambda *items: _second_fake(*items, needs, wants, zero, function.key),
         )
 
 
@@ -390,12 +404,13 @@ def _eager_gradients(
     initials: Sequence[Any],
     cotangents: Sequence[Any],
     needs: Sequence[bool],
+    zero: Sequence[bool],
 ) -> Sequence[Any]:
     """The backward on the eager route: recorded (:class:`Gradients`) when autograd
     records the backward, else computed directly."""
     if not _recording():
-        return function._derivatives.gradients(values, initials, cotangents, needs)
-    results = Gradients.apply(function, tuple(needs), *values, *initials, *cotangents)
+        return function._derivatives.gradients(values, initials, cotangents, needs, zero)
+    results = Gradients.apply(function, tuple(needs), tuple(zero), *values, *initials, *cotangents)
     return results if isinstance(results, tuple) else (results,)
 
 
@@ -407,14 +422,15 @@ def _eager_second(
     gg: Sequence[Any],
     needs: Sequence[bool],
     wants: Sequence[bool],
+    zero: Sequence[bool],
 ) -> Sequence[Any]:
     """The second-order backward on the eager route, recorded as :func:`_eager_gradients`."""
     if not _recording():
-        return function._derivatives.second(values, initials, cotangents, gg, needs, wants)
+        return function._derivatives.second(values, initials, cotangents, gg, needs, wants, zero)
     results = SecondOrder.apply(
-        function, tuple(needs), tuple(wants), *values, *initials, *cotangents, *gg
+        function, tuple(needs), tuple(wants), tuple(zero), *values, *initials, *cotangents, *gg
     )
-    return _unpadded(function, results, needs, wants)
+    return _unpadded(function, results, needs, wants, zero)
 
 
 def _looped(
@@ -468,7 +484,7 @@ def signature_ops(inputs: int, outputs: int) -> tuple[Any, Any, Any]:
 
 
 def _register(inputs: int, outputs: int) -> tuple[Any, Any, Any]:
-    name = f"function_{inputs}_{outputs}"
+    name = f"function_{inputs}_{outputs}_r{_REVISION}"
     values = [f"Tensor v{i}" for i in range(inputs)]
     starts = [f"Tensor? s{i}" for i in range(outputs)]
     bars = [f"Tensor c{i}" for i in range(outputs)]
@@ -483,7 +499,7 @@ def _register(inputs: int, outputs: int) -> tuple[Any, Any, Any]:
     )
     gradients = _define(
         f"{name}_backward",
-        [*values, *starts, *bars, "bool[] needs", "int key"],
+        [*values, *starts, *bars, "bool[] needs", "bool[] zero", "int key"],
         inputs + outputs,
         _gradients_impl,
         _gradients_fake,
@@ -491,7 +507,7 @@ def _register(inputs: int, outputs: int) -> tuple[Any, Any, Any]:
     )
     second = _define(
         f"{name}_backward2",
-        [*values, *starts, *bars, *gg, "bool[] needs", "bool[] wants", "int key"],
+        [*values, *starts, *bars, *gg, "bool[] needs", "bool[] wants", "bool[] zero", "int key"],
         inputs + 2 * outputs,
         _second_impl,
         _second_fake,
@@ -553,7 +569,8 @@ def _forward_fake(*args: Any) -> Any:
 
 
 def _forward_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    ctx.function = lookup(inputs[-1])
+    ctx.function, ctx.lanes, ctx.dtype = lookup(inputs[-1]), inputs[-3], inputs[-2]
+    ctx.set_materialize_grads(False)  # (an output no loss reads: see Forward)
     ctx.save_for_backward(*inputs[:-3])
 
 
@@ -564,6 +581,8 @@ def _forward_backward(ctx: Any, *cotangents: Any) -> tuple[Any, ...]:
         cotangents,
         ctx.needs_input_grad,
         functools.partial(_op_gradients, function),
+        ctx.lanes,
+        ctx.dtype,
     )
     return (*grads, None, None, None)
 
@@ -574,21 +593,24 @@ def _op_gradients(
     initials: Sequence[Any],
     cotangents: Sequence[Any],
     needs: Sequence[bool],
+    zero: Sequence[bool],
 ) -> Sequence[Any]:
-    results = function.backward_op(*values, *initials, *cotangents, list(needs), function.key)
+    results = function.backward_op(
+        *values, *initials, *cotangents, list(needs), list(zero), function.key
+    )
     return results if isinstance(results, tuple) else (results,)
 
 
 def _gradients_impl(*args: Any) -> Any:
-    *tensors, needs, key = args
+    *tensors, needs, zero, key = args
     function = lookup(key)
     values, initials, cotangents = _parts(function, tensors, 3)
-    gradients = function._derivatives.gradients(values, initials, cotangents, needs)
+    gradients = function._derivatives.gradients(values, initials, cotangents, needs, zero)
     return _padded(gradients, tensors)
 
 
 def _gradients_fake(*args: Any) -> Any:
-    *tensors, needs, key = args
+    *tensors, needs, _zero, key = args
     function = lookup(key)
     values, initials, cotangents = _parts(function, tensors, 3)
     gradients = function._derivatives.gradients_fake(values, initials, cotangents, needs)
@@ -596,8 +618,8 @@ def _gradients_fake(*args: Any) -> Any:
 
 
 def _gradients_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    ctx.function, ctx.needs = lookup(inputs[-1]), inputs[-2]
-    ctx.save_for_backward(*inputs[:-2])
+    ctx.function, ctx.needs, ctx.zero = lookup(inputs[-1]), inputs[-3], inputs[-2]
+    ctx.save_for_backward(*inputs[:-3])
 
 
 def _gradients_backward(ctx: Any, *gg: Any) -> tuple[Any, ...]:
@@ -606,10 +628,11 @@ def _gradients_backward(ctx: Any, *gg: Any) -> tuple[Any, ...]:
         ctx.saved_tensors,
         gg,
         ctx.needs,
+        ctx.zero,
         ctx.needs_input_grad,
         functools.partial(_op_second, function),
     )
-    return (*grads, None, None)
+    return (*grads, None, None, None)
 
 
 def _op_second(
@@ -620,26 +643,27 @@ def _op_second(
     gg: Sequence[Any],
     needs: Sequence[bool],
     wants: Sequence[bool],
+    zero: Sequence[bool],
 ) -> Sequence[Any]:
     results = function._second_op(
-        *values, *initials, *cotangents, *gg, list(needs), list(wants), function.key
+        *values, *initials, *cotangents, *gg, list(needs), list(wants), list(zero), function.key
     )
-    return _unpadded(function, results, needs, wants)
+    return _unpadded(function, results, needs, wants, zero)
 
 
 def _second_impl(*args: Any) -> Any:
-    *tensors, needs, wants, key = args
+    *tensors, needs, wants, zero, key = args
     function = lookup(key)
     values, initials, cotangents, gg = _parts(function, tensors, 4)
-    results = function._derivatives.second(values, initials, cotangents, gg, needs, wants)
+    results = function._derivatives.second(values, initials, cotangents, gg, needs, wants, zero)
     return _padded(results, tensors)
 
 
 def _second_fake(*args: Any) -> Any:
-    *tensors, needs, wants, key = args
+    *tensors, needs, wants, zero, key = args
     function = lookup(key)
     values, initials, cotangents = _parts(function, tensors, 3)
-    results = function._derivatives.second_fake(values, initials, cotangents, needs, wants)
+    results = function._derivatives.second_fake(values, initials, cotangents, needs, wants, zero)
     return _padded(results, tensors)
 
 
@@ -670,11 +694,15 @@ def _padded(results: Sequence[Any], tensors: Sequence[Any]) -> Any:
 
 
 def _unpadded(
-    function: Function, results: Any, needs: Sequence[bool], wants: Sequence[bool]
+    function: Function,
+    results: Any,
+    needs: Sequence[bool],
+    wants: Sequence[bool],
+    zero: Sequence[bool],
 ) -> list[Any]:
     """The second-order gradients an op returned, None where it had none to give."""
     results = results if isinstance(results, tuple) else (results,)
-    _, wanted = function._derivatives.second_plan(needs, wants)
+    _, wanted = function._derivatives.second_plan(needs, wants, zero)
     return [r if i in wanted else None for i, r in enumerate(results)]
 
 

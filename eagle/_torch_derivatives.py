@@ -135,27 +135,80 @@ class Derivatives:
         cotangents: Sequence[Any],
         needs_input_grad: Sequence[bool],
         gradients: Callable[..., Sequence[Any]],
+        lanes: Any,
+        dtype: torch.dtype,
     ) -> list[Any]:
         """The gradient of each differentiable slot (None where not needed): the adjoint's
         through ``gradients`` (the registered backward op, or the eager one), a
-        ``Mutable[Table]``'s initial value's its cotangent, reshaped in torch."""
+        ``Mutable[Table]``'s initial value's its cotangent, reshaped in torch.
+
+        A cotangent may be None: an output no loss reads (torch's grads are not
+        materialised). Its output is left out of the adjoint, as torch prunes it (its
+        zero cotangent times an infinite partial, ``sqrt`` at 0, would be NaN); its
+        tensor in the calls below is a zero of its shape (``lanes``, ``dtype``)."""
         values, initials = split(saved, len(self._inputs), len(self._outputs))
         needs = [
             bool(need) and gradient is not None
             for need, gradient in zip(needs_input_grad, self._slot_gradients, strict=False)
         ]
+        zero = tuple(bar is None for bar in cotangents)
+        if any(zero):
+            if all(zero):
+                return [None] * len(needs)
+            cotangents, zero = self._absent_filled(values, initials, cotangents, lanes, dtype)
         if any(needs):
-            computed = gradients(values, initials, cotangents, needs)
+            computed = gradients(values, initials, cotangents, needs, zero)
             grads = [g if need else None for g, need in zip(computed, needs, strict=True)]
         else:
             grads = [None] * len(needs)
         first_initial = len(self._inputs)
         for slot in self._passing_slots:
-            if needs_input_grad[slot]:
+            if needs_input_grad[slot] and cotangents[slot - first_initial] is not None:
                 start = initials[slot - first_initial]
                 bar = cotangents[slot - first_initial]
                 grads[slot] = bar.to(start.dtype).reshape(start.shape)
         return grads
+
+    def _absent_filled(
+        self,
+        values: Sequence[Any],
+        initials: Sequence[Any],
+        cotangents: Sequence[Any],
+        lanes: Any,
+        dtype: torch.dtype,
+    ) -> tuple[list[Any], tuple[bool, ...]]:
+        """``cotangents`` with a zero of its output's shape for each None (expanded from
+        one element), and which outputs the adjoint leaves out: those, but one lane
+        output kept where leaving them all out would leave it no lane plane."""
+        device = first_tensor(values, initials).device
+        count = None
+        filled, zero = [], []
+        for plane, bar in zip(self._outputs, cotangents, strict=True):
+            zero.append(bar is None)
+            if bar is None:
+                if count is None:
+                    count = self._count(values, initials, cotangents, lanes)
+                shape = (count,) if plane.kind == "output" else _shape(plane)
+                bar = torch.zeros((), dtype=dtype, device=device).expand(shape)
+            filled.append(bar)
+        if not self._has_lane_input:
+            lane = [i for i, p in enumerate(self._outputs) if p.kind == "output"]
+            if lane and all(zero[i] for i in lane):
+                zero[lane[0]] = False
+        return filled, tuple(zero)
+
+    def _count(
+        self, values: Sequence[Any], initials: Sequence[Any], cotangents: Sequence[Any], lanes: Any
+    ) -> Any:
+        """The forward's lane count: a lane plane's length, or ``lanes``."""
+        for plane, tensor in zip(
+            (*self._inputs, *self._outputs, *self._outputs),
+            (*values, *initials, *cotangents),
+            strict=True,
+        ):
+            if tensor is not None and plane.kind in ("input", "output"):
+                return tensor.shape[0]
+        return lanes
 
     def gradients_fake(
         self,
@@ -186,37 +239,42 @@ class Derivatives:
         initials: Sequence[Any],
         cotangents: Sequence[Any],
         needs: Sequence[bool],
+        zero: Sequence[bool],
     ) -> list[Any]:
         """The gradient of each differentiable slot that ``needs`` asks for (None for the
-        others), in its input's dtype and shape, made by one launch of the adjoint."""
+        others), in its input's dtype and shape, made by one launch of the adjoint, which
+        leaves out the outputs ``zero`` marks (their cotangents are zero)."""
         device = first_tensor(values, cotangents).device
         dtypes = {t.dtype for t in values}
         dtypes.update(t.dtype for t in cotangents)
         real = torch.float64 if torch.float64 in dtypes else torch.float32
         # An adjoint that runs its own loop is specialised for a fresh call: it writes the
         # lane gradients (no zeroing first) and reads a broadcast cotangent (the gradient
-        # of a sum) as its one element (no copy). The GEMM route writes its gradients.
-        fresh = self._adjoint_loops(device, dtypes)
+        # of a sum) as its one element (no copy). The GEMM route writes its gradients; it
+        # has no way to leave an output out, so an adjoint that does runs its own loop.
+        zero = tuple(zero)
+        fresh = any(zero) or self._adjoint_loops(device, dtypes)
         broadcast = (
             tuple(
                 plane.name
-                for plane, bar in zip(self._outputs, cotangents, strict=True)
-                if plane.kind == "output" and bar.stride(0) == 0 and bar.numel()
+                for plane, bar, absent in zip(self._outputs, cotangents, zero, strict=True)
+                if plane.kind == "output" and not absent and bar.stride(0) == 0 and bar.numel()
             )
             # (the adjoint needs a lane plane left to count its lanes: a Scalar input; zero
             # lanes have no element to read)
             if fresh and self._has_lane_input
             else ()
         )
-        key = (tuple(needs), fresh, broadcast)
+        key = (tuple(needs), fresh, broadcast, zero)
         backward = self._backward_runners.get(key)
         if backward is None:
-            backward = self._backward_runners[key] = self._backward(needs, fresh, broadcast)
+            backward = self._backward_runners[key] = self._backward(needs, fresh, broadcast, zero)
         tensors = [contiguous(value) for value in values]
         for position in backward.held:  # the value each held output had before the launch
             tensors.append(_held(initials[position], cotangents[position]))
         for position, bar in enumerate(cotangents):
-            tensors.append(bar if position in backward.one else contiguous(bar))
+            if not zero[position]:
+                tensors.append(bar if position in backward.one else contiguous(bar))
         results: list[Any] = [None] * len(needs)
         for slot, made in backward.made:
             like = self._grad_like(slot, values, initials, cotangents)
@@ -254,7 +312,11 @@ class Derivatives:
         return loops
 
     def _backward(
-        self, needs: Sequence[bool], fresh: bool, broadcast: tuple[str, ...]
+        self,
+        needs: Sequence[bool],
+        fresh: bool,
+        broadcast: tuple[str, ...],
+        zero: tuple[bool, ...],
     ) -> _Backward:
         """The backward for these needs (:meth:`_backward_adjoint`), with the planes it
         takes in order and how each call fills them.
@@ -269,7 +331,7 @@ class Derivatives:
                     f"output {self._output_names[slot - len(self._inputs)]!r} (or adds into "
                     "it), so its adjoint has no gradient for it; pass False there"
                 )
-        adjoint = self._backward_adjoint(needs, fresh, broadcast)
+        adjoint = self._backward_adjoint(needs, fresh, broadcast, zero)
         held = tuple(i for i, name in enumerate(self._output_names) if name in adjoint.takes)
         made = tuple(
             (slot, "summed" if fresh and not self._lane_slots[slot] else "empty")
@@ -279,29 +341,44 @@ class Derivatives:
         names = (
             *self._input_names,
             *(self._output_names[i] for i in held),
-            *self._cotangent_names,
+            *(name for name, absent in zip(self._cotangent_names, zero, strict=True) if not absent),
             *(cast(str, self._slot_gradients[slot]) for slot, _ in made),
         )
         one = frozenset(self._output_names.index(name) for name in broadcast)
         return _Backward(adjoint, names, held, one, made)
 
     def _backward_adjoint(
-        self, needs: Sequence[bool], fresh: bool, broadcast: tuple[str, ...]
+        self,
+        needs: Sequence[bool],
+        fresh: bool,
+        broadcast: tuple[str, ...],
+        zero: tuple[bool, ...],
     ) -> _Adjoint:
         """The adjoint for these needs: ``eagle.diff.reverse(plan, accumulate=False)``'s
         gradient products, which write the gradients, or, for a fresh call, the adjoint
-        kernel that writes them, with ``broadcast`` outputs' cotangents read as one element."""
+        kernel that writes them, with ``broadcast`` outputs' cotangents read as one element
+        and ``zero`` outputs left out."""
         names = self._input_names + self._output_names
         wrt = [names[slot] for slot, need in enumerate(needs) if need]
         if not fresh:
             kernel = hawk.diff.vjp(self.kernel, wrt)  # the kernel whose planes reverse takes
             return _Adjoint(kernel, Runner(self._written), _plane_names(kernel), adds=False)
-        kernel = hawk.diff.vjp(self.kernel, wrt, lane_gradients="store", broadcast=broadcast)
+        kernel = hawk.diff.vjp(
+            self.kernel,
+            wrt,
+            lane_gradients="store",
+            broadcast=broadcast,
+            zero_cotangents=self._zero_names(zero),
+        )
         one = frozenset(kernel.cotangents[name] for name in broadcast)
         made = self.adjoint.primal.policy.adds  # the adds policy _loop_runner runs it under
         return _Adjoint(
             kernel, self._loop_runner(kernel, one), _plane_names(kernel), adds(kernel, made)
         )
+
+    def _zero_names(self, zero: Sequence[bool]) -> tuple[str, ...]:
+        """The outputs ``zero`` marks, by name (``hawk.diff.vjp``'s ``zero_cotangents``)."""
+        return tuple(name for name, absent in zip(self._output_names, zero, strict=True) if absent)
 
     # -- second order: the backward's own backward, and forward mode -------------------
 
@@ -310,13 +387,14 @@ class Derivatives:
         saved: Sequence[Any],
         gg: Sequence[Any],
         needs: Sequence[bool],
+        zero: Sequence[bool],
         needs_input_grad: Sequence[bool],
         second: Callable[..., Sequence[Any]],
     ) -> list[Any]:
         """The backward of the backward op: the gradient of each of its tensor inputs
         (the inputs, the initial values, the cotangents; None where not needed) for the
-        cotangents ``gg`` of the gradients it made, through ``second`` (the registered
-        op, or the eager one)."""
+        cotangents ``gg`` of the gradients it made (with the outputs ``zero`` left out),
+        through ``second`` (the registered op, or the eager one)."""
         count = len(saved)
         wants = [bool(want) for want in needs_input_grad[:count]]
         gg = [g if need else None for g, need in zip(gg, needs, strict=True)]
@@ -328,24 +406,25 @@ class Derivatives:
         values, initials, cotangents = split(
             saved, len(self._inputs), len(self._outputs), len(self._outputs)
         )
-        return list(second(values, initials, cotangents, gg, needs, wants))
+        return list(second(values, initials, cotangents, gg, needs, wants, zero))
 
     def second_plan(
-        self, needs: Sequence[bool], wants: Sequence[bool]
+        self, needs: Sequence[bool], wants: Sequence[bool], zero: Sequence[bool]
     ) -> tuple[hawk.diff.AdjointKernel, dict[int, str]]:
-        """The first adjoint (for ``needs``), and for each wanted input of the backward op
-        (in the order inputs, initial values, cotangents) that the first adjoint reads,
-        its plane there. The others have no gradient."""
+        """The first adjoint (for ``needs``, with the outputs ``zero`` left out), and for
+        each wanted input of the backward op (in the order inputs, initial values,
+        cotangents) that the first adjoint reads, its plane there. The others have no
+        gradient."""
         slots = (*self._input_names, *self._output_names)
         first = hawk.diff.vjp(
             self.kernel, [name for name, need in zip(slots, needs, strict=True) if need],
-            lane_gradients="store",
+            lane_gradients="store", zero_cotangents=self._zero_names(zero),
         )  # fmt: skip
         takes = _plane_names(first)
         planes = (
             *self._input_names,
             *(name if name in takes else None for name in self._output_names),
-            *self._cotangent_names,
+            *(name if name in takes else None for name in self._cotangent_names),
         )
         wanted = {
             index: name
@@ -361,8 +440,9 @@ class Derivatives:
         cotangents: Sequence[Any],
         needs: Sequence[bool],
         wants: Sequence[bool],
+        zero: Sequence[bool],
     ) -> list[Any]:
-        _, wanted = self.second_plan(needs, wants)
+        _, wanted = self.second_plan(needs, wants, zero)
         inputs = (*values, *initials, *cotangents)
         return [_empty_as(inputs[i]) if i in wanted else None for i in range(len(wants))]
 
@@ -374,19 +454,21 @@ class Derivatives:
         gg: Sequence[Any],
         needs: Sequence[bool],
         wants: Sequence[bool],
+        zero: Sequence[bool],
     ) -> list[Any]:
         """The second-order gradients (:meth:`second_formula`), by one launch of the
-        adjoint of the first adjoint (``hawk.diff.vjp`` of ``hawk.diff.vjp``).
+        adjoint of the first adjoint (``hawk.diff.vjp`` of ``hawk.diff.vjp``), the
+        outputs ``zero`` marks left out of the first.
 
         Raises:
             RuntimeError: hawk.diff cannot differentiate the first adjoint.
         """
-        first, wanted = self.second_plan(needs, wants)
+        first, wanted = self.second_plan(needs, wants, zero)
         results: list[Any] = [None] * len(wants)
         if not wanted:
             return results
         wrt = tuple(dict.fromkeys(wanted.values()))
-        key = (tuple(needs), wrt)
+        key = (tuple(needs), tuple(zero), wrt)
         adjoint = self._second_runners.get(key)
         if adjoint is None:
             adjoint = self._second_runners[key] = self._second_adjoint(first, wrt)
@@ -396,12 +478,14 @@ class Derivatives:
         real = compute_dtype(*values, *cotangents, *(g for g in gg if g is not None))
         # the tensor each plane of the first adjoint is
         given: dict[str, Any] = dict(zip(self._input_names, values, strict=True))
+        takes = _plane_names(first)
         for plane, name, start, bar in zip(
             self._outputs, self._cotangent_names, initials, cotangents, strict=True
         ):
-            if plane.name in _plane_names(first):
+            if plane.name in takes:
                 given[plane.name] = _held(start, bar)
-            given[name] = bar
+            if name in takes:
+                given[name] = bar
         planes: dict[str, Any] = {name: contiguous(tensor) for name, tensor in given.items()}
         slots = (*self._input_names, *self._output_names)
         for slot, need in enumerate(needs):  # the cotangents of the first adjoint's gradients
@@ -488,7 +572,10 @@ class Derivatives:
         if any(needs):
             wants = [False] * (len(values) + len(initials)) + [True] * len(zeros)
             gg = [t if need else None for t, need in zip(tangents, needs, strict=True)]
-            results = list(second(values, initials, zeros, gg, needs, wants))[-len(zeros) :]
+            present = [False] * len(zeros)  # (the cotangents here are the variables)
+            results = list(second(values, initials, zeros, gg, needs, wants, present))[
+                -len(zeros) :
+            ]
         for position, plane in enumerate(self._outputs):
             tangent = tangents[len(values) + position]
             if plane.kind == "accumulator" and tangent is not None:  # adds pass it through
@@ -504,6 +591,7 @@ class Derivatives:
         initials: Sequence[Any],
         cotangents: Sequence[Any],
         needs: Sequence[bool],
+        zero: Sequence[bool],
         tangents: Sequence[Any],
         gradients: Callable[..., Sequence[Any]],
         second: Callable[..., Sequence[Any]],
@@ -514,7 +602,8 @@ class Derivatives:
         linear in the cotangents, so their tangents' share is the backward itself at the
         cotangents' tangents; the inputs' share is the Hessian of the outputs dotted with
         the cotangents, which is symmetric, so it is the second-order backward with the
-        inputs' tangents as the cotangents of the gradients."""
+        inputs' tangents as the cotangents of the gradients. The outputs ``zero`` marks
+        (their cotangents are zero constants, with no tangent) stay left out."""
         slots = len(self._slot_gradients)
         results: list[Any] = [None] * slots
         bar_tangents = tangents[slots:]
@@ -525,7 +614,9 @@ class Derivatives:
             ]
             results = [
                 g if need else None
-                for g, need in zip(gradients(values, initials, linear, needs), needs, strict=True)
+                for g, need in zip(
+                    gradients(values, initials, linear, needs, zero), needs, strict=True
+                )
             ]
         taken = [
             t is not None and gradient is not None
@@ -534,7 +625,7 @@ class Derivatives:
         if any(taken):
             wants = [*needs, *(False for _ in cotangents)]
             gg = [t if take else None for t, take in zip(tangents[:slots], taken, strict=True)]
-            curved = second(values, initials, cotangents, gg, taken, wants)
+            curved = second(values, initials, cotangents, gg, taken, wants, zero)
             for slot in range(slots):
                 if curved[slot] is not None:
                     results[slot] = (

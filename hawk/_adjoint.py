@@ -251,13 +251,15 @@ class Adjoint(ir.Builder):
     def reverse_store(
         self, stmt: ir.Store, env: dict[ir.Var, ir.Expr], grads: dict[Key, ir.Expr]
     ) -> None:
-        self.backprop(stmt.value, ir.Load(self.cotangent[stmt.plane]), env, grads)
+        bar = self.cotangent.get(stmt.plane)
+        if bar is not None:  # (none: a zero cotangent, whose partials are never formed)
+            self.backprop(stmt.value, ir.Load(bar), env, grads)
 
     @_REVERSE.rule(ir.Accumulate)
     def reverse_accumulate(
         self, stmt: ir.Accumulate, env: dict[ir.Var, ir.Expr], grads: dict[Key, ir.Expr]
     ) -> None:
-        if self.analysis.is_active(stmt.value):
+        if stmt.plane in self.cotangent and self.analysis.is_active(stmt.value):
             self.check_address(stmt.plane, stmt.index, "add")
             index = tuple(self.value(i, env) for i in stmt.index)
             read = ir.Read(self.cotangent[stmt.plane], index)

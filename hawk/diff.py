@@ -25,7 +25,11 @@ zero where nothing depends on it, so they need no zeroing first; param and
 table gradients, which several lanes reach, are still added into. And
 ``broadcast=("y",)`` takes the cotangent of output ``y`` as one value shared
 by every lane (the gradient of ``y.sum()``): its plane ``y_bar`` is a
-``Param`` instead of a ``Scalar``.
+``Param`` instead of a ``Scalar``. A third, ``zero_cotangents=("w",)``,
+serves a loss that does not read output ``w``: its cotangent is zero, so the
+adjoint leaves out its stores and adds and takes no ``w_bar``. The partials
+of ``w`` are then never formed, as a framework that prunes an unused output
+does (a zero cotangent times an infinite partial, ``sqrt`` at 0, is NaN).
 
 The gradient of a ``Mutable[Table]``'s initial value is its cotangent itself
 (adds pass it through), so it has no plane.
@@ -101,7 +105,8 @@ class AdjointKernel(Kernel):
         wrt: the primal planes the gradient is taken with respect to, in
             declaration order.
         gradients: ``{primal plane: gradient plane}`` for those planes.
-        cotangents: ``{output: cotangent plane}`` for every output.
+        cotangents: ``{output: cotangent plane}`` for every output whose
+            cotangent the adjoint takes (all but ``zero_cotangents``).
         fn: the primal's Python function (the adjoint was derived from it).
     """
 
@@ -126,9 +131,11 @@ class AdjointKernel(Kernel):
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle as the request that made it: :func:`vjp` of the primal (itself pickled
         by reference) with the same planes and options."""
-        for (names, lane_gradients, shared), adjoint in self.primal._adjoints.items():
+        for (names, lane_gradients, shared, zero), adjoint in self.primal._adjoints.items():
             if adjoint is self:
-                options = functools.partial(vjp, lane_gradients=lane_gradients, broadcast=shared)
+                options = functools.partial(
+                    vjp, lane_gradients=lane_gradients, broadcast=shared, zero_cotangents=zero
+                )
                 return (options, (self.primal, names))
         raise HawkTypeError(
             f"{self!r} was not made by hawk.diff.vjp; make it with vjp to pickle it"
@@ -176,6 +183,7 @@ def vjp(
     *,
     lane_gradients: LaneGradients = "add",
     broadcast: Iterable[str] = (),
+    zero_cotangents: Iterable[str] = (),
 ) -> AdjointKernel:
     """The reverse-mode (vector-Jacobian product) kernel of ``kernel``.
 
@@ -191,6 +199,9 @@ def vjp(
         broadcast: outputs (``Mutable[Scalar]`` planes) whose cotangent is one
             value for every lane: their cotangent plane is a one-element
             ``Param``.
+        zero_cotangents: outputs (``Mutable`` planes) whose cotangent is
+            zero: the adjoint leaves out what they contribute (their partials
+            are never formed) and takes no cotangent plane for them.
 
     Returns:
         The adjoint kernel (the same object for the same request), whose
@@ -205,22 +216,28 @@ def vjp(
             differentiated data. (An output ``kernel`` writes without reading is
             no plane of its adjoint: an adjoint's adjoint names the gradient of
             ``x`` ``x_bar`` again.)
-        HawkTypeError: ``wrt`` or ``broadcast`` is not a plane name or a list of
-            them.
+        HawkTypeError: ``wrt``, ``broadcast`` or ``zero_cotangents`` is not a
+            plane name or a list of them.
         ValueError: ``lane_gradients`` is not ``"add"`` or ``"store"``;
             ``broadcast`` names a plane that is not a ``Mutable[Scalar]``, or
             leaves the adjoint no lane plane (a kernel whose only lane planes
-            are the outputs broadcast).
+            are the outputs broadcast or left out); ``zero_cotangents`` names a
+            plane that is not a ``Mutable`` plane, or one that ``broadcast``
+            names too.
     """
     candidates = gradient_planes(kernel)
     names = _check_wrt(kernel, tuple(candidates) if wrt is None else wrt, candidates)
     check_option(lane_gradients, LaneGradients, "lane_gradients")
     shared = _check_broadcast(kernel, broadcast)
-    key = (names, lane_gradients, shared)
+    zero = _check_zero(kernel, zero_cotangents, shared)
+    key = (names, lane_gradients, shared, zero)
     adjoint = kernel._adjoints.get(key)
     if not isinstance(adjoint, AdjointKernel):
-        cotangents = cotangent_planes(kernel)
-        adjoint_ir = _build(kernel.ir, names, cotangents, lane_gradients == "store", shared)
+        cotangents = {
+            name: bar for name, bar in cotangent_planes(kernel).items() if name not in zero
+        }
+        store = lane_gradients == "store"
+        adjoint_ir = _build(kernel.ir, names, cotangents, store, shared, zero)
         adjoint = AdjointKernel(kernel, names, cotangents, adjoint_ir)
         kernel._adjoints[key] = adjoint
     return adjoint
@@ -291,6 +308,26 @@ def _check_broadcast(kernel: Kernel, broadcast: Iterable[str]) -> tuple[str, ...
     return tuple(name for name in scalars if name in wanted)
 
 
+def _check_zero(
+    kernel: Kernel, zero_cotangents: Iterable[str], broadcast: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The outputs named in ``zero_cotangents``, in declaration order."""
+    outputs = list(cotangent_planes(kernel))
+    wanted = _names("zero_cotangents", zero_cotangents, outputs)
+    for name in wanted:
+        if name not in outputs:
+            raise HawkValueError(
+                f"zero_cotangents names {name!r}, which is not a Mutable plane of kernel "
+                f"{kernel.name!r}; name some of: {', '.join(outputs) or 'none'}"
+            )
+        if name in broadcast:
+            raise HawkValueError(
+                f"output {name!r} is named in both broadcast and zero_cotangents; a zero "
+                "cotangent has no value to broadcast, so name it in zero_cotangents only"
+            )
+    return tuple(name for name in outputs if name in wanted)
+
+
 def _read_first(kernel_ir: ir.KernelIR) -> set[ir.Plane]:
     return {
         node.plane
@@ -330,6 +367,7 @@ def _build(
     cotangents: dict[str, str],
     store: bool,
     broadcast: tuple[str, ...],
+    zero: tuple[str, ...],
 ) -> ir.KernelIR:
     namer = GradientNamer(primal)  # (its names count on from the primal's own)
     body = flatten(primal.body, namer)
@@ -370,10 +408,15 @@ def _build(
     planes += [cotangent[p] for p in primal.planes if p in cotangent]
     planes += [gradient[p] for p in primal.planes if p in gradient]
     _check_names(primal, planes)
-    if broadcast and not any(p.is_lane for p in planes):
+    if not any(p.is_lane for p in planes) and any(p.is_lane for p in primal.planes):
+        options = [
+            f"{name}={names}"
+            for name, names in (("broadcast", broadcast), ("zero_cotangents", zero))
+            if names
+        ]
         raise HawkValueError(
-            f"broadcast={broadcast} leaves the adjoint of kernel {primal.name!r} no lane plane "
-            "to count its lanes by; pass its cotangent as one value per lane instead"
+            f"{' and '.join(options)} leaves the adjoint of kernel {primal.name!r} no lane "
+            "plane to count its lanes by; pass one of those cotangents as one value per lane"
         )
     return ir.KernelIR(primal.name + "_vjp", tuple(planes), adjoint_body)
 

@@ -154,3 +154,20 @@ def inputs(kernel: hawk.Kernel, dtype: torch.dtype, device: str, lanes: int = 9)
 @hawk.kernel
 def root_scaled(x: hawk.Scalar, z: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
     y = x * x * hm.sqrt(z)  # dy/dz is +inf where z is 0; y and dy/dx are finite there
+
+
+@hawk.kernel
+def root_and_square(
+    x: hawk.Scalar, z: hawk.Scalar, y: hawk.Mutable[hawk.Scalar], w: hawk.Mutable[hawk.Scalar]
+):
+    y = x * hm.sqrt(z)  # dy/dz is +inf where z is 0
+    w = x * x
+
+
+@hawk.kernel
+def rooted_tally(
+    t: hawk.Table["i":N], y: hawk.Mutable[hawk.Scalar], h: hawk.Mutable[hawk.Table["bin":N]]
+):
+    v = t.at(i=hm.sample_index() % N)  # no Scalar input: y is the only lane plane
+    y = hm.sqrt(v)
+    h.add(bin=hm.sample_index() % N, value=3.0 * v)

@@ -517,12 +517,16 @@ def test_the_adjoint_routes_where_its_primal_does() -> None:
 # -- an adjoint for a fresh call: lane gradients stored, broadcast cotangents ---------------
 
 
-def _fresh_gradients(case: Case, planes, cotangents, broadcast=()) -> dict[str, np.ndarray]:
+def _fresh_gradients(
+    case: Case, planes, cotangents, broadcast=(), zero=()
+) -> dict[str, np.ndarray]:
     """The gradients of the adjoint that stores its lane gradients (they start as NaN;
     param and table gradients start at zero), with ``broadcast`` outputs' cotangents
-    given as their first element."""
+    given as their first element and ``zero`` outputs' left out."""
     kernel = case.kernel
-    adjoint = hawk.diff.vjp(kernel, lane_gradients="store", broadcast=broadcast)
+    adjoint = hawk.diff.vjp(
+        kernel, lane_gradients="store", broadcast=broadcast, zero_cotangents=zero
+    )
     given = {p.name: planes[p.name].copy() for p in adjoint.planes if p.name in planes}
     for out, cotangent in adjoint.cotangents.items():
         given[cotangent] = cotangents[out][:1].copy() if out in broadcast else cotangents[out]
@@ -587,6 +591,69 @@ def test_vjp_options_are_checked_and_cached() -> None:
         hawk.diff.vjp(saxpy, broadcast=["x"])
     with pytest.raises(ValueError, match="broadcast names 'h', which is not a Mutable"):
         hawk.diff.vjp(binned, broadcast=["h"])
+
+
+@pytest.mark.parametrize("case", ALL, ids=[c.name for c in ALL])
+def test_a_zero_cotangent_left_out_gives_the_gradients_of_a_zero_cotangent_given(
+    case: Case,
+) -> None:
+    rng = np.random.default_rng(13)
+    planes = _fd_planes(case, rng)
+    outputs = list(hawk.diff.cotangent_planes(case.kernel))
+    lanes = {p.name for p in case.kernel.planes if p.is_lane}
+    for out in outputs:
+        if lanes <= {out}:  # (the output is the only lane plane)
+            with pytest.raises(ValueError, match=r"zero_cotangents=\('y',\) leaves .* no lane"):
+                hawk.diff.vjp(case.kernel, zero_cotangents=out)
+            continue
+        cotangents = random_cotangents(case.kernel, planes, rng)
+        cotangents[out] = np.zeros_like(cotangents[out])
+        given = _fresh_gradients(case, planes, cotangents)
+        adjoint = hawk.diff.vjp(case.kernel, lane_gradients="store", zero_cotangents=out)
+        assert out not in adjoint.cotangents
+        assert out + "_bar" not in {p.name for p in adjoint.planes}
+        left_out = _fresh_gradients(case, planes, cotangents, zero=(out,))
+        for name, gradient in left_out.items():
+            assert _close(gradient, given[name], 1e-12), (out, name, gradient, given[name])
+
+
+@hawk.kernel
+def _root_and_square(
+    x: hawk.Scalar, z: hawk.Scalar, y: hawk.Mutable[hawk.Scalar], w: hawk.Mutable[hawk.Scalar]
+):
+    y = x * hm.sqrt(z)
+    w = x * x
+
+
+def test_a_zero_cotangent_left_out_forms_no_partial_of_its_output() -> None:
+    x, z = np.array([1.0, 2.0]), np.array([0.0, 4.0])  # dy/dz is +inf at z = 0
+    planes = {"x": x, "z": z, "w_bar": np.ones(2), "x_bar": np.zeros(2), "z_bar": np.zeros(2)}
+    zero_given = hawk.diff.vjp(_root_and_square)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        eagle.plan.auto(zero_given).run(**planes, y_bar=np.zeros(2))
+    assert np.isnan(planes["z_bar"][0])  # 0 * inf: why a zero cotangent is better left out
+    planes["x_bar"][:], planes["z_bar"][:] = 0.0, 0.0
+    left_out = hawk.diff.vjp(_root_and_square, zero_cotangents=["y"])
+    assert list(left_out.cotangents) == ["w"]
+    eagle.plan.auto(left_out).run(**planes)
+    np.testing.assert_array_equal(planes["x_bar"], 2 * x)
+    np.testing.assert_array_equal(planes["z_bar"], [0.0, 0.0])
+    with pytest.raises(TypeError, match=r"missing plane\(s\) 'w_bar'"):
+        eagle.plan.auto(hawk.diff.vjp(_root_and_square, zero_cotangents="y")).run(x=x, z=z)
+
+
+def test_zero_cotangents_is_checked_and_cached() -> None:
+    adjoint = hawk.diff.vjp(_root_and_square, zero_cotangents="y")
+    assert adjoint is hawk.diff.vjp(_root_and_square, zero_cotangents=("y",))
+    assert adjoint is not hawk.diff.vjp(_root_and_square)
+    with pytest.raises(ValueError, match="zero_cotangents names 'x', which is not a Mutable plane"):
+        hawk.diff.vjp(_root_and_square, zero_cotangents="x")
+    with pytest.raises(ValueError, match="'y' is named in both broadcast and zero_cotangents"):
+        hawk.diff.vjp(_root_and_square, broadcast="y", zero_cotangents="y")
+    with pytest.raises(TypeError, match=r"zero_cotangents takes a plane name .*, not 3"):
+        hawk.diff.vjp(_root_and_square, zero_cotangents=3)
+    every = hawk.diff.vjp(_root_and_square, zero_cotangents=["y", "w"])
+    assert every.cotangents == {}  # every gradient is zero
 
 
 # -- the device source ----------------------------------------------------------------------

@@ -166,7 +166,7 @@ def test_a_broadcast_cotangent_is_read_in_place_and_unused_inputs_get_zeros():
     torch.testing.assert_close(x.grad, torch.full_like(x, 0.5))
     torch.testing.assert_close(z.grad, torch.ones_like(z))
     (key,) = f._derivatives._backward_runners
-    assert key == ((True, True, False), True, ("y",))  # a fresh call, y's cotangent broadcast
+    assert key == ((True, True, False), True, ("y",), (False,))  # fresh, y broadcast
     g = eagle.torch.function(k.first_only)
     x.grad = z.grad = None
     (2.0 * g(x=x, z=z)).sum().backward()
@@ -306,7 +306,23 @@ def test_one_function_per_kernel_and_policy_while_it_lives():
     gemm = eagle.torch.function(k.contract, contraction="gemm")
     assert gemm is not loop and gemm.key != loop.key
     assert loop.op is gemm.op  # one registered op per signature (2 inputs, 1 output)
-    assert loop.op.name() == "eagle::function_2_1"
+    assert loop.op.name() == "eagle::function_2_1_r2"
+
+
+def test_the_ops_schemas_are_pinned_to_their_revision():
+    """torch's on-disk caches of compiled graphs key a graph on the forward op it calls: a
+    change to the ops' schemas (or autograd formulas) without a new ``_REVISION`` in their
+    names has a cached graph call the new backward op the old way. Bump it, then this."""
+    schemas = [str(op._schema) for op in eagle._torch_autograd.signature_ops(2, 1)]
+    assert schemas == [
+        "eagle::function_2_1_r2(Tensor v0, Tensor v1, Tensor? s0, SymInt lanes, "
+        "ScalarType dtype, int key) -> Tensor",
+        "eagle::function_2_1_r2_backward(Tensor v0, Tensor v1, Tensor? s0, Tensor c0, "
+        "bool[] needs, bool[] zero, int key) -> (Tensor, Tensor, Tensor)",
+        "eagle::function_2_1_r2_backward2(Tensor v0, Tensor v1, Tensor? s0, Tensor c0, "
+        "Tensor? g0, Tensor? g1, Tensor? g2, bool[] needs, bool[] wants, bool[] zero, int key) "
+        "-> (Tensor, Tensor, Tensor, Tensor)",
+    ]
 
 
 def test_a_function_keeps_the_whole_policy_it_was_made_under_forward_and_backward():
@@ -360,7 +376,7 @@ def test_the_backward_op_refuses_a_gradient_the_kernel_has_not():
     x, z = torch.randn(4, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
     bar = torch.ones(4, dtype=torch.float64)
     with pytest.raises(ValueError, match=r"needs\[2\] is True, but .* output 'y'"):
-        f.backward_op(x, z, None, bar, [False, False, True], f.key)
+        f.backward_op(x, z, None, bar, [False, False, True], [False], f.key)
 
 
 @pytest.mark.parametrize(
@@ -442,7 +458,7 @@ def test_the_routed_backward_writes_whole_gradients_it_made_uninitialised(monkey
     f(**planes).backward(bar)
     for name in planes:
         torch.testing.assert_close(planes[name].grad, reference[name].grad)
-    routed = [b for (_, fresh, _), b in derivatives._backward_runners.items() if not fresh]
+    routed = [b for (_, fresh, *_), b in derivatives._backward_runners.items() if not fresh]
     assert [backward.made for backward in routed] == [((0, "empty"), (1, "empty"))]
     assert derivatives._written.accumulate is False and f.adjoint.accumulate is True
 

@@ -85,6 +85,75 @@ def test_a_gradient_no_loss_reads_puts_no_nan_in_a_second_derivative():
     torch.testing.assert_close(results[0], results[1])
 
 
+def _root_and_square(x, z):
+    return x * torch.sqrt(z), x * x
+
+
+@pytest.mark.parametrize("route", ["eager", "op", "compiled", "func"])
+def test_an_output_no_loss_reads_puts_no_nan_in_a_gradient(route):
+    """y = x sqrt(z) takes no part in a loss on w = x * x: z's gradient is 0, as torch's,
+    where dy/dz is infinite (its zero cotangent times inf was NaN)."""
+    f = eagle.torch.function(k.root_and_square)
+
+    def loss(x, z):
+        return f(x=x, z=z)[1].sum()
+
+    if route == "compiled":
+        torch._dynamo.reset()
+        loss = torch.compile(loss, backend="aot_eager", fullgraph=True)
+    results = []
+    for call in (loss, lambda x, z: _root_and_square(x, z)[1].sum()):
+        x = torch.tensor([1.0, 2.0, -3.0], dtype=torch.float64, requires_grad=True)
+        z = torch.tensor([0.0, 4.0, 0.5], dtype=torch.float64, requires_grad=True)
+        if route == "func":
+            grads = torch.func.grad(call, argnums=(0, 1))(x, z)
+        elif route == "op":
+            with _Passing():
+                grads = torch.autograd.grad(call(x, z), (x, z), materialize_grads=True)
+        else:
+            grads = torch.autograd.grad(call(x, z), (x, z), materialize_grads=True)
+        results.append(grads)
+    assert torch.equal(results[0][1], torch.zeros(3, dtype=torch.float64))
+    torch.testing.assert_close(results[0], results[1])
+
+
+def test_an_output_no_loss_reads_puts_no_nan_in_second_derivatives():
+    f = eagle.torch.function(k.root_and_square)
+    results = []
+    for call in (lambda x, z: f(x=x, z=z), _root_and_square):
+        x = torch.tensor([1.0, 2.0, -3.0], dtype=torch.float64, requires_grad=True)
+        z = torch.tensor([0.0, 4.0, 0.5], dtype=torch.float64, requires_grad=True)
+        _, w = call(x, z)
+        gx, gz = torch.autograd.grad(
+            w.square().sum(), (x, z), create_graph=True, materialize_grads=True
+        )
+        second = torch.autograd.grad(gx.square().sum(), (x, z), materialize_grads=True)
+        results.append((gx, gz, *second))
+        hessian = torch.func.hessian(lambda x, call=call, z=z: call(x, z.detach())[1].sum())
+        results.append(hessian(x.detach()))
+    for got, want in zip(results[0], results[2], strict=True):
+        torch.testing.assert_close(got, want)
+    torch.testing.assert_close(results[1], results[3])
+
+
+def test_a_table_output_alone_in_the_loss_keeps_the_only_lane_output():
+    """Leaving y out would leave the adjoint no lane plane to count its lanes by: its zero
+    cotangent stays in, and the gradient is still right."""
+    f = eagle.torch.function(k.rooted_tally)
+    t = (torch.rand(k.N, dtype=torch.float64) + 0.5).requires_grad_()
+    _, h = f(t=t, lanes=20)
+    (gt,) = torch.autograd.grad((h * torch.arange(k.N, dtype=torch.float64)).sum(), t)
+    counts = torch.bincount(torch.arange(20) % k.N, minlength=k.N).to(torch.float64)
+    torch.testing.assert_close(gt, 3.0 * counts * torch.arange(k.N, dtype=torch.float64))
+
+
+class _Passing(torch.overrides.TorchFunctionMode):
+    """Sends eagle.torch's calls through its registered ops (as a mode does)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
 def test_second_derivatives_of_a_param_and_the_cotangent():
     f = eagle.torch.function(k.affine)
     x = torch.randn(6, dtype=torch.float64, requires_grad=True)

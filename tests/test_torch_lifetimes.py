@@ -228,17 +228,21 @@ def test_which_kernels_add_atomically_on_the_device():
     assert not _torch_runner.adds(k.scale_add) and not _torch_runner.adds(k.contract)
     affine = eagle.torch.function(k.affine)._derivatives
     # the loop adjoint sums a Param's gradient over lanes; a Scalar's it writes per lane
-    assert affine._backward_adjoint([False, True, False, False], fresh=True, broadcast=()).adds
+    assert affine._backward_adjoint(
+        [False, True, False, False], fresh=True, broadcast=(), zero=(False,)
+    ).adds
     needs_x = [True, False, False, False]
-    assert not affine._backward_adjoint(needs_x, fresh=True, broadcast=()).adds
+    assert not affine._backward_adjoint(needs_x, fresh=True, broadcast=(), zero=(False,)).adds
     # a routed contraction's backward is two cuBLAS products: deterministic
     gemm = eagle.torch.function(k.contract, contraction="gemm")._derivatives
     cuda = torch.device("cuda")
     assert not gemm._adjoint_loops(cuda, {torch.float32})
-    assert not gemm._backward_adjoint([True, True, False], fresh=False, broadcast=()).adds
+    assert not gemm._backward_adjoint(
+        [True, True, False], fresh=False, broadcast=(), zero=(False,)
+    ).adds
     loop = eagle.torch.function(k.contract, contraction="loop")._derivatives
     assert loop._adjoint_loops(cuda, {torch.float32})
-    assert loop._backward_adjoint([True, True, False], fresh=True, broadcast=()).adds
+    assert loop._backward_adjoint([True, True, False], fresh=True, broadcast=(), zero=(False,)).adds
 
 
 def test_an_op_made_with_deterministic_adds_is_not_refused_as_atomic():
@@ -248,7 +252,9 @@ def test_an_op_made_with_deterministic_adds_is_not_refused_as_atomic():
         fixed = eagle.torch.function(k.affine)
     assert fixed.plan.policy.adds == "deterministic"
     param_gradient = [False, True, False, False]
-    assert not fixed._derivatives._backward_adjoint(param_gradient, fresh=True, broadcast=()).adds
+    assert not fixed._derivatives._backward_adjoint(
+        param_gradient, fresh=True, broadcast=(), zero=(False,)
+    ).adds
     with hawk.emit.policy.using(adds="deterministic"):
         assert not eagle.torch.function(k.binned)._forward_adds
     assert eagle.torch.function(k.binned)._forward_adds
