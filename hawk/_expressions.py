@@ -432,8 +432,8 @@ class ExpressionTracer(ir.Builder):
             raise self.error(node, f"name {name!r} is used before assignment")
         try:
             value = self.resolve_global(name)
-        except Unresolved:
-            raise self.error(node, f"name {name!r} is not defined") from None
+        except Unresolved as exc:
+            raise self.error(node, exc.message) from None
         return self.constant(node, value, name)
 
     def resolve_global(self, name: str) -> Any:
@@ -449,8 +449,8 @@ class ExpressionTracer(ir.Builder):
             raise self.error(node, f"attribute access {snippet(node)} is not in hawk")
         try:
             value = self.resolve_global(base.id)
-        except Unresolved:
-            raise self.error(node, f"name {base.id!r} is not defined") from None
+        except Unresolved as exc:
+            raise self.error(node, exc.message) from None
         try:
             return module_attribute(value, parts[::-1])
         except Unresolved:

@@ -17,31 +17,49 @@ import numpy as np
 
 from hawk.errors import HawkError
 
-__all__ = ["Unresolved", "as_number", "module_attribute", "resolve"]
+__all__ = ["Unresolved", "as_number", "closure", "module_attribute", "resolve"]
 
 
 class Unresolved(HawkError, LookupError):
-    """A name that is neither in the closure, the globals nor the builtins."""
+    """A name that is neither in the closure, the globals nor the builtins (the message
+    says which, or why it has no value)."""
 
 
 def resolve(fn: types.FunctionType, name: str) -> Any:
     """The value ``name`` has for ``fn``'s body, outside the body.
 
     Raises:
-        Unresolved: ``fn`` cannot see such a name.
+        Unresolved: ``fn`` cannot see such a name, or it is a variable of an enclosing
+            function that has no value yet (assigned after the kernel's ``def``).
     """
     code = fn.__code__
     if name in code.co_freevars and fn.__closure__:
         cell = fn.__closure__[code.co_freevars.index(name)]
         try:
             return cell.cell_contents
-        except ValueError:
-            pass
+        except ValueError:  # (Python would read it when the body runs; hawk reads it now)
+            raise Unresolved(
+                f"name {name!r} is a variable of the function around the kernel, with no "
+                "value yet: hawk reads it when the kernel is made (@hawk.kernel), so assign "
+                "it before the kernel's def"
+            ) from None
     if name in fn.__globals__:
         return fn.__globals__[name]
     if hasattr(builtins, name):
         return getattr(builtins, name)
-    raise Unresolved(name)
+    raise Unresolved(f"name {name!r} is not defined")
+
+
+def closure(fn: types.FunctionType) -> dict[str, Any]:
+    """The variables of the functions around ``fn`` that its body reads and that have a
+    value, by name."""
+    values = {}
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
+        try:
+            values[name] = cell.cell_contents
+        except ValueError:  # assigned after fn's def
+            continue
+    return values
 
 
 def module_attribute(value: Any, parts: list[str]) -> Any:

@@ -15,7 +15,6 @@ import ast
 import builtins
 import inspect
 import sys
-import textwrap
 import types
 from collections.abc import Callable
 from dataclasses import replace
@@ -24,6 +23,7 @@ from typing import Any
 from hawk import ir
 from hawk._expressions import BINOPS, ExpressionTracer, Gone, assigned_names, snippet
 from hawk._registry import DEBUG_CALLS
+from hawk._scope import closure
 from hawk.decl import VALUE_KEYWORD, _declared_plane
 from hawk.errors import HawkError, HawkTypeError
 from hawk.kinds import PlaneKind, Type
@@ -122,21 +122,43 @@ def kernel(fn: Callable[..., Any] | None = None) -> Kernel:
         raise HawkTypeError(
             "@hawk.kernel takes no arguments: write @hawk.kernel, without parentheses"
         )
-    if not isinstance(fn, types.FunctionType):
+    # a function under decorators that keep it as __wrapped__ (functools.wraps) is read
+    # as written: its source, and the closure and globals its body sees
+    written = inspect.unwrap(fn)
+    if not isinstance(fn, types.FunctionType) or not isinstance(written, types.FunctionType):
         raise HawkError(f"@hawk.kernel takes a Python function, not {type(fn).__name__}")
+    if written.__name__ == "<lambda>":
+        raise HawkError(f"@hawk.kernel takes a def statement; {written.__qualname__} is a lambda")
     try:
-        source = textwrap.dedent(inspect.getsource(fn))
+        source = _dedented(inspect.getsource(written))
     except (OSError, TypeError) as exc:
         raise HawkError(
             f"cannot read the source of {fn.__qualname__} ({exc}): hawk reads a kernel's "
             "source, which Python keeps only for code in a file or a notebook cell; define "
             "the kernel in a .py file or a notebook cell, not in a plain REPL or python -c"
         ) from exc
-    tree = ast.parse(source)
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:  # (source Python compiled, cut out of its context)
+        raise HawkError(
+            f"cannot read the source of {fn.__qualname__} on its own ({exc.msg}, its line "
+            f"{exc.lineno}); define the kernel with a def statement of its own"
+        ) from exc
     node = tree.body[0]
     if not isinstance(node, ast.FunctionDef):
         raise HawkError(f"@hawk.kernel takes a def statement; {fn.__qualname__} is not one")
-    return Kernel(fn, _Tracer(fn, node, source.splitlines()).trace())
+    return Kernel(fn, _Tracer(written, node, source.splitlines()).trace())
+
+
+def _dedented(source: str) -> str:
+    """``source`` with its first line's indentation taken off every line that has it (a
+    line with less, such as a comment at column 0, is left as it is)."""
+    lines = source.splitlines(keepends=True)
+    first = lines[0]
+    indent = first[: len(first) - len(first.lstrip())]
+    if not indent:
+        return source
+    return "".join(line[len(indent) :] if line.startswith(indent) else line for line in lines)
 
 
 def _is_docstring(node: ast.stmt) -> bool:
@@ -205,7 +227,9 @@ class _Tracer(ExpressionTracer):
                 self.node, "kernel parameters are plain names (no *args, **kwargs, defaults)"
             )
         try:
-            annotations = inspect.get_annotations(self.fn, eval_str=True)
+            # (annotations written as strings, under `from __future__ import annotations`,
+            # see the closure the body sees)
+            annotations = inspect.get_annotations(self.fn, eval_str=True, locals=closure(self.fn))
         except Exception as exc:
             raise self.error(self.node, f"cannot evaluate the annotations: {exc}") from exc
         planes = []

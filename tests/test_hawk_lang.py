@@ -145,6 +145,116 @@ def test_string_annotations_and_module_constants(tmp_path: Path) -> None:
     assert ir.Const(np.pi) in list(ir.walk(k.ir))
 
 
+def _module(tmp_path: Path, source: str):
+    """The module of ``source`` (hawk reads a kernel's source, so it is a file)."""
+    path = tmp_path / f"module_{abs(hash(source))}.py"
+    path.write_text(textwrap.dedent(source))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_decorated_kernel_reads_the_names_its_own_body_sees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a functools.wraps decorator from another module, the closure and globals are
+    the function's own, not the wrapper's (a global of the same name was read instead)."""
+    (tmp_path / "decorators.py").write_text(
+        "import functools\nEPS = 99.0\n\n\ndef logged(fn):\n    @functools.wraps(fn)\n"
+        "    def wrapper(*args):\n        return fn(*args)\n\n    return wrapper\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = _module(
+        tmp_path,
+        """\
+        import hawk
+        from decorators import logged
+
+        GAIN = 1.0
+        EPS = 0.25
+
+
+        def build(GAIN):
+            @hawk.kernel
+            @logged
+            def gained(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+                y = x * GAIN + EPS
+
+            return gained
+        """,
+    )
+    assert str(module.build(5.0).ir).splitlines()[1] == "    y.1 = x * 5.0 + 0.25"
+
+
+def test_a_closure_variable_assigned_after_the_def_is_refused_by_name(tmp_path: Path) -> None:
+    """It used to fall through to a module global of the same name."""
+    module = _module(
+        tmp_path,
+        """\
+        import hawk
+
+        SCALE = 1.0
+
+
+        def build(n):
+            @hawk.kernel
+            def scaled(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+                y = x * SCALE
+
+            SCALE = 1.0 / n
+            return scaled
+        """,
+    )
+    with pytest.raises(hawk.HawkError, match=r"line 9: name 'SCALE' is a variable of the funct"):
+        module.build(4)
+
+
+def test_string_annotations_read_the_closure_the_body_reads(tmp_path: Path) -> None:
+    module = _module(
+        tmp_path,
+        """\
+        from __future__ import annotations
+
+        import hawk
+
+        N = 3
+
+
+        def make(N):
+            @hawk.kernel
+            def total(t: hawk.Table["k":N], y: hawk.Mutable[hawk.Scalar]):
+                acc = 0.0
+                for i in range(N):
+                    acc = acc + t.at(k=i)
+                y = acc
+
+            return total
+        """,
+    )
+    assert module.make(5).planes[0].shape == (5,)
+
+
+def test_an_indented_kernel_may_have_lines_at_column_0(tmp_path: Path) -> None:
+    module = _module(
+        tmp_path,
+        """\
+        import hawk
+
+
+        class Layer:
+            @hawk.kernel
+            def twice(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+                \"\"\"Twice x.
+        A docstring line at column 0.\"\"\"
+        # a comment at column 0
+                y = 2.0 * x
+        """,
+    )
+    assert str(module.Layer.twice.ir).splitlines()[1] == "    y.1 = 2.0 * x"
+
+
 def test_the_body_is_never_executed(tmp_path: Path) -> None:
     # sample_index raises when called; tracing only reads the source
     k = _load(tmp_path, "i = hm.sample_index()\ny = x + i", LANES)
@@ -364,8 +474,12 @@ def test_declarations_are_annotations_only() -> None:
 def test_decorating_something_else_is_refused() -> None:
     with pytest.raises(hawk.HawkError, match="takes a Python function, not int"):
         hawk.kernel(3)
+    namespace: dict = {}
+    exec("def f(x):\n    pass\n", namespace)  # a function without a source file
     with pytest.raises(hawk.HawkError, match="cannot read the source"):
-        hawk.kernel(eval("lambda x: x"))  # a function without a source file
+        hawk.kernel(namespace["f"])
+    with pytest.raises(hawk.HawkError, match=r"takes a def statement; .*<lambda> is a lambda"):
+        hawk.kernel(lambda x: x)
     with pytest.raises(TypeError, match="write @hawk.kernel, without parentheses"):
         hawk.kernel()
 
