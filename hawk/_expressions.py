@@ -374,12 +374,16 @@ class ExpressionTracer(ir.Builder):
             op = _LOGIC_OPS[type(node.op)]
             result = self.condition(node.values[0])
             for item in node.values[1:]:
+                if isinstance(result, ir.Const) and result.value == (op == "or"):
+                    return result  # a constant that decides it: the rest is never read
                 with self.conditional():
                     term = self.condition(item)
                 result = self.bounded(fold(ir.Logic(op, result, term)))
             return result
         if isinstance(node, ast.IfExp):
             cond = self.condition(node.test)
+            if isinstance(cond, ir.Const):  # as an if statement: only the side taken is read
+                return self.expr(node.body if cond.value else node.orelse)
             with self.conditional():
                 body, orelse = self.expr(node.body), self.expr(node.orelse)
             a, b = self.join(node, "the conditional expression", body, orelse)

@@ -63,6 +63,11 @@ class Table(_Declaration):
 
     def __class_getitem__(cls, items: Any) -> TableSpec:
         items = items if isinstance(items, tuple) else (items,)
+        if not items:
+            raise HawkError(
+                "hawk.Table[()] declares a table with no axes; for one value write hawk.Param, "
+                'for a table give its axes, e.g. Table["row":4], or write plain hawk.Table'
+            )
         axes: list[tuple[str, int]] = []
         for item in items:
             if not (

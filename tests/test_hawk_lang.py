@@ -255,6 +255,21 @@ def test_an_indented_kernel_may_have_lines_at_column_0(tmp_path: Path) -> None:
     assert str(module.Layer.twice.ir).splitlines()[1] == "    y.1 = 2.0 * x"
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        "y = float(int(x) // (R - 4)) if R != 4 else x",
+        "y = x if R == 4 or int(x) % (R - 4) == 0 else 0.0",
+        "y = -x if R != 4 and int(x) % (R - 4) == 0 else x",
+    ],
+)
+def test_a_constant_condition_reads_only_the_side_it_takes(tmp_path: Path, body: str) -> None:
+    """As an if statement on a constant does: the int division by the constant 0 on the
+    side ruled out (R = 4) was refused."""
+    k = _load(tmp_path, body, LANES)
+    assert not any(isinstance(n, ir.Binary) and n.op in ("//", "%") for n in ir.walk(k.ir))
+
+
 def test_the_body_is_never_executed(tmp_path: Path) -> None:
     # sample_index raises when called; tracing only reads the source
     k = _load(tmp_path, "i = hm.sample_index()\ny = x + i", LANES)
@@ -433,6 +448,7 @@ def test_refusals_name_the_line(
         (lambda: hawk.Mutable[hawk.Param], r"hawk\.Mutable takes hawk\.Scalar or a hawk\.Table"),
         (lambda: hawk.Table["row":2.5], r"axis 'row' needs a positive int extent .*, not 2\.5"),
         (lambda: hawk.Table["row":0], r"axis 'row' needs a positive int extent .*, not 0"),
+        (lambda: hawk.Table[()], r"Table\[\(\)\] declares a table with no axes; .* hawk.Param"),
         (lambda: hawk.Table["row":True], r"axis 'row' needs a positive int extent .*, not True"),
         (
             lambda: hawk.Table["row" : 2**63],
