@@ -115,6 +115,46 @@ def test_a_gradient_penalty_matches_torch_on_the_device():
         assert _relative_error(got, want) < 1e-12
 
 
+class _Passing(torch.overrides.TorchFunctionMode):
+    """Sends eagle.torch's calls through its registered ops (as a mode does)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("route", ["eager", "op", "compiled"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_an_output_no_loss_reads_puts_no_nan_in_a_gradient_on_the_device(route, dtype):
+    """y = x sqrt(z) takes no part in a loss on w = x * x: z's gradient is 0 where dy/dz
+    is infinite (z = 0), and x's are torch's, first and (but compiled) second order."""
+    f = eagle.torch.function(k.root_and_square)
+
+    def loss(x, z):
+        return f(x=x, z=z)[1].square().sum()
+
+    if route == "compiled":
+        torch._dynamo.reset()
+        loss = torch.compile(loss, fullgraph=True)
+    x0 = torch.randn(3000, dtype=dtype, device="cuda")
+    z0 = torch.rand(3000, dtype=dtype, device="cuda")
+    z0[::7] = 0.0
+    twice = route != "compiled"
+    results = []
+    for call in (loss, lambda x, z: (x * x).square().sum()):
+        x, z = x0.clone().requires_grad_(), z0.clone().requires_grad_()
+        with _Passing() if route == "op" else contextlib.nullcontext():
+            gx, gz = torch.autograd.grad(
+                call(x, z), (x, z), create_graph=twice, materialize_grads=True
+            )
+            second = torch.autograd.grad(gx.sum(), x)[0] if twice else gx
+        results.append((gx, gz, second))
+    (gx, gz, second), (want_gx, _, want_second) = results
+    assert torch.equal(gz, torch.zeros_like(z0))
+    tolerance = 1e-6 if dtype == torch.float32 else 1e-13
+    assert _relative_error(gx, want_gx) < tolerance
+    assert _relative_error(second, want_second) < tolerance
+
+
 @pytest.mark.parametrize("kernel", [k.affine, k.tally, k.cubic], ids=lambda kernel: kernel.name)
 def test_gradgradcheck_on_the_device(kernel):
     f = eagle.torch.function(kernel)
