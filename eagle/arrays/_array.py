@@ -89,13 +89,13 @@ class Array:
             self._ptr = ptr
             self._readonly = readonly
 
-    def _at(self, ptr: int, owner: Any) -> Array:
-        """A device Array laid out as this one (shape, strides, dtype, device, writability)
-        at ``ptr``, kept alive by ``owner``: built without the constructor's work, for a
-        bind that moves to memory its caller knows is laid out so."""
+    def _at(self, ptr: int, owner: Any, readonly: bool) -> Array:
+        """A device Array laid out as this one (shape, strides, dtype, device) at ``ptr``,
+        kept alive by ``owner``, ``readonly`` or not: built without the constructor's work,
+        for a bind that moves to memory its caller knows is laid out so."""
         moved = object.__new__(Array)
         moved._host, moved._owner, moved._ptr = None, owner, ptr
-        moved._device_index, moved._readonly = self._device_index, self._readonly
+        moved._device_index, moved._readonly = self._device_index, readonly
         moved.shape, moved.dtype, moved.strides = self.shape, self.dtype, self.strides
         return moved
 

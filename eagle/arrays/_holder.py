@@ -529,7 +529,7 @@ class _Torch(_Kind):
     def hold_alike(self, value: Any, key: tuple[Any, ...], like: _array.Array) -> Held:
         _, index, ptr, _, _, _, grad = key  # (:func:`_tensor_key`)
         keep = value.detach() if grad else value  # the same memory, without the graph
-        array = like._at(ptr, _foreign.Source(keep, "torch"))
+        array = like._at(ptr, _foreign.Source(keep, "torch"), readonly=grad)  # (as hold)
         return Held(array, "torch", _FINDERS["torch"](index), grad, value)
 
 
