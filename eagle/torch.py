@@ -555,12 +555,13 @@ def _param_number(name: str, value: int | float, real: torch.dtype) -> int | flo
 def _constant(value: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A one-element tensor holding ``value``, kept per value (its sign too: -0.0 is not
     0.0), dtype and device for plain eager calls; made afresh while compiling, capturing a
-    graph, under inference mode or a torch dispatch mode (fake tensors), whose tensors
-    must not serve a later call."""
+    graph, under inference mode, a torch dispatch mode (fake tensors) or a torch.func
+    transform (its wrapped tensors), whose tensors must not serve a later call."""
     if (
         torch.compiler.is_compiling()
         or torch.is_inference_mode_enabled()
         or torch._C._len_torch_dispatch_stack()
+        or torch._C._are_functorch_transforms_active()
         or (device.type == "cuda" and torch.cuda.is_current_stream_capturing())
     ):
         return torch.full((1,), value, dtype=dtype, device=device)

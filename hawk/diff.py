@@ -69,9 +69,10 @@ with respect to other planes (``wrt``), or interpolate between two reads.
 from __future__ import annotations
 
 import functools
+import sys
 import warnings
 from collections.abc import Iterable
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from hawk import ir
 from hawk._activity import Activity
@@ -238,8 +239,9 @@ def vjp(
         }
         store = lane_gradients == "store"
         adjoint_ir = _build(kernel.ir, names, cotangents, store, shared, zero)
-        adjoint = AdjointKernel(kernel, names, cotangents, adjoint_ir)
-        kernel._adjoints[key] = adjoint
+        made = AdjointKernel(kernel, names, cotangents, adjoint_ir)
+        # (threads that race here all take the first one stored, as the docstring promises)
+        adjoint = cast(AdjointKernel, kernel._adjoints.setdefault(key, made))
     return adjoint
 
 
@@ -358,7 +360,23 @@ def _warn_cost(kernel: str, loop: ir.Loop, needs: tuple[str, ...]) -> None:
         "times the loop's cost; splitting the loop into k consecutive loops divides that "
         "by about k"
     )
-    warnings.warn(AdjointCostWarning(message), stacklevel=4)
+    warnings.warn(AdjointCostWarning(message), stacklevel=_user_level())
+
+
+#: the packages whose frames a warning passes over to name the user's line: hawk, and
+#: those that call hawk.diff on a user's behalf (eagle.diff, an eagle.torch backward)
+_LIBRARIES = frozenset(("hawk", "eagle", "torch"))
+
+
+def _user_level() -> int:
+    """The ``stacklevel`` of the first frame outside :data:`_LIBRARIES`, for a warning
+    made by this function's caller (the last library frame when there is none)."""
+    frame, level = sys._getframe(2), 2
+    while frame.f_back is not None:
+        if frame.f_globals.get("__name__", "").partition(".")[0] not in _LIBRARIES:
+            break
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _build(

@@ -115,6 +115,38 @@ def indirect(R: int, U: int, C: int) -> hawk.Kernel:
     return indirect
 
 
+def carried(R: int, U: int) -> hawk.Kernel:
+    """Carries that change in each of ``R`` iterations: from ``a``, by ``x * w[r, u]`` (a
+    lane term), by ``a * v[r]`` (a uniform term) and by ``-s`` (a term no iteration
+    changes); from ``s``, by ``-a``; ``x`` and ``s`` at lane ``sample * U + u``."""
+
+    @hawk.kernel
+    def carried(
+        x: hawk.Scalar,
+        s: hawk.Scalar,
+        a: hawk.Param,
+        w: hawk.Table["row":R, "unit":U],
+        v: hawk.Table["row":R],
+        by_lane: hawk.Mutable[hawk.Scalar],
+        by_row: hawk.Mutable[hawk.Scalar],
+        repeated: hawk.Mutable[hawk.Scalar],
+        shifted: hawk.Mutable[hawk.Scalar],
+    ):
+        _sample, unit = hm.split_index(U)
+        lane_acc, row_acc, repeat_acc, shift_acc = a, a, a, s
+        for r in range(R):
+            lane_acc = lane_acc + x * w.at(row=r, unit=unit)
+            row_acc = row_acc + a * v.at(row=r)
+            repeat_acc = repeat_acc - s
+            shift_acc = shift_acc - a
+        by_lane = lane_acc
+        by_row = row_acc
+        repeated = repeat_acc
+        shifted = shift_acc
+
+    return carried
+
+
 def divided(R: int, U: int) -> hawk.Kernel:
     """``y[s * U + u] = sum_r (r + s) // (int(k[u]) - s)``: a divisor checked as it runs."""
 

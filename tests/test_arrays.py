@@ -150,10 +150,11 @@ def test_an_array_moved_to_another_address_keeps_its_layout_and_takes_the_owner(
         ptr=0x1000, shape=(3, 4), dtype=np.dtype(np.float32), strides=(32, 4),
         device_index=1, readonly=True,
     )  # fmt: skip
-    moved = array._at(0x9000, owner)
+    moved = array._at(0x9000, owner, readonly=True)
     assert (moved.ptr, moved._owner, moved.is_host) == (0x9000, owner, False)
     laid = [(a.shape, a.strides, a.dtype, a.device, a.readonly) for a in (array, moved)]
     assert laid[0] == laid[1] and array.ptr == 0x1000
+    assert not array._at(0x9000, owner, readonly=False).readonly  # as its new memory is
 
 
 def test_device_array_without_a_driver_is_cuda_unavailable():

@@ -127,7 +127,7 @@ def test_program_source_is_vectorised_numpy() -> None:
     program = host.emit(case.kernel.ir, {"w": "float32", "f": "float32", "y": "float32"})
     assert program.arguments == ("w", "f", "y")
     # the loop over 16 rows runs a chunk of its iterations per pass (hawk/emit/_batch.py)
-    assert "for first" in program.source and "_sum_rows(" in program.source
+    assert "for first" in program.source and "_carry_rows(" in program.source
     assert "_np.where" not in program.source  # no branch, no select
 
 

@@ -67,7 +67,7 @@ def test_a_product_and_its_adjoint_on_factored_lanes_match_numpy(
     rng = np.random.default_rng(seed)
     kernel = fk.scaled_contract(R, U, B)
     if R > 1:  # a loop of one iteration runs as it is, unchunked
-        assert "_sum_product(" in _program(kernel.ir).source
+        assert "_carry_product(" in _program(kernel.ir).source
         assert "_add_product(" in _program(hawk.diff.vjp(kernel).ir).source
     a = float(rng.standard_normal())
     w, f = rng.standard_normal((R, U)), rng.standard_normal((R, B))
@@ -180,7 +180,7 @@ def test_a_factored_sum_overflows_or_not_as_the_lane_by_lane_kernel(case: tuple)
     U = 4
     kernel = fk.scaled_sums(len(weights), U)
     program = host.emit(kernel.ir, {plane.name: "float32" for plane in kernel.ir.planes})
-    assert "_add_product(" in program.source and "_sum_product(" in program.source
+    assert "_add_product(" in program.source and "_carry_product(" in program.source
     x = np.repeat(np.asarray(samples, np.float32), U) * np.tile(
         np.float32([1, -1, 1.5, 2]), len(samples)
     )
@@ -193,6 +193,50 @@ def test_a_factored_sum_overflows_or_not_as_the_lane_by_lane_kernel(case: tuple)
         got[backend] = h, y
     for host_out, lane_out in zip(got["numpy"], got["reference"], strict=True):
         np.testing.assert_allclose(host_out, lane_out, rtol=1e-6)
+
+
+_CARRIES = ("by_lane", "by_row", "repeated", "shifted")
+
+
+def _carried_in_kernel_order(
+    x: np.ndarray, s: np.ndarray, a: np.float32, w: np.ndarray, v: np.ndarray
+) -> list[np.ndarray]:
+    """:func:`fk.carried` lane by lane in float32 numbers, each term added to the running
+    carry in turn, as the kernel's loop adds them."""
+    outs: list[list[np.float32]] = [[] for _ in _CARRIES]
+    for lane, (x_lane, s_lane) in enumerate(zip(x, s, strict=True)):
+        lane_acc = row_acc = repeat_acc = a
+        shift_acc = s_lane
+        for r in range(len(v)):
+            lane_acc = lane_acc + x_lane * w[r, lane % w.shape[1]]
+            row_acc = row_acc + a * v[r]
+            repeat_acc = repeat_acc - s_lane
+            shift_acc = shift_acc - a
+        for out, value in zip(outs, (lane_acc, row_acc, repeat_acc, shift_acc), strict=True):
+            out.append(value)
+    return [np.array(out, np.float32) for out in outs]
+
+
+@pytest.mark.parametrize("a", [np.finfo(np.float32).max, np.inf], ids=["max", "inf"])
+@pytest.mark.parametrize("lanes", [4, 3, 1], ids=["factored", "lane form", "one lane"])
+def test_a_carry_overflows_or_not_as_the_kernels_running_sum(a: float, lanes: int) -> None:
+    """Added to a carry a chunk at a time, ``acc + (t0 + t1)``, float32 terms near the
+    float limit would give a number where the kernel's running sum ``(acc + t0) + t1``
+    overflows to inf, -inf where it stays finite, or NaN where it stays inf: the host
+    adds such a chunk's terms to the carry in turn then, as the kernel does."""
+    kernel = fk.carried(2, 2)
+    assert "_factored(" in _program(kernel.ir, "float32").source
+    big = np.finfo(np.float32).max
+    x = np.float32([big / 2, -big / 2, 1.0, big / 4])[:lanes]
+    s = np.float32([big, -big, 1.0, 0.0])[:lanes]
+    w, v = np.float32([[1.0, 0.5], [-1.0, -0.5]]), np.float32([1.0, -1.0])
+    outs = {name: np.full(lanes, np.nan, np.float32) for name in _CARRIES}
+    with np.errstate(all="ignore"):
+        want = _carried_in_kernel_order(x, s, np.float32(a), w, v)
+        plan = eagle.plan.auto(kernel, backend="numpy")
+        plan.run(x=x, s=s, a=np.float32(a), w=w, v=v, **outs)
+    for (name, got), expected in zip(outs.items(), want, strict=True):
+        np.testing.assert_array_equal(got, expected, err_msg=name)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])

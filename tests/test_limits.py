@@ -148,8 +148,9 @@ def test_the_adjoint_of_a_long_rerun_loop_warns_its_cost(tmp_path: Path) -> None
     assert isinstance(warning.message, UserWarning)
     x, c, x_bar = np.array([0.5]), np.ones(3200), np.zeros(1)
     adjoint = eagle.diff.reverse(eagle.plan.auto(horner(tmp_path, 400)))
-    with pytest.warns(hawk.AdjointCostWarning, match="range.0, 400, 1.' reruns it"):
+    with pytest.warns(hawk.AdjointCostWarning, match="range.0, 400, 1.' reruns it") as caught:
         adjoint.run(x=x, c=c[:400], y_bar=np.ones(1), x_bar=x_bar)  # warns, and runs
+    assert caught[0].filename == __file__  # the user's line, not eagle's
     assert x_bar[0] == pytest.approx(sum(t * 0.5 ** (t - 1) for t in range(1, 400)))
 
 

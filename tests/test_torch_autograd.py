@@ -260,6 +260,26 @@ def test_torch_func_transforms_match_torch(kernel, transform):
     torch.testing.assert_close(transform(f, x), transform(reference, x))
 
 
+@pytest.mark.parametrize(
+    ("transform", "batched"),
+    [
+        (lambda g: torch.func.vmap(torch.func.grad(g)), True),
+        (lambda g: torch.func.grad(g), False),
+        (lambda g: torch.func.jacrev(g), False),
+    ],
+    ids=["vmap-grad", "grad", "jacrev"],
+)
+def test_a_param_number_seen_under_torch_func_serves_later_calls(transform, batched):
+    """Its one-element tensor made under the transform was kept for the number, a wrapped
+    tensor: a later call that autograd does not record refused it as batched."""
+    f = eagle.torch.function(k.affine)
+    x = torch.randn(2, 7, dtype=torch.float64)
+    transform(lambda v: f(x=v, a=0.375, b=-1.625).sum())(x if batched else x[0])
+    with torch.no_grad():
+        y = f(x=x[0], a=0.375, b=-1.625)
+    torch.testing.assert_close(y, 0.375 * x[0] - 1.625)
+
+
 def test_vmap_and_jvp_of_several_outputs_and_a_table_add():
     for kernel in (k.gather, k.tally):
         planes = {name: t.detach() for name, t in k.inputs(kernel, torch.float64, "cpu").items()}

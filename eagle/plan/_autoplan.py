@@ -302,10 +302,11 @@ class AutoPlan:
         number it records). A device binding is made over the planes'
         addresses and keeps no array alive; plans of the same kernel built
         with the same options share such bindings, so
-        ``eagle.plan.auto(kernel).run(...)`` in a loop binds once. Inside an
-        eagle capture a run binds the arrays themselves, which the graph then
-        keeps. A host binding keeps its arrays. :func:`eagle.clear_caches`
-        drops the kept bindings.
+        ``eagle.plan.auto(kernel).run(...)`` over device arrays in a loop binds
+        once. Inside an eagle capture a run binds the arrays themselves, which
+        the graph then keeps. A host binding keeps its arrays, so it is the
+        plan's own: make a host plan once, outside a loop.
+        :func:`eagle.clear_caches` drops the kept bindings.
 
         Raises:
             TypeError: an unknown or missing plane, not an array, or a dtype
@@ -572,7 +573,7 @@ class _Shared:
     """What the plans of one kernel built under one policy for one backend share, none of
     it holding a plane: the kernel's analyses, the routes of bound planes, and the device
     bindings :meth:`AutoPlan.run` makes over address views, by the planes' layout keys
-    (so ``eagle.plan.auto(kernel).run(...)`` in a loop binds once)."""
+    (so ``eagle.plan.auto(kernel).run(...)`` over device arrays in a loop binds once)."""
 
     def __init__(self, kernel: hawk.Kernel, built: Policy, backend: str | None) -> None:
         self.key = (kernel, built, backend)
@@ -606,8 +607,8 @@ def _shared_state(kernel: hawk.Kernel, built: Policy, backend: str | None) -> _S
     kernel (``kernel.runtime``), so it goes with the kernel."""
     key = ("eagle.plan", built, backend)
     state = kernel.runtime.get(key)
-    if state is None:
-        state = kernel.runtime[key] = _Shared(kernel, built, backend)
+    if state is None:  # (threads that race here all take the first one stored)
+        state = kernel.runtime.setdefault(key, _Shared(kernel, built, backend))
     return state
 
 

@@ -15,10 +15,11 @@ bound values), that sum is a contraction of the factors (a matrix product:
 products is never formed. A carry the loop sums is the same contraction, over
 the iterations. A pass's arrays are then at most ``C`` rows of what varies per
 iteration, so a chunk holds more iterations where no per-iteration value
-varies by both group and unit. Where a factor is infinite, or its terms could
-overflow the float range (``_host_runtime._factored_sum_is_safe``), the pass forms
-the terms instead (multiplied as the kernel groups them), so infs and NaNs arise
-from them as in the kernel run lane by lane.
+varies by both group and unit. Where a factor is infinite, or its terms (or the
+carry they are added to) could overflow the float range
+(``_host_runtime._factored_sum_is_safe``), the pass forms the terms instead
+(multiplied as the kernel groups them; a carry adds them in turn), so infs and NaNs
+arise from them as in the kernel run lane by lane.
 
 The analysis is pure: :func:`factor` gives what the emitter needs, or None
 when the loop keeps its lane arrays.

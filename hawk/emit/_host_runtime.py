@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,7 @@ import numpy as np
 
 from hawk._registry.functions import floor_unchecked
 from hawk._registry.integers import EXACT, int_power, wrapped
-from hawk.emit._factor import GROUP, UNIT, Grouping
+from hawk.emit._factor import GROUP, LANES, UNIT, Grouping
 from hawk.emit.checks import CheckSite
 from hawk.ir.expr import INT_MAX, INT_MIN, int_takes
 
@@ -329,10 +329,14 @@ def _sum_product(
     where a term or a partial sum could leave the float range, or a factor is infinite,
     the terms are formed as the kernel multiplies them (``grouping``,
     :meth:`~hawk.emit._factor.Factoring.grouping`) and summed iteration by iteration
-    (:func:`_sum_terms`), so an inf or NaN arises from them as in the lane-by-lane kernel
-    (a carry's sums still start afresh at each chunk of iterations)."""
+    (:func:`_sum_terms`), so an inf or NaN arises from them as in the lane-by-lane kernel."""
     if not _factored_sum_is_safe(keep, sizes, factors):
         return _sum_terms(keep, sizes, grouping, factors)
+    return _contracted(keep, sizes, factors)
+
+
+def _contracted(keep: int, sizes: tuple[int, int, int], factors: Sequence[Any]) -> np.ndarray:
+    """:func:`_sum_product` summed factored, as matrix products of the factors."""
     operands = [_operand(factor) for factor in factors]
     scale: list[Any] = [a for a, axes in operands if not axes]
     arrays = [(a, axes) for a, axes in operands if axes]
@@ -359,46 +363,97 @@ def _sum_product(
     return np.reshape(result, shape)
 
 
-def _factored_sum_is_safe(keep: int, sizes: tuple[int, int, int], factors: Sequence[Any]) -> bool:
-    """True when the float sum of products of ``factors`` over the axes not in ``keep``
-    stays in range however it is factored: no factor is infinite and the count of terms
-    times the product of the factors' largest magnitudes (each at least 1) is at most the
-    largest finite value of the result's dtype (integers wrap alike in any order). A NaN
-    is left out: it makes NaN of the same sums in either form."""
-    limit = _float_max(np.result_type(*factors))
-    if limit is None:
+def _carry_product(
+    acc: Any,
+    how: str,
+    lanes: bool,
+    sizes: tuple[int, int, int],
+    grouping: Grouping,
+    *factors: Any,
+) -> Any:
+    """A carry ``acc`` (lanes, ``(n,)``, where ``lanes``; else one number) after a pass of
+    a factored loop adds (``how`` ``"+"``) or subtracts (``"-"``) the product of
+    ``factors`` (each broadcastable to ``sizes``, ``(C, G, U)``) in each of its ``C``
+    iterations.
+
+    The products are summed factored first, then added, where no order of the additions
+    from ``acc`` can overflow (:func:`_factored_sum_is_safe`); else each iteration's terms
+    are formed as the kernel multiplies them (``grouping``) and added to the running
+    carry in turn, as the kernel's loop adds them."""
+    if _factored_sum_is_safe(LANES, sizes, factors, acc):
+        summed = _contracted(LANES, sizes, factors)
+        total = _flat_lanes(summed, sizes) if lanes else summed[0, 0, 0]
+        return acc - total if how == "-" else acc + total
+    for block in _term_blocks(sizes, grouping, factors):
+        acc = _added_in_order(acc, how, block.reshape(len(block), -1) if lanes else block[:, 0, 0])
+    return acc
+
+
+def _factored_sum_is_safe(
+    keep: int, sizes: tuple[int, int, int], factors: Sequence[Any], start: Any = 0
+) -> bool:
+    """True when ``start`` plus the float sum of products of ``factors`` over the axes not
+    in ``keep`` stays in range however it is factored and ordered (:func:`_in_range`):
+    the count of terms times the product of the factors' largest magnitudes (each at
+    least 1), plus ``start``'s largest magnitude, bounds every partial sum; an infinite
+    factor or ``start`` makes it inf (integers wrap alike in any order). A NaN is left
+    out: it makes NaN of the same sums in either form."""
+    limits = _float_limits(np.result_type(start, *factors))
+    if limits is None:
         return True
-    bound = float(math.prod(sizes[k] for k in range(3) if not keep >> k & 1))
-    for factor in factors:
-        if np.ndim(factor) == 0:
-            largest = abs(float(factor))
-        elif factor.size and bound:  # (fmax and fmin pass over NaNs)
-            largest = max(float(np.fmax.reduce(factor, None)), -float(np.fmin.reduce(factor, None)))
-        else:
-            continue
-        if largest > 1.0:  # (a NaN, or a factor of NaNs alone, is neither)
-            bound *= largest
-    return bound <= limit
+    count = math.prod(sizes[k] for k in range(3) if not keep >> k & 1)
+    bound = float(count)
+    if count:
+        for factor in factors:
+            largest = _largest(factor)
+            if largest > 1.0:
+                bound *= largest
+    # (each factor rounds once in a product and once in the bound)
+    return _in_range(bound + _largest(start), count + 2 * len(factors) + 2, limits)
 
 
-#: the elements of terms :func:`_sum_terms` forms at once
-_TERM_ELEMENTS = 1 << 18
+def _largest(value: Any) -> float:
+    """The largest magnitude in a number or an array, NaNs passed over (0 where there
+    are only NaNs, or no elements)."""
+    if np.ndim(value) == 0:
+        largest = abs(float(value))
+    elif value.size:  # (fmax and fmin pass over NaNs)
+        largest = max(float(np.fmax.reduce(value, None)), -float(np.fmin.reduce(value, None)))
+    else:
+        return 0.0
+    return 0.0 if math.isnan(largest) else largest
+
+
+def _in_range(bound: float, roundings: int, limits: tuple[float, float]) -> bool:
+    """True when a float sum of terms whose magnitudes add up to ``bound`` cannot overflow
+    in any order: each of its ``roundings`` grows a partial sum by a factor of at most
+    ``1 + u`` (``limits``: the largest finite value and ``u``, :func:`_float_limits`), so
+    none passes ``bound * exp(roundings * u)``."""
+    largest, roundoff = limits
+    return bound * math.exp(roundings * roundoff) <= largest
 
 
 @functools.cache
-def _float_max(dtype: np.dtype) -> float | None:
-    """The largest finite value of a float ``dtype``; None for any other."""
-    return float(np.finfo(dtype).max) if np.issubdtype(dtype, np.floating) else None
+def _float_limits(dtype: np.dtype) -> tuple[float, float] | None:
+    """The largest finite value of a float ``dtype`` and its unit roundoff (half its
+    machine epsilon); None for any other dtype."""
+    if not np.issubdtype(dtype, np.floating):
+        return None
+    info = np.finfo(dtype)
+    return float(info.max), float(info.eps) / 2
 
 
-def _sum_terms(
-    keep: int, sizes: tuple[int, int, int], grouping: Grouping, factors: Sequence[Any]
-) -> np.ndarray:
-    """:func:`_sum_product` with each term formed, the factors multiplied as the kernel
-    groups them, a block of iterations (rows) at a time; the rows' sums are added in
-    order, as the kernel's loop adds them."""
+#: the elements of terms :func:`_term_blocks` forms at once
+_TERM_ELEMENTS = 1 << 18
+
+
+def _term_blocks(
+    sizes: tuple[int, int, int], grouping: Grouping, factors: Sequence[Any]
+) -> Iterator[np.ndarray]:
+    """The terms of a sum of products of ``factors`` (each broadcastable to ``sizes``,
+    ``(C, G, U)``), the factors multiplied as the kernel groups them, a block of
+    iterations (rows) at a time: ``(rows, G, U)`` each."""
     rows, groups, unit = sizes
-    lanes = tuple(k for k in (1, 2) if not keep >> k & 1)
     shaped = [
         f if np.ndim(f) == 0 else np.reshape(f, (1,) * (3 - np.ndim(f)) + np.shape(f))
         for f in factors
@@ -411,11 +466,20 @@ def _sum_terms(
         return factor[span] if np.ndim(factor) and np.shape(factor)[0] > 1 else factor
 
     block = max(1, _TERM_ELEMENTS // max(1, groups * unit))
-    sums: list[np.ndarray] = []
-    total: Any = None
     for first in range(0, rows, block):
         count = min(block, rows - first)
-        formed = np.broadcast_to(term(grouping, slice(first, first + count)), (count, groups, unit))
+        yield np.broadcast_to(term(grouping, slice(first, first + count)), (count, groups, unit))
+
+
+def _sum_terms(
+    keep: int, sizes: tuple[int, int, int], grouping: Grouping, factors: Sequence[Any]
+) -> np.ndarray:
+    """:func:`_sum_product` with each term formed (:func:`_term_blocks`); the rows' sums
+    are added in order, as the kernel's loop adds them."""
+    lanes = tuple(k for k in (1, 2) if not keep >> k & 1)
+    sums: list[np.ndarray] = []
+    total: Any = None
+    for formed in _term_blocks(sizes, grouping, factors):
         summed = formed.sum(axis=lanes, keepdims=True)
         if keep & 1:
             sums.append(summed)
@@ -423,6 +487,19 @@ def _sum_terms(
             part = np.add.reduce(summed, axis=0, keepdims=True)
             total = part if total is None else total + part
     return np.concatenate(sums) if keep & 1 else total
+
+
+def _added_in_order(acc: Any, how: str, rows: np.ndarray) -> Any:
+    """``acc`` with each of ``rows`` (axis 0) added (``how`` ``"+"``) or subtracted
+    (``"-"``) in turn, as the kernel's loop does."""
+    lanes = rows.shape[1:]
+    shape = np.broadcast_shapes(np.shape(acc), lanes)
+    running = np.empty((len(rows) + 1, *shape), np.result_type(acc, rows))
+    running[0] = acc
+    # (each row broadcast over the carry's lanes, never along the rows)
+    running[1:] = rows.reshape(len(rows), *(1,) * (len(shape) - len(lanes)), *lanes)
+    (np.subtract if how == "-" else np.add).accumulate(running, axis=0, out=running)
+    return running[-1]
 
 
 def _contract(
@@ -569,12 +646,36 @@ def _take_flat(table: np.ndarray, offset: Any) -> Any:
     return np.zeros(np.shape(offset), table.dtype)
 
 
-def _sum_rows(term: Any, count: int) -> Any:
-    """The sum over a chunk's ``count`` iterations of a lane term with one row per
-    iteration (axis 0). A term without rows at run time (a number, or one lane row: a
-    uniform condition chose a side that does not depend on the iteration, or the chunk
-    is one iteration) is the same in each iteration, so ``count`` times itself."""
-    return term.sum(axis=0) if np.ndim(term) == 2 else term * count
+def _carry_rows(acc: Any, how: str, term: Any, count: int) -> Any:
+    """A carry ``acc`` after a chunk's ``count`` iterations each add (``how`` ``"+"``) or
+    subtract (``"-"``) ``term``, which has one row per iteration (axis 0; ``(C, 1)`` for a
+    uniform term). A term without rows at run time (a number, or one lane row: a uniform
+    condition chose a side that does not depend on the iteration, or the chunk is one
+    iteration) is the same in each iteration.
+
+    The rows are summed first, then added, where that is the kernel's order (one
+    iteration) or no order of the additions from ``acc`` can overflow
+    (:func:`_in_range`); else each is added to the running carry in turn, as the
+    kernel's loop adds them."""
+    rowless = np.ndim(term) < 2
+    rows = term if rowless or term.shape[1] > 1 else term[:, 0]
+    if count == 1 or _rows_are_safe(acc, term, count):
+        total = term * count if rowless else rows.sum(axis=0)
+        return acc - total if how == "-" else acc + total
+    if rowless:
+        rows = np.broadcast_to(term, (count, *np.shape(term)))
+    return _added_in_order(acc, how, rows)
+
+
+def _rows_are_safe(acc: Any, term: Any, count: int) -> bool:
+    """True when ``acc`` plus ``count`` terms no larger than those of ``term`` cannot
+    overflow in any order (:func:`_in_range`; integers wrap alike in any order)."""
+    limits = _float_limits(np.result_type(acc, term))
+    if limits is None:
+        return True
+    bound = _largest(acc) + count * _largest(term)
+    # (the additions, the bound's two operations and a term without rows times the count round)
+    return _in_range(bound, count + 3, limits)
 
 
 #: the names the emitted programs see
@@ -590,7 +691,7 @@ RUNTIME = {
     "_floor_int": floor_unchecked,
     "_add_rows": _add_rows,
     "_add_groups": _add_groups,
-    "_sum_rows": _sum_rows,
+    "_carry_rows": _carry_rows,
     "_last_row": _last_row,
     "_take_flat": _take_flat,
     "_clamped": _clamped,
@@ -598,7 +699,6 @@ RUNTIME = {
     "_as_mask": _as_mask,
     "_lane_sum": _lane_sum,
     "_factored": _factored,
-    "_flat_lanes": _flat_lanes,
-    "_sum_product": _sum_product,
     "_add_product": _add_product,
+    "_carry_product": _carry_product,
 }

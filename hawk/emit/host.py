@@ -5,8 +5,10 @@ numpy scalar (or a Python int). Loops iterate their range in Python, each
 iteration whole-array work; a loop whose iterations do not depend on each other
 (its carries are summed or set, its body has no store, ``if`` or inner loop) runs a chunk
 of iterations per pass instead, its index a column of index values
-(``hawk/emit/_batch.py``). An add whose address is shared by whole groups of
-lanes (``lane // U``, ``lane % U``) sums each group before it adds.
+(``hawk/emit/_batch.py``); a carry it sums takes a chunk's terms summed, or one at a
+time, as the kernel adds them, where their sum could overflow (``_carry_rows``). An add
+whose address is shared by whole groups of lanes (``lane // U``, ``lane % U``) sums each
+group before it adds.
 
 A chunked loop that reads ``lane // U`` and ``lane % U`` also has a factored
 form (``hawk/emit/_factor.py``), run when ``n`` is a multiple of ``U``: its
@@ -314,11 +316,7 @@ class _Emitter:
                 value = f"_last_row({text}, {not term.varying})" if plan.rows(term) else text
                 self.emit(depth + 1, f"{name} = {value}")
                 continue
-            if not plan.rows(term):
-                total_text = f"({text} * {count})"
-            else:
-                total_text = f"_sum_rows({text}, {count})" if term.varying else f"_np.sum({text})"
-            self.emit(depth + 1, f"{name} = {name} {how} {total_text}")
+            self.emit(depth + 1, f"{name} = _carry_rows({name}, {how!r}, {text}, {count})")
         self.chunk = outer
 
     def factored(self, plan: Batch, layout: Factoring, depth: int, rows: str) -> None:
@@ -359,13 +357,11 @@ class _Emitter:
             name = self.names.var(carry.var)
             factors = ", ".join(self.expr(f) for f in layout.factors(term))
             grouping = layout.grouping(term)
-            # summed over the iterations alone: a uniform carry's term is one value a lane
-            total_text = f"_sum_product({LANES}, {sizes}, {grouping!r}, {factors})"
-            if carry.var.varying:
-                total_text = f"_flat_lanes({total_text}, {sizes})"
-            else:
-                total_text = f"{total_text}[0, 0, 0]"
-            self.emit(depth, f"{name} = {name} {how} {total_text}")
+            self.emit(
+                depth,
+                f"{name} = _carry_product({name}, {how!r}, {carry.var.varying}, {sizes}, "
+                f"{grouping!r}, {factors})",
+            )
         self.unit, self.lane_shape, self.aliases = 0, "n", {}
 
     def factored_chunk(self, layout: Factoring, groups: str, total: int) -> str:
