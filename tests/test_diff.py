@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import gc
 import importlib
+import sys
+import threading
 import warnings
 import weakref
 
@@ -654,6 +656,34 @@ def test_zero_cotangents_is_checked_and_cached() -> None:
         hawk.diff.vjp(_root_and_square, zero_cotangents=3)
     every = hawk.diff.vjp(_root_and_square, zero_cotangents=["y", "w"])
     assert every.cotangents == {}  # every gradient is zero
+
+
+def test_threads_that_race_for_an_adjoint_or_a_plan_all_get_the_same_one() -> None:
+    @hawk.kernel
+    def raced(x: hawk.Scalar, c: hawk.Table["k":8], y: hawk.Mutable[hawk.Scalar]):
+        p = 0.0
+        for k in range(8):
+            p = p * x + hm.tanh(c.at(k=k) * x)
+        y = p
+
+    barrier, got = threading.Barrier(8), []
+
+    def take() -> None:
+        barrier.wait()
+        got.append((hawk.diff.vjp(raced), eagle.plan.auto(raced)._shared))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # (threads switch often, so that they race)
+    try:
+        threads = [threading.Thread(target=take) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(got) == 8
+    assert all(adjoint is got[0][0] and shared is got[0][1] for adjoint, shared in got)
 
 
 # -- the device source ----------------------------------------------------------------------
