@@ -709,14 +709,18 @@ def _unpadded(
 def _no_third_derivative(function: Function) -> str:
     return (
         f"the eagle.torch op of hawk kernel {function.kernel.name!r} is differentiable twice: "
-        "its second-order backward has no derivative (a backward through a backward taken "
-        "with create_graph=True, itself with create_graph=True)"
+        "its second-order backward, which also computes its forward mode (torch.func.jvp, "
+        "jacfwd), has no derivative. That rules out a third derivative and reverse mode of "
+        "forward mode (jacrev or grad of jacfwd or jvp); for a Hessian use "
+        "torch.func.hessian or jacrev(jacrev)"
     )
 
 
 def _no_forward_mode(function: Function, what: str) -> str:
     return (
-        f"the {what} of the eagle.torch op of hawk kernel {function.kernel.name!r} has no "
-        "forward-mode derivative (torch.func.jvp, jacfwd, hessian, forward_ad): take "
-        "reverse-mode derivatives of it (torch.func.jacrev, torch.autograd.grad)"
+        f"the {what} of the eagle.torch op of hawk kernel {function.kernel.name!r}, which "
+        "also computes its forward mode, has no forward-mode derivative (torch.func.jvp, "
+        "jacfwd, forward_ad): forward mode of forward mode (jacfwd of jacfwd) or of a "
+        "second derivative is not available; for a Hessian use torch.func.hessian or "
+        "jacrev(jacrev)"
     )

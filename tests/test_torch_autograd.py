@@ -322,3 +322,14 @@ def test_forward_mode_through_a_second_order_backward_is_refused_by_name():
     third = torch.func.jacfwd(torch.func.hessian(lambda x: f(x).sum()))
     with pytest.raises(RuntimeError, match="second-order backward .* no forward-mode derivative"):
         third(x)
+
+
+@pytest.mark.parametrize("outer", [torch.func.jacrev, torch.func.jacfwd], ids=["rev", "fwd"])
+def test_a_second_derivative_through_forward_mode_says_what_to_use(outer):
+    """Forward mode already runs the second-order kernel: its derivative is refused with
+    the transforms that do give a Hessian, not as a third derivative the user never took."""
+    f, _, x = _closed(k.cubic)
+    with pytest.raises(RuntimeError, match=r"for a Hessian use torch.func.hessian or jacrev"):
+        outer(torch.func.jacfwd(lambda x: f(x).sum()))(x)
+    hessian = torch.func.jacrev(torch.func.jacrev(lambda x: f(x).sum()))(x)
+    torch.testing.assert_close(hessian, torch.func.hessian(lambda x: f(x).sum())(x))
