@@ -163,7 +163,7 @@ class Derivatives:
             grads = [None] * len(needs)
         first_initial = len(self._inputs)
         for slot in self._passing_slots:
-            if needs_input_grad[slot] and cotangents[slot - first_initial] is not None:
+            if needs_input_grad[slot] and not zero[slot - first_initial]:  # (absent: none)
                 start = initials[slot - first_initial]
                 bar = cotangents[slot - first_initial]
                 grads[slot] = bar.to(start.dtype).reshape(start.shape)

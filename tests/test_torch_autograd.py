@@ -145,6 +145,11 @@ def test_a_table_output_alone_in_the_loss_keeps_the_only_lane_output():
     (gt,) = torch.autograd.grad((h * torch.arange(k.N, dtype=torch.float64)).sum(), t)
     counts = torch.bincount(torch.arange(20) % k.N, minlength=k.N).to(torch.float64)
     torch.testing.assert_close(gt, 3.0 * counts * torch.arange(k.N, dtype=torch.float64))
+    h0 = torch.randn(k.N, dtype=torch.float64, requires_grad=True)  # a table no loss reads
+    y, _ = f(t=t, h=h0, lanes=20)
+    gt, gh = torch.autograd.grad(y.sum(), (t, h0), materialize_grads=True)
+    torch.testing.assert_close(gt, counts / (2 * t.detach().sqrt()))
+    assert torch.equal(gh, torch.zeros_like(h0))
 
 
 class _Passing(torch.overrides.TorchFunctionMode):
