@@ -300,14 +300,7 @@ def _check_wrt(kernel: Kernel, wrt: Iterable[str], candidates: dict[str, str]) -
 def _check_broadcast(kernel: Kernel, broadcast: Iterable[str]) -> tuple[str, ...]:
     """The outputs named in ``broadcast``, in declaration order."""
     scalars = [p.name for p in kernel.planes if p.kind == PlaneKind.OUTPUT]
-    wanted = _names("broadcast", broadcast, scalars)
-    for name in wanted:
-        if name not in scalars:
-            raise HawkValueError(
-                f"broadcast names {name!r}, which is not a Mutable[Scalar] plane of kernel "
-                f"{kernel.name!r}; name some of: {', '.join(scalars) or 'none'}"
-            )
-    return tuple(name for name in scalars if name in wanted)
+    return _outputs_named(kernel, "broadcast", broadcast, scalars, "Mutable[Scalar]")
 
 
 def _check_zero(
@@ -315,17 +308,27 @@ def _check_zero(
 ) -> tuple[str, ...]:
     """The outputs named in ``zero_cotangents``, in declaration order."""
     outputs = list(cotangent_planes(kernel))
-    wanted = _names("zero_cotangents", zero_cotangents, outputs)
-    for name in wanted:
-        if name not in outputs:
-            raise HawkValueError(
-                f"zero_cotangents names {name!r}, which is not a Mutable plane of kernel "
-                f"{kernel.name!r}; name some of: {', '.join(outputs) or 'none'}"
-            )
+    named = _outputs_named(kernel, "zero_cotangents", zero_cotangents, outputs, "Mutable")
+    for name in named:
         if name in broadcast:
             raise HawkValueError(
                 f"output {name!r} is named in both broadcast and zero_cotangents; a zero "
                 "cotangent has no value to broadcast, so name it in zero_cotangents only"
+            )
+    return named
+
+
+def _outputs_named(
+    kernel: Kernel, option: str, value: Iterable[str], outputs: list[str], kind: str
+) -> tuple[str, ...]:
+    """The planes of ``outputs`` (each a ``kind`` plane) that option ``option`` names, in
+    declaration order."""
+    wanted = _names(option, value, outputs)
+    for name in wanted:
+        if name not in outputs:
+            raise HawkValueError(
+                f"{option} names {name!r}, which is not a {kind} plane of kernel "
+                f"{kernel.name!r}; name some of: {', '.join(outputs) or 'none'}"
             )
     return tuple(name for name in outputs if name in wanted)
 
