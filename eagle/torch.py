@@ -76,7 +76,7 @@ from eagle._torch_runner import (
     first_tensor,
     refuse_nondeterminism,
 )
-from eagle.plan._planes import ROUNDS_TO_INF
+from eagle.plan._planes import ROUNDS_TO_INF, by_position
 from hawk.contraction import lane_layout
 from hawk.emit import policy
 from hawk.emit.policy import Contraction
@@ -240,14 +240,14 @@ class Function:
     def __deepcopy__(self, memo: dict[int, Any]) -> Function:
         return self
 
-    def __call__(self, /, lanes: int | None = None, **planes: Any) -> Any:
+    def __call__(self, /, lanes: int | None = None, *arrays: Any, **planes: Any) -> Any:
         """Run the kernel: its Mutable planes' final values, one tensor or a tuple.
 
         Raises:
             TypeError: a missing, unknown or misplaced plane; a number for a
                 plane that is not a Param, or a bool; a tensor of a dtype hawk
                 planes do not take; no tensor at all; no lane plane and no
-                ``lanes``; ``lanes`` that is not an int.
+                ``lanes``; ``lanes`` that is not an int; tensors passed by position.
             ValueError: a lane plane that is not 1-D; lane planes of different
                 lengths; a Param tensor of more than one element; a table of
                 the wrong number of elements; tensors on two devices;
@@ -255,6 +255,8 @@ class Function:
             OverflowError: a Param number too large for the dtype the kernel
                 computes in.
         """
+        if arrays:
+            raise by_position("f", self._input_names, 1 + len(arrays))
         try:
             values = [planes.pop(name) for name in self._input_names]
         except KeyError as missing:

@@ -59,7 +59,12 @@ def _DeviceArrayStandIn() -> arrays.Array:
         (
             lambda p: p.update(w=np.asfortranarray(p["w"])),
             ValueError,
-            r"plane 'w' is not row-major and contiguous",
+            r"plane 'w' is not row-major and contiguous .*; pass a row-major copy, e\.g\.",
+        ),
+        (  # a copy of a written plane would take the results: write, then copy back
+            lambda p: p.update(y=np.zeros(192)[::2]),
+            ValueError,
+            r"plane .y. is not row-major .*; write into a row-major array, .*\(view\[\.\.\.\]",
         ),
         (
             lambda p: p.update(y=np.broadcast_to(np.zeros(1), (96,))),
@@ -83,6 +88,24 @@ def test_planes_are_refused_by_name_before_anything_runs(
         eagle.plan.auto(contract).run(**planes)
     for name, values in before.items():
         np.testing.assert_array_equal(planes[name], values)  # nothing ran
+
+
+def test_arrays_passed_by_position_are_refused_with_the_keywords_to_use() -> None:
+    x, y = np.ones(4), np.zeros(4)
+    plan = eagle.plan.auto(saxpy)
+    adjoint = eagle.diff.reverse(plan)
+    for call, name in ((plan.run, "plan.run"), (plan.bind, "plan.bind")):
+        with pytest.raises(TypeError, match=re.escape(
+            f"{name} takes its planes by name, one keyword each: {name}(a=..., x=..., y=...); "
+            "3 argument(s) were passed by position"
+        )):  # fmt: skip
+            call(2.0, x, y)
+    for call, name in ((adjoint.run, "adjoint.run"), (adjoint.bind, "adjoint.bind")):
+        with pytest.raises(
+            TypeError, match=rf"^{name} takes .*\(a=\.\.\., x=\.\.\., y_bar=\.\.\., a_bar"
+        ):
+            call(2.0, x, y)
+    assert (y == 0.0).all()
 
 
 def test_lane_planes_must_agree(rng: np.random.Generator) -> None:

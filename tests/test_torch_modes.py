@@ -163,6 +163,10 @@ def test_call_slips_are_named():
     x = torch.tensor([1.0, -2.0])
     with pytest.raises(TypeError, match=r"passed by position, as lanes; .* f\(x=\.\.\., a=\.\.\."):
         poly(x, a=2.0, b=1.0)
+    with pytest.raises(
+        TypeError, match=r"by name, one keyword each: f\(x=\.\.\., a=\.\.\., b=\.\.\.\); 3 "
+    ):
+        poly(x, 2.0, 1.0)
     with pytest.raises(TypeError, match=r"takes no plane 'A' \(and plane 'a' is missing\)"):
         poly(x=x, A=2.0, b=1.0)
     # numpy numbers are numbers, as torch's own ops take them

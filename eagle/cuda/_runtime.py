@@ -354,7 +354,10 @@ def _check_driver() -> None:
     found = int(cudart.cudaDriverGetVersion())
     if found == 0:
         raise CudaUnavailable(
-            "cudaDriverGetVersion", "cudaErrorNoDevice", "no NVIDIA driver is installed"
+            "cudaDriverGetVersion",
+            "cudaErrorNoDevice",
+            "no NVIDIA driver is installed; host work takes numpy arrays, and "
+            "eagle.cuda.is_available() says whether device work can run",
         )
     if found < REQUIRED_DRIVER:
         raise CudaDriverTooOld(found)

@@ -27,6 +27,7 @@ from eagle.plan._bound import Bound, Placement, Route, Step, branch_plan
 from eagle.plan._planes import (
     Planes,
     alike_keys,
+    by_position,
     check_planes,
     detached,
     extents,
@@ -286,7 +287,7 @@ class AutoPlan:
 
     # -- running -------------------------------------------------------------------------
 
-    def run(self, /, **planes: Any) -> None:
+    def run(self, /, *arrays: Any, **planes: Any) -> None:
         """Run the kernel once over ``planes`` (one keyword per kernel plane).
 
         On the host it returns when the results are in your arrays; if it
@@ -310,7 +311,7 @@ class AutoPlan:
 
         Raises:
             TypeError: an unknown or missing plane, not an array, or a dtype
-                hawk planes do not take.
+                hawk planes do not take; arrays passed by position.
             ValueError: mixed residency, a wrong shape or lane count, a
                 non-contiguous, null or misaligned array, a written plane that is
                 read-only or a torch tensor that requires grad (pass ``.detach()``
@@ -323,6 +324,8 @@ class AutoPlan:
                 other indices raise at a later synchronizing call (see
                 :doc:`the hawk guide </hawk>`).
         """
+        if arrays:
+            raise by_position("plan.run", self._names, len(arrays))
         # (planes on two sides or two devices have keys too: binding them raises, so no
         # binding is ever kept under such keys)
         key = layout_keys(planes, self._names)
@@ -367,7 +370,7 @@ class AutoPlan:
             shared[key] = bound
         return bound, False
 
-    def bind(self, /, **planes: Any) -> BoundPlan:
+    def bind(self, /, *arrays: Any, **planes: Any) -> BoundPlan:
         """Prepare a launch over ``planes``: check them, compile, pack arguments.
 
         A plan that takes the GEMM route binds your planes to one cuBLAS
@@ -393,6 +396,8 @@ class AutoPlan:
             GemmCaptureUnavailable: (GEMM route) no cuBLAS, or the stream is
                 being captured and no stream of the device warmed its product.
         """
+        if arrays:
+            raise by_position("plan.bind", self._names, len(arrays))
         return self._bind(planes)
 
     def _bind(

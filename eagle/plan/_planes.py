@@ -21,7 +21,7 @@ later run over planes with the same keys (:func:`layout_keys`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -208,6 +208,15 @@ class _Names(dict[np.dtype, str]):
 
 
 _DTYPE_NAMES = _Names()
+
+
+def by_position(call: str, names: Sequence[str], count: int) -> EagleTypeError:
+    """The refusal of ``count`` arrays passed to ``call`` by position: planes go by name."""
+    keywords = ", ".join(f"{name}=..." for name in names)
+    return EagleTypeError(
+        f"{call} takes its planes by name, one keyword each: {call}({keywords}); "
+        f"{count} argument(s) were passed by position"
+    )
 
 
 def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
@@ -556,10 +565,16 @@ def _check_array(item: _Given) -> None:
         )
     contiguous = array.flags.c_contiguous if item.side == "host" else array.is_contiguous
     if not contiguous:
+        advice = (
+            # (a copy of a written plane would take the results, and be dropped)
+            "write into a row-major array, e.g. numpy.empty(shape), then copy it into "
+            "your view (view[...] = out)"
+            if plane.kind in WRITTEN
+            else "pass a row-major copy, e.g. numpy.ascontiguousarray(x) or x.contiguous()"
+        )
         raise EagleValueError(
             f"plane {item.name!r} is not row-major and contiguous (a strided view, or column-"
-            "major order); pass a row-major copy, e.g. numpy.ascontiguousarray(x) or "
-            "x.contiguous()"
+            f"major order); {advice}"
         )
     _LAYOUTS[layout] = True
 

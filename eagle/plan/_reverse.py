@@ -17,7 +17,7 @@ from eagle.errors import EagleTypeError, EagleValueError
 from eagle.gemm.steps import Side
 from eagle.plan._autoplan import AutoPlan, BoundPlan, Moves, backend_for, decide, main_side
 from eagle.plan._bound import Bound, Route, Step, one_place
-from eagle.plan._planes import Planes, alike_keys, check_planes, layout_keys
+from eagle.plan._planes import Planes, alike_keys, by_position, check_planes, layout_keys
 from eagle.plan._route import dtype_reasons
 
 __all__ = ["AdjointPlan", "AdjointSequence", "BoundAdjoint", "reverse"]
@@ -151,7 +151,7 @@ class AdjointPlan:
 
     # -- running -------------------------------------------------------------------------
 
-    def run(self, /, **planes: Any) -> None:
+    def run(self, /, *arrays: Any, **planes: Any) -> None:
         """Add the gradients into the gradient planes passed (one keyword per plane), or
         write them there when made with ``accumulate=False``.
 
@@ -164,12 +164,15 @@ class AdjointPlan:
         Raises:
             TypeError: no gradient plane passed; an unknown, missing or
                 misplaced plane (an output instead of its cotangent); a plane
-                that is not an array or has a dtype hawk planes do not take.
+                that is not an array or has a dtype hawk planes do not take;
+                arrays passed by position.
             ValueError: as :meth:`eagle.plan.AutoPlan.run` (residency, shapes,
                 lane counts, overlapping planes).
             hawk.HawkError: a requested gradient passes through an address
                 computed with ``int()`` of data it is taken with respect to.
         """
+        if arrays:
+            raise self._by_position("adjoint.run", len(arrays))
         kernel = self._kernel_for(planes, self.accumulate)
         if self._routes() or (not self.accumulate and _shared_gradients(kernel)):
             # launched at once and dropped: no side streams to prepare for a capture
@@ -180,14 +183,21 @@ class AdjointPlan:
         self._check_flat(planes)
         self._loop_plan(kernel).run(**planes)
 
-    def bind(self, /, **planes: Any) -> BoundAdjoint:
+    def bind(self, /, *arrays: Any, **planes: Any) -> BoundAdjoint:
         """Prepare the adjoint over ``planes`` (compile, pack arguments), so
         that :meth:`BoundAdjoint.launch` only enqueues work.
 
         Raises:
             TypeError, ValueError, hawk.HawkError: as :meth:`run`.
         """
+        if arrays:
+            raise self._by_position("adjoint.bind", len(arrays))
         return BoundAdjoint([self._bind(planes, self.accumulate, set())])
+
+    def _by_position(self, call: str, count: int) -> EagleTypeError:
+        """The refusal of arrays passed by position, naming the planes the adjoint takes."""
+        names = [p.name for p in hawk.diff.vjp(self.primal.kernel).planes]
+        return by_position(call, names, count)
 
     def _bind(self, planes: Mapping[str, Any], add: bool, zero: set[str]) -> _Part:
         """The adjoint over ``planes``, adding into its gradient planes (``add``) or
