@@ -71,6 +71,14 @@ def test_nvrtc_error_carries_the_log():
         )
 
 
+@pytest.mark.parametrize("arch", ["sm90", "sm_50", "compute_90", "90", 90])
+def test_an_architecture_nvrtc_cannot_compile_for_is_named_with_those_it_can(arch):
+    """NVRTC's own message ("invalid value for --gpu-architecture") names neither."""
+    with pytest.raises(ValueError, match=r"arch .* is not an architecture .*; pass one of .*sm_90"):
+        cuda.compile_cuda('extern "C" __global__ void k() {}', name="k", arch=arch)
+    assert cuda.compile_cuda('extern "C" __global__ void k() {}', name="k", arch="sm_90a")
+
+
 def test_capturer_refuses_bad_mode_naming_it():
     with pytest.raises(
         ValueError, match="mode must be 'thread_local', 'global' or 'relaxed', not 'sometimes'"

@@ -268,6 +268,7 @@ class DriverCalls(Protocol):
 class NvrtcCalls(Protocol):
     """The ``cuda.bindings.nvrtc`` functions eagle calls, through :data:`nvrtc`."""
 
+    def nvrtcGetSupportedArchs(self, *args: Any) -> Any: ...
     def nvrtcVersion(self, *args: Any) -> Any: ...
 
 

@@ -58,7 +58,7 @@ from eagle.cuda._runtime import (
     runtime,
 )
 from eagle.cuda.stream import Stream, as_stream_ptr
-from eagle.errors import EagleIndexError, EagleTypeError, EagleValueError
+from eagle.errors import EagleIndexError, EagleTypeError, EagleValueError, shown
 
 __all__ = [
     "MEMORY_BYTES",
@@ -144,9 +144,30 @@ def compile_cuda(
     Raises:
         CompileError: NVRTC rejected the source (the message holds its log).
         CudaUnavailable: NVRTC or cuda-core is not installed.
-        ValueError: ``$EAGLE_CACHE_MAX_BYTES`` is not a non-negative integer.
+        ValueError: ``arch`` is not an architecture this NVRTC compiles for;
+            ``$EAGLE_CACHE_MAX_BYTES`` is not a non-negative integer.
     """
+    _check_arch(arch)
     return _image(source, name, arch, options)[0]
+
+
+def _check_arch(arch: str) -> None:
+    """Refuse an ``arch`` that NVRTC would refuse without naming it: not ``sm_<digits>``
+    (an ``a`` or ``f`` suffix allowed), or not among the architectures it compiles for."""
+    form = re.fullmatch(r"sm_(\d+)[af]?", arch) if isinstance(arch, str) else None
+    if form is not None and int(form.group(1)) in _supported_archs():
+        return
+    listed = ", ".join(f"sm_{number}" for number in _supported_archs())
+    raise EagleValueError(
+        f"arch {shown(arch)} is not an architecture this NVRTC compiles for; pass one of "
+        f"{listed} (sm_90 for an H100 or H200)"
+    )
+
+
+@functools.cache
+def _supported_archs() -> tuple[int, ...]:
+    """The compute capabilities this NVRTC compiles for, as numbers (90 for sm_90)."""
+    return tuple(int(number) for number in nvrtc.nvrtcGetSupportedArchs())
 
 
 #: compile options that bring in header files, whose contents no cache key sees
