@@ -48,6 +48,12 @@ __all__ = [
 class EagleError(Exception):
     """The root of every error eagle raises."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle (and copy) as the same class with the same message and attributes,
+        whatever its ``__init__`` takes, so a worker process's error reaches its parent
+        whole (rebuilt from its message alone, a kind with more arguments failed)."""
+        return (type(self).__new__, (type(self), *self.args), self.__dict__)
+
 
 class EagleValueError(EagleError, ValueError):
     """A value passed to eagle is refused (a ``ValueError``)."""

@@ -20,6 +20,8 @@ kind                               also a                 raised for
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AdjointCostWarning",
     "HawkError",
@@ -57,6 +59,12 @@ class HawkError(Exception):
         self.line = line
         self.column = column
         self.source = source
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle (and copy) as the same class with the same message and attributes
+        (line, source, a :class:`PlaneIndexError`'s fields), whatever its ``__init__``
+        takes, so a worker process's error reaches its parent whole."""
+        return (type(self).__new__, (type(self), *self.args), self.__dict__)
 
     def __str__(self) -> str:
         if self.source is None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import importlib
 import importlib.util
 import inspect
+import pickle
 from pathlib import Path
 
 import pytest
@@ -111,6 +113,40 @@ def test_every_error_class_has_the_builtin_bases_its_docs_give():
     found = {cls.__name__: {b for b in cls.__mro__ if b in _BUILTINS} for cls in classes.values()}
     found = {name: bases - {Exception, BaseException} for name, bases in found.items()}
     assert found == BUILTIN_BASES
+
+
+def _made() -> list[BaseException]:
+    """Errors as eagle and hawk raise them, with the arguments their kinds take."""
+    located = hawk.HawkError("kernel 'k', line 3: bad", 3, 8, "    y = bad(x)")
+    located.add_note("in launch 1 of the adjoint")
+    return [
+        hawk.PlaneIndexError(
+            "index 5 out of range", plane="t", axis="row", index=5, extent=3, lane=0
+        ),
+        located,
+        CudaError("cuLaunchKernel", "CUDA_ERROR_LAUNCH_FAILED", "a detail"),
+        CudaUnavailable("cudaDriverGetVersion", "cudaErrorNoDevice", "no driver"),
+        CudaDriverTooOld(12040),
+        CompileError("nvrtcCompileProgram", "NVRTC_ERROR_COMPILATION", "k:\nthe log"),
+        eagle.EagleError("plain"),
+    ]
+
+
+@pytest.mark.parametrize("error", _made(), ids=lambda error: type(error).__name__)
+def test_an_error_pickles_and_copies_whole(error):
+    """A worker process's error reaches its parent (a multiprocessing Pool hung on one
+    whose kind takes more than its message)."""
+    for again in (pickle.loads(pickle.dumps(error)), copy.copy(error), copy.deepcopy(error)):
+        assert type(again) is type(error) and again.args == error.args
+        assert str(again) == str(error) and vars(again) == vars(error)
+
+
+def test_every_error_class_pickles_whatever_its_init_takes():
+    for cls in _error_classes().values():
+        error = cls.__new__(cls, "a message")
+        error.extra = 7
+        again = pickle.loads(pickle.dumps(error))
+        assert (type(again), again.args, again.extra) == (cls, ("a message",), 7)
 
 
 def test_the_roots_are_reached_lazily_and_import_only_the_standard_library():

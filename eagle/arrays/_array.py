@@ -534,9 +534,15 @@ def ones(shape: ShapeLike, dtype: Any = "float64", device: str = "cpu") -> Array
 
 
 def _restore(values: np.ndarray, device: str) -> Array:
-    """An unpickled Array: ``values`` (a copy, unpickled) on ``device``."""
+    """An unpickled Array: ``values`` (unpickled) on ``device``, in new writable memory.
+    Pickle protocol 5 may give ``values`` over the pickled Array's own memory (its
+    out-of-band buffers), or read-only (from a read-only Array): those are copied."""
     index = parse_device(device)
-    return Array(host=values) if index is None else _upload(np.asarray(values, order="C"), index)
+    if index is not None:
+        return _upload(np.asarray(values, order="C"), index)
+    if not (values.flags.owndata and values.flags.writeable and values.flags.c_contiguous):
+        values = np.array(values, order="C")
+    return Array(host=values)
 
 
 def _upload(values: np.ndarray, device_index: int) -> Array:
