@@ -76,7 +76,7 @@ from eagle._torch_runner import (
     first_tensor,
     refuse_nondeterminism,
 )
-from eagle.plan._planes import ROUNDS_TO_INF, by_position
+from eagle.plan._planes import ROUNDS_TO_INF, by_position, not_a_kernel
 from hawk.contraction import lane_layout
 from hawk.emit import policy
 from hawk.emit.policy import Contraction
@@ -130,9 +130,7 @@ def function(kernel: hawk.Kernel, contraction: Contraction | None = None) -> Fun
             output's shape is known) or a plane named ``lanes``.
     """
     if not isinstance(kernel, hawk.Kernel):
-        raise EagleTypeError(
-            f"eagle.torch.function takes a @hawk.kernel function, not {type(kernel).__name__}"
-        )
+        raise not_a_kernel("eagle.torch.function", kernel)
     if contraction is not None and contraction not in policy.CONTRACTIONS:
         raise EagleValueError(
             f"contraction must be None or one of {policy.CONTRACTIONS}, not {contraction!r}"

@@ -22,7 +22,7 @@ from typing import Any
 
 from hawk import ir
 from hawk._fold import check_constant, fold
-from hawk._registry import BUILTINS, DEBUG_CALLS, Form, spelled
+from hawk._registry import BUILTINS, DEBUG_CALLS, Form, math_functions, spelled
 from hawk._scope import Unresolved, as_number, module_attribute, resolve
 from hawk.errors import HawkError
 from hawk.ir.expr import INT_MAX
@@ -117,6 +117,28 @@ _COMPARE_OPS = _syntax(Form.COMPARE)
 _LOGIC_OPS = _syntax(Form.LOGIC)
 _NOT_OPS = _syntax(Form.NOT)
 
+#: a call outside hawk.math (``np.sin``, ``math.exp``, ``max``) -> the hawk.math function
+#: that does its job, for the refusal's advice
+_HAWK_MATH = {
+    **{name: name for name in math_functions()},
+    "max": "maximum",
+    "min": "minimum",
+    "fmax": "maximum",
+    "fmin": "minimum",
+    "fabs": "abs",
+    "power": "pow",
+}
+#: how to write what a comparison used as a number means
+_COMPARISON_HINT = (
+    "a comparison is not a number in hawk: write the value you mean with a conditional, "
+    "such as 1.0 if x > 0.0 else 0.0"
+)
+#: the operators a kernel has, for the refusal of one it has not
+_OPERATORS = (
+    "kernels have + - * / // % ** and comparisons (no bitwise or matrix operators: a "
+    "product is a loop of multiply-adds)"
+)
+
 
 def _checks_nothing(value: ir.Expr) -> bool:
     """True when evaluating ``value`` on any lane makes no check that could fail."""
@@ -202,7 +224,8 @@ class ExpressionTracer(ir.Builder):
             return value
         if value.type == Type.INT and kind == Type.REAL:
             return fold(ir.Cast(Type.REAL, value))
-        raise self.error(node, f"{name!r} needs a {kind} value, not {value.type} ({value})")
+        hint = f"; {_COMPARISON_HINT}" if value.type == Type.BOOL else ""
+        raise self.error(node, f"{name!r} needs a {kind} value, not {value.type} ({value}){hint}")
 
     def real(self, node: ast.AST, value: ir.Expr, name: str) -> ir.Expr:
         return self.cast_to(node, value, Type.REAL, name)
@@ -218,7 +241,10 @@ class ExpressionTracer(ir.Builder):
     def arith(self, node: ast.AST, op: str, left: ir.Expr, right: ir.Expr) -> ir.Expr:
         for side in (left, right):
             if side.type == Type.BOOL:
-                raise self.error(node, f"{op} needs numbers, not a comparison: {snippet(node)}")
+                raise self.error(
+                    node,
+                    f"{op} needs numbers, not a comparison: {snippet(node)}; {_COMPARISON_HINT}",
+                )
         if op == "**":
             if isinstance(left, ir.Const) and isinstance(right, ir.Const):
                 base, exponent = left.value, right.value
@@ -294,7 +320,7 @@ class ExpressionTracer(ir.Builder):
         if isinstance(node, ast.BinOp):
             op = BINOPS.get(type(node.op))
             if op is None:
-                raise self.error(node, f"operator in {snippet(node)} is not in hawk")
+                raise self.error(node, f"operator in {snippet(node)} is not in hawk; {_OPERATORS}")
             left, right = operands
             return self.arith(node, op, left, right)
         assert isinstance(node, ast.UnaryOp)
@@ -306,7 +332,7 @@ class ExpressionTracer(ir.Builder):
         unary = _UNARY_OPS.get(type(node.op))
         if unary is not None and operand.type != Type.BOOL:
             return fold(ir.Unary(unary, operand))
-        raise self.error(node, f"operator in {snippet(node)} is not in hawk")
+        raise self.error(node, f"operator in {snippet(node)} is not in hawk; {_OPERATORS}")
 
     def bounded(self, value: ir.Expr) -> ir.Expr:
         """``value``, or a reference to a new variable bound to it where its operations
@@ -401,7 +427,11 @@ class ExpressionTracer(ir.Builder):
         for op_node, right_node in zip(node.ops, node.comparators, strict=True):
             op = _COMPARE_OPS.get(type(op_node))
             if op is None:
-                raise self.error(node, f"comparison in {snippet(node)} is not in hawk")
+                raise self.error(
+                    node,
+                    f"comparison in {snippet(node)} is not in hawk; hawk compares numbers with "
+                    "<, <=, >, >=, == and != (write x in (1.0, 2.0) as x == 1.0 or x == 2.0)",
+                )
             if result is None:
                 right = self.expr(right_node)
             else:  # evaluated only where the comparisons before it hold
@@ -516,20 +546,32 @@ class ExpressionTracer(ir.Builder):
                     raise self.error(node, f"{func.id}() takes one argument: {snippet(node)}")
                 value = self.expr(node.args[0])
                 if value.type == Type.BOOL:
-                    raise self.error(node, f"{func.id}() of a comparison is not in hawk")
+                    raise self.error(
+                        node, f"{func.id}() of a comparison is not in hawk; {_COMPARISON_HINT}"
+                    )
                 kind = Type.INT if target is int else Type.REAL
                 return value if value.type == kind else fold(ir.Cast(kind, value))
         rebound = ""
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
         if isinstance(func, ast.Name) and func.id in ("int", "float"):
             rebound = f"; here {func.id!r} is not the builtin (a local or the module rebinds it)"
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             head = func.value.id
             local = head in self.env or head in self.locals
             module = None if local else self.resolve_or_none(head)
+            bound = self.env.get(head)
             if getattr(module, "__name__", None) == "hawk.math":
                 rebound = f"; hawk.math has no function {func.attr!r}"
             elif head == "hm":
                 rebound = "; here 'hm' is not hawk.math (a local or the module rebinds it)"
+            elif isinstance(bound, ir.Load) and func.attr in ("at", "add"):
+                each = "for all lanes" if bound.plane.kind == PlaneKind.PARAM else "per lane"
+                rebound = (
+                    f"; {head!r} is a {bound.plane.declaration()}, one value {each}: use {head} "
+                    "itself, or declare it a hawk.Table to index it"
+                )
+        if not rebound and _HAWK_MATH.get(called) is not None:
+            rebound = f"; inside a kernel, write hm.{_HAWK_MATH[called]}(...) (hawk.math)"
         raise self.error(
             node,
             f"unknown call {snippet(func)}(...): a kernel calls hawk.math functions, int() "
@@ -612,9 +654,13 @@ class ExpressionTracer(ir.Builder):
             items = [(None, node.args[0])]
         else:
             if node.args:
+                example = ", ".join(f"{label}=..." for label, _ in plane.axes)
+                if plane.kind != "table":
+                    example += ", value=v"
                 raise self.error(
                     node,
-                    f"{method} addresses axes by name: {plane.name} is {plane.declaration()}",
+                    f"{method} addresses axes by name: {plane.name} is {plane.declaration()}; "
+                    f"write {plane.name}.{method.rpartition('.')[2]}({example})",
                 )
             labels = [label for label, _ in plane.axes]
             given = {k.arg: k.value for k in keywords}

@@ -47,7 +47,11 @@ def resolve(fn: types.FunctionType, name: str) -> Any:
         return fn.__globals__[name]
     if hasattr(builtins, name):
         return getattr(builtins, name)
-    raise Unresolved(f"name {name!r} is not defined")
+    raise Unresolved(
+        f"name {name!r} is not defined; a kernel reads its parameters, the names it assigns "
+        f"and numbers of its module or closure: add {name} as a parameter (e.g. {name}: "
+        "hawk.Param) or define it before the kernel"
+    )
 
 
 def closure(fn: types.FunctionType) -> dict[str, Any]:

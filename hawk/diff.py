@@ -247,7 +247,15 @@ def vjp(
 
 def _check_kernel(kernel: object) -> None:
     if not isinstance(kernel, Kernel):
-        raise HawkTypeError(f"hawk.diff takes a @hawk.kernel function, not {type(kernel).__name__}")
+        advice = (
+            ": it is a plan; pass its kernel (plan.kernel), or run the gradient with "
+            "eagle.diff.reverse(plan)"
+            if isinstance(getattr(kernel, "kernel", None), Kernel)
+            else ""
+        )
+        raise HawkTypeError(
+            f"hawk.diff takes a @hawk.kernel function, not {type(kernel).__name__}{advice}"
+        )
 
 
 def _names(option: str, value: object, choices: Iterable[str]) -> set[str]:

@@ -24,8 +24,10 @@ def check_option(value: Any, vocabulary: Any, argument: str) -> Any:
         HawkValueError: it is not, naming ``argument`` and every value it may take.
     """
     allowed = get_args(vocabulary)
-    if value not in allowed:
-        raise HawkValueError(f"{argument} must be {_alternatives(allowed)}, not {value!r}")
+    if not isinstance(value, str) or value not in allowed:
+        text = repr(value)
+        shown = text if len(text) <= 60 else f"an object of type {type(value).__name__}"
+        raise HawkValueError(f"{argument} must be {_alternatives(allowed)}, not {shown}")
     return value
 
 

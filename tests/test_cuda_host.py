@@ -79,6 +79,23 @@ def test_an_architecture_nvrtc_cannot_compile_for_is_named_with_those_it_can(arc
     assert cuda.compile_cuda('extern "C" __global__ void k() {}', name="k", arch="sm_90a")
 
 
+@pytest.mark.parametrize(
+    ("source", "options", "error", "match"),
+    [
+        (b"k", None, TypeError, r"^source must be CUDA C text \(a str\), not bytes"),
+        ("k", ["-use_fast_math"], TypeError, r"^options must be a mapping .*, not list"),
+        ("k", {"arch": "sm_80"}, ValueError, r"options holds 'arch': pass arch as compile_cuda"),
+        ("k", {"name": "x"}, ValueError, r"options holds 'name': pass name as compile_cuda"),
+        ("k", {"fast_math": True}, TypeError, r"^options: .*'fast_math'; its keys are cuda.core"),
+    ],
+)
+def test_compile_options_are_refused_by_name(source, options, error, match):
+    """They reached cuda.core raw (a TypeError of ProgramOptions), or, ``arch`` in
+    ``options``, compiled for the ``arch=`` argument without a word."""
+    with pytest.raises(error, match=match):
+        cuda.compile_cuda(source, name="k", arch="sm_90", options=options)
+
+
 def test_capturer_refuses_bad_mode_naming_it():
     with pytest.raises(
         ValueError, match="mode must be 'thread_local', 'global' or 'relaxed', not 'sometimes'"

@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 from numpy.lib.stride_tricks import as_strided
 
+import eagle.diff
 import eagle.plan
 import hawk
+import hawk.diff
 from eagle import arrays
 from eagle.gemm import matmul_step
 from hawk.contraction import lane_layout, recognize
@@ -66,7 +68,7 @@ def test_a_host_product_has_no_32_bit_limit() -> None:
         ),
         (
             lambda: eagle.plan.auto(saxpy).run(a=True, x=np.ones(3), y=np.ones(3)),
-            "plane 'a' is a bool; pass a number",
+            "plane 'a' is a Param, and True is not a number it takes; pass an int or a float",
         ),
         (
             lambda: eagle.plan.auto(saxpy).run(a=2.0, x=np.ones((2, 3)), y=np.ones((2, 3))),
@@ -77,6 +79,86 @@ def test_a_host_product_has_no_32_bit_limit() -> None:
 def test_coercions_are_refused_by_name(call, match) -> None:
     with pytest.raises((TypeError, ValueError), match=match):
         call()
+
+
+def _plain(x, y):
+    return None
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: eagle.plan.auto(_plain), "not function: '_plain' is a plain function; put @hawk"),
+        (
+            lambda: eagle.plan.auto(eagle.plan.auto(saxpy)),
+            r"not AutoPlan: it is a plan; pass its kernel, eagle.plan.auto\(plan.kernel\)",
+        ),
+        (
+            lambda: eagle.diff.reverse(saxpy),
+            r"not Kernel; pass eagle.diff.reverse\(eagle.plan.auto\(saxpy\)\)",
+        ),
+        (
+            lambda: hawk.diff.vjp(eagle.plan.auto(saxpy)),
+            r"not AutoPlan: it is a plan; pass its kernel \(plan.kernel\)",
+        ),
+        (
+            lambda: eagle.plan.auto(saxpy).run(a=2.0, x=np.ones(3)),
+            r"missing plane\(s\) 'y' .*; pass every plane by name: a=\.\.\., x=\.\.\., y=",
+        ),
+        (
+            lambda: eagle.plan.auto(saxpy).run(a=None, x=np.ones(3), y=np.ones(3)),
+            "plane 'a' is a Param, and None is not a number it takes; pass an int or a float",
+        ),
+        (
+            lambda: arrays.full(3, list(range(2000)), "float32"),
+            r"^value an object of type list is not a number .*; a fill takes one number",
+        ),
+        (
+            lambda: arrays.zeros([1.5] * 3000),
+            r"^shape must be non-negative ints .*, not an object of type list$",
+        ),
+    ],
+)
+def test_a_refusal_says_how_to_get_what_it_takes(call, match) -> None:
+    with pytest.raises((TypeError, ValueError), match=match):
+        call()
+
+
+_SLIPS = """\
+import math
+import numpy as np
+import hawk
+from hawk import math as hm
+
+
+@hawk.kernel
+def slip(
+    x: hawk.Scalar,
+    a: hawk.Param,
+    t: hawk.Table["i":4],
+    y: hawk.Mutable[hawk.Scalar],
+):
+    {body}
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [
+        ("y = np.sin(x)", r"unknown call np.sin\(...\): .*; inside a kernel, write hm.sin\("),
+        ("y = max(x, 0.0)", r"unknown call max\(...\): .*write hm.maximum\("),
+        ("y = a.at(i=0)", r"'a' is a Param, one value for all lanes: use a itself, or declare"),
+        ("y = (x > 0.0) * x", r"not a comparison: .*; .* such as 1.0 if x > 0.0 else 0.0"),
+        ("y = x > 0.0", r"'y' needs a real value, not bool .*; a comparison is not a number"),
+        ("y = x @ x", r"operator in x @ x is not in hawk; kernels have \+ - \* /"),
+        ("y = t.at(0)", r"t.at addresses axes by name: .*; write t.at\(i=\.\.\.\)"),
+        ("y = x * w", r"name 'w' is not defined; .* add w as a parameter \(e.g. w: hawk.Param\)"),
+        ("y = x if x in (1.0, 2.0) else 0.0", r"not in hawk; .* as x == 1.0 or x == 2.0"),
+    ],
+)
+def test_a_kernel_slip_is_refused_with_what_to_write(tmp_path: Path, body: str, match: str):
+    with pytest.raises(hawk.HawkError, match=match):
+        load(tmp_path, f"slip{abs(hash(body))}", _SLIPS.format(body=body), "slip")
 
 
 def test_kernels_and_plans_pickle_and_bound_plans_refuse_by_name() -> None:

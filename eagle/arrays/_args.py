@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from eagle.errors import EagleTypeError, EagleValueError
+from eagle.errors import EagleTypeError, EagleValueError, shown
 from hawk.dtypes import find, numpy_dtype
 
 __all__ = [
@@ -94,7 +94,7 @@ def check_shape(shape: ShapeLike) -> tuple[int, ...]:
         dims = (shape,)  # an int, or what is neither an int nor a sequence
     if any(not _is_int(d) or int(d) < 0 for d in dims):
         raise EagleValueError(
-            f"shape must be non-negative ints (an int or a sequence of them), not {shape!r}"
+            f"shape must be non-negative ints (an int or a sequence of them), not {shown(shape)}"
         )
     return tuple(int(d) for d in dims)
 
@@ -117,7 +117,7 @@ def check_reshape(shape: tuple[Any, ...], size: int) -> tuple[int, ...]:
     if any(not _is_int(d) for d in given):
         raise EagleTypeError(
             f"reshape takes ints (one may be -1), as separate arguments or one sequence, "
-            f"not {given!r}"
+            f"not {shown(given)}"
         )
     dims = [int(d) for d in given]
     if dims.count(-1) > 1 or any(d < -1 for d in dims):

@@ -9,7 +9,7 @@ from typing import Any, cast
 import numpy as np
 
 from eagle.cuda._runtime import cudadrv
-from eagle.errors import EagleValueError
+from eagle.errors import EagleValueError, shown
 
 __all__ = ["exact_scalar", "memset"]
 
@@ -22,24 +22,27 @@ def exact_scalar(value: Any, dtype: np.dtype) -> np.generic:
         return _exact_real(int(value), dtype)
     given = np.asarray(value)
     if isinstance(value, int) and given.dtype.kind == "O":
-        raise EagleValueError(f"value {value!r} does not fit {dtype} exactly")
+        raise EagleValueError(f"value {shown(value)} does not fit {dtype} exactly")
     if given.ndim or given.dtype.kind not in "biufcV":
-        raise EagleValueError(f"value {value!r} is not a number to store as {dtype}")
+        raise EagleValueError(
+            f"value {shown(value)} is not a number to store as {dtype}; a fill takes one "
+            "number (to make an array of values, use eagle.arrays.asarray(values))"
+        )
     if given.dtype.kind == "c" and dtype.kind != "c":
-        raise EagleValueError(f"value {value!r} is complex; {dtype} is real")
+        raise EagleValueError(f"value {shown(value)} is complex; {dtype} is real")
     with np.errstate(all="ignore"):
         try:
             scalar = cast(np.generic, given.astype(dtype)[()])
         except (TypeError, ValueError, OverflowError) as exc:
-            raise EagleValueError(f"value {value!r} cannot be stored as {dtype}") from exc
+            raise EagleValueError(f"value {shown(value)} cannot be stored as {dtype}") from exc
     if dtype.kind in "biu":
         if not np.isfinite(given) or scalar != given:
-            raise EagleValueError(f"value {value!r} does not fit {dtype} exactly")
+            raise EagleValueError(f"value {shown(value)} does not fit {dtype} exactly")
     elif np.isfinite(given) and not np.isfinite(scalar):
-        raise EagleValueError(f"value {value!r} overflows {dtype}")
+        raise EagleValueError(f"value {shown(value)} overflows {dtype}")
     elif np.isinf(given) and not np.isinf(scalar):  # float8_e4m3fn has no infinity
         raise EagleValueError(
-            f"value {value!r} is infinite, and {dtype} has no infinity (it would be NaN)"
+            f"value {shown(value)} is infinite, and {dtype} has no infinity (it would be NaN)"
         )
     return scalar
 

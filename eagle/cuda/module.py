@@ -147,6 +147,19 @@ def compile_cuda(
         ValueError: ``arch`` is not an architecture this NVRTC compiles for;
             ``$EAGLE_CACHE_MAX_BYTES`` is not a non-negative integer.
     """
+    if not isinstance(source, str):
+        raise EagleTypeError(f"source must be CUDA C text (a str), not {type(source).__name__}")
+    if options is not None and not isinstance(options, Mapping):
+        raise EagleTypeError(
+            f"options must be a mapping of cuda.core ProgramOptions fields, such as "
+            f'{{"use_fast_math": True}}, not {type(options).__name__}'
+        )
+    taken = sorted({"name", "arch"} & set(options or {}))
+    if taken:
+        raise EagleValueError(
+            f"options holds {', '.join(map(repr, taken))}: pass {' and '.join(taken)} as "
+            "compile_cuda's own arguments (name=..., arch=...), not in options"
+        )
     _check_arch(arch)
     return _image(source, name, arch, options)[0]
 
@@ -238,7 +251,14 @@ def _nvrtc_compile(source: str, name: str, fields: dict[str, Any]) -> bytes:
         raise CudaUnavailable(
             "import cuda.core", "ImportError", f"{exc}; install cuda-core"
         ) from exc
-    program = Program(source, "c++", ProgramOptions(name=name, **fields))
+    try:
+        chosen = ProgramOptions(name=name, **fields)
+    except TypeError as exc:  # a key that is not a field
+        raise EagleTypeError(
+            f"options: {exc}; its keys are cuda.core ProgramOptions fields, such as "
+            "use_fast_math, max_register_count or define_macro"
+        ) from None
+    program = Program(source, "c++", chosen)
     try:
         return bytes(program.compile("cubin").code)
     except Exception as exc:  # cuda.core's NVRTCError, which it does not export

@@ -540,7 +540,9 @@ def product_shape(
         raise GemmMappingUnavailable(
             f"operand 'b': contracted extent {kb} disagrees with operand 'a''s {ka} "
             f"(op(a) is {m}x{ka} from a of shape {tuple(a_shape)}, transpose_a={transpose_a}; "
-            f"op(b) is {kb}x{n} from b of shape {tuple(b_shape)}, transpose_b={transpose_b})"
+            f"op(b) is {kb}x{n} from b of shape {tuple(b_shape)}, transpose_b={transpose_b}): "
+            f"op(a) has {ka} columns, so op(b) needs {ka} rows; pass matching shapes, or set "
+            "transpose_a or transpose_b"
         )
     return (n, m) if transpose_out else (m, n)
 

@@ -20,7 +20,7 @@ import hawk
 from eagle._cache import KeyedCache
 from eagle.cuda.graph import any_capture_active
 from eagle.cuda.stream import launch_stream
-from eagle.errors import EagleTypeError, EagleValueError, check_option
+from eagle.errors import EagleValueError, check_option
 from eagle.plan import _route as gemm_route
 from eagle.plan._backends import DEFAULTS, Backend, Side, backend_named
 from eagle.plan._bound import Bound, Placement, Route, Step, branch_plan
@@ -33,6 +33,7 @@ from eagle.plan._planes import (
     extents,
     layout_keys,
     moved,
+    not_a_kernel,
     param_number,
 )
 from hawk import ir
@@ -144,9 +145,7 @@ class AutoPlan:
         int_overflow: IntOverflow | None = None,
     ) -> None:
         if not isinstance(kernel, hawk.Kernel):
-            raise EagleTypeError(
-                f"eagle.plan.auto takes a @hawk.kernel function, not {type(kernel).__name__}"
-            )
+            raise not_a_kernel("eagle.plan.auto", kernel)
         chosen: dict[str, Any] = {
             key: value
             for key, value in (

@@ -21,16 +21,18 @@ later run over planes with the same keys (:func:`layout_keys`).
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+import hawk
 from eagle._cache import KeyedCache
 from eagle.arrays import Array, _foreign, _holder
 from eagle.cuda.stream import framework_of, launch_stream, scoped_stream
-from eagle.errors import EagleOverflowError, EagleTypeError, EagleValueError
+from eagle.errors import EagleOverflowError, EagleTypeError, EagleValueError, shown
 from hawk import ir
 from hawk.dtypes import PLANE_DTYPES, plane_row
 from hawk.emit import compute_dtype
@@ -219,6 +221,22 @@ def by_position(call: str, names: Sequence[str], count: int) -> EagleTypeError:
     )
 
 
+def not_a_kernel(call: str, value: Any) -> EagleTypeError:
+    """The refusal of ``value`` where ``call`` takes a ``@hawk.kernel`` function, saying
+    how to get one from what was passed."""
+    if isinstance(getattr(value, "kernel", None), hawk.Kernel):
+        advice = f"it is a plan; pass its kernel, {call}(plan.kernel)"
+    elif isinstance(value, types.FunctionType):
+        advice = (
+            f"{value.__name__!r} is a plain function; put @hawk.kernel on the line above its def"
+        )
+    else:
+        advice = "pass a function decorated with @hawk.kernel"
+    return EagleTypeError(
+        f"{call} takes a @hawk.kernel function, not {type(value).__name__}: {advice}"
+    )
+
+
 def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
     """Check ``planes`` (plane name -> array or number) against ``kernel``'s planes.
 
@@ -241,7 +259,8 @@ def check_planes(kernel: ir.KernelIR, planes: Mapping[str, Any]) -> Planes:
     missing = [name for name in names if name not in planes]
     if missing:
         raise EagleTypeError(
-            f"missing plane(s) {', '.join(map(repr, missing))} of kernel {kernel.name!r}"
+            f"missing plane(s) {', '.join(map(repr, missing))} of kernel {kernel.name!r}; "
+            f"pass every plane by name: {', '.join(f'{name}=...' for name in names)}"
         )
     given = [_classify(p, planes[p.name]) for p in kernel.planes]
     side, device = _residency(given)
@@ -483,9 +502,13 @@ def _classify(plane: ir.Plane, value: Any) -> _Given:
     except (EagleTypeError, EagleValueError) as exc:  # an array eagle cannot take
         raise type(exc)(f"plane {plane.name!r}: {exc}") from None
     if held is None:
-        what = "a number, " if plane.kind == "param" else ""
+        if plane.kind == "param":
+            raise EagleTypeError(
+                f"plane {plane.name!r} is a Param, and {shown(value)} is not a number it takes; "
+                "pass an int or a float (not a bool), or a one-element array"
+            )
         raise EagleTypeError(
-            f"plane {plane.name!r} is a {type(value).__name__}; pass {what}a numpy array, an "
+            f"plane {plane.name!r} is a {type(value).__name__}; pass a numpy array, an "
             "eagle Array, or an array with __dlpack__ or __cuda_array_interface__ (torch, CuPy)"
         )
     array = held.array

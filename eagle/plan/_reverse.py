@@ -68,9 +68,14 @@ def reverse(
                 )
             _check_differentiable(item, f"launch {position}: ")
         return AdjointSequence(plan, accumulate=accumulate)
+    advice = (
+        f"; pass eagle.diff.reverse(eagle.plan.auto({plan.name}))"
+        if isinstance(plan, hawk.Kernel)
+        else ""
+    )
     raise EagleTypeError(
         f"eagle.diff.reverse takes a plan from eagle.plan.auto(kernel) (or a list of them), not "
-        f"{type(plan).__name__}"
+        f"{type(plan).__name__}{advice}"
     )
 
 
