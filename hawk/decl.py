@@ -33,7 +33,15 @@ class _Declaration:
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         raise HawkTypeError(
-            f"hawk.{cls.__name__} is a declaration for a kernel parameter's annotation"
+            f"hawk.{cls.__name__} is a declaration for a kernel parameter's annotation "
+            f"(x: hawk.{cls.__name__}), not a value to make"
+        )
+
+    def __class_getitem__(cls, item: Any) -> Any:
+        raise HawkTypeError(
+            f"hawk.{cls.__name__} takes no [...]: it is one value "
+            f"{'per lane' if cls is Scalar else 'for all lanes'}; for several values, "
+            'declare a table, e.g. hawk.Table["k":4]'
         )
 
 

@@ -519,6 +519,13 @@ class _Tracer(ExpressionTracer):
                         "; 'range' in the kernel's module is not Python's range: a name there "
                         "hides it (rename that name)"
                     )
+            over = self.env.get(it.id) if isinstance(it, ast.Name) else None
+            if isinstance(over, ir.Plane) and over.axes and not shadowed:
+                label, extent = over.axes[0]
+                shadowed = (
+                    f"; to go through table {over.name}, write for k in range({extent}) and "
+                    f"read {over.name}.at({label}=k)"
+                )
             raise self.error(
                 node, f"loops are for x in range(<constant>), not {snippet(it)}{shadowed}"
             )
@@ -530,7 +537,8 @@ class _Tracer(ExpressionTracer):
                 raise self.error(
                     arg,
                     f"a loop bound must be a constant int, not {snippet(arg)} (a {kind} "
-                    f"{value.type} value)",
+                    f"{value.type} value); the bound is fixed when the kernel is made: use an "
+                    "int of the module, or a table's extent",
                 )
             assert isinstance(value.value, int)  # a Const of type int holds an int
             bounds.append(value.value)

@@ -117,6 +117,21 @@ def _plain(x, y):
             lambda: arrays.zeros([1.5] * 3000),
             r"^shape must be non-negative ints .*, not an object of type list$",
         ),
+        (lambda: arrays.zeros(3, dtype="floot32"), r"not a numpy dtype; pass a name such as"),
+        (lambda: hawk.Scalar[4], r"hawk.Scalar takes no \[...\]: it is one value per lane; "),
+        (lambda: hawk.Param[2], r"hawk.Param takes no \[...\]: it is one value for all lanes"),
+        (
+            lambda: matmul_step("c", a="a", b="b", out="c").run(
+                {"a": np.ones((2, 3)), "b": np.ones((3, 4))}, "host"
+            ),
+            r"buffer 'c' is not bound \(bound: \['a', 'b'\]\); add 'c': <array> to the",
+        ),
+        (
+            lambda: matmul_step("c", a="a", b="b", out="c").run(
+                {"a": np.ones((2, 3)), "b": np.ones((5, 4)), "c": np.zeros((2, 4))}, "host"
+            ),
+            r"contracted extent 5 .*: op\(a\) has 3 columns, so op\(b\) needs 3 rows",
+        ),
     ],
 )
 def test_a_refusal_says_how_to_get_what_it_takes(call, match) -> None:
@@ -154,6 +169,11 @@ def slip(
         ("y = t.at(0)", r"t.at addresses axes by name: .*; write t.at\(i=\.\.\.\)"),
         ("y = x * w", r"name 'w' is not defined; .* add w as a parameter \(e.g. w: hawk.Param\)"),
         ("y = x if x in (1.0, 2.0) else 0.0", r"not in hawk; .* as x == 1.0 or x == 2.0"),
+        (
+            "for v in t:\n        y = v",
+            r"to go through table t, write for k in range\(4\) and read",
+        ),
+        ("for i in range(a):\n        y = x", r"a loop bound must .*; the bound is fixed when the"),
     ],
 )
 def test_a_kernel_slip_is_refused_with_what_to_write(tmp_path: Path, body: str, match: str):

@@ -51,7 +51,10 @@ def check_dtype(dtype: Any, argument: str = "dtype") -> np.dtype:
     try:
         result = numpy_dtype(dtype)
     except TypeError as exc:
-        raise EagleTypeError(f"{argument} {dtype!r} is not a numpy dtype") from exc
+        raise EagleTypeError(
+            f"{argument} {shown(dtype)} is not a numpy dtype; pass a name such as 'float32', "
+            "'float64', 'int32' or 'bfloat16', or a numpy dtype"
+        ) from exc
     row = find(result)
     if row is None:
         raise EagleTypeError(

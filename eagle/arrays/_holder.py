@@ -298,7 +298,10 @@ def _wrap(obj: Any, dtype: np.dtype | None = None) -> _array.Array:
         except TypeError as exc:  # a complex number as a real dtype, say
             raise EagleTypeError(f"asarray cannot make {dtype} of this object: {exc}") from None
         except ValueError as exc:  # a ragged nesting of sequences, say
-            raise EagleValueError(f"asarray cannot make an array of this object: {exc}") from None
+            raise EagleValueError(
+                f"asarray cannot make an array of this object: {exc} (nested lists need rows "
+                "of one length)"
+            ) from None
     if held.producer is not None:
         # eagle's work over it goes to launch_stream: that waits for the producer's
         order_after((held,), launch_stream((held.array,), held.array._device))

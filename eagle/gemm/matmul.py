@@ -125,7 +125,8 @@ def _lookup(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> tuple[Any, 
                 *(bufs[name] for name in spec.scales.values()))  # fmt: skip
     except KeyError as exc:
         raise MatmulUnavailable(
-            f"matmul step {step!r}: buffer {exc.args[0]!r} is not bound (bound: {sorted(bufs)})"
+            f"matmul step {step!r}: buffer {exc.args[0]!r} is not bound (bound: {sorted(bufs)}); "
+            f"add {exc.args[0]!r}: <array> to the buffers"
         ) from None
 
 
