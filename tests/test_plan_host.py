@@ -6,6 +6,8 @@ all-or-nothing runs."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 import re
 
 import numpy as np
@@ -271,6 +273,22 @@ def test_bad_policy_and_side_are_refused() -> None:
         eagle.plan.auto(contract).route("gpu")
     with pytest.raises(TypeError, match=r"takes a @hawk.kernel function, not function"):
         eagle.plan.auto(contract.fn)
+
+
+def test_a_kept_policy_choice_serves_every_with_block_it_opens() -> None:
+    """It was a generator context manager: a second block raised a raw AttributeError."""
+    routed = policy.using(contraction="gemm")
+    for _ in range(2):
+        with routed as chosen:
+            assert chosen.contraction == policy.current().contraction == "gemm"
+            with policy.using(math="tf32"), routed:  # nested, on top of another choice
+                assert (policy.current().contraction, policy.current().math) == ("gemm", "tf32")
+            assert policy.current().math == "fp32"
+        assert policy.current().contraction == "loop"
+    again = pickle.loads(pickle.dumps(routed))
+    assert repr(again) == repr(routed) == "hawk.emit.policy.using(contraction='gemm')"
+    with copy.deepcopy(routed):
+        assert policy.current().contraction == "gemm"
 
 
 # -- binding -----------------------------------------------------------------------------

@@ -22,8 +22,8 @@ its adds into a small table (:mod:`hawk.emit.private`): ``"auto"`` (the default)
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator
-from contextlib import contextmanager
+import functools
+import threading
 from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
@@ -39,6 +39,7 @@ __all__ = [
     "Contraction",
     "Policy",
     "TableAdds",
+    "Using",
     "current",
     "using",
 ]
@@ -110,7 +111,6 @@ def current() -> Policy:
     return _current.get(_DEFAULT)
 
 
-@contextmanager
 def using(
     *,
     contraction: Contraction | None = None,
@@ -118,9 +118,10 @@ def using(
     host_route: Contraction | None = None,
     int_overflow: IntOverflow | None = None,
     adds: TableAdds | None = None,
-) -> Iterator[Policy]:
+) -> Using:
     """Make these choices (the fields of :class:`Policy`) the policy inside the ``with``
-    block; a choice left None keeps the current one.
+    block; a choice left None keeps the current one. The object may be kept and used for
+    several ``with`` blocks, nested too; each takes the policy current when it begins.
 
     Raises:
         ValueError: a choice that is not one of its field's values (the message names
@@ -134,8 +135,30 @@ def using(
         "adds": adds,
     }
     changes: dict[str, Any] = {k: v for k, v in chosen.items() if v is not None}
-    token = _current.set(replace(current(), **changes))
-    try:
-        yield current()
-    finally:
-        _current.reset(token)
+    replace(_DEFAULT, **changes)  # (its checks, made now)
+    return Using(changes)
+
+
+class Using:
+    """The choices of :func:`using`, made the policy inside each ``with`` block that
+    uses them (a block per thread at a time)."""
+
+    def __init__(self, changes: dict[str, Any]) -> None:
+        self._changes = changes
+        self._blocks = threading.local()  # each thread's open blocks' tokens
+
+    def __enter__(self) -> Policy:
+        tokens = self._blocks.__dict__.setdefault("tokens", [])
+        tokens.append(_current.set(replace(current(), **self._changes)))
+        return current()
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._blocks.tokens.pop())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as the call that made it."""
+        return (functools.partial(using, **self._changes), ())
+
+    def __repr__(self) -> str:
+        given = ", ".join(f"{key}={value!r}" for key, value in self._changes.items())
+        return f"hawk.emit.policy.using({given})"
