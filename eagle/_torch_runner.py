@@ -13,7 +13,6 @@ modules import this module (it needs torch).
 from __future__ import annotations
 
 import contextlib
-import warnings
 from typing import Any
 
 import torch
@@ -22,7 +21,7 @@ import hawk
 from eagle._cache import KeyedCache
 from eagle.arrays import _holder
 from eagle.cuda.stream import Stream
-from eagle.errors import EagleRuntimeError
+from eagle.errors import EagleRuntimeError, _warn_user
 from hawk import ir
 from hawk.dtypes import TABLE
 from hawk.emit.policy import TableAdds
@@ -134,7 +133,7 @@ def refuse_nondeterminism(what: str, device: torch.device) -> None:
         "torch.use_deterministic_algorithms(True) is set"
     )
     if torch.is_deterministic_algorithms_warn_only_enabled():
-        warnings.warn(message, UserWarning, stacklevel=3)
+        _warn_user(message, UserWarning)
         return
     raise EagleRuntimeError(
         f"{message}. Run it on CPU tensors, or set "

@@ -28,6 +28,8 @@ what it configures.
 
 from __future__ import annotations
 
+import sys
+import warnings
 from typing import Any, get_args
 
 __all__ = [
@@ -98,6 +100,20 @@ def check_option(value: Any, vocabulary: Any, argument: str) -> Any:
     if not isinstance(value, str) or value not in allowed:
         raise EagleValueError(f"{argument} must be {_alternatives(allowed)}, not {shown(value)}")
     return value
+
+
+def _warn_user(message: str, category: type[Warning]) -> None:
+    """Warn ``message`` at the line that called into eagle: the first frame of the stack
+    outside eagle, hawk and torch (which calls eagle on a user's behalf, from a
+    backward)."""
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").partition(".")[0] in (
+        "eagle",
+        "hawk",
+        "torch",
+    ):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 def shown(value: Any) -> str:

@@ -632,6 +632,7 @@ def test_api_directives_read_options(tmp_path):
         "hawk.emit.policy.Contraction",
         "hawk.emit.policy.Policy",
         "hawk.emit.policy.TableAdds",
+        "hawk.emit.policy.Using",
     ]
     assert block.names() == ["eagle.plan.BLOCK_SIZE"]
     assert diff.names() == []

@@ -149,6 +149,19 @@ def test_every_error_class_pickles_whatever_its_init_takes():
         assert (type(again), again.args, again.extra) == (cls, ("a message",), 7)
 
 
+def test_a_warning_names_the_line_that_called_into_eagle():
+    """eagle's warnings pass over its own frames (and torch's, which calls eagle from a
+    backward): the deterministic-algorithms warning named a line of eagle's."""
+    namespace = {"__name__": "eagle._called", "_warn_user": eagle_errors._warn_user}
+    exec(
+        "def inner():\n    _warn_user('m', UserWarning)\n\n\ndef outer():\n    inner()\n", namespace
+    )
+    with pytest.warns(UserWarning, match="^m$") as caught:
+        namespace["outer"]()
+    line = inspect.currentframe().f_lineno - 1
+    assert (caught[0].filename, caught[0].lineno) == (__file__, line)
+
+
 def test_the_roots_are_reached_lazily_and_import_only_the_standard_library():
     assert eagle.EagleError is eagle_errors.EagleError and "EagleError" in eagle.__all__
     assert hawk.HawkError is hawk_errors.HawkError
