@@ -28,6 +28,7 @@ what it configures.
 
 from __future__ import annotations
 
+import difflib
 import sys
 import warnings
 from typing import Any, get_args
@@ -98,8 +99,25 @@ def check_option(value: Any, vocabulary: Any, argument: str) -> Any:
     """
     allowed = get_args(vocabulary)
     if not isinstance(value, str) or value not in allowed:
-        raise EagleValueError(f"{argument} must be {_alternatives(allowed)}, not {shown(value)}")
+        raise EagleValueError(
+            f"{argument} must be {_alternatives(allowed)}, not {shown(value)}"
+            f"{_did_you_mean(value, allowed)}"
+        )
     return value
+
+
+#: what a newcomer may write for a value of eagle's vocabularies: a device for a side
+_ALIASES = {"cpu": "host", "cuda": "device", "gpu": "device"}
+
+
+def _did_you_mean(value: Any, allowed: tuple[str, ...]) -> str:
+    """`` (did you mean 'x'?)`` for a string close to one of ``allowed`` (a misspelling,
+    or a device name where a side goes), else nothing."""
+    if not isinstance(value, str):
+        return ""
+    alias = _ALIASES.get(value.lower().partition(":")[0])
+    close = [alias] if alias in allowed else difflib.get_close_matches(value.lower(), allowed, 1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _warn_user(message: str, category: type[Warning]) -> None:

@@ -9,6 +9,7 @@ are ``Literal`` types beside what they configure, each checked by :func:`check_o
 
 from __future__ import annotations
 
+import difflib
 from enum import StrEnum
 from typing import Any, get_args
 
@@ -27,7 +28,11 @@ def check_option(value: Any, vocabulary: Any, argument: str) -> Any:
     if not isinstance(value, str) or value not in allowed:
         text = repr(value)
         shown = text if len(text) <= 60 else f"an object of type {type(value).__name__}"
-        raise HawkValueError(f"{argument} must be {_alternatives(allowed)}, not {shown}")
+        close = (
+            difflib.get_close_matches(value.lower(), allowed, 1) if isinstance(value, str) else []
+        )
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise HawkValueError(f"{argument} must be {_alternatives(allowed)}, not {shown}{hint}")
     return value
 
 

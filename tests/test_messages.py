@@ -118,6 +118,15 @@ def _plain(x, y):
             r"^shape must be non-negative ints .*, not an object of type list$",
         ),
         (lambda: arrays.zeros(3, dtype="floot32"), r"not a numpy dtype; pass a name such as"),
+        (
+            lambda: eagle.plan.auto(saxpy).route("cpu"),
+            r"^side must be 'host' or 'device', not 'cpu' \(did you mean 'host'\?\)$",
+        ),
+        (
+            lambda: eagle.plan.auto(saxpy, contraction="GEM"),
+            r"^contraction must be 'loop' or 'gemm', not 'GEM' \(did you mean 'gemm'\?\)$",
+        ),
+        (lambda: eagle.plan.auto(saxpy, contraction="fast"), r"not 'fast'$"),
         (lambda: hawk.Scalar[4], r"hawk.Scalar takes no \[...\]: it is one value per lane; "),
         (lambda: hawk.Param[2], r"hawk.Param takes no \[...\]: it is one value for all lanes"),
         (

@@ -42,8 +42,14 @@ def test_the_public_tuples_are_their_vocabularies():
 @pytest.mark.parametrize("check", [check_option, hawk_check_option])
 def test_an_option_outside_its_vocabulary_is_refused_naming_every_value(check):
     assert check("gemm", policy.Contraction, "contraction") == "gemm"
-    with pytest.raises(ValueError, match=r"^contraction must be 'loop' or 'gemm', not 'gemn'$"):
+    with pytest.raises(
+        ValueError, match=r"^contraction must be 'loop' or 'gemm', not 'gemn' \(did you mean 'gemm'"
+    ):
         check("gemn", policy.Contraction, "contraction")
+    with pytest.raises(ValueError, match=r"^contraction must be 'loop' or 'gemm', not 'fast'$"):
+        check("fast", policy.Contraction, "contraction")  # nothing close: no suggestion
+    with pytest.raises(ValueError, match=r"not an object of type list$"):
+        check(["gemm"] * 30, policy.Contraction, "contraction")
     with pytest.raises(ValueError, match=r"mode must be 'thread_local', 'global' or 'relaxed'"):
         check(None, _capture_state.CaptureMode, "mode")
 
