@@ -55,7 +55,12 @@ def _public(entry: Builtin) -> Callable[..., Any]:
     def function(*args: Any) -> Any:
         if len(args) != entry.arity:
             raise HawkTypeError(f"hawk.math.{entry.name} takes {entry.arity} argument(s)")
-        return compute(*args)
+        try:
+            return compute(*args)
+        except TypeError as exc:  # (numpy's, for a str or an object)
+            raise HawkTypeError(
+                f"hawk.math.{entry.name} takes numbers or numpy arrays of them ({exc})"
+            ) from None
 
     function.__name__ = function.__qualname__ = entry.name
     function.__module__ = __name__

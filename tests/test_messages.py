@@ -15,6 +15,7 @@ import eagle.diff
 import eagle.plan
 import hawk
 import hawk.diff
+import hawk.math
 from eagle import arrays
 from eagle.gemm import matmul_step
 from hawk.contraction import lane_layout, recognize
@@ -118,6 +119,8 @@ def _plain(x, y):
             r"^shape must be non-negative ints .*, not an object of type list$",
         ),
         (lambda: arrays.zeros(3, dtype="floot32"), r"not a numpy dtype; pass a name such as"),
+        (lambda: arrays.asarray(None), r"^asarray takes numbers or bools, not None: pass a numpy"),
+        (lambda: hawk.math.sin("a"), r"^hawk.math.sin takes numbers or numpy arrays of them"),
         (
             lambda: eagle.plan.auto(saxpy).route("cpu"),
             r"^side must be 'host' or 'device', not 'cpu' \(did you mean 'host'\?\)$",

@@ -36,7 +36,13 @@ from eagle.arrays import _array, _dlpack, _foreign
 from eagle.arrays._args import check_dtype, parse_device
 from eagle.cuda._runtime import cudart
 from eagle.cuda.stream import _FINDERS, launch_stream
-from eagle.errors import EagleBufferError, EagleOverflowError, EagleTypeError, EagleValueError
+from eagle.errors import (
+    EagleBufferError,
+    EagleOverflowError,
+    EagleTypeError,
+    EagleValueError,
+    shown,
+)
 from hawk.dtypes import find
 
 __all__ = [
@@ -273,6 +279,11 @@ def asarray(obj: Any, dtype: Any = None, device: str | None = None) -> _array.Ar
         host = np.array(source.numpy(), dtype=kind, order="C")  # (keeps a 0-d array 0-d)
         source = _array.Array(host=host)
     elif source.is_host:
+        if source.dtype.kind in "OSU" and not isinstance(obj, np.ndarray):  # None, text...
+            raise EagleTypeError(
+                f"asarray takes numbers or bools, not {shown(obj)}: pass a numpy array, an "
+                "array-like object or a (nested) list of numbers"
+            )
         check_dtype(source.dtype, "obj's dtype")
     if target == source._device_index:
         return source

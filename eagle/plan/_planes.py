@@ -577,6 +577,11 @@ def _check_array(item: _Given) -> None:
         and shape != (math.prod(declared),)
         and not (count == 1 and math.prod(declared) == 1)  # one value: any one-element array
     ):
+        if math.prod(declared) == 1:  # (a Param's gradient, summed over lanes, is one)
+            raise EagleValueError(
+                f"plane {item.name!r} is {plane.declaration()}, one value: pass a one-element "
+                f"array, such as numpy.zeros(1), not shape {shape}"
+            )
         raise EagleValueError(
             f"plane {item.name!r} is {plane.declaration()}: pass an array of shape {declared} "
             f"(or a 1-D array of its {math.prod(declared)} values, row-major), not shape {shape}"
