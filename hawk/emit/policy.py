@@ -141,7 +141,7 @@ def using(
 
 class Using:
     """The choices of :func:`using`, made the policy inside each ``with`` block that
-    uses them (a block per thread at a time)."""
+    uses them (each thread keeps its own open blocks)."""
 
     def __init__(self, changes: dict[str, Any]) -> None:
         self._changes = changes
