@@ -163,6 +163,11 @@ def test_device_array_without_a_driver_is_cuda_unavailable():
     with pytest.raises(eagle.cuda.CudaUnavailable) as info:
         arrays.zeros((2,), "float32", "cuda:0")
     assert info.value.call and info.value.status
+    assert "host work takes numpy arrays" in str(info.value)  # what to do instead
+    assert info.value.__notes__ == [
+        "an Array on 'cuda:0' was asked for (device=...); a host Array takes device='cpu', "
+        "the default, and a plan over numpy arrays runs on the host"
+    ]
 
 
 class _FakeDeviceArray:

@@ -253,6 +253,19 @@ def test_a_library_that_cannot_load_says_what_to_install(monkeypatch):
         checked.cudaGetDeviceCount()
 
 
+@pytest.mark.parametrize(
+    ("count", "advice"), [(1, "pass 'cuda:0'$"), (4, "pass 'cuda:0' to 'cuda:3'$")]
+)
+def test_a_device_index_beyond_the_devices_present_says_which_there_are(monkeypatch, count, advice):
+    checked = _fake_binding(
+        monkeypatch, cudaDriverGetVersion=lambda: (0, 13000), cudaGetDeviceCount=lambda: (0, count)
+    )
+    monkeypatch.setattr(_runtime, "cudart", checked)
+    monkeypatch.setattr(_runtime, "_ready_devices", set())
+    with pytest.raises(cuda.CudaUnavailable, match=rf"device 5 of {count} present; {advice}"):
+        _runtime.ensure_device(5)
+
+
 def test_a_misspelt_or_non_function_binding_is_refused_by_name(monkeypatch):
     checked = _fake_binding(monkeypatch, cudaStreamCaptureMode=type("Enum", (), {}))
     with pytest.raises(AttributeError, match="has no function 'cudaStreamSyncronize'"):

@@ -20,7 +20,7 @@ from eagle.arrays._args import (
     parse_device,
 )
 from eagle.cuda._records import raise_recorded
-from eagle.cuda._runtime import cudart, ensure_device, runtime
+from eagle.cuda._runtime import CudaUnavailable, cudart, ensure_device, runtime
 from eagle.cuda.graph import any_capture_active, is_capturing, record_use
 from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr, current_stream, launch_stream
@@ -457,7 +457,14 @@ class Array:
 
 
 def _allocate(shape: tuple[int, ...], dtype: np.dtype, device_index: int) -> Array:
-    ensure_device(device_index)
+    try:
+        ensure_device(device_index)
+    except CudaUnavailable as exc:  # (the call asked for a device by name)
+        exc.add_note(
+            f"an Array on 'cuda:{device_index}' was asked for (device=...); a host Array takes "
+            "device='cpu', the default, and a plan over numpy arrays runs on the host"
+        )
+        raise
     stream = current_stream(device_index)
     if any_capture_active() and is_capturing(stream):
         raise EagleRuntimeError(

@@ -337,8 +337,17 @@ def ensure_device(device: int = 0) -> None:
         _check_driver()
         count = cudart.cudaGetDeviceCount()
         if not 0 <= device < count:
+            hint = (
+                f"; pass 'cuda:0' to 'cuda:{count - 1}'"
+                if count > 1
+                else "; pass 'cuda:0'"
+                if count
+                else ""
+            )
             raise CudaUnavailable(
-                "cudaSetDevice", "cudaErrorInvalidDevice", f"device {device} of {count} present"
+                "cudaSetDevice",
+                "cudaErrorInvalidDevice",
+                f"device {device} of {count} present{hint}",
             )
         cudart.cudaSetDevice(device)
         cudart.cudaFree(0)  # create the primary context so driver calls see it
