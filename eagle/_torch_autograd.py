@@ -290,7 +290,7 @@ def _eager_backward(ctx: Any, cotangents: tuple[Any, ...]) -> tuple[Any, ...]:
         cotangents,
         ctx.needs_input_grad[3:],
         functools.partial(_eager_gradients, function),
-        ctx.lanes,
+        functools.partial(function._count, lanes=ctx.lanes),
         ctx.dtype,
     )
     return (None, None, None, *grads)
@@ -581,7 +581,7 @@ def _forward_backward(ctx: Any, *cotangents: Any) -> tuple[Any, ...]:
         cotangents,
         ctx.needs_input_grad,
         functools.partial(_op_gradients, function),
-        ctx.lanes,
+        functools.partial(function._count, lanes=ctx.lanes),
         ctx.dtype,
     )
     return (*grads, None, None, None)

@@ -135,7 +135,7 @@ class Derivatives:
         cotangents: Sequence[Any],
         needs_input_grad: Sequence[bool],
         gradients: Callable[..., Sequence[Any]],
-        lanes: Any,
+        count: Callable[[Sequence[Any], Sequence[Any]], Any],
         dtype: torch.dtype,
     ) -> list[Any]:
         """The gradient of each differentiable slot (None where not needed): the adjoint's
@@ -145,7 +145,8 @@ class Derivatives:
         A cotangent may be None: an output no loss reads (torch's grads are not
         materialised). Its output is left out of the adjoint, as torch prunes it (its
         zero cotangent times an infinite partial, ``sqrt`` at 0, would be NaN); its
-        tensor in the calls below is a zero of its shape (``lanes``, ``dtype``)."""
+        tensor in the calls below is a zero of its shape (``count``, the forward's lane
+        count of its inputs and initial values, and ``dtype``)."""
         values, initials = split(saved, len(self._inputs), len(self._outputs))
         needs = [
             bool(need) and gradient is not None
@@ -155,7 +156,7 @@ class Derivatives:
         if any(zero):
             if all(zero):
                 return [None] * len(needs)
-            cotangents, zero = self._absent_filled(values, initials, cotangents, lanes, dtype)
+            cotangents, zero = self._absent_filled(values, initials, cotangents, count, dtype)
         if any(needs):
             computed = gradients(values, initials, cotangents, needs, zero)
             grads = [g if need else None for g, need in zip(computed, needs, strict=True)]
@@ -174,21 +175,21 @@ class Derivatives:
         values: Sequence[Any],
         initials: Sequence[Any],
         cotangents: Sequence[Any],
-        lanes: Any,
+        count: Callable[[Sequence[Any], Sequence[Any]], Any],
         dtype: torch.dtype,
     ) -> tuple[list[Any], tuple[bool, ...]]:
         """``cotangents`` with a zero of its output's shape for each None (expanded from
         one element), and which outputs the adjoint leaves out: those, but one lane
         output kept where leaving them all out would leave it no lane plane."""
         device = first_tensor(values, initials).device
-        count = None
+        lanes = None
         filled, zero = [], []
         for plane, bar in zip(self._outputs, cotangents, strict=True):
             zero.append(bar is None)
             if bar is None:
-                if count is None:
-                    count = self._count(values, initials, cotangents, lanes)
-                shape = (count,) if plane.kind == "output" else _shape(plane)
+                if lanes is None:
+                    lanes = count(values, initials)
+                shape = (lanes,) if plane.kind == "output" else _shape(plane)
                 bar = torch.zeros((), dtype=dtype, device=device).expand(shape)
             filled.append(bar)
         if not self._has_lane_input:
@@ -196,19 +197,6 @@ class Derivatives:
             if lane and all(zero[i] for i in lane):
                 zero[lane[0]] = False
         return filled, tuple(zero)
-
-    def _count(
-        self, values: Sequence[Any], initials: Sequence[Any], cotangents: Sequence[Any], lanes: Any
-    ) -> Any:
-        """The forward's lane count: a lane plane's length, or ``lanes``."""
-        for plane, tensor in zip(
-            (*self._inputs, *self._outputs, *self._outputs),
-            (*values, *initials, *cotangents),
-            strict=True,
-        ):
-            if tensor is not None and plane.kind in ("input", "output"):
-                return tensor.shape[0]
-        return lanes
 
     def gradients_fake(
         self,
@@ -370,11 +358,7 @@ class Derivatives:
             broadcast=broadcast,
             zero_cotangents=self._zero_names(zero),
         )
-        one = frozenset(kernel.cotangents[name] for name in broadcast)
-        made = self.adjoint.primal.policy.adds  # the adds policy _loop_runner runs it under
-        return _Adjoint(
-            kernel, self._loop_runner(kernel, one), _plane_names(kernel), adds(kernel, made)
-        )
+        return self._looped(kernel, frozenset(kernel.cotangents[name] for name in broadcast))
 
     def _zero_names(self, zero: Sequence[bool]) -> tuple[str, ...]:
         """The outputs ``zero`` marks, by name (``hawk.diff.vjp``'s ``zero_cotangents``)."""
@@ -531,19 +515,18 @@ class Derivatives:
                 f"its adjoint ({exc}). Take its gradient without create_graph=True (and "
                 "without torch.func.jvp), or write the second derivative as a kernel of its own"
             ) from exc
-        made = self.adjoint.primal.policy.adds  # the adds policy _loop_runner runs it under
-        return _Adjoint(kernel, self._loop_runner(kernel), _plane_names(kernel), adds(kernel, made))
+        return self._looped(kernel)
 
-    def _loop_runner(
+    def _looped(
         self, kernel: hawk.diff.AdjointKernel, one: frozenset[str] = frozenset()
-    ) -> Runner:
-        """``kernel`` (an adjoint) run on its own loop, under the forward plan's int and add
-        policy, whatever policy is in force where the backward runs."""
+    ) -> _Adjoint:
+        """``kernel`` (an adjoint) prepared to run on its own loop, under the forward plan's
+        int and add policy, whatever policy is in force where the backward runs."""
         made = self.adjoint.primal.policy
         plan = eagle.plan.auto(
             kernel, contraction="loop", adds=made.adds, int_overflow=made.int_overflow
         )
-        return Runner(plan, one)
+        return _Adjoint(kernel, Runner(plan, one), _plane_names(kernel), adds(kernel, made.adds))
 
     def tangents(
         self,

@@ -506,28 +506,29 @@ class _Tracer(ExpressionTracer):
             and 1 <= len(it.args) <= 3
             and not it.keywords
         ):
-            shadowed = ""
+            advice = ""
             if isinstance(it, ast.Call) and isinstance(it.func, ast.Name):
                 name = it.func.id
                 if name == "range" and (name in self.env or name in self.locals):
-                    shadowed = (
+                    advice = (
                         "; the kernel assigns a variable called 'range', which hides Python's "
                         "range (rename the variable)"
                     )
                 elif name == "range" and self.resolve_or_none(name) is not builtins.range:
-                    shadowed = (
+                    advice = (
                         "; 'range' in the kernel's module is not Python's range: a name there "
                         "hides it (rename that name)"
                     )
-            over = self.env.get(it.id) if isinstance(it, ast.Name) else None
-            if isinstance(over, ir.Plane) and over.axes and not shadowed:
-                label, extent = over.axes[0]
-                shadowed = (
-                    f"; to go through table {over.name}, write for k in range({extent}) and "
-                    f"read {over.name}.at({label}=k)"
-                )
+            elif isinstance(it, ast.Name):
+                over = self.env.get(it.id)
+                if isinstance(over, ir.Plane) and over.axes:
+                    label, extent = over.axes[0]
+                    advice = (
+                        f"; to go through table {over.name}, write for k in range({extent}) "
+                        f"and read {over.name}.at({label}=k)"
+                    )
             raise self.error(
-                node, f"loops are for x in range(<constant>), not {snippet(it)}{shadowed}"
+                node, f"loops are for x in range(<constant>), not {snippet(it)}{advice}"
             )
         bounds: list[int] = []
         for arg in it.args:
