@@ -39,6 +39,7 @@ from eagle._torch_runner import (
     contiguous,
     first_tensor,
     refuse_nondeterminism,
+    rounded,
 )
 from eagle.diff import AdjointPlan
 from eagle.errors import EagleRuntimeError, EagleValueError
@@ -167,7 +168,7 @@ class Derivatives:
             if needs_input_grad[slot] and not zero[slot - first_initial]:  # (absent: none)
                 start = initials[slot - first_initial]
                 bar = cotangents[slot - first_initial]
-                grads[slot] = bar.to(start.dtype).reshape(start.shape)
+                grads[slot] = rounded(bar, start.dtype).reshape(start.shape)
         return grads
 
     def _absent_filled(
@@ -262,7 +263,8 @@ class Derivatives:
             tensors.append(_held(initials[position], cotangents[position]))
         for position, bar in enumerate(cotangents):
             if not zero[position]:
-                tensors.append(bar if position in backward.one else contiguous(bar))
+                # (a broadcast one read as its one element, a negated view's resolved)
+                tensors.append(bar.resolve_neg() if position in backward.one else contiguous(bar))
         results: list[Any] = [None] * len(needs)
         for slot, made in backward.made:
             like = self._grad_like(slot, values, initials, cotangents)
@@ -281,7 +283,7 @@ class Derivatives:
         for slot, made in backward.made:
             if made == "summed":
                 gradient, dtype = results[slot]
-                results[slot] = gradient if gradient.dtype == dtype else gradient.to(dtype)
+                results[slot] = rounded(gradient, dtype)
         return results
 
     def _adjoint_loops(self, device: torch.device, dtypes: set[torch.dtype]) -> bool:
@@ -502,7 +504,7 @@ class Derivatives:
         adjoint.runner.run(names, [planes[name] for name in names], device)
         for index, name in wanted.items():
             like = given[name]
-            results[index] = made[name].reshape(like.shape).to(like.dtype)
+            results[index] = rounded(made[name].reshape(like.shape), like.dtype)
         return results
 
     def _second_adjoint(self, first: hawk.diff.AdjointKernel, wrt: tuple[str, ...]) -> _Adjoint:
@@ -562,7 +564,7 @@ class Derivatives:
         for position, plane in enumerate(self._outputs):
             tangent = tangents[len(values) + position]
             if plane.kind == "accumulator" and tangent is not None:  # adds pass it through
-                passed = tangent.reshape(_shape(plane)).to(dtype)
+                passed = rounded(tangent.reshape(_shape(plane)), dtype)
                 results[position] = (
                     passed if results[position] is None else results[position] + passed
                 )

@@ -34,6 +34,7 @@ __all__ = [
     "contiguous",
     "first_tensor",
     "refuse_nondeterminism",
+    "rounded",
 ]
 
 #: the numpy dtype of each torch dtype hawk planes take (bfloat16: ``ml_dtypes``'), from
@@ -153,8 +154,32 @@ def compute_dtype(*tensors: Any) -> torch.dtype:
     return torch.float64 if wide else torch.float32
 
 
+def rounded(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``tensor`` in ``dtype``, each value rounded once, as a kernel's own stores round.
+
+    torch takes float64 to float16 through float32, two roundings that can land a value
+    near a float16 tie one ulp off; such a conversion rounds to odd in float32 first (the
+    nearest float32 toward zero, its last bit set where inexact), which leaves the
+    rounding to float16 the only one that counts. (bfloat16 rounds through float32 on
+    every path, as documented.)"""
+    if tensor.dtype == dtype:
+        return tensor
+    if tensor.dtype == torch.float64 and dtype == torch.float16:
+        narrow = tensor.to(torch.float32)
+        wide = narrow.to(torch.float64)
+        toward_zero = torch.where(
+            wide.abs() > tensor.abs(), torch.nextafter(narrow, torch.zeros_like(narrow)), narrow
+        )
+        odd = (toward_zero.view(torch.int32) | 1).view(torch.float32)
+        tensor = torch.where(wide != tensor, odd, narrow)  # (NaN stays NaN)
+    return tensor.to(dtype)
+
+
 def contiguous(tensor: torch.Tensor) -> torch.Tensor:
-    """``tensor`` itself when it is contiguous (no torch call), else a contiguous copy."""
+    """``tensor`` itself when it is contiguous and not a lazily negated view (no copy),
+    else a contiguous copy of the values it stands for (as torch's own ops read it)."""
+    if tensor.is_neg():
+        return tensor.resolve_neg().contiguous()
     return tensor if tensor.is_contiguous() else tensor.contiguous()
 
 

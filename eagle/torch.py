@@ -75,6 +75,7 @@ from eagle._torch_runner import (
     contiguous,
     first_tensor,
     refuse_nondeterminism,
+    rounded,
 )
 from eagle.plan._planes import ROUNDS_TO_INF, by_position, not_a_kernel
 from hawk.contraction import lane_layout
@@ -487,9 +488,8 @@ class Function:
             refuse_nondeterminism(f"the eagle.torch op of hawk kernel {self.kernel.name!r}", device)
         self._forward_runner.run(self._forward_names, [*map(contiguous, values), *outputs], device)
         if len(outputs) == 1:
-            out = outputs[0]
-            return out if out.dtype == dtype else out.to(dtype)
-        return tuple(out if out.dtype == dtype else out.to(dtype) for out in outputs)
+            return rounded(outputs[0], dtype)
+        return tuple(rounded(out, dtype) for out in outputs)
 
 
 @dataclass(frozen=True)

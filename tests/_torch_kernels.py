@@ -130,6 +130,23 @@ REFERENCES = {
 }
 
 
+@hawk.kernel
+def stored_and_summed(
+    a: hawk.Param,
+    x: hawk.Scalar,
+    w: hawk.Table["k":1],
+    y: hawk.Mutable[hawk.Scalar],
+    t: hawk.Mutable[hawk.Table["k":1]],
+):
+    y = a * x * w.at(k=0)  # stored by the kernel
+    t.add(k=0, value=a * x * w.at(k=0))  # summed over lanes, then rounded
+
+
+@hawk.kernel
+def passed_through(x: hawk.Scalar, t: hawk.Mutable[hawk.Table["k":1]]):
+    t.add(k=0, value=x)  # its initial value's gradient is its cotangent
+
+
 def inputs(kernel: hawk.Kernel, dtype: torch.dtype, device: str, lanes: int = 9) -> dict:
     """Fresh random inputs of ``kernel`` (never zeros), requiring grad."""
     shapes = {

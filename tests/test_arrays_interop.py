@@ -76,6 +76,10 @@ def test_read_only_memory_stays_read_only(rng):
         arr.fill(1.0)
     back = np.from_dlpack(arrays.asarray(values))
     assert not back.flags.writeable and back.ctypes.data == values.ctypes.data
+    later = rng.standard_normal(4)
+    arr = arrays.asarray(later)
+    later.flags.writeable = False  # made read-only after the Array was: exported as it is now
+    assert arr.readonly and not np.from_dlpack(arr).flags.writeable
 
 
 def test_a_tensor_that_requires_grad_is_read_through_its_own_memory():

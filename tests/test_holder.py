@@ -248,6 +248,25 @@ def test_a_tensor_that_requires_grad_is_read_and_never_written():
     assert a.grad.tolist() == [8.0, 8.0, 8.0]  # nothing was written behind autograd's back
 
 
+def test_a_negated_view_of_bound_memory_is_refused_not_run_as_the_plain_tensor():
+    """A lazily negated view has the address, shape and strides of the tensor it negates:
+    the binding made for that tensor must not run it (its values are the negatives)."""
+    torch = pytest.importorskip("torch")
+    plan = eagle.plan.auto(_scale)
+    x, y = torch.arange(1.0, 4.0), torch.zeros(3)
+    plan.run(x=x, y=y)
+    assert layout_key(x) != layout_key(torch._neg_view(x))
+    for planes in ({"x": torch._neg_view(x), "y": y}, {"x": x, "y": torch._neg_view(y)}):
+        name = next(name for name, t in planes.items() if t.is_neg())
+        with pytest.raises(TypeError, match=f"plane '{name}': this torch tensor is a lazily"):
+            plan.run(**planes)
+    adjoint = eagle.diff.reverse(plan, accumulate=False)
+    x_bar = torch.zeros(3)
+    adjoint.run(x=x, y_bar=torch.ones(3), x_bar=x_bar)
+    with pytest.raises(TypeError, match="plane 'y_bar': this torch tensor is a lazily"):
+        adjoint.run(x=x, y_bar=torch._neg_view(torch.ones(3)), x_bar=x_bar)
+
+
 def test_a_written_tensor_has_its_version_bumped_as_an_in_place_write_would():
     torch = pytest.importorskip("torch")
     plan = eagle.plan.auto(_scale)
@@ -506,3 +525,31 @@ def test_which_planes_a_reused_run_orders_after(no_driver, cupy, monkeypatch):
     assert (
         check_planes(three.ir, {"x": np.ones(4), "z": np.ones(4), "y": np.ones(4)}).foreign is None
     )
+
+
+class _Loud(np.ndarray):
+    """A numpy subclass with arithmetic of its own, which must not reach a kernel."""
+
+    def __mul__(self, other):
+        return np.zeros_like(np.asarray(self))
+
+    __rmul__ = __mul__
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_numpy_subclasses_are_read_as_plain_arrays_and_masked_ones_refused():
+    x = np.arange(1.0, 4.0)
+    y = np.zeros(3)
+    eagle.plan.auto(_scale).run(x=x.view(_Loud), y=y.view(_Loud))
+    assert y.tolist() == [2.0, 4.0, 6.0]  # the kernel's arithmetic, into the same memory
+    matrix = arrays.asarray(np.matrix(np.arange(6.0).reshape(2, 3)))
+    assert type(matrix.numpy()) is np.ndarray
+    assert matrix.reshape(6).shape == (6,) and matrix[0].shape == (3,)  # as a device Array
+    masked = np.ma.masked_array([1.0, 2.0, 3.0], mask=[False, True, False])
+    with pytest.raises(TypeError, match=r"plane 'x': a numpy masked array.*\.filled\(value\)"):
+        eagle.plan.auto(_scale).run(x=masked, y=np.zeros(3))
+    with pytest.raises(TypeError, match="masked array"):
+        arrays.asarray(masked)
+    step = matmul_step("p", a="a", b="b", out="c")
+    with pytest.raises(MatmulUnavailable, match="buffer 'a': a numpy masked array"):
+        step.run({"a": masked.reshape(1, 3), "b": np.ones((3, 1)), "c": np.zeros((1, 1))}, "host")

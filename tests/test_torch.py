@@ -233,6 +233,26 @@ def test_a_strided_input_is_read_as_its_values():
     torch.testing.assert_close(f(x=x, z=z), 0.5 * x + z)
 
 
+def test_negated_views_are_read_as_the_values_they_stand_for():
+    """A lazily negated view (``z.conj().imag``) reads as its negated values, as in torch's
+    own ops: as an input, a Param and a cotangent, in calls whose outputs land where an
+    earlier call's did (a kept binding)."""
+    f = eagle.torch.function(k.scale_add)
+    x = torch.linspace(1.0, 2.0, 1000, requires_grad=True)
+    z = torch.rand(1000)
+    plain = torch.complex(torch.zeros(1000), z)
+    for _ in range(3):  # the CPU allocator hands the outputs' addresses back
+        f(x=x, z=plain.imag)
+        torch.testing.assert_close(f(x=x, z=plain.conj().imag), 0.5 * x - z)
+        g = torch.rand(1000)
+        (grad,) = torch.autograd.grad(f(x=x, z=z), x, grad_outputs=torch._neg_view(g))
+        torch.testing.assert_close(grad, -0.5 * g)
+    affine = eagle.torch.function(k.affine)
+    a = torch.complex(torch.zeros(1), torch.full((1,), 3.0)).conj().imag  # a Param: -3
+    for _ in range(3):
+        torch.testing.assert_close(affine(x=x, a=a, b=1.0), -3.0 * x + 1.0)
+
+
 def test_refusals_name_the_plane():
     f = eagle.torch.function(k.affine)
     x = torch.randn(4)

@@ -4,6 +4,7 @@ for the outputs, and a bfloat16 autocast training step."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -88,3 +89,28 @@ def test_a_bfloat16_autocast_training_step_matches_torch():
     assert eagle_weight.dtype == torch.float32 and eagle_a.dtype == torch.float32
     assert _relative_error(eagle_weight, torch_weight.double()) < 2e-2
     assert _relative_error(eagle_a, torch_a.double()) < 2e-2
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_float64_sums_round_once_into_float16(compiled):
+    """A float64 Param makes the kernel compute in float64 beside float16 planes: a sum
+    over lanes (a table output, a Param's or a table's gradient) rounds once into float16,
+    as the lane stores do, where torch's own conversion rounds through float32."""
+    v = 1 + 2**-11 + 2**-40  # just above the float16 tie between 1 and 1 + 2**-10
+    want = torch.tensor([v], dtype=torch.float64)
+    once, twice = np.float16(v), np.float16(np.float32(v))
+    assert once != twice  # (the case this test is about)
+    f = eagle.torch.function(k.stored_and_summed)
+    call = torch.compile(lambda **p: f(**p), fullgraph=True) if compiled else f
+    a = want.clone().requires_grad_()
+    x = torch.ones(1, dtype=torch.float16, requires_grad=True)
+    w = torch.ones(1, dtype=torch.float16, requires_grad=True)
+    y, t = call(a=a, x=x, w=w)
+    assert y.dtype == t.dtype == torch.float16
+    assert y.item() == t.item() == once
+    (y.sum() + t.sum()).backward()
+    assert x.grad.item() == w.grad.item() == np.float16(2 * v)
+    start = torch.zeros(1, dtype=torch.float16, requires_grad=True)
+    out = eagle.torch.function(k.passed_through)(x=torch.ones(1, dtype=torch.float64), t=start)
+    (out * want).sum().backward()  # the initial value's gradient: its cotangent, v
+    assert start.grad.dtype == torch.float16 and start.grad.item() == once

@@ -450,7 +450,7 @@ class Array:
             if stream != -1:
                 producer = launch_stream((self,), self._device)
                 _foreign.order(producer, 1 if stream is None else stream)
-        return _dlpack.export(self, device=own, versioned=versioned, readonly=self._readonly)
+        return _dlpack.export(self, device=own, versioned=versioned, readonly=self.readonly)
 
 
 # -- constructors -----------------------------------------------------------------------

@@ -432,10 +432,12 @@ def _array_key(array: _array.Array) -> tuple[Any, ...]:
 
 def _tensor_key(tensor: Any) -> tuple[Any, ...] | None:
     # its shape (a torch.Size, a tuple) and strides in elements as torch gives them: with
-    # the dtype they say what byte strides would, at a third of the cost
+    # the dtype they say what byte strides would, at a third of the cost; a negated view
+    # of the same memory reads other values (and holding it refuses it)
     try:
         return ("torch", tensor.get_device(), tensor.data_ptr(), tensor.shape,
-                tensor.stride(), tensor.dtype, tensor.requires_grad)  # fmt: skip
+                tensor.stride(), tensor.dtype, tensor.requires_grad,
+                tensor.is_neg())  # fmt: skip
     except RuntimeError:  # a sparse or nested tensor: no key, and holding it refuses it
         return None
 
@@ -455,11 +457,29 @@ class _Numpy(_Kind):
     key = staticmethod(_host_key)
 
     def hold(self, value: np.ndarray, sync: bool) -> Held:
-        return Held(_array.Array(host=value), "numpy")
+        return Held(
+            _array.Array(host=value if type(value) is np.ndarray else _plain(value)), "numpy"
+        )
 
     def layout(self, value: np.ndarray) -> Layout:
         address = value.__array_interface__["data"][0]
         return Layout(address, value.shape, value.strides, value.dtype, not value.flags.writeable)
+
+
+def _plain(value: np.ndarray) -> np.ndarray:
+    """A numpy subclass as a plain ndarray over the same memory: its own indexing and
+    arithmetic (``np.matrix``'s, say) do not follow it into eagle.
+
+    Raises:
+        TypeError: a masked array, whose values under its mask are not data.
+    """
+    masked = getattr(sys.modules.get("numpy.ma"), "MaskedArray", None)
+    if masked is not None and isinstance(value, masked):
+        raise EagleTypeError(
+            "a numpy masked array's elements under its mask are no values eagle can read; "
+            "pass .filled(value) of it (or .data, to read what is under the mask)"
+        )
+    return value.view(np.ndarray)
 
 
 class _Eagle(_Kind):
