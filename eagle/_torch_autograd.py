@@ -568,14 +568,19 @@ def _forward_fake(*args: Any) -> Any:
     return function._forward_fake(values, initials, lanes, dtype)
 
 
+# The ops' autograd contexts hold the function's int key, never the function: torch.compile
+# keeps the contexts it traces with the compiled code, which must not keep a function you
+# drop alive (a call after it is freed raises, from lookup).
+
+
 def _forward_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    ctx.function, ctx.lanes, ctx.dtype = lookup(inputs[-1]), inputs[-3], inputs[-2]
+    ctx.key, ctx.lanes, ctx.dtype = inputs[-1], inputs[-3], inputs[-2]
     ctx.set_materialize_grads(False)  # (an output no loss reads: see Forward)
     ctx.save_for_backward(*inputs[:-3])
 
 
 def _forward_backward(ctx: Any, *cotangents: Any) -> tuple[Any, ...]:
-    function = ctx.function
+    function = lookup(ctx.key)
     grads = function._derivatives.backward_formula(
         ctx.saved_tensors,
         cotangents,
@@ -618,12 +623,12 @@ def _gradients_fake(*args: Any) -> Any:
 
 
 def _gradients_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    ctx.function, ctx.needs, ctx.zero = lookup(inputs[-1]), inputs[-3], inputs[-2]
+    ctx.key, ctx.needs, ctx.zero = inputs[-1], inputs[-3], inputs[-2]
     ctx.save_for_backward(*inputs[:-3])
 
 
 def _gradients_backward(ctx: Any, *gg: Any) -> tuple[Any, ...]:
-    function = ctx.function
+    function = lookup(ctx.key)
     grads = function._derivatives.second_formula(
         ctx.saved_tensors,
         gg,
@@ -668,11 +673,11 @@ def _second_fake(*args: Any) -> Any:
 
 
 def _second_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    ctx.function = lookup(inputs[-1])
+    ctx.key = inputs[-1]
 
 
 def _second_backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
-    raise EagleRuntimeError(_no_third_derivative(ctx.function))
+    raise EagleRuntimeError(_no_third_derivative(lookup(ctx.key)))
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -87,6 +87,48 @@ def test_the_planes_a_run_kept_are_freed_with_the_plan_without_the_cycle_collect
         gc.enable()
 
 
+def test_a_kept_plan_and_adjoint_keep_no_run_s_arrays_alive() -> None:
+    """A plan made once, outside a loop, and run over fresh arrays each pass keeps its
+    bindings over the planes' addresses: every pass's arrays go when the pass drops them
+    (the plan, its adjoint and the kernel's shared bindings still alive)."""
+    plan = eagle.plan.auto(saxpy)
+    adjoint = eagle.diff.reverse(plan)
+    alive = []
+    for step in range(6):
+        x, y = np.full(5, float(step)), np.ones(5)
+        y_bar, x_bar, a_bar = np.ones(5), np.zeros(5), np.zeros(1)
+        plan.run(a=2.0, x=x, y=y)
+        adjoint.run(a=2.0, x=x, y_bar=y_bar, x_bar=x_bar, a_bar=a_bar)
+        np.testing.assert_array_equal(y, 1.0 + 2.0 * step)
+        np.testing.assert_array_equal(a_bar, [5.0 * step])
+        alive += [weakref.ref(array) for array in (x, y, y_bar, x_bar, a_bar)]
+        del x, y, y_bar, x_bar, a_bar
+    gc.collect()
+    assert [ref for ref in alive if ref() is not None] == []
+    assert len(plan._bindings) > 0  # (they were kept: over addresses)
+
+
+def test_array_classes_made_on_the_fly_are_not_all_kept() -> None:
+    """eagle remembers how to take an array type, for the first TYPES_KEPT types it sees:
+    a library making an ndarray subclass per call neither grows the tables without end
+    nor keeps every class alive."""
+    from eagle.arrays import _holder
+    from eagle.plan import _planes
+
+    plan = eagle.plan.auto(saxpy)
+    alive = []
+    for step in range(3 * _holder.TYPES_KEPT):
+        made = type(f"Made{step}", (np.ndarray,), {})
+        x, y = np.ones(3).view(made), np.zeros(3).view(made)
+        plan.run(a=2.0, x=x, y=y)
+        assert y.tolist() == [2.0, 2.0, 2.0]
+        alive.append(weakref.ref(made))
+        del made, x, y
+    gc.collect()
+    assert len(_holder._kinds) <= _holder.TYPES_KEPT and len(_planes._KEYS) <= _holder.TYPES_KEPT
+    assert sum(ref() is not None for ref in alive) <= _holder.TYPES_KEPT
+
+
 def test_clear_caches_and_stats_while_other_threads_make_caches() -> None:
     stop = threading.Event()
 

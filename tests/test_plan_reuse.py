@@ -81,7 +81,7 @@ def test_repeated_runs_reuse_the_binding_and_take_new_numbers(checks: list[str])
     np.testing.assert_array_equal(y, 7.0 * x)
 
 
-def test_other_planes_of_the_same_shape_are_bound_afresh(checks: list[str]) -> None:
+def test_other_planes_of_the_same_shape_are_bound_once(checks: list[str]) -> None:
     plan = eagle.plan.auto(saxpy)
     x = np.arange(5.0)
     outputs = [np.zeros(5) for _ in range(eagle.plan._autoplan._REUSED_BINDINGS + 1)]
@@ -91,8 +91,9 @@ def test_other_planes_of_the_same_shape_are_bound_afresh(checks: list[str]) -> N
     for position, y in enumerate(outputs):
         np.testing.assert_array_equal(y, 2.0 * position * x)
     assert len(plan._bindings) == eagle.plan._autoplan._REUSED_BINDINGS
-    # one more output than it keeps, each run evicting the binding the next needs
-    assert len(checks) == 2 * len(outputs)
+    # one more output than it keeps, each run evicting the binding the next needs: found
+    # again among the bindings the plans of the kernel share (over addresses), not checked
+    assert len(checks) == len(outputs)
 
 
 class _DLPackOnly:

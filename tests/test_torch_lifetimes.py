@@ -114,6 +114,26 @@ def test_a_compiled_graph_never_runs_another_function():
         torch.testing.assert_close(result, 3.0 * x)  # compiled again, for B
 
 
+def test_code_compiled_with_a_function_does_not_keep_it_alive():
+    """torch.compile keeps the autograd contexts it traced (forward and backward) with the
+    compiled code; they hold the function's key, so a function dropped is still freed."""
+    torch._dynamo.reset()
+    alive = []
+    for factor in (2.0, 3.0):
+        f = eagle.torch.function(_scaled(factor))
+        compiled = torch.compile(lambda x, f=f: f(x=x).square().sum(), fullgraph=True)
+        x = torch.randn(16, requires_grad=True)
+        (grad,) = torch.autograd.grad(compiled(x), x)
+        torch.testing.assert_close(grad, 2.0 * factor * factor * x)
+        alive.append(weakref.ref(f))
+        del f, compiled  # dynamo keeps what it traced with the lambda's code object
+    gc.collect()
+    try:
+        assert [ref() for ref in alive] == [None, None]
+    finally:
+        torch._dynamo.reset()
+
+
 class _CountingPlan:
     """A plan whose bindings are counted, each launch recorded with its binding's planes."""
 

@@ -175,13 +175,8 @@ _ADDRESSED = frozenset(("device", "torch", "cupy"))
 def typed_key(cls: type) -> Callable[[Any], tuple[Any, ...] | None] | None:
     """The :func:`layout_key` of the objects of type ``cls`` when their type alone says how
     they are taken (numpy, eagle, torch, CuPy), else None."""
-    kind = _kinds.get(cls)
-    if kind is None:
-        kind = _find(cls)
-        if kind is _PROTOCOLS:
-            return None
-        _kinds[cls] = kind
-    return kind.key
+    kind = _kind_of_type(cls)
+    return None if kind is _PROTOCOLS else kind.key
 
 
 def producer_of(value: Any, device: int) -> int | None:
@@ -647,17 +642,22 @@ class _Protocols(_Kind):
 
 _NUMPY, _EAGLE, _TORCH, _CUPY, _PROTOCOLS = _Numpy(), _Eagle(), _Torch(), _Cupy(), _Protocols()
 
-#: the kind of each type seen so far (other producers are looked at object by object)
+#: the kind of each type seen so far, up to TYPES_KEPT of them (other producers are looked
+#: at object by object, and so are types past the bound: array classes made on the fly)
 _kinds: dict[type, _Kind] = {np.ndarray: _NUMPY}
+TYPES_KEPT = 64
 
 
 def kind_of(value: Any) -> _Kind:
     """The implementation that takes ``value``."""
-    cls = type(value)
+    return _kind_of_type(type(value))
+
+
+def _kind_of_type(cls: type) -> _Kind:
     kind = _kinds.get(cls)
     if kind is None:
         kind = _find(cls)
-        if kind is not _PROTOCOLS:
+        if kind is not _PROTOCOLS and len(_kinds) < TYPES_KEPT:
             _kinds[cls] = kind
     return kind
 

@@ -299,13 +299,11 @@ class AutoPlan:
         and a Param given as a number is packed into the bound launch's
         arguments (on the device it is passed by value: no allocation, no
         memset, no synchronisation, legal inside a capture, which keeps the
-        number it records). A device binding is made over the planes'
-        addresses and keeps no array alive; plans of the same kernel built
-        with the same options share such bindings, so
-        ``eagle.plan.auto(kernel).run(...)`` over device arrays in a loop binds
-        once. Inside an eagle capture a run binds the arrays themselves, which
-        the graph then keeps. A host binding keeps its arrays, so it is the
-        plan's own: make a host plan once, outside a loop.
+        number it records). A binding is made over the planes' addresses and
+        keeps no array alive; plans of the same kernel built with the same
+        options share such bindings, so ``eagle.plan.auto(kernel).run(...)``
+        in a loop binds once. Inside an eagle capture a run binds the arrays
+        themselves, which the graph then keeps.
         :func:`eagle.clear_caches` drops the kept bindings.
 
         Raises:
@@ -425,7 +423,7 @@ class AutoPlan:
         # a binding run keeps names the bare plan: the plan keeping it in a cycle would
         # keep its planes alive until Python's cycle collector ran
         plan = self._shared.bare() if detach else self
-        if detach and checked.side == "device" and not any_capture_active():
+        if detach and not any_capture_active():
             checked = detached(checked)
         backend = self._backends.get(checked.side)  # type: ignore[call-overload]
         if backend is None:
@@ -575,9 +573,9 @@ class Moves:
 
 class _Shared:
     """What the plans of one kernel built under one policy for one backend share, none of
-    it holding a plane: the kernel's analyses, the routes of bound planes, and the device
+    it holding a plane: the kernel's analyses, the routes of bound planes, and the
     bindings :meth:`AutoPlan.run` makes over address views, by the planes' layout keys
-    (so ``eagle.plan.auto(kernel).run(...)`` over device arrays in a loop binds once)."""
+    (so ``eagle.plan.auto(kernel).run(...)`` in a loop binds once)."""
 
     def __init__(self, kernel: hawk.Kernel, built: Policy, backend: str | None) -> None:
         self.key = (kernel, built, backend)

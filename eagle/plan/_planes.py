@@ -352,21 +352,38 @@ def moved(
 
 
 def detached(checked: Planes) -> Planes:
-    """``checked`` device planes seen through address views: Arrays at the same addresses,
-    in the same layout and of the same framework, that keep no memory alive; the torch
-    tensors written are left out (a run bumps the versions of those it is given).
+    """``checked`` planes seen through address views that keep no memory alive: on the
+    device, Arrays at the same addresses, in the same layout and of the same framework;
+    on the host, numpy views of the same memory (a number Param's own one-element array
+    kept). The torch tensors written are left out (a run bumps the versions of those it
+    is given).
 
     A binding over them depends only on the planes' layout keys (address included), so
-    plans may share it by those keys without keeping anyone's arrays alive.
+    plans may share it by those keys without keeping anyone's arrays alive: a run reuses
+    it only for arrays alive at those addresses, in that layout.
     """
-    values = {
-        name: _address_view(value) if isinstance(value, Array) else value
-        for name, value in checked.values.items()
-    }
+    if checked.side == "host":
+        values = {
+            name: value if name in checked.numbers else _host_address_view(value)
+            for name, value in checked.values.items()
+        }
+    else:
+        values = {
+            name: _address_view(value) if isinstance(value, Array) else value
+            for name, value in checked.values.items()
+        }
     foreign = checked.foreign
     if foreign is not None:
         foreign = replace(foreign, written=tuple((name, None) for name, _ in foreign.written))
     return replace(checked, values=values, held={}, foreign=foreign, detached=True)
+
+
+def _host_address_view(array: np.ndarray) -> np.ndarray:
+    address = array.__array_interface__["data"][0]
+    layout = _holder.Layout(
+        address, array.shape, array.strides, array.dtype, not array.flags.writeable
+    )
+    return _foreign.host_view(layout, None)
 
 
 def _address_view(array: Array) -> Array:
@@ -446,8 +463,8 @@ def layout_key(value: Any) -> tuple[Any, ...] | None:
         return None
     key = _holder.layout_key(value)
     typed = _holder.typed_key(type(value))
-    if typed is not None:  # (a torch tensor's, a CuPy array's: found by type from now on)
-        _KEYS[type(value)] = typed
+    if typed is not None and len(_KEYS) < _holder.TYPES_KEPT:  # (a torch tensor's, say)
+        _KEYS[type(value)] = typed  # found by type from now on
     return key
 
 

@@ -163,8 +163,8 @@ class AdjointPlan:
         On the host it returns when the gradients are in your arrays; on the
         device it enqueues on eagle's current stream and returns. An adjoint
         that runs its own loop keeps its bindings as
-        :meth:`eagle.plan.AutoPlan.run` does (the last four, with their
-        arrays): a repeated run over the same planes only launches.
+        :meth:`eagle.plan.AutoPlan.run` does (the last four, over the planes'
+        addresses): a repeated run over the same planes only launches.
 
         Raises:
             TypeError: no gradient plane passed; an unknown, missing or
