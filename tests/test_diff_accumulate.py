@@ -159,6 +159,28 @@ def test_a_written_sequence_refuses_a_gradient_plane_that_shares_part_of_another
             assert np.isnan(grad).all()
 
 
+@pytest.mark.parametrize("accumulate", [True, False])
+def test_a_sequence_refuses_a_gradient_plane_over_a_plane_the_adjoints_read(rng, accumulate):
+    """A gradient plane of one launch over memory another launch takes as the forward's
+    values (its table here): the first adjoint to run would change what a later one reads,
+    so the bind refuses it by name before anything runs."""
+    buffer, y_bars = rng.standard_normal(8), [rng.standard_normal(8) for _ in range(2)]
+    kept = buffer.copy()
+    t_bar = np.zeros(8)
+    plans = [eagle.plan.auto(read_eight), eagle.plan.auto(read_four)]
+    launches = (
+        {"t": buffer, "y_bar": y_bars[0], "t_bar": t_bar},
+        {"t": rng.standard_normal(4), "y_bar": y_bars[1], "t_bar": buffer[2:6]},
+    )
+    with pytest.raises(
+        ValueError,
+        match="launch 1: gradient plane 't_bar' shares memory with plane 't' of launch 0",
+    ):
+        eagle.diff.reverse(plans, accumulate=accumulate).run(*launches)
+    np.testing.assert_array_equal(buffer, kept)
+    np.testing.assert_array_equal(t_bar, 0.0)
+
+
 def test_accumulate_is_kept_by_copies_and_named_in_the_repr():
     plan = eagle.plan.auto(k.contract)
     written = eagle.diff.reverse(plan, accumulate=False)

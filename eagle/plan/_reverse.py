@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -559,6 +560,7 @@ class AdjointSequence:
             )
         parts: list[_Part] = []
         reached: set[tuple[int, int]] = set()  # the memory of the gradient planes so far
+        read = self._forward_values(launches)
         for step, position in zip(self.steps, reversed(range(len(launches))), strict=True):
             planes = launches[position]
             if not isinstance(planes, Mapping):
@@ -572,6 +574,7 @@ class AdjointSequence:
                     for name in step.gradients.values()
                     if name in planes and (memory := _memory(planes[name])) is not None
                 }
+                _refuse_read(gradients, read, position)
                 if self.accumulate:
                     parts.append(step._bind(planes, True, set()))
                 else:
@@ -586,6 +589,43 @@ class AdjointSequence:
                 exc.add_note(f"in launch {position} ({step.primal.kernel.name}) of the adjoint")
                 raise
         return BoundAdjoint(parts, sides=sides)
+
+    def _forward_values(
+        self, launches: Sequence[Mapping[str, Any]]
+    ) -> list[tuple[int, str, tuple[int, int]]]:
+        """(launch, plane, memory) of each array the launches take as the forward's values:
+        every plane but the gradients and the cotangents, which no adjoint may write."""
+        read = []
+        for step, position in zip(self.steps, reversed(range(len(launches))), strict=True):
+            planes = launches[position]
+            if not isinstance(planes, Mapping):
+                continue  # (refused by name when its launch is bound)
+            adjoint = {*step.gradients.values(), *step.cotangents.values()}
+            for name, value in planes.items():
+                if name not in adjoint and not isinstance(value, numbers.Number):
+                    memory = _memory(value)
+                    if memory is not None and memory[1]:
+                        read.append((position, name, memory))
+        return read
+
+
+def _refuse_read(
+    gradients: Mapping[str, tuple[int, int]],
+    read: Sequence[tuple[int, str, tuple[int, int]]],
+    position: int,
+) -> None:
+    """Refuse a gradient plane that shares memory with a plane some launch takes as the
+    forward's values: the adjoints read those as they were, and one adjoint's writes
+    would change what another reads."""
+    for name, (start, size) in gradients.items():
+        for launch, plane, (begun, length) in read:
+            if start < begun + length and begun < start + size:
+                raise EagleValueError(
+                    f"launch {position}: gradient plane {name!r} shares memory with plane "
+                    f"{plane!r} of launch {launch}, which the adjoints read as the forward's "
+                    "values; give each gradient plane memory of its own (a chain connects "
+                    "launches through a cotangent, as a gradient plane of the later launch)"
+                )
 
 
 class BoundAdjoint(Bound):
