@@ -26,6 +26,7 @@ from hawk._registry import DEBUG_CALLS
 from hawk._scope import closure
 from hawk.decl import VALUE_KEYWORD, _declared_plane
 from hawk.errors import HawkError, HawkTypeError
+from hawk.ir.expr import INT_MAX, INT_MIN
 from hawk.kinds import PlaneKind, Type
 
 __all__ = ["Kernel", "kernel"]
@@ -547,6 +548,17 @@ class _Tracer(ExpressionTracer):
             bounds.insert(0, 0)
         if len(bounds) == 2:
             bounds.append(1)
-        if bounds[2] == 0:
+        start, stop, step = bounds
+        if step == 0:
             raise self.error(node, "range() step must not be zero")
-        return bounds[0], bounds[1], bounds[2]
+        count = len(range(start, stop, step))
+        after = start + count * step  # the counter after the last pass (and before the first)
+        if count and not all(INT_MIN <= value <= INT_MAX for value in (after, start - step)):
+            raise self.error(
+                node,
+                f"range({start}, {stop}, {step}) steps its counter past the int64 range "
+                "after its last pass, or before its first (its gradient's loop runs it "
+                "backwards); hawk counts loops in int64, so keep the range one step inside "
+                f"{INT_MIN} .. {INT_MAX}",
+            )
+        return start, stop, step

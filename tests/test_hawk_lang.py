@@ -320,6 +320,18 @@ ERRORS = [
     ),
     ("for i in [1, 2]:\n    y = x", LANES, 1, r"loops are for x in range\(<constant>\)"),
     ("for i in range(0, R, 0):\n    y = x", LANES, 1, r"step must not be zero"),
+    (  # the counter after the last pass: 2**63, past int64 (the device would loop forever)
+        "for i in range(9223372036854775805, 9223372036854775807, 4):\n    y = x",
+        LANES,
+        1,
+        r"range\(9223372036854775805, 9223372036854775807, 4\) steps its counter past",
+    ),
+    (  # the gradient's loop runs backwards from the last pass to -2**63 - 1
+        "for i in range(-9223372036854775807 - 1, -9223372036854775805):\n    y = x",
+        LANES,
+        1,
+        r"keep the range one step inside -9223372036854775808 \.\. 9223372036854775807",
+    ),
     ("y = z\nz = 1.0", LANES, 1, r"name 'z' is used before assignment"),
     ("x = 1.0\ny = x", LANES, 1, r"'x' is a Scalar input; assign to a new name"),
     ("for i in range(R):\n    if i > 1:\n        break\ny = x", LANES, 3, r"break .* not in hawk"),
