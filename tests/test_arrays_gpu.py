@@ -37,6 +37,16 @@ def test_refused_dlpack_exports_do_not_pin_device_memory():
     assert pool.used_bytes() == used and dev.size
 
 
+def test_a_pool_reserves_what_it_hands_out_and_trim_gives_back_the_rest():
+    pool = cuda.default_pool()
+    held = arrays.empty((64 << 20,), "uint8", "cuda:0")
+    assert pool.reserved_bytes() >= pool.used_bytes() >= held.nbytes
+    del held
+    gc.collect()
+    pool.trim()
+    assert 0 <= pool.reserved_bytes() - pool.used_bytes() < 64 << 20
+
+
 def test_torch_tensors_that_require_grad_or_are_half_precision_are_read_through(rng):
     torch = pytest.importorskip("torch")
     weights = torch.randn(6, 5, device="cuda", requires_grad=True)

@@ -189,7 +189,7 @@ def cupy(monkeypatch):
     module = types.ModuleType("cupy")
     module.ndarray = ndarray
     monkeypatch.setitem(sys.modules, "cupy", module)
-    monkeypatch.setitem(streams._FINDERS, "cupy", lambda index: 0xC0 + index)
+    monkeypatch.setitem(streams.FRAMEWORK_STREAMS, "cupy", lambda index: 0xC0 + index)
     return module
 
 
@@ -480,7 +480,7 @@ def test_foreign_planes_order_a_reused_run_after_their_producers(monkeypatch, no
     from eagle.plan._planes import ForeignPlanes
 
     monkeypatch.setitem(sys.modules, "torch", sys.modules.get("torch", types.ModuleType("torch")))
-    monkeypatch.setitem(streams._FINDERS, "torch", lambda index: 0x70)
+    monkeypatch.setitem(streams.FRAMEWORK_STREAMS, "torch", lambda index: 0x70)
     planes = {"x": _Interface(0x1000, stream=0x55), "t": cupy.ndarray(0x2000, (4,))}
     foreign = ForeignPlanes(0, (), watched=("x", "t"), apart=("x",))
     foreign.order(planes, lambda: 0xC0)  # outside ``with stream:``: the cupy plane is the launch's

@@ -16,7 +16,7 @@ import eagle.plan
 import hawk
 from eagle.cuda.module import compile_cuda
 from hawk.emit import checks, cuda, policy
-from hawk.errors import HawkOverflowError, HawkValueError
+from hawk.errors import HawkError, HawkOverflowError, HawkValueError
 from tests import _int_kernels as k
 from tests._int_reference import (
     OUTPUTS,
@@ -273,3 +273,14 @@ def test_constants_alone_fold_in_float64_and_enter_a_float32_kernel_rounded_once
     _run(k.folded, x=x, y=y, z=z)
     np.testing.assert_array_equal(y, np.float32(1.0))
     np.testing.assert_array_equal(z, np.float32(0.0))
+
+
+def test_the_host_overflow_check_refuses_an_op_it_has_no_rule_for() -> None:
+    """Each checked int op has its own overflow rule; one without a rule is refused, never
+    checked with another op's rule."""
+    from hawk.emit import _host_runtime
+
+    site = None  # (never reached: the rule is looked up first)
+    lanes = np.array([1, 2], np.int64)
+    with pytest.raises(HawkError, match=r"no int64 overflow rule for '%'; checked ops: \+, -"):
+        _host_runtime._checked("%", lanes, lanes, site, None, 2)

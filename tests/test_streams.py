@@ -45,7 +45,7 @@ def test_the_default_stream_is_cudas_legacy_stream_and_with_stream_overrides(mon
     with pytest.raises(ValueError, match="default stream cannot be destroyed"):
         cuda.current_stream().destroy()
     assert streams.launch_stream([np.ones(3), 2.0]) == 0
-    monkeypatch.setitem(streams._FINDERS, "torch", lambda device: 0x70 + device)
+    monkeypatch.setitem(streams.FRAMEWORK_STREAMS, "torch", lambda device: 0x70 + device)
     monkeypatch.setitem(sys.modules, "torch", sys.modules.get("torch", object()))
     assert streams.launch_stream([2.0, _foreign_array("torch")]) == 0x70
     assert streams.launch_stream([_foreign_array("torch")], device=1) == 0x71
@@ -65,7 +65,7 @@ def test_a_framework_stream_is_found_without_importing_the_framework(monkeypatch
     monkeypatch.delitem(sys.modules, "cupy", raising=False)
     assert streams.framework_stream(Array()) is None  # cupy not imported: never imported
     monkeypatch.setitem(sys.modules, "cupy", object())
-    monkeypatch.setitem(streams._FINDERS, "cupy", lambda device: 0x44)
+    monkeypatch.setitem(streams.FRAMEWORK_STREAMS, "cupy", lambda device: 0x44)
     assert streams.framework_stream(Array()) == 0x44
 
 
@@ -76,7 +76,7 @@ def test_a_foreign_import_remembers_its_framework_and_orders_the_launch_stream(m
     assert wrapped.is_host and wrapped.ptr == tensor.data_ptr()
     waits = []
     monkeypatch.setattr(_foreign, "order", lambda producer, consumer: waits.append(consumer))
-    monkeypatch.setitem(streams._FINDERS, "torch", lambda device: 0x70)
+    monkeypatch.setitem(streams.FRAMEWORK_STREAMS, "torch", lambda device: 0x70)
     monkeypatch.setattr(
         _holder, "cudart", FakeCalls(lambda name, ptr: type("A", (), {"device": 0}))
     )

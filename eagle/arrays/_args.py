@@ -27,7 +27,7 @@ __all__ = [
 ShapeLike = int | Sequence[int]
 
 
-def parse_device(device: Any, argument: str = "device") -> int | None:
+def parse_device(device: Any) -> int | None:
     """``None`` for the host, the device index for ``"cuda"`` / ``"cuda:N"``."""
     if device is None or device == "cpu":
         return None
@@ -37,7 +37,7 @@ def parse_device(device: Any, argument: str = "device") -> int | None:
         prefix, _, index = device.partition(":")
         if prefix == "cuda" and index.isdigit():
             return int(index)
-    raise EagleValueError(f"{argument} must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
+    raise EagleValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
 
 
 def device_name(index: int | None) -> str:

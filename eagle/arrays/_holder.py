@@ -35,7 +35,7 @@ from eagle._checks import check_buffer
 from eagle.arrays import _array, _dlpack, _foreign
 from eagle.arrays._args import check_dtype, parse_device
 from eagle.cuda._runtime import cudart
-from eagle.cuda.stream import _FINDERS, launch_stream
+from eagle.cuda.stream import FRAMEWORK_STREAMS, launch_stream
 from eagle.errors import (
     EagleBufferError,
     EagleOverflowError,
@@ -550,16 +550,18 @@ class _Torch(_Kind):
             owner=_foreign.Source(keep, "torch"),
             readonly=grad,  # read as it is, never written behind autograd's back
         )
-        return Held(array, "torch", _FINDERS["torch"](index) if sync else None, grad, value)
+        return Held(
+            array, "torch", FRAMEWORK_STREAMS["torch"](index) if sync else None, grad, value
+        )
 
     def producer(self, value: Any, device: int) -> int | None:
-        return _FINDERS["torch"](device) if value.get_device() >= 0 else None
+        return FRAMEWORK_STREAMS["torch"](device) if value.get_device() >= 0 else None
 
     def hold_alike(self, value: Any, key: tuple[Any, ...], like: _array.Array) -> Held:
         _, index, ptr, _, _, _, grad = key  # (:func:`_tensor_key`)
         keep = value.detach() if grad else value  # the same memory, without the graph
         array = like._at(ptr, _foreign.Source(keep, "torch"), readonly=grad)  # (as hold)
-        return Held(array, "torch", _FINDERS["torch"](index), grad, value)
+        return Held(array, "torch", FRAMEWORK_STREAMS["torch"](index), grad, value)
 
 
 def _tensor_layout(tensor: Any, dtype: np.dtype) -> Layout:
@@ -602,10 +604,10 @@ class _Cupy(_Kind):
             device_index=index,
             owner=_foreign.Source(value, "cupy"),
         )
-        return Held(array, "cupy", _FINDERS["cupy"](index) if sync else None)
+        return Held(array, "cupy", FRAMEWORK_STREAMS["cupy"](index) if sync else None)
 
     def producer(self, value: Any, device: int) -> int | None:
-        return _FINDERS["cupy"](device)
+        return FRAMEWORK_STREAMS["cupy"](device)
 
 
 class _Protocols(_Kind):

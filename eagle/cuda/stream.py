@@ -248,7 +248,7 @@ def launch_stream(values: Iterable[Any], device: int = 0) -> int:
         for value in values:
             framework = framework_of(value)
             if framework is not None:
-                return _FINDERS[framework](device)
+                return FRAMEWORK_STREAMS[framework](device)
     return DEFAULT_STREAM
 
 
@@ -263,7 +263,7 @@ def framework_stream(value: Any, device: int = 0) -> int | None:
     """The current stream on ``device`` of the framework ``value`` comes from (torch or
     CuPy), or None for anything else; never imports either."""
     framework = framework_of(value)
-    return None if framework is None else _FINDERS[framework](device)
+    return None if framework is None else FRAMEWORK_STREAMS[framework](device)
 
 
 _UNNAMED = object()  # an owner that names no framework, or no owner
@@ -279,7 +279,7 @@ def framework_of(value: Any) -> str | None:
         return None
     if framework is _UNNAMED:
         framework = type(value).__module__.partition(".")[0]
-    return framework if framework in _FINDERS and framework in sys.modules else None
+    return framework if framework in FRAMEWORK_STREAMS and framework in sys.modules else None
 
 
 def _torch_stream(device: int) -> int:
@@ -296,7 +296,9 @@ def _cupy_stream(device: int) -> int:
         return int(cupy.cuda.get_current_stream().ptr)
 
 
-_FINDERS: dict[str, Callable[[int], int]] = {"torch": _torch_stream, "cupy": _cupy_stream}
+FRAMEWORK_STREAMS: dict[str, Callable[[int], int]] = {"torch": _torch_stream, "cupy": _cupy_stream}
+"""Each framework eagle takes streams from, and how to read its current stream on a device
+(a raw pointer); the framework must be imported already."""
 
 
 def as_stream_ptr(stream: Any, device: int = 0, *, argument: str = "stream") -> int:

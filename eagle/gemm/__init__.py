@@ -48,7 +48,7 @@ from eagle.gemm.params import (
 )
 
 # The plan and capture names pull in eagle.cuda's Python modules; they are
-# resolved on first use, so hawk can import the plain records above alone.
+# resolved on first use, so importing eagle.gemm loads no CUDA module.
 _LAZY = {
     "BoundGemm": "eagle.gemm.capture",
     "CapturedCall": "eagle.gemm.lowering",

@@ -78,6 +78,8 @@ ROUTE_DTYPE = np.dtype(np.float32)
 ROUTE_DTYPES = PRODUCT_DTYPES
 """The plane dtypes the route takes (by name): bfloat16, float16, float32, float64."""
 
+_ROUTE_NAMES = f"{', '.join(ROUTE_DTYPES[:-1])} or {ROUTE_DTYPES[-1]}"
+
 MATH = policy.MATH
 """The route's float32 policies: exact FP32, or TF32 tensor cores (float32 planes only)."""
 
@@ -130,8 +132,8 @@ def dtype_reasons(dtypes: Mapping[str, Any], *, math: Float32Math = "fp32") -> t
     if odd:
         named = ", ".join(f"{name!r} is {names[name]}" for name in odd)
         return (
-            f"plane {named}; the GEMM route takes bfloat16, float16, float32 or float64 "
-            "planes, so the kernel keeps its loop",
+            f"plane {named}; the GEMM route takes {_ROUTE_NAMES} planes, so the kernel "
+            "keeps its loop",
         )
     if len(set(names.values())) > 1:
         named = ", ".join(f"{name!r} is {dtype}" for name, dtype in names.items())

@@ -29,6 +29,8 @@ from hawk.ir import HawkError, KernelIR, Var
 __all__ = ["DTYPES", "HALVES", "Names", "compute_dtype", "plane_dtypes"]
 
 _NAMES = ", ".join(table.PLANE_DTYPES)
+_ADDS = [row.name for row in table.TABLE if row.plane is not None and row.plane.adds]
+_ADDED = f"{', '.join(_ADDS[:-1])} or {_ADDS[-1]}"  # the dtypes whose planes take adds
 
 
 def __getattr__(name: str) -> Any:
@@ -66,7 +68,7 @@ def plane_dtypes(kernel: KernelIR, dtypes: Mapping[str, Any]) -> dict[str, np.dt
             raise HawkError(
                 f"plane {name!r} is {dtype}, and kernel {kernel.name!r} adds into it; {dtype} "
                 f"planes are read and written but take no adds (there is no atomic add of "
-                f"them): make {name!r} float32, bfloat16 or float16"
+                f"them): make {name!r} {_ADDED}"
             )
         result[name] = dtype
     return result

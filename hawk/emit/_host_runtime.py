@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from hawk._registry.functions import floor_unchecked
 from hawk._registry.integers import EXACT, int_power, wrapped
 from hawk.emit._factor import GROUP, LANES, UNIT, Grouping
 from hawk.emit.checks import CheckSite
+from hawk.errors import HawkError
 from hawk.ir.expr import INT_MAX, INT_MIN, int_takes
 
 __all__ = ["RUNTIME", "storable"]
@@ -157,17 +158,10 @@ def _checked(
         return wrapped(exact)
     x, y = np.asarray(a, np.int64), np.asarray(b, np.int64)
     result: np.ndarray = np.asarray(EXACT[op](x, y), np.int64)
-    if op == "+":
-        bad = ((x ^ result) & (y ^ result)) < 0
-    elif op == "-":
-        bad = ((x ^ y) & (x ^ result)) < 0
-    elif op == "*":
-        bad = _mul_overflows(x, y, result)
-    elif op == "//":
-        bad = (x == INT_MIN) & (y == -1)
-    else:
-        bad = x == INT_MIN
-    _fail_first(site, bad, result, mask, n, unit)
+    overflows = _OVERFLOWS.get(op)
+    if overflows is None:
+        raise HawkError(f"no int64 overflow rule for {op!r}; checked ops: {', '.join(_OVERFLOWS)}")
+    _fail_first(site, overflows(x, y, result), result, mask, n, unit)
     return result if result.ndim else result.item()
 
 
@@ -175,6 +169,17 @@ def _mul_overflows(x: np.ndarray, y: np.ndarray, product: np.ndarray) -> np.ndar
     """Where ``x * y`` leaves int64, given its wrapped ``product``."""
     divisor = np.where((x == 0) | (x == -1), 1, x)
     return np.where(x == -1, y == INT_MIN, (x != 0) & (product // divisor != y))
+
+
+#: where ``x op y`` leaves int64, from the operands and the wrapped result, for each op
+#: :func:`_checked` takes (``neg`` negates ``x``)
+_OVERFLOWS: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]] = {
+    "+": lambda x, y, result: ((x ^ result) & (y ^ result)) < 0,
+    "-": lambda x, y, result: ((x ^ y) & (x ^ result)) < 0,
+    "*": _mul_overflows,
+    "//": lambda x, y, result: (x == INT_MIN) & (y == -1),
+    "neg": lambda x, y, result: x == INT_MIN,
+}
 
 
 def _ipow(
