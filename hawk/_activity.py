@@ -191,20 +191,25 @@ def _flows(stmts: Iterable[ir.Stmt]) -> list[tuple[ir.Var | None, set[ir.Var]]]:
     """Where the values of ``stmts`` flow: ``(variable bound, what its value reads)``
     (:func:`_real_refs`), the variable None for a store's or an add's value; a loop's
     carries by their updates (their initial values are :meth:`Activity.reaching`'s to
-    decide)."""
+    decide). A statement with no rule is refused (never taken to bind nothing)."""
     values: list[tuple[ir.Var | None, ir.Expr]] = []
     for stmt in stmts:
-        for node in ir.walk(stmt):
-            if isinstance(node, ir.Let):
-                values.append((node.var, node.value))
-            elif isinstance(node, ir.If):  # (walk gives a merge's values, not the merge)
-                for m in node.merges:
-                    values += [(m.var, m.then_value), (m.var, m.else_value)]
-            elif isinstance(node, ir.Loop):  # (and a carry's update, not the carry)
-                values += [(c.var, c.update) for c in node.carries]
-            elif isinstance(node, ir.Store | ir.Accumulate):
-                values.append((None, node.value))
+        for node in ir.walk(stmt):  # (a merge's and a carry's values come with their block)
+            if isinstance(node, ir.Stmt):
+                values += _FLOWS(node)(node)
     return [(var, _real_refs(value)) for var, value in values]
+
+
+#: the values each statement binds (a variable, or None for a store's or an add's)
+_FLOWS: ir.Rules[Callable[[Any], list[tuple[ir.Var | None, ir.Expr]]]] = ir.Rules(
+    "activity flows", ir.Stmt
+)
+_FLOWS.rule(ir.Let)(lambda stmt: [(stmt.var, stmt.value)])
+_FLOWS.rule(ir.If)(
+    lambda stmt: [(m.var, value) for m in stmt.merges for value in (m.then_value, m.else_value)]
+)
+_FLOWS.rule(ir.Loop)(lambda stmt: [(c.var, c.update) for c in stmt.carries])
+_FLOWS.rule(ir.Store, ir.Accumulate)(lambda stmt: [(None, stmt.value)])
 
 
 def _real_refs(node: ir.Expr) -> set[ir.Var]:

@@ -16,7 +16,7 @@ import pytest
 import hawk
 import hawk.diff
 from hawk import ir
-from hawk._activity import Activity
+from hawk._activity import Activity, _flows
 from hawk._adjoint import Adjoint, GradientNamer
 from hawk._fold import fold
 from hawk._passes import Namer, flatten, prune
@@ -70,6 +70,7 @@ DRIVERS: dict[tuple[str, type], Callable[[], Any]] = {
     ("fold", EXPRESSION): lambda: fold(Mystery()),
     ("activity", EXPRESSION): lambda: _activity(_with_expression()),
     ("activity", STATEMENT): lambda: _activity(_with_statement()),
+    ("activity flows", STATEMENT): lambda: _flows([Ritual()]),
     ("adjoint", EXPRESSION): lambda: _adjoint().backprop(Mystery(), ir.Load(Y), {}, {}),
     ("adjoint forward", STATEMENT): lambda: _adjoint().forward([Ritual()], {}),
     ("adjoint reverse", STATEMENT): lambda: _adjoint().reverse((Ritual(),), {}, {}),
