@@ -45,6 +45,7 @@ from eagle.diff import AdjointPlan
 from eagle.errors import EagleRuntimeError, EagleValueError
 from eagle.gemm.steps import Side
 from hawk.ir import Plane
+from hawk.kinds import PlaneKind
 
 __all__ = ["Derivatives", "split"]
 
@@ -112,18 +113,18 @@ class Derivatives:
         # cotangent (passed through in torch).
         self._slot_gradients = (
             *(gradients[name] for name in self._input_names),
-            *(gradients.get(p.name) if p.kind == "output" else None for p in outputs),
+            *(gradients.get(p.name) if p.kind == PlaneKind.OUTPUT else None for p in outputs),
         )
         # the slots whose gradient a loop adjoint writes per lane (no zeroing first)
         self._lane_slots = (
-            *(p.kind == "input" for p in inputs),
-            *(p.kind == "output" for p in outputs),
+            *(p.kind == PlaneKind.INPUT for p in inputs),
+            *(p.kind == PlaneKind.OUTPUT for p in outputs),
         )
         # the slots of Mutable[Table]s' initial values, whose gradient is their cotangent
         self._passing_slots = tuple(
-            len(inputs) + i for i, p in enumerate(outputs) if p.kind == "accumulator"
+            len(inputs) + i for i, p in enumerate(outputs) if p.kind == PlaneKind.ACCUMULATOR
         )
-        self._has_lane_input = any(p.kind == "input" for p in inputs)
+        self._has_lane_input = any(p.kind == PlaneKind.INPUT for p in inputs)
         self._backward_runners: dict[tuple[Any, ...], _Backward] = {}
         self._second_runners: dict[tuple[Any, ...], _Adjoint] = {}
         self._adjoint_route: dict[tuple[str, torch.dtype], bool] = {}
@@ -190,11 +191,11 @@ class Derivatives:
             if bar is None:
                 if lanes is None:
                     lanes = count(values, initials)
-                shape = (lanes,) if plane.kind == "output" else _shape(plane)
+                shape = (lanes,) if plane.kind == PlaneKind.OUTPUT else _shape(plane)
                 bar = torch.zeros((), dtype=dtype, device=device).expand(shape)
             filled.append(bar)
         if not self._has_lane_input:
-            lane = [i for i, p in enumerate(self._outputs) if p.kind == "output"]
+            lane = [i for i, p in enumerate(self._outputs) if p.kind == PlaneKind.OUTPUT]
             if lane and all(zero[i] for i in lane):
                 zero[lane[0]] = False
         return filled, tuple(zero)
@@ -247,7 +248,10 @@ class Derivatives:
             tuple(
                 plane.name
                 for plane, bar, absent in zip(self._outputs, cotangents, zero, strict=True)
-                if plane.kind == "output" and not absent and bar.stride(0) == 0 and bar.numel()
+                if plane.kind == PlaneKind.OUTPUT
+                and not absent
+                and bar.stride(0) == 0
+                and bar.numel()
             )
             # (the adjoint needs a lane plane left to count its lanes: a Scalar input; zero
             # lanes have no element to read)
@@ -546,7 +550,9 @@ class Derivatives:
         kernel, at zero cotangents."""
         device = first_tensor(values, initials).device
         zeros = [
-            torch.zeros(count if p.kind == "output" else _shape(p), dtype=dtype, device=device)
+            torch.zeros(
+                count if p.kind == PlaneKind.OUTPUT else _shape(p), dtype=dtype, device=device
+            )
             for p in self._outputs
         ]
         needs = [
@@ -563,7 +569,7 @@ class Derivatives:
             ]
         for position, plane in enumerate(self._outputs):
             tangent = tangents[len(values) + position]
-            if plane.kind == "accumulator" and tangent is not None:  # adds pass it through
+            if plane.kind == PlaneKind.ACCUMULATOR and tangent is not None:  # adds pass it through
                 passed = rounded(tangent.reshape(_shape(plane)), dtype)
                 results[position] = (
                     passed if results[position] is None else results[position] + passed

@@ -82,6 +82,7 @@ from hawk.contraction import lane_layout
 from hawk.emit import policy
 from hawk.emit.policy import Contraction
 from hawk.ir import Plane
+from hawk.kinds import PlaneKind
 
 __all__ = ["Function", "function"]
 
@@ -90,8 +91,6 @@ _DTYPE_LIST = ", ".join(DTYPE_NAMES.values())
 _LARGEST = {real: torch.finfo(real).max for real in (torch.float32, torch.float64)}
 _ROUNDS_TO_INF = {real: ROUNDS_TO_INF[str(real).removeprefix("torch.")] for real in _LARGEST}
 
-_INPUTS = ("input", "param", "table")
-_OUTPUTS = ("output", "accumulator")
 
 #: each kernel's live functions, by the policy their plans are built under
 _functions: weakref.WeakKeyDictionary[hawk.Kernel, dict[policy.Policy, weakref.ref[Function]]] = (
@@ -187,7 +186,7 @@ class Function:
                 f"kernel {kernel.name!r} has a plane named 'lanes', which eagle.torch takes "
                 "as the lane count; rename the plane"
             )
-        flat = [p.name for p in planes if p.kind == "accumulator" and p.axes is None]
+        flat = [p.name for p in planes if p.kind == PlaneKind.ACCUMULATOR and p.axes is None]
         if flat:
             raise EagleValueError(
                 f"plane {flat[0]!r} of kernel {kernel.name!r} is a flat Mutable[Table], whose "
@@ -196,8 +195,8 @@ class Function:
         self.kernel = kernel
         self.plan = eagle.plan.auto(kernel, **dataclasses.asdict(chosen))
         self.adjoint = eagle.diff.AdjointPlan(self.plan)  # what eagle.diff.reverse(plan) makes
-        self._inputs = tuple(p for p in planes if p.kind in _INPUTS)
-        self._outputs = tuple(p for p in planes if p.kind in _OUTPUTS)
+        self._inputs = tuple(p for p in planes if not p.is_written)
+        self._outputs = tuple(p for p in planes if p.is_written)
         self._input_names = tuple(p.name for p in self._inputs)
         self._output_names = tuple(p.name for p in self._outputs)
         self._slots = (
@@ -205,7 +204,9 @@ class Function:
             *(_Slot.of(p, initial=True) for p in self._outputs),
         )
         self._output_slots = self._slots[len(self._inputs) :]
-        self._param_slots = tuple(i for i, p in enumerate(self._inputs) if p.kind == "param")
+        self._param_slots = tuple(
+            i for i, p in enumerate(self._inputs) if p.kind == PlaneKind.PARAM
+        )
         self._param_names = frozenset(self._input_names[i] for i in self._param_slots)
         # outputs the kernel reads before writing them start at zero (others, uninitialised)
         read = hawk.diff.gradient_planes(kernel)
@@ -457,7 +458,9 @@ class Function:
         count = self._count(values, initials, lanes)
         device = first_tensor(values, initials).device
         outputs = [
-            torch.empty(count if p.kind == "output" else _shape(p), dtype=dtype, device=device)
+            torch.empty(
+                count if p.kind == PlaneKind.OUTPUT else _shape(p), dtype=dtype, device=device
+            )
             for p in self._outputs
         ]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -511,7 +514,7 @@ class _Slot:
         return cls(
             plane,
             initial,
-            param=plane.kind == "param",
+            param=plane.kind == PlaneKind.PARAM,
             lane=plane.is_lane,
             size=None if shape is None else math.prod(shape),
             what=f"the initial value of {plane.name!r}" if initial else f"plane {plane.name!r}",

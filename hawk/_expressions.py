@@ -641,7 +641,9 @@ class ExpressionTracer(ir.Builder):
             raise self.error(node, f"{method} takes its axes as written keywords, not **")
         if plane.axes is None:
             if keywords:
-                call = f"{method}(i, value=...)" if plane.kind != "table" else f"{method}(i)"
+                call = (
+                    f"{method}(i, value=...)" if plane.kind != PlaneKind.TABLE else f"{method}(i)"
+                )
                 raise self.error(
                     node,
                     f"{method}: unknown keyword {keywords[0].arg!r}; {plane.name} is a flat "
@@ -655,7 +657,7 @@ class ExpressionTracer(ir.Builder):
         else:
             if node.args:
                 example = ", ".join(f"{label}=..." for label, _ in plane.axes)
-                if plane.kind != "table":
+                if plane.kind != PlaneKind.TABLE:
                     example += ", value=v"
                 raise self.error(
                     node,

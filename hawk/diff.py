@@ -279,7 +279,7 @@ def _check_wrt(kernel: Kernel, wrt: Iterable[str], candidates: dict[str, str]) -
         if name in candidates:
             continue
         planes = {p.name: p for p in kernel.planes}
-        if name in planes and planes[name].kind == "accumulator":
+        if name in planes and planes[name].kind == PlaneKind.ACCUMULATOR:
             why = (
                 f"{name!r} is a table it adds into, and the gradient of its starting values "
                 "is its cotangent itself, so it needs no adjoint"

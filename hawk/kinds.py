@@ -76,3 +76,9 @@ class PlaneKind(StrEnum):
     def is_table(self) -> bool:
         """True for tables, read with ``.at`` or added into with ``.add``."""
         return self in (PlaneKind.TABLE, PlaneKind.ACCUMULATOR)
+
+    @property
+    def is_written(self) -> bool:
+        """True for the kinds a kernel writes (``Mutable`` planes: outputs and tables
+        added into); the others it only reads."""
+        return self in (PlaneKind.OUTPUT, PlaneKind.ACCUMULATOR)

@@ -26,7 +26,7 @@ from eagle.plan._backends import (
     plane_dtypes,
 )
 from eagle.plan._bound import Step
-from eagle.plan._planes import WRITTEN, Planes
+from eagle.plan._planes import Planes
 from eagle.plan._route import HostGemm
 from hawk import ir
 from hawk.emit import host
@@ -78,9 +78,7 @@ class NumpyBackend(Backend):
         run, setters = host_call(self.load(program, None), program.arguments, checked)
         last = emitted.written_last
         written = tuple(
-            checked.values[p.name]
-            for p in plan.kernel.planes
-            if p.kind in WRITTEN and p.name != last
+            checked.values[p.name] for p in plan.kernel.planes if p.is_written and p.name != last
         )
         step = Step(run, written=written, last=None if last is None else checked.values[last])
         return Binding(step, setters)

@@ -37,10 +37,10 @@ from hawk import ir
 from hawk.dtypes import PLANE_DTYPES, plane_row
 from hawk.emit import compute_dtype
 from hawk.emit.checks import MAX_LANES
+from hawk.kinds import PlaneKind
 
 __all__ = [
     "ROUNDS_TO_INF",
-    "WRITTEN",
     "ForeignPlanes",
     "Planes",
     "alike_keys",
@@ -53,9 +53,6 @@ __all__ = [
     "param_number",
     "param_value",
 ]
-
-#: the plane kinds a kernel writes (``Mutable[Scalar]`` and ``Mutable[Table]``)
-WRITTEN = ("output", "accumulator")
 
 _NUMBER_TYPES = (int, float, np.integer, np.floating)
 
@@ -170,7 +167,7 @@ def _foreign_planes(
     written = tuple(
         (plane.name, item.tensor)
         for plane in kernel.planes
-        if plane.kind in WRITTEN
+        if plane.is_written
         and (item := held.get(plane.name)) is not None
         and item.tensor is not None
     )
@@ -302,7 +299,7 @@ def alike_keys(keys: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
 def extents(kernel: ir.KernelIR, checked: Planes) -> tuple[tuple[bool, int], ...]:
     """For each plane of ``checked``, in order: whether ``kernel`` writes it, and its bytes
     (what :func:`moved` checks of planes at other addresses)."""
-    written = {p.name for p in kernel.planes if p.kind in WRITTEN}
+    written = {p.name for p in kernel.planes if p.is_written}
     return tuple((name in written, value.nbytes) for name, value in checked.values.items())
 
 
@@ -512,14 +509,14 @@ def _classify(plane: ir.Plane, value: Any) -> _Given:
             return _Given(plane.name, plane, value.numpy(), "host")
         return _Given(plane.name, plane, value, "device", value.device_index)
     number = _is_number(value)
-    if plane.kind == "param" and number:
+    if plane.kind == PlaneKind.PARAM and number:
         return _Given(plane.name, plane, value, "number")
     try:
         held = None if number else _holder.hold(value)  # torch, CuPy...: the same memory
     except (EagleTypeError, EagleValueError) as exc:  # an array eagle cannot take
         raise type(exc)(f"plane {plane.name!r}: {exc}") from None
     if held is None:
-        if plane.kind == "param":
+        if plane.kind == PlaneKind.PARAM:
             raise EagleTypeError(
                 f"plane {plane.name!r} is a Param, and {shown(value)} is not a number it takes; "
                 "pass an int or a float (not a bool), or a one-element array"
@@ -557,7 +554,7 @@ def _residency(given: list[_Given]) -> tuple[str, int | None]:
 
 def _check_array(item: _Given) -> None:
     plane, array, held = item.plane, item.value, item.held
-    written = plane.kind in WRITTEN
+    written = plane.is_written
     grad = held is not None and held.grad
     layout = (plane, item.side, array.shape, array.strides, array.dtype)
     known = layout in _LAYOUTS  # checked before: native byte order, aligned strides
@@ -603,7 +600,7 @@ def _check_array(item: _Given) -> None:
             f"plane {item.name!r} is {plane.declaration()}: pass an array of shape {declared} "
             f"(or a 1-D array of its {math.prod(declared)} values, row-major), not shape {shape}"
         )
-    if plane.kind == "param" and count != 1:
+    if plane.kind == PlaneKind.PARAM and count != 1:
         raise EagleValueError(
             f"plane {item.name!r} is a Param: pass a number or a one-element array, not shape "
             f"{shape}"
@@ -614,7 +611,7 @@ def _check_array(item: _Given) -> None:
             # (a copy of a written plane would take the results, and be dropped)
             "write into a row-major array, e.g. numpy.empty(shape), then copy it into "
             "your view (view[...] = out)"
-            if plane.kind in WRITTEN
+            if plane.is_written
             else "pass a row-major copy, e.g. numpy.ascontiguousarray(x) or x.contiguous()"
         )
         raise EagleValueError(
@@ -652,7 +649,7 @@ def _byte_range(item: _Given) -> tuple[int, int]:
 
 
 def _check_overlaps(given: list[_Given]) -> None:
-    spans = [(g.plane.kind in WRITTEN, *_byte_range(g)) for g in given]
+    spans = [(g.plane.is_written, *_byte_range(g)) for g in given]
     found = _written_overlap(spans)
     if found is not None:
         item, other = given[found[0]], given[found[1]]

@@ -25,7 +25,7 @@ from eagle.plan._backends import (
     plane_dtypes,
 )
 from eagle.plan._bound import Step
-from eagle.plan._planes import WRITTEN, Planes
+from eagle.plan._planes import Planes
 from hawk.emit import reference
 from hawk.emit.checks import IntOverflow
 
@@ -64,7 +64,7 @@ class ReferenceBackend(Backend):
     def bind(self, plan: Plan, checked: Planes) -> Binding:
         program = self.emit(plan.kernel, checked.signature, int_overflow=plan.policy.int_overflow)
         run, setters = host_call(self.load(program, None), program.arguments, checked)
-        written = tuple(checked.values[p.name] for p in plan.kernel.planes if p.kind in WRITTEN)
+        written = tuple(checked.values[p.name] for p in plan.kernel.planes if p.is_written)
         return Binding(Step(run, written=written), setters)
 
 

@@ -20,6 +20,7 @@ from eagle.plan._autoplan import AutoPlan, BoundPlan, Moves, backend_for, decide
 from eagle.plan._bound import Bound, Route, Step, one_place
 from eagle.plan._planes import Planes, alike_keys, by_position, check_planes, layout_keys
 from eagle.plan._route import dtype_reasons
+from hawk.kinds import PlaneKind
 
 __all__ = ["AdjointPlan", "AdjointSequence", "BoundAdjoint", "reverse"]
 
@@ -112,7 +113,7 @@ class AdjointPlan:
         self._flat = tuple(
             (p.name, self.gradients[p.name])
             for p in primal.kernel.planes
-            if p.kind == "table" and p.axes is None and p.name in self.gradients
+            if p.kind == PlaneKind.TABLE and p.axes is None and p.name in self.gradients
         )
         self._loop_plans: dict[hawk.diff.AdjointKernel, AutoPlan] = {}
 
@@ -316,7 +317,7 @@ class AdjointPlan:
             f"the adjoint of {name!r} takes {', '.join(takes)} and the gradient planes you want "
             f"from {', '.join(self.gradients.values())}"
         )
-        outputs = {p.name for p in self.primal.kernel.planes if p.kind in ("output", "accumulator")}
+        outputs = {p.name for p in self.primal.kernel.planes if p.is_written}
         for given in planes:
             if any(p.name == given for p in kernel.planes):
                 continue

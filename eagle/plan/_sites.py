@@ -22,12 +22,10 @@ from hawk import ir
 
 __all__ = ["kernel_site", "product_site", "written_planes"]
 
-_WRITTEN = ("output", "accumulator")
-
 
 def written_planes(kernel: ir.KernelIR) -> frozenset[str]:
     """The names of the planes ``kernel`` writes."""
-    return frozenset(p.name for p in kernel.planes if p.kind in _WRITTEN)
+    return frozenset(p.name for p in kernel.planes if p.is_written)
 
 
 def _arrays(planes: Mapping[str, Any]) -> dict[str, Any]:

@@ -45,6 +45,11 @@ class Plane:
         return self.kind.is_table
 
     @property
+    def is_written(self) -> bool:
+        """True for the planes the kernel writes (``Mutable`` ones)."""
+        return self.kind.is_written
+
+    @property
     def shape(self) -> tuple[int, ...] | None:
         """A named table's declared shape; None otherwise."""
         return None if self.axes is None else tuple(size for _, size in self.axes)
