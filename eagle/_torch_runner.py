@@ -154,17 +154,26 @@ def compute_dtype(*tensors: Any) -> torch.dtype:
     return torch.float64 if wide else torch.float32
 
 
-def rounded(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``tensor`` in ``dtype``, each value rounded once, as a kernel's own stores round.
+#: the narrow dtypes a float64 value rounds into once (their rows'
+#: :attr:`~hawk.dtypes.PlaneForm.from_double`), which torch converts to through float32
+_ROUNDED_ONCE = frozenset(
+    getattr(torch, row.name)
+    for row in TABLE
+    if row.plane is not None and row.plane.from_double == "once" and row.itemsize < 4
+)
 
-    torch takes float64 to float16 through float32, two roundings that can land a value
-    near a float16 tie one ulp off; such a conversion rounds to odd in float32 first (the
-    nearest float32 toward zero, its last bit set where inexact), which leaves the
-    rounding to float16 the only one that counts. (bfloat16 rounds through float32 on
-    every path, as documented.)"""
+
+def rounded(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``tensor`` in ``dtype``, each value rounded as a kernel's own stores round it.
+
+    torch takes float64 to a 16-bit dtype through float32, two roundings that can land a
+    value near a float16 tie one ulp off where the row rounds once; such a conversion
+    rounds to odd in float32 first (the nearest float32 toward zero, its last bit set
+    where inexact), which leaves the rounding to the narrow dtype the only one that
+    counts. (bfloat16's row rounds through float32, as torch does.)"""
     if tensor.dtype == dtype:
         return tensor
-    if tensor.dtype == torch.float64 and dtype == torch.float16:
+    if tensor.dtype == torch.float64 and dtype in _ROUNDED_ONCE:
         narrow = tensor.to(torch.float32)
         wide = narrow.to(torch.float64)
         toward_zero = torch.where(

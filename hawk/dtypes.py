@@ -82,12 +82,16 @@ class PlaneForm:
             element, or None when a cast does.
         adds: a kernel may add into a table of it (``Mutable[Table]`` ``+=``, and
             so the gradients of hawk's adjoints); False for fp8, which has no atomic add.
+        from_double: how a float64 value is rounded into an element: ``"once"``, or
+            ``"through_float32"`` (bfloat16, as the device converts it: to float32
+            first). Every layer that stores a float64 value into the dtype follows it.
     """
 
     c_type: str
     load: str | None = None
     store: str | None = None
     adds: bool = True
+    from_double: Literal["once", "through_float32"] = "once"
 
 
 @dataclass(frozen=True)
@@ -179,7 +183,9 @@ TABLE: tuple[DType, ...] = (
     ),
     DType(
         "bfloat16", 2, 14, (4, 16), "float32",
-        plane=PlaneForm("hawk_bf16", "hawk_widen({})", "hawk_round_bf16({})"),
+        plane=PlaneForm(
+            "hawk_bf16", "hawk_widen({})", "hawk_round_bf16({})", from_double="through_float32"
+        ),
         product=ProductForm(("bfloat16", "float32"), ("fp32",)),
         module="ml_dtypes",
     ),

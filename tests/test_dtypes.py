@@ -76,6 +76,8 @@ def test_the_vocabularies_each_layer_reads_come_from_the_table():
     assert dtypes.SCALED_DTYPES == ("float8_e4m3fn", "float8_e5m2")
     assert [d.name for d in hawk.emit.DTYPES] == list(dtypes.PLANE_DTYPES)
     assert [d.name for d in hawk.emit.HALVES] == ["float16", "bfloat16"]
+    through = [r.name for r in dtypes.TABLE if r.plane and r.plane.from_double != "once"]
+    assert through == ["bfloat16"]  # the one row a float64 value rounds into through float32
     assert eagle.gemm.dtypes.HALVES == ("bfloat16", "float16")
     assert eagle.gemm.dtypes.PRODUCT_DTYPES == dtypes.PRODUCT_DTYPES
     assert eagle.gemm.dtypes.SCALED_DTYPES == dtypes.SCALED_DTYPES

@@ -52,7 +52,7 @@ from hawk import ir
 from hawk.emit import Names, compute_dtype, plane_dtypes
 from hawk.emit._batch import Batch, batch, lane_group
 from hawk.emit._factor import GROUP, LANES, UNIT, Factoring, factor
-from hawk.emit._host_runtime import RUNTIME
+from hawk.emit._host_runtime import RUNTIME, through_float32
 from hawk.emit.checks import (
     CheckSite,
     IntOverflow,
@@ -269,7 +269,7 @@ class _Emitter:
     def store(self, stmt: ir.Store, depth: int, mask: str | None) -> None:
         value = self.expr(stmt.value)
         dtype = np.dtype(self.dtypes[stmt.plane.name])
-        if dtype.name == "bfloat16" and self.real == np.float64:  # as the device rounds
+        if self.real == np.float64 and through_float32(dtype):  # as the device rounds
             value = f"_storable({value}, {Names.plane(stmt.plane.name)}.dtype)"
         self.emit(depth, f"{Names.plane(stmt.plane.name)}[...] = {value}")
 
