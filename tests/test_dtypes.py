@@ -130,3 +130,13 @@ def test_a_row_that_is_not_an_array_dtype_is_refused_with_its_note(monkeypatch):
 def test_a_dlpack_code_outside_the_table_is_refused_by_code():
     with pytest.raises(BufferError, match="DLPack dtype code 0 with 128 bits has no numpy"):
         _dlpack._dtype(_dlpack._DataType(0, 128, 1))
+
+
+def test_one_function_says_which_cublas_call_a_product_makes() -> None:
+    entry = eagle.gemm.dtypes.cublas_entry
+    assert entry("float64", "fp64") == "dgemm"
+    assert entry("float32", "fp32") == entry("float32", "tf32", "tf32") == "sgemm"
+    assert entry("float32", "tf32") == entry("float32", "fp32", "tf32") == "gemm_ex"
+    assert entry("bfloat16", "fp32") == entry("float16", "fp32") == "gemm_ex"
+    assert entry("float8_e4m3fn", "fast_accum") == entry("float8_e5m2", "fp32") == "lt_matmul"
+    assert eagle.plan._route._cublas_call("float32", "tf32") == "cublasGemmEx"

@@ -54,7 +54,7 @@ from eagle.gemm._prepared import (
     write_span,
 )
 from eagle.gemm._scaled import ScaledProducts
-from eagle.gemm.dtypes import SCALED_DTYPES, dtype_of, product_dtypes
+from eagle.gemm.dtypes import SCALED_DTYPES, cublas_entry, dtype_of, product_dtypes
 from eagle.gemm.errors import (
     CaptureInProgress,
     CublasUnavailable,
@@ -607,7 +607,8 @@ class CublasCaptureHandle:
             alpha, beta, "float64" if dtype == "float64" else "float32"
         )
         swap = params.operands == ("b", "a")
-        if dtype in SCALED_DTYPES:
+        entry = cublas_entry(dtype, math, self.math)
+        if entry == "lt_matmul":
             assert isinstance(params, GemmParams)
             scaled = self._scaled_products().call(
                 params, (first, second, out), scales, (alpha_at, beta_at)
@@ -617,8 +618,8 @@ class CublasCaptureHandle:
         head = (self._handle, self._ops[params.op_a], self._ops[params.op_b],
                 params.m, params.n, params.k, alpha_at)  # fmt: skip
         cublas = self._cublas
-        if dtype == "float64" or (dtype == "float32" and math == self.math):
-            function = cublas.dgemm if dtype == "float64" else cublas.sgemm
+        if entry != "gemm_ex":  # the dtype's own function, summing as the handle does
+            function = getattr(cublas, entry)
             args: tuple[Any, ...] = (
                 *head, first, params.lda, second, params.ldb, beta_at, out, params.ldc,
             )  # fmt: skip

@@ -25,7 +25,7 @@ such a dtype is named. Everything here is pure.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -37,6 +37,8 @@ __all__ = [
     "OUT_DTYPES",
     "PRODUCT_DTYPES",
     "SCALED_DTYPES",
+    "CublasEntry",
+    "cublas_entry",
     "dtype_of",
     "product_dtypes",
 ]
@@ -63,6 +65,28 @@ _FACTORS = (
     ", ".join(PRODUCT_DTYPES[:-1])
     + f" or {PRODUCT_DTYPES[-1]} factors, or fp8 ones ({', '.join(SCALED_DTYPES)})"
 )
+
+
+CublasEntry = Literal["sgemm", "dgemm", "gemm_ex", "lt_matmul"]
+"""The cuBLAS function a product calls: ``cublasSgemm``, ``cublasDgemm``,
+``cublasGemmEx``, or ``cublasLtMatmul`` for scaled (fp8) factors."""
+
+#: the dtypes with a cuBLAS function of their own, which sums as the handle's math says
+_TYPED: dict[str, CublasEntry] = {"float32": "sgemm", "float64": "dgemm"}
+
+
+def cublas_entry(dtype: str, math: str, handle_math: str = "fp32") -> CublasEntry:
+    """The cuBLAS function a product of ``dtype`` factors summing by ``math`` calls on a
+    handle whose float32 math is ``handle_math``: a scaled product's on cuBLASLt; the
+    dtype's own function where it has one and the handle already sums as ``math`` asks
+    (float64 always does); else ``cublasGemmEx``, which takes the math per call."""
+    product = _PRODUCTS[dtype]
+    if product.scaled:
+        return "lt_matmul"
+    typed = _TYPED.get(dtype)
+    if typed is not None and (dtype != "float32" or math == handle_math):
+        return typed
+    return "gemm_ex"
 
 
 def dtype_of(dtype: Any) -> np.dtype:

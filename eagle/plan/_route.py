@@ -47,7 +47,7 @@ from eagle.errors import EagleValueError, check_option
 from eagle.gemm._host import host_product, product_views
 from eagle.gemm.capture import BoundGemm, CublasCaptureHandle
 from eagle.gemm.contraction import RecognizedContraction
-from eagle.gemm.dtypes import PRODUCT_DTYPES, dtype_of
+from eagle.gemm.dtypes import PRODUCT_DTYPES, CublasEntry, cublas_entry, dtype_of
 from eagle.gemm.errors import CaptureInProgress, GemmCaptureUnavailable, PlanUnavailable
 from eagle.gemm.handles import stream_handle, warmed_handle
 from eagle.gemm.lending import record_lent
@@ -708,13 +708,20 @@ class HostGemm:
             product()
 
 
+#: the C name of each cuBLAS function a product may call
+_CUBLAS_NAMES: dict[CublasEntry, str] = {
+    "sgemm": "cublasSgemm",
+    "dgemm": "cublasDgemm",
+    "gemm_ex": "cublasGemmEx",
+    "lt_matmul": "cublasLtMatmul",
+}
+
+
 def _cublas_call(dtype: str, math: Float32Math) -> str:
     """The cuBLAS function a routed product over planes of ``dtype`` calls (a routed
     plan's handle computes float32 exactly, so TF32 and 16-bit products go through
     GemmEx)."""
-    if dtype == "float64":
-        return "cublasDgemm"
-    return "cublasSgemm" if dtype == "float32" and math == "fp32" else "cublasGemmEx"
+    return _CUBLAS_NAMES[cublas_entry(dtype, math)]
 
 
 def products_source(
