@@ -18,7 +18,7 @@ import numpy as np
 
 from eagle.cuda._runtime import cudart, runtime
 from eagle.cuda.graph import is_capturing
-from eagle.cuda.stream import DEFAULT_STREAM
+from eagle.cuda.stream import DEFAULT_STREAM, FRAMEWORK_STREAMS
 from eagle.errors import EagleTypeError, EagleValueError
 
 __all__ = [
@@ -63,7 +63,7 @@ def order(producer: int, consumer: int) -> None:
 
 def known(framework: str) -> str | None:
     """``framework`` when eagle finds its current stream (torch, CuPy), else None."""
-    return framework if framework in ("torch", "cupy") else None
+    return framework if framework in FRAMEWORK_STREAMS else None
 
 
 # -- DLPack ----------------------------------------------------------------------------------

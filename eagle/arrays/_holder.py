@@ -47,6 +47,8 @@ from hawk.dtypes import find
 
 __all__ = [
     "ALIKE",
+    "OWN",
+    "TYPES_KEPT",
     "Held",
     "Layout",
     "address_view",
@@ -168,8 +170,12 @@ def aligned_alike(key: tuple[Any, ...]) -> tuple[Any, ...] | None:
 
 #: addresses that agree modulo this many bytes are aligned alike for every plane dtype
 ALIKE = 16
-#: the keys whose second entry is a device index (-1 for a CPU tensor) and third an address
-_ADDRESSED = frozenset(("device", "torch", "cupy"))
+#: the keys whose second entry is a device index (-1 for a CPU tensor) and third an address:
+#: eagle's device Arrays' and those of each framework eagle takes streams from
+_ADDRESSED = frozenset(("device", *FRAMEWORK_STREAMS))
+#: the producers whose arrays are numpy's or eagle's own: no other framework's stream,
+#: versions or objects to keep
+OWN = frozenset(("numpy", "eagle"))
 
 
 def typed_key(cls: type) -> Callable[[Any], tuple[Any, ...] | None] | None:

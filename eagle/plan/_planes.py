@@ -31,7 +31,7 @@ import numpy as np
 import hawk
 from eagle._cache import KeyedCache
 from eagle.arrays import Array, _foreign, _holder
-from eagle.cuda.stream import framework_of, launch_stream, scoped_stream
+from eagle.cuda.stream import FRAMEWORK_STREAMS, framework_of, launch_stream, scoped_stream
 from eagle.errors import EagleOverflowError, EagleTypeError, EagleValueError, shown
 from hawk import ir
 from hawk.dtypes import PLANE_DTYPES, plane_row
@@ -162,7 +162,7 @@ def _foreign_planes(
 ) -> ForeignPlanes | None:
     """What launches over ``held`` owe the planes from other frameworks, or None when none
     is (numpy arrays and eagle Arrays only)."""
-    if all(h.framework in ("numpy", "eagle") for h in held.values()):
+    if all(h.framework in _holder.OWN for h in held.values()):
         return None
     written = tuple(
         (plane.name, item.tensor)
@@ -174,7 +174,7 @@ def _foreign_planes(
     watched = tuple(
         name
         for name, item in held.items()
-        if item.framework not in ("numpy", "eagle") and not item.array.is_host
+        if item.framework not in _holder.OWN and not item.array.is_host
     )
     # the framework whose stream a launch goes to outside ``with stream:``: only its own
     # planes' producers queue work there (an interface's stream may be any)
@@ -182,7 +182,7 @@ def _foreign_planes(
     apart = tuple(
         name
         for name in watched
-        if held[name].framework not in ("torch", "cupy")
+        if held[name].framework not in FRAMEWORK_STREAMS
         or framework_of(held[name].array) != launching
     )
     return ForeignPlanes(device, written, watched, apart)
