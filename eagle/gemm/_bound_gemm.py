@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from eagle.arrays import _holder
 from eagle.cuda.graph import is_capturing, record_use
 from eagle.errors import EagleValueError
+from eagle.gemm._operands import ROLES
 from eagle.gemm._prepared import Call, product_key
 from eagle.gemm.dtypes import SCALED_DTYPES
 from eagle.gemm.params import GemmParams, SgemmParams, _check_out_apart, check_scaled_pointer
@@ -153,7 +154,7 @@ class BoundGemm:
                 0 if second_scale is None else second_scale.ptr,
             )
         if isinstance(params, GemmParams) and params.dtype in SCALED_DTYPES:
-            for name in ("a", "b", "out"):
+            for name in ROLES:
                 check_scaled_pointer(name, operands[name].ptr)
         key = product_key(params, first, second, out)
         alpha, beta = self._call.values

@@ -42,7 +42,7 @@ from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr
 from eagle.errors import EagleTypeError, check_option
 from eagle.gemm._bound_gemm import BoundGemm
-from eagle.gemm._operands import SCALES, handle_operands
+from eagle.gemm._operands import ROLES, SCALES, handle_operands
 from eagle.gemm._prepared import (
     ALIGNMENT,
     CACHED_CALLS,
@@ -77,7 +77,6 @@ WORKSPACE_BYTES = 32 * 1024 * 1024
 """The bytes of cuBLAS workspace each handle owns (32 MiB, NVIDIA's recommendation for Hopper)."""
 
 _MATH_MODES: dict[Float32Math, str] = {"fp32": "DEFAULT_MATH", "tf32": "TF32_TENSOR_OP_MATH"}
-_ROLES = ("a", "b", "out")
 # the element types cublasGemmEx is told: each product dtype's cudaDataType_t
 _DATA_TYPES = {row.name: row.cuda for row in TABLE if row.product is not None}
 _FLOAT32 = np.dtype(np.float32)
@@ -465,7 +464,7 @@ class CublasCaptureHandle:
             raise HandleDestroyed(f"{self!r} was destroyed; make a new CublasCaptureHandle")
 
     def _refuse_unwarmed(self, params: Params, operands: Mapping[str, Any]) -> None:
-        offsets = ", ".join(f"{name} +{operands[name].ptr % ALIGNMENT}" for name in _ROLES)
+        offsets = ", ".join(f"{name} +{operands[name].ptr % ALIGNMENT}" for name in ROLES)
         raise CaptureInProgress(
             f"this product was never warmed ({params}; operand bytes past {ALIGNMENT}-byte "
             f"alignment: {offsets}); call handle.warm(params, operands) with these operands "
@@ -510,10 +509,10 @@ class CublasCaptureHandle:
                 f"operands must be a mapping {{'a': ..., 'b': ..., 'out': ...}}, not "
                 f"{type(operands).__name__}"
             )
-        missing = [name for name in _ROLES if name not in operands]
+        missing = [name for name in ROLES if name not in operands]
         if missing:
             raise NotCapturable(f"operands lack {missing}; pass {{'a': ..., 'b': ..., 'out': ...}}")
-        for name in _ROLES:
+        for name in ROLES:
             self._check_device_array(name, operands[name])
         transpose_a, transpose_b, transpose_out = params.transposes
         a, b, out = operands["a"], operands["b"], operands["out"]
@@ -546,7 +545,7 @@ class CublasCaptureHandle:
         scaled = isinstance(params, GemmParams) and params.dtype in SCALED_DTYPES
         given = self._checked_scales(operands, scaled)
         if scaled:
-            for name in _ROLES:
+            for name in ROLES:
                 check_scaled_pointer(name, operands[name].ptr)
         first, second = (operands[name] for name in params.operands)
         first_scale, second_scale = (given.get(f"{name}_scale") for name in params.operands)
