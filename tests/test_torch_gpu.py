@@ -93,6 +93,29 @@ def test_float32_contraction_matches_torch_autograd(contraction):
         assert _relative_error(g, w) < 1e-5
 
 
+def test_negated_views_and_float64_sums_into_float16_on_the_device():
+    """As on CPU tensors: a lazily negated view reads as its values (input and cotangent,
+    over kept bindings), and a float64 sum rounds once into a float16 output."""
+    f = eagle.torch.function(k.scale_add)
+    x = torch.linspace(1.0, 2.0, 1000, device="cuda", requires_grad=True)
+    z = torch.rand(1000, device="cuda")
+    plain = torch.complex(torch.zeros_like(z), z)
+    for _ in range(3):
+        torch.testing.assert_close(f(x=x, z=plain.conj().imag), 0.5 * x - z)
+        g = torch.rand(1000, device="cuda")
+        (grad,) = torch.autograd.grad(f(x=x, z=z), x, grad_outputs=torch._neg_view(g))
+        torch.testing.assert_close(grad, -0.5 * g)
+    v = 1 + 2**-11 + 2**-40  # just above the float16 tie between 1 and 1 + 2**-10
+    a = torch.tensor([v], dtype=torch.float64, device="cuda", requires_grad=True)
+    ones = {"x": torch.ones(1, dtype=torch.float16, device="cuda", requires_grad=True)}
+    ones["w"] = torch.ones(1, dtype=torch.float16, device="cuda", requires_grad=True)
+    y, t = eagle.torch.function(k.stored_and_summed)(a=a, **ones)
+    assert y.dtype == t.dtype == torch.float16
+    assert y.item() == t.item() == 1 + 2**-10  # v rounded once (twice: 1.0)
+    (y.sum() + t.sum()).backward()
+    assert ones["x"].grad.item() == ones["w"].grad.item() == 2 + 2**-9
+
+
 def test_runs_after_torch_work_queued_on_its_stream():
     f = eagle.torch.function(k.scale_add)
     x = torch.full((1000,), float("nan"), device="cuda")
