@@ -495,7 +495,7 @@ class Derivatives:
             like = given[name]
             made[name] = planes[gradient] = (
                 torch.empty(like.numel(), dtype=like.dtype, device=device)
-                if kinds[gradient] == "output"
+                if kinds[gradient] == PlaneKind.OUTPUT
                 else torch.zeros(like.numel(), dtype=real, device=device)
             )
         if adjoint.adds:

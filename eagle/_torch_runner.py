@@ -159,7 +159,10 @@ def compute_dtype(*tensors: Any) -> torch.dtype:
 _ROUNDED_ONCE = frozenset(
     getattr(torch, row.name)
     for row in TABLE
-    if row.plane is not None and row.plane.from_double == "once" and row.itemsize < 4
+    if row.plane is not None
+    and row.plane.adds  # (the rows eagle.torch takes: see _NUMPY)
+    and row.plane.from_double == "once"
+    and row.itemsize < 4
 )
 
 

@@ -64,11 +64,6 @@ def _evaluated(node: ir.Operation) -> ir.Expr:
     )
     if real_to_int and not int_takes(values[0]):  # NaN, +-inf, beyond int64
         return node  # int() raises as the kernel runs, naming the lane
-    int_to_real = (
-        isinstance(node, ir.Cast) and node.to == Type.REAL and node.operand.type == Type.INT
-    )
-    if int_to_real and float(values[0]) != values[0]:  # not exact in float64
-        return node  # a float64 constant would round it twice: the kernel's cast, once
     return _constant(node, node.builtin.evaluate(*values))
 
 

@@ -171,11 +171,7 @@ def cotangent_planes(kernel: Kernel) -> dict[str, str]:
         TypeError: ``kernel`` is not a ``@hawk.kernel``.
     """
     _check_kernel(kernel)
-    return {
-        p.name: p.name + BAR
-        for p in kernel.planes
-        if p.kind in (PlaneKind.OUTPUT, PlaneKind.ACCUMULATOR)
-    }
+    return {p.name: p.name + BAR for p in kernel.planes if p.is_written}
 
 
 def vjp(

@@ -551,9 +551,9 @@ class _Tracer(ExpressionTracer):
         start, stop, step = bounds
         if step == 0:
             raise self.error(node, "range() step must not be zero")
-        count = len(range(start, stop, step))
-        after = start + count * step  # the counter after the last pass (and before the first)
-        if count and not all(INT_MIN <= value <= INT_MAX for value in (after, start - step)):
+        passes = range(start, stop, step)  # (len() of one of 2**63 passes or more overflows)
+        after = passes[-1] + step if passes else start  # the counter after the last pass
+        if passes and not all(INT_MIN <= value <= INT_MAX for value in (after, start - step)):
             raise self.error(
                 node,
                 f"range({start}, {stop}, {step}) steps its counter past the int64 range "

@@ -175,16 +175,6 @@ def folded(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar], z: hawk.Mutable[hawk.Sc
     z = (x + 1.0) - x
 
 
-#: an int beyond 2**53 just above a float32 tie: 2**60 and 2**60 + 2**37 are its neighbours
-BIG = 2**60 + 2**36 + 1
-
-
-@hawk.kernel
-def big_int(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
-    # an int constant that float64 cannot hold meets a real: rounded once, to the compute type
-    y = x * BIG
-
-
 @hawk.kernel
 def least(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar], z: hawk.Mutable[hawk.Scalar]):
     # the least int of each width as a constant: C reads -9223372036854775808LL as the

@@ -108,6 +108,22 @@ def test_a_kept_plan_and_adjoint_keep_no_run_s_arrays_alive() -> None:
     assert len(plan._bindings) > 0  # (they were kept: over addresses)
 
 
+def test_host_runs_while_a_capture_is_open_elsewhere_reuse_their_bindings(monkeypatch) -> None:
+    """A capture open on a device (another thread's, say) changes nothing for host runs:
+    they are never recorded, so they keep binding over addresses and keep no arrays."""
+    monkeypatch.setattr(eagle.plan._autoplan, "any_capture_active", lambda: True)
+    plan = eagle.plan.auto(saxpy)
+    x, y = np.ones(5), np.zeros(5)
+    plan.run(a=2.0, x=x, y=y)
+    bound = plan._bindings.last[1]
+    plan.run(a=2.0, x=x, y=y)
+    assert plan._bindings.last[1] is bound and bound._detached
+    alive = weakref.ref(x)
+    del x, y
+    gc.collect()
+    assert alive() is None
+
+
 def test_array_classes_made_on_the_fly_are_not_all_kept() -> None:
     """eagle remembers how to take an array type, for the first TYPES_KEPT types it sees:
     a library making an ndarray subclass per call neither grows the tables without end

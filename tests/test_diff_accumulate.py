@@ -161,7 +161,7 @@ def test_a_written_sequence_refuses_a_gradient_plane_that_shares_part_of_another
 
 @pytest.mark.parametrize("accumulate", [True, False])
 def test_a_sequence_refuses_a_gradient_plane_over_a_plane_the_adjoints_read(rng, accumulate):
-    """A gradient plane of one launch over memory another launch takes as the forward's
+    """A gradient plane of one launch over memory an earlier launch takes as the forward's
     values (its table here): the first adjoint to run would change what a later one reads,
     so the bind refuses it by name before anything runs."""
     buffer, y_bars = rng.standard_normal(8), [rng.standard_normal(8) for _ in range(2)]
@@ -179,6 +179,17 @@ def test_a_sequence_refuses_a_gradient_plane_over_a_plane_the_adjoints_read(rng,
         eagle.diff.reverse(plans, accumulate=accumulate).run(*launches)
     np.testing.assert_array_equal(buffer, kept)
     np.testing.assert_array_equal(t_bar, 0.0)
+    # the other way round, a later launch's table under an earlier launch's gradient: the
+    # later launch's adjoint runs first and has read it, so the memory may be reused
+    later = rng.standard_normal(4)
+    apart, reused = np.zeros(8), np.zeros(8)
+    reused[2:6] = later
+    for gradient, table in ((apart, later), (reused, reused[2:6])):
+        eagle.diff.reverse(plans, accumulate=False).run(
+            {"t": buffer, "y_bar": y_bars[0], "t_bar": gradient},
+            {"t": table, "y_bar": y_bars[1], "t_bar": np.zeros(4)},
+        )
+    np.testing.assert_array_equal(reused, apart)
 
 
 def test_accumulate_is_kept_by_copies_and_named_in_the_repr():

@@ -332,6 +332,12 @@ ERRORS = [
         1,
         r"keep the range one step inside -9223372036854775808 \.\. 9223372036854775807",
     ),
+    (  # more than 2**63 passes: refused for its first step back, not by len() overflowing
+        "for i in range(-9223372036854775807 - 1, 0):\n    y = x",
+        LANES,
+        1,
+        r"steps its counter past the int64 range",
+    ),
     ("y = z\nz = 1.0", LANES, 1, r"name 'z' is used before assignment"),
     ("x = 1.0\ny = x", LANES, 1, r"'x' is a Scalar input; assign to a new name"),
     ("for i in range(R):\n    if i > 1:\n        break\ny = x", LANES, 3, r"break .* not in hawk"),

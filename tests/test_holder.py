@@ -490,6 +490,19 @@ def test_foreign_planes_order_a_reused_run_after_their_producers(monkeypatch, no
     assert no_driver[1:] == [(0x55, 0x99), (0xC0, 0x99)]
 
 
+@pytest.mark.parametrize("grad", [False, True], ids=["plain", "requires_grad"])
+def test_a_tensor_held_alike_reads_its_own_key(monkeypatch, grad):
+    """hold_alike takes a tensor from its layout key (what a moved bind does with fresh
+    tensors laid out as earlier ones), whatever the key holds after its address."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setitem(streams.FRAMEWORK_STREAMS, "torch", lambda index: 0x70 + index)
+    like = _holder.hold(torch.arange(4.0)).array
+    fresh = (torch.arange(4.0) * 2).requires_grad_(grad)
+    held = _holder.hold_alike(fresh, layout_key(fresh), like)
+    assert (held.framework, held.array.ptr, held.grad) == ("torch", fresh.data_ptr(), grad)
+    assert held.producer == 0x70 - 1 and held.array.readonly == grad  # (a CPU tensor: -1)
+
+
 def test_adjoint_bindings_take_torch_tensors_and_bump_the_gradients_they_add_into(rng):
     torch = pytest.importorskip("torch")
     from tests._hawk_kernels import saxpy
@@ -548,6 +561,10 @@ def test_numpy_subclasses_are_read_as_plain_arrays_and_masked_ones_refused():
     masked = np.ma.masked_array([1.0, 2.0, 3.0], mask=[False, True, False])
     with pytest.raises(TypeError, match=r"plane 'x': a numpy masked array.*\.filled\(value\)"):
         eagle.plan.auto(_scale).run(x=masked, y=np.zeros(3))
+    plan, y = eagle.plan.auto(_scale), np.zeros(3)
+    plan.run(x=masked.data, y=y)  # a binding over the same memory: never run for the mask
+    with pytest.raises(TypeError, match=r"plane 'x': a numpy masked array"):
+        plan.run(x=masked, y=y)
     with pytest.raises(TypeError, match="masked array"):
         arrays.asarray(masked)
     step = matmul_step("p", a="a", b="b", out="c")

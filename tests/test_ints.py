@@ -254,19 +254,6 @@ def test_the_device_checks_an_index_or_divisor_whose_arithmetic_wraps(narrow: bo
     assert divide.count("hawk_divisor(") >= 2, divide  # the // and the %
 
 
-@pytest.mark.parametrize("backend", ["numpy", "reference"])
-def test_an_int_constant_float64_cannot_hold_is_rounded_once_to_the_compute_type(backend) -> None:
-    """Folded to a float64 constant first, it would round twice into float32."""
-    once = np.float32(np.array([k.BIG]).astype(np.float32)[0])
-    assert once != np.float32(float(k.BIG))  # (the case this test is about)
-    for dtype, want in ((np.float16, once), (np.float64, np.float64(k.BIG))):
-        y = np.full(1, np.nan, np.float32 if dtype == np.float16 else np.float64)
-        eagle.plan.auto(k.big_int, backend=backend).run(x=np.ones(1, dtype), y=y)
-        assert y[0] == want
-    source = cuda.emit(k.big_int.ir, {"x": np.dtype(np.float16), "y": np.dtype(np.float32)}).source
-    assert f"((float)({k.BIG}LL))" in source  # the device's int64 -> float rounds once too
-
-
 def test_constants_alone_fold_in_float64_and_enter_a_float32_kernel_rounded_once() -> None:
     x = np.full(3, 2.0**40, np.float32)
     y, z = np.full(3, np.nan, np.float32), np.full(3, np.nan, np.float32)
@@ -282,5 +269,6 @@ def test_the_host_overflow_check_refuses_an_op_it_has_no_rule_for() -> None:
 
     site = None  # (never reached: the rule is looked up first)
     lanes = np.array([1, 2], np.int64)
-    with pytest.raises(HawkError, match=r"no int64 overflow rule for '%'; checked ops: \+, -"):
-        _host_runtime._checked("%", lanes, lanes, site, None, 2)
+    for operands in ((lanes, lanes), (5, 3)):  # lanes' values, and a uniform value's
+        with pytest.raises(HawkError, match=r"no int64 overflow rule for '%'; checked ops: \+"):
+            _host_runtime._checked("%", *operands, site, None, 2)

@@ -20,6 +20,8 @@ from eagle.cuda.graph import Launcher
 from eagle.cuda.module import PackedArgs
 from eagle.plan._bound import Bound, Step
 from eagle.plan._sites import kernel_site, product_site
+from hawk import ir
+from hawk.kinds import PlaneKind
 from tests import _route_kernels as k
 from tests._util import FakeCalls
 
@@ -153,10 +155,8 @@ def _kernel_site(fake: FakeCuda, planes: dict[str, FakeArray], label: str = "pla
 def _ir(planes: dict[str, FakeArray]) -> Any:
     """A stand-in for a kernel's IR: the planes in order, the last one written."""
     names = list(planes)
-    kinds = ["table"] * (len(names) - 1) + ["output"]
-    return SimpleNamespace(
-        planes=[SimpleNamespace(name=n, kind=t) for n, t in zip(names, kinds, strict=True)]
-    )
+    kinds = [PlaneKind.TABLE] * (len(names) - 1) + [PlaneKind.OUTPUT]
+    return SimpleNamespace(planes=[ir.Plane(n, t) for n, t in zip(names, kinds, strict=True)])
 
 
 def _planes(base: int = 0x10000) -> dict[str, FakeArray]:

@@ -116,7 +116,8 @@ def test_a_compiled_graph_never_runs_another_function():
 
 def test_code_compiled_with_a_function_does_not_keep_it_alive():
     """torch.compile keeps the autograd contexts it traced (forward and backward) with the
-    compiled code; they hold the function's key, so a function dropped is still freed."""
+    compiled code; they hold the function's key, so a function dropped is still freed (as
+    the docs say, a compiled call's backward then raises: keep the function until then)."""
     torch._dynamo.reset()
     alive = []
     for factor in (2.0, 3.0):
@@ -130,6 +131,14 @@ def test_code_compiled_with_a_function_does_not_keep_it_alive():
     gc.collect()
     try:
         assert [ref() for ref in alive] == [None, None]
+        # and so a compiled call whose function is dropped before its backward raises
+        f = eagle.torch.function(_scaled(5.0))
+        compiled = torch.compile(lambda x, f=f: f(x=x).square().sum(), fullgraph=True)
+        loss = compiled(torch.randn(16, requires_grad=True))
+        del f, compiled
+        gc.collect()
+        with pytest.raises(Exception, match=r"has been freed: a graph compiled or traced"):
+            loss.backward()
     finally:
         torch._dynamo.reset()
 

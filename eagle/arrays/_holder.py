@@ -59,6 +59,7 @@ __all__ = [
     "describe",
     "hold",
     "hold_alike",
+    "kept_type",
     "layout_key",
     "order_after",
     "producer_of",
@@ -469,18 +470,21 @@ class _Numpy(_Kind):
 
 def _plain(value: np.ndarray) -> np.ndarray:
     """A numpy subclass as a plain ndarray over the same memory: its own indexing and
-    arithmetic (``np.matrix``'s, say) do not follow it into eagle.
+    arithmetic (``np.matrix``'s, say) do not follow it into eagle."""
+    return value.view(np.ndarray)
 
-    Raises:
-        TypeError: a masked array, whose values under its mask are not data.
-    """
-    masked = getattr(sys.modules.get("numpy.ma"), "MaskedArray", None)
-    if masked is not None and isinstance(value, masked):
+
+class _Masked(_Kind):
+    """numpy masked arrays, refused: their elements under the mask are no values. They
+    have no key, so no binding made over other arrays in the same memory runs them."""
+
+    key = staticmethod(lambda value: None)
+
+    def hold(self, value: Any, sync: bool) -> Held:
         raise EagleTypeError(
             "a numpy masked array's elements under its mask are no values eagle can read; "
             "pass .filled(value) of it (or .data, to read what is under the mask)"
         )
-    return value.view(np.ndarray)
 
 
 class _Eagle(_Kind):
@@ -564,7 +568,7 @@ class _Torch(_Kind):
         return FRAMEWORK_STREAMS["torch"](device) if value.get_device() >= 0 else None
 
     def hold_alike(self, value: Any, key: tuple[Any, ...], like: _array.Array) -> Held:
-        _, index, ptr, _, _, _, grad = key  # (:func:`_tensor_key`)
+        _, index, ptr, _, _, _, grad, _ = key  # (:func:`_tensor_key`)
         keep = value.detach() if grad else value  # the same memory, without the graph
         array = like._at(ptr, _foreign.Source(keep, "torch"), readonly=grad)  # (as hold)
         return Held(array, "torch", FRAMEWORK_STREAMS["torch"](index), grad, value)
@@ -649,6 +653,7 @@ class _Protocols(_Kind):
 
 
 _NUMPY, _EAGLE, _TORCH, _CUPY, _PROTOCOLS = _Numpy(), _Eagle(), _Torch(), _Cupy(), _Protocols()
+_MASKED = _Masked()
 
 #: the kind of each type seen so far, up to TYPES_KEPT of them (other producers are looked
 #: at object by object, and so are types past the bound: array classes made on the fly)
@@ -665,16 +670,28 @@ def _kind_of_type(cls: type) -> _Kind:
     kind = _kinds.get(cls)
     if kind is None:
         kind = _find(cls)
-        if kind is not _PROTOCOLS and len(_kinds) < TYPES_KEPT:
+        if kind is not _PROTOCOLS and kept_type(cls, len(_kinds)):
             _kinds[cls] = kind
     return kind
+
+
+def kept_type(cls: type, kept: int) -> bool:
+    """Whether a table of how to take array types, holding ``kept`` of them, keeps
+    ``cls``: a framework's own classes always, others up to :data:`TYPES_KEPT`."""
+    return kept < TYPES_KEPT or cls.__module__.partition(".")[0] in _OWN_MODULES
+
+
+#: the packages whose own array classes the type tables always keep (a fixed few)
+_OWN_MODULES = frozenset(("numpy", "eagle", *FRAMEWORK_STREAMS))
 
 
 def _find(cls: type) -> _Kind:
     if issubclass(cls, _array.Array):
         return _EAGLE
     if issubclass(cls, np.ndarray):
-        return _NUMPY
+        # (a masked array's class exists only once numpy.ma is imported)
+        masked = getattr(sys.modules.get("numpy.ma"), "MaskedArray", None)
+        return _MASKED if masked is not None and issubclass(cls, masked) else _NUMPY
     # a torch tensor or CuPy array exists only once its framework is imported
     tensor = getattr(sys.modules.get("torch"), "Tensor", None)
     if isinstance(tensor, type) and issubclass(cls, tensor):

@@ -336,7 +336,8 @@ class AutoPlan:
             bindings.hits += 1
         else:
             bound, reused = self._reused(key, planes)
-        if bound._detached and any_capture_active():  # a graph keeps the arrays it uses
+        if bound._detached and bound.side == "device" and any_capture_active():
+            # a graph keeps the arrays it uses (host runs are never recorded)
             bound, reused = self._bind(planes), False
         foreign = bound._foreign  # planes from torch, CuPy...: the objects given count
         if foreign is not None and reused and foreign.watched:
@@ -406,9 +407,9 @@ class AutoPlan:
     ) -> BoundPlan:
         """:meth:`bind`. A binding of the kernel's own loop takes a later run's Param
         numbers (:meth:`BoundPlan._set_numbers`) when :meth:`run` reuses it. With
-        ``detach``, device planes are bound through address views (:func:`detached`)
-        outside any capture, for a binding that plans of this kernel, policy and backend
-        share by the planes' layout keys (``keys``, when the caller has them)."""
+        ``detach``, planes are bound through address views (:func:`detached`), device
+        ones outside any capture, for a binding that plans of this kernel, policy and
+        backend share by the planes' layout keys (``keys``, when the caller has them)."""
         alike = None
         if self.record is not None:  # only a recognised contraction's products are moved
             keys = layout_keys(planes, self._names) if keys is None else keys
@@ -423,7 +424,7 @@ class AutoPlan:
         # a binding run keeps names the bare plan: the plan keeping it in a cycle would
         # keep its planes alive until Python's cycle collector ran
         plan = self._shared.bare() if detach else self
-        if detach and not any_capture_active():
+        if detach and (checked.side == "host" or not any_capture_active()):
             checked = detached(checked)
         backend = self._backends.get(checked.side)  # type: ignore[call-overload]
         if backend is None:

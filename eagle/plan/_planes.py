@@ -460,7 +460,7 @@ def layout_key(value: Any) -> tuple[Any, ...] | None:
         return None
     key = _holder.layout_key(value)
     typed = _holder.typed_key(type(value))
-    if typed is not None and len(_KEYS) < _holder.TYPES_KEPT:  # (a torch tensor's, say)
+    if typed is not None and _holder.kept_type(type(value), len(_KEYS)):  # a tensor's, say
         _KEYS[type(value)] = typed  # found by type from now on
     return key
 

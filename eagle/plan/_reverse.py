@@ -615,12 +615,12 @@ def _refuse_read(
     read: Sequence[tuple[int, str, tuple[int, int]]],
     position: int,
 ) -> None:
-    """Refuse a gradient plane that shares memory with a plane some launch takes as the
-    forward's values: the adjoints read those as they were, and one adjoint's writes
-    would change what another reads."""
+    """Refuse a gradient plane of launch ``position`` that shares memory with a plane a
+    launch whose adjoint runs later (this one, or an earlier launch) takes as the
+    forward's values: that adjoint would read what this one wrote."""
     for name, (start, size) in gradients.items():
         for launch, plane, (begun, length) in read:
-            if start < begun + length and begun < start + size:
+            if launch <= position and size and start < begun + length and begun < start + size:
                 raise EagleValueError(
                     f"launch {position}: gradient plane {name!r} shares memory with plane "
                     f"{plane!r} of launch {launch}, which the adjoints read as the forward's "

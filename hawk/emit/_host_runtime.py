@@ -153,15 +153,15 @@ def _checked(
     """``a op b`` in int64 (``op`` one of ``+``, ``-``, ``*``, ``//`` and ``neg``, which
     negates ``a``), raising for the first lane (under ``mask``) where its value leaves
     int64."""
+    overflows = _OVERFLOWS.get(op)
+    if overflows is None:
+        raise HawkError(f"no int64 overflow rule for {op!r}; checked ops: {', '.join(_OVERFLOWS)}")
     if type(a) is int and type(b) is int:
         exact = EXACT[op](a, b)
         _fail_first(site, exact != wrapped(exact), wrapped(exact), mask, n, unit)
         return wrapped(exact)
     x, y = np.asarray(a, np.int64), np.asarray(b, np.int64)
     result: np.ndarray = np.asarray(EXACT[op](x, y), np.int64)
-    overflows = _OVERFLOWS.get(op)
-    if overflows is None:
-        raise HawkError(f"no int64 overflow rule for {op!r}; checked ops: {', '.join(_OVERFLOWS)}")
     _fail_first(site, overflows(x, y, result), result, mask, n, unit)
     return result if result.ndim else result.item()
 
