@@ -68,8 +68,8 @@ _FACTORS = (
 
 
 CublasEntry = Literal["sgemm", "dgemm", "gemm_ex", "lt_matmul"]
-"""The cuBLAS function a product calls: ``cublasSgemm``, ``cublasDgemm``,
-``cublasGemmEx``, or ``cublasLtMatmul`` for scaled (fp8) factors."""
+"""Which cuBLAS function a product calls (``cublasSgemm``, ``cublasDgemm``,
+``cublasGemmEx``, or ``cublasLtMatmul`` for scaled fp8 factors)."""
 
 #: the dtypes with a cuBLAS function of their own, which sums as the handle's math says
 _TYPED: dict[str, CublasEntry] = {"float32": "sgemm", "float64": "dgemm"}
