@@ -655,9 +655,10 @@ class _Protocols(_Kind):
 _NUMPY, _EAGLE, _TORCH, _CUPY, _PROTOCOLS = _Numpy(), _Eagle(), _Torch(), _Cupy(), _Protocols()
 _MASKED = _Masked()
 
-#: the kind of each type seen so far, up to TYPES_KEPT of them (other producers are looked
-#: at object by object, and so are types past the bound: array classes made on the fly)
+#: the kind of each type seen so far, as :func:`kept_type` allows (other producers are
+#: looked at object by object, and so are types past the bound: classes made on the fly)
 _kinds: dict[type, _Kind] = {np.ndarray: _NUMPY}
+#: how many types besides the frameworks' own the type tables keep
 TYPES_KEPT = 64
 
 
