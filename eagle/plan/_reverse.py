@@ -623,9 +623,10 @@ def _refuse_read(
             if launch <= position and size and start < begun + length and begun < start + size:
                 raise EagleValueError(
                     f"launch {position}: gradient plane {name!r} shares memory with plane "
-                    f"{plane!r} of launch {launch}, which the adjoints read as the forward's "
-                    "values; give each gradient plane memory of its own (a chain connects "
-                    "launches through a cotangent, as a gradient plane of the later launch)"
+                    f"{plane!r} of launch {launch}, whose adjoint runs later and reads it as "
+                    "the forward's values; give the gradient plane memory of its own (a "
+                    "chain connects launches through a cotangent, as a gradient plane of "
+                    "the later launch)"
                 )
 
 
