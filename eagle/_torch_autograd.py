@@ -5,9 +5,10 @@ defined through ``torch.library`` with a fake implementation and an autograd for
 cannot unregister an op, so they are made per *signature*, not per kernel: every
 function with as many inputs and outputs calls the same three ops (the forward, its
 backward, and the backward's backward), passing its ``key``. The op finds the function
-in a weak table by that key, so a function nothing else holds is freed; keys are never
-reused, so a graph compiled for one function never runs another (it raises once its
-function is gone).
+in a weak table by that key, so a function nothing else holds is freed. A key is a hash
+of what its function computes, so a graph compiled for one function only ever runs one
+that computes the same, in this process or when torch's on-disk caches replay the graph
+in another (it raises once no such function is alive).
 
 **autograd.Function** classes carry plain eager calls that autograd records (they skip
 the custom-op dispatcher, which costs more than a launch: :class:`Forward`) and calls
@@ -24,7 +25,7 @@ Only :mod:`eagle.torch` imports this module (it needs torch).
 from __future__ import annotations
 
 import functools
-import itertools
+import hashlib
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -53,6 +54,7 @@ class Function(Protocol):
     (named here so that this module needs nothing of :mod:`eagle.torch`, which imports it)."""
 
     kernel: Any
+    plan: Any
     key: int
     backward_op: Any
     _second_op: Any
@@ -74,17 +76,35 @@ _NAMESPACE = "eagle"
 #: change to the ops' schemas or autograd formulas (``tests/test_torch.py`` pins the schemas).
 _REVISION = 2
 
-_live: weakref.WeakValueDictionary[int, Function] = weakref.WeakValueDictionary()
-_keys = itertools.count()
+#: the live functions of each key (functions of one key compute the same: any will do)
+_live: dict[int, weakref.WeakSet[Function]] = {}
+_keys_lock = threading.RLock()
 _registered: dict[tuple[int, int], tuple[Any, Any, Any]] = {}
 _registering = threading.Lock()  # torch refuses to define an op twice
 
 
 def register(function: Function) -> int:
-    """A new key for ``function``, by which the registered ops find it while it lives."""
-    key = next(_keys)
-    _live[key] = function
+    """The key of ``function``, by which the registered ops find it while it lives: a hash
+    of what it computes (its kernel's IR, its policy and the ops' revision), the same in
+    every process. torch's on-disk caches key a compiled graph on the key it passes, so a
+    graph compiled for a kernel is never replayed for an edited one, whose key differs;
+    two live functions of the same key compute the same."""
+    computes = repr((_REVISION, function.kernel.ir, function.plan.policy))
+    key = int.from_bytes(hashlib.sha256(computes.encode()).digest()[:8], "little") >> 1
+    with _keys_lock:
+        functions = _live.setdefault(key, weakref.WeakSet())
+        functions.add(function)
+        _live[key] = functions  # (the collector may have run _forget of the key meanwhile)
+    weakref.finalize(function, _forget, key)
     return key
+
+
+def _forget(key: int) -> None:
+    """Drop ``key`` once no function of it is alive."""
+    with _keys_lock:  # (reentrant: the collector may call this inside register)
+        functions = _live.get(key)
+        if functions is not None and next(iter(functions), None) is None:  # (none alive: a
+            del _live[key]  # set's size may count the one just freed until its callback)
 
 
 def lookup(key: int) -> Function:
@@ -93,7 +113,7 @@ def lookup(key: int) -> Function:
     Raises:
         RuntimeError: it was freed (a graph compiled with it outlived it).
     """
-    function = _live.get(key)
+    function = next(iter(_live.get(key, ())), None)
     if function is None:
         raise EagleRuntimeError(
             f"the eagle.torch function this op call was made for (key {key}) has been freed: "

@@ -169,8 +169,8 @@ class Function:
         adjoint: ``eagle.diff.reverse(plan)``, which the backward runs on the GEMM
             route (on the loop route it runs ``hawk.diff.vjp(kernel, ...,
             lane_gradients="store")``, which needs no zeroed gradients).
-        key: this function's number, never reused in the process; the registered
-            ops take it as their last argument.
+        key: a hash of what this function computes (its kernel's IR and policy), the
+            same in every process; the registered ops take it as their last argument.
         op: the registered forward op (``torch.ops.eagle.function_<inputs>_<outputs>``),
             shared by every function with as many inputs and outputs: it takes the
             inputs, the initial values, the lane count (-1: from the lane planes),

@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import gc
+import subprocess
+import sys
 import tracemalloc
 import warnings
 import weakref
@@ -57,18 +59,48 @@ def test_a_thousand_wrapped_kernels_dropped_grow_memory_less_than_a_mebibyte():
     assert grown < 1 << 20, f"{grown / 1024:.0f} KiB"
 
 
-def test_a_dropped_function_is_freed_and_its_key_never_reused():
+def test_a_dropped_function_is_freed_and_its_key_names_what_it_computes():
     f = eagle.torch.function(_scaled(2.0))
     key = f.key
-    collected = _torch_autograd._live
-    assert collected[key] is f
+    assert _torch_autograd.lookup(key) is f
+    twin = eagle.torch.function(_scaled(2.0))  # another kernel object, the same computation
+    assert twin is not f and twin.key == key
     del f
     gc.collect()
-    assert key not in collected
-    g = eagle.torch.function(_scaled(2.0))
-    assert g.key > key
+    assert _torch_autograd.lookup(key) is twin  # (either computes what the key names)
+    del twin
+    gc.collect()
+    assert key not in _torch_autograd._live
     with pytest.raises(RuntimeError, match=rf"key {key}\) has been freed"):
-        g.op(torch.ones(3), None, -1, torch.float32, key)
+        eagle.torch.function(_scaled(4.0)).op(torch.ones(3), None, -1, torch.float32, key)
+    assert eagle.torch.function(_scaled(2.0), contraction="gemm").key != key  # another policy
+
+
+_KEY_OF = """
+import hawk, eagle.torch
+
+@hawk.kernel
+def scaled(x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]):
+    y = {body}
+
+print(eagle.torch.function(scaled).key)
+"""
+
+
+def test_a_function_s_key_is_the_same_in_every_process_and_changes_with_its_kernel(tmp_path):
+    """torch's on-disk caches of compiled graphs key a graph on the key it passes: the same
+    kernel gets the same key in another process (a cache hit is right), an edited one
+    another (a graph compiled for the old body is never replayed for the new)."""
+    keys = []
+    for body in ("2.0 * x", "2.0 * x", "2.0 * x + 1.0"):
+        script = tmp_path / "key_of.py"
+        script.write_text(_KEY_OF.format(body=body))
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        keys.append(int(done.stdout))
+    assert keys[0] == keys[1] != keys[2]
 
 
 def test_a_deep_copy_of_a_model_shares_its_functions():
