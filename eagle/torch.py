@@ -273,7 +273,7 @@ class Function:
         count = self._check_lanes(lengths, lanes)
         for index in self._param_slots:
             if not isinstance(values[index], torch.Tensor):
-                values[index] = _constant(float(values[index]), real, device)
+                values[index] = _constant(values[index], real, device)
         if autograd.dispatched(values, initials, self.kernel.name):  # (lanes from the planes)
             return self.op(*values, *initials, -1 if lengths else count, dtype, self.key)
         recorder = autograd.recorder(values, initials)
@@ -379,7 +379,9 @@ class Function:
         for index in self._param_slots:
             if isinstance(values[index], np.generic):  # a numpy number: as Python's
                 values[index] = values[index].item()
-            if not isinstance(values[index], torch.Tensor):
+            if not isinstance(values[index], torch.Tensor | torch.SymInt | torch.SymFloat):
+                # (a symbolic number, one torch.compile traces as an input, is not compared
+                # here: that would compile again for each value)
                 values[index] = _param_number(self._inputs[index].name, values[index], real)
         return dtype, real, device, lengths
 
@@ -555,11 +557,12 @@ def _param_number(name: str, value: int | float, real: torch.dtype) -> int | flo
     )
 
 
-def _constant(value: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """A one-element tensor holding ``value``, kept per value (its sign too: -0.0 is not
-    0.0), dtype and device for plain eager calls; made afresh while compiling, capturing a
-    graph, under inference mode, a torch dispatch mode (fake tensors) or a torch.func
-    transform (its wrapped tensors), whose tensors must not serve a later call."""
+def _constant(value: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A one-element tensor holding the number ``value``, kept per value (its sign too: -0.0
+    is not 0.0), dtype and device for plain eager calls; made afresh while compiling (from
+    a symbolic number too), capturing a graph, under inference mode, a torch dispatch mode
+    (fake tensors) or a torch.func transform (its wrapped tensors), whose tensors must not
+    serve a later call."""
     if (
         torch.compiler.is_compiling()
         or torch.is_inference_mode_enabled()
@@ -567,7 +570,10 @@ def _constant(value: float, dtype: torch.dtype, device: torch.device) -> torch.T
         or torch._C._are_functorch_transforms_active()
         or (device.type == "cuda" and torch.cuda.is_current_stream_capturing())
     ):
-        return torch.full((1,), value, dtype=dtype, device=device)
+        # (a product with the number: torch.compile keeps a symbolic float an input of the
+        # graph where it meets a tensor in arithmetic, and fixes it to its value elsewhere)
+        return torch.ones((1,), dtype=dtype, device=device) * value
+    value = float(value)
     key = (value, math.copysign(1.0, value), dtype, device) if value == value else (dtype, device)
     tensor = _constants.get(key)
     if tensor is None:

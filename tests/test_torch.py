@@ -422,6 +422,25 @@ class _Model(torch.nn.Module):
         return self.act(x=y, a=0.5, b=1.0).square().sum()
 
 
+def test_a_param_number_that_changes_is_an_input_of_the_compiled_graph():
+    """A schedule's value passed as a float: torch.compile makes it an input of the graph
+    (as it does for torch's own arithmetic) rather than compiling again for each value."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    f = eagle.torch.function(k.affine)
+    compiled = torch.compile(lambda x, a: f(x=x, a=a, b=0.5), backend="aot_eager", fullgraph=True)
+    x = torch.randn(8, dtype=torch.float64)
+    try:
+        for step in range(6):
+            a = 1.0 + 0.1 * step
+            torch.testing.assert_close(compiled(x, a), a * x + 0.5)
+        assert counters["stats"]["unique_graphs"] <= 2  # (the first call's value, then any)
+    finally:
+        torch._dynamo.reset()
+
+
 def test_torch_compile_fullgraph_has_no_graph_break():
     from torch._dynamo.testing import CompileCounterWithBackend
 
