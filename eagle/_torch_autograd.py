@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 import torch
 
+import hawk
 from eagle._torch_derivatives import Derivatives, split
 from eagle.errors import EagleRuntimeError
 
@@ -76,8 +77,10 @@ _NAMESPACE = "eagle"
 #: change to the ops' schemas or autograd formulas (``tests/test_torch.py`` pins the schemas).
 _REVISION = 2
 
-#: the live functions of each key (functions of one key compute the same: any will do)
-_live: dict[int, weakref.WeakSet[Function]] = {}
+#: weak references to the functions of each key (functions of one key compute the same:
+#: any live one will do); a list is replaced, never changed in place, so a lookup reads it
+#: without the lock
+_live: dict[int, list[weakref.ref[Function]]] = {}
 _keys_lock = threading.RLock()
 _registered: dict[tuple[int, int], tuple[Any, Any, Any]] = {}
 _registering = threading.Lock()  # torch refuses to define an op twice
@@ -85,26 +88,30 @@ _registering = threading.Lock()  # torch refuses to define an op twice
 
 def register(function: Function) -> int:
     """The key of ``function``, by which the registered ops find it while it lives: a hash
-    of what it computes (its kernel's IR, its policy and the ops' revision), the same in
-    every process. torch's on-disk caches key a compiled graph on the key it passes, so a
-    graph compiled for a kernel is never replayed for an edited one, whose key differs;
-    two live functions of the same key compute the same."""
-    computes = repr((_REVISION, function.kernel.ir, function.plan.policy))
+    of what it computes (its kernel's IR, its policy, the ops' revision and hawk's
+    version), the same in every process. torch's on-disk caches key a compiled graph on
+    the key it passes, so a graph compiled for a kernel is never replayed for an edited
+    one, whose key differs; two live functions of the same key compute the same."""
+    computes = repr((_REVISION, hawk.__version__, function.kernel.ir, function.plan.policy))
     key = int.from_bytes(hashlib.sha256(computes.encode()).digest()[:8], "little") >> 1
-    with _keys_lock:
-        functions = _live.setdefault(key, weakref.WeakSet())
-        functions.add(function)
-        _live[key] = functions  # (the collector may have run _forget of the key meanwhile)
+    with _keys_lock:  # (reentrant: the collector may run _forget in here)
+        _live[key] = [*_alive(_live.get(key, ())), weakref.ref(function)]
     weakref.finalize(function, _forget, key)
     return key
 
 
+def _alive(refs: Sequence[weakref.ref[Function]]) -> list[weakref.ref[Function]]:
+    return [ref for ref in refs if ref() is not None]
+
+
 def _forget(key: int) -> None:
-    """Drop ``key`` once no function of it is alive."""
-    with _keys_lock:  # (reentrant: the collector may call this inside register)
-        functions = _live.get(key)
-        if functions is not None and next(iter(functions), None) is None:  # (none alive: a
-            del _live[key]  # set's size may count the one just freed until its callback)
+    """Drop the dead references of ``key``, and the key once no function of it is alive."""
+    with _keys_lock:
+        refs = _alive(_live.get(key, ()))
+        if refs:
+            _live[key] = refs
+        else:
+            _live.pop(key, None)
 
 
 def lookup(key: int) -> Function:
@@ -113,15 +120,16 @@ def lookup(key: int) -> Function:
     Raises:
         RuntimeError: it was freed (a graph compiled with it outlived it).
     """
-    function = next(iter(_live.get(key, ())), None)
-    if function is None:
-        raise EagleRuntimeError(
-            f"the eagle.torch function this op call was made for (key {key}) has been freed: "
-            "a graph compiled or traced with it outlived it; keep the function (made by "
-            "eagle.torch.function) alive as long as the compiled code that calls it, or "
-            "compile again"
-        )
-    return function
+    for ref in _live.get(key, ()):
+        function = ref()
+        if function is not None:
+            return function
+    raise EagleRuntimeError(
+        f"the eagle.torch function this op call was made for (key {key}) has been freed: "
+        "a graph compiled or traced with it outlived it; keep the function (made by "
+        "eagle.torch.function) alive as long as the compiled code that calls it, or "
+        "compile again"
+    )
 
 
 # -- which route a call takes --------------------------------------------------------------

@@ -379,9 +379,9 @@ class Function:
         for index in self._param_slots:
             if isinstance(values[index], np.generic):  # a numpy number: as Python's
                 values[index] = values[index].item()
-            if not isinstance(values[index], torch.Tensor | torch.SymInt | torch.SymFloat):
-                # (a symbolic number, one torch.compile traces as an input, is not compared
-                # here: that would compile again for each value)
+            if not isinstance(values[index], torch.Tensor) and not torch.compiler.is_compiling():
+                # (while compiling, the number may be an input of the graph: comparing it
+                # would compile again for the values either side, and NaN has no order)
                 values[index] = _param_number(self._inputs[index].name, values[index], real)
         return dtype, real, device, lengths
 
@@ -532,7 +532,8 @@ def _refuse_value(slot: _Slot, value: Any) -> None:
             f"the initial value of {plane.name!r} ({plane.declaration()}) is a "
             f"{type(value).__name__}; pass a tensor, or leave it out to start at zero"
         )
-    if not slot.param or isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+    number = isinstance(value, numbers.Real | torch.SymInt | torch.SymFloat)
+    if not slot.param or isinstance(value, bool | np.bool_) or not number:
         raise EagleTypeError(
             f"plane {plane.name!r} ({plane.declaration()}) is a {type(value).__name__}; "
             f"pass a tensor{' or a number (int or float)' if slot.param else ''}"
@@ -570,9 +571,14 @@ def _constant(value: Any, dtype: torch.dtype, device: torch.device) -> torch.Ten
         or torch._C._are_functorch_transforms_active()
         or (device.type == "cuda" and torch.cuda.is_current_stream_capturing())
     ):
-        # (a product with the number: torch.compile keeps a symbolic float an input of the
-        # graph where it meets a tensor in arithmetic, and fixes it to its value elsewhere)
-        return torch.ones((1,), dtype=dtype, device=device) * value
+        symbolic = isinstance(value, torch.SymInt | torch.SymFloat)
+        if symbolic or (isinstance(value, float) and torch.compiler.is_compiling()):
+            # a product with the number: a trace keeps a symbolic number (and dynamo a
+            # float) an input of the graph where it meets a tensor in arithmetic, and fixes
+            # it to its value elsewhere
+            return torch.ones((1,), dtype=dtype, device=device) * value
+        # an int rounded by float(), as plan.run and eager calls round it
+        return torch.full((1,), float(value), dtype=dtype, device=device)
     value = float(value)
     key = (value, math.copysign(1.0, value), dtype, device) if value == value else (dtype, device)
     tensor = _constants.get(key)

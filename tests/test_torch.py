@@ -437,8 +437,38 @@ def test_a_param_number_that_changes_is_an_input_of_the_compiled_graph():
             a = 1.0 + 0.1 * step
             torch.testing.assert_close(compiled(x, a), a * x + 0.5)
         assert counters["stats"]["unique_graphs"] <= 2  # (the first call's value, then any)
+        # NaN has no order and a number too large for float32 is an infinity there, as
+        # torch's scalars are (an eager call refuses it)
+        for a in (float("nan"), 1e300):
+            torch.testing.assert_close(compiled(x.float(), a), a * x.float() + 0.5, equal_nan=True)
+        with pytest.raises(OverflowError, match="too large for torch.float32"):
+            f(x=x.float(), a=1e300, b=0.5)
     finally:
         torch._dynamo.reset()
+
+
+def test_param_ints_keep_their_rounding_and_symbolic_ones_stay_symbolic():
+    """An int Param rounds through float() on every path (as plan.run does), ints beyond
+    int64 included; an int from a traced shape stays symbolic in an exported graph."""
+    f = eagle.torch.function(k.affine)
+    x = torch.ones(5)
+    big = 2**60 + 2**36 + 1  # float(big) is 2**60, float32(big) 2**60 + 2**37
+    for a in (big, 2**64):
+        want = f(x=x, a=a, b=0.0)
+        assert want[0].item() == float(torch.tensor(float(a), dtype=torch.float32))
+        with torch.inference_mode():
+            torch.testing.assert_close(f(x=x, a=a, b=0.0), want)
+        torch.testing.assert_close(
+            torch.func.vmap(lambda t, a=a: f(x=t, a=a, b=0.0))(x[None]), want[None]
+        )
+
+    class Shaped(torch.nn.Module):
+        def forward(self, x):
+            return f(x=x, a=x.shape[0], b=0.0)
+
+    n = torch.export.Dim("n", min=2, max=1 << 20)
+    exported = torch.export.export(Shaped(), (x,), dynamic_shapes={"x": {0: n}}, strict=False)
+    torch.testing.assert_close(exported.module()(torch.ones(7)), torch.full((7,), 7.0))
 
 
 def test_torch_compile_fullgraph_has_no_graph_break():

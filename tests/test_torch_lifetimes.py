@@ -1,12 +1,15 @@
 """What eagle.torch keeps: a function nothing holds is freed (its kernel, plans and
-runners), the registered ops are one set per signature, a compiled graph never runs a
-function other than its own, and torch.use_deterministic_algorithms is honoured."""
+runners), the registered ops are one set per signature, a compiled graph only runs a
+function that computes what it was compiled for (its key is a hash of that), and
+torch.use_deterministic_algorithms is honoured. Each test scales by factors of its own, so
+that no function another test left alive shares its keys."""
 
 from __future__ import annotations
 
 import contextlib
 import copy
 import gc
+import os
 import subprocess
 import sys
 import tracemalloc
@@ -60,10 +63,10 @@ def test_a_thousand_wrapped_kernels_dropped_grow_memory_less_than_a_mebibyte():
 
 
 def test_a_dropped_function_is_freed_and_its_key_names_what_it_computes():
-    f = eagle.torch.function(_scaled(2.0))
+    f = eagle.torch.function(_scaled(12.0))
     key = f.key
     assert _torch_autograd.lookup(key) is f
-    twin = eagle.torch.function(_scaled(2.0))  # another kernel object, the same computation
+    twin = eagle.torch.function(_scaled(12.0))  # another kernel object, the same computation
     assert twin is not f and twin.key == key
     del f
     gc.collect()
@@ -72,8 +75,8 @@ def test_a_dropped_function_is_freed_and_its_key_names_what_it_computes():
     gc.collect()
     assert key not in _torch_autograd._live
     with pytest.raises(RuntimeError, match=rf"key {key}\) has been freed"):
-        eagle.torch.function(_scaled(4.0)).op(torch.ones(3), None, -1, torch.float32, key)
-    assert eagle.torch.function(_scaled(2.0), contraction="gemm").key != key  # another policy
+        eagle.torch.function(_scaled(14.0)).op(torch.ones(3), None, -1, torch.float32, key)
+    assert eagle.torch.function(_scaled(12.0), contraction="gemm").key != key  # another policy
 
 
 _KEY_OF = """
@@ -92,11 +95,15 @@ def test_a_function_s_key_is_the_same_in_every_process_and_changes_with_its_kern
     kernel gets the same key in another process (a cache hit is right), an edited one
     another (a graph compiled for the old body is never replayed for the new)."""
     keys = []
-    for body in ("2.0 * x", "2.0 * x", "2.0 * x + 1.0"):
+    for seed, body in enumerate(("2.0 * x", "2.0 * x", "2.0 * x + 1.0")):
         script = tmp_path / "key_of.py"
         script.write_text(_KEY_OF.format(body=body))
         done = subprocess.run(
-            [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+            [sys.executable, str(script)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},  # (no order of a set counts)
         )
         assert done.returncode == 0, done.stderr
         keys.append(int(done.stdout))
@@ -122,11 +129,12 @@ def test_an_autograd_graph_keeps_its_function_until_the_backward():
 
 def test_a_compiled_graph_never_runs_another_function():
     """The op is shared by every function of the signature; the function it runs is found
-    by the key compiled into the graph. After A is dropped and B (same signature) takes its
-    place, the compiled code either compiles again for B or refuses: it never runs B in a
-    graph traced for A, nor A's key in B's place."""
+    by the key compiled into the graph. After A is dropped and B (same signature, another
+    computation) takes its place, the compiled code either compiles again for B or
+    refuses: it never runs B in a graph traced for A, nor A's key in B's place. A function
+    made again with A's computation runs in A's graph, as A would."""
     torch._dynamo.reset()
-    holder = {"f": eagle.torch.function(_scaled(2.0))}
+    holder = {"f": eagle.torch.function(_scaled(22.0))}
     old_key = holder["f"].key
 
     def model(x):
@@ -134,8 +142,8 @@ def test_a_compiled_graph_never_runs_another_function():
 
     compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
     x = torch.randn(8)
-    torch.testing.assert_close(compiled(x), 2.0 * x)
-    holder["f"] = eagle.torch.function(_scaled(3.0))
+    torch.testing.assert_close(compiled(x), 22.0 * x)
+    holder["f"] = eagle.torch.function(_scaled(23.0))
     gc.collect()
     assert old_key not in _torch_autograd._live  # A is gone: nothing kept it
     try:
@@ -143,7 +151,17 @@ def test_a_compiled_graph_never_runs_another_function():
     except RuntimeError as refused:
         assert "has been freed" in str(refused)
     else:
-        torch.testing.assert_close(result, 3.0 * x)  # compiled again, for B
+        torch.testing.assert_close(result, 23.0 * x)  # compiled again, for B
+    holder["f"] = eagle.torch.function(_scaled(22.0))
+    loss = compiled(x.requires_grad_()).sum()  # (compiled again, for A's computation)
+    keep = holder.pop("f").key
+    gc.collect()
+    assert keep not in _torch_autograd._live
+    again = eagle.torch.function(_scaled(22.0))  # the same computation: its backward runs
+    loss.backward()
+    torch.testing.assert_close(x.grad, torch.full_like(x, 22.0))
+    assert again.key == keep
+    torch._dynamo.reset()
 
 
 def test_code_compiled_with_a_function_does_not_keep_it_alive():
@@ -152,7 +170,7 @@ def test_code_compiled_with_a_function_does_not_keep_it_alive():
     the docs say, a compiled call's backward then raises: keep the function until then)."""
     torch._dynamo.reset()
     alive = []
-    for factor in (2.0, 3.0):
+    for factor in (32.0, 33.0):
         f = eagle.torch.function(_scaled(factor))
         compiled = torch.compile(lambda x, f=f: f(x=x).square().sum(), fullgraph=True)
         x = torch.randn(16, requires_grad=True)
@@ -164,7 +182,7 @@ def test_code_compiled_with_a_function_does_not_keep_it_alive():
     try:
         assert [ref() for ref in alive] == [None, None]
         # and so a compiled call whose function is dropped before its backward raises
-        f = eagle.torch.function(_scaled(5.0))
+        f = eagle.torch.function(_scaled(35.0))
         compiled = torch.compile(lambda x, f=f: f(x=x).square().sum(), fullgraph=True)
         loss = compiled(torch.randn(16, requires_grad=True))
         del f, compiled
