@@ -564,15 +564,16 @@ def _constant(value: Any, dtype: torch.dtype, device: torch.device) -> torch.Ten
     a symbolic number too), capturing a graph, under inference mode, a torch dispatch mode
     (fake tensors) or a torch.func transform (its wrapped tensors), whose tensors must not
     serve a later call."""
+    compiling = torch.compiler.is_compiling()
     if (
-        torch.compiler.is_compiling()
+        compiling
         or torch.is_inference_mode_enabled()
         or torch._C._len_torch_dispatch_stack()
         or torch._C._are_functorch_transforms_active()
         or (device.type == "cuda" and torch.cuda.is_current_stream_capturing())
     ):
         symbolic = isinstance(value, torch.SymInt | torch.SymFloat)
-        if symbolic or (isinstance(value, float) and torch.compiler.is_compiling()):
+        if symbolic or (isinstance(value, float) and compiling):
             # a product with the number: a trace keeps a symbolic number (and dynamo a
             # float) an input of the graph where it meets a tensor in arithmetic, and fixes
             # it to its value elsewhere

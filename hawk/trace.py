@@ -552,8 +552,10 @@ class _Tracer(ExpressionTracer):
         if step == 0:
             raise self.error(node, "range() step must not be zero")
         passes = range(start, stop, step)  # (len() of one of 2**63 passes or more overflows)
-        after = passes[-1] + step if passes else start  # the counter after the last pass
-        if passes and not all(INT_MIN <= value <= INT_MAX for value in (after, start - step)):
+        # the counter after the last pass, and before the first (where the gradient's
+        # reversed loop stops)
+        ends = (passes[-1] + step, start - step) if passes else ()
+        if not all(INT_MIN <= value <= INT_MAX for value in ends):
             raise self.error(
                 node,
                 f"range({start}, {stop}, {step}) steps its counter past the int64 range "

@@ -683,7 +683,7 @@ def kept_type(cls: type, kept: int) -> bool:
 
 
 #: the packages whose own array classes the type tables always keep (a fixed few)
-_OWN_MODULES = frozenset(("numpy", "eagle", *FRAMEWORK_STREAMS))
+_OWN_MODULES = frozenset((*OWN, *FRAMEWORK_STREAMS))
 
 
 def _find(cls: type) -> _Kind:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,7 +12,7 @@ import numpy as np
 
 import hawk.diff
 from eagle._cache import KeyedCache
-from eagle.arrays import asarray
+from eagle.arrays import _holder
 from eagle.errors import EagleTypeError, EagleValueError
 from eagle.gemm.steps import Side
 from eagle.plan._autoplan import AutoPlan, BoundPlan, Moves, backend_for, decide, main_side
@@ -445,13 +444,15 @@ def _zero_fills(
 
 
 def _memory(value: Any) -> tuple[int, int] | None:
-    """Where an array's elements lie (address and size), or None for what is not an array
-    (binding then refuses it by name)."""
+    """Where an array's elements lie (address and size), read without taking it (no
+    stream, no copy), or None for what is not an array (binding then refuses it by name)."""
     try:
-        array = asarray(value)
+        layout = _holder.describe(value)
     except (TypeError, ValueError):
         return None
-    return array.ptr, array.nbytes
+    if layout is None:
+        return None
+    return layout.ptr, layout.dtype.itemsize * math.prod(layout.shape)
 
 
 def _refuse_partial(
@@ -603,7 +604,7 @@ class AdjointSequence:
                 continue  # (refused by name when its launch is bound)
             adjoint = {*step.gradients.values(), *step.cotangents.values()}
             for name, value in planes.items():
-                if name not in adjoint and not isinstance(value, numbers.Number):
+                if name not in adjoint:
                     memory = _memory(value)
                     if memory is not None and memory[1]:
                         read.append((position, name, memory))
