@@ -251,7 +251,7 @@ class Forward(torch.autograd.Function):
     def forward(ctx: Any, function: Function, lanes: Any, dtype: torch.dtype, *tensors: Any) -> Any:
         ctx.function, ctx.lanes, ctx.dtype = function, lanes, dtype
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(*tensors)
+        _save(ctx, function, tensors)
         values, initials = _parts(function, tensors, 2)
         return function._forward(values, initials, lanes, dtype)
 
@@ -273,7 +273,7 @@ class Transformed(torch.autograd.Function):
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         function, lanes, dtype, *tensors = inputs
         ctx.function, ctx.lanes, ctx.dtype = function, lanes, dtype
-        ctx.save_for_backward(*tensors)
+        _save(ctx, function, tensors)
         ctx.save_for_forward(*tensors)
         # an input with no tangent comes to jvp as None, not zeros (an output with no
         # cotangent to backward as None): a zero tangent times an infinite partial (sqrt
@@ -287,7 +287,7 @@ class Transformed(torch.autograd.Function):
     @staticmethod
     def jvp(ctx: Any, *tangents: Any) -> Any:
         function = ctx.function
-        values, initials = _parts(function, ctx.saved_tensors, 2)
+        values, initials = _parts(function, _saved(ctx, function), 2)
         results = function._derivatives.tangents(
             values,
             initials,
@@ -314,7 +314,7 @@ def _eager_backward(ctx: Any, cotangents: tuple[Any, ...]) -> tuple[Any, ...]:
     """The backward of :class:`Forward` and :class:`Transformed`."""
     function = ctx.function
     grads = function._derivatives.backward_formula(
-        ctx.saved_tensors,
+        _saved(ctx, function),
         cotangents,
         ctx.needs_input_grad[3:],
         functools.partial(_eager_gradients, function),
@@ -604,13 +604,13 @@ def _forward_fake(*args: Any) -> Any:
 def _forward_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     ctx.key, ctx.lanes, ctx.dtype = inputs[-1], inputs[-3], inputs[-2]
     ctx.set_materialize_grads(False)  # (an output no loss reads: see Forward)
-    ctx.save_for_backward(*inputs[:-3])
+    _save(ctx, lookup(ctx.key), inputs[:-3])
 
 
 def _forward_backward(ctx: Any, *cotangents: Any) -> tuple[Any, ...]:
     function = lookup(ctx.key)
     grads = function._derivatives.backward_formula(
-        ctx.saved_tensors,
+        _saved(ctx, function),
         cotangents,
         ctx.needs_input_grad,
         functools.partial(_op_gradients, function),
@@ -709,6 +709,18 @@ def _second_backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+def _save(ctx: Any, function: Function, tensors: Sequence[Any]) -> None:
+    """Save a forward's ``tensors`` for its backward, the initial values no adjoint reads
+    left out (:meth:`~eagle._torch_derivatives.Derivatives.kept`)."""
+    kept, ctx.stand_ins = function._derivatives.kept(tensors)
+    ctx.save_for_backward(*kept)
+
+
+def _saved(ctx: Any, function: Function) -> list[Any]:
+    """The tensors :func:`_save` saved, with stand-ins for those it left out."""
+    return function._derivatives.restored(ctx.saved_tensors, ctx.stand_ins)
 
 
 def _parts(function: Function, tensors: Sequence[Any], count: int) -> list[Sequence[Any]]:

@@ -71,6 +71,17 @@ class _Adjoint:
 
 
 @dataclass(frozen=True)
+class _StandIn:
+    """An initial value a backward does not keep: its position among the saved tensors,
+    its shape, dtype and device."""
+
+    position: int
+    shape: Any
+    dtype: torch.dtype
+    device: torch.device
+
+
+@dataclass(frozen=True)
 class _Backward:
     """A prepared backward: its adjoint, the planes it takes in order (the inputs, the
     ``held`` outputs' values before the launch, every cotangent, the gradients made), the
@@ -125,9 +136,49 @@ class Derivatives:
             len(inputs) + i for i, p in enumerate(outputs) if p.kind == PlaneKind.ACCUMULATOR
         )
         self._has_lane_input = any(p.kind == PlaneKind.INPUT for p in inputs)
+        self._read_initials = _read_initials(kernel, outputs, gradients)
         self._backward_runners: dict[tuple[Any, ...], _Backward] = {}
         self._second_runners: dict[tuple[Any, ...], _Adjoint] = {}
         self._adjoint_route: dict[tuple[str, torch.dtype], bool] = {}
+
+    # -- what a backward keeps of the call ------------------------------------------
+
+    def kept(self, tensors: Sequence[Any]) -> tuple[list[Any], tuple[_StandIn, ...]]:
+        """``tensors`` (the inputs, then the initial values) as a backward saves them: each
+        initial value no adjoint reads left out (None), as torch's own ops save no more
+        than their backward reads (so changing it in place before the backward is no
+        error), with what stands in for it (:meth:`restored`)."""
+        kept = list(tensors)
+        stand_ins = []
+        for position, read in enumerate(self._read_initials, start=len(self._inputs)):
+            start = kept[position]
+            if start is not None and not read:
+                stand_ins.append(_StandIn(position, start.shape, start.dtype, start.device))
+                kept[position] = None
+        return kept, tuple(stand_ins)
+
+    @staticmethod
+    def restored(saved: Sequence[Any], stand_ins: Sequence[_StandIn]) -> list[Any]:
+        """The tensors :meth:`kept` saved, each one left out standing in as zeros of its
+        shape, dtype and device (the backward reads only those of an unread value)."""
+        tensors = list(saved)
+        for stand_in in stand_ins:
+            if tensors[stand_in.position] is None:
+                tensors[stand_in.position] = torch.zeros(
+                    (), dtype=stand_in.dtype, device=stand_in.device
+                ).expand(stand_in.shape)
+        return tensors
+
+    def _refuse_unkept(self, held: Sequence[int]) -> None:
+        """Raise if an adjoint reads the initial value of an output in ``held`` that
+        :meth:`kept` leaves out (it would read zeros): a fault of eagle's, never silent."""
+        unkept = [self._output_names[i] for i in held if not self._read_initials[i]]
+        if unkept:
+            raise EagleRuntimeError(
+                f"internal error: an adjoint of hawk kernel {self.kernel.name!r} reads the "
+                f"initial value of {unkept[0]!r}, which its backward does not keep; please "
+                "report it"
+            )
 
     # -- the backward ------------------------------------------------------------------
 
@@ -327,6 +378,7 @@ class Derivatives:
                 )
         adjoint = self._backward_adjoint(needs, fresh, broadcast, zero)
         held = tuple(i for i, name in enumerate(self._output_names) if name in adjoint.takes)
+        self._refuse_unkept(held)
         made = tuple(
             (slot, "summed" if fresh and not self._lane_slots[slot] else "empty")
             for slot, need in enumerate(needs)
@@ -469,6 +521,7 @@ class Derivatives:
         # the tensor each plane of the first adjoint is
         given: dict[str, Any] = dict(zip(self._input_names, values, strict=True))
         takes = _plane_names(first)
+        self._refuse_unkept(tuple(i for i, name in enumerate(self._output_names) if name in takes))
         for plane, name, start, bar in zip(
             self._outputs, self._cotangent_names, initials, cotangents, strict=True
         ):
@@ -628,6 +681,24 @@ class Derivatives:
             else result
             for slot, (need, result) in enumerate(zip(needs, results, strict=True))
         ]
+
+
+def _read_initials(
+    kernel: hawk.Kernel, outputs: Sequence[Plane], gradients: dict[str, str]
+) -> tuple[bool, ...]:
+    """For each output, whether an adjoint may read its initial value: one the kernel
+    reads before writing it that the whole adjoint takes (every adjoint with respect to
+    fewer planes, and each of those adjoints' own, takes no more of them); where hawk
+    cannot differentiate the kernel with respect to all of its planes at once, every one
+    the kernel reads first."""
+    reads = [p.kind == PlaneKind.OUTPUT and p.name in gradients for p in outputs]
+    if not any(reads):
+        return tuple(reads)
+    try:
+        takes = _plane_names(hawk.diff.vjp(kernel))
+    except hawk.HawkError:
+        return tuple(reads)
+    return tuple(read and p.name in takes for read, p in zip(reads, outputs, strict=True))
 
 
 def _held(start: Any, bar: torch.Tensor) -> torch.Tensor:

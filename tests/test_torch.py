@@ -138,6 +138,55 @@ def test_every_kind_of_initial_value_differentiates_like_torch(kernel, start, x_
                 torch.testing.assert_close(g, w, msg=name)
 
 
+@pytest.mark.parametrize("route", ["eager", "registered op"])
+@pytest.mark.parametrize(
+    "kernel", [k.scale_add, k.axpb, k.square_in_place, k.tally], ids=lambda kernel: kernel.name
+)
+def test_only_an_initial_value_the_backward_reads_is_kept_from_changes(kernel, route):
+    """As torch's own ops, the backward keeps only what it reads: an initial value it does
+    not read (overwritten, y = a * x + y, or added into) may be changed in place before
+    the backward, with the same gradients; one it reads (y * y) raises torch's error."""
+    f = eagle.torch.function(kernel)
+    (output,) = f._output_names
+    planes = k.inputs(kernel, torch.float64, "cpu")
+    planes["x"].requires_grad_(True)
+    planes.setdefault(output, torch.randn_like(planes["x"]) + 0.1).requires_grad_(True)
+    names = list(planes)
+
+    def gradients(change: bool) -> tuple[torch.Tensor, ...]:
+        tensors = [t.detach().clone().requires_grad_(t.requires_grad) for t in planes.values()]
+        start = tensors[names.index(output)]
+        given = start.clone() if change else start  # (a leaf may not be changed in place)
+        values = [given if t is start else t for t in tensors]
+        if route == "eager":
+            got = f(**dict(zip(names, values, strict=True)))
+        else:
+            got = f.op(*values, -1, torch.float64, f.key)
+        bar = torch.randn_like(got, generator=torch.Generator().manual_seed(7))
+        if change:
+            given.mul_(3.0)
+        return torch.autograd.grad(got, tensors, bar, allow_unused=True)
+
+    if kernel is k.square_in_place:
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            gradients(change=True)
+        return
+    for got, want in zip(gradients(change=True), gradients(change=False), strict=True):
+        if want is None:
+            assert got is None
+        else:
+            torch.testing.assert_close(got, want)
+
+
+def test_an_adjoint_reading_an_initial_value_not_kept_raises_never_reads_zeros(monkeypatch):
+    f = eagle.torch.function(k.square_in_place)
+    monkeypatch.setattr(f._derivatives, "_read_initials", (False,))  # (a fault of eagle's)
+    planes = k.inputs(k.square_in_place, torch.float64, "cpu")
+    planes["y"].requires_grad_(True)
+    with pytest.raises(RuntimeError, match="internal error.*initial value of 'y'"):
+        f(**planes).sum().backward()
+
+
 @pytest.mark.parametrize("kernel", [k.axpb, k.tally, k.square_in_place, k.affine])
 def test_torch_compile_fullgraph_forward_and_backward_equal_eager(kernel):
     torch._dynamo.reset()
