@@ -39,12 +39,14 @@ Importing this module needs PyTorch; ``import eagle`` never imports it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import numbers
 import threading
+import warnings
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -269,8 +271,13 @@ class Function:
                 f"{', '.join(self._input_names) or '(none)'} and its initial values "
                 f"{', '.join(self._output_names)}"
             )
-        dtype, real, device, lengths = self._check(values, initials)
-        count = self._check_lanes(lengths, lanes)
+        if torch.jit.is_tracing():
+            with _tracer_quiet():
+                dtype, real, device, lengths = self._check(values, initials)
+                count = self._check_lanes(lengths, lanes)
+        else:
+            dtype, real, device, lengths = self._check(values, initials)
+            count = self._check_lanes(lengths, lanes)
         for index in self._param_slots:
             if not isinstance(values[index], torch.Tensor):
                 values[index] = _constant(values[index], real, device)
@@ -521,6 +528,16 @@ class _Slot:
             size=None if shape is None else math.prod(shape),
             what=f"the initial value of {plane.name!r}" if initial else f"plane {plane.name!r}",
         )
+
+
+@contextlib.contextmanager
+def _tracer_quiet() -> Iterator[None]:
+    """Silence ``torch.jit.trace``'s warnings about a call's checks, which compare lengths
+    (traced tensors there): they record nothing in the trace, whose op reads the lane
+    count from its planes, and the plan checks the lengths again on every traced call."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        yield
 
 
 def _refuse_value(slot: _Slot, value: Any) -> None:

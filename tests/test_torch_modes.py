@@ -5,6 +5,8 @@ tensor eagle cannot read is refused by plane name (CPU tensors; the host path)."
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -70,6 +72,21 @@ def test_jit_trace_records_the_registered_op(grad):
     x = torch.randn(5, dtype=torch.float64)
     torch.testing.assert_close(traced(x), 2.0 * x + 0.5)
     assert any(node.kind().startswith("eagle::") for node in traced.graph.nodes())
+
+
+def test_jit_trace_warns_of_nothing_and_the_traced_call_still_checks_lengths():
+    """The call's length checks compare traced sizes under torch.jit.trace, which would
+    warn that they are constants of the trace; they record nothing, and the plan checks
+    the lengths on every traced call."""
+    f = eagle.torch.function(k.scale_add)
+    x, z = torch.randn(4, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", torch.jit.TracerWarning)
+        traced = torch.jit.trace(lambda x, z: f(x=x, z=z), (x, z))
+    x, z = torch.randn(7, dtype=torch.float64), torch.randn(7, dtype=torch.float64)
+    torch.testing.assert_close(traced(x, z), 0.5 * x + z)
+    with pytest.raises(RuntimeError, match="plane 'z' has 6 values but plane 'x' has 7"):
+        traced(x, torch.randn(6, dtype=torch.float64))
 
 
 def test_meta_tensors_give_meta_outputs():
