@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +65,12 @@ class TableSpec:
     def __repr__(self) -> str:
         return "hawk.Table[" + ", ".join(f'"{a}":{n}' for a, n in self.axes) + "]"
 
+    def __getitem__(self, item: Any) -> Any:
+        raise HawkTypeError(
+            f"{self!r}[...] declares axes twice; give every axis in one [...], e.g. "
+            'hawk.Table["row":4, "col":3]'
+        )
+
 
 class Table(_Declaration):
     """A lookup table. Plain ``Table`` is flat (any 1-D array, ``t.at(i)``);
@@ -102,6 +109,11 @@ class Table(_Declaration):
             if any(label == seen for seen, _ in axes):
                 raise HawkError(f"hawk.Table axis {label!r} is declared twice")
             axes.append((label, extent))
+        if math.prod(extent for _, extent in axes) >= 2**63:
+            raise HawkError(
+                f"{TableSpec(tuple(axes))!r} holds 2**63 values or more, beyond int64 "
+                "indices; declare fewer"
+            )
         return TableSpec(tuple(axes))
 
 
@@ -125,6 +137,22 @@ class MutableSpec:
     def __repr__(self) -> str:
         inner = self.of if isinstance(self.of, TableSpec) else f"hawk.{self.of.__name__}"
         return f"hawk.Mutable[{inner}]"
+
+    def __getitem__(self, item: Any) -> Any:
+        if self.of is Scalar:
+            raise HawkTypeError(
+                "hawk.Mutable[hawk.Scalar] takes no [...]: it is one value per lane; for a "
+                'table the kernel adds into, write hawk.Mutable[hawk.Table["k":4]]'
+            )
+        if self.of is Table:
+            raise HawkTypeError(
+                "hawk.Mutable[hawk.Table][...]: give the table's axes inside Mutable[...], "
+                'on the table, e.g. hawk.Mutable[hawk.Table["k":4]]'
+            )
+        raise HawkTypeError(
+            f"{self!r}[...] declares axes twice; give every axis in one [...], e.g. "
+            'hawk.Mutable[hawk.Table["row":4, "col":3]]'
+        )
 
 
 class Mutable(_Declaration):

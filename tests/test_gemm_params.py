@@ -247,6 +247,15 @@ def test_pure_mapping_refuses_misaligned_and_oversized_layouts():
         )  # fmt: skip
 
 
+@pytest.mark.parametrize(("position", "argument"), [(0, "a_shape"), (5, "out_strides")])
+@pytest.mark.parametrize("given", [None, "3x4", 3])
+def test_a_shape_or_strides_that_is_no_sequence_is_named(position, argument, given):
+    arguments = [(3, 4), (16, 4), (4, 5), (20, 4), (3, 5), (20, 4)]
+    arguments[position] = given
+    with pytest.raises(TypeError, match=f"{argument} must be a sequence of ints"):
+        sgemm_params(*arguments, 4, transpose_a=False, transpose_b=False, transpose_out=False)
+
+
 def test_an_operand_without_array_attributes_is_named():
     with pytest.raises(TypeError, match="operand 'b' must be an array with shape, strides"):
         sgemm_params_for_arrays(_f32((3, 4)), [[1.0] * 5] * 4, _f32((3, 5)))

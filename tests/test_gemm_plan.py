@@ -117,6 +117,22 @@ def test_an_out_whose_elements_share_memory_is_refused_on_the_host(rng, strides)
     np.testing.assert_allclose(spaced, a @ b, rtol=1e-13)
 
 
+@pytest.mark.parametrize("overlap", ["same", "shifted"])
+def test_an_out_sharing_memory_with_an_operand_is_refused_on_the_host_as_on_the_device(
+    rng, overlap
+):
+    """numpy would compute it, but cuBLAS refuses it: the host refuses it too, by name,
+    and writes nothing."""
+    block = rng.standard_normal((4, 5))
+    a = block[:, :4]
+    out = a if overlap == "same" else block[:, 1:5]
+    b = rng.standard_normal((4, 4))
+    before = block.copy()
+    with pytest.raises(MatmulUnavailable, match="matmul step 'c' .*'out' shares memory with"):
+        matmul_step("c", a="a", b="b", out="c").run({"a": a, "b": b, "c": out}, "host")
+    np.testing.assert_array_equal(block, before)
+
+
 def test_the_seed_host_example_runs_as_written():
     a = np.random.default_rng(0).standard_normal((3, 4))
     b = np.random.default_rng(1).standard_normal((4, 5))
@@ -442,6 +458,14 @@ def test_plan_validation_refusals(build, message):
 
 def test_plan_parts_of_the_wrong_type_are_type_errors():
     step = matmul_step("o", a="a", b="b", out="o")
+    with pytest.raises(TypeError, match=r"steps must be a sequence \(of PlanStep\), not None"):
+        _plan(None, [], [])
+    with pytest.raises(TypeError, match=r"outputs must be a sequence \(of WorkspaceSpec\)"):
+        _plan([step], [_spec("a", (2, 3)), _spec("b", (3, 4))], _spec("o", (2, 4)))
+    with pytest.raises(TypeError, match=r"a buffer's name is a str, not 3"):
+        WorkspaceSpec(3, (3,), "float32")
+    with pytest.raises(TypeError, match=r"step 's': reads must be a sequence of buffer names, not"):
+        assembly_step("s", reads="out", writes=["c"], host_fn=_noop, device_fn=_noop)
     with pytest.raises(TypeError, match="buffers are declared with WorkspaceSpec"):
         _plan([step], [_spec("a", (2, 3)), ("b", (3, 4))], [_spec("o", (2, 4))])
     with pytest.raises(TypeError, match="plan steps are PlanStep"):

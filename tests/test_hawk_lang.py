@@ -475,6 +475,21 @@ def test_refusals_name_the_line(
         (lambda: hawk.Table["row":2, "row":3], r"axis 'row' is declared twice"),
         (lambda: hawk.Table["value":2], r"axis name 'value' is reserved"),
         (lambda: hawk.Table[2], r'axes are written "label":extent'),
+        (
+            lambda: hawk.Table["row" : 2**62, "col":4],
+            r'Table\["row":4611686018427387904, "col":4\] holds 2\*\*63 values or more',
+        ),
+        (
+            lambda: hawk.Mutable[hawk.Table]["k":4],
+            r"give the table's axes inside Mutable\[...\], on the table, e\.g\. "
+            r'hawk\.Mutable\[hawk\.Table\["k":4\]\]',
+        ),
+        (
+            lambda: hawk.Mutable[hawk.Table["k":3]]["j":2],
+            r'Mutable\[hawk\.Table\["k":3\]\]\[...\] declares axes twice',
+        ),
+        (lambda: hawk.Table["k":3]["j":2], r'hawk\.Table\["k":3\]\[...\] declares axes twice'),
+        (lambda: hawk.Mutable[hawk.Scalar][3], r"Mutable\[hawk\.Scalar\] takes no \[...\]"),
     ],
 )
 def test_bad_declarations(declare, message: str) -> None:

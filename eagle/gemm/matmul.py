@@ -34,6 +34,7 @@ from eagle.gemm.errors import GemmMappingUnavailable, MatmulUnavailable, PlanUna
 from eagle.gemm.handles import stream_handle
 from eagle.gemm.params import (
     GemmParams,
+    _check_out_apart,
     _layout_for_arrays,
     check_scaled_layout,
     check_scaled_pointer,
@@ -190,6 +191,10 @@ def _host_matmul(step: str, spec: MatmulSpec, bufs: Mapping[str, Any]) -> None:
     taken = _taken(step, spec, bufs, "host")
     a, b, out, *scales = (item.array for item in taken)
     dtype = _check_host(step, spec, a, b, out)
+    try:  # (numpy would compute it, but the device cannot: both refuse it)
+        _check_out_apart({"a": a, "b": b, "out": out})
+    except GemmMappingUnavailable as exc:
+        raise MatmulUnavailable(f"matmul step {step!r} ({_roles(spec)}): {exc}") from exc
     _refuse_scales(step, spec, dtype)
     scale = None
     if dtype in SCALED_DTYPES:  # in the layout the device takes; scaled once summed

@@ -289,11 +289,33 @@ def sgemm_params(
             (broadcast), when the contracted extents disagree, or when ``out``
             has the wrong shape (the message gives the shape it must have).
     """
+    shapes = {"a": a_shape, "b": b_shape, "out": out_shape}
+    strides = {"a": a_strides, "b": b_strides, "out": out_strides}
+    for label, given in (("shape", shapes), ("strides", strides)):
+        for name, value in given.items():
+            given[name] = _ints(f"{name}_{label}", value)
     return _mapped(
-        {"a": a_shape, "b": b_shape, "out": out_shape},
-        {"a": a_strides, "b": b_strides, "out": out_strides},
+        shapes,
+        strides,
         {"a": itemsize, "b": itemsize, "out": itemsize},
         check_flags(transpose_a, transpose_b, transpose_out),
+    )
+
+
+def _ints(argument: str, value: Any) -> tuple[Any, ...]:
+    """``value`` as a tuple (of what should be ints: the callers check them).
+
+    Raises:
+        TypeError: it is not a sequence, naming ``argument``.
+    """
+    try:
+        if not isinstance(value, str):  # (a string is a sequence, of characters)
+            return tuple(value)
+    except TypeError:
+        pass
+    raise EagleTypeError(
+        f"{argument} must be a sequence of ints (a tuple, as array.shape gives), not "
+        f"{type(value).__name__}"
     )
 
 

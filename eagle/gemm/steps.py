@@ -66,6 +66,7 @@ class WorkspaceSpec:
 
     Raises:
         PlanUnavailable: a negative or non-integer extent, or an unknown dtype.
+        TypeError: a name that is not a str.
     """
 
     name: str
@@ -73,6 +74,8 @@ class WorkspaceSpec:
     dtype: str
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise EagleTypeError(f"a buffer's name is a str, not {self.name!r}")
         try:
             # (a bool is no extent: the comprehension's int() would read True as 1)
             shape = tuple(
@@ -230,7 +233,14 @@ def assembly_step(
     Raises:
         TypeError: as :class:`PlanStep`.
     """
-    return PlanStep(name, "assembly", tuple(reads), tuple(writes), device_fn, host_fn)
+    return PlanStep(
+        name,
+        "assembly",
+        _names(name, "reads", reads),
+        _names(name, "writes", writes),
+        device_fn,
+        host_fn,
+    )
 
 
 @dataclass(frozen=True)
@@ -268,7 +278,15 @@ class LoweredPlan:
 
     def __post_init__(self) -> None:
         for label in ("steps", "inputs", "outputs", "workspaces"):
-            object.__setattr__(self, label, tuple(getattr(self, label)))
+            given = getattr(self, label)
+            if isinstance(given, str | PlanStep | WorkspaceSpec) or not isinstance(
+                given, Iterable
+            ):
+                raise EagleTypeError(
+                    f"{label} must be a sequence (of "
+                    f"{'PlanStep' if label == 'steps' else 'WorkspaceSpec'}), not {given!r}"
+                )
+            object.__setattr__(self, label, tuple(given))
         _validate(self)
 
     @property
