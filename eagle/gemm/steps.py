@@ -279,9 +279,7 @@ class LoweredPlan:
     def __post_init__(self) -> None:
         for label in ("steps", "inputs", "outputs", "workspaces"):
             given = getattr(self, label)
-            if isinstance(given, str | PlanStep | WorkspaceSpec) or not isinstance(
-                given, Iterable
-            ):
+            if isinstance(given, str | PlanStep | WorkspaceSpec) or not isinstance(given, Iterable):
                 raise EagleTypeError(
                     f"{label} must be a sequence (of "
                     f"{'PlanStep' if label == 'steps' else 'WorkspaceSpec'}), not {given!r}"
