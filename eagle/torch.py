@@ -493,8 +493,8 @@ class Function:
                 shape = _shape(slot.plane)
                 outputs.append(
                     torch.zeros(shape, dtype=real, device=device)
-                    if start is None
-                    else _copy(start, real).reshape(shape)
+                    if start is None  # (a copy of its own, never a view: see _copy)
+                    else torch.empty(shape, dtype=real, device=device).copy_(start.reshape(shape))
                 )
         if self._forward_adds:
             refuse_nondeterminism(f"the eagle.torch op of hawk kernel {self.kernel.name!r}", device)
@@ -606,7 +606,8 @@ def _constant(value: Any, dtype: torch.dtype, device: torch.device) -> torch.Ten
 
 
 def _copy(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """A contiguous copy of ``tensor`` in ``dtype``."""
+    """A contiguous copy of ``tensor`` in ``dtype``, a tensor of its own (never a view: an
+    output that is one may not be changed in place, as torch's own outputs may)."""
     return tensor.to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
 
 

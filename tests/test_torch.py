@@ -250,6 +250,27 @@ def test_outputs_are_new_tensors_and_inputs_are_left_alone():
     torch.testing.assert_close(y, kept * kept * x)
 
 
+@pytest.mark.parametrize("kernel", [k.square_in_place, k.tally], ids=lambda kernel: kernel.name)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("given", [False, True])
+def test_outputs_are_tensors_of_their_own_that_may_be_changed_in_place(kernel, dtype, given):
+    """Never a view (of a copy of the initial value, say): autograd refuses an in-place
+    change of a custom Function's view output, and torch's own ops allow it."""
+    f = eagle.torch.function(kernel)
+    planes = k.inputs(kernel, dtype, "cpu")
+    (output,) = f._output_names
+    if not given:
+        planes.pop(output)
+    planes["x"].requires_grad_(True)
+    out = f(**planes)
+    assert not out._is_view()
+    want = out.detach() * 2.0
+    out.mul_(2.0)
+    out.sum().backward()
+    torch.testing.assert_close(out.detach(), want)
+    assert planes["x"].grad is not None
+
+
 def test_outputs_not_given_start_at_zero():
     assert torch.equal(eagle.torch.function(k.square_in_place)(x=torch.ones(4)), torch.zeros(4))
     counts = eagle.torch.function(k.binned)(x=torch.ones(12), w=2.0)
