@@ -6,6 +6,9 @@ all-or-nothing runs."""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+
 import copy
 import pickle
 import re
@@ -289,6 +292,34 @@ def test_a_kept_policy_choice_serves_every_with_block_it_opens() -> None:
     assert repr(again) == repr(routed) == "hawk.emit.policy.using(contraction='gemm')"
     with copy.deepcopy(routed):
         assert policy.current().contraction == "gemm"
+
+
+def test_a_kept_policy_choice_serves_asyncio_tasks_whose_blocks_overlap() -> None:
+    """Each task has its own open blocks (the tokens were kept per thread: a task leaving
+    first undid the other's block, and ContextVar.reset raised)."""
+    routed = policy.using(contraction="gemm")
+
+    async def inside(start: float, hold: float) -> tuple[str, str]:
+        await asyncio.sleep(start)
+        with routed:
+            seen = policy.current().contraction
+            await asyncio.sleep(hold)
+            return seen, policy.current().contraction
+
+    async def both() -> list[tuple[str, str]]:
+        return await asyncio.gather(inside(0.0, 0.02), inside(0.01, 0.02))
+
+    assert asyncio.run(both()) == [("gemm", "gemm")] * 2
+    assert policy.current().contraction == "loop"
+
+
+def test_a_policy_block_left_elsewhere_than_it_began_is_refused_by_name() -> None:
+    routed = policy.using(contraction="gemm")
+    routed.__enter__()
+    with pytest.raises(hawk.HawkError, match=r"using\(contraction='gemm'\): the block ends"):
+        contextvars.copy_context().run(routed.__exit__, None, None, None)  # (another task's)
+    routed.__exit__(None, None, None)
+    assert policy.current().contraction == "loop"
 
 
 # -- binding -----------------------------------------------------------------------------

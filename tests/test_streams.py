@@ -2,6 +2,8 @@
 current stream, ``with stream:``), the per-stream cuBLAS handles' lifetimes,
 ``plan.source`` and the compile log."""
 
+import asyncio
+import contextvars
 import logging
 import sys
 from collections import OrderedDict
@@ -55,6 +57,33 @@ def test_the_default_stream_is_cudas_legacy_stream_and_with_stream_overrides(mon
         assert cuda.current_stream().ptr() == 0x99
     with pytest.raises(TypeError, match="not None"):
         streams.Stream.external(None)
+
+
+def test_each_asyncio_task_has_its_own_with_stream_blocks():
+    """The blocks were kept per thread: a task saw another's stream, and leaving one
+    popped another's."""
+    first, second = streams.Stream.external(0x1111), streams.Stream.external(0x2222)
+
+    async def inside(stream, start: float) -> tuple[int, int]:
+        await asyncio.sleep(start)
+        if stream is None:
+            await asyncio.sleep(0.01)
+            return cuda.current_stream().ptr(), cuda.current_stream().ptr()
+        with stream:
+            seen = cuda.current_stream().ptr()
+            await asyncio.sleep(0.02)
+            return seen, cuda.current_stream().ptr()
+
+    async def three():
+        return await asyncio.gather(inside(first, 0.0), inside(None, 0.005), inside(second, 0.01))
+
+    assert asyncio.run(three()) == [(0x1111, 0x1111), (0, 0), (0x2222, 0x2222)]
+    assert cuda.current_stream().ptr() == 0
+    first.__enter__()
+    with pytest.raises(RuntimeError, match=r"the block ends in another thread or task"):
+        contextvars.copy_context().run(first.__exit__, None, None, None)
+    first.__exit__(None, None, None)
+    assert cuda.current_stream().ptr() == 0
 
 
 def test_a_framework_stream_is_found_without_importing_the_framework(monkeypatch):

@@ -10,15 +10,15 @@ array comes from it.
 
 from __future__ import annotations
 
+import contextvars
 import sys
-import threading
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from eagle.cuda._records import raise_recorded
 from eagle.cuda._runtime import CudaError, cudart, ensure_device, finalizer, runtime
-from eagle.errors import EagleTypeError, EagleValueError
+from eagle.errors import EagleRuntimeError, EagleTypeError, EagleValueError
 
 __all__ = ["DEFAULT_STREAM", "Event", "Stream", "as_stream_ptr", "current_stream", "launch_stream"]
 
@@ -34,7 +34,7 @@ class Stream:
             synchronisation with the legacy default stream).
         device: the device index.
 
-    ``with stream:`` makes it eagle's current stream on this thread. It
+    ``with stream:`` makes it eagle's current stream in this thread or asyncio task. It
     implements ``__cuda_stream__``, so cuda.core and other libraries take it
     as a stream. The stream is destroyed by :meth:`destroy` or when it is
     garbage-collected (never at interpreter exit, when the driver may be gone);
@@ -113,11 +113,23 @@ class Stream:
         self._finalizer()
 
     def __enter__(self) -> Stream:
-        _stack(self.device).append(self)
+        open_ = _open.get() or {}
+        token = _open.set({**open_, self.device: (*open_.get(self.device, ()), self)})
+        _blocks.set((*_blocks.get(), (self, token)))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _stack(self.device).pop()
+        blocks = _blocks.get()
+        try:
+            if not blocks or blocks[-1][0] is not self:
+                raise ValueError
+            _open.reset(blocks[-1][1])  # (ValueError: the token is another context's)
+        except ValueError:
+            raise EagleRuntimeError(
+                f"with {self!r}: the block ends in another thread or task than it began in, or "
+                "out of order; enter and leave a stream's with block in one thread or task"
+            ) from None
+        _blocks.set(blocks[:-1])
 
     def __repr__(self) -> str:
         return f"Stream(ptr={self._ptr:#x}, device={self.device}, non_blocking={self.non_blocking})"
@@ -205,26 +217,28 @@ def stream_object(ptr: int) -> Stream | None:
     return stream if stream is not None and stream.alive else None
 
 
-_local = threading.local()
+#: the streams of the ``with stream:`` blocks open in this thread or asyncio task (each
+#: has a context of its own), innermost last, by device; replaced, never changed in place
+_open: contextvars.ContextVar[dict[int, tuple[Stream, ...]] | None] = contextvars.ContextVar(
+    "eagle_streams", default=None
+)
+#: those blocks in the order they began, each with the token that undoes its stream
+_blocks: contextvars.ContextVar[tuple[tuple[Stream, contextvars.Token[Any]], ...]] = (
+    contextvars.ContextVar("eagle_stream_blocks", default=())
+)
 _defaults: dict[int, Stream] = {}
 
 
-def _stack(device: int) -> list[Stream]:
-    stacks = getattr(_local, "stacks", None)
-    if stacks is None:
-        stacks = _local.stacks = {}
-    return stacks.setdefault(device, [])
-
-
 def current_stream(device: int = 0) -> Stream:
-    """eagle's current stream on this thread for ``device``.
+    """eagle's current stream on this thread or asyncio task for ``device``.
 
     Inside ``with stream:`` it is that stream; otherwise the CUDA default
     (legacy) stream, where torch and CuPy queue their work by default. Work
     over another framework's arrays goes to that framework's current stream
     instead (:func:`~eagle.cuda.stream.launch_stream`).
     """
-    stack = _stack(device)
+    open_ = _open.get()
+    stack = open_.get(device) if open_ else None
     if stack:
         return stack[-1]
     stream = _defaults.get(device)
@@ -253,9 +267,10 @@ def launch_stream(values: Iterable[Any], device: int = 0) -> int:
 
 
 def scoped_stream(device: int = 0) -> int | None:
-    """eagle's stream on ``device`` inside ``with stream:`` on this thread, else None."""
-    stacks = _local.__dict__.get("stacks")  # (a getattr that misses costs an exception)
-    stack = stacks.get(device) if stacks else None
+    """eagle's stream on ``device`` inside ``with stream:`` in this thread or task, else
+    None."""
+    open_ = _open.get()
+    stack = open_.get(device) if open_ else None
     return stack[-1].ptr() if stack else None
 
 

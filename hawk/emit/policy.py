@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import threading
 from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
 from hawk.dtypes import Float32Math
 from hawk.emit.checks import IntOverflow
+from hawk.errors import HawkError
 from hawk.kinds import check_option
 
 __all__ = [
@@ -139,21 +139,37 @@ def using(
     return Using(changes)
 
 
+#: the ``with`` blocks of :func:`using` open in this thread or asyncio task (each has a
+#: context of its own), innermost last: each one's object and the token that undoes it
+_open: contextvars.ContextVar[tuple[tuple[Using, contextvars.Token[Policy]], ...]] = (
+    contextvars.ContextVar("hawk_policy_blocks", default=())
+)
+
+
 class Using:
     """The choices of :func:`using`, made the policy inside each ``with`` block that
-    uses them (each thread keeps its own open blocks)."""
+    uses them (each thread and each asyncio task keeps its own open blocks)."""
 
     def __init__(self, changes: dict[str, Any]) -> None:
         self._changes = changes
-        self._blocks = threading.local()  # each thread's open blocks' tokens
 
     def __enter__(self) -> Policy:
-        tokens = self._blocks.__dict__.setdefault("tokens", [])
-        tokens.append(_current.set(replace(current(), **self._changes)))
-        return current()
+        chosen = replace(current(), **self._changes)
+        _open.set((*_open.get(), (self, _current.set(chosen))))
+        return chosen
 
     def __exit__(self, *exc: object) -> None:
-        _current.reset(self._blocks.tokens.pop())
+        blocks = _open.get()
+        try:
+            if not blocks or blocks[-1][0] is not self:
+                raise ValueError
+            _current.reset(blocks[-1][1])  # (ValueError: the token is another context's)
+        except ValueError:
+            raise HawkError(
+                f"with {self!r}: the block ends in another thread or task than it began in, "
+                "or out of order; enter and leave it in one thread or task"
+            ) from None
+        _open.set(blocks[:-1])
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle as the call that made it."""
