@@ -322,6 +322,27 @@ def test_plan_runs_its_steps_in_order_into_the_callers_buffers(rng):
     assert rel_error(t, a @ b) < 1e-14
 
 
+def test_a_host_call_that_raises_leaves_every_buffer_as_it_was(rng):
+    """Steps of your own may raise after the products wrote: their writes are undone."""
+
+    def fails(bufs):
+        np.asarray(bufs["out_t"])[0, 0] = 1.0
+        raise RuntimeError("an assembly step failed")
+
+    plan = _chain_plan()
+    plan = LoweredPlan(
+        (*plan.steps[:2], assembly_step("out_t", reads=["out"], writes=["out_t"],
+                                        host_fn=fails, device_fn=fails)),
+        plan.mechanism, plan.determinism, plan.inputs, plan.outputs, plan.workspaces,
+    )  # fmt: skip
+    a, b, c = (rng.standard_normal(spec.shape) for spec in plan.inputs)
+    out, out_t, t = np.full((3, 2), -7.0), np.full((2, 3), -7.0), np.full((3, 5), -7.0)
+    with pytest.raises(RuntimeError, match="an assembly step failed"):
+        plan("host", {"a": a, "b": b, "c": c, "out": out, "out_t": arrays.asarray(out_t), "t": t})
+    for written in (out, out_t, t):
+        assert (written == -7.0).all()
+
+
 def test_a_plan_of_matmul_steps_is_copied_and_pickled_and_its_copies_run(rng):
     """A matmul step's device function keeps a cache of checked products (with a lock);
     a copy starts with none, like a step made afresh."""

@@ -9,6 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import eagle.plan  # noqa: E402
 import eagle.torch  # noqa: E402
 from eagle import _torch_autograd  # noqa: E402
 from tests import _torch_kernels as k  # noqa: E402
@@ -106,3 +107,20 @@ def test_a_recorded_eager_call_reads_no_signature(monkeypatch):
         dual = torch.autograd.forward_ad.make_dual(x.detach(), tangent)
         (_, forward) = torch.autograd.forward_ad.unpack_dual(f(x=dual, z=z))
     torch.testing.assert_close(forward, 0.5 * tangent)
+
+
+def test_a_bound_launch_refuses_a_tensor_it_writes_that_came_to_require_grad():
+    """The bind checked it; a launch would write it behind autograd's back."""
+    x, y = torch.randn(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
+    bound = eagle.plan.auto(k.scale_add).bind(x=x, z=x, y=y)
+    bound.launch()
+    torch.testing.assert_close(y, 1.5 * x)
+    y.requires_grad_(True)
+    with pytest.raises(ValueError, match="writes a torch tensor that requires grad since it"):
+        bound.launch()
+    with torch.no_grad():
+        y.zero_()
+    y.requires_grad_(False)
+    x.requires_grad_(True)  # read through: launched
+    bound.launch()
+    torch.testing.assert_close(y, 1.5 * x.detach())

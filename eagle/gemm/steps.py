@@ -352,6 +352,9 @@ class LoweredPlan:
                 DLPack objects), all on one device. Torch tensors the plan writes
                 have their versions bumped.
 
+        On the host, a call that raises leaves every buffer as it was (the steps'
+        writes are undone); on the device the steps are enqueued one after another.
+
         Raises:
             ValueError: an unknown backend.
             TypeError: ``buffers`` is not a mapping.
@@ -366,10 +369,30 @@ class LoweredPlan:
         if device and bound:  # the producers' queued work comes first
             arrays = tuple(bound.values())
             ordered(taken.values(), launch_stream(arrays, arrays[0].device_index))
-        for step in self.steps:
-            step.run(bound, backend)
+        if device:
+            for step in self.steps:
+                step.run(bound, backend)
+        else:
+            _run_host_steps(self.steps, bound)
         for spec in self.outputs + self.workspaces:
             bump_written(taken[spec.name])  # torch tensors written: their versions go up
+
+
+def _run_host_steps(steps: Sequence[PlanStep], bound: dict[str, Any]) -> None:
+    """Run ``steps`` on the host over ``bound``; if one raises (a step of your own, say),
+    write back what the earlier ones wrote, so that a call that raises changes nothing."""
+    if len(steps) == 1 and steps[0].kind == "matmul":  # (checks all, then writes)
+        steps[0].run(bound, "host")
+        return
+    written = dict.fromkeys(name for step in steps for name in step.writes)
+    saved = [(np.asarray(bound[name]), np.array(bound[name], copy=True)) for name in written]
+    try:
+        for step in steps:
+            step.run(bound, "host")
+    except BaseException:
+        for array, before in saved:
+            np.copyto(array, before)
+        raise
 
 
 # --- plan validation and binding -------------------------------------------------------------

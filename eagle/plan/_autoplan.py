@@ -387,6 +387,10 @@ class AutoPlan:
         only the new addresses are checked (non-null, each written plane apart
         from the others) and the products are moved to them.
 
+        The planes are checked here, not at each launch: one a launch writes may not
+        be made read-only after the bind (numpy's ``flags.writeable``), and a torch
+        tensor it writes that comes to require grad is refused by the launch.
+
         Raises:
             TypeError, ValueError, OverflowError: as :meth:`run`.
             hawk.PlaneIndexError: (the kernel's loop) a table index of the lane

@@ -300,8 +300,16 @@ class Bound:
         do, so autograd refuses a backward through a value it overwrote.
 
         Raises:
-            ValueError: a stream given to work bound to host arrays.
+            ValueError: a stream given to work bound to host arrays; a torch tensor it
+                writes that has come to require grad since the bind.
         """
+        for tensor in self._tensors:  # (checked at the bind: refused again, never written)
+            if tensor.requires_grad:
+                raise EagleValueError(
+                    f"this {self._what} writes a torch tensor that requires grad since it was "
+                    "bound: eagle never writes one behind autograd's back; bind .detach() of "
+                    "it, or use eagle.torch.function(kernel) to make the write part of the graph"
+                )
         if self._host:
             if stream is not None:
                 raise EagleValueError(
