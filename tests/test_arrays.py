@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -105,6 +108,18 @@ def test_a_host_arrays_readonly_follows_numpys_flag():
     host.setflags(write=True)
     array.fill(2.0)
     assert host.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_a_host_fill_refuses_a_stream_and_an_array_is_weakly_referenced():
+    array = arrays.zeros((3,))
+    with pytest.raises(ValueError, match="on the host: fill runs now and takes no stream"):
+        array.fill(1.0, "not a stream")
+    assert array.numpy().tolist() == [0.0, 0.0, 0.0]
+    ref = weakref.ref(array)
+    assert ref() is array
+    del array
+    gc.collect()
+    assert ref() is None
 
 
 def test_refuses_inexact_fill_value_and_bad_shape():

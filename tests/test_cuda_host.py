@@ -544,6 +544,27 @@ def test_an_old_driver_is_refused_naming_both_versions(monkeypatch, version, sho
     assert calls == ["cudaDriverGetVersion"]
 
 
+@pytest.mark.parametrize(
+    ("version", "error", "message"),
+    [
+        (0, cuda.CudaUnavailable, r"^cudaStreamGetDevice failed .*no NVIDIA driver is installed"),
+        (12040, cuda.CudaDriverTooOld, r"supports CUDA 12\.4, but eagle needs CUDA 13\.0"),
+        (13000, cuda.CudaUnavailable, r"cudaErrorInsufficientDriver"),
+    ],
+)
+def test_an_insufficient_driver_status_says_whether_there_is_a_driver(
+    monkeypatch, version, error, message
+):
+    """CUDA's own text for it ("driver version is insufficient") reads as a driver to
+    update where there is none at all."""
+    monkeypatch.setattr(
+        _runtime, "cudart", FakeCalls(lambda name, *args: version if "Version" in name else None)
+    )
+    status = SimpleNamespace(name="cudaErrorInsufficientDriver")
+    with pytest.raises(error, match=message):
+        _runtime.raise_status("runtime", "cudaStreamGetDevice", status)
+
+
 def test_a_cuda_13_driver_is_accepted(monkeypatch):
     def fake_call(name, *args):
         return {"cudaDriverGetVersion": 13000, "cudaGetDeviceCount": 1}.get(name)

@@ -105,6 +105,11 @@ def test_an_unknown_math_mode_is_refused_by_name():
         CublasCaptureHandle(0, math="fp16")
 
 
+def test_a_stream_that_is_no_stream_is_refused_by_name_before_the_driver_is_asked():
+    with pytest.raises(EagleTypeError, match=r"stream must be an eagle.cuda.Stream.*, not str$"):
+        CublasCaptureHandle("stream")
+
+
 # --- the handle's bookkeeping, over a stand-in cuBLAS that computes on host memory ----------
 
 

@@ -53,6 +53,7 @@ class Array:
     """
 
     __slots__ = (
+        "__weakref__",  # (as numpy arrays and torch tensors, it may be weakly referenced)
         "_device_index",
         "_host",
         "_owner",
@@ -355,7 +356,8 @@ class Array:
         Raises:
             ValueError: ``value`` does not fit the dtype exactly (``1.5`` or NaN
                 into an int32 array, a complex value into a real one, ``1e300``
-                into float32), or the array is read-only.
+                into float32), the array is read-only, or a stream is given for a
+                host array.
         """
         if self.readonly:
             raise EagleValueError(
@@ -363,6 +365,11 @@ class Array:
             )
         scalar = _fill.exact_scalar(value, self.dtype)
         if self._host is not None:
+            if stream is not None:
+                raise EagleValueError(
+                    "this Array is on the host: fill runs now and takes no stream; leave "
+                    "stream out"
+                )
             self._host.fill(scalar)
             return
         if not self.size:

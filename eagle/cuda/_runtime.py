@@ -295,8 +295,15 @@ def raise_status(kind: str, name: str, status: Any) -> None:
         CudaError: any other status.
     """
     status_name = _status_name(status)
+    if status_name in _DRIVER_STATUSES:  # no driver, or one too old: said as eagle says it
+        _check_driver(name)
     error = CudaUnavailable if status_name in _UNAVAILABLE_STATUSES else CudaError
     raise error(name, status_name, _describe(kind, status))
+
+
+#: the statuses that may mean no driver at all: CUDA's own text then reads as if the
+#: driver were too old
+_DRIVER_STATUSES = frozenset({"cudaErrorInsufficientDriver", "CUDA_ERROR_NOT_INITIALIZED"})
 
 
 _DESCRIBE = {
@@ -360,11 +367,13 @@ def ready_devices() -> tuple[int, ...]:
     return tuple(sorted(_ready_devices))
 
 
-def _check_driver() -> None:
+def _check_driver(name: str = "cudaDriverGetVersion") -> None:
+    """Raise when there is no driver or one too old, naming the call ``name`` that found
+    it out."""
     found = int(cudart.cudaDriverGetVersion())
     if found == 0:
         raise CudaUnavailable(
-            "cudaDriverGetVersion",
+            name,
             "cudaErrorNoDevice",
             "no NVIDIA driver is installed; host work takes numpy arrays, and "
             "eagle.cuda.is_available() says whether device work can run",

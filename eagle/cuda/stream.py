@@ -120,16 +120,18 @@ class Stream:
 
     def __exit__(self, *exc: object) -> None:
         blocks = _blocks.get()
-        try:
-            if not blocks or blocks[-1][0] is not self:
-                raise ValueError
-            _open.reset(blocks[-1][1])  # (ValueError: the token is another context's)
-        except ValueError:
-            raise EagleRuntimeError(
-                f"with {self!r}: the block ends in another thread or task than it began in, or "
-                "out of order; enter and leave a stream's with block in one thread or task"
-            ) from None
-        _blocks.set(blocks[:-1])
+        if blocks and blocks[-1][0] is self:
+            try:
+                _open.reset(blocks[-1][1])
+            except ValueError:  # (the token is another context's)
+                pass
+            else:
+                _blocks.set(blocks[:-1])
+                return
+        raise EagleRuntimeError(
+            f"with {self!r}: the block ends in another thread or task than it began in, or "
+            "out of order; enter and leave a stream's with block in one thread or task"
+        )
 
     def __repr__(self) -> str:
         return f"Stream(ptr={self._ptr:#x}, device={self.device}, non_blocking={self.non_blocking})"

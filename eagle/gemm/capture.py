@@ -120,6 +120,7 @@ class CublasCaptureHandle:
         GemmCaptureUnavailable: no CUDA driver or device, no cuBLAS, cuBLAS
             could not make a handle, or ``stream_ptr`` is being captured.
         ValueError: ``math`` is neither ``"fp32"`` nor ``"tf32"``.
+        TypeError: ``stream_ptr`` is neither a stream nor a raw pointer.
     """
 
     def __init__(self, stream_ptr: Stream | int, *, math: Float32Math = "fp32") -> None:
@@ -135,10 +136,10 @@ class CublasCaptureHandle:
         self._sgemm_calls = Prepared()
         self._gemm_calls = Prepared()
         self._scaled: ScaledProducts | None = None  # the cuBLASLt side, made on first use
+        self.stream_ptr = as_stream_ptr(stream_ptr)  # (a bad argument first: no driver asked)
         cublas = _cublas()
         try:
             cudart.cudaGetDeviceCount()  # no driver or no device: CudaUnavailable
-            self.stream_ptr = as_stream_ptr(stream_ptr)
             # a stream object is kept alive with the handle, which is bound to it (a raw
             # pointer to an eagle Stream keeps it too, through the workspace's buffer)
             self._stream = self.stream_ptr if isinstance(stream_ptr, int) else stream_ptr

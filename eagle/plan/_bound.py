@@ -42,7 +42,7 @@ from eagle.cuda.loops import in_loop_body
 from eagle.cuda.stream import as_stream_ptr, framework_of, launch_stream
 from eagle.errors import EagleTypeError, EagleValueError
 
-__all__ = ["Bound", "Placement", "Route", "Step", "branch_plan", "one_place"]
+__all__ = ["Bound", "Placement", "Route", "Step", "branch_plan", "listed", "one_place"]
 
 
 @dataclass(frozen=True)
@@ -428,6 +428,13 @@ def one_place(launches: Sequence[Bound], names: Sequence[str], what: str) -> tup
         raise EagleValueError(f"{what} must be on one side and device: {described}")
     ((side, device),) = where
     return side, device
+
+
+def listed(items: Sequence[str], most: int = 8) -> str:
+    """``items`` joined for a repr: the first ``most`` of them, then how many in all."""
+    if len(items) <= most:
+        return ", ".join(items)
+    return f"{', '.join(items[:most])}, ... ({len(items)} in all)"
 
 
 def _run_all_or_nothing(steps: Sequence[Step], written: Sequence[np.ndarray]) -> None:

@@ -16,7 +16,7 @@ from eagle.arrays import _holder
 from eagle.errors import EagleTypeError, EagleValueError
 from eagle.gemm.steps import Side
 from eagle.plan._autoplan import AutoPlan, BoundPlan, Moves, backend_for, decide, main_side
-from eagle.plan._bound import Bound, Route, Step, one_place
+from eagle.plan._bound import Bound, Route, Step, listed, one_place
 from eagle.plan._planes import Planes, alike_keys, by_position, check_planes, layout_keys
 from eagle.plan._route import dtype_reasons
 from hawk.kinds import PlaneKind
@@ -500,7 +500,7 @@ class AdjointSequence:
 
     def __repr__(self) -> str:
         written = "" if self.accumulate else ", accumulate=False"
-        return f"AdjointSequence({', '.join(s.primal.kernel.name for s in self.steps)}{written})"
+        return f"AdjointSequence({listed([s.primal.kernel.name for s in self.steps])}{written})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle (and copy) as ``reverse(primals, accumulate=...)``: built again on load."""
@@ -657,5 +657,5 @@ class BoundAdjoint(Bound):
         super().__init__(side, device, work, sides=sides, branches=branches)
 
     def __repr__(self) -> str:
-        names = ", ".join(step.plan.kernel.name for step in self.steps)
+        names = listed([step.plan.kernel.name for step in self.steps])
         return f"BoundAdjoint({names}, side={self.side!r})"

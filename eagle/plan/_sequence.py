@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from eagle.errors import EagleTypeError
-from eagle.plan._bound import Bound, one_place
+from eagle.plan._bound import Bound, listed, one_place
 
 __all__ = ["BoundSequence", "sequence"]
 
@@ -40,7 +40,7 @@ class BoundSequence(Bound):
         super().__init__(side, device, steps)
 
     def __repr__(self) -> str:
-        return f"BoundSequence({', '.join(map(repr, self.launches))})"
+        return f"BoundSequence({listed([repr(launch) for launch in self.launches])})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Refused: its launches hold their planes' memory."""

@@ -160,16 +160,18 @@ class Using:
 
     def __exit__(self, *exc: object) -> None:
         blocks = _open.get()
-        try:
-            if not blocks or blocks[-1][0] is not self:
-                raise ValueError
-            _current.reset(blocks[-1][1])  # (ValueError: the token is another context's)
-        except ValueError:
-            raise HawkError(
-                f"with {self!r}: the block ends in another thread or task than it began in, "
-                "or out of order; enter and leave it in one thread or task"
-            ) from None
-        _open.set(blocks[:-1])
+        if blocks and blocks[-1][0] is self:
+            try:
+                _current.reset(blocks[-1][1])
+            except ValueError:  # (the token is another context's)
+                pass
+            else:
+                _open.set(blocks[:-1])
+                return
+        raise HawkError(
+            f"with {self!r}: the block ends in another thread or task than it began in, "
+            "or out of order; enter and leave it in one thread or task"
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle as the call that made it."""
