@@ -99,9 +99,7 @@ def test_the_torch_tensors_a_sequence_writes_have_their_versions_bumped() -> Non
 
 
 def test_the_reprs_of_long_sequences_name_a_few_launches_and_how_many() -> None:
-    bound = [
-        eagle.plan.auto(saxpy).bind(a=1.0, x=np.ones(2), y=np.zeros(2)) for _ in range(100)
-    ]
+    bound = [eagle.plan.auto(saxpy).bind(a=1.0, x=np.ones(2), y=np.zeros(2)) for _ in range(100)]
     shown = repr(eagle.plan.sequence(bound))
     assert shown.endswith(", ... (100 in all))") and len(shown) < 1000
     adjoint = eagle.diff.reverse([eagle.plan.auto(saxpy)] * 100)

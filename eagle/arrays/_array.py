@@ -367,8 +367,7 @@ class Array:
         if self._host is not None:
             if stream is not None:
                 raise EagleValueError(
-                    "this Array is on the host: fill runs now and takes no stream; leave "
-                    "stream out"
+                    "this Array is on the host: fill runs now and takes no stream; leave stream out"
                 )
             self._host.fill(scalar)
             return
