@@ -756,8 +756,10 @@ def _no_third_derivative(function: Function) -> str:
         f"the eagle.torch op of hawk kernel {function.kernel.name!r} is differentiable twice: "
         "its second-order backward, which also computes its forward mode (torch.func.jvp, "
         "jacfwd), has no derivative. That rules out a third derivative and reverse mode of "
-        "forward mode (jacrev or grad of jacfwd or jvp); for a Hessian use "
-        "torch.func.hessian or jacrev(jacrev)"
+        "forward mode (jacrev or grad of jacfwd or jvp), and torch.autograd.functional.hvp "
+        "(which differentiates a backward's backward); for a Hessian use torch.func.hessian "
+        "or jacrev(jacrev), and for its products torch.autograd.functional.vhp (equal to "
+        "hvp: the Hessian is symmetric) or torch.func.jvp of torch.func.grad"
     )
 
 

@@ -203,11 +203,12 @@ def _without_storage(names: tuple[str, ...], tensors: list[Any]) -> Exception:
             tensor
         ):
             return EagleRuntimeError(
-                f"plane {name!r} is a batched tensor (torch.autograd.grad(..., "
-                "is_grads_batched=True), or torch.autograd.functional.jacobian or hessian "
-                "with vectorize=True, gradcheck's check_batched_grad=True): eagle.torch's "
-                "backward takes one cotangent at a time; pass vectorize=False (or "
-                "check_batched_grad=False), or batch with torch.func.vmap over torch.func.vjp"
+                f"a batched tensor reached an eagle.torch op (as plane {name!r} of a kernel it "
+                "runs): torch.autograd.grad(..., is_grads_batched=True), "
+                "torch.autograd.functional.jacobian or hessian with vectorize=True (which "
+                "forward-mode strategies need), and gradcheck's check_batched_grad=True batch "
+                "in a way eagle.torch cannot run. Use torch.func (jacrev, jacfwd, hessian, vmap "
+                "over vjp), which it runs, or pass vectorize=False (check_batched_grad=False)"
             )
     return EagleRuntimeError(
         f"a plane of {', '.join(names)} has no memory eagle can read (a tensor without "

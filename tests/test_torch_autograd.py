@@ -203,6 +203,18 @@ def test_a_third_derivative_is_refused_by_name():
         hx.sum().backward()
 
 
+def test_hvp_says_to_use_vhp_and_vhp_gives_torchs_hvp():
+    """torch.autograd.functional.hvp differentiates the backward's backward (its
+    double-backward trick), which eagle cannot: refused, naming vhp, which gives the same."""
+    f, reference, x = _closed(k.cubic)
+    v = torch.linspace(-1.0, 1.0, 5, dtype=x.dtype)
+    with pytest.raises(RuntimeError, match=r"functional.hvp .*functional\.vhp \(equal to hvp"):
+        torch.autograd.functional.hvp(lambda x: f(x).sum(), x, v)
+    _, want = torch.autograd.functional.hvp(lambda x: reference(x).sum(), x, v)
+    _, got = torch.autograd.functional.vhp(lambda x: f(x).sum(), x, v)
+    torch.testing.assert_close(got, want)
+
+
 def test_a_second_derivative_hawk_cannot_take_is_refused_never_detached():
     """square_in_place's adjoint reads y and takes y_bar, so the gradient of its adjoint
     with respect to y would be named y_bar too: hawk.diff refuses, and so does the op, when
@@ -212,7 +224,9 @@ def test_a_second_derivative_hawk_cannot_take_is_refused_never_detached():
     x, y = k.inputs(k.square_in_place, torch.float64, "cpu").values()
     (gx, gy) = torch.autograd.grad(f(x=x, y=y).sum(), (x, y), create_graph=True)
     assert gx.requires_grad and gy.requires_grad
-    with pytest.raises(RuntimeError, match=r"'square_in_place' has no second derivative .*'y_bar'"):
+    with pytest.raises(
+        RuntimeError, match=r"'square_in_place' has no second derivative .*'y_bar'.*not requiring"
+    ):
         torch.autograd.grad(gx.sum(), x)
     y.requires_grad_(False)  # without y, the second derivative with respect to x is there
     (gx,) = torch.autograd.grad(f(x=x, y=y).sum(), x, create_graph=True)

@@ -169,8 +169,12 @@ def test_a_batched_cotangent_is_refused_by_plane_name():
     memory: eagle named none of it (torch's "doesn't have storage")."""
     x = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64, requires_grad=True)
     eye = torch.eye(3, dtype=torch.float64)
-    with pytest.raises(RuntimeError, match=r"plane 'y_bar' is a batched tensor .*vectorize=False"):
+    with pytest.raises(RuntimeError, match=r"a batched tensor .*plane 'y_bar'.*vectorize=False"):
         torch.autograd.grad(_sine_square(x), x, eye, is_grads_batched=True)
+    with pytest.raises(RuntimeError, match=r"batched tensor .*forward-mode .*torch\.func .*jacfwd"):
+        torch.autograd.functional.jacobian(
+            _sine_square, x.detach(), vectorize=True, strategy="forward-mode"
+        )
     jacobian = torch.autograd.functional.jacobian(_sine_square, x.detach(), vectorize=False)
     torch.testing.assert_close(jacobian.diagonal(), torch.sin(2 * x.detach()))
 
