@@ -358,6 +358,8 @@ class _Tracer(ExpressionTracer):
             return
         if isinstance(call, ast.Constant) and isinstance(call.value, str):
             return  # a string on its own line is a comment
+        if isinstance(call, ast.Yield | ast.YieldFrom | ast.Await):
+            raise self.refuse(call)  # (a generator or coroutine, not an unused value)
         debugging = {"print": "hm.debug_print(...)", "breakpoint": "hm.breakpoint()"}
         called = (
             call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else ""

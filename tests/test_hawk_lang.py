@@ -392,6 +392,7 @@ ERRORS = [
     ("t = 1\nfor i in range(R):\n    t = x > 0\ny = x", LANES, 2, r"'t' holds a comparison"),
     ("y = int(x > 0)", LANES, 1, r"int\(\) of a comparison is not in hawk"),
     ("y = x\nhm.exp(x)", LANES, 2, r"this expression has no effect: hm\.exp\(x\)"),
+    ("y = x\nyield x", LANES, 2, r"yield is not in hawk: \(yield x\)"),
     ("y = 'a'", LANES, 1, r"the constant 'a' is not a number \(write math\.inf or math\.nan"),
     ("y = x\nprint(x)", LANES, 2, r"print\(\) is not in hawk: call hm\.debug_print\(\.\.\.\)"),
     ("y = x\nbreakpoint()", LANES, 2, r"breakpoint\(\) is not in hawk: call hm\.breakpoint\(\)"),

@@ -44,7 +44,8 @@ def _select(name: str, test: str) -> Builtin:
     return function(
         name,
         ("x", "y"),
-        f"The {'smaller' if name == 'minimum' else 'larger'} of two values (NaN if either is NaN).",
+        f"The {'smaller' if name == 'minimum' else 'larger'} of two values (NaN if either is "
+        "NaN). At a tie its gradient goes to y, the second (torch's splits it in halves).",
         host=numpy(name),
         c={Type.REAL: f"hawk_{name}", Type.INT: f"hawk_{name}"},
         derivative=lambda bar, result, x, y: (
