@@ -571,10 +571,9 @@ class Derivatives:
             raise EagleRuntimeError(
                 f"the eagle.torch op of hawk kernel {self.kernel.name!r} has no second "
                 f"derivative with respect to {', '.join(wrt)}: hawk.diff cannot differentiate "
-                f"its adjoint, {first.name!r}, whose planes hawk.diff names ({exc}). Take "
-                "fewer derivatives: its gradient without create_graph=True or forward mode, "
-                "or with those planes not requiring grad (an initial value, say); or write "
-                "the second derivative as a kernel of its own"
+                f"its adjoint, {first.name!r} ({exc}). Take fewer derivatives (its gradient "
+                "without create_graph=True or forward mode, or with fewer tensors requiring "
+                "grad), or write the second derivative as a kernel of its own"
             ) from exc
         return self._looped(kernel)
 

@@ -17,6 +17,11 @@ the same emitters and plans (``eagle.plan.auto(vjp(kernel))``, or
   input, its value before the launch: its gradient plane is ``<y>_in_bar``,
   and the adjoint takes that value as plane ``<y>`` only when it needs it.
 
+A name the adjoint takes already (a plane named ``x_bar`` beside ``x``, or
+an adjoint's own ``y_bar`` in an adjoint's adjoint) goes to the earlier of the
+two; the later gets the first number free from 2 (``x_bar2``).
+:func:`cotangent_planes` and :func:`gradient_planes` give every name.
+
 Two options of :func:`vjp` serve a caller that makes fresh gradient planes
 for every call (as a framework's backward does): ``lane_gradients="store"``
 writes the per-lane gradient planes (``<x>_bar`` of a ``Scalar``,
@@ -153,14 +158,7 @@ def gradient_planes(kernel: Kernel) -> dict[str, str]:
         TypeError: ``kernel`` is not a ``@hawk.kernel``.
     """
     _check_kernel(kernel)
-    read_first = _read_first(kernel.ir)
-    result = {}
-    for plane in kernel.planes:
-        if plane.kind in _GIVEN:
-            result[plane.name] = plane.name + BAR
-        elif plane in read_first:
-            result[plane.name] = plane.name + INITIAL_BAR
-    return result
+    return _adjoint_names(kernel.ir)[1]
 
 
 def cotangent_planes(kernel: Kernel) -> dict[str, str]:
@@ -171,7 +169,33 @@ def cotangent_planes(kernel: Kernel) -> dict[str, str]:
         TypeError: ``kernel`` is not a ``@hawk.kernel``.
     """
     _check_kernel(kernel)
-    return {p.name: p.name + BAR for p in kernel.planes if p.is_written}
+    return _adjoint_names(kernel.ir)[0]
+
+
+def _adjoint_names(kernel_ir: ir.KernelIR) -> tuple[dict[str, str], dict[str, str]]:
+    """The names of the planes an adjoint of ``kernel_ir`` adds: each output's cotangent
+    (``<name>_bar``) and each differentiable plane's gradient (``<name>_bar``; an output
+    read first, ``<name>_in_bar``), in that order. A name an adjoint already takes (a
+    plane it takes as it is, or one named before) gets a number after it, the first one
+    free from 2 (an adjoint's adjoint of ``y = x * sin(y)`` takes ``y_bar`` and names the
+    gradient of ``y`` ``y_bar2``)."""
+    read_first = _read_first(kernel_ir)
+    taken = {p.name for p in kernel_ir.planes if p.kind in _GIVEN or p in read_first}
+
+    def free(name: str) -> str:
+        number, chosen = 2, name
+        while chosen in taken:
+            chosen, number = f"{name}{number}", number + 1
+        taken.add(chosen)
+        return chosen
+
+    cotangents = {p.name: free(p.name + BAR) for p in kernel_ir.planes if p.is_written}
+    gradients = {
+        p.name: free(p.name + (BAR if p.kind in _GIVEN else INITIAL_BAR))
+        for p in kernel_ir.planes
+        if p.kind in _GIVEN or p in read_first
+    }
+    return cotangents, gradients
 
 
 def vjp(
@@ -206,13 +230,9 @@ def vjp(
 
     Raises:
         TypeError: ``kernel`` is not a ``@hawk.kernel``.
-        HawkError: ``wrt`` names no plane, or a plane that has no gradient;
-            a plane the adjoint takes from ``kernel`` is named like a plane the
-            adjoint adds (``x_bar``), or two added planes share a name; or the
-            gradient passes through an address computed with ``int()`` of
-            differentiated data. (An output ``kernel`` writes without reading is
-            no plane of its adjoint: an adjoint's adjoint names the gradient of
-            ``x`` ``x_bar`` again.)
+        HawkError: ``wrt`` names no plane, or a plane that has no gradient; or
+            the gradient passes through an address computed with ``int()`` of
+            differentiated data.
         HawkTypeError: ``wrt``, ``broadcast`` or ``zero_cotangents`` is not a
             plane name or a list of them.
         ValueError: ``lane_gradients`` is not ``"add"`` or ``"store"``;
@@ -406,7 +426,8 @@ def _build(
         for p in primal.planes
         if p.name in cotangents
     }
-    gradient = {p: _gradient_plane(p) for p in primal.planes if p.name in wrt}
+    names = _adjoint_names(primal)[1]
+    gradient = {p: _gradient_plane(p, names[p.name]) for p in primal.planes if p.name in wrt}
     analysis = Activity(set(gradient))
     analysis.block(body)
     analysis.reaching(body)
@@ -432,7 +453,6 @@ def _build(
     planes = [loads[p] for p in primal.planes if p.kind in _GIVEN or loads[p] in used]
     planes += [cotangent[p] for p in primal.planes if p in cotangent]
     planes += [gradient[p] for p in primal.planes if p in gradient]
-    _check_names(primal, planes)
     if not any(p.is_lane for p in planes) and any(p.is_lane for p in primal.planes):
         options = [
             f"{name}={names}"
@@ -452,30 +472,10 @@ def _cotangent_kind(plane: ir.Plane, broadcast: tuple[str, ...]) -> PlaneKind:
     return PlaneKind.PARAM if plane.name in broadcast else PlaneKind.INPUT
 
 
-def _gradient_plane(plane: ir.Plane) -> ir.Plane:
-    if plane.kind == PlaneKind.INPUT:
-        return ir.Plane(plane.name + BAR, PlaneKind.OUTPUT)
-    if plane.kind == PlaneKind.OUTPUT:
-        return ir.Plane(plane.name + INITIAL_BAR, PlaneKind.OUTPUT)
+def _gradient_plane(plane: ir.Plane, name: str) -> ir.Plane:
+    """The gradient plane, named ``name``, of ``plane``."""
+    if plane.is_lane:
+        return ir.Plane(name, PlaneKind.OUTPUT)
     if plane.kind == PlaneKind.PARAM:
-        return ir.Plane(plane.name + BAR, PlaneKind.ACCUMULATOR, ((PARAM_AXIS, 1),))
-    return ir.Plane(plane.name + BAR, PlaneKind.ACCUMULATOR, plane.axes)
-
-
-def _check_names(primal: ir.KernelIR, planes: list[ir.Plane]) -> None:
-    seen: set[str] = set()
-    for plane in planes:
-        if plane.name in seen:
-            if any(p.name == plane.name for p in primal.planes):
-                raise HawkError(
-                    f"kernel {primal.name!r} has a plane named {plane.name!r}, which its "
-                    "adjoint uses for a cotangent or gradient plane; rename that plane"
-                )
-            sources = [
-                p.name for p in primal.planes if plane.name in (p.name + BAR, p.name + INITIAL_BAR)
-            ]
-            raise HawkError(
-                f"kernel {primal.name!r}: the adjoint planes of {' and '.join(map(repr, sources))} "
-                f"would both be named {plane.name!r}; rename one of those planes"
-            )
-        seen.add(plane.name)
+        return ir.Plane(name, PlaneKind.ACCUMULATOR, ((PARAM_AXIS, 1),))
+    return ir.Plane(name, PlaneKind.ACCUMULATOR, plane.axes)
