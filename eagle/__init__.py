@@ -32,4 +32,6 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__, "__version__"])
+    """The public names and submodules, and the module's own dunders (not its imports)."""
+    dunders = [name for name in globals() if name.startswith("__")]
+    return sorted({*dunders, *__all__, *_SUBMODULES, "__version__"})

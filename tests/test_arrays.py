@@ -258,6 +258,14 @@ def test_python_numbers_a_dtype_cannot_hold_are_refused(values, dtype):
         arrays.asarray(1 + 2j, dtype="float32")
 
 
+@pytest.mark.parametrize("values", [[2**70], 2**64, [[1, -(2**80)]]])
+def test_python_ints_no_dtype_holds_are_an_overflow_not_a_non_number(values):
+    with pytest.raises(eagle.errors.EagleOverflowError, match="ints beyond int64 .* no array"):
+        arrays.asarray(values)
+    with pytest.raises(eagle.errors.EagleTypeError, match="takes numbers or bools"):
+        arrays.asarray([2**70, "a"])
+
+
 def test_copy_false_is_refused_where_reading_the_array_copies():
     host = arrays.asarray(np.arange(4.0))
     same = np.asarray(host, copy=False)

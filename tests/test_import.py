@@ -43,3 +43,16 @@ def test_import_loads_no_ml_dtypes_until_a_dtype_needs_it():
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dir_shows_the_public_names_not_the_modules_imports():
+    import eagle
+    import eagle.gemm
+    import eagle.gemm.capture
+
+    shown = [name for name in dir(eagle) if not name.startswith("__")]
+    assert shown == ["Array", "EagleError", "arrays", "clear_caches", "cuda", "diff", "errors",
+                     "gemm", "plan"]  # fmt: skip
+    names = dir(eagle.gemm)
+    assert {"CublasCaptureHandle", "matmul_step", "capture"} <= set(names)
+    assert not {"Any", "annotations", "importlib"} & set(names)

@@ -8,6 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import eagle.torch  # noqa: E402
+import hawk  # noqa: E402
+import hawk.diff  # noqa: E402
 from tests import _torch_kernels as k  # noqa: E402
 
 TWICE = [
@@ -224,6 +226,25 @@ def test_a_second_derivative_through_an_initial_value_the_adjoint_reads():
     (gx, _) = torch.autograd.grad(f(x=x, y=y).sum(), (x, y), create_graph=True)
     (hxy,) = torch.autograd.grad(gx.sum(), y)  # gx = y*y, so d(sum gx)/dy = 2y
     torch.testing.assert_close(hxy, 2 * y.detach())
+
+
+def test_a_second_derivative_hawk_cannot_take_is_refused_never_detached(monkeypatch):
+    """Where hawk.diff refuses the adjoint's adjoint, the gradient still carries the graph
+    and its derivative raises, naming the kernel and hawk's reason."""
+    vjp = hawk.diff.vjp
+
+    def refusing(kernel, *args, **kwargs):
+        if isinstance(kernel, hawk.diff.AdjointKernel):
+            raise hawk.HawkError("a reason of hawk's")
+        return vjp(kernel, *args, **kwargs)
+
+    monkeypatch.setattr(hawk.diff, "vjp", refusing)
+    f = eagle.torch.function(k.cubic)
+    x, c = k.inputs(k.cubic, torch.float64, "cpu").values()
+    (gx,) = torch.autograd.grad(f(x=x, c=c).sum(), x, create_graph=True)
+    assert gx.requires_grad
+    with pytest.raises(RuntimeError, match=r"'cubic' has no second derivative .*reason of hawk's"):
+        torch.autograd.grad(gx.sum(), x)
 
 
 # -- torch.func ------------------------------------------------------------------------

@@ -268,7 +268,10 @@ class Array:
         copied to the host after its stream's pending work.
 
         Raises:
-            IndexError, ZeroDivisionError: a kernel failed a check.
+            IndexError, ZeroDivisionError, ValueError, OverflowError: a kernel
+                failed a check (a table index, an int division, ``int()`` of NaN or
+                inf, a negative int exponent, an int overflow: hawk's kinds of
+                those, see :mod:`hawk.emit.checks`).
         """
         if self._host is not None:
             return self._host
@@ -516,8 +519,9 @@ def full(shape: ShapeLike, value: Any, dtype: Any = "float64", device: str = "cp
 
     Args:
         shape: an int or a sequence of ints.
-        value: the fill value: an int or bool must fit ``dtype`` exactly, a
-            float is rounded to it (and must not overflow).
+        value: the fill value, which must fit ``dtype`` exactly (``1.5`` does not
+            fit an int dtype); a float given for a float dtype is rounded to it
+            (and must not overflow).
         dtype: a numeric numpy dtype (default float64).
         device: ``"cpu"`` (default) or ``"cuda:N"``.
 

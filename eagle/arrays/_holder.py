@@ -270,7 +270,8 @@ def asarray(obj: Any, dtype: Any = None, device: str | None = None) -> _array.Ar
     Raises:
         ValueError: a bad ``device``.
         TypeError: a non-numeric ``dtype``, or Python numbers it cannot hold (complex).
-        OverflowError: Python ints ``dtype`` cannot hold (300 as int8).
+        OverflowError: Python ints ``dtype`` cannot hold (300 as int8), or, with no
+            ``dtype``, that no array dtype holds (2**70).
         BufferError: the producer's memory is on a device eagle cannot use.
     """
     kind = None if dtype is None else check_dtype(dtype)
@@ -282,6 +283,12 @@ def asarray(obj: Any, dtype: Any = None, device: str | None = None) -> _array.Ar
         source = _array.Array(host=host)
     elif source.is_host:
         if source.dtype.kind in "OSU" and not isinstance(obj, np.ndarray):  # None, text...
+            values = source.numpy().ravel()
+            if values.size and all(type(v) is int for v in values):  # beyond (u)int64
+                raise EagleOverflowError(
+                    f"asarray: {shown(obj)} holds ints beyond int64 (and uint64), which no "
+                    "array dtype holds; pass values int64 holds"
+                )
             raise EagleTypeError(
                 f"asarray takes numbers or bools, not {shown(obj)}: pass a numpy array, an "
                 "array-like object or a (nested) list of numbers"

@@ -139,7 +139,10 @@ class Launcher:
         """Wait until the launcher's stream has finished its work.
 
         Raises:
-            IndexError, ZeroDivisionError: a kernel failed a check.
+            IndexError, ZeroDivisionError, ValueError, OverflowError: a kernel
+                failed a check (a table index, an int division, ``int()`` of NaN or
+                inf, a negative int exponent, an int overflow: hawk's kinds of
+                those, see :mod:`hawk.emit.checks`).
         """
         cudart.cudaStreamSynchronize(self._ptr())
         raise_recorded()

@@ -135,7 +135,8 @@ def compile_cuda(
 
     Args:
         source: CUDA C source holding ``extern "C" __global__`` function(s).
-        name: a name for the program (used in NVRTC's messages).
+        name: a name for the program, used in NVRTC's messages only (every
+            function of ``source`` is compiled; it selects none).
         arch: target architecture, ``"sm_90"`` for instance.
         options: extra :class:`cuda.core.ProgramOptions` fields, e.g.
             ``{"use_fast_math": True}`` (the language standard is C++17 unless
@@ -146,6 +147,7 @@ def compile_cuda(
         CudaUnavailable: NVRTC or cuda-core is not installed.
         ValueError: ``arch`` is not an architecture this NVRTC compiles for;
             ``$EAGLE_CACHE_MAX_BYTES`` is not a non-negative integer.
+        TypeError: ``source`` is not a str, or ``options`` not a mapping.
     """
     if not isinstance(source, str):
         raise EagleTypeError(f"source must be CUDA C text (a str), not {type(source).__name__}")

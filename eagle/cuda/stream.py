@@ -95,8 +95,10 @@ class Stream:
         """Block the host until all work queued on this stream has finished.
 
         Raises:
-            IndexError, ZeroDivisionError: a kernel failed a check (see
-                :mod:`hawk.emit.checks`).
+            IndexError, ZeroDivisionError, ValueError, OverflowError: a kernel
+                failed a check (a table index, an int division, ``int()`` of NaN or
+                inf, a negative int exponent, an int overflow: hawk's kinds of
+                those, see :mod:`hawk.emit.checks`).
         """
         cudart.cudaStreamSynchronize(self.ptr())
         raise_recorded()
@@ -196,7 +198,10 @@ class Event:
         """Block the host until the event has completed.
 
         Raises:
-            IndexError, ZeroDivisionError: a kernel failed a check.
+            IndexError, ZeroDivisionError, ValueError, OverflowError: a kernel
+                failed a check (a table index, an int division, ``int()`` of NaN or
+                inf, a negative int exponent, an int overflow: hawk's kinds of
+                those, see :mod:`hawk.emit.checks`).
         """
         cudart.cudaEventSynchronize(self._handle)
         raise_recorded()

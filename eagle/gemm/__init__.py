@@ -78,7 +78,15 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+    """The public names, the public submodules imported so far, and the module's own
+    dunders (not its imports)."""
+    own = [
+        name
+        for name, value in globals().items()
+        if name.startswith("__")
+        or (not name.startswith("_") and getattr(value, "__name__", "") == f"{__name__}.{name}")
+    ]
+    return sorted({*own, *__all__, *_LAZY})
 
 
 __all__ = [

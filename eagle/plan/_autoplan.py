@@ -227,8 +227,9 @@ class AutoPlan:
 
         Args:
             side: ``"host"`` or ``"device"``.
-            dtype: the planes' dtype (or its name): float16, bfloat16, float32 or
-                float64.
+            dtype: the planes' dtype (or its name): any dtype hawk planes take
+                (``hawk.dtypes.PLANE_DTYPES``; the fp8 ones and those the device does not
+                route give ``"loop"``).
 
         Raises:
             ValueError: ``side`` is not ``"host"`` or ``"device"`` (or, for a plan
@@ -320,6 +321,10 @@ class AutoPlan:
                 anything runs); on the host, any index out of range. On the device
                 other indices raise at a later synchronizing call (see
                 :doc:`the hawk guide </hawk>`).
+            ZeroDivisionError, ValueError, OverflowError: on the host, a kernel's
+                own check failed (an int ``//`` or ``%`` by zero, ``int()`` of NaN or
+                inf, a negative int exponent, an int overflow under
+                ``int_overflow="check"``); on the device, at a later synchronizing call.
         """
         if arrays:
             raise by_position("plan.run", self._names, len(arrays))
@@ -516,7 +521,7 @@ def _side_dtype(side: str, dtype: Any) -> np.dtype:
     check_option(side, Side, "side")
     try:
         resolved = numpy_dtype(dtype) if dtype is not None else None  # np.dtype(None): float64
-    except TypeError:
+    except (TypeError, ValueError):  # (a tuple is a structured dtype's spelling to numpy)
         resolved = None
     if resolved is None or plane_row(resolved) is None:
         names = ", ".join(PLANE_DTYPES)
