@@ -6,6 +6,7 @@ streams (run with ``nox -s gpu`` or ``python -m pytest -m gpu``)."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 
 import numpy as np
@@ -97,6 +98,39 @@ def _warm_then_capture(torch, step, warmups: int = 3):
 
 
 @pytest.mark.usefixtures("collector_paused")
+def test_asyncio_tasks_launch_on_their_own_with_stream(rng):
+    """Blocks of ``with stream:`` belong to the task that opens them: two tasks whose
+    blocks overlap each launch on their own stream, and a third on the default."""
+    plan = eagle.plan.auto(k.affine)
+    values = rng.standard_normal(4096).astype(np.float32)
+    x = arrays.asarray(values, device="cuda:0")
+    outputs = [arrays.full(4096, np.nan, "float32", "cuda:0") for _ in range(3)]
+    streams = [cuda.Stream(non_blocking=True), cuda.Stream(non_blocking=True), None]
+
+    async def launch(index: int) -> int:
+        await asyncio.sleep(0.01 * index)
+        if streams[index] is None:
+            await asyncio.sleep(0.01)
+            bound = plan.bind(x=x, a=float(index + 1), b=0.0, y=outputs[index])
+            bound.launch()
+            return bound.stream()
+        with streams[index]:
+            await asyncio.sleep(0.02)
+            bound = plan.bind(x=x, a=float(index + 1), b=0.0, y=outputs[index])
+            bound.launch()
+            return bound.stream()
+
+    async def three() -> list[int]:
+        return await asyncio.gather(*(launch(index) for index in range(3)))
+
+    used = asyncio.run(three())
+    assert used == [streams[0].ptr(), streams[1].ptr(), 0]
+    cudart.cudaDeviceSynchronize()
+    for index, y in enumerate(outputs):
+        want = (index + 1) * values.astype(np.float64)
+        assert _relative_error(y.numpy(), want) < 1e-6
+
+
 def test_plan_run_with_numeric_params_is_recorded_into_a_torch_graph():
     torch = pytest.importorskip("torch")
     plan = eagle.plan.auto(k.affine)

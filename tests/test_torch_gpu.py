@@ -116,6 +116,31 @@ def test_negated_views_and_float64_sums_into_float16_on_the_device():
     assert ones["x"].grad.item() == ones["w"].grad.item() == 2 + 2**-9
 
 
+def test_an_initial_value_the_backward_does_not_read_may_change_in_place_on_the_device():
+    """As on CPU tensors: the backward keeps a stand-in for it (zeros made on the device)."""
+    for kernel in (k.axpb, k.tally):
+        f = eagle.torch.function(kernel)
+        planes = k.inputs(kernel, torch.float32, "cuda")
+        planes["x"].requires_grad_(True)
+        (output,) = f._output_names
+        start = planes[output].clone().requires_grad_(True)
+        given = start.clone()
+        out = f(**{**planes, output: given})
+        given.mul_(3.0)  # not read by the backward: no error
+        bar = torch.rand_like(out)
+        x_grad, start_grad = torch.autograd.grad(out, (planes["x"], start), bar)
+        reference = k.REFERENCES[kernel]
+        x64 = planes["x"].detach().double().requires_grad_(True)
+        start64 = start.detach().double().requires_grad_(True)
+        rest = {n: (t.double() if isinstance(t, torch.Tensor) else t)
+                for n, t in planes.items() if n not in ("x", output)}  # fmt: skip
+        want = torch.autograd.grad(
+            reference(x=x64, **rest, **{output: start64}), (x64, start64), bar.double()
+        )
+        for got, expected in zip((x_grad, start_grad), want, strict=True):
+            assert (got.double() - expected).norm() / expected.norm() < 1e-5
+
+
 def test_runs_after_torch_work_queued_on_its_stream():
     f = eagle.torch.function(k.scale_add)
     x = torch.full((1000,), float("nan"), device="cuda")
