@@ -22,6 +22,7 @@ through its own route. Only :mod:`eagle.torch` imports this module (it needs tor
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -136,12 +137,18 @@ class Derivatives:
             len(inputs) + i for i, p in enumerate(outputs) if p.kind == PlaneKind.ACCUMULATOR
         )
         self._has_lane_input = any(p.kind == PlaneKind.INPUT for p in inputs)
-        self._read_initials = _read_initials(kernel, outputs, gradients)
         self._backward_runners: dict[tuple[Any, ...], _Backward] = {}
         self._second_runners: dict[tuple[Any, ...], _Adjoint] = {}
         self._adjoint_route: dict[tuple[str, torch.dtype], bool] = {}
 
     # -- what a backward keeps of the call ------------------------------------------
+
+    @functools.cached_property
+    def _read_initials(self) -> tuple[bool, ...]:
+        """For each output, whether an adjoint may read its initial value (worked out at
+        the first call autograd records, not when the function is made: it derives the
+        adjoint, which may warn of its cost)."""
+        return _initials_read(self.kernel, self._outputs)
 
     def kept(self, tensors: Sequence[Any]) -> tuple[list[Any], tuple[_StandIn, ...]]:
         """``tensors`` (the inputs, then the initial values) as a backward saves them: each
@@ -684,14 +691,13 @@ class Derivatives:
         ]
 
 
-def _read_initials(
-    kernel: hawk.Kernel, outputs: Sequence[Plane], gradients: dict[str, str]
-) -> tuple[bool, ...]:
+def _initials_read(kernel: hawk.Kernel, outputs: Sequence[Plane]) -> tuple[bool, ...]:
     """For each output, whether an adjoint may read its initial value: one the kernel
     reads before writing it that the whole adjoint takes (every adjoint with respect to
     fewer planes, and each of those adjoints' own, takes no more of them); where hawk
     cannot differentiate the kernel with respect to all of its planes at once, every one
     the kernel reads first."""
+    gradients = hawk.diff.gradient_planes(kernel)
     reads = [p.kind == PlaneKind.OUTPUT and p.name in gradients for p in outputs]
     if not any(reads):
         return tuple(reads)

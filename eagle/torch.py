@@ -532,9 +532,11 @@ class _Slot:
 
 @contextlib.contextmanager
 def _tracer_quiet() -> Iterator[None]:
-    """Silence ``torch.jit.trace``'s warnings about a call's checks, which compare lengths
+    """Silence ``torch.jit.trace``'s warnings about a call's checks, which compare sizes
     (traced tensors there): they record nothing in the trace, whose op reads the lane
-    count from its planes, and the plan checks the lengths again on every traced call."""
+    count from its planes. A traced call is checked by the plan (lane planes of unequal
+    lengths, by name) and by torch (a table's initial value of the wrong size, which the
+    op reshapes)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         yield

@@ -158,7 +158,7 @@ def gradient_planes(kernel: Kernel) -> dict[str, str]:
         TypeError: ``kernel`` is not a ``@hawk.kernel``.
     """
     _check_kernel(kernel)
-    return _adjoint_names(kernel.ir)[1]
+    return dict(_names_of(kernel)[1])
 
 
 def cotangent_planes(kernel: Kernel) -> dict[str, str]:
@@ -169,7 +169,15 @@ def cotangent_planes(kernel: Kernel) -> dict[str, str]:
         TypeError: ``kernel`` is not a ``@hawk.kernel``.
     """
     _check_kernel(kernel)
-    return _adjoint_names(kernel.ir)[0]
+    return dict(_names_of(kernel)[0])
+
+
+def _names_of(kernel: Kernel) -> tuple[dict[str, str], dict[str, str]]:
+    """:func:`_adjoint_names` of ``kernel``, worked out once and kept with it."""
+    names = kernel._adjoint_names
+    if names is None:
+        names = kernel._adjoint_names = _adjoint_names(kernel.ir)
+    return names
 
 
 def _adjoint_names(kernel_ir: ir.KernelIR) -> tuple[dict[str, str], dict[str, str]]:

@@ -62,6 +62,8 @@ class Kernel:
         # what hawk.diff derived from this kernel, by the planes it differentiates and
         # its options: kept here (an adjoint refers to its primal) so both go with the kernel
         self._adjoints: dict[tuple[Any, ...], Kernel] = {}
+        # the names of its adjoints' cotangent and gradient planes (hawk.diff), once asked
+        self._adjoint_names: tuple[dict[str, str], dict[str, str]] | None = None
         self.runtime: dict[Any, Any] = {}
 
     def __repr__(self) -> str:

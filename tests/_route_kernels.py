@@ -370,6 +370,19 @@ def reference(kernel_planes: dict, *, sample_major: bool = True) -> np.ndarray:
 
 
 @hawk.kernel
+def named_like_a_gradient(
+    w: hawk.Table["row":R, "unit":U],
+    w_bar: hawk.Table["row":R, "sample":B],  # the adjoint names w's gradient w_bar2
+    y: hawk.Mutable[hawk.Scalar],
+):
+    sample, unit = hm.split_index(U)
+    acc = 0.0
+    for r in range(R):
+        acc = acc + w.at(row=r, unit=unit) * w_bar.at(row=r, sample=sample)
+    y = acc
+
+
+@hawk.kernel
 def contract_beside(
     x: hawk.Scalar,  # planes the product does not read (left over from a refactoring)
     a: hawk.Param,

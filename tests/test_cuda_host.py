@@ -547,7 +547,11 @@ def test_an_old_driver_is_refused_naming_both_versions(monkeypatch, version, sho
 @pytest.mark.parametrize(
     ("version", "error", "message"),
     [
-        (0, cuda.CudaUnavailable, r"^cudaStreamGetDevice failed .*no NVIDIA driver is installed"),
+        (
+            0,
+            cuda.CudaUnavailable,
+            r"^cudaStreamGetDevice failed with cudaErrorInsufficientDriver: no NVIDIA driver is",
+        ),
         (12040, cuda.CudaDriverTooOld, r"supports CUDA 12\.4, but eagle needs CUDA 13\.0"),
         (13000, cuda.CudaUnavailable, r"cudaErrorInsufficientDriver"),
     ],
@@ -563,6 +567,8 @@ def test_an_insufficient_driver_status_says_whether_there_is_a_driver(
     status = SimpleNamespace(name="cudaErrorInsufficientDriver")
     with pytest.raises(error, match=message):
         _runtime.raise_status("runtime", "cudaStreamGetDevice", status)
+    with pytest.raises(cuda.CudaUnavailable, match="cudaDriverGetVersion failed with cudaErrorIns"):
+        _runtime.raise_status("runtime", "cudaDriverGetVersion", status)  # (asks nothing again)
 
 
 def test_a_cuda_13_driver_is_accepted(monkeypatch):

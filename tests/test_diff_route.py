@@ -151,6 +151,26 @@ def test_gradients_of_planes_no_product_reads(rng, accumulate: bool) -> None:
     assert plan.route("host") == "gemm"
 
 
+@pytest.mark.parametrize("accumulate", [True, False])
+def test_an_adjoint_whose_planes_are_numbered_keeps_the_loop(rng, accumulate: bool) -> None:
+    """The products name a gradient <plane>_bar; w's is w_bar2 (the kernel has a w_bar):
+    the adjoint runs its own loop, saying why, while the forward routes."""
+    plan = eagle.plan.auto(k.named_like_a_gradient, contraction="gemm", host_route="gemm")
+    adjoint = eagle.diff.reverse(plan, accumulate=accumulate)
+    assert plan.route("host", "float64") == "gemm"
+    assert adjoint.route("host", "float64") == "loop"
+    assert "numbered planes of the adjoint" in adjoint.reasons[0]
+    w, f, y_bar = (
+        rng.standard_normal((R, U)),
+        rng.standard_normal((R, B)),
+        rng.standard_normal(B * U),
+    )
+    grads = {"w_bar2": np.zeros((R, U)), "w_bar_bar": np.zeros((R, B))}
+    adjoint.run(w=w, w_bar=f, y_bar=y_bar, **grads)
+    assert rel_error(grads["w_bar2"], f @ y_bar.reshape(B, U)) < 1e-13
+    assert rel_error(grads["w_bar_bar"], w @ y_bar.reshape(B, U).T) < 1e-13
+
+
 def test_a_fold_from_an_int_zero_routes(rng) -> None:
     plan = eagle.plan.auto(k.contract_int_zero, contraction="gemm", host_route="gemm")
     assert plan.route("host") == "gemm" and plan.route("device") == "gemm", plan.reasons

@@ -487,6 +487,10 @@ def test_plan_parts_of_the_wrong_type_are_type_errors():
         WorkspaceSpec(3, (3,), "float32")
     with pytest.raises(TypeError, match=r"step 's': reads must be a sequence of buffer names, not"):
         assembly_step("s", reads="out", writes=["c"], host_fn=_noop, device_fn=_noop)
+    made = assembly_step(
+        "s", reads=(n for n in ["a"]), writes=iter(["c"]), host_fn=_noop, device_fn=_noop
+    )
+    assert (made.reads, made.writes) == (("a",), ("c",))  # (iterators read once)
     with pytest.raises(TypeError, match="buffers are declared with WorkspaceSpec"):
         _plan([step], [_spec("a", (2, 3)), ("b", (3, 4))], [_spec("o", (2, 4))])
     with pytest.raises(TypeError, match="plan steps are PlanStep"):

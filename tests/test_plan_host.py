@@ -312,13 +312,20 @@ def test_a_kept_policy_choice_serves_asyncio_tasks_whose_blocks_overlap() -> Non
     assert policy.current().contraction == "loop"
 
 
-def test_a_policy_block_left_elsewhere_than_it_began_is_refused_by_name() -> None:
+def test_a_policy_block_left_elsewhere_or_out_of_order() -> None:
     routed = policy.using(contraction="gemm")
     routed.__enter__()
     with pytest.raises(hawk.HawkError, match=r"using\(contraction='gemm'\): the block ends"):
-        contextvars.copy_context().run(routed.__exit__, None, None, None)  # (another task's)
+        contextvars.Context().run(routed.__exit__, None, None, None)  # (where it is not open)
     routed.__exit__(None, None, None)
     assert policy.current().contraction == "loop"
+    tf32 = policy.using(math="tf32")
+    routed.__enter__()
+    tf32.__enter__()
+    routed.__exit__(None, None, None)  # out of order: its own block ends, tf32's stays
+    assert (policy.current().contraction, policy.current().math) == ("gemm", "tf32")
+    tf32.__exit__(None, None, None)
+    assert policy.current() == policy.Policy()
 
 
 # -- binding -----------------------------------------------------------------------------

@@ -81,9 +81,28 @@ def test_each_asyncio_task_has_its_own_with_stream_blocks():
     assert cuda.current_stream().ptr() == 0
     first.__enter__()
     with pytest.raises(RuntimeError, match=r"the block ends in another thread or task"):
-        contextvars.copy_context().run(first.__exit__, None, None, None)
+        contextvars.Context().run(first.__exit__, None, None, None)  # (where it is not open)
     first.__exit__(None, None, None)
     assert cuda.current_stream().ptr() == 0
+
+
+def test_a_stream_block_left_out_of_order_ends_its_own_block():
+    """A generator suspended inside ``with first:`` and finished inside ``with second:``
+    leaves ``first`` out of order: its block ends, and ``second`` stays current (the
+    token-based version left ``first`` current for good)."""
+    first, second = streams.Stream.external(0x1111), streams.Stream.external(0x2222)
+
+    def inside():
+        with first:
+            yield cuda.current_stream().ptr()
+
+    steps = inside()
+    assert next(steps) == 0x1111
+    with second:
+        assert cuda.current_stream().ptr() == 0x2222
+        assert next(steps, None) is None  # first's block ends here
+        assert cuda.current_stream().ptr() == 0x2222
+    assert cuda.current_stream().ptr() == 0 and streams.scoped_stream() is None
 
 
 def test_a_framework_stream_is_found_without_importing_the_framework(monkeypatch):

@@ -295,8 +295,8 @@ def raise_status(kind: str, name: str, status: Any) -> None:
         CudaError: any other status.
     """
     status_name = _status_name(status)
-    if status_name in _DRIVER_STATUSES:  # no driver, or one too old: said as eagle says it
-        _check_driver(name)
+    if status_name in _DRIVER_STATUSES and name != "cudaDriverGetVersion":
+        _check_driver(name, status_name)  # no driver, or one too old: said as eagle says it
     error = CudaUnavailable if status_name in _UNAVAILABLE_STATUSES else CudaError
     raise error(name, status_name, _describe(kind, status))
 
@@ -367,14 +367,14 @@ def ready_devices() -> tuple[int, ...]:
     return tuple(sorted(_ready_devices))
 
 
-def _check_driver(name: str = "cudaDriverGetVersion") -> None:
+def _check_driver(name: str = "cudaDriverGetVersion", status: str = "cudaErrorNoDevice") -> None:
     """Raise when there is no driver or one too old, naming the call ``name`` that found
-    it out."""
+    it out and the ``status`` it returned."""
     found = int(cudart.cudaDriverGetVersion())
     if found == 0:
         raise CudaUnavailable(
             name,
-            "cudaErrorNoDevice",
+            status,
             "no NVIDIA driver is installed; host work takes numpy arrays, and "
             "eagle.cuda.is_available() says whether device work can run",
         )

@@ -115,25 +115,18 @@ class Stream:
         self._finalizer()
 
     def __enter__(self) -> Stream:
-        open_ = _open.get() or {}
-        token = _open.set({**open_, self.device: (*open_.get(self.device, ()), self)})
-        _blocks.set((*_blocks.get(), (self, token)))
+        _set_blocks((*_blocks.get(), self))
         return self
 
     def __exit__(self, *exc: object) -> None:
         blocks = _blocks.get()
-        if blocks and blocks[-1][0] is self:
-            try:
-                _open.reset(blocks[-1][1])
-            except ValueError:  # (the token is another context's)
-                pass
-            else:
-                _blocks.set(blocks[:-1])
-                return
-        raise EagleRuntimeError(
-            f"with {self!r}: the block ends in another thread or task than it began in, or "
-            "out of order; enter and leave a stream's with block in one thread or task"
-        )
+        if self not in blocks:
+            raise EagleRuntimeError(
+                f"with {self!r}: the block ends in another thread or task than it began in; "
+                "enter and leave a stream's with block in one thread or task"
+            )
+        last = len(blocks) - 1 - blocks[::-1].index(self)  # (one left out of order: its own)
+        _set_blocks(blocks[:last] + blocks[last + 1 :])
 
     def __repr__(self) -> str:
         return f"Stream(ptr={self._ptr:#x}, device={self.device}, non_blocking={self.non_blocking})"
@@ -229,10 +222,21 @@ def stream_object(ptr: int) -> Stream | None:
 _open: contextvars.ContextVar[dict[int, tuple[Stream, ...]] | None] = contextvars.ContextVar(
     "eagle_streams", default=None
 )
-#: those blocks in the order they began, each with the token that undoes its stream
-_blocks: contextvars.ContextVar[tuple[tuple[Stream, contextvars.Token[Any]], ...]] = (
-    contextvars.ContextVar("eagle_stream_blocks", default=())
+#: those blocks' streams in the order they began (``_open`` is made from it)
+_blocks: contextvars.ContextVar[tuple[Stream, ...]] = contextvars.ContextVar(
+    "eagle_stream_blocks", default=()
 )
+
+
+def _set_blocks(blocks: tuple[Stream, ...]) -> None:
+    """Make ``blocks`` the open blocks of this thread or task, and ``_open`` from them."""
+    _blocks.set(blocks)
+    open_: dict[int, tuple[Stream, ...]] = {}
+    for stream in blocks:
+        open_[stream.device] = (*open_.get(stream.device, ()), stream)
+    _open.set(open_ or None)
+
+
 _defaults: dict[int, Stream] = {}
 
 

@@ -309,7 +309,7 @@ def _ints(argument: str, value: Any) -> tuple[Any, ...]:
         TypeError: it is not a sequence, naming ``argument``.
     """
     try:
-        if not isinstance(value, str):  # (a string is a sequence, of characters)
+        if not isinstance(value, str | bytes):  # (a sequence, of characters or bytes)
             return tuple(value)
     except TypeError:
         pass

@@ -399,15 +399,12 @@ def _run_host_steps(steps: Sequence[PlanStep], bound: dict[str, Any]) -> None:
 
 
 def _names(step: str, label: str, names: Any) -> tuple[str, ...]:
-    if (
-        isinstance(names, str)
-        or not isinstance(names, Iterable)
-        or not all(isinstance(name, str) for name in names)
-    ):
+    taken = tuple(names) if isinstance(names, Iterable) and not isinstance(names, str) else None
+    if taken is None or not all(isinstance(name, str) for name in taken):
         raise EagleTypeError(
             f"step {step!r}: {label} must be a sequence of buffer names, not {names!r}"
         )
-    return tuple(names)
+    return taken
 
 
 def _validate(plan: LoweredPlan) -> None:

@@ -151,6 +151,9 @@ class AdjointPlan:
         """The routing decision: the routed adjoint is its ``"gemm"`` outcome
         (see the module docstring)."""
         if self.primal.route(side, dtype) == "gemm":  # (which checks side and dtype)
+            numbered = self._shared.numbered
+            if numbered:
+                return Route("loop", (_numbered_reason(self.primal.kernel.name, numbered),))
             return Route("gemm", ())
         primal = decide(self.primal, side, {p.name: dtype for p in self.primal.kernel.planes})
         return Route("loop", tuple(f"the primal runs its own loop: {r}" for r in primal.reasons))
@@ -260,8 +263,8 @@ class AdjointPlan:
         dtype over which the primal routes, with its lane count."""
         names = [p.name for p in kernel.planes]
         dtypes = dict(zip(names, (np.dtype(d) for d in checked.signature), strict=True))
-        if dtype_reasons(dtypes, math=self.primal.policy.math):
-            return False  # planes of mixed dtypes: the loop
+        if self._shared.numbered or dtype_reasons(dtypes, math=self.primal.policy.math):
+            return False  # numbered planes, or planes of mixed dtypes: the loop
         dtype = next(iter(dtypes.values()))
         primal_dtypes = {p.name: dtype for p in self.primal.kernel.planes}
         return decide(self.primal, checked.side, primal_dtypes, checked.lanes).name == "gemm"
@@ -373,6 +376,14 @@ class AdjointPlan:
         return plan
 
 
+def _numbered_reason(kernel: str, numbered: tuple[str, ...]) -> str:
+    return (
+        f"hawk.diff numbered planes of the adjoint of kernel {kernel!r} ({', '.join(numbered)}: "
+        "a plane of the kernel takes the plain name), which the routed products, named "
+        "<plane>_bar, do not take; rename that plane of the kernel to route the adjoint"
+    )
+
+
 class _AdjointShared:
     """What the adjoints of the plans of one kernel built under one policy for one backend
     share, none of it holding a plane (so ``eagle.diff.reverse(plan).run(...)`` in a loop
@@ -385,6 +396,12 @@ class _AdjointShared:
     def __init__(self, kernel: hawk.Kernel) -> None:
         self.gradients = hawk.diff.gradient_planes(kernel)
         self.cotangents = hawk.diff.cotangent_planes(kernel)
+        # the adjoint's planes that hawk.diff numbered (x_bar2: the kernel has a plane x_bar),
+        # which the routed products, named <plane>_bar, cannot take
+        self.numbered = tuple(
+            name for name in (*self.cotangents.values(), *self.gradients.values())
+            if not name.endswith("_bar")
+        )  # fmt: skip
         self.kernels: dict[tuple[tuple[str, ...], bool], hawk.diff.AdjointKernel] = {}
         self.routes_at_all: bool | None = None
         self.routed: KeyedCache[tuple[str, tuple[str, ...], int], bool] = KeyedCache(

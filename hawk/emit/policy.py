@@ -140,10 +140,16 @@ def using(
 
 
 #: the ``with`` blocks of :func:`using` open in this thread or asyncio task (each has a
-#: context of its own), innermost last: each one's object and the token that undoes it
-_open: contextvars.ContextVar[tuple[tuple[Using, contextvars.Token[Policy]], ...]] = (
-    contextvars.ContextVar("hawk_policy_blocks", default=())
+#: context of its own), innermost last: each one's object and the policy it chose (the
+#: last one's is ``_current``'s value)
+_open: contextvars.ContextVar[tuple[tuple[Using, Policy], ...]] = contextvars.ContextVar(
+    "hawk_policy_blocks", default=()
 )
+
+
+def _set_blocks(blocks: tuple[tuple[Using, Policy], ...]) -> None:
+    _open.set(blocks)
+    _current.set(blocks[-1][1] if blocks else _DEFAULT)
 
 
 class Using:
@@ -155,23 +161,18 @@ class Using:
 
     def __enter__(self) -> Policy:
         chosen = replace(current(), **self._changes)
-        _open.set((*_open.get(), (self, _current.set(chosen))))
+        _set_blocks((*_open.get(), (self, chosen)))
         return chosen
 
     def __exit__(self, *exc: object) -> None:
         blocks = _open.get()
-        if blocks and blocks[-1][0] is self:
-            try:
-                _current.reset(blocks[-1][1])
-            except ValueError:  # (the token is another context's)
-                pass
-            else:
-                _open.set(blocks[:-1])
-                return
-        raise HawkError(
-            f"with {self!r}: the block ends in another thread or task than it began in, "
-            "or out of order; enter and leave it in one thread or task"
-        )
+        mine = [i for i, (using, _) in enumerate(blocks) if using is self]
+        if not mine:
+            raise HawkError(
+                f"with {self!r}: the block ends in another thread or task than it began in; "
+                "enter and leave it in one thread or task"
+            )
+        _set_blocks(blocks[: mine[-1]] + blocks[mine[-1] + 1 :])  # (left out of order: its own)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle as the call that made it."""
