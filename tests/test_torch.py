@@ -7,14 +7,17 @@ import inspect
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import eagle.torch  # noqa: E402
+import hawk  # noqa: E402
 from hawk.emit import policy  # noqa: E402
 from tests import _torch_kernels as k  # noqa: E402
+from tests._generated import horner  # noqa: E402
 
 GRADCHECKED = [
     k.scale_add,
@@ -176,6 +179,21 @@ def test_only_an_initial_value_the_backward_reads_is_kept_from_changes(kernel, r
             assert got is None
         else:
             torch.testing.assert_close(got, want)
+
+
+def test_making_a_function_derives_no_adjoint_and_warns_of_no_cost(tmp_path):
+    """What its backward keeps is worked out at the first call autograd records: making
+    the function (or a call nothing records) neither derives the adjoint nor warns."""
+    kernel = horner(tmp_path, 400)  # its adjoint reruns a 400-pass loop: it warns
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f = eagle.torch.function(kernel)
+        x, c = torch.rand(3, dtype=torch.float64), torch.rand(400, dtype=torch.float64)
+        f(x=x, c=c)
+    assert "_read_initials" not in vars(f._derivatives)
+    with pytest.warns(hawk.AdjointCostWarning):
+        f(x=x.requires_grad_(), c=c).sum().backward()
+    assert x.grad is not None
 
 
 def test_an_adjoint_reading_an_initial_value_not_kept_raises_never_reads_zeros(monkeypatch):
