@@ -71,7 +71,7 @@ def format_kernel(kernel: KernelIR) -> str:
 
 
 _PRECEDENCE = {"or": 1, "and": 2, "not": 3, "cmp": 4, "+": 5, "-": 5, "*": 6, "/": 6}
-_PRECEDENCE.update({"//": 6, "%": 6, "unary": 7})
+_PRECEDENCE.update({"//": 6, "%": 6, "unary": 7, "**": 8})
 
 
 def _format_const(value: int | float | bool) -> str:
@@ -116,6 +116,13 @@ def _read(node: Read, outer: int) -> str:
 
 @_EXPRESSIONS.rule(Call)
 def _call(node: Call, outer: int) -> str:
+    if node.fn == "pow":  # as a kernel most often writes it, x ** y (right-associative)
+        base, exponent = node.args
+        level = _PRECEDENCE["**"]
+        left = _format(base, level + 1)
+        if isinstance(base, Const) and left.startswith("-"):  # (-2) ** x, not -(2 ** x)
+            left = f"({left})"
+        return _paren(f"{left} ** {_format(exponent, level)}", level, outer)
     return f"{node.fn}({', '.join(_format(a, 0) for a in node.args)})"
 
 
