@@ -152,9 +152,9 @@ class Derivatives:
 
     def kept(self, tensors: Sequence[Any]) -> tuple[list[Any], tuple[_StandIn, ...]]:
         """``tensors`` (the inputs, then the initial values) as a backward saves them: each
-        initial value no adjoint reads left out (None), as torch's own ops save no more
-        than their backward reads (so changing it in place before the backward is no
-        error), with what stands in for it (:meth:`restored`)."""
+        initial value no adjoint of the kernel reads left out (None), so that changing it
+        in place before the backward is no error, with what stands in for it
+        (:meth:`restored`)."""
         kept = list(tensors)
         stand_ins = []
         for position, read in enumerate(self._read_initials, start=len(self._inputs)):
