@@ -67,6 +67,8 @@ class Function(Protocol):
 
     def _forward(self, *args: Any, **kwargs: Any) -> Any: ...
 
+    def _forward_op(self, *args: Any, **kwargs: Any) -> Any: ...
+
     def _forward_fake(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
@@ -162,7 +164,8 @@ def dispatched(values: Sequence[Any], initials: Sequence[Any], name: str) -> boo
         return True
     if torch._C._is_torch_function_mode_enabled():  # (torch.device, say)
         return not (_forward_ad_level() >= 0 or _transform() in _EAGER_TRANSFORMS)
-    return False
+    # functionalization has no rule for an autograd.Function; the registered op takes it
+    return torch._C._are_functorch_transforms_active() and _transform() == "Functionalize"
 
 
 #: the ``torch.func`` transforms whose rules the eager route has
@@ -586,7 +589,7 @@ def _forward_impl(*args: Any) -> Any:
     *tensors, lanes, dtype, key = args
     function = lookup(key)
     values, initials = _parts(function, tensors, 2)
-    return function._forward(values, initials, lanes, dtype)
+    return function._forward_op(values, initials, lanes, dtype)
 
 
 def _forward_fake(*args: Any) -> Any:

@@ -273,6 +273,10 @@ class Function:
             )
         if torch.jit.is_tracing():
             with _tracer_quiet():
+                # (a trace's shapes are 0-d int tensors: x.shape[0] as lanes or a Param)
+                lanes = _traced_int(lanes)
+                for index in self._param_slots:
+                    values[index] = _traced_int(values[index])
                 dtype, real, device, lengths = self._check(values, initials)
                 count = self._check_lanes(lengths, lanes)
         else:
@@ -348,19 +352,8 @@ class Function:
                         )
                     params.append(value)
                     continue
-                elif slot.size is not None and (
-                    value.numel() != slot.size
-                    or (
-                        slot.size != 1
-                        and value.dim() != 1
-                        and tuple(value.shape) != slot.plane.shape
-                    )
-                ):  # a named table: its declared shape or its values in a row (never .T)
-                    raise EagleValueError(
-                        f"{slot.what} is {slot.plane.declaration()}: pass a tensor of shape "
-                        f"{slot.plane.shape}, or a 1-D tensor of its {slot.size} values "
-                        f"(row-major), not shape {tuple(value.shape)}"
-                    )
+                else:
+                    slot.refuse_shape(value)
                 given.append(value)
             elif value is not None or not slot.initial:
                 _refuse_value(slot, value)
@@ -474,6 +467,23 @@ class Function:
         ]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
+    def _forward_op(
+        self, values: Sequence[Any], initials: Sequence[Any], lanes: Any, dtype: torch.dtype
+    ) -> Any:
+        """The registered op's forward, which a graph traced or exported with the op (or a
+        direct call of :attr:`op`) runs without :meth:`__call__`'s checks: a table's shape
+        is checked again (its values would be read in another order), and the outputs
+        take the dtype the tensors decide, as in a call (the graph keeps the ``dtype`` it
+        was made with)."""
+        decided = None
+        for slot, value in zip(self._slots, (*values, *initials), strict=True):
+            if value is None or slot.param:  # (Params decide only when alone: ``dtype``)
+                continue
+            if not slot.lane:
+                slot.refuse_shape(value)
+            decided = value.dtype if decided is None else torch.promote_types(decided, value.dtype)
+        return self._forward(values, initials, lanes, dtype if decided is None else decided)
+
     def _forward(
         self, values: Sequence[Any], initials: Sequence[Any], lanes: Any, dtype: torch.dtype
     ) -> Any:
@@ -517,6 +527,19 @@ class _Slot:
     size: int | None
     what: str
 
+    def refuse_shape(self, value: torch.Tensor) -> None:
+        """Raise for a table's tensor of another shape than its declared one or its values
+        in a row (never its transpose, which has as many values)."""
+        if self.size is not None and (
+            value.numel() != self.size
+            or (self.size != 1 and value.dim() != 1 and tuple(value.shape) != self.plane.shape)
+        ):
+            raise EagleValueError(
+                f"{self.what} is {self.plane.declaration()}: pass a tensor of shape "
+                f"{self.plane.shape}, or a 1-D tensor of its {self.size} values "
+                f"(row-major), not shape {tuple(value.shape)}"
+            )
+
     @classmethod
     def of(cls, plane: Plane, *, initial: bool) -> _Slot:
         shape = plane.shape
@@ -528,6 +551,20 @@ class _Slot:
             size=None if shape is None else math.prod(shape),
             what=f"the initial value of {plane.name!r}" if initial else f"plane {plane.name!r}",
         )
+
+
+def _traced_int(value: Any) -> Any:
+    """``value`` as an int where it is a 0-d int tensor, as ``torch.jit.trace`` gives a
+    shape (``x.shape[0]``) or an int computed from one; else ``value``."""
+    if (
+        isinstance(value, torch.Tensor)
+        and value.dim() == 0
+        and not value.is_floating_point()
+        and not value.is_complex()
+        and value.dtype != torch.bool
+    ):
+        return int(value)
+    return value
 
 
 @contextlib.contextmanager
@@ -580,12 +617,13 @@ def _param_number(name: str, value: int | float, real: torch.dtype) -> int | flo
 def _constant(value: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A one-element tensor holding the number ``value``, kept per value (its sign too: -0.0
     is not 0.0), dtype and device for plain eager calls; made afresh while compiling (from
-    a symbolic number too), capturing a graph, under inference mode, a torch dispatch mode
-    (fake tensors) or a torch.func transform (its wrapped tensors), whose tensors must not
-    serve a later call."""
+    a symbolic number too), tracing or capturing a graph, under inference mode, a torch
+    dispatch mode (fake tensors) or a torch.func transform (its wrapped tensors), whose
+    tensors must not serve a later call."""
     compiling = torch.compiler.is_compiling()
     if (
         compiling
+        or torch.jit.is_tracing()
         or torch.is_inference_mode_enabled()
         or torch._C._len_torch_dispatch_stack()
         or torch._C._are_functorch_transforms_active()

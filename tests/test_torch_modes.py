@@ -89,6 +89,65 @@ def test_jit_trace_warns_of_nothing_and_the_traced_call_still_checks_lengths():
         traced(x, torch.randn(6, dtype=torch.float64))
 
 
+@pytest.mark.parametrize("capture", ["trace", "export"])
+def test_a_traced_or_exported_call_follows_its_inputs_dtype(capture):
+    """The registered op takes the outputs' dtype as an argument, which a trace or an
+    export keeps: a float64 run of a graph made over float32 tensors rounded its float64
+    result to float32. The op now takes the dtype its tensors decide, as a call does."""
+    f = eagle.torch.function(k.scale_add)
+
+    class Layer(torch.nn.Module):
+        def forward(self, x, z):
+            return f(x=x, z=z)
+
+    example = (torch.randn(5), torch.randn(5))
+    if capture == "trace":
+        graph = torch.jit.trace(Layer(), example)
+    else:
+        graph = torch.export.export(Layer(), example).module()
+    x = torch.tensor([1e-3, 1.0 + 1e-12, 3.0, 0.25, -2.0], dtype=torch.float64)
+    z = torch.rand(5, dtype=torch.float64)
+    got = graph(x, z)
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got, 0.5 * x + z, rtol=1e-15, atol=0)
+    assert graph(x.bfloat16(), z.bfloat16()).dtype == torch.bfloat16
+
+
+def test_a_traced_call_and_the_op_refuse_a_table_of_another_shape():
+    """A transposed table has as many values: a trace (whose op skips the call's checks)
+    and a direct call of f.op read it in the declared order."""
+    f = eagle.torch.function(k.contract)
+    planes = k.inputs(k.contract, torch.float64, "cpu")
+    w, f_ = planes["w"].detach(), planes["f"].detach()
+    traced = torch.jit.trace(lambda w, f_: f(w=w, f=f_), (w, f_))
+    message = r"plane 'w' is Table\[.*\]: pass a tensor of shape \(12, 5\)"
+    with pytest.raises(RuntimeError, match=message):
+        traced(w.T.contiguous(), f_)
+    with pytest.raises(ValueError, match=message):
+        f.op(w.T.contiguous(), f_, None, -1, torch.float64, f.key)
+
+
+def test_jit_trace_checks_its_trace_and_takes_shapes_as_ints():
+    """Its check traces again: a Param number's tensor kept from the first trace made the
+    two graphs differ. And x.shape[0] is a 0-d tensor there, given as lanes or a Param."""
+    affine = eagle.torch.function(k.affine)
+    ramp = eagle.torch.function(k.ramp)
+    x = torch.randn(4, dtype=torch.float64)
+    traced = torch.jit.trace(lambda x: affine(x=x, a=2.0, b=0.5), (x,))  # check_trace on
+    torch.testing.assert_close(traced(x), 2.0 * x + 0.5)
+    one = torch.ones(1, dtype=torch.float64)
+    by_shape = torch.jit.trace(lambda x: affine(x=x, a=x.shape[0], b=0.0) + ramp(a=one,
+                               lanes=x.shape[0]), (x,), check_trace=False)  # fmt: skip
+    lanes = torch.arange(4, dtype=torch.float64)
+    torch.testing.assert_close(by_shape(x), 4.0 * x + lanes)
+
+
+def test_eager_functionalize_takes_the_registered_op():
+    """torch.func.functionalize has no rule for an autograd.Function (torch's NYI)."""
+    x = torch.randn(5, dtype=torch.float64)
+    torch.testing.assert_close(torch.func.functionalize(_sine_square)(x), torch.sin(x) ** 2)
+
+
 def test_meta_tensors_give_meta_outputs():
     f = eagle.torch.function(k.scale_add)
     y = f(x=torch.empty(6, device="meta"), z=torch.empty(6, device="meta"))
