@@ -164,8 +164,14 @@ def dispatched(values: Sequence[Any], initials: Sequence[Any], name: str) -> boo
         return True
     if torch._C._is_torch_function_mode_enabled():  # (torch.device, say)
         return not (_forward_ad_level() >= 0 or _transform() in _EAGER_TRANSFORMS)
-    # functionalization has no rule for an autograd.Function; the registered op takes it
-    return torch._C._are_functorch_transforms_active() and _transform() == "Functionalize"
+    if torch._C._are_functorch_transforms_active() and _transform() == "Functionalize":
+        raise EagleRuntimeError(
+            f"torch.func.functionalize of the eagle.torch op of kernel {name!r} runs only "
+            "where the op is traced (make_fx(functionalize(f)), torch.compile, "
+            "torch.export), which record the registered op; torch has no eager "
+            "functionalization rule for the autograd.Function an eager call runs"
+        )
+    return False
 
 
 #: the ``torch.func`` transforms whose rules the eager route has

@@ -176,7 +176,8 @@ class Function:
         op: the registered forward op (``torch.ops.eagle.function_<inputs>_<outputs>``),
             shared by every function with as many inputs and outputs: it takes the
             inputs, the initial values, the lane count (-1: from the lane planes),
-            the outputs' dtype and ``key``.
+            the outputs' dtype where its only tensors are Params (else its other
+            tensors decide it, as a call's) and ``key``.
         backward_op: the registered op the backward calls (shared alike).
     """
 
@@ -273,10 +274,6 @@ class Function:
             )
         if torch.jit.is_tracing():
             with _tracer_quiet():
-                # (a trace's shapes are 0-d int tensors: x.shape[0] as lanes or a Param)
-                lanes = _traced_int(lanes)
-                for index in self._param_slots:
-                    values[index] = _traced_int(values[index])
                 dtype, real, device, lengths = self._check(values, initials)
                 count = self._check_lanes(lengths, lanes)
         else:
@@ -428,7 +425,13 @@ class Function:
         if isinstance(lanes, np.integer):
             lanes = int(lanes)
         if isinstance(lanes, bool) or not isinstance(lanes, int | torch.SymInt):
-            raise EagleTypeError(f"lanes must be an int (the lane count), not {lanes!r}")
+            traced = (
+                " (under torch.jit.trace a shape, x.shape[0], is a tensor whose value a trace "
+                "would keep: use torch.export or torch.compile, which keep it symbolic)"
+                if isinstance(lanes, torch.Tensor) and torch.jit.is_tracing()
+                else ""
+            )
+            raise EagleTypeError(f"lanes must be an int (the lane count), not {lanes!r}{traced}")
         if lanes < 0:
             raise EagleValueError(f"lanes must be a lane count, 0 or more, not {lanes}")
         if lengths and lengths[0][1] != lanes:
@@ -457,6 +460,9 @@ class Function:
     def _forward_fake(
         self, values: Sequence[Any], initials: Sequence[Any], lanes: Any, dtype: torch.dtype
     ) -> Any:
+        """The registered op's fake: its outputs' shapes, dtype (:meth:`_op_dtype`, as the
+        op's forward takes it) and device."""
+        dtype = self._op_dtype(values, initials, dtype)
         count = self._count(values, initials, lanes)
         device = first_tensor(values, initials).device
         outputs = [
@@ -473,16 +479,25 @@ class Function:
         """The registered op's forward, which a graph traced or exported with the op (or a
         direct call of :attr:`op`) runs without :meth:`__call__`'s checks: a table's shape
         is checked again (its values would be read in another order), and the outputs
-        take the dtype the tensors decide, as in a call (the graph keeps the ``dtype`` it
-        was made with)."""
+        take the dtype :meth:`_op_dtype` gives, as the fake does."""
+        for slot, value in zip(self._slots, (*values, *initials), strict=True):
+            if value is not None and not (slot.param or slot.lane):
+                slot.refuse_shape(value)
+        return self._forward(values, initials, lanes, self._op_dtype(values, initials, dtype))
+
+    def _op_dtype(
+        self, values: Sequence[Any], initials: Sequence[Any], dtype: torch.dtype
+    ) -> torch.dtype:
+        """The registered op's outputs' dtype: the one its tensors other than Params decide,
+        as a call's (so a graph traced or exported over float32 tensors and run over
+        float64 ones gives float64), else ``dtype`` (a call whose only tensors are
+        Params, whose dtype the graph keeps)."""
         decided = None
         for slot, value in zip(self._slots, (*values, *initials), strict=True):
-            if value is None or slot.param:  # (Params decide only when alone: ``dtype``)
-                continue
-            if not slot.lane:
-                slot.refuse_shape(value)
-            decided = value.dtype if decided is None else torch.promote_types(decided, value.dtype)
-        return self._forward(values, initials, lanes, dtype if decided is None else decided)
+            if value is not None and not slot.param:
+                seen = value.dtype
+                decided = seen if decided is None else torch.promote_types(decided, seen)
+        return dtype if decided is None else decided
 
     def _forward(
         self, values: Sequence[Any], initials: Sequence[Any], lanes: Any, dtype: torch.dtype
@@ -551,20 +566,6 @@ class _Slot:
             size=None if shape is None else math.prod(shape),
             what=f"the initial value of {plane.name!r}" if initial else f"plane {plane.name!r}",
         )
-
-
-def _traced_int(value: Any) -> Any:
-    """``value`` as an int where it is a 0-d int tensor, as ``torch.jit.trace`` gives a
-    shape (``x.shape[0]``) or an int computed from one; else ``value``."""
-    if (
-        isinstance(value, torch.Tensor)
-        and value.dim() == 0
-        and not value.is_floating_point()
-        and not value.is_complex()
-        and value.dtype != torch.bool
-    ):
-        return int(value)
-    return value
 
 
 @contextlib.contextmanager

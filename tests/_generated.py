@@ -67,6 +67,11 @@ def horner(x: hawk.Scalar, c: hawk.Table, y: hawk.Mutable[hawk.Scalar]):
 """
 
 
-def horner(folder: Path, steps: int) -> hawk.Kernel:
-    """Horner's rule over ``steps`` coefficients: a loop whose gradient needs its carry."""
-    return load(folder, f"horner_{steps}", _HORNER.format(steps=steps), "horner")
+def horner(folder: Path, steps: int, *, into: bool = False) -> hawk.Kernel:
+    """Horner's rule over ``steps`` coefficients: a loop whose gradient needs its carry;
+    with ``into``, added to the output's value (which the kernel then reads first)."""
+    source = _HORNER.format(steps=steps)
+    if into:
+        source = source.replace("    y = p\n", "    y = y + p\n")
+    name = f"horner_{steps}{'_into' if into else ''}"
+    return load(folder, name, source, "horner")

@@ -80,8 +80,12 @@ def test_each_asyncio_task_has_its_own_with_stream_blocks():
     assert asyncio.run(three()) == [(0x1111, 0x1111), (0, 0), (0x2222, 0x2222)]
     assert cuda.current_stream().ptr() == 0
     first.__enter__()
-    with pytest.raises(RuntimeError, match=r"the block ends in another thread or task"):
+    with pytest.raises(RuntimeError, match=r"the block is not open in this thread or task"):
         contextvars.Context().run(first.__exit__, None, None, None)  # (where it is not open)
+    child = contextvars.copy_context()  # a task's, started inside the block: open there too
+    child.run(first.__exit__, None, None, None)  # ends it for that task alone
+    assert child.run(lambda: cuda.current_stream().ptr()) == 0
+    assert cuda.current_stream().ptr() == 0x1111
     first.__exit__(None, None, None)
     assert cuda.current_stream().ptr() == 0
 

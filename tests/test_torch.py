@@ -184,7 +184,7 @@ def test_only_an_initial_value_the_backward_reads_is_kept_from_changes(kernel, r
 def test_making_a_function_derives_no_adjoint_and_warns_of_no_cost(tmp_path):
     """What its backward keeps is worked out at the first call autograd records: making
     the function (or a call nothing records) neither derives the adjoint nor warns."""
-    kernel = horner(tmp_path, 400)  # its adjoint reruns a 400-pass loop: it warns
+    kernel = horner(tmp_path, 400, into=True)  # reads y first; its adjoint warns of reruns
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         f = eagle.torch.function(kernel)

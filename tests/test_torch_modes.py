@@ -12,6 +12,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+
 import eagle  # noqa: E402
 import eagle.plan  # noqa: E402
 import eagle.torch  # noqa: E402
@@ -127,25 +129,43 @@ def test_a_traced_call_and_the_op_refuse_a_table_of_another_shape():
         f.op(w.T.contiguous(), f_, None, -1, torch.float64, f.key)
 
 
-def test_jit_trace_checks_its_trace_and_takes_shapes_as_ints():
+def test_jit_trace_checks_its_trace_and_refuses_a_traced_shape_as_lanes():
     """Its check traces again: a Param number's tensor kept from the first trace made the
-    two graphs differ. And x.shape[0] is a 0-d tensor there, given as lanes or a Param."""
+    two graphs differ. x.shape[0] is a 0-d tensor there, whose value the trace would keep:
+    refused as lanes, naming what keeps it symbolic."""
     affine = eagle.torch.function(k.affine)
     ramp = eagle.torch.function(k.ramp)
     x = torch.randn(4, dtype=torch.float64)
     traced = torch.jit.trace(lambda x: affine(x=x, a=2.0, b=0.5), (x,))  # check_trace on
     torch.testing.assert_close(traced(x), 2.0 * x + 0.5)
     one = torch.ones(1, dtype=torch.float64)
-    by_shape = torch.jit.trace(lambda x: affine(x=x, a=x.shape[0], b=0.0) + ramp(a=one,
-                               lanes=x.shape[0]), (x,), check_trace=False)  # fmt: skip
-    lanes = torch.arange(4, dtype=torch.float64)
-    torch.testing.assert_close(by_shape(x), 4.0 * x + lanes)
+    with pytest.raises(TypeError, match=r"lanes must be an int .*torch\.jit\.trace .*export"):
+        torch.jit.trace(lambda x: ramp(a=one, lanes=x.shape[0]), (x,), check_trace=False)
 
 
-def test_eager_functionalize_takes_the_registered_op():
-    """torch.func.functionalize has no rule for an autograd.Function (torch's NYI)."""
+def test_the_op_and_its_fake_agree_on_the_outputs_dtype():
+    """The op's dtype argument decides only where its only tensors are Params; else its
+    tensors do, in the fake as in the op (they disagreed, and inductor read garbage)."""
+    f = eagle.torch.function(k.scale_add)
+    x, z = torch.randn(5), torch.randn(5)
+    assert f.op(x, z, None, -1, torch.float64, f.key).dtype == torch.float32
+    torch.library.opcheck(f.op, (x, z, None, -1, torch.float64, f.key))
+    ramp = eagle.torch.function(k.ramp)
+    one = torch.ones(1, dtype=torch.float64)
+    assert ramp.op(one, None, 3, torch.float32, ramp.key).dtype == torch.float32
+
+
+def test_eager_functionalize_is_refused_by_name_and_traced_it_runs():
+    """torch has no eager functionalization rule for the autograd.Function an eager call
+    runs, and the registered op has no forward-mode rule: jvp of it gave zero tangents."""
     x = torch.randn(5, dtype=torch.float64)
-    torch.testing.assert_close(torch.func.functionalize(_sine_square)(x), torch.sin(x) ** 2)
+    with pytest.raises(RuntimeError, match=r"functionalize of the eagle.torch op .* \(make_fx"):
+        torch.func.functionalize(_sine_square)(x)
+    with pytest.raises(RuntimeError, match=r"functionalize of the eagle.torch op"):
+        torch.func.jvp(torch.func.functionalize(_sine_square), (x,), (torch.ones_like(x),))
+    f = eagle.torch.function(k.sine_square)  # (alive while the graph runs)
+    graph = make_fx(torch.func.functionalize(lambda x: f(x=x)))(x)
+    torch.testing.assert_close(graph(x), torch.sin(x) ** 2)
 
 
 def test_meta_tensors_give_meta_outputs():

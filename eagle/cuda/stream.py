@@ -34,7 +34,9 @@ class Stream:
             synchronisation with the legacy default stream).
         device: the device index.
 
-    ``with stream:`` makes it eagle's current stream in this thread or asyncio task. It
+    ``with stream:`` makes it eagle's current stream in this thread or asyncio task (a
+    task started inside the block has it open too, and ending it there ends it for that
+    task alone). It
     implements ``__cuda_stream__``, so cuda.core and other libraries take it
     as a stream. The stream is destroyed by :meth:`destroy` or when it is
     garbage-collected (never at interpreter exit, when the driver may be gone);
@@ -122,8 +124,8 @@ class Stream:
         blocks = _blocks.get()
         if self not in blocks:
             raise EagleRuntimeError(
-                f"with {self!r}: the block ends in another thread or task than it began in; "
-                "enter and leave a stream's with block in one thread or task"
+                f"with {self!r}: the block is not open in this thread or task (it began in "
+                "another); enter and leave a stream's with block in one thread or task"
             )
         last = len(blocks) - 1 - blocks[::-1].index(self)  # (one left out of order: its own)
         _set_blocks(blocks[:last] + blocks[last + 1 :])

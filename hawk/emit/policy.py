@@ -169,10 +169,12 @@ class Using:
         mine = [i for i, (using, _) in enumerate(blocks) if using is self]
         if not mine:
             raise HawkError(
-                f"with {self!r}: the block ends in another thread or task than it began in; "
-                "enter and leave it in one thread or task"
+                f"with {self!r}: the block is not open in this thread or task (it began in "
+                "another); enter and leave it in one thread or task"
             )
-        _set_blocks(blocks[: mine[-1]] + blocks[mine[-1] + 1 :])  # (left out of order: its own)
+        # (left out of order, its own block ends; a block opened inside it keeps the
+        # policy it chose on top of this one until it ends too)
+        _set_blocks(blocks[: mine[-1]] + blocks[mine[-1] + 1 :])
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle as the call that made it."""
