@@ -176,8 +176,8 @@ class Function:
         op: the registered forward op (``torch.ops.eagle.function_<inputs>_<outputs>``),
             shared by every function with as many inputs and outputs: it takes the
             inputs, the initial values, the lane count (-1: from the lane planes),
-            the outputs' dtype where its only tensors are Params (else its other
-            tensors decide it, as a call's) and ``key``.
+            the outputs' dtype (the one its tensors other than Params decide, where it
+            has any) and ``key``.
         backward_op: the registered op the backward calls (shared alike).
     """
 
@@ -460,8 +460,8 @@ class Function:
     def _forward_fake(
         self, values: Sequence[Any], initials: Sequence[Any], lanes: Any, dtype: torch.dtype
     ) -> Any:
-        """The registered op's fake: its outputs' shapes, dtype (:meth:`_op_dtype`, as the
-        op's forward takes it) and device."""
+        """The registered op's fake: its outputs' shapes, dtype (checked by
+        :meth:`_op_dtype`, as the op's forward checks it) and device."""
         dtype = self._op_dtype(values, initials, dtype)
         count = self._count(values, initials, lanes)
         device = first_tensor(values, initials).device
@@ -478,8 +478,8 @@ class Function:
     ) -> Any:
         """The registered op's forward, which a graph traced or exported with the op (or a
         direct call of :attr:`op`) runs without :meth:`__call__`'s checks: a table's shape
-        is checked again (its values would be read in another order), and the outputs
-        take the dtype :meth:`_op_dtype` gives, as the fake does."""
+        is checked again (its values would be read in another order), and so is the
+        outputs' dtype (:meth:`_op_dtype`, as the fake checks it)."""
         for slot, value in zip(self._slots, (*values, *initials), strict=True):
             if value is not None and not (slot.param or slot.lane):
                 slot.refuse_shape(value)
@@ -488,16 +488,28 @@ class Function:
     def _op_dtype(
         self, values: Sequence[Any], initials: Sequence[Any], dtype: torch.dtype
     ) -> torch.dtype:
-        """The registered op's outputs' dtype: the one its tensors other than Params decide,
-        as a call's (so a graph traced or exported over float32 tensors and run over
-        float64 ones gives float64), else ``dtype`` (a call whose only tensors are
-        Params, whose dtype the graph keeps)."""
+        """The registered op's outputs' dtype, ``dtype``, checked against the one its
+        tensors other than Params decide in a call (where it has any).
+
+        Raises:
+            TypeError: they differ: a graph traced or exported over tensors of one dtype
+                run over another (it keeps ``dtype`` and its Param numbers' tensors), or
+                a direct call of :attr:`op` with another ``dtype``.
+        """
         decided = None
         for slot, value in zip(self._slots, (*values, *initials), strict=True):
             if value is not None and not slot.param:
                 seen = value.dtype
                 decided = seen if decided is None else torch.promote_types(decided, seen)
-        return dtype if decided is None else decided
+        if decided is not None and decided != dtype:
+            raise EagleTypeError(
+                f"the eagle.torch op of kernel {self.kernel.name!r} was recorded for {dtype} "
+                f"outputs, but its tensors give {decided}: a graph traced or exported over "
+                "tensors of one dtype keeps that dtype (and its Param numbers' tensors); "
+                "record it again over tensors of this dtype (a direct call of f.op: pass "
+                f"{decided})"
+            )
+        return dtype
 
     def _forward(
         self, values: Sequence[Any], initials: Sequence[Any], lanes: Any, dtype: torch.dtype

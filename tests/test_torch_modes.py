@@ -92,27 +92,25 @@ def test_jit_trace_warns_of_nothing_and_the_traced_call_still_checks_lengths():
 
 
 @pytest.mark.parametrize("capture", ["trace", "export"])
-def test_a_traced_or_exported_call_follows_its_inputs_dtype(capture):
+def test_a_traced_or_exported_graph_refuses_tensors_of_another_dtype(capture):
     """The registered op takes the outputs' dtype as an argument, which a trace or an
-    export keeps: a float64 run of a graph made over float32 tensors rounded its float64
-    result to float32. The op now takes the dtype its tensors decide, as a call does."""
-    f = eagle.torch.function(k.scale_add)
+    export keeps (with its Param numbers' tensors): a float64 run of a graph made over
+    float32 tensors rounded its float64 result to float32. Refused by name now."""
+    f = eagle.torch.function(k.affine)
 
     class Layer(torch.nn.Module):
-        def forward(self, x, z):
-            return f(x=x, z=z)
+        def forward(self, x):
+            return f(x=x, a=0.1, b=1.0 / 3.0)
 
-    example = (torch.randn(5), torch.randn(5))
+    example = (torch.randn(5),)
     if capture == "trace":
         graph = torch.jit.trace(Layer(), example)
     else:
         graph = torch.export.export(Layer(), example).module()
-    x = torch.tensor([1e-3, 1.0 + 1e-12, 3.0, 0.25, -2.0], dtype=torch.float64)
-    z = torch.rand(5, dtype=torch.float64)
-    got = graph(x, z)
-    assert got.dtype == torch.float64
-    torch.testing.assert_close(got, 0.5 * x + z, rtol=1e-15, atol=0)
-    assert graph(x.bfloat16(), z.bfloat16()).dtype == torch.bfloat16
+    torch.testing.assert_close(graph(example[0]), 0.1 * example[0] + 1.0 / 3.0)
+    x = torch.rand(5, dtype=torch.float64)
+    with pytest.raises(Exception, match=r"recorded for torch.float32 outputs, but its tensors"):
+        graph(x)
 
 
 def test_a_traced_call_and_the_op_refuse_a_table_of_another_shape():
@@ -143,13 +141,15 @@ def test_jit_trace_checks_its_trace_and_refuses_a_traced_shape_as_lanes():
         torch.jit.trace(lambda x: ramp(a=one, lanes=x.shape[0]), (x,), check_trace=False)
 
 
-def test_the_op_and_its_fake_agree_on_the_outputs_dtype():
-    """The op's dtype argument decides only where its only tensors are Params; else its
-    tensors do, in the fake as in the op (they disagreed, and inductor read garbage)."""
+def test_the_op_and_its_fake_check_the_outputs_dtype_alike():
+    """A dtype argument other than the one the op's tensors decide is refused by the op
+    and its fake alike; with only Params, the argument decides."""
     f = eagle.torch.function(k.scale_add)
     x, z = torch.randn(5), torch.randn(5)
-    assert f.op(x, z, None, -1, torch.float64, f.key).dtype == torch.float32
-    torch.library.opcheck(f.op, (x, z, None, -1, torch.float64, f.key))
+    torch.library.opcheck(f.op, (x, z, None, -1, torch.float32, f.key))
+    for device in ("cpu", "meta"):
+        with pytest.raises(TypeError, match=r"recorded for torch.float64 outputs, .* pass "):
+            f.op(x.to(device), z.to(device), None, -1, torch.float64, f.key)
     ramp = eagle.torch.function(k.ramp)
     one = torch.ones(1, dtype=torch.float64)
     assert ramp.op(one, None, 3, torch.float32, ramp.key).dtype == torch.float32
