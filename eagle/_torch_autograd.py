@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import torch
+from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
 
 import hawk
 from eagle._torch_derivatives import Derivatives, split
@@ -141,19 +142,24 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 def dispatched(values: Sequence[Any], initials: Sequence[Any], name: str) -> bool:
     """True when a call of the op of kernel ``name`` goes through the registered op: while
-    compiling or tracing (``torch.jit.trace`` records only what the dispatcher sees), under
-    a torch dispatch mode, under a torch function mode unless a ``torch.func`` transform or
-    forward-mode AD is active (the eager route has their rules), or for tensors of other
-    types (fake tensors, subclasses) or on the meta device (whose op gives meta outputs, as
-    torch's own ops do).
+    compiling, under ``torch.func.functionalize``, while tracing (``torch.jit.trace``
+    records only what the dispatcher sees), under a torch dispatch mode, under a torch
+    function mode unless a ``torch.func`` transform or forward-mode AD is active (the
+    eager route has their rules), or for tensors of other types (fake tensors,
+    subclasses) or on the meta device (whose op gives meta outputs, as torch's own ops
+    do).
 
     Raises:
         RuntimeError: forward-mode AD is active and the call would go through the
-            registered op, for which torch has no forward-mode rule.
+            registered op, for which torch has no forward-mode rule; a derivative is
+            taken through ``torch.func.functionalize``.
     """
     if torch.compiler.is_compiling():
         _refuse_forward_mode(name)
         return True
+    if torch._C._are_functorch_transforms_active() and _transform() == "Functionalize":
+        _refuse_differentiated_functionalize(name)
+        return True  # (torch has no functionalization rule for an autograd.Function)
     if (
         torch._C._is_tracing()
         or torch._C._len_torch_dispatch_stack()
@@ -164,13 +170,6 @@ def dispatched(values: Sequence[Any], initials: Sequence[Any], name: str) -> boo
         return True
     if torch._C._is_torch_function_mode_enabled():  # (torch.device, say)
         return not (_forward_ad_level() >= 0 or _transform() in _EAGER_TRANSFORMS)
-    if torch._C._are_functorch_transforms_active() and _transform() == "Functionalize":
-        raise EagleRuntimeError(
-            f"torch.func.functionalize of the eagle.torch op of kernel {name!r} runs only "
-            "where the op is traced (make_fx(functionalize(f)), torch.compile, "
-            "torch.export), which record the registered op; torch has no eager "
-            "functionalization rule for the autograd.Function an eager call runs"
-        )
     return False
 
 
@@ -197,6 +196,21 @@ def _refuse_differentiating_transform(name: str) -> None:
             "meta tensors, the op is a torch custom op, which torch's transforms do not "
             "differentiate; take the derivative in eager code, or with tensor.backward() or "
             "torch.autograd.grad there"
+        )
+
+
+def _refuse_differentiated_functionalize(name: str) -> None:
+    """Refuse a derivative taken through ``torch.func.functionalize`` (whose calls take the
+    registered op): functionalization hides the tangents from the op, which has no
+    forward-mode rule, so they would come out zero, and torch.func's reverse mode meets
+    torch's internal errors."""
+    outer = {i.key().name for i in retrieve_all_functorch_interpreters()}
+    if outer & {"Jvp", "Grad"} or _forward_ad_level() >= 0:
+        raise EagleRuntimeError(
+            f"a derivative through torch.func.functionalize of the eagle.torch op of kernel "
+            f"{name!r} is not available: under functionalize the op is a torch custom op, "
+            "whose tangents would be zero; differentiate the function itself, outside "
+            "functionalize (functionalize alone, and vmap of it, run)"
         )
 
 

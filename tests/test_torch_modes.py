@@ -5,6 +5,7 @@ tensor eagle cannot read is refused by plane name (CPU tensors; the host path)."
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import numpy as np
@@ -155,14 +156,22 @@ def test_the_op_and_its_fake_check_the_outputs_dtype_alike():
     assert ramp.op(one, None, 3, torch.float32, ramp.key).dtype == torch.float32
 
 
-def test_eager_functionalize_is_refused_by_name_and_traced_it_runs():
-    """torch has no eager functionalization rule for the autograd.Function an eager call
-    runs, and the registered op has no forward-mode rule: jvp of it gave zero tangents."""
+def test_functionalize_runs_the_registered_op_and_refuses_derivatives_through_it():
+    """torch has no functionalization rule for the autograd.Function an eager call runs:
+    under functionalize the call takes the registered op, which has no forward-mode rule,
+    and functionalization hides the tangents from it (jvp gave zero tangents, under a
+    dispatch mode too): a derivative through it is refused by name."""
+    from torch.utils.flop_counter import FlopCounterMode
+
     x = torch.randn(5, dtype=torch.float64)
-    with pytest.raises(RuntimeError, match=r"functionalize of the eagle.torch op .* \(make_fx"):
-        torch.func.functionalize(_sine_square)(x)
-    with pytest.raises(RuntimeError, match=r"functionalize of the eagle.torch op"):
-        torch.func.jvp(torch.func.functionalize(_sine_square), (x,), (torch.ones_like(x),))
+    torch.testing.assert_close(torch.func.functionalize(_sine_square)(x), torch.sin(x) ** 2)
+    batched = torch.func.vmap(torch.func.functionalize(_sine_square))(torch.stack([x, -x]))
+    torch.testing.assert_close(batched, torch.sin(torch.stack([x, -x])) ** 2)
+    for mode in (contextlib.nullcontext(), FlopCounterMode(display=False)):
+        with mode, pytest.raises(RuntimeError, match=r"derivative through torch.func.functio"):
+            torch.func.jvp(torch.func.functionalize(_sine_square), (x,), (torch.ones_like(x),))
+    with pytest.raises(RuntimeError, match=r"derivative through torch.func.functionalize"):
+        torch.func.grad(lambda x: torch.func.functionalize(_sine_square)(x).sum())(x)
     f = eagle.torch.function(k.sine_square)  # (alive while the graph runs)
     graph = make_fx(torch.func.functionalize(lambda x: f(x=x)))(x)
     torch.testing.assert_close(graph(x), torch.sin(x) ** 2)
