@@ -148,7 +148,8 @@ class Derivatives:
         """For each output, whether an adjoint may read its initial value (worked out at
         the first call autograd records, not when the function is made: it derives the
         adjoint, which may warn of its cost)."""
-        return _initials_read(self.kernel, self._outputs)
+        reads = self._slot_gradients[len(self._inputs) :]  # (None: not read before written)
+        return _initials_read(self.kernel, self._outputs, [g is not None for g in reads])
 
     def kept(self, tensors: Sequence[Any]) -> tuple[list[Any], tuple[_StandIn, ...]]:
         """``tensors`` (the inputs, then the initial values) as a backward saves them: each
@@ -691,14 +692,14 @@ class Derivatives:
         ]
 
 
-def _initials_read(kernel: hawk.Kernel, outputs: Sequence[Plane]) -> tuple[bool, ...]:
+def _initials_read(
+    kernel: hawk.Kernel, outputs: Sequence[Plane], reads: Sequence[bool]
+) -> tuple[bool, ...]:
     """For each output, whether an adjoint may read its initial value: one the kernel
-    reads before writing it that the whole adjoint takes (every adjoint with respect to
-    fewer planes, and each of those adjoints' own, takes no more of them); where hawk
-    cannot differentiate the kernel with respect to all of its planes at once, every one
-    the kernel reads first."""
-    gradients = hawk.diff.gradient_planes(kernel)
-    reads = [p.kind == PlaneKind.OUTPUT and p.name in gradients for p in outputs]
+    reads before writing it (``reads``) that the whole adjoint takes (every adjoint with
+    respect to fewer planes, and each of those adjoints' own, takes no more of them);
+    where hawk cannot differentiate the kernel with respect to all of its planes at once,
+    every one the kernel reads first."""
     if not any(reads):
         return tuple(reads)
     try:

@@ -460,9 +460,9 @@ class Function:
     def _forward_fake(
         self, values: Sequence[Any], initials: Sequence[Any], lanes: Any, dtype: torch.dtype
     ) -> Any:
-        """The registered op's fake: its outputs' shapes, dtype (checked by
-        :meth:`_op_dtype`, as the op's forward checks it) and device."""
-        dtype = self._op_dtype(values, initials, dtype)
+        """The registered op's fake: its outputs' shapes, dtype and device, checked as
+        the op's forward checks them (:meth:`_op_checked`)."""
+        dtype = self._op_checked(values, initials, dtype)
         count = self._count(values, initials, lanes)
         device = first_tensor(values, initials).device
         outputs = [
@@ -477,28 +477,28 @@ class Function:
         self, values: Sequence[Any], initials: Sequence[Any], lanes: Any, dtype: torch.dtype
     ) -> Any:
         """The registered op's forward, which a graph traced or exported with the op (or a
-        direct call of :attr:`op`) runs without :meth:`__call__`'s checks: a table's shape
-        is checked again (its values would be read in another order), and so is the
-        outputs' dtype (:meth:`_op_dtype`, as the fake checks it)."""
-        for slot, value in zip(self._slots, (*values, *initials), strict=True):
-            if value is not None and not (slot.param or slot.lane):
-                slot.refuse_shape(value)
-        return self._forward(values, initials, lanes, self._op_dtype(values, initials, dtype))
+        direct call of :attr:`op`) runs without :meth:`__call__`'s checks; it makes those
+        of :meth:`_op_checked`, as the fake does."""
+        return self._forward(values, initials, lanes, self._op_checked(values, initials, dtype))
 
-    def _op_dtype(
+    def _op_checked(
         self, values: Sequence[Any], initials: Sequence[Any], dtype: torch.dtype
     ) -> torch.dtype:
         """The registered op's outputs' dtype, ``dtype``, checked against the one its
-        tensors other than Params decide in a call (where it has any).
+        tensors other than Params decide in a call (where it has any), and each table's
+        shape checked (its values would be read in another order).
 
         Raises:
-            TypeError: they differ: a graph traced or exported over tensors of one dtype
-                run over another (it keeps ``dtype`` and its Param numbers' tensors), or
-                a direct call of :attr:`op` with another ``dtype``.
+            TypeError: the dtypes differ: a graph traced or exported over tensors of one
+                dtype run over another (it keeps ``dtype`` and its Param numbers'
+                tensors), or a direct call of :attr:`op` with another ``dtype``.
+            ValueError: a table of another shape than its declared one.
         """
         decided = None
         for slot, value in zip(self._slots, (*values, *initials), strict=True):
             if value is not None and not slot.param:
+                if not slot.lane:
+                    slot.refuse_shape(value)
                 seen = value.dtype
                 decided = seen if decided is None else torch.promote_types(decided, seen)
         if decided is not None and decided != dtype:

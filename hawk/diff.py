@@ -262,7 +262,7 @@ def vjp(
             name: bar for name, bar in cotangent_planes(kernel).items() if name not in zero
         }
         store = lane_gradients == "store"
-        adjoint_ir = _build(kernel.ir, names, cotangents, store, shared, zero)
+        adjoint_ir = _build(kernel.ir, names, cotangents, candidates, store, shared, zero)
         made = AdjointKernel(kernel, names, cotangents, adjoint_ir)
         # (threads that race here all take the first one stored, as the docstring promises)
         adjoint = cast(AdjointKernel, kernel._adjoints.setdefault(key, made))
@@ -418,6 +418,7 @@ def _build(
     primal: ir.KernelIR,
     wrt: tuple[str, ...],
     cotangents: dict[str, str],
+    gradients: dict[str, str],
     store: bool,
     broadcast: tuple[str, ...],
     zero: tuple[str, ...],
@@ -434,8 +435,7 @@ def _build(
         for p in primal.planes
         if p.name in cotangents
     }
-    names = _adjoint_names(primal)[1]
-    gradient = {p: _gradient_plane(p, names[p.name]) for p in primal.planes if p.name in wrt}
+    gradient = {p: _gradient_plane(p, gradients[p.name]) for p in primal.planes if p.name in wrt}
     analysis = Activity(set(gradient))
     analysis.block(body)
     analysis.reaching(body)
