@@ -296,7 +296,7 @@ class Derivatives:
         device = first_tensor(values, cotangents).device
         dtypes = {t.dtype for t in values}
         dtypes.update(t.dtype for t in cotangents)
-        real = torch.float64 if torch.float64 in dtypes else torch.float32
+        real = compute_dtype(*values, *cotangents)
         # An adjoint that runs its own loop is specialised for a fresh call: it writes the
         # lane gradients (no zeroing first) and reads a broadcast cotangent (the gradient
         # of a sum) as its one element (no copy). The GEMM route writes its gradients; it

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+import numpy as np
 import torch
 
 import hawk
@@ -24,6 +25,7 @@ from eagle.cuda.stream import Stream
 from eagle.errors import EagleRuntimeError, _warn_user
 from hawk import ir
 from hawk.dtypes import TABLE
+from hawk.emit import compute_dtype as compute_rule
 from hawk.emit.policy import TableAdds
 
 __all__ = [
@@ -147,10 +149,19 @@ def first_tensor(*groups: Any) -> torch.Tensor:
     return next(t for group in groups for t in group if t is not None)
 
 
+#: the torch dtypes whose planes make a kernel compute in float64 (hawk's rule,
+#: :func:`hawk.emit.compute_dtype`, over its dtype table)
+_WIDE = frozenset(
+    torch_dtype
+    for torch_dtype, numpy in _NUMPY.items()
+    if compute_rule({"plane": numpy}) == np.float64
+)
+
+
 def compute_dtype(*tensors: Any) -> torch.dtype:
-    """The dtype a kernel over these tensors computes in: float64 when any is, else
-    float32 (None entries aside)."""
-    wide = any(t is not None and t.dtype == torch.float64 for t in tensors)
+    """The dtype a kernel over these tensors computes in, by hawk's rule: float64 when
+    any is, else float32 (None entries aside)."""
+    wide = any(t is not None and t.dtype in _WIDE for t in tensors)
     return torch.float64 if wide else torch.float32
 
 

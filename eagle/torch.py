@@ -371,8 +371,7 @@ class Function:
         for tensor in deciding:
             if tensor.dtype != dtype:
                 dtype = torch.promote_types(dtype, tensor.dtype)
-        wide = any(t.dtype == torch.float64 for t in tensors)
-        real = torch.float64 if wide else torch.float32
+        real = compute_dtype(*tensors)
         for index in self._param_slots:
             if isinstance(values[index], np.generic):  # a numpy number: as Python's
                 values[index] = values[index].item()
