@@ -20,6 +20,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from eagle.cuda import CudaError
 from eagle.gemm import (
     CaptureInProgress,
     CublasCaptureHandle,
@@ -31,12 +32,14 @@ from eagle.gemm import (
     NotCapturable,
     PlanUnavailable,
     WorkspaceSpec,
+    _library,
     _scaled,
     captured_calls,
     gemm_params_for_arrays,
     lending,
     matmul_step,
 )
+from eagle.gemm._library import CheckedLibrary
 from eagle.gemm.capture import WORKSPACE_BYTES
 from eagle.gemm.dtypes import product_dtypes
 from eagle.gemm.lending import record_lent
@@ -200,7 +203,8 @@ class Fp8Device(FakeDevice):
             assert name == "cudaGetDeviceProperties"
             return type("Properties", (), {"name": b"NVIDIA Tesla V100\0\0"})
 
-        monkeypatch.setattr(_scaled, "_cublaslt", lambda: self.lt)
+        checked = CheckedLibrary(self.lt, "cublasLt", (FakeCublasLt.cuBLASLtError,))
+        monkeypatch.setattr(_library, "cublaslt", lambda: checked)
         monkeypatch.setattr(_scaled, "cudart", FakeCalls(fake_call))
         monkeypatch.setattr(_scaled, "runtime", lambda: runtime)
 
@@ -698,6 +702,33 @@ def test_an_fp8_step_of_a_layout_its_products_refuse_is_refused_when_the_plan_is
     bad = matmul_step("y2", a="x2", b="v", out="y2", transpose_b=True)
     with pytest.raises(PlanUnavailable, match="K = 40 is not a multiple of 16"):
         LoweredPlan((good, bad), "gemm", "run_to_run", odd, outputs)
+
+
+def _lt_failure(*args):
+    """cuBLASLt failing as nvmath's binding reports it: its exception, with the status."""
+    error = FakeCublasLt.cuBLASLtError("CUBLAS_STATUS_NOT_SUPPORTED")
+    error.status = 15  # CUBLAS_STATUS_NOT_SUPPORTED
+    raise error
+
+
+def test_a_failed_cublaslt_matmul_raises_cuda_error_naming_the_call_and_status(
+    fp8, rng, monkeypatch
+):
+    monkeypatch.setattr(fp8.lt, "matmul", _lt_failure)
+    params, operands, _ = _operands(fp8, rng)
+    with pytest.raises(
+        CudaError, match=r"^cublasLt\.matmul failed with CUBLAS_STATUS_NOT_SUPPORTED"
+    ) as raised:
+        CublasCaptureHandle(fp8.STREAM).gemm(params, operands)
+    assert isinstance(raised.value.__cause__, FakeCublasLt.cuBLASLtError)
+
+
+def test_a_product_cublaslt_fails_to_find_an_algorithm_for_is_refused(fp8, rng, monkeypatch):
+    monkeypatch.setattr(fp8.lt, "matmul_algo_get_heuristic", _lt_failure)
+    params, operands, _ = _operands(fp8, rng)
+    with pytest.raises(NotCapturable, match="cuBLASLt has no algorithm for GemmParams.*NOT_SUPP"):
+        CublasCaptureHandle(0).gemm(params, operands)
+    assert "matmul" not in [entry[0] for entry in fp8.lt.log]
 
 
 def test_a_product_cublaslt_has_no_algorithm_for_is_refused(fp8, rng, monkeypatch):

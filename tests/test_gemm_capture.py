@@ -22,6 +22,7 @@ import pytest
 
 import eagle
 from eagle.arrays import Array
+from eagle.cuda import CudaError
 from eagle.cuda import graph as eagle_graph
 from eagle.errors import EagleTypeError
 from eagle.gemm import (
@@ -29,11 +30,13 @@ from eagle.gemm import (
     GemmCaptureUnavailable,
     GemmMappingUnavailable,
     MatmulUnavailable,
+    _library,
     gemm_params_for_arrays,
     matmul_step,
     sgemm_params_for_arrays,
 )
 from eagle.gemm import capture as capture_module
+from eagle.gemm._library import CheckedLibrary
 from eagle.gemm.capture import WORKSPACE_BYTES
 from eagle.gemm.handles import release_handles
 from tests._util import FakeCalls, forget_fake_leftovers
@@ -263,7 +266,8 @@ class FakeDevice:
 
         pool = type("Pool", (), {"allocate": lambda _, nbytes, stream: self._workspace(nbytes)})
         stream = type("Stream", (), {"ptr": lambda _: self.STREAM})()
-        monkeypatch.setattr(capture, "_cublas", lambda: self.cublas)
+        checked = CheckedLibrary(self.cublas, "cublas", (FakeCublas.cuBLASError,))
+        monkeypatch.setattr(_library, "cublas", lambda: checked)
         monkeypatch.setattr(capture, "cudart", FakeCalls(fake_call))
         monkeypatch.setattr(capture, "ensure_device", lambda device: None)
         for module in (capture, _bound_gemm):  # the handle, and the products it binds
@@ -564,6 +568,48 @@ def test_a_handle_cublas_cannot_make_frees_its_workspace(device, monkeypatch):
     gc.collect()
     assert all(buffer() is None for buffer in device.allocations)
     assert ("destroy", 0xC0B1A5) not in device.cublas.log
+
+
+def _cublas_failure(*args):
+    """cuBLAS failing as nvmath's binding reports it: its exception, with the status."""
+    error = FakeCublas.cuBLASError("CUBLAS_STATUS_EXECUTION_FAILED")
+    error.status = 13  # CUBLAS_STATUS_EXECUTION_FAILED
+    raise error
+
+
+@pytest.mark.parametrize("call", ["sgemm", "bound", "warm", "matmul_step"])
+def test_a_failed_cublas_call_raises_cuda_error_naming_the_call_and_status(
+    device, rng, monkeypatch, call
+):
+    """A status cuBLAS fails with reaches the user as eagle's CudaError (an EagleError),
+    as every other CUDA call's does, never as nvmath's own exception."""
+    a, b, _ = _case(rng, (False, False, False), np.float32)
+    operands = {"a": device.array(a), "b": device.array(b),
+                "out": device.array(np.zeros((a.shape[0], b.shape[1]), np.float32))}  # fmt: skip
+    params = sgemm_params_for_arrays(*operands.values())
+    monkeypatch.setattr(device.cublas, "sgemm", _cublas_failure)
+    handle = CublasCaptureHandle(FakeDevice.STREAM)
+    runs = {
+        "sgemm": lambda: handle.sgemm(params, operands),
+        "bound": lambda: handle.bind(params, operands)(),
+        "warm": lambda: handle.warm(params, operands),
+        "matmul_step": lambda: matmul_step("out", a="a", b="b", out="out").run(operands, "device"),
+    }
+    with pytest.raises(
+        CudaError, match=r"^cublas\.sgemm failed with CUBLAS_STATUS_EXECUTION_FAILED"
+    ) as raised:
+        runs[call]()
+    assert isinstance(raised.value, eagle.EagleError)
+    assert isinstance(raised.value.__cause__, FakeCublas.cuBLASError)
+
+
+def test_a_handle_whose_stream_cublas_refuses_raises_cuda_error_and_frees_it(device, monkeypatch):
+    monkeypatch.setattr(device.cublas, "set_stream", _cublas_failure)
+    with pytest.raises(CudaError, match=r"^cublas\.set_stream failed with CUBLAS_STATUS_EXEC"):
+        CublasCaptureHandle(FakeDevice.STREAM)
+    gc.collect()
+    assert device.cublas.log.count(("destroy", 0xC0B1A5)) == 1
+    assert all(buffer() is None for buffer in device.allocations)
 
 
 def test_the_handle_has_no_del_and_frees_nothing_at_interpreter_exit(device):

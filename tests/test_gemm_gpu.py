@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 from eagle import arrays, cuda
-from eagle.cuda._runtime import cudart
+from eagle.cuda._runtime import CudaError, cudart
 from eagle.errors import EagleTypeError
 from eagle.gemm import (
     CublasCaptureHandle,
     GemmCaptureUnavailable,
     GemmMappingUnavailable,
     MatmulUnavailable,
+    _library,
     captured_gemm_calls,
     lower_dense_gemm,
     matmul_step,
@@ -478,3 +479,12 @@ def test_a_failed_cublas_create_is_gemm_capture_unavailable(monkeypatch, stream)
     monkeypatch.setattr(cublas, "create", refuse)
     with pytest.raises(GemmCaptureUnavailable, match="cuBLAS could not make a handle: simulated"):
         CublasCaptureHandle(stream)
+
+
+def test_a_status_cublas_fails_with_is_a_cuda_error_naming_the_call(handle):
+    cublas = _library.cublas()
+    op = int(cublas.Operation.N)
+    scalars = np.ones(2, np.float32)
+    alpha, beta = scalars.ctypes.data, scalars.ctypes.data + 4
+    with pytest.raises(CudaError, match=r"^cublas\.sgemm failed with CUBLAS_STATUS_INVALID_VALUE"):
+        cublas.sgemm(handle._handle, op, op, -1, 1, 1, alpha, 0, 1, 0, 1, beta, 0, 1)

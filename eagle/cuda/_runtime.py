@@ -42,11 +42,12 @@ __all__ = [
 
 
 class CudaError(EagleRuntimeError):
-    """A CUDA call returned a non-zero status.
+    """A CUDA call (a cuBLAS or cuBLASLt one too) returned a non-zero status.
 
     Args:
         call: the name of the CUDA function that failed.
-        status: the status name, e.g. ``"cudaErrorStreamCaptureInvalidated"``.
+        status: the status name, e.g. ``"cudaErrorStreamCaptureInvalidated"`` or
+            ``"CUBLAS_STATUS_INVALID_VALUE"``.
         detail: CUDA's description of the status, or other context.
     """
 

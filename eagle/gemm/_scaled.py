@@ -26,12 +26,13 @@ the handle to another stream changes).
 from __future__ import annotations
 
 import weakref
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from eagle.cuda._runtime import CudaUnavailable, cudart, runtime
+from eagle.cuda._runtime import CudaError, CudaUnavailable, cudart, runtime
+from eagle.gemm import _library
+from eagle.gemm._library import CheckedLibrary
 from eagle.gemm.errors import CublasUnavailable, NotCapturable
 from eagle.gemm.params import SCALED_ALIGNMENT, GemmParams
 from hawk.dtypes import TABLE
@@ -43,17 +44,6 @@ FP8_ARCH = (8, 9)
 
 _CACHED_ALGORITHMS = 1024  # algorithms a handle keeps (one per product) before starting afresh
 _CODES = {row.name: row.cuda for row in TABLE if row.cuda is not None}  # cudaDataType_t
-
-
-def _cublaslt() -> ModuleType:
-    try:
-        from nvmath.bindings import cublasLt
-    except ImportError as exc:
-        raise CublasUnavailable(
-            f"cuBLASLt is not reachable: nvmath-python is not installed ({exc}); "
-            f"install nvmath-python"
-        ) from exc
-    return cublasLt
 
 
 class ScaledProducts:
@@ -70,12 +60,12 @@ class ScaledProducts:
             capability), nvmath has no cuBLASLt, or cuBLASLt could not make a handle.
     """
 
-    def __init__(self, device: int, target: tuple[int, int, int], cublas: ModuleType) -> None:
+    def __init__(self, device: int, target: tuple[int, int, int], cublas: CheckedLibrary) -> None:
         _check_device(device)
-        lt = _cublaslt()
+        lt = _library.cublaslt()
         try:
             handle = lt.create()
-        except (lt.cuBLASLtError, RuntimeError, OSError) as exc:
+        except (RuntimeError, OSError) as exc:  # (a CudaError, or the library not found)
             raise CublasUnavailable(f"cuBLASLt could not make a handle: {exc}") from exc
         self._release = weakref.finalize(self, lt.destroy, handle)
         self._release.atexit = False  # the driver frees it at exit
@@ -187,7 +177,7 @@ class ScaledProducts:
                     self._handle, desc, first, second, out, out, preference, 1,
                     results.ptr, count.ctypes.data,
                 )  # fmt: skip
-            except lt.cuBLASLtError as exc:
+            except CudaError as exc:
                 raise NotCapturable(f"cuBLASLt has no algorithm for {product[0]}: {exc}") from exc
         finally:
             lt.matmul_preference_destroy(preference)
@@ -210,12 +200,12 @@ class _Descriptors:
     as they are made), destroyed with it, or with what was made of them when making the
     rest failed."""
 
-    def __init__(self, lt: ModuleType) -> None:
+    def __init__(self, lt: CheckedLibrary) -> None:
         self.fields: dict[str, Any] = {"desc": 0, "layouts": []}
         weakref.finalize(self, _destroy, lt, self.fields).atexit = False
 
 
-def _destroy(lt: ModuleType, fields: dict[str, Any]) -> None:
+def _destroy(lt: CheckedLibrary, fields: dict[str, Any]) -> None:
     for layout in fields["layouts"]:
         lt.matrix_layout_destroy(layout)
     if fields["desc"]:

@@ -29,7 +29,6 @@ import math as _math
 import threading
 import weakref
 from collections.abc import Mapping
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -41,7 +40,9 @@ from eagle.cuda.graph import is_capturing, record_use
 from eagle.cuda.memory import default_pool
 from eagle.cuda.stream import Stream, as_stream_ptr
 from eagle.errors import EagleTypeError, check_option
+from eagle.gemm import _library
 from eagle.gemm._bound_gemm import BoundGemm
+from eagle.gemm._library import CheckedLibrary
 from eagle.gemm._operands import ROLES, SCALES, handle_operands
 from eagle.gemm._prepared import (
     ALIGNMENT,
@@ -86,17 +87,6 @@ _Scales = tuple[Any, Any]
 """The scale arrays of cuBLAS's first and second operand (None: no scale), in that order."""
 
 
-def _cublas() -> ModuleType:
-    try:
-        from nvmath.bindings import cublas
-    except ImportError as exc:
-        raise CublasUnavailable(
-            f"cuBLAS is not reachable: nvmath-python is not installed ({exc}); "
-            f"install nvmath-python"
-        ) from exc
-    return cublas
-
-
 class CublasCaptureHandle:
     """One cuBLAS handle, bound to one stream, whose products may be captured.
 
@@ -137,7 +127,7 @@ class CublasCaptureHandle:
         self._gemm_calls = Prepared()
         self._scaled: ScaledProducts | None = None  # the cuBLASLt side, made on first use
         self.stream_ptr = as_stream_ptr(stream_ptr)  # (a bad argument first: no driver asked)
-        cublas = _cublas()
+        cublas = _library.cublas()
         try:
             cudart.cudaGetDeviceCount()  # no driver or no device: CudaUnavailable
             # a stream object is kept alive with the handle, which is bound to it (a raw
@@ -157,7 +147,7 @@ class CublasCaptureHandle:
         workspace = default_pool(self.device).allocate(WORKSPACE_BYTES, self._stream)
         try:
             handle = cublas.create()
-        except (cublas.cuBLASError, RuntimeError, OSError) as exc:
+        except (RuntimeError, OSError) as exc:  # (a CudaError, or the library not found)
             raise CublasUnavailable(f"cuBLAS could not make a handle: {exc}") from exc
         # The finalizer holds the raw handle and the workspace its replays use (freed after
         # the handle). destroy() and a failure in the rest of __init__ free both at once;
@@ -655,16 +645,16 @@ class CublasCaptureHandle:
         return f"CublasCaptureHandle(stream={stream:#x}, math={self.math!r}{state})"
 
 
-def _release(cublas: ModuleType, handle: int, workspace: Any) -> None:
+def _release(cublas: CheckedLibrary, handle: int, workspace: Any) -> None:
     """Destroy a cuBLAS handle; ``workspace`` is held until then, and freed after it."""
     cublas.destroy(handle)
 
 
 #: handles the garbage collector found, freed by :func:`free_retired`
-_retired: list[tuple[ModuleType, int, Any]] = []
+_retired: list[tuple[CheckedLibrary, int, Any]] = []
 
 
-def _retire(cublas: ModuleType, handle: int, workspace: Any) -> None:
+def _retire(cublas: CheckedLibrary, handle: int, workspace: Any) -> None:
     """The finalizer of a handle the garbage collector found: keep it for
     :func:`free_retired`. The collector may run inside anyone's stream capture (a
     ``torch.cuda.graph`` of another stream, which eagle cannot see), where destroying a
