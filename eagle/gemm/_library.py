@@ -12,6 +12,7 @@ raises :class:`~eagle.gemm.CublasUnavailable`.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -86,11 +87,7 @@ def cublas() -> CheckedLibrary:
     Raises:
         CublasUnavailable: nvmath-python is not installed.
     """
-    try:
-        from nvmath.bindings import cublas as module
-    except ImportError as exc:
-        raise _missing("cuBLAS", exc) from exc
-    return CheckedLibrary(module, "cublas", (module.cuBLASError,))
+    return _load("cublas", "cuBLAS", "cuBLASError")
 
 
 @functools.cache
@@ -100,14 +97,17 @@ def cublaslt() -> CheckedLibrary:
     Raises:
         CublasUnavailable: nvmath-python is not installed.
     """
+    return _load("cublasLt", "cuBLASLt", "cuBLASLtError")
+
+
+def _load(module_name: str, library: str, error: str) -> CheckedLibrary:
+    """``nvmath.bindings.<module_name>``, checked: its exception ``error`` raised as
+    :class:`CudaError`."""
     try:
-        from nvmath.bindings import cublasLt as module
+        module = importlib.import_module(f"nvmath.bindings.{module_name}")
     except ImportError as exc:
-        raise _missing("cuBLASLt", exc) from exc
-    return CheckedLibrary(module, "cublasLt", (module.cuBLASLtError,))
-
-
-def _missing(library: str, exc: ImportError) -> CublasUnavailable:
-    return CublasUnavailable(
-        f"{library} is not reachable: nvmath-python is not installed ({exc}); install nvmath-python"
-    )
+        raise CublasUnavailable(
+            f"{library} is not reachable: nvmath-python is not installed ({exc}); "
+            "install nvmath-python"
+        ) from exc
+    return CheckedLibrary(module, module_name, (getattr(module, error),))
