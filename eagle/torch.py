@@ -79,7 +79,7 @@ from eagle._torch_runner import (
     refuse_nondeterminism,
     rounded,
 )
-from eagle.plan._planes import ROUNDS_TO_INF, by_position, not_a_kernel
+from eagle.plan._planes import by_position, fitted_number, not_a_kernel
 from hawk.contraction import lane_layout
 from hawk.emit import policy
 from hawk.emit.policy import Contraction
@@ -91,7 +91,6 @@ __all__ = ["Function", "function"]
 _DTYPE_LIST = ", ".join(DTYPE_NAMES.values())
 #: the largest finite number of each dtype a kernel computes in, for Params given as numbers
 _LARGEST = {real: torch.finfo(real).max for real in (torch.float32, torch.float64)}
-_ROUNDS_TO_INF = {real: ROUNDS_TO_INF[str(real).removeprefix("torch.")] for real in _LARGEST}
 
 
 #: each kernel's live functions, by the policy their plans are built under
@@ -608,22 +607,24 @@ def _refuse_value(slot: _Slot, value: Any) -> None:
         )
 
 
-def _param_number(name: str, value: int | float, real: torch.dtype) -> int | float:
-    """A Param number as the kernel takes it, refused where it is too large for the dtype
-    the kernel computes in (infinities and NaN are values like any other), as ``plan.run``
-    does (:func:`eagle.plan._planes.param_number`): one that rounds to that dtype's
-    largest value is brought to it, as torch takes no larger number for the dtype."""
+def _param_number(name: str, value: int | float, real: torch.dtype) -> float:
+    """A Param number as the kernel takes it, checked as ``plan.run`` checks it
+    (:func:`eagle.plan._planes.fitted_number`; infinities and NaN are values like any
+    other): refused where it rounds to an infinity in the dtype the kernel computes in;
+    one that rounds to that dtype's largest value is brought to it, as torch takes no
+    larger number for the dtype."""
+    number = fitted_number(value, str(real).removeprefix("torch."))
+    if number is None:
+        shown = f"an int of {value.bit_length()} bits" if isinstance(value, int) else repr(value)
+        wider = " or float64 tensors" if real == torch.float32 else ""
+        raise EagleOverflowError(
+            f"Param {name!r} is {shown}, too large for {real} (the dtype the kernel computes "
+            f"in); pass a number within ±{_LARGEST[real]:.8g}{wider}"
+        )
     limit = _LARGEST[real]
-    if abs(value) <= limit or (isinstance(value, float) and not math.isfinite(value)):
-        return value
-    if abs(value) < _ROUNDS_TO_INF[real]:
-        return limit if value > 0 else -limit
-    shown = f"an int of {value.bit_length()} bits" if isinstance(value, int) else repr(value)
-    wider = " or float64 tensors" if real == torch.float32 else ""
-    raise EagleOverflowError(
-        f"Param {name!r} is {shown}, too large for {real} (the dtype the kernel computes in); "
-        f"pass a number within ±{limit:.8g}{wider}"
-    )
+    if math.isfinite(number) and abs(number) > limit:
+        return math.copysign(limit, number)
+    return number
 
 
 def _constant(value: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:

@@ -58,6 +58,8 @@ __all__ = [
     "find",
     "numpy_dtype",
     "plane_row",
+    "storable",
+    "through_float32",
 ]
 
 ProductMath = Literal["fp32", "tf32", "fp64", "fast_accum"]
@@ -283,6 +285,24 @@ def plane_row(dtype: np.dtype) -> DType | None:
     if row is None or row.plane is None or dtype != row.numpy:
         return None
     return row
+
+
+def storable(value: Any, dtype: Any) -> Any:
+    """``value`` (numbers, or an array of them) as a store into ``dtype`` takes it, by the
+    row's :attr:`PlaneForm.from_double`: a float64 value bound for a dtype that rounds it
+    through float32 (bfloat16, as the device converts it; ``ml_dtypes`` rounds float64 to
+    bfloat16 directly or through float32, by its version) comes back in float32, to be
+    rounded once more by the store; anything else comes back as it is."""
+    if np.result_type(value) == np.float64 and through_float32(dtype):
+        return np.asarray(value, np.float32)
+    return value
+
+
+def through_float32(dtype: Any) -> bool:
+    """Whether a float64 value is rounded into ``dtype`` through float32 (its row's
+    :attr:`PlaneForm.from_double`)."""
+    row = find(dtype)
+    return row is not None and row.plane is not None and row.plane.from_double == "through_float32"
 
 
 def by_dlpack(code: int, bits: int) -> DType | None:

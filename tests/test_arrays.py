@@ -11,6 +11,7 @@ import pytest
 import eagle
 import eagle.errors
 from eagle import arrays
+from hawk.dtypes import numpy_dtype
 
 
 def test_host_array_wraps_numpy_without_copy(rng):
@@ -70,6 +71,31 @@ def test_fill_any_value_of_the_dtype(dtype):
     arr = arrays.empty((3, 4), dtype)
     arr.fill(-5)
     assert np.all(arr.numpy() == -5)
+
+
+#: a float64 value whose bfloat16 depends on the rounding: through float32 (as every hawk
+#: store and torch round it) 1 + 2**-8 is a tie that goes to 1.0; rounded directly, 1.0078125
+_BF16_SENSITIVE = 1 + 2**-8 + 2**-30
+
+
+def test_float64_values_round_into_bfloat16_through_float32_as_kernels_store_them():
+    expected = np.asarray(np.float32(_BF16_SENSITIVE)).astype(numpy_dtype("bfloat16"))
+    assert float(expected) == 1.0
+    filled = arrays.empty((3,), "bfloat16")
+    filled.fill(_BF16_SENSITIVE)
+    values = np.array([_BF16_SENSITIVE, -_BF16_SENSITIVE, 2.5])
+    for got in (
+        arrays.full((3,), _BF16_SENSITIVE, "bfloat16").numpy(),
+        filled.numpy(),
+        arrays.asarray(values, dtype="bfloat16").numpy()[:1],
+        np.asarray(arrays.asarray(values), dtype=expected.dtype)[:1],
+        arrays.asarray(values).numpy().astype(np.float32).astype(expected.dtype)[:1],
+    ):
+        assert got.dtype == expected.dtype and np.all(got == expected)
+    assert arrays.asarray(values, dtype="bfloat16").numpy().tolist() == [1.0, -1.0, 2.5]
+    assert float(np.asarray(arrays.asarray(values), dtype=np.float16)[0]) == float(
+        np.float16(_BF16_SENSITIVE)
+    )  # (float16 rounds once, as its row says)
 
 
 def test_host_dlpack_round_trip(rng):

@@ -10,6 +10,7 @@ import pytest
 
 from eagle import arrays, cuda
 from eagle.cuda.module import load_kernel
+from hawk.dtypes import numpy_dtype
 
 pytestmark = pytest.mark.gpu
 
@@ -111,3 +112,16 @@ def test_cupy_arrays_and_streams(rng):
     assert wrapped.dtype == np.float16 and wrapped.ptr == half.data.ptr
     back = cp.from_dlpack(arrays.asarray(values, device="cuda:0"))
     np.testing.assert_array_equal(cp.asnumpy(back), values)
+
+
+def test_device_fills_round_float64_into_bfloat16_as_kernels_store_it():
+    from tests.test_arrays import _BF16_SENSITIVE
+
+    expected = np.asarray(np.float32(_BF16_SENSITIVE)).astype(numpy_dtype("bfloat16"))
+    device = arrays.full((5,), -7.0, "bfloat16", "cuda:0")
+    device.numpy()  # (poisoned first)
+    device.fill(_BF16_SENSITIVE)
+    assert np.all(device.numpy() == expected)
+    assert np.all(arrays.full((4,), _BF16_SENSITIVE, "bfloat16", "cuda:0").numpy() == expected)
+    moved = arrays.asarray(np.array([_BF16_SENSITIVE]), dtype="bfloat16", device="cuda:0")
+    assert np.all(moved.numpy() == expected)

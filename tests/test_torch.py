@@ -9,10 +9,12 @@ import sys
 import textwrap
 import warnings
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
+import eagle.plan  # noqa: E402
 import eagle.torch  # noqa: E402
 import hawk  # noqa: E402
 from hawk.emit import policy  # noqa: E402
@@ -356,6 +358,31 @@ def test_refusals_name_the_plane():
         eagle.torch.function(k.affine, contraction="fast")
     with pytest.raises(TypeError, match="@hawk.kernel"):
         eagle.torch.function(lambda x: x)
+
+
+def test_a_param_int_near_the_largest_value_is_taken_as_plan_run_takes_it():
+    """An int Param is rounded by float() on both paths: one just below the bound where
+    float32 rounds to infinity, which float() rounds onto it, is refused alike; one
+    float() keeps below the bound gives the compute dtype's largest value alike."""
+    affine = eagle.torch.function(k.affine)
+    plan = eagle.plan.auto(k.affine)
+    bound = 2**128 - 2**103  # float32 rounds it (a tie) and all above to infinity
+    x = torch.tensor([1.0, -1.0])
+    for value in (bound - 1, bound - 2**60):  # (float() rounds both onto the bound)
+        with pytest.raises(OverflowError, match=r"Param 'a' is an int of 128 bits, too large"):
+            affine(x=x, a=value, b=0.0)
+        with pytest.raises(OverflowError, match=r"Param 'a' is an int of 128 bits, too large"):
+            plan.run(x=x.numpy(), a=value, b=0.0, y=np.empty(2, np.float32))
+    float64_bound = 2**1024 - 2**970
+    for dtype, below in (
+        (torch.float32, int(np.nextafter(float(bound), 0.0))),  # float() keeps it below
+        (torch.float64, float64_bound - 1),  # float() gives float64's largest value
+    ):
+        x = torch.tensor([1.0, -1.0], dtype=dtype)
+        out = np.empty(2, x.numpy().dtype)
+        plan.run(x=x.numpy(), a=below, b=0.0, y=out)
+        torch.testing.assert_close(affine(x=x, a=below, b=0.0), torch.from_numpy(out))
+        assert out[0] == torch.finfo(dtype).max and out[1] == -torch.finfo(dtype).max
 
 
 def test_coercions_are_refused_by_name():

@@ -31,7 +31,7 @@ from eagle.errors import (
     EagleTypeError,
     EagleValueError,
 )
-from hawk.dtypes import find
+from hawk.dtypes import find, storable
 
 __all__ = ["Array", "empty", "full", "ones", "zeros"]
 
@@ -300,7 +300,9 @@ class Array:
         values = self.numpy()
         if copy:
             values = values.copy()
-        return values if dtype is None else values.astype(dtype, copy=False)
+        if dtype is None:
+            return values
+        return np.asarray(storable(values, dtype)).astype(dtype, copy=False)
 
     def to(self, device: str) -> Array:
         """This array on ``device`` (itself when it is already there)."""

@@ -10,13 +10,15 @@ import numpy as np
 
 from eagle.cuda._runtime import cudadrv
 from eagle.errors import EagleValueError, shown
+from hawk.dtypes import storable
 
 __all__ = ["exact_scalar", "memset"]
 
 
 def exact_scalar(value: Any, dtype: np.dtype) -> np.generic:
     """``value`` as a scalar of ``dtype``, refused unless it fits: integers and bools
-    exactly (into a real dtype too), floats without overflow, complex values only into
+    exactly (into a real dtype too), floats without overflow (a float64 one rounded as a
+    kernel's store rounds it, :func:`hawk.dtypes.storable`), complex values only into
     complex dtypes."""
     if isinstance(value, int | np.integer) and dtype.kind not in "biu":
         return _exact_real(int(value), dtype)
@@ -32,7 +34,7 @@ def exact_scalar(value: Any, dtype: np.dtype) -> np.generic:
         raise EagleValueError(f"value {shown(value)} is complex; {dtype} is real")
     with np.errstate(all="ignore"):
         try:
-            scalar = cast(np.generic, given.astype(dtype)[()])
+            scalar = cast(np.generic, np.asarray(storable(given, dtype)).astype(dtype)[()])
         except (TypeError, ValueError, OverflowError) as exc:
             raise EagleValueError(f"value {shown(value)} cannot be stored as {dtype}") from exc
     if dtype.kind in "biu":

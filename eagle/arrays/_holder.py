@@ -43,7 +43,7 @@ from eagle.errors import (
     EagleValueError,
     shown,
 )
-from hawk.dtypes import find
+from hawk.dtypes import find, storable
 
 __all__ = [
     "ALIKE",
@@ -279,7 +279,8 @@ def asarray(obj: Any, dtype: Any = None, device: str | None = None) -> _array.Ar
     source = _wrap(obj, kind)
     target = source._device_index if device is None else index
     if kind is not None and kind != source.dtype:
-        host = np.array(source.numpy(), dtype=kind, order="C")  # (keeps a 0-d array 0-d)
+        # (a 0-d array stays 0-d; float64 values round as a kernel's store rounds them)
+        host = np.array(storable(source.numpy(), kind), dtype=kind, order="C")
         source = _array.Array(host=host)
     elif source.is_host:
         if source.dtype.kind in "OSU" and not isinstance(obj, np.ndarray):  # None, text...

@@ -69,7 +69,6 @@ _LARGEST = {np.dtype(t): float(np.finfo(t).max) for t in (np.float32, np.float64
 #: a compute dtype's first real that rounds to an infinity there, by name: the largest finite
 #: value plus half its spacing (float32's largest is printed 3.4028235e+38, a little above it)
 ROUNDS_TO_INF = {"float32": 2**128 - 2**103, "float64": 2**1024 - 2**970}  # (exact ints)
-_ROUNDS_TO_INF = {np.dtype(name): bound for name, bound in ROUNDS_TO_INF.items()}
 
 
 @dataclass
@@ -414,19 +413,30 @@ def param_number(name: str, value: Any, real: np.dtype) -> float:
     Raises:
         OverflowError: ``value`` is finite but too large for ``real``.
     """
-    limit = _ROUNDS_TO_INF[real]
-    try:
-        number = float(value)
-    except OverflowError:
-        pass  # an int beyond any float
-    else:
-        if -limit < number < limit or not (math.isfinite(number) or _finite(value)):
-            return number
+    number = fitted_number(value, real.name)
+    if number is not None:
+        return number
     raise EagleOverflowError(
         f"Param {name!r} is {_short(value)}, too large for {real.name} (the dtype the "
         f"kernel computes in); pass a number within ±{_LARGEST[real]:.8g}"
         + (" or float64 planes" if real != np.float64 else "")
     )
+
+
+def fitted_number(value: Any, real: str) -> float | None:
+    """A Param's number as the float a kernel computing in ``real`` (``"float32"`` or
+    ``"float64"``) takes: ``float(value)`` (an int is rounded to float64 first, as every
+    caller rounds it), None where that is finite and rounds to an infinity in ``real``, or
+    ``value`` is an int beyond any float. Infinities and NaN are numbers like any other.
+    ``plan.run`` and ``eagle.torch`` both check their Params by it."""
+    limit = ROUNDS_TO_INF[real]
+    try:
+        number = float(value)
+    except OverflowError:
+        return None  # an int beyond any float
+    if -limit < number < limit or not (math.isfinite(number) or _finite(value)):
+        return number
+    return None
 
 
 def _finite(value: Any) -> bool:

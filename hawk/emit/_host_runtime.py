@@ -21,13 +21,13 @@ import numpy as np
 
 from hawk._registry.functions import floor_unchecked
 from hawk._registry.integers import EXACT, int_power, wrapped
-from hawk.dtypes import find
+from hawk.dtypes import storable
 from hawk.emit._factor import GROUP, LANES, UNIT, Grouping
 from hawk.emit.checks import CheckSite
 from hawk.errors import HawkError
 from hawk.ir.expr import INT_MAX, INT_MIN, int_takes
 
-__all__ = ["RUNTIME", "storable", "through_float32"]
+__all__ = ["RUNTIME"]
 
 
 def _check_index(
@@ -232,24 +232,6 @@ def _round_sums(table: np.ndarray, sums: np.ndarray) -> None:
     added = sums != 0
     if added.any():
         table[added] = storable(table[added].astype(sums.dtype) + sums[added], table.dtype)
-
-
-def storable(value: Any, dtype: np.dtype) -> Any:
-    """``value`` (compute-type numbers) as a store into a plane of ``dtype`` takes it: a
-    store from float64 into a dtype whose row rounds it through float32 (bfloat16: as
-    the device's does; ml_dtypes rounds float64 to bfloat16 directly or through float32,
-    by its version) goes to float32 first."""
-    if np.result_type(value) == np.float64 and through_float32(dtype):
-        return np.asarray(value, np.float32)
-    return value
-
-
-@functools.cache
-def through_float32(dtype: np.dtype) -> bool:
-    """Whether a float64 value is rounded into ``dtype`` through float32 (its row's
-    :attr:`~hawk.dtypes.PlaneForm.from_double`)."""
-    row = find(dtype)
-    return row is not None and row.plane is not None and row.plane.from_double == "through_float32"
 
 
 #: one element, broadcast to a column of a chunk's rows

@@ -49,10 +49,11 @@ from typing import Any
 import numpy as np
 
 from hawk import ir
+from hawk.dtypes import through_float32
 from hawk.emit import Names, compute_dtype, plane_dtypes
 from hawk.emit._batch import Batch, batch, lane_group
 from hawk.emit._factor import GROUP, LANES, UNIT, Factoring, factor
-from hawk.emit._host_runtime import RUNTIME, through_float32
+from hawk.emit._host_runtime import RUNTIME
 from hawk.emit.checks import (
     CheckSite,
     IntOverflow,

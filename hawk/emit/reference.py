@@ -33,8 +33,8 @@ import numpy as np
 from hawk import ir
 from hawk._registry import DEBUG_CALLS
 from hawk._registry.integers import EXACT, wrapped
+from hawk.dtypes import storable
 from hawk.emit import compute_dtype, plane_dtypes
-from hawk.emit._host_runtime import storable
 from hawk.emit.checks import LaneCheck, division_site, index_site, operation_site
 from hawk.ir.expr import int_takes
 from hawk.kinds import PlaneKind, Type
