@@ -289,7 +289,7 @@ def plane_row(dtype: np.dtype) -> DType | None:
 
 def storable(value: Any, dtype: Any) -> Any:
     """``value`` (numbers, or an array of them) as a store into ``dtype`` takes it, by the
-    row's :attr:`~hawk.dtypes.PlaneForm.from_double`: a float64 value bound for a dtype that rounds it
+    row's :class:`PlaneForm` ``from_double``: a float64 value bound for a dtype that rounds it
     through float32 (bfloat16, as the device converts it; ``ml_dtypes`` rounds float64 to
     bfloat16 directly or through float32, by its version) comes back in float32, to be
     rounded once more by the store; anything else comes back as it is."""
@@ -300,7 +300,7 @@ def storable(value: Any, dtype: Any) -> Any:
 
 def through_float32(dtype: Any) -> bool:
     """Whether a float64 value is rounded into ``dtype`` through float32 (its row's
-    :attr:`~hawk.dtypes.PlaneForm.from_double`)."""
+    :class:`PlaneForm` ``from_double``)."""
     row = find(dtype)
     return row is not None and row.plane is not None and row.plane.from_double == "through_float32"
 
