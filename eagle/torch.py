@@ -607,12 +607,14 @@ def _refuse_value(slot: _Slot, value: Any) -> None:
         )
 
 
-def _param_number(name: str, value: int | float, real: torch.dtype) -> float:
+def _param_number(name: str, value: Any, real: torch.dtype) -> Any:
     """A Param number as the kernel takes it, checked as ``plan.run`` checks it
     (:func:`eagle.plan._planes.fitted_number`; infinities and NaN are values like any
     other): refused where it rounds to an infinity in the dtype the kernel computes in;
     one that rounds to that dtype's largest value is brought to it, as torch takes no
     larger number for the dtype."""
+    if isinstance(value, torch.SymInt | torch.SymFloat):
+        return value  # (a symbolic number, kept one: checking it would fix its value)
     number = fitted_number(value, str(real).removeprefix("torch."))
     if number is None:
         shown = f"an int of {value.bit_length()} bits" if isinstance(value, int) else repr(value)

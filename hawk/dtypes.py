@@ -288,12 +288,14 @@ def plane_row(dtype: np.dtype) -> DType | None:
 
 
 def storable(value: Any, dtype: Any) -> Any:
-    """``value`` (numbers, or an array of them) as a store into ``dtype`` takes it, by the
-    row's :class:`PlaneForm` ``from_double``: a float64 value bound for a dtype that rounds it
-    through float32 (bfloat16, as the device converts it; ``ml_dtypes`` rounds float64 to
-    bfloat16 directly or through float32, by its version) comes back in float32, to be
-    rounded once more by the store; anything else comes back as it is."""
-    if np.result_type(value) == np.float64 and through_float32(dtype):
+    """``value`` (a number, an array, or anything ``numpy.asarray`` takes) as a store into
+    ``dtype`` takes it, by the row's :class:`PlaneForm` ``from_double``: a float64 (or
+    wider) value bound for a dtype that rounds it through float32 (bfloat16, as the
+    device converts it; ``ml_dtypes`` rounds float64 to bfloat16 directly or through
+    float32, by its version) comes back in float32, to be rounded once more by the store;
+    anything else comes back as it is."""
+    source = value.dtype if isinstance(value, np.ndarray | np.generic) else np.asarray(value).dtype
+    if source.kind == "f" and source.itemsize > 4 and through_float32(dtype):
         return np.asarray(value, np.float32)
     return value
 

@@ -89,7 +89,9 @@ def test_float64_values_round_into_bfloat16_through_float32_as_kernels_store_the
         filled.numpy(),
         arrays.asarray(values, dtype="bfloat16").numpy()[:1],
         np.asarray(arrays.asarray(values), dtype=expected.dtype)[:1],
-        arrays.asarray(values).numpy().astype(np.float32).astype(expected.dtype)[:1],
+        arrays.asarray([_BF16_SENSITIVE], dtype="bfloat16").numpy(),
+        arrays.asarray(_BF16_SENSITIVE, dtype="bfloat16").numpy().reshape(1),
+        arrays.full((2,), np.longdouble(_BF16_SENSITIVE), "bfloat16").numpy(),
     ):
         assert got.dtype == expected.dtype and np.all(got == expected)
     assert arrays.asarray(values, dtype="bfloat16").numpy().tolist() == [1.0, -1.0, 2.5]

@@ -385,6 +385,18 @@ def test_a_param_int_near_the_largest_value_is_taken_as_plan_run_takes_it():
         assert out[0] == torch.finfo(dtype).max and out[1] == -torch.finfo(dtype).max
 
 
+def test_a_symbolic_param_stays_symbolic_under_make_fx():
+    """A Param from a shape under make_fx's symbolic tracing is an input of the graph,
+    never fixed to its value at the trace (checking its size would fix it)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    affine = eagle.torch.function(k.affine)
+    graph = make_fx(
+        lambda x: affine(x=x, a=x.shape[0], b=x.shape[0] * 0.5), tracing_mode="symbolic"
+    )(torch.ones(3))
+    torch.testing.assert_close(graph(torch.ones(5)), torch.full((5,), 7.5))
+
+
 def test_coercions_are_refused_by_name():
     affine, scale_add = eagle.torch.function(k.affine), eagle.torch.function(k.scale_add)
     x3, x4 = torch.randn(3), torch.randn(4)

@@ -43,7 +43,7 @@ from eagle.errors import (
     EagleValueError,
     shown,
 )
-from hawk.dtypes import find, storable
+from hawk.dtypes import find, storable, through_float32
 
 __all__ = [
     "ALIKE",
@@ -313,6 +313,10 @@ def _wrap(obj: Any, dtype: np.dtype | None = None) -> _array.Array:
     held = hold(obj)
     if held is None:
         try:
+            if dtype is not None and through_float32(dtype):  # (bfloat16)
+                values = np.asarray(obj)
+                if values.dtype.kind == "f":  # rounded as a kernel's store rounds them
+                    return _array.Array(host=np.asarray(storable(values, dtype), dtype=dtype))
             return _array.Array(host=np.asarray(obj, dtype=dtype))
         except OverflowError as exc:  # 300 as int8, -1 as uint8
             raise EagleOverflowError(f"asarray: {exc}; pass values {dtype} holds") from None
