@@ -238,19 +238,29 @@ class ExpressionTracer(ir.Builder):
             )
         return value
 
+    def not_a_number(self, node: ast.AST, what: str, side: ir.Expr) -> HawkError:
+        """The refusal of ``side``, a comparison or a bool constant, where ``what`` needs a
+        number: hawk takes True and False as conditions only."""
+        if isinstance(side, ir.Const):
+            return self.error(
+                node,
+                f"{what}, not the bool constant {side.value}: {snippet(node)}; hawk takes True "
+                "and False as conditions, not numbers: write the number you mean, such as "
+                "1.0 if FLAG else 0.0",
+            )
+        return self.error(node, f"{what}, not a comparison: {snippet(node)}; {_COMPARISON_HINT}")
+
     def arith(self, node: ast.AST, op: str, left: ir.Expr, right: ir.Expr) -> ir.Expr:
         for side in (left, right):
             if side.type == Type.BOOL:
-                raise self.error(
-                    node,
-                    f"{op} needs numbers, not a comparison: {snippet(node)}; {_COMPARISON_HINT}",
-                )
+                raise self.not_a_number(node, f"{op} needs numbers", side)
         if op == "**":
             if isinstance(left, ir.Const) and isinstance(right, ir.Const):
                 base, exponent = left.value, right.value
                 if (
                     isinstance(base, int)
                     and isinstance(exponent, int)
+                    and abs(base) > 1  # (1, 0 and -1 to any power fit)
                     and exponent * abs(base).bit_length() > _POWER_BITS
                 ):
                     raise self.error(  # (not worked out: its exact value is too large)
@@ -332,6 +342,8 @@ class ExpressionTracer(ir.Builder):
         unary = _UNARY_OPS.get(type(node.op))
         if unary is not None and operand.type != Type.BOOL:
             return fold(ir.Unary(unary, operand))
+        if unary is not None:
+            raise self.not_a_number(node, f"{unary} needs a number", operand)
         raise self.error(node, f"operator in {snippet(node)} is not in hawk; {_OPERATORS}")
 
     def bounded(self, value: ir.Expr) -> ir.Expr:
@@ -439,7 +451,7 @@ class ExpressionTracer(ir.Builder):
                     right = self.expr(right_node)
             for side in (left, right):
                 if side.type == Type.BOOL:
-                    raise self.error(node, f"{op} compares numbers: {snippet(node)}")
+                    raise self.not_a_number(node, f"{op} compares numbers", side)
             a, b = (
                 (left, right)
                 if left.type == right.type

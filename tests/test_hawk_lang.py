@@ -124,6 +124,15 @@ LANES = "x: hawk.Scalar, y: hawk.Mutable[hawk.Scalar]"
 DEF_LINE = 14  # the line of `def k` in the file _load writes; the body starts on 15
 
 
+def test_a_power_of_one_or_minus_one_folds_whatever_its_exponent(tmp_path: Path) -> None:
+    """1, 0 and -1 to a large constant power fit int64 (the size check before working a
+    power out is for larger bases)."""
+    k = _load(tmp_path, "y = x * (1 ** 5000 + (-1) ** 5001 + 0 ** 5000 + 4)", LANES)
+    assert any(node == ir.Const(4.0) for node in ir.walk(k.ir))
+    with pytest.raises(hawk.HawkError, match=r"2 \*\* 5000 is at least 2\*\*64 in size"):
+        _load(tmp_path, "y = x * 2 ** 5000", LANES)
+
+
 def test_loop_carry_is_widened_from_int_to_real(tmp_path: Path) -> None:
     k = _load(tmp_path, "s = 0\nfor i in range(3):\n    s = s + x\ny = s", LANES)
     (loop,) = [s for s in k.ir.body if isinstance(s, ir.Loop)]
@@ -389,6 +398,9 @@ ERRORS = [
     ("y = G", LANES, 1, r"'G' is a str; a kernel uses .* int or float constants"),
     ("y = undefined_name", LANES, 1, r"name 'undefined_name' is not defined"),
     ("y = (x > 1) + 1.0", LANES, 1, r"\+ needs numbers, not a comparison"),
+    ("y = -(x > 1.0)", LANES, 1, r"- needs a number, not a comparison: -\(x > 1\.0\)"),
+    ("y = x + True", LANES, 1, r"\+ needs numbers, not the bool constant True: .* 1\.0 if FLAG"),
+    ("y = x if True == 1 else x", LANES, 1, r"== compares numbers, not the bool constant True"),
     ("t = 1\nfor i in range(R):\n    t = x > 0\ny = x", LANES, 2, r"'t' holds a comparison"),
     ("y = int(x > 0)", LANES, 1, r"int\(\) of a comparison is not in hawk"),
     ("y = x\nhm.exp(x)", LANES, 2, r"this expression has no effect: hm\.exp\(x\)"),
