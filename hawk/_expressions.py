@@ -245,8 +245,8 @@ class ExpressionTracer(ir.Builder):
             return self.error(
                 node,
                 f"{what}, not the bool constant {side.value}: {snippet(node)}; hawk takes True "
-                "and False as conditions, not numbers: write the number you mean, such as "
-                "1.0 if FLAG else 0.0",
+                "and False as conditions, not numbers: use the constant as the condition itself "
+                "(if FLAG:), or write the number you mean, such as 1.0 if FLAG else 0.0",
             )
         return self.error(node, f"{what}, not a comparison: {snippet(node)}; {_COMPARISON_HINT}")
 
