@@ -37,6 +37,7 @@ from eagle._torch_runner import (
     Runner,
     adds,
     compute_dtype,
+    compute_dtype_of,
     contiguous,
     first_tensor,
     refuse_nondeterminism,
@@ -296,7 +297,7 @@ class Derivatives:
         device = first_tensor(values, cotangents).device
         dtypes = {t.dtype for t in values}
         dtypes.update(t.dtype for t in cotangents)
-        real = compute_dtype(*values, *cotangents)
+        real = compute_dtype_of(dtypes)
         # An adjoint that runs its own loop is specialised for a fresh call: it writes the
         # lane gradients (no zeroing first) and reads a broadcast cotangent (the gradient
         # of a sum) as its one element (no copy). The GEMM route writes its gradients; it

@@ -13,6 +13,7 @@ modules import this module (it needs torch).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Set
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ __all__ = [
     "Runner",
     "adds",
     "compute_dtype",
+    "compute_dtype_of",
     "contiguous",
     "first_tensor",
     "refuse_nondeterminism",
@@ -163,6 +165,12 @@ def compute_dtype(*tensors: Any) -> torch.dtype:
     any is, else float32 (None entries aside)."""
     wide = any(t is not None and t.dtype in _WIDE for t in tensors)
     return torch.float64 if wide else torch.float32
+
+
+def compute_dtype_of(dtypes: Set[torch.dtype]) -> torch.dtype:
+    """:func:`compute_dtype` of tensors whose dtypes (the set ``dtypes``) a caller has
+    already gathered."""
+    return torch.float32 if _WIDE.isdisjoint(dtypes) else torch.float64
 
 
 #: the narrow dtypes a float64 value rounds into once (their rows'
